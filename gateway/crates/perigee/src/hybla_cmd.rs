@@ -1,5 +1,6 @@
-//! `perigee hybla status|load|unload`.
+//! `perigee hybla status|load|unload|set`.
 use clap::{Args as ClapArgs, Subcommand};
+use perigee_hybla::{HyblaParams, HyblaStatus, Implementation};
 
 #[derive(ClapArgs)]
 pub struct Args {
@@ -9,44 +10,93 @@ pub struct Args {
 
 #[derive(Subcommand)]
 enum Action {
-    /// Which implementation is active and its parameters.
+    /// Which implementation is active (kernel|bpf|none) and its parameters.
     Status {
         #[arg(long)]
         json: bool,
     },
-    /// Register Perigee's BPF Hybla when the kernel has none.
+    /// Make `hybla` available: the kernel's if present, else register Perigee's BPF one.
     Load,
     /// Remove Perigee's BPF Hybla (never the kernel's).
     Unload,
+    /// Change RTT0 and the base RTT at run time (open connections keep running).
+    Set {
+        /// Hybla's reference RTT, milliseconds (default 25).
+        #[arg(long)]
+        rtt0_ms: Option<u32>,
+        /// Base RTT used for rho instead of the measured minimum; 0 = measured.
+        #[arg(long)]
+        base_rtt_ms: Option<u32>,
+    },
 }
 
 pub fn run(args: Args) -> i32 {
     match args.action {
         Action::Status { json } => {
-            let st = perigee_hybla::status();
-            if json {
-                println!("{}", serde_json::to_string_pretty(&serde_json::json!({
-                    "implementation": st.implementation, "loaded": st.loaded,
-                    "rtt0_ms": st.rtt0_ms, "base_rtt_ms": st.base_rtt_ms,
-                    "available": st.available, "problem": st.problem })).unwrap_or_default());
-            } else {
-                println!("{:?}", st);
-            }
+            print_status(&perigee_hybla::status(), json);
             0
         }
         Action::Load => match perigee_hybla::load() {
-            Ok(_) => 0,
-            Err(e) => {
-                eprintln!("perigee hybla load: {e}");
-                1
+            Ok(st) => {
+                print_status(&st, false);
+                0
             }
+            Err(e) => fail("load", e),
         },
         Action::Unload => match perigee_hybla::unload() {
             Ok(()) => 0,
-            Err(e) => {
-                eprintln!("perigee hybla unload: {e}");
-                1
-            }
+            Err(e) => fail("unload", e),
         },
+        Action::Set {
+            rtt0_ms,
+            base_rtt_ms,
+        } => {
+            let cur = perigee_hybla::status();
+            let params = HyblaParams {
+                rtt0_ms: rtt0_ms.unwrap_or(cur.rtt0_ms),
+                base_rtt_ms: base_rtt_ms.unwrap_or(cur.base_rtt_ms),
+            };
+            match perigee_hybla::set_params(params) {
+                Ok(()) => {
+                    print_status(&perigee_hybla::status(), false);
+                    0
+                }
+                Err(e) => fail("set", e),
+            }
+        }
+    }
+}
+
+fn fail(what: &str, e: perigee_hybla::HyblaError) -> i32 {
+    eprintln!("perigee hybla {what}: {e}");
+    1
+}
+
+fn print_status(st: &HyblaStatus, json: bool) {
+    if json {
+        println!("{}", serde_json::to_string_pretty(st).unwrap_or_default());
+        return;
+    }
+    let which = match st.implementation {
+        Implementation::Kernel => "kernel (tcp_hybla module)",
+        Implementation::Bpf if st.owned => "bpf (Perigee struct_ops)",
+        Implementation::Bpf => "bpf (not Perigee's)",
+        Implementation::None => "none",
+    };
+    println!("implementation: {which}");
+    println!("loaded:         {}", st.loaded);
+    println!("rtt0_ms:        {}", st.rtt0_ms);
+    println!(
+        "base_rtt_ms:    {}{}",
+        st.base_rtt_ms,
+        if st.base_rtt_ms == 0 {
+            " (measured min RTT)"
+        } else {
+            ""
+        }
+    );
+    println!("available:      {}", st.available.join(" "));
+    if let Some(p) = &st.problem {
+        println!("problem:        {p}");
     }
 }

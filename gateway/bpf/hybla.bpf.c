@@ -1,0 +1,171 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * TCP Hybla (Caini & Firrincieli, 2004) as a BPF struct_ops congestion control, registered
+ * under the name "hybla" when the kernel has no tcp_hybla of its own.
+ *
+ *   rho  = max(RTT / RTT0, 1), RTT = operator base RTT if set, else the minimum RTT seen
+ *   slow start:             cwnd += 2^rho - 1   per ACKed segment
+ *   congestion avoidance:   cwnd += rho^2/cwnd  per ACKed segment
+ *   initial window:         IW * rho
+ *   outside TCP_CA_Open:    rho = 1, i.e. plain Reno; loss: ssthresh = max(cwnd/2, 2)
+ *
+ * Uses only what BPF TCP CCs may touch since Linux 6.1: reads of tcp_sock/ack_sample,
+ * writes of snd_cwnd, snd_ssthresh-return, icsk_ca_priv and sk_pacing_status. No kfuncs.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+
+#include "hybla_math.h"
+#include "hybla_params.h"
+
+char _license[] SEC("license") = "GPL";
+
+/* Run-time parameters (RTT0, base RTT), pinned by the loader; see hybla_params.h. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct hybla_params);
+} hybla_params SEC(".maps");
+
+/* Per-connection state, lives in icsk_ca_priv (104 bytes on 6.1+; this uses 20). */
+struct hybla_state {
+	__u32 rho_q16;     /* current rho, Q16 */
+	__u32 min_rtt_us;  /* minimum RTT sample seen, 0 = none yet */
+	__u32 frac;        /* Q32 cwnd remainder carried between ACKs */
+	__u32 generation;  /* params generation rho was computed with */
+	__u32 ca_state;    /* last TCP_CA_* state from set_state */
+};
+
+static __always_inline struct tcp_sock *hybla_tp(struct sock *sk)
+{
+	return (struct tcp_sock *)sk;
+}
+
+static __always_inline struct hybla_state *hybla_ca(struct sock *sk)
+{
+	return (struct hybla_state *)((struct inet_connection_sock *)sk)->icsk_ca_priv;
+}
+
+/* Recompute rho when forced (new min RTT, init) or when the operator changed the params. */
+static __always_inline void hybla_refresh_rho(struct hybla_state *ca, int force)
+{
+	__u32 key = 0, rtt0 = 0, base = 0, gen = 0, rtt;
+	struct hybla_params *p = bpf_map_lookup_elem(&hybla_params, &key);
+
+	if (p) {
+		rtt0 = p->rtt0_us;
+		base = p->base_rtt_us;
+		gen = p->generation;
+	}
+	if (!force && gen == ca->generation)
+		return;
+	ca->generation = gen;
+	/* A BoD allocation delay inflates measured RTTs; an operator base RTT keeps rho honest. */
+	rtt = base ? base : ca->min_rtt_us;
+	ca->rho_q16 = rtt ? hybla_rho_q16(rtt, rtt0) : HYBLA_RHO_ONE;
+}
+
+/* Standard TCP only grows cwnd while the sender actually uses it. */
+static __always_inline int hybla_cwnd_limited(struct tcp_sock *tp)
+{
+	if (tp->snd_cwnd < tp->snd_ssthresh)
+		return tp->snd_cwnd < 2 * tp->max_packets_out;
+	return BPF_CORE_READ_BITFIELD(tp, is_cwnd_limited);
+}
+
+static __always_inline __u32 hybla_ceiling(struct tcp_sock *tp)
+{
+	__u32 clamp = tp->snd_cwnd_clamp;
+
+	return clamp < HYBLA_CWND_CEILING ? clamp : HYBLA_CWND_CEILING;
+}
+
+SEC("struct_ops/hybla_init")
+void BPF_PROG(hybla_init, struct sock *sk)
+{
+	struct tcp_sock *tp = hybla_tp(sk);
+	struct hybla_state *ca = hybla_ca(sk);
+
+	ca->frac = 0;
+	ca->ca_state = TCP_CA_Open;
+	ca->min_rtt_us = tp->srtt_us >> 3; /* SYN/SYN-ACK RTT, 0 if unknown */
+	hybla_refresh_rho(ca, 1);
+	/* Scale the initial window only for a fresh connection, not on a CC switch mid-flow. */
+	if (tp->data_segs_out == 0)
+		tp->snd_cwnd = hybla_initial_cwnd(tp->snd_cwnd, ca->rho_q16, hybla_ceiling(tp));
+	/* Pace at >= cwnd/srtt so Hybla's large windows leave as a stream, not a burst. */
+	sk->sk_pacing_status = SK_PACING_NEEDED;
+}
+
+SEC("struct_ops/hybla_cong_avoid")
+void BPF_PROG(hybla_cong_avoid, struct sock *sk, __u32 ack, __u32 acked)
+{
+	struct tcp_sock *tp = hybla_tp(sk);
+	struct hybla_state *ca = hybla_ca(sk);
+	struct hybla_window w;
+	__u32 rho;
+
+	if (!hybla_cwnd_limited(tp))
+		return;
+	hybla_refresh_rho(ca, 0);
+	rho = ca->ca_state == TCP_CA_Open ? ca->rho_q16 : HYBLA_RHO_ONE;
+	w.cwnd = tp->snd_cwnd;
+	w.frac = ca->frac;
+	hybla_on_ack(&w, tp->snd_ssthresh, rho, acked, hybla_ceiling(tp));
+	tp->snd_cwnd = w.cwnd;
+	ca->frac = w.frac;
+}
+
+SEC("struct_ops/hybla_pkts_acked")
+void BPF_PROG(hybla_pkts_acked, struct sock *sk, const struct ack_sample *sample)
+{
+	struct hybla_state *ca = hybla_ca(sk);
+	__s32 rtt = sample->rtt_us;
+
+	if (rtt <= 0)
+		return;
+	if (ca->min_rtt_us == 0 || (__u32)rtt < ca->min_rtt_us) {
+		ca->min_rtt_us = (__u32)rtt;
+		hybla_refresh_rho(ca, 1);
+	}
+}
+
+SEC("struct_ops/hybla_set_state")
+void BPF_PROG(hybla_set_state, struct sock *sk, __u8 new_state)
+{
+	struct hybla_state *ca = hybla_ca(sk);
+
+	ca->ca_state = new_state;
+	if (new_state == TCP_CA_Loss)
+		ca->frac = 0;
+}
+
+SEC("struct_ops/hybla_ssthresh")
+__u32 BPF_PROG(hybla_ssthresh_op, struct sock *sk)
+{
+	hybla_ca(sk)->frac = 0;
+	return hybla_ssthresh(hybla_tp(sk)->snd_cwnd);
+}
+
+SEC("struct_ops/hybla_undo_cwnd")
+__u32 BPF_PROG(hybla_undo_cwnd, struct sock *sk)
+{
+	struct tcp_sock *tp = hybla_tp(sk);
+	__u32 cwnd = tp->snd_cwnd, prior = tp->prior_cwnd;
+
+	return cwnd > prior ? cwnd : prior;
+}
+
+SEC(".struct_ops")
+struct tcp_congestion_ops hybla = {
+	.init = (void *)hybla_init,
+	.cong_avoid = (void *)hybla_cong_avoid,
+	.pkts_acked = (void *)hybla_pkts_acked,
+	.set_state = (void *)hybla_set_state,
+	.ssthresh = (void *)hybla_ssthresh_op,
+	.undo_cwnd = (void *)hybla_undo_cwnd,
+	.name = "hybla",
+};

@@ -1,0 +1,146 @@
+//! Loads the embedded BPF Hybla, pins its maps under /sys/fs/bpf/perigee and registers the
+//! struct_ops without a link: the kernel then holds the registration (and a map reference)
+//! after this process exits. Unregistering deletes the struct_ops map's element.
+use std::ffi::c_void;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::path::Path;
+
+use crate::libbpf::{self, cstr};
+use crate::HyblaError;
+
+pub const PIN_DIR: &str = "/sys/fs/bpf/perigee";
+pub const OPS_PIN: &str = "/sys/fs/bpf/perigee/hybla_ops";
+pub const PARAMS_PIN: &str = "/sys/fs/bpf/perigee/hybla_params";
+
+static BPF_OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/hybla.bpf.o"));
+
+/// Mirror of `struct hybla_params` in bpf/hybla_params.h.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ParamsValue {
+    pub rtt0_us: u32,
+    pub base_rtt_us: u32,
+    pub generation: u32,
+    pub reserved: u32,
+}
+
+fn bpf_err(step: &'static str, e: io::Error) -> HyblaError {
+    HyblaError::Bpf { step, source: e }
+}
+
+/// Closes the libbpf object however loading ends; the pins and the registration survive it.
+struct Object(*mut libbpf::BpfObject);
+
+impl Drop for Object {
+    fn drop(&mut self) {
+        unsafe { libbpf::bpf_object__close(self.0) }
+    }
+}
+
+impl Object {
+    fn map(&self, name: &str) -> Result<*mut libbpf::BpfMap, HyblaError> {
+        let n = cstr(name);
+        let m = unsafe { libbpf::bpf_object__find_map_by_name(self.0, n.as_ptr()) };
+        if m.is_null() {
+            return Err(HyblaError::Bpf {
+                step: "find map",
+                source: io::Error::new(
+                    io::ErrorKind::NotFound,
+                    format!("map {name} missing from the BPF object"),
+                ),
+            });
+        }
+        Ok(m)
+    }
+}
+
+fn pin(map: *mut libbpf::BpfMap, path: &str) -> Result<(), HyblaError> {
+    let p = cstr(path);
+    libbpf::check(unsafe { libbpf::bpf_map__pin(map, p.as_ptr()) })
+        .map(|_| ())
+        .map_err(|e| bpf_err("pin map", e))
+}
+
+/// Load, pin, set initial params, register. On failure nothing of ours is left behind.
+pub fn load(initial: ParamsValue) -> Result<(), HyblaError> {
+    let obj = unsafe {
+        libbpf::bpf_object__open_mem(
+            BPF_OBJECT.as_ptr().cast::<c_void>(),
+            BPF_OBJECT.len(),
+            std::ptr::null(),
+        )
+    };
+    if obj.is_null() {
+        return Err(bpf_err("open BPF object", io::Error::last_os_error()));
+    }
+    let obj = Object(obj);
+    libbpf::check(unsafe { libbpf::bpf_object__load(obj.0) })
+        .map_err(|e| bpf_err("load BPF object (verifier log above, if any)", e))?;
+    let params = obj.map("hybla_params")?;
+    let ops = obj.map("hybla")?;
+
+    let result = (|| {
+        pin(params, PARAMS_PIN)?;
+        let fd = unsafe { libbpf::bpf_map__fd(params) };
+        libbpf::map_update(fd, &0u32, &initial).map_err(|e| bpf_err("write params", e))?;
+        pin(ops, OPS_PIN)?;
+        let link = unsafe { libbpf::bpf_map__attach_struct_ops(ops) };
+        if link.is_null() {
+            return Err(bpf_err("register struct_ops", io::Error::last_os_error()));
+        }
+        // Keep the registration when the link object goes away with this process.
+        unsafe {
+            libbpf::bpf_link__disconnect(link);
+            libbpf::bpf_link__destroy(link);
+        }
+        Ok(())
+    })();
+    if result.is_err() {
+        remove_pins();
+    }
+    result
+}
+
+/// Unregister ours (found through its pin) and remove the pins. Idempotent.
+pub fn unload() -> Result<(), HyblaError> {
+    if Path::new(OPS_PIN).exists() {
+        let fd = libbpf::obj_get(OPS_PIN).map_err(|e| bpf_err("open pinned struct_ops", e))?;
+        match libbpf::map_delete(fd.as_raw_fd(), &0u32) {
+            // ENOENT/EINVAL: pinned but no longer registered; just clean up.
+            Ok(()) => {}
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::EINVAL)) => {}
+            Err(e) => return Err(bpf_err("unregister struct_ops", e)),
+        }
+    }
+    remove_pins();
+    Ok(())
+}
+
+pub fn remove_pins() {
+    for p in [OPS_PIN, PARAMS_PIN] {
+        let _ = std::fs::remove_file(p);
+    }
+    let _ = std::fs::remove_dir(PIN_DIR); // only succeeds when empty: others' pins stay
+}
+
+pub fn read_params() -> Result<ParamsValue, HyblaError> {
+    let fd = libbpf::obj_get(PARAMS_PIN).map_err(|e| bpf_err("open pinned params map", e))?;
+    libbpf::map_lookup(fd.as_raw_fd(), &0u32).map_err(|e| bpf_err("read params", e))
+}
+
+/// Rewrite the params and bump the generation so open connections recompute rho on their
+/// next ACK; nothing is reloaded.
+pub fn write_params(rtt0_us: u32, base_rtt_us: u32) -> Result<ParamsValue, HyblaError> {
+    let fd = libbpf::obj_get(PARAMS_PIN).map_err(|e| bpf_err("open pinned params map", e))?;
+    let old: ParamsValue =
+        libbpf::map_lookup(fd.as_raw_fd(), &0u32).map_err(|e| bpf_err("read params", e))?;
+    let new = ParamsValue {
+        rtt0_us,
+        base_rtt_us,
+        generation: old.generation.wrapping_add(1),
+        reserved: 0,
+    };
+    libbpf::map_update(fd.as_raw_fd(), &0u32, &new).map_err(|e| bpf_err("write params", e))?;
+    Ok(new)
+}

@@ -1,0 +1,343 @@
+//! Root-only: registers the BPF Hybla in the running kernel, runs flows through it in a
+//! namespace pair (pt-hy-a <-> pt-hy-b), changes parameters live and unloads. One test
+//! function plus a lock file, because the congestion-control list is global kernel state.
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::fd::{AsRawFd, FromRawFd};
+use std::process::Command;
+use std::sync::mpsc;
+use std::thread;
+
+use perigee_hybla::{HyblaParams, Implementation};
+
+const NS_A: &str = "pt-hy-a";
+const NS_B: &str = "pt-hy-b";
+const ADDR_A: &str = "10.213.0.1";
+const ADDR_B: &str = "10.213.0.2";
+const LOCK: &str = "/run/lock/perigee-hybla-test.lock";
+
+fn ip(args: &[&str]) {
+    let out = Command::new("ip").args(args).output().expect("run ip");
+    assert!(
+        out.status.success(),
+        "ip {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+struct Namespaces;
+
+impl Namespaces {
+    fn create() -> Namespaces {
+        Namespaces::remove();
+        ip(&["netns", "add", NS_A]);
+        ip(&["netns", "add", NS_B]);
+        ip(&[
+            "link", "add", "pthy-a", "netns", NS_A, "type", "veth", "peer", "name", "pthy-b",
+            "netns", NS_B,
+        ]);
+        for (ns, dev, addr) in [(NS_A, "pthy-a", ADDR_A), (NS_B, "pthy-b", ADDR_B)] {
+            ip(&["-n", ns, "addr", "add", &format!("{addr}/30"), "dev", dev]);
+            ip(&["-n", ns, "link", "set", dev, "up"]);
+            ip(&["-n", ns, "link", "set", "lo", "up"]);
+        }
+        // Only A -> B is steered to hybla by the route; B -> A uses setsockopt instead.
+        ip(&[
+            "-n",
+            NS_A,
+            "route",
+            "add",
+            &format!("{ADDR_B}/32"),
+            "dev",
+            "pthy-a",
+            "congctl",
+            "hybla",
+        ]);
+        Namespaces
+    }
+
+    fn remove() {
+        for ns in [NS_A, NS_B] {
+            let _ = Command::new("ip").args(["netns", "del", ns]).output();
+        }
+    }
+}
+
+impl Drop for Namespaces {
+    fn drop(&mut self) {
+        Namespaces::remove();
+    }
+}
+
+/// Run `f` on a thread that has joined network namespace `ns` (setns is per thread).
+fn in_netns<T: Send + 'static>(
+    ns: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> thread::JoinHandle<T> {
+    let path = format!("/run/netns/{ns}");
+    thread::spawn(move || {
+        let file = std::fs::File::open(&path).expect("open netns");
+        // SAFETY: valid fd; CLONE_NEWNET only switches this thread's network namespace.
+        let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
+        assert_eq!(rc, 0, "setns {path}: {}", std::io::Error::last_os_error());
+        f()
+    })
+}
+
+fn congestion_of(fd: i32) -> String {
+    let mut buf = [0u8; 16];
+    let mut len = buf.len() as libc::socklen_t;
+    // SAFETY: buffer and length describe valid writable memory.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            buf.as_mut_ptr().cast(),
+            &mut len,
+        )
+    };
+    assert_eq!(
+        rc,
+        0,
+        "getsockopt TCP_CONGESTION: {}",
+        std::io::Error::last_os_error()
+    );
+    String::from_utf8_lossy(&buf[..len as usize])
+        .trim_end_matches('\0')
+        .to_string()
+}
+
+fn snd_cwnd_of(fd: i32) -> u32 {
+    // SAFETY: tcp_info is plain data; the kernel fills at most `len` bytes.
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&mut info as *mut libc::tcp_info).cast(),
+            &mut len,
+        )
+    };
+    assert_eq!(rc, 0, "getsockopt TCP_INFO");
+    info.tcpi_snd_cwnd
+}
+
+/// Sink: accept `conns` connections and count the bytes each one sends.
+fn sink(
+    ns: &'static str,
+    addr: &'static str,
+    port: u16,
+    conns: usize,
+) -> thread::JoinHandle<Vec<usize>> {
+    let (ready_tx, ready_rx) = mpsc::channel();
+    let h = in_netns(ns, move || {
+        let l = TcpListener::bind((addr, port)).expect("bind sink");
+        ready_tx.send(()).unwrap();
+        (0..conns)
+            .map(|_| {
+                let (mut s, _) = l.accept().expect("accept");
+                let mut buf = vec![0u8; 1 << 16];
+                let mut n = 0;
+                loop {
+                    match s.read(&mut buf) {
+                        Ok(0) => break n,
+                        Ok(k) => n += k,
+                        Err(e) => panic!("sink read: {e}"),
+                    }
+                }
+            })
+            .collect()
+    });
+    ready_rx.recv().expect("sink ready");
+    h
+}
+
+fn ss(ns: &str) -> String {
+    let out = Command::new("ip")
+        .args(["netns", "exec", ns, "ss", "-tin"])
+        .output()
+        .expect("run ss");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn available() -> String {
+    std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control").unwrap()
+}
+
+#[test]
+fn bpf_hybla_load_flow_params_unload() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        assert!(
+            std::env::var_os("PERIGEE_REQUIRE_ROOT_TESTS").is_none(),
+            "root tests required but not root"
+        );
+        eprintln!("SKIPPED: needs root (loads a BPF congestion control and creates namespaces)");
+        return;
+    }
+    let lock = std::fs::File::create(LOCK).expect("lock file");
+    // SAFETY: valid fd; blocks until other hybla tests finish.
+    assert_eq!(unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) }, 0);
+
+    let before = perigee_hybla::status();
+    if before.implementation == Implementation::Kernel {
+        eprintln!("kernel has its own tcp_hybla: the BPF registration path cannot be tested here");
+        assert!(perigee_hybla::load().unwrap().loaded);
+        return;
+    }
+    perigee_hybla::unload().expect("clean start");
+
+    // Load (twice: idempotent) and check the registration is visible everywhere.
+    let st = perigee_hybla::load().expect("load");
+    assert_eq!(st.implementation, Implementation::Bpf, "{st:?}");
+    assert!(st.loaded && st.owned, "{st:?}");
+    let st = perigee_hybla::load().expect("second load is a no-op");
+    assert!(st.owned);
+    assert!(
+        available().split_whitespace().any(|n| n == "hybla"),
+        "{}",
+        available()
+    );
+    let json = serde_json::to_value(perigee_hybla::status()).unwrap();
+    assert_eq!(json["implementation"], "bpf", "{json}");
+    assert_eq!(json["rtt0_ms"], 25);
+    assert_eq!(json["base_rtt_ms"], 0);
+    assert!(std::path::Path::new(perigee_hybla::OPS_PIN).exists());
+    assert!(std::path::Path::new(perigee_hybla::PARAMS_PIN).exists());
+
+    let nets = Namespaces::create();
+
+    // 1. Route congctl: A -> B flow uses hybla; set_params while it runs doesn't disturb it.
+    let sink_b = sink(NS_B, ADDR_B, 5201, 2);
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let (mid_tx, mid_rx) = mpsc::channel::<String>();
+    const CHUNK: usize = 1 << 20;
+    let sender = in_netns(NS_A, move || {
+        let mut s = TcpStream::connect((ADDR_B, 5201)).expect("connect A->B");
+        let cc = congestion_of(s.as_raw_fd());
+        let buf = vec![7u8; CHUNK];
+        for _ in 0..8 {
+            s.write_all(&buf).unwrap();
+        }
+        mid_tx.send(cc).unwrap();
+        go_rx.recv().unwrap(); // main thread inspects ss and changes params meanwhile
+        for _ in 0..8 {
+            s.write_all(&buf).unwrap();
+        }
+        16 * CHUNK
+    });
+    let cc = mid_rx.recv().unwrap();
+    assert_eq!(cc, "hybla", "route congctl hybla must select it");
+    let ss_out = ss(NS_A);
+    assert!(
+        ss_out.contains("hybla"),
+        "ss -ti in {NS_A} shows no hybla:\n{ss_out}"
+    );
+    perigee_hybla::set_params(HyblaParams {
+        rtt0_ms: 25,
+        base_rtt_ms: 250,
+    })
+    .expect("set_params");
+    go_tx.send(()).unwrap();
+    let sent = sender.join().unwrap();
+
+    let st = perigee_hybla::status();
+    assert_eq!((st.rtt0_ms, st.base_rtt_ms), (25, 250), "{st:?}");
+
+    // 2. With base RTT 250 ms and RTT0 25 ms, rho = 10: a new connection starts at IW * 10.
+    let cwnd = in_netns(NS_A, || {
+        let s = TcpStream::connect((ADDR_B, 5201)).expect("connect A->B again");
+        (congestion_of(s.as_raw_fd()), snd_cwnd_of(s.as_raw_fd()))
+    })
+    .join()
+    .unwrap();
+    assert_eq!(cwnd.0, "hybla");
+    assert_eq!(cwnd.1, 100, "initial window 10 segments x rho 10");
+    let got = sink_b.join().unwrap();
+    assert_eq!(
+        got[0], sent,
+        "the flow running across set_params completed intact"
+    );
+
+    // 3. setsockopt(TCP_CONGESTION, "hybla") on a plain socket, B -> A (no congctl route).
+    perigee_hybla::set_params(HyblaParams {
+        rtt0_ms: 25,
+        base_rtt_ms: 0,
+    })
+    .unwrap();
+    let sink_a = sink(NS_A, ADDR_A, 5202, 1);
+    let (cc, ss_b) = in_netns(NS_B, || {
+        // SAFETY: plain socket syscalls on an fd we own, handed to TcpStream afterwards.
+        let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0) };
+        assert!(fd >= 0);
+        let name = b"hybla";
+        let rc = unsafe {
+            libc::setsockopt(
+                fd,
+                libc::IPPROTO_TCP,
+                libc::TCP_CONGESTION,
+                name.as_ptr().cast(),
+                name.len() as u32,
+            )
+        };
+        assert_eq!(
+            rc,
+            0,
+            "setsockopt TCP_CONGESTION hybla: {}",
+            std::io::Error::last_os_error()
+        );
+        let sa = libc::sockaddr_in {
+            sin_family: libc::AF_INET as u16,
+            sin_port: 5202u16.to_be(),
+            sin_addr: libc::in_addr {
+                s_addr: u32::from(ADDR_A.parse::<std::net::Ipv4Addr>().unwrap()).to_be(),
+            },
+            sin_zero: [0; 8],
+        };
+        let rc = unsafe {
+            libc::connect(
+                fd,
+                (&sa as *const libc::sockaddr_in).cast(),
+                std::mem::size_of_val(&sa) as u32,
+            )
+        };
+        assert_eq!(rc, 0, "connect B->A: {}", std::io::Error::last_os_error());
+        let mut s = unsafe { TcpStream::from_raw_fd(fd) };
+        s.write_all(&vec![1u8; 4 * CHUNK]).unwrap();
+        let out = ss(NS_B);
+        (congestion_of(fd), out)
+    })
+    .join()
+    .unwrap();
+    assert_eq!(cc, "hybla");
+    assert!(
+        ss_b.contains("hybla"),
+        "ss -ti in {NS_B} shows no hybla:\n{ss_b}"
+    );
+    assert_eq!(sink_a.join().unwrap(), vec![4 * CHUNK]);
+    drop(nets);
+
+    // 4. Unload (twice: idempotent) leaves nothing behind.
+    perigee_hybla::unload().expect("unload");
+    perigee_hybla::unload().expect("second unload is a no-op");
+    assert!(
+        !available().split_whitespace().any(|n| n == "hybla"),
+        "{}",
+        available()
+    );
+    assert!(
+        !std::path::Path::new(perigee_hybla::PIN_DIR).exists(),
+        "pins left under {}",
+        perigee_hybla::PIN_DIR
+    );
+    let st = perigee_hybla::status();
+    assert_eq!(st.implementation, Implementation::None);
+    assert!(st.problem.is_some());
+    assert!(matches!(
+        perigee_hybla::set_params(HyblaParams::default()),
+        Err(perigee_hybla::HyblaError::NotLoaded)
+    ));
+}
