@@ -1,0 +1,1 @@
+"""Perigee benchmark harness: scenarios on satlab, records, tables and plots."""

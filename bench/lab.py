@@ -1,0 +1,130 @@
+"""The benchmark's handle on satlab: bring a topology up under our own prefix, tune it, always take it down.
+
+We drive satlab through its command line (bin/satlab) so the benchmark measures exactly what users run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from bench import procs
+
+SATLAB = str(procs.REPO / "bin/satlab")
+PREFIX = os.environ.get("BENCH_PREFIX", "bn-")
+CLIENT_V4 = "10.71.1.10"
+SERVER_V4 = "10.71.3.10"
+# Socket buffer ceilings large enough that no GEO BDP here (50 Mbit/s × 0.6 s = 3.75 MB, plus a
+# 1-BDP queue) is ever window-limited; set in every namespace that terminates TCP.
+BUFFER_MAX = 64 << 20
+TCP_SYSCTLS = (
+    f"net.core.rmem_max={BUFFER_MAX}",
+    f"net.core.wmem_max={BUFFER_MAX}",
+    f"net.ipv4.tcp_rmem=4096 131072 {BUFFER_MAX}",
+    f"net.ipv4.tcp_wmem=4096 16384 {BUFFER_MAX}",
+    # Each transfer must start cold: no ssthresh/RTT cached from the previous run to the same host.
+    "net.ipv4.tcp_no_metrics_save=1",
+)
+TCP_ROLES = ("client", "server", "hub", "terminal")
+
+
+class LabUnavailable(RuntimeError):
+    """satlab (or the requested feature, e.g. the gateway) cannot run here; the variant is skipped."""
+
+
+def satlab(*args: str, timeout: float = 120.0, check: bool = True) -> str:
+    proc = procs.run([SATLAB, "--prefix", PREFIX, *args], timeout=timeout, check=False)
+    if check and proc.returncode != 0:
+        raise LabUnavailable(
+            f"satlab {' '.join(args)}: {(proc.stderr or proc.stdout).strip()[-600:]}"
+        )
+    return proc.stdout
+
+
+@dataclass
+class Lab:
+    profile: str
+    gateway: str | None = None
+    overrides: list[str] = field(default_factory=list)
+
+    def ns(self, role: str) -> str:
+        return f"{PREFIX}{role}"
+
+    def exec_argv(self, role: str, argv: list[str]) -> list[str]:
+        return procs.in_netns(self.ns(role), argv)
+
+    def tune_tcp(self) -> None:
+        for role in TCP_ROLES:
+            procs.run(
+                self.exec_argv(role, ["sysctl", "-q", "-w", *TCP_SYSCTLS]), timeout=10
+            )
+
+    def flush_tcp_metrics(self) -> None:
+        for role in TCP_ROLES:
+            procs.run(
+                self.exec_argv(role, ["ip", "tcp_metrics", "flush", "all"]),
+                timeout=10,
+                check=False,
+            )
+
+    def link_set(self, *args: str) -> None:
+        satlab("link", "set", *args, timeout=20)
+
+    def link_stats(self) -> dict[str, Any]:
+        out = satlab("link", "stats", "--json", timeout=20)
+        data: dict[str, Any] = json.loads(out)
+        return data
+
+    def status(self) -> dict[str, Any]:
+        out = satlab("status", "--json", timeout=20, check=False)
+        try:
+            data: dict[str, Any] = json.loads(out)
+            return data
+        except ValueError:
+            return {"raw": out}
+
+    def emulator_pids(self) -> list[int]:
+        """Processes of the link emulator: those in the sat namespace whose program is satlab-link."""
+        out = procs.run(
+            ["ip", "netns", "pids", self.ns("sat")], timeout=10, check=False
+        ).stdout
+        pids = []
+        for pid in (int(p) for p in out.split()):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    if b"satlab-link" in f.read():
+                        pids.append(pid)
+            except OSError:
+                continue
+        return pids
+
+
+def down() -> None:
+    satlab("down", timeout=60, check=False)
+
+
+@contextmanager
+def running(
+    profile: str, gateway: str | None = None, overrides: list[str] | None = None
+) -> Iterator[Lab]:
+    """satlab up with our prefix; down on exit, whatever happened inside."""
+    if not os.path.exists(SATLAB):
+        raise LabUnavailable("bin/satlab not found")
+    lab = Lab(profile, gateway, list(overrides or []))
+    down()  # a previous interrupted run may have left our prefix behind
+    args = ["up", "--profile", profile, *lab.overrides]
+    if gateway:
+        args += ["--gateway", gateway]
+    try:
+        satlab(*args, timeout=180)
+        lab.tune_tcp()
+        lab.flush_tcp_metrics()
+        time.sleep(0.5)
+        yield lab
+    finally:
+        down()

@@ -1,0 +1,71 @@
+"""PNG figures (matplotlib, Agg backend: no display needed)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+Line = Sequence[tuple[float, float]]
+
+
+def time_series(
+    path: Path,
+    title: str,
+    panels: Sequence[tuple[str, Mapping[str, Line]]],
+    hlines: Mapping[int, tuple[float, str]] | None = None,
+) -> Path:
+    """Stacked panels sharing the time axis; each panel maps a label to (t, y) points."""
+    fig, axes = plt.subplots(
+        len(panels), 1, figsize=(8, 3.2 * len(panels)), sharex=True, squeeze=False
+    )
+    for i, (ylabel, lines) in enumerate(panels):
+        ax = axes[i][0]
+        for label, points in lines.items():
+            if points:
+                xs, ys = zip(*points)
+                ax.plot(xs, ys, label=label, linewidth=1.3)
+        if hlines and i in hlines:
+            y, text = hlines[i]
+            ax.axhline(y, color="grey", linestyle="--", linewidth=0.8, label=text)
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8, loc="best")
+    axes[-1][0].set_xlabel("time since connect() [s]")
+    fig.suptitle(title)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def grouped_bars(
+    path: Path,
+    title: str,
+    ylabel: str,
+    groups: Sequence[str],
+    series: Mapping[str, Sequence[float | None]],
+) -> Path:
+    """Bars per group (e.g. BER) with one bar per series (e.g. congestion control); None = no bar."""
+    fig, ax = plt.subplots(figsize=(8, 4))
+    width = 0.8 / max(1, len(series))
+    for k, (label, values) in enumerate(series.items()):
+        xs = [i + k * width for i, v in enumerate(values) if v is not None]
+        ys = [v for v in values if v is not None]
+        ax.bar(xs, ys, width=width, label=label)
+    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(groups))])
+    ax.set_xticklabels(groups)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path

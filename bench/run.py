@@ -1,0 +1,168 @@
+"""`python -m bench.run --quick|--full [--only NAME]`: run scenarios, write results, tables and plots.
+
+Outputs: bench/results/runs/<timestamp>.json (machine, parameters, records, raw series),
+bench/results/latest.json (flat record list; scenarios not run this time keep their last records),
+docs/benchmarks.md (generated section between markers) and docs/plots/*.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import traceback
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from bench import lab, machine, records, report, scenarios
+from bench.context import Context
+from bench.procs import REPO
+
+RESULTS = REPO / "bench/results"
+DOC = REPO / "docs/benchmarks.md"
+PLOTS = REPO / "docs/plots"
+
+
+def run_scenario(mod: ModuleType, mode: str, ctx: Context) -> list[records.Record]:
+    params = mod.PARAMS[mode]
+    ctx.log(f"scenario {mod.NAME} ({mode}): {params}")
+    t0 = time.monotonic()
+    try:
+        recs: list[records.Record] = mod.run(ctx, params)
+    except Exception as exc:  # noqa: BLE001  (one broken scenario must not lose the others)
+        traceback.print_exc()
+        recs = [
+            records.skipped(
+                mod.NAME, "all", f"scenario failed: {type(exc).__name__}: {exc}"[:300]
+            )
+        ]
+    finally:
+        lab.down()
+    recs.append(
+        records.measured(
+            mod.NAME, "harness", "scenario_wall_time", time.monotonic() - t0, "s"
+        )
+    )
+    ctx.log(
+        f"scenario {mod.NAME} done in {time.monotonic() - t0:.0f}s, {len(recs)} records"
+    )
+    return recs
+
+
+def merge_latest(
+    previous: list[records.Record], fresh: list[records.Record]
+) -> list[records.Record]:
+    """Records of the scenarios that ran replace theirs; the other scenarios keep their last records."""
+    ran = {r.scenario for r in fresh}
+    return [r for r in previous if r.scenario not in ran] + fresh
+
+
+def load_latest(path: Path) -> list[records.Record]:
+    if not path.exists():
+        return []
+    try:
+        return records.load_list(json.loads(path.read_text()))
+    except (ValueError, records.RecordError):
+        return []
+
+
+def plots_for(registry: dict[str, ModuleType]) -> dict[str, list[str]]:
+    """Each scenario's figures: docs/plots/<scenario>-*.png, relative to docs/."""
+    out: dict[str, list[str]] = {}
+    for name in registry:
+        out[name] = [f"plots/{p.name}" for p in sorted(PLOTS.glob(f"{name}-*.png"))]
+    return out
+
+
+def regenerate_doc(
+    latest: list[records.Record], registry: dict[str, ModuleType], when: str
+) -> None:
+    extra = {}
+    groups = report.group_by_scenario(latest)
+    for name, mod in registry.items():
+        text = f"**{mod.TITLE}.** {mod.DESCRIPTION}"
+        if hasattr(mod, "doc_extra") and name in groups:
+            text += "\n\n" + mod.doc_extra(groups[name])
+        extra[name] = text
+    note = (
+        f"Generated from `bench/results/latest.json` ({when}). Values `n/a` carry the reason; "
+        "skipped variants are listed under each table."
+    )
+    report.write_doc(
+        DOC, report.generated_section(latest, note, plots_for(registry), extra)
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="bench.run")
+    mode = parser.add_mutually_exclusive_group(required=True)
+    mode.add_argument(
+        "--quick",
+        action="store_true",
+        help="each scenario's quick parameters (< 5 min)",
+    )
+    mode.add_argument(
+        "--full", action="store_true", help="each scenario's full parameters (< 30 min)"
+    )
+    parser.add_argument(
+        "--only", action="append", help="run only this scenario (repeatable)"
+    )
+    parser.add_argument(
+        "--docs-only",
+        action="store_true",
+        help="regenerate docs from latest.json, run nothing",
+    )
+    args = parser.parse_args(argv)
+    registry = scenarios.load_all()
+    chosen = args.only or list(registry)
+    unknown = [n for n in chosen if n not in registry]
+    if unknown:
+        parser.error(f"unknown scenario(s) {unknown}; known: {', '.join(registry)}")
+    mode_name = "quick" if args.quick else "full"
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    latest_path = RESULTS / "latest.json"
+    if args.docs_only:
+        regenerate_doc(load_latest(latest_path), registry, "regenerated")
+        return 0
+
+    ctx = Context(mode=mode_name, plots_dir=PLOTS)
+    run_info: dict[str, Any] = {
+        "started": stamp,
+        "mode": mode_name,
+        "scenarios": chosen,
+        "machine": machine.info(),
+        "params": {},
+        "records": [],
+        "raw": ctx.raw,
+    }
+    fresh: list[records.Record] = []
+    try:
+        for name in chosen:
+            run_info["params"][name] = registry[name].PARAMS[mode_name]
+            fresh += run_scenario(registry[name], mode_name, ctx)
+    finally:
+        lab.down()
+        run_info["records"] = [r.to_json() for r in fresh]
+        run_info["finished"] = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        (RESULTS / "runs").mkdir(parents=True, exist_ok=True)
+        (RESULTS / "runs" / f"{stamp}.json").write_text(
+            json.dumps(run_info, indent=1) + "\n"
+        )
+    latest = merge_latest(load_latest(latest_path), fresh)
+    latest_path.write_text(json.dumps([r.to_json() for r in latest], indent=1) + "\n")
+    regenerate_doc(
+        latest,
+        registry,
+        f"last run {stamp}, {mode_name}, commit {run_info['machine']['git_commit'][:10]}",
+    )
+    ctx.log(
+        f"wrote {latest_path.relative_to(REPO)}, {DOC.relative_to(REPO)}, runs/{stamp}.json"
+    )
+    failed = [r for r in fresh if r.metric == records.SKIPPED and r.variant == "all"]
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

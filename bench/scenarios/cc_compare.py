@@ -1,0 +1,131 @@
+"""Issue 3: one long download per congestion control, end to end, on GEO profiles."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench import hybla, lab, metrics, plots, records
+from bench.context import Context
+from bench.profiles import figures
+from bench.transfer import download
+
+NAME = "cc-compare"
+KIND = "congestion-control"
+TITLE = "Congestion controls end to end over GEO (issue 3)"
+DESCRIPTION = (
+    "One long download server → client per congestion control (set on the sending socket with "
+    "TCP_CONGESTION), no gateway, each on a freshly flushed path. `t90` is the first time the goodput, "
+    "averaged over the trailing 1 s, reaches 90% of the forward link rate (seconds since connect(), and the "
+    "same in base RTTs). Goodput is averaged over the second half of the run. cwnd is the sender's "
+    "TCP_INFO snd_cwnd (segments) every 100 ms. Socket buffers are raised to 64 MB in every namespace, so "
+    "they never limit the window."
+)
+PARAMS: dict[str, dict[str, Any]] = {
+    "quick": {
+        "profiles": ["geo-hts"],
+        "ccs": ["cubic", "reno", "bbr", "hybla"],
+        "duration_s": {"geo-hts": 15},
+    },
+    "full": {
+        "profiles": ["geo-hts", "geo-acts-t1"],
+        "ccs": ["cubic", "reno", "bbr", "hybla"],
+        "duration_s": {"geo-hts": 45, "geo-acts-t1": 30},
+    },
+}
+HUGE = 1 << 40  # the transfer is bounded by time, not size
+
+
+def summarize(
+    profile: str,
+    cc: str,
+    samples: list[tuple[float, float]],
+    rate_bps: float,
+    rtt_s: float,
+    duration_s: float,
+) -> list[records.Record]:
+    variant = f"{profile}/{cc}"
+    out = []
+    t90 = metrics.time_to_fraction(samples, rate_bps, 0.9)
+    if t90 is None:
+        out.append(
+            records.missing(
+                NAME, variant, "t90", "s", f"not reached in {duration_s:.0f} s"
+            )
+        )
+    else:
+        out.append(records.measured(NAME, variant, "t90", t90, "s"))
+        out.append(records.measured(NAME, variant, "t90", t90 / rtt_s, "RTT"))
+    half = duration_s / 2
+    late = metrics.cumulative_at(samples, duration_s) - metrics.cumulative_at(
+        samples, half
+    )
+    out.append(
+        records.measured(
+            NAME, variant, "goodput_2nd_half", late * 8 / half / 1e6, "Mbit/s"
+        )
+    )
+    return out
+
+
+def run(ctx: Context, params: dict[str, Any]) -> list[records.Record]:
+    out: list[records.Record] = []
+    ccs, skipped = hybla.filter_ccs(list(params["ccs"]))
+    for profile in params["profiles"]:
+        link = figures(profile)
+        duration = float(params["duration_s"][profile])
+        for cc, reason in skipped.items():
+            out.append(records.skipped(NAME, f"{profile}/{cc}", reason))
+        goodput: dict[str, list[tuple[float, float]]] = {}
+        cwnd: dict[str, list[tuple[float, float]]] = {}
+        with lab.running(profile) as lb:
+            for cc in ccs:
+                ctx.log(f"{NAME}: {profile} {cc} for {duration:.0f}s")
+                tr = download(lb, cc, HUGE, duration)
+                ctx.raw.setdefault(NAME, {})[f"{profile}/{cc}"] = tr.to_json()
+                if tr.cc_actual and tr.cc_actual != cc:
+                    out.append(
+                        records.skipped(
+                            NAME,
+                            f"{profile}/{cc}",
+                            f"sender ran {tr.cc_actual}, not {cc}",
+                        )
+                    )
+                    continue
+                out += summarize(
+                    profile, cc, tr.samples, link.forward_bps, link.rtt_s, duration
+                )
+                if tr.cwnd:
+                    out.append(
+                        records.measured(
+                            NAME,
+                            f"{profile}/{cc}",
+                            "max_cwnd",
+                            max(c for _, c in tr.cwnd),
+                            "segments",
+                        )
+                    )
+                if tr.retransmits is not None:
+                    out.append(
+                        records.measured(
+                            NAME,
+                            f"{profile}/{cc}",
+                            "retransmits",
+                            tr.retransmits,
+                            "segments",
+                        )
+                    )
+                goodput[cc] = [
+                    (t, v / 1e6) for t, v in metrics.goodput_series(tr.samples)
+                ]
+                cwnd[cc] = tr.cwnd
+        if goodput:
+            plots.time_series(
+                ctx.plot_path(f"{NAME}-{profile}"),
+                f"{profile}: {link.forward_bps / 1e6:g} Mbit/s, RTT {link.rtt_s * 1000:.0f} ms, end to end",
+                [
+                    ("goodput, 1 s window [Mbit/s]", goodput),
+                    ("sender cwnd [segments]", cwnd),
+                ],
+                hlines={0: (0.9 * link.forward_bps / 1e6, "90% of link rate")},
+            )
+    return out

@@ -1,0 +1,135 @@
+"""Issue 4: a 50 MB download on geo-hts, end to end and through the gateway at the hub."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench import hybla, lab, metrics, plots, records
+from bench.context import Context
+from bench.profiles import LinkFigures, figures
+from bench.transfer import Transfer, download
+
+NAME = "geo-hts-50mb"
+KIND = "transfer"
+TITLE = "50 MB download on geo-hts (issue 4)"
+DESCRIPTION = (
+    "50 MB server → client on `geo-hts` (50 Mbit/s forward, 600 ms RTT). End-to-end variants set the "
+    "sender's congestion control; `gateway-hub` runs satlab with `--gateway hub`, so the splitter at the hub "
+    "carries the satellite leg (Hybla) while the server's socket runs the named cc on the short terrestrial "
+    "leg. `limit` is the physical limit of a download: 1.5 RTT before the first data byte can leave the "
+    "server (handshake + request), size/rate, ½ RTT propagation; `efficiency` = limit / completion."
+)
+PARAMS: dict[str, dict[str, Any]] = {
+    "quick": {
+        "profile": "geo-hts",
+        "size_bytes": 50_000_000,
+        "timeout_s": 60,
+        "variants": [["e2e", "cubic"], ["e2e", "bbr"], ["gateway-hub", "cubic"]],
+    },
+    "full": {
+        "profile": "geo-hts",
+        "size_bytes": 50_000_000,
+        "timeout_s": 90,
+        "variants": [
+            ["e2e", "cubic"],
+            ["e2e", "reno"],
+            ["e2e", "bbr"],
+            ["e2e", "hybla"],
+            ["gateway-hub", "cubic"],
+        ],
+    },
+}
+DOWNLOAD_RTTS_BEFORE_DATA = 1.5
+
+
+def transfer_records(
+    scenario: str, variant: str, tr: Transfer, link: LinkFigures
+) -> list[records.Record]:
+    """t90, completion, the physical limit and efficiency of one transfer."""
+    out = []
+    t90 = metrics.time_to_fraction(tr.samples, link.forward_bps, 0.9)
+    if t90 is None:
+        out.append(
+            records.missing(
+                scenario,
+                variant,
+                "t90",
+                "s",
+                "goodput never reached 90% of the link rate",
+            )
+        )
+    else:
+        out.append(records.measured(scenario, variant, "t90", t90, "s"))
+        out.append(records.measured(scenario, variant, "t90", t90 / link.rtt_s, "RTT"))
+    limit = metrics.physical_limit_s(
+        tr.size_bytes, link.forward_bps, link.rtt_s, DOWNLOAD_RTTS_BEFORE_DATA
+    )
+    out.append(records.measured(scenario, variant, "limit", limit, "s"))
+    done = tr.completion_s()
+    if done is None:
+        out.append(
+            records.missing(
+                scenario,
+                variant,
+                "completion",
+                "s",
+                f"{tr.bytes_received} of {tr.size_bytes} bytes in {tr.elapsed_s:.0f} s",
+            )
+        )
+    else:
+        out.append(records.measured(scenario, variant, "completion", done, "s"))
+        out.append(
+            records.measured(scenario, variant, "efficiency", 100.0 * limit / done, "%")
+        )
+    return out
+
+
+def run(ctx: Context, params: dict[str, Any]) -> list[records.Record]:
+    out: list[records.Record] = []
+    link = figures(params["profile"])
+    size, timeout = int(params["size_bytes"]), float(params["timeout_s"])
+    series: dict[str, list[tuple[float, float]]] = {}
+    by_mode: dict[str, list[str]] = {}
+    for mode, cc in params["variants"]:
+        by_mode.setdefault(mode, []).append(cc)
+    for mode, ccs in by_mode.items():
+        usable, skipped = hybla.filter_ccs(ccs)
+        for cc, reason in skipped.items():
+            out.append(records.skipped(NAME, f"{mode}/{cc}", reason))
+        if not usable:
+            continue
+        gateway = "hub" if mode == "gateway-hub" else None
+        try:
+            with lab.running(params["profile"], gateway=gateway) as lb:
+                for cc in usable:
+                    variant = f"{mode}/{cc}"
+                    ctx.log(f"{NAME}: {variant}")
+                    tr = download(
+                        lb, cc, size, timeout, sample_gateway_leg=gateway is not None
+                    )
+                    ctx.raw.setdefault(NAME, {})[variant] = tr.to_json()
+                    if gateway and not tr.cwnd:
+                        out.append(
+                            records.skipped(
+                                NAME,
+                                variant,
+                                "no intercepted socket seen at the hub: "
+                                "the flow did not go through the gateway",
+                            )
+                        )
+                        continue
+                    out += transfer_records(NAME, variant, tr, link)
+                    series[variant] = [
+                        (t, v / 1e6) for t, v in metrics.goodput_series(tr.samples)
+                    ]
+        except lab.LabUnavailable as exc:
+            for cc in usable:
+                out.append(records.skipped(NAME, f"{mode}/{cc}", str(exc)[:300]))
+    if series:
+        plots.time_series(
+            ctx.plot_path(f"{NAME}-goodput"),
+            f"50 MB on {link.name}: goodput (1 s window)",
+            [("goodput [Mbit/s]", series)],
+            hlines={0: (0.9 * link.forward_bps / 1e6, "90% of link rate")},
+        )
+    return out

@@ -1,0 +1,1 @@
+"""Measurement tools that run inside network namespaces (senders, receivers, samplers, parsers)."""

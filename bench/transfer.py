@@ -1,0 +1,172 @@
+"""One measured download server → client across a running lab: goodput and cwnd over time."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from bench import metrics, procs
+from bench.lab import SERVER_V4, Lab
+
+PORT = 5201  # not satlab's :80 / :5001 servers
+
+
+@dataclass
+class Transfer:
+    cc: str
+    size_bytes: int
+    bytes_received: int
+    samples: list[tuple[float, float]]  # (s since connect(), cumulative bytes)
+    cwnd: list[tuple[float, float]] = field(
+        default_factory=list
+    )  # (s, segments) of the satellite-leg sender
+    rtt_ms: list[tuple[float, float]] = field(default_factory=list)
+    cc_actual: str = ""
+    retransmits: int | None = None
+    error: str = ""
+
+    @property
+    def completed(self) -> bool:
+        return self.bytes_received >= self.size_bytes
+
+    @property
+    def elapsed_s(self) -> float:
+        return self.samples[-1][0] if self.samples else 0.0
+
+    def completion_s(self) -> float | None:
+        return metrics.completion_time(self.samples, self.size_bytes)
+
+    def goodput_bps(self) -> float:
+        """Average goodput: bytes delivered over the time from connect() to the last byte."""
+        return self.bytes_received * 8 / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "cc": self.cc,
+            "cc_actual": self.cc_actual,
+            "size_bytes": self.size_bytes,
+            "bytes_received": self.bytes_received,
+            "samples": self.samples,
+            "cwnd": self.cwnd,
+            "rtt_ms": self.rtt_ms,
+            "retransmits": self.retransmits,
+            "error": self.error,
+        }
+
+
+def download(
+    lab: Lab,
+    cc: str,
+    size_bytes: int,
+    timeout_s: float,
+    sample_gateway_leg: bool = False,
+) -> Transfer:
+    """server sends size_bytes to client with congestion control `cc` on its socket.
+
+    End to end, cwnd comes from the sender's own TCP_INFO. With the gateway at the hub, the satellite
+    leg is the gateway's socket, so cwnd comes from polling `ss -tin` in the hub namespace instead.
+    """
+    lab.flush_tcp_metrics()
+    serve_argv = lab.exec_argv(
+        "server",
+        procs.tool_argv(
+            "bench.tools.flow",
+            "serve",
+            "--bind",
+            SERVER_V4,
+            "--port",
+            str(PORT),
+            "--cc",
+            cc,
+            "--bytes",
+            str(size_bytes),
+            "--timeout",
+            str(timeout_s + 5),
+        ),
+    )
+    fetch_argv = lab.exec_argv(
+        "client",
+        procs.tool_argv(
+            "bench.tools.flow",
+            "fetch",
+            "--connect",
+            SERVER_V4,
+            "--port",
+            str(PORT),
+            "--bytes",
+            str(size_bytes),
+            "--timeout",
+            str(timeout_s),
+        ),
+    )
+    with procs.Background(serve_argv) as server:
+        server.wait_line("LISTENING", timeout=15)
+        sampler = None
+        if sample_gateway_leg:
+            sampler = procs.Background(
+                lab.exec_argv(
+                    "hub",
+                    procs.tool_argv(
+                        "bench.tools.ss_sampler",
+                        "--local-port",
+                        str(PORT),
+                        "--duration",
+                        str(timeout_s + 5),
+                    ),
+                )
+            )
+        try:
+            got = procs.run(fetch_argv, timeout=timeout_s + 20, check=False)
+            if not got.stdout.strip():
+                raise procs.ToolError(
+                    f"fetch printed nothing: {got.stderr.strip()[-1000:]}"
+                )
+
+            fetched = json.loads(got.stdout.strip().splitlines()[-1])
+            if sampler is not None:
+                sampler.terminate()
+                ss_samples = sampler.result(timeout=10)
+        finally:
+            if sampler is not None:
+                sampler.close()
+        try:
+            served = server.result(timeout=15)
+        except procs.ToolError as exc:
+            served = {"error": str(exc), "tcp_info": []}
+    t0 = fetched.get("t_start")
+    if t0 is None:
+        raise procs.ToolError(f"fetch failed: {fetched.get('error')}")
+    result = Transfer(
+        cc=cc,
+        size_bytes=size_bytes,
+        bytes_received=int(fetched["bytes"]),
+        samples=[(round(t - t0, 4), float(b)) for t, b in fetched["samples"]],
+        cc_actual=served.get("cc", ""),
+        error=fetched.get("error") or served.get("error", ""),
+    )
+    if sample_gateway_leg:
+        result.cwnd = [
+            (round(s["t"] - t0, 4), float(s["cwnd"])) for s in ss_samples if "cwnd" in s
+        ]
+        result.rtt_ms = [
+            (round(s["t"] - t0, 4), float(s["rtt_ms"]))
+            for s in ss_samples
+            if s.get("rtt_ms")
+        ]
+        result.cc_actual = next((s["cc"] for s in ss_samples if "cc" in s), "")
+    else:
+        infos = served.get("tcp_info", [])
+        result.cwnd = [
+            (round(i["t"] - t0, 4), float(i["snd_cwnd"]))
+            for i in infos
+            if "snd_cwnd" in i
+        ]
+        result.rtt_ms = [
+            (round(i["t"] - t0, 4), i["rtt_us"] / 1000)
+            for i in infos
+            if i.get("rtt_us")
+        ]
+        if infos:
+            result.retransmits = int(infos[-1].get("total_retrans", 0))
+    return result
