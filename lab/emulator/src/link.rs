@@ -19,6 +19,8 @@ use serde_json::{json, Value};
 use std::collections::VecDeque;
 
 const NS_PER_S: u128 = 1_000_000_000;
+/// Safety cap when `buffer_bytes` is 0 ("unlimited"), so a flood cannot exhaust memory.
+pub const UNLIMITED_BUFFER_CAP: u64 = 1 << 30;
 
 /// The transmitter's speed at some instant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -173,8 +175,11 @@ impl Link {
         if let Some(b) = self.bod.as_mut() {
             b.on_arrival(len * 8);
         }
-        let limit = self.params.buffer_bytes;
-        if limit > 0 && self.queue_bytes + len > limit {
+        let limit = match self.params.buffer_bytes {
+            0 => UNLIMITED_BUFFER_CAP,
+            b => b,
+        };
+        if self.queue_bytes + len > limit {
             self.counters.drop_buffer += 1;
             return Enqueued::DroppedBuffer;
         }

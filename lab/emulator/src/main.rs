@@ -46,6 +46,9 @@ fn main() -> ExitCode {
     let (Some(iface_a), Some(iface_b), Some(control)) = (a, b, control) else {
         return usage_error("--a, --b and --control are required");
     };
+    if iface_a == iface_b {
+        return usage_error("--a and --b must be different interfaces");
+    }
     let (a_to_b, b_to_a) = match config {
         None => (LinkParams::default(), LinkParams::default()),
         Some(path) => {

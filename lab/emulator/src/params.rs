@@ -64,7 +64,7 @@ pub struct LinkParams {
     pub jitter_ms: f64,
     /// Serialization rate in bits/s of L2 frames; 0 = unlimited.
     pub rate_bps: u64,
-    /// Drop-tail limit in bytes (queued + in serialization); 0 = unlimited.
+    /// Drop-tail limit in bytes (queued + in serialization); 0 = unlimited (1 GiB safety cap).
     pub buffer_bytes: u64,
     /// i.i.d. frame error rate.
     pub per: f64,
