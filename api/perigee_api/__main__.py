@@ -1,0 +1,29 @@
+"""`python -m perigee_api`: uvicorn on 127.0.0.1:8000 or a Unix socket (PERIGEE_LISTEN=unix:/path)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+import uvicorn
+
+from perigee_api.core.config import get_settings
+from perigee_api.main import create_app
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    settings = get_settings()
+    if os.geteuid() == 0 and not settings.allow_root:
+        sys.exit("perigee-api runs as an unprivileged user; set PERIGEE_ALLOW_ROOT=1 only for development")
+    app = create_app(settings)
+    if settings.listen.startswith("unix:"):
+        uvicorn.run(app, uds=settings.listen[5:], proxy_headers=True, log_level="info")
+    else:
+        host, _, port = settings.listen.rpartition(":")
+        uvicorn.run(app, host=host or "127.0.0.1", port=int(port), proxy_headers=True, log_level="info")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,146 @@
+"""Login, logout, me, change password, CSRF bootstrap."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+
+from fastapi import APIRouter, Request, Response
+from sqlalchemy import select
+
+from perigee_api.api.deps import AnyPrincipal, Db, SettingsDep
+from perigee_api.core import security
+from perigee_api.core.config import Settings
+from perigee_api.core.errors import ApiError, ErrorResponse
+from perigee_api.core.middleware import client_address
+from perigee_api.models import User
+from perigee_api.schemas.api import ChangePasswordIn, CsrfOut, LoginIn, LoginOut, OkOut, UserOut
+from perigee_api.services import audit
+from perigee_api.services import auth as svc
+
+router = APIRouter(prefix="/auth", tags=["auth"], responses={401: {"model": ErrorResponse}})
+
+
+def user_out(u: User) -> UserOut:
+    return UserOut(
+        id=u.id,
+        username=u.username,
+        role=u.role,
+        must_change_password=u.must_change_password,
+        disabled=u.disabled,
+        created_at=u.created_at,
+    )
+
+
+def _set_csrf(response: Response, settings: Settings, token: str) -> None:
+    response.set_cookie(
+        security.CSRF_COOKIE,
+        token,
+        httponly=False,
+        secure=settings.secure_cookies,
+        samesite="strict",
+        path="/",
+    )
+
+
+@router.get("/csrf", response_model=CsrfOut, summary="Issue a CSRF token cookie (needed before login)")
+def csrf(request: Request, response: Response, settings: SettingsDep) -> CsrfOut:
+    token = request.cookies.get(security.CSRF_COOKIE) or security.new_secret()
+    _set_csrf(response, settings, token)
+    return CsrfOut(csrf_token=token)
+
+
+@router.post(
+    "/login",
+    response_model=LoginOut,
+    responses={429: {"model": ErrorResponse}, 403: {"model": ErrorResponse}},
+    summary="Log in: sets a new session cookie (HttpOnly) and a new CSRF cookie",
+)
+def login(body: LoginIn, request: Request, response: Response, db: Db, settings: SettingsDep) -> LoginOut:
+    address = client_address(request.scope)
+    now = time.time()
+    throttle = svc.check_throttle(db, settings, body.username, address, now)
+    if throttle.locked:
+        audit.record(db, actor=body.username, address=address, action="login", result=throttle.reason)
+        db.commit()
+        raise ApiError(
+            429,
+            throttle.reason,
+            f"too many failed logins ({throttle.reason.replace('_', ' ')}); "
+            f"retry in {throttle.retry_after_s} s",
+            headers={"Retry-After": str(throttle.retry_after_s)},
+        )
+    user = svc.authenticate(db, body.username, body.password)
+    svc.note_attempt(db, body.username, address, user is not None)
+    if user is None:
+        audit.record(db, actor=body.username, address=address, action="login", result="bad_credentials")
+        db.commit()
+        raise ApiError(401, "bad_credentials", "wrong username or password")
+    # Rotate: whatever session the client had is dropped; a new id is issued.
+    old = request.cookies.get(security.SESSION_COOKIE)
+    if old:
+        svc.drop_session(db, old)
+    sid, csrf_token = svc.create_session(db, settings, user, address)
+    audit.record(db, actor=user.username, address=address, action="login", result="ok")
+    db.commit()
+    response.set_cookie(
+        security.SESSION_COOKIE,
+        sid,
+        httponly=True,
+        secure=settings.secure_cookies,
+        samesite="strict",
+        path="/",
+        max_age=settings.session_ttl_s,
+    )
+    _set_csrf(response, settings, csrf_token)
+    return LoginOut(
+        user=user_out(user), csrf_token=csrf_token, must_change_password=user.must_change_password
+    )
+
+
+@router.post("/logout", response_model=OkOut, summary="End this session")
+def logout(request: Request, response: Response, who: AnyPrincipal, db: Db) -> OkOut:
+    sid = request.cookies.get(security.SESSION_COOKIE)
+    if sid:
+        svc.drop_session(db, sid)
+        db.commit()
+    response.delete_cookie(security.SESSION_COOKIE, path="/")
+    response.delete_cookie(security.CSRF_COOKIE, path="/")
+    return OkOut()
+
+
+@router.get("/me", response_model=UserOut, summary="The logged-in user")
+def me(who: AnyPrincipal) -> UserOut:
+    return user_out(who.user)
+
+
+@router.post(
+    "/change-password",
+    response_model=OkOut,
+    responses={422: {"model": ErrorResponse}},
+    summary="Change the own password (required after a one-time password); ends other sessions",
+)
+def change_password(body: ChangePasswordIn, who: AnyPrincipal, db: Db, settings: SettingsDep) -> OkOut:
+    user = db.get(User, who.user.id)
+    assert user is not None
+    if not security.verify_password(body.current_password, user.password_hash):
+        raise ApiError(422, "bad_current_password", "current_password is wrong", "current_password")
+    problem = svc.validate_new_password(body.new_password, user.username)
+    if problem:
+        raise ApiError(422, "weak_password", f"new_password: {problem}", "new_password")
+    if security.verify_password(body.new_password, user.password_hash):
+        raise ApiError(422, "same_password", "new_password must differ from the current one", "new_password")
+    user.password_hash = security.hash_password(body.new_password)
+    was_pending = user.must_change_password
+    user.must_change_password = False
+    user.password_changed_at = time.time()
+    svc.drop_user_sessions(db, user.id, keep_hash=who.session.id_hash if who.session else None)
+    db.commit()
+    if was_pending and user.username == "admin":
+        remaining = db.scalar(
+            select(User).where(User.must_change_password.is_(True), User.username == "admin")
+        )
+        if remaining is None:
+            with contextlib.suppress(OSError):
+                settings.initial_password_file.unlink(missing_ok=True)
+    return OkOut()

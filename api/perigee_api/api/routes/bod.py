@@ -1,0 +1,140 @@
+"""BoD profiles → derived satellite-leg tuning (see perigee_api/tuning.py for the formulas)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from fastapi import APIRouter, Request
+from sqlalchemy import select
+
+from perigee_api.api.deps import Db, Operator, Viewer, audit_info
+from perigee_api.core.errors import ApiError, ErrorResponse
+from perigee_api.models import BodProfile
+from perigee_api.schemas.api import BodApplyIn, BodProfileIn, BodProfileOut, ChangeOut, PolicyIssue
+from perigee_api.services import versions
+from perigee_api.tuning import OVERRIDABLE, BodInputs, Tuning, derive
+
+router = APIRouter(
+    prefix="/bod",
+    tags=["bod"],
+    responses={401: {"model": ErrorResponse}, 403: {"model": ErrorResponse}, 422: {"model": ErrorResponse}},
+)
+
+
+def _check_overrides(overrides: dict[str, float]) -> None:
+    for key, value in overrides.items():
+        if key not in OVERRIDABLE:
+            raise ApiError(
+                422,
+                "bad_override",
+                f"overrides.{key}: not overridable (allowed: {', '.join(OVERRIDABLE)})",
+                f"overrides.{key}",
+            )
+        if value < 0 or value > 1e11:
+            raise ApiError(
+                422, "bad_override", f"overrides.{key}: must be within 0..1e11", f"overrides.{key}"
+            )
+
+
+def _out(p: BodProfile) -> BodProfileOut:
+    inputs = BodInputs.model_validate(p.inputs)
+    return BodProfileOut(
+        id=p.id,
+        name=p.name,
+        inputs=inputs,
+        overrides=p.overrides,
+        tuning=derive(inputs, p.overrides),
+        created_at=p.created_at,
+        updated_at=p.updated_at,
+    )
+
+
+@router.post("/derive", response_model=Tuning, summary="Derive tuning without saving (preview)")
+def preview(body: BodProfileIn, who: Operator) -> Tuning:
+    _check_overrides(body.overrides)
+    return derive(body.inputs, body.overrides)
+
+
+@router.get("/profiles", response_model=list[BodProfileOut])
+def list_profiles(who: Viewer, db: Db) -> list[BodProfileOut]:
+    return [_out(p) for p in db.scalars(select(BodProfile).order_by(BodProfile.id))]
+
+
+def _profile(db: Db, profile_id: int) -> BodProfile:
+    p = db.get(BodProfile, profile_id)
+    if p is None:
+        raise ApiError(404, "profile_not_found", f"BoD profile {profile_id} does not exist", "profile_id")
+    return p
+
+
+@router.get("/profiles/{profile_id}", response_model=BodProfileOut)
+def get_profile(profile_id: int, who: Viewer, db: Db) -> BodProfileOut:
+    return _out(_profile(db, profile_id))
+
+
+@router.post(
+    "/profiles", response_model=BodProfileOut, status_code=201, responses={409: {"model": ErrorResponse}}
+)
+def create_profile(body: BodProfileIn, who: Operator, db: Db) -> BodProfileOut:
+    _check_overrides(body.overrides)
+    if db.scalar(select(BodProfile).where(BodProfile.name == body.name)):
+        raise ApiError(409, "duplicate_name", f"profile '{body.name}' already exists", "name")
+    now = time.time()
+    p = BodProfile(
+        name=body.name,
+        inputs=body.inputs.model_dump(mode="json"),
+        overrides=body.overrides,
+        created_at=now,
+        updated_at=now,
+    )
+    db.add(p)
+    db.commit()
+    return _out(p)
+
+
+@router.put("/profiles/{profile_id}", response_model=BodProfileOut, responses={409: {"model": ErrorResponse}})
+def update_profile(profile_id: int, body: BodProfileIn, who: Operator, db: Db) -> BodProfileOut:
+    _check_overrides(body.overrides)
+    p = _profile(db, profile_id)
+    other = db.scalar(select(BodProfile).where(BodProfile.name == body.name, BodProfile.id != profile_id))
+    if other:
+        raise ApiError(409, "duplicate_name", f"profile '{body.name}' already exists", "name")
+    p.name = body.name
+    p.inputs = body.inputs.model_dump(mode="json")
+    p.overrides = body.overrides
+    p.updated_at = time.time()
+    db.commit()
+    return _out(p)
+
+
+@router.delete("/profiles/{profile_id}", status_code=204)
+def delete_profile(profile_id: int, who: Operator, db: Db) -> None:
+    db.delete(_profile(db, profile_id))
+    db.commit()
+
+
+@router.post(
+    "/profiles/{profile_id}/apply-to-config",
+    response_model=ChangeOut,
+    summary="Write the derived tuning into the desired config (new version; apply it separately)",
+)
+def apply_to_config(profile_id: int, body: BodApplyIn, who: Operator, db: Db, request: Request) -> ChangeOut:
+    p = _profile(db, profile_id)
+    role = str(versions.latest(db).config.get("role", "hub"))
+    inputs = BodInputs.model_validate({**p.inputs, "role": role})
+    t = derive(inputs, p.overrides).values
+
+    def mutate(cfg: dict[str, Any]) -> None:
+        sat = cfg["satellite"]
+        sat["sndbuf_bytes"] = int(t["sndbuf_bytes"].value)
+        sat["rcvbuf_bytes"] = int(t["rcvbuf_bytes"].value)
+        sat["pacing_rate_bps"] = int(t["pacing_rate_bps"].value)
+        sat["initcwnd"] = int(t["initcwnd"].value)
+        sat["initrwnd"] = int(t["initrwnd"].value)
+        cfg["hybla"]["base_rtt_ms"] = int(t["hybla_base_rtt_ms"].value)
+
+    v, warnings = versions.change(db, who.name, body.comment or f"BoD profile {p.name}", mutate)
+    db.commit()
+    audit_info(request, version_id=v.id, profile=p.name)
+    return ChangeOut(version_id=v.id, issues=[PolicyIssue(**i) for i in versions.issues_json(warnings)])

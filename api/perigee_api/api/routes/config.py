@@ -1,0 +1,146 @@
+"""Desired config, versions, diff, dry-run, apply, rollback."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Query, Request
+from sqlalchemy import func, select
+
+from perigee_api.api.deps import Db, Gateway, Operator, Viewer, audit_info
+from perigee_api.core.errors import ApiError, ErrorResponse
+from perigee_api.models import ConfigVersion
+from perigee_api.schemas.api import (
+    ApplyOut,
+    ChangeOut,
+    CommentIn,
+    ConfigPut,
+    DiffEntry,
+    DiffOut,
+    PolicyIssue,
+    RollbackOut,
+    ValidateOut,
+    VersionList,
+    VersionOut,
+    VersionSummary,
+)
+from perigee_api.schemas.gateway_config import GatewayConfig
+from perigee_api.services import versions
+
+router = APIRouter(
+    tags=["config"],
+    responses={401: {"model": ErrorResponse}, 403: {"model": ErrorResponse}, 422: {"model": ErrorResponse}},
+)
+
+
+def _summary(v: ConfigVersion, active: int | None) -> VersionSummary:
+    return VersionSummary(
+        id=v.id,
+        author=v.author,
+        comment=v.comment,
+        created_at=v.created_at,
+        apply_status=v.apply_status,
+        applied_at=v.applied_at,
+        active=v.id == active,
+    )
+
+
+def _full(v: ConfigVersion, active: int | None) -> VersionOut:
+    return VersionOut(
+        **_summary(v, active).model_dump(),
+        config=GatewayConfig.model_validate(v.config),
+        apply_result=v.apply_result,
+    )
+
+
+@router.get("/config", response_model=VersionOut, summary="The desired config (the latest version)")
+def get_desired(who: Viewer, db: Db) -> VersionOut:
+    return _full(versions.latest(db), versions.active_id(db))
+
+
+@router.get("/config/active", response_model=VersionOut, responses={404: {"model": ErrorResponse}})
+def get_active(who: Viewer, db: Db) -> VersionOut:
+    aid = versions.active_id(db)
+    if aid is None:
+        raise ApiError(404, "nothing_applied", "no version has been applied yet")
+    return _full(versions.get(db, aid), aid)
+
+
+@router.put("/config", response_model=ChangeOut, summary="Replace the whole desired config (new version)")
+def put_config(body: ConfigPut, who: Operator, db: Db, request: Request) -> ChangeOut:
+    v, warnings = versions.store(db, body.config.to_json(), who.name, body.comment or "config replaced")
+    db.commit()
+    audit_info(request, version_id=v.id)
+    return ChangeOut(version_id=v.id, issues=[PolicyIssue(**i) for i in versions.issues_json(warnings)])
+
+
+@router.get("/versions", response_model=VersionList)
+def list_versions(
+    who: Viewer,
+    db: Db,
+    limit: int = Query(default=50, ge=1, le=500),
+    offset: int = Query(default=0, ge=0, le=10_000_000),
+) -> VersionList:
+    active = versions.active_id(db)
+    rows = db.scalars(select(ConfigVersion).order_by(ConfigVersion.id.desc()).limit(limit).offset(offset))
+    total = db.scalar(select(func.count()).select_from(ConfigVersion)) or 0
+    latest = db.scalar(select(func.max(ConfigVersion.id)))
+    return VersionList(
+        versions=[_summary(v, active) for v in rows],
+        total=total,
+        active_version_id=active,
+        latest_version_id=latest,
+    )
+
+
+@router.get("/versions/diff", response_model=DiffOut, summary="JSON-path differences from version a to b")
+def diff_versions(
+    who: Viewer, db: Db, a: int = Query(ge=1, le=2**62), b: int = Query(ge=1, le=2**62)
+) -> DiffOut:
+    va, vb = versions.get(db, a), versions.get(db, b)
+    # The revision string always differs; it is not a change of substance.
+    ca = {k: v for k, v in va.config.items() if k != "revision"}
+    cb = {k: v for k, v in vb.config.items() if k != "revision"}
+    return DiffOut(a=a, b=b, changes=[DiffEntry(**d) for d in versions.diff(ca, cb)])
+
+
+@router.get("/versions/{version_id}", response_model=VersionOut, responses={404: {"model": ErrorResponse}})
+def get_version(version_id: int, who: Viewer, db: Db) -> VersionOut:
+    return _full(versions.get(db, version_id), versions.active_id(db))
+
+
+@router.post(
+    "/versions/{version_id}/validate",
+    response_model=ValidateOut,
+    responses={502: {"model": ErrorResponse}},
+    summary="Dry run: the gateway validates and renders, changes nothing",
+)
+def validate_version(version_id: int, who: Operator, db: Db, gw: Gateway) -> ValidateOut:
+    return ValidateOut(**versions.dry_run(gw, versions.get(db, version_id)))
+
+
+@router.post(
+    "/versions/{version_id}/apply",
+    response_model=ApplyOut,
+    responses={502: {"model": ErrorResponse}},
+    summary="Apply atomically on the gateway; the result is recorded on the version",
+)
+def apply_version(
+    version_id: int, who: Operator, db: Db, gw: Gateway, request: Request, body: CommentIn | None = None
+) -> ApplyOut:
+    v = versions.get(db, version_id)
+    res = versions.apply(db, gw, v)
+    db.commit()
+    audit_info(request, version_id=v.id, ok=res["ok"], comment=body.comment if body else "")
+    return ApplyOut(**res)
+
+
+@router.post(
+    "/versions/{version_id}/rollback",
+    response_model=RollbackOut,
+    summary="Make a new version equal to this one and apply it",
+)
+def rollback_version(version_id: int, who: Operator, db: Db, gw: Gateway, request: Request) -> RollbackOut:
+    target = versions.get(db, version_id)
+    new, res = versions.rollback(db, gw, target, who.name)
+    db.commit()
+    audit_info(request, target_version=target.id, new_version_id=new.id, ok=res["ok"])
+    return RollbackOut(new_version_id=new.id, apply=ApplyOut(**res))

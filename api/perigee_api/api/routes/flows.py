@@ -1,0 +1,179 @@
+"""Live flows (snapshot and SSE stream), flow history and time series."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Literal
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import Response, StreamingResponse
+from sqlalchemy import func, select
+
+from perigee_api.api.deps import Ctx, Db, Viewer
+from perigee_api.core.errors import ErrorResponse
+from perigee_api.models import FlowRecord
+from perigee_api.schemas.api import FlowPage, FlowRecordOut, LiveFlowsOut, Series, SeriesOut, SeriesPoint
+from perigee_api.services import stats
+
+router = APIRouter(tags=["flows"], responses={401: {"model": ErrorResponse}, 403: {"model": ErrorResponse}})
+
+_listeners: set[asyncio.Event] = set()
+
+
+def notify_listeners() -> None:
+    for ev in list(_listeners):
+        ev.set()
+
+
+def _ip_or_prefix(value: str) -> str:
+    return value.strip()
+
+
+@router.get("/flows", response_model=LiveFlowsOut, summary="Live flows (the collector's latest snapshot)")
+def live_flows(
+    who: Viewer,
+    ctx: Ctx,
+    limit: int = Query(default=100000, ge=1, le=100000),
+    action: Literal["accelerate", "cache", "bypass"] | None = None,
+) -> Response:
+    # Flows are passed through as the gateway sent them (already checked by the schema on the way in);
+    # the unfiltered answer is encoded once per snapshot, so polling 10,000 flows stays cheap.
+    flows, now, seq = ctx.live.snapshot()
+    unfiltered = action is None and limit >= len(flows)
+    cached = ctx.live.encoded
+    if unfiltered and cached and cached[0] == seq and seq > 0:
+        return Response(cached[1], media_type="application/json")
+    if action:
+        flows = [f for f in flows if f.get("action") == action]
+    body = json.dumps(
+        {
+            "flows": flows[:limit],
+            "now": now,
+            "count": len(flows),
+            "fetched_at": ctx.live.fetched_at,
+            "error": ctx.live.error,
+        },
+        separators=(",", ":"),
+    ).encode()
+    if unfiltered:
+        ctx.live.encoded = (seq, body)
+    return Response(body, media_type="application/json")
+
+
+@router.get(
+    "/flows/stream",
+    summary="Server-Sent Events: one `flows` event per collector tick",
+    response_class=StreamingResponse,
+    responses={200: {"content": {"text/event-stream": {}}}},
+)
+async def flows_stream(
+    request: Request,
+    who: Viewer,
+    ctx: Ctx,
+    max_events: int = Query(default=0, ge=0, le=1_000_000, description="stop after N events (0 = never)"),
+    interval_s: float = Query(default=1.0, ge=0.1, le=60.0, description="heartbeat when nothing changes"),
+) -> StreamingResponse:
+    async def events() -> AsyncIterator[bytes]:
+        ev = asyncio.Event()
+        _listeners.add(ev)
+        sent = 0
+        last_seq = -1
+        try:
+            yield b"retry: 2000\n\n"
+            while max_events == 0 or sent < max_events:
+                flows, now, seq = ctx.live.snapshot()
+                if seq != last_seq or sent == 0:
+                    data = json.dumps({"flows": flows, "now": now, "seq": seq, "error": ctx.live.error})
+                    yield f"event: flows\nid: {seq}\ndata: {data}\n\n".encode()
+                    last_seq = seq
+                    sent += 1
+                    continue
+                if await request.is_disconnected():
+                    break
+                try:
+                    await asyncio.wait_for(ev.wait(), timeout=interval_s)
+                except TimeoutError:
+                    yield b": keepalive\n\n"
+                ev.clear()
+        finally:
+            _listeners.discard(ev)
+
+    return StreamingResponse(
+        events(),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+    )
+
+
+@router.get("/flows/history", response_model=FlowPage, summary="Closed flows, newest first")
+def flow_history(
+    who: Viewer,
+    db: Db,
+    client: str | None = Query(default=None, max_length=64, description="client IP (exact)"),
+    server: str | None = Query(default=None, max_length=64, description="server IP (exact)"),
+    flow_class: str | None = Query(default=None, alias="class", max_length=64),
+    action: Literal["accelerate", "cache", "bypass"] | None = None,
+    since: float | None = Query(default=None, ge=0, le=1e11, description="ended at or after (unix s)"),
+    until: float | None = Query(default=None, ge=0, le=1e11, description="ended before (unix s)"),
+    limit: int = Query(default=100, ge=1, le=1000),
+    offset: int = Query(default=0, ge=0, le=10_000_000),
+) -> FlowPage:
+    conds = []
+    if client:
+        conds.append(FlowRecord.client_ip == _ip_or_prefix(client))
+    if server:
+        conds.append(FlowRecord.server_ip == _ip_or_prefix(server))
+    if flow_class:
+        conds.append(FlowRecord.flow_class == flow_class)
+    if action:
+        conds.append(FlowRecord.action == action)
+    if since is not None:
+        conds.append(FlowRecord.ended_at >= since)
+    if until is not None:
+        conds.append(FlowRecord.ended_at < until)
+    total = db.scalar(select(func.count()).select_from(FlowRecord).where(*conds)) or 0
+    rows = db.scalars(
+        select(FlowRecord)
+        .where(*conds)
+        .order_by(FlowRecord.ended_at.desc(), FlowRecord.id.desc())
+        .limit(limit)
+        .offset(offset)
+    )
+    flows = [FlowRecordOut.model_validate(r, from_attributes=True) for r in rows]
+    return FlowPage(flows=flows, total=total, limit=limit, offset=offset)
+
+
+@router.get(
+    "/stats/series", response_model=SeriesOut, summary="Time series, downsampled to ≤ 720 points per key"
+)
+def stats_series(
+    who: Viewer,
+    db: Db,
+    ctx: Ctx,
+    metric: Literal["class_bps", "action_bps", "cache_hit_ratio", "leg_rtt_ms", "link_bps"],
+    start: int | None = Query(default=None, ge=0, le=10**11, description="unix s; default end - 1 h"),
+    end: int | None = Query(default=None, ge=0, le=10**11, description="unix s; default now"),
+    key: str | None = Query(default=None, max_length=64),
+) -> SeriesOut:
+    now = time.time()
+    end_ = end if end is not None else int(now) + 1
+    start_ = start if start is not None else end_ - 3600
+    if start_ >= end_:
+        from perigee_api.core.errors import ApiError
+
+        raise ApiError(422, "bad_range", "start must be before end", "start")
+    res, step, data = stats.series(db, ctx.settings, metric, start_, end_, now, key)
+    return SeriesOut(
+        metric=metric,
+        resolution_s=res,
+        step_s=step,
+        start=start_,
+        end=end_,
+        series=[
+            Series(key=k, points=[SeriesPoint(ts=t, avg=a, max=m) for t, a, m in pts])
+            for k, pts in data.items()
+        ],
+    )

@@ -1,0 +1,161 @@
+"""Health, versions, cache passthrough, backup/restore, audit log."""
+
+from __future__ import annotations
+
+import json
+import platform
+import re
+import time
+from typing import Any
+
+from fastapi import APIRouter, File, Query, Request, UploadFile
+from pydantic import ValidationError
+from sqlalchemy import func, select
+
+from perigee_api import __version__
+from perigee_api.api.deps import Admin, Ctx, Db, Gateway, Operator, Viewer, audit_info
+from perigee_api.core.errors import ApiError, ErrorResponse, validation_details
+from perigee_api.gateway_client import GatewayError
+from perigee_api.models import AuditEntry
+from perigee_api.schemas.api import AuditOut, AuditPage, HealthOut, PurgeIn, RestoreOut, VersionsOut
+from perigee_api.services import backup as backup_service
+
+router = APIRouter(tags=["system"], responses={401: {"model": ErrorResponse}, 403: {"model": ErrorResponse}})
+
+SAFE_UPLOAD_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}\.json$")
+
+
+@router.get("/health", response_model=HealthOut, summary="API health, gateway reachability and its health")
+def health(ctx: Ctx, db: Db) -> HealthOut:
+    problems: list[str] = []
+    api: dict[str, Any] = {"status": "ok", "version": __version__, "uptime_s": time.time() - ctx.started_at}
+    try:
+        db.execute(select(1))
+    except Exception as exc:  # any database failure is a health problem, reported not raised
+        problems.append(f"database: {exc}")
+        api["status"] = "degraded"
+    if ctx.collector is not None:
+        api["collector"] = {"ticks": ctx.collector.ticks, "last_error": ctx.collector.last_error}
+    gw_health: dict[str, Any] | None = None
+    reachable = False
+    try:
+        gw_health = ctx.gateway.health()
+        reachable = True
+        if gw_health.get("status") != "ok":
+            problems += [f"gateway: {p}" for p in gw_health.get("problems", [])] or ["gateway: degraded"]
+    except GatewayError as exc:
+        problems.append(f"gateway unreachable: {exc.message}")
+    status = "ok" if not problems else "degraded"
+    return HealthOut(
+        status=status, api=api, gateway_reachable=reachable, gateway=gw_health, problems=problems
+    )
+
+
+@router.get("/system/versions", response_model=VersionsOut)
+def system_versions(who: Viewer, db: Db, gw: Gateway) -> VersionsOut:
+    from sqlalchemy import text
+
+    rev = db.scalar(text("SELECT version_num FROM alembic_version"))
+    try:
+        gwv = str(gw.health().get("version"))
+    except GatewayError:
+        gwv = None
+    return VersionsOut(api=__version__, python=platform.python_version(), schema_revision=rev, gateway=gwv)
+
+
+@router.get("/cache/stats", summary="Cache counters (gateway passthrough)")
+def cache_stats(who: Viewer, gw: Gateway) -> dict[str, Any]:
+    return gw.cache_stats()
+
+
+@router.post("/cache/purge", summary="Purge one URL or everything (gateway passthrough)")
+def cache_purge(body: PurgeIn, who: Operator, gw: Gateway, request: Request) -> dict[str, Any]:
+    if body.all == (body.url is not None):
+        raise ApiError(422, "purge_target", "give exactly one of url or all=true", "url")
+    audit_info(request, url=body.url, all=body.all)
+    return gw.cache_purge(url=body.url, purge_all=body.all)
+
+
+@router.get("/system/backup", summary="Config versions, users (argon2 hashes only) and BoD profiles as JSON")
+def backup(who: Admin, db: Db, request: Request) -> dict[str, Any]:
+    audit_info(request, backup=True)
+    return backup_service.make_backup(db)
+
+
+@router.post(
+    "/system/restore",
+    response_model=RestoreOut,
+    responses={413: {"model": ErrorResponse}, 422: {"model": ErrorResponse}},
+    summary="Restore a backup file: validated entirely, then written in one transaction",
+)
+async def restore(
+    who: Admin, ctx: Ctx, request: Request, file: UploadFile = File(description="a perigee backup .json")
+) -> RestoreOut:
+    name = file.filename or ""
+    if not SAFE_UPLOAD_NAME.fullmatch(name) or ".." in name:
+        raise ApiError(
+            422, "bad_filename", f"file: '{name[:80]}' is not a plain name ending in .json", "file"
+        )
+    raw = await file.read(ctx.settings.max_restore_bytes + 1)
+    if len(raw) > ctx.settings.max_restore_bytes:
+        raise ApiError(
+            413, "payload_too_large", f"backup over {ctx.settings.max_restore_bytes} bytes", "file"
+        )
+    try:
+        data = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ApiError(422, "bad_json", f"file: not valid JSON ({exc})", "file") from None
+    try:
+        parsed = backup_service.Backup.model_validate(data)
+    except ValidationError as exc:
+        details = validation_details(list(exc.errors()))
+        first = details[0]
+        raise ApiError(
+            422,
+            "invalid_backup",
+            f"file.{first['field']}: {first['message']}",
+            f"file.{first['field']}",
+            details,
+        ) from None
+
+    def write() -> None:
+        with ctx.db.session() as db:
+            backup_service.restore(db, parsed)
+            db.commit()
+
+    from starlette.concurrency import run_in_threadpool
+
+    await run_in_threadpool(write)
+    audit_info(request, users=len(parsed.users), versions=len(parsed.versions))
+    return RestoreOut(
+        ok=True, users=len(parsed.users), versions=len(parsed.versions), bod_profiles=len(parsed.bod_profiles)
+    )
+
+
+@router.get("/audit", response_model=AuditPage, summary="Audit log, newest first")
+def audit_log(
+    who: Admin,
+    db: Db,
+    actor: str | None = Query(default=None, max_length=64),
+    action: str | None = Query(default=None, max_length=128, description="substring"),
+    since: float | None = Query(default=None, ge=0, le=1e11),
+    limit: int = Query(default=100, ge=1, le=1000),
+    offset: int = Query(default=0, ge=0, le=10_000_000),
+) -> AuditPage:
+    conds = []
+    if actor:
+        conds.append(AuditEntry.actor == actor)
+    if action:
+        conds.append(AuditEntry.action.contains(action))
+    if since is not None:
+        conds.append(AuditEntry.ts >= since)
+    total = db.scalar(select(func.count()).select_from(AuditEntry).where(*conds)) or 0
+    rows = db.scalars(
+        select(AuditEntry).where(*conds).order_by(AuditEntry.id.desc()).limit(limit).offset(offset)
+    )
+    return AuditPage(
+        entries=[AuditOut.model_validate(r, from_attributes=True) for r in rows],
+        total=total,
+        limit=limit,
+        offset=offset,
+    )

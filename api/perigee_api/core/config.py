@@ -1,0 +1,85 @@
+"""Settings from the environment (PERIGEE_*) or a TOML file named by PERIGEE_SETTINGS_FILE."""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="PERIGEE_", extra="ignore")
+
+    data_dir: Path = Path("/var/lib/perigee")
+    gateway_socket: Path = Path("/run/perigee/control.sock")
+    gateway_timeout_s: float = 10.0
+    secure_cookies: bool = True
+    listen: str = "127.0.0.1:8000"  # "host:port" or "unix:/path/to.sock"
+    allow_root: bool = False
+
+    # Background collector (polls the gateway every collect_interval_s).
+    collector_enabled: bool = True
+    collect_interval_s: float = 1.0
+
+    # Sessions and login throttling.
+    session_ttl_s: int = 8 * 3600
+    login_window_s: int = 900
+    login_max_failures_user: int = 5
+    login_max_failures_address: int = 20
+    lockout_s: int = 900
+
+    # Request limits.
+    max_body_bytes: int = 1024 * 1024
+    max_restore_bytes: int = 16 * 1024 * 1024
+
+    # Retention (seconds) per rollup table and for closed flows.
+    retain_1s_s: int = 2 * 3600
+    retain_1m_s: int = 8 * 86400
+    retain_1h_s: int = 400 * 86400
+    retain_flows_s: int = 30 * 86400
+    retain_flows_max_rows: int = 1_000_000
+    retain_audit_s: int = 365 * 86400
+
+    # Initial desired config (first start only).
+    initial_role: str = Field(default="hub", pattern="^(hub|terminal)$")
+
+    @property
+    def database_path(self) -> Path:
+        return self.data_dir / "perigee.sqlite3"
+
+    @property
+    def database_url(self) -> str:
+        return f"sqlite:///{self.database_path}"
+
+    @property
+    def initial_password_file(self) -> Path:
+        return self.data_dir / "initial-admin-password"
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # Precedence: explicit arguments > environment > settings file.
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        settings_file = os.environ.get("PERIGEE_SETTINGS_FILE")
+        if settings_file:
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=Path(settings_file)))
+        return tuple(sources)
+
+
+@lru_cache
+def get_settings() -> Settings:
+    return Settings()

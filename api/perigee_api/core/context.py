@@ -1,0 +1,56 @@
+"""Everything one running app owns: settings, database, gateway client, live flow snapshot, collector."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from perigee_api.core.config import Settings
+from perigee_api.core.db import Database
+from perigee_api.gateway_client import GatewayClient
+
+if TYPE_CHECKING:
+    from perigee_api.services.collector import Collector
+
+
+class LiveFlows:
+    """The latest live-flow snapshot from the gateway; SSE listeners wait on `changed`."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.flows: list[dict[str, Any]] = []
+        self.now: float = 0.0
+        self.fetched_at: float = 0.0
+        self.seq = 0
+        self.error: str | None = None
+        self.encoded: tuple[int, bytes] | None = None  # (seq, JSON) of the unfiltered answer
+
+    def update(self, flows: list[dict[str, Any]], now: float) -> None:
+        with self._lock:
+            self.flows = flows
+            self.now = now
+            self.fetched_at = time.time()
+            self.seq += 1
+            self.error = None
+
+    def fail(self, message: str) -> None:
+        with self._lock:
+            self.error = message
+
+    def snapshot(self) -> tuple[list[dict[str, Any]], float, int]:
+        with self._lock:
+            return self.flows, self.now, self.seq
+
+
+@dataclass
+class AppContext:
+    settings: Settings
+    db: Database
+    gateway: GatewayClient
+    live: LiveFlows = field(default_factory=LiveFlows)
+    collector: Collector | None = None
+    loop: asyncio.AbstractEventLoop | None = None
+    started_at: float = field(default_factory=time.time)

@@ -1,0 +1,100 @@
+"""One error shape for every answer: {"error": {"code", "message", "field", "details"}}."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from perigee_api.gateway_client import GatewayError
+
+
+class ApiError(Exception):
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        field: str | None = None,
+        details: Any = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.field = field
+        self.details = details
+        self.headers = headers
+
+
+class ErrorBody(BaseModel):
+    code: str
+    message: str
+    field: str | None = None
+    details: Any = None
+
+
+class ErrorResponse(BaseModel):
+    error: ErrorBody
+
+
+def error_json(
+    status: int,
+    code: str,
+    message: str,
+    field: str | None = None,
+    details: Any = None,
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
+    body = {"error": {"code": code, "message": message, "field": field, "details": details}}
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def _loc(loc: tuple[Any, ...] | list[Any]) -> str:
+    return ".".join(str(p) for p in loc)
+
+
+def validation_details(errors: list[Any]) -> list[dict[str, Any]]:
+    out = []
+    for e in errors:
+        out.append({"field": _loc(e.get("loc", ())), "message": str(e.get("msg", "")), "type": e.get("type")})
+    return out
+
+
+def install(app: FastAPI) -> None:
+    @app.exception_handler(ApiError)
+    async def _api_error(_req: Request, exc: ApiError) -> JSONResponse:
+        return error_json(exc.status, exc.code, exc.message, exc.field, exc.details, exc.headers)
+
+    @app.exception_handler(GatewayError)
+    async def _gateway_error(_req: Request, exc: GatewayError) -> JSONResponse:
+        status = 502 if exc.status >= 500 or exc.code == "gateway_unreachable" else 409
+        return error_json(status, exc.code, f"gateway: {exc.message}", exc.field, exc.as_dict())
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(_req: Request, exc: RequestValidationError) -> JSONResponse:
+        details = validation_details(list(exc.errors()))
+        first = details[0] if details else {"field": None, "message": "invalid request"}
+        return error_json(
+            422, "validation_error", f"{first['field']}: {first['message']}", first["field"], details
+        )
+
+    @app.exception_handler(ValidationError)
+    async def _model_validation(_req: Request, exc: ValidationError) -> JSONResponse:
+        details = validation_details(list(exc.errors()))
+        first = details[0] if details else {"field": None, "message": "invalid"}
+        return error_json(
+            422, "validation_error", f"{first['field']}: {first['message']}", first["field"], details
+        )
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_req: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = {404: "not_found", 405: "method_not_allowed", 401: "unauthorized", 403: "forbidden"}.get(
+            exc.status_code, "http_error"
+        )
+        return error_json(exc.status_code, code, str(exc.detail), headers=getattr(exc, "headers", None))

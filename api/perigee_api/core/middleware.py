@@ -1,0 +1,140 @@
+"""ASGI middleware: body size limit (413), CSRF double-submit check, audit of every write."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from perigee_api.core import security
+from perigee_api.core.context import AppContext
+from perigee_api.services import audit
+
+UNSAFE = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+RESTORE_PATH = "/api/v1/system/restore"
+
+
+async def _reply(send: Send, status: int, code: str, message: str, field: str | None = None) -> None:
+    body = json.dumps({"error": {"code": code, "message": message, "field": field, "details": None}}).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+def _headers(scope: Scope) -> dict[str, str]:
+    return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+
+
+def _cookies(header: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for part in header.split(";"):
+        if "=" in part:
+            k, v = part.split("=", 1)
+            out[k.strip()] = v.strip().strip('"')
+    return out
+
+
+def client_address(scope: Scope) -> str:
+    client = scope.get("client")
+    return str(client[0]) if client else "local"
+
+
+class GuardMiddleware:
+    def __init__(self, app: ASGIApp, ctx: AppContext) -> None:
+        self.app = app
+        self.ctx = ctx
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        method = scope["method"]
+        path: str = scope["path"]
+        headers = _headers(scope)
+        limit = (
+            self.ctx.settings.max_restore_bytes if path == RESTORE_PATH else self.ctx.settings.max_body_bytes
+        )
+
+        # 1. Body size: refuse by Content-Length, else buffer up to the limit and replay.
+        declared = headers.get("content-length")
+        if declared is not None:
+            if not declared.isdigit():
+                await _reply(send, 400, "bad_content_length", "Content-Length is not a number")
+                return
+            if int(declared) > limit:
+                await _reply(send, 413, "payload_too_large", f"request body over {limit} bytes", "body")
+                return
+        chunks: list[bytes] = []
+        size = 0
+        if method in UNSAFE or declared:
+            more = True
+            while more:
+                msg = await receive()
+                if msg["type"] == "http.disconnect":
+                    return
+                chunk = msg.get("body", b"")
+                size += len(chunk)
+                if size > limit:
+                    await _reply(send, 413, "payload_too_large", f"request body over {limit} bytes", "body")
+                    return
+                chunks.append(chunk)
+                more = msg.get("more_body", False)
+        body = b"".join(chunks)
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        # 2. CSRF double submit for every unsafe method not authenticated by a Bearer token.
+        bearer = headers.get("authorization", "").lower().startswith("bearer ")
+        if method in UNSAFE and path.startswith("/api/") and not bearer:
+            cookie = _cookies(headers.get("cookie", "")).get(security.CSRF_COOKIE, "")
+            header = headers.get(security.CSRF_HEADER.lower(), "")
+            if not cookie or not header or not security.same(cookie, header):
+                await _reply(
+                    send,
+                    403,
+                    "csrf_failed",
+                    f"missing or mismatched CSRF token: send the {security.CSRF_COOKIE} cookie's value "
+                    f"in the {security.CSRF_HEADER} header",
+                    security.CSRF_HEADER,
+                )
+                return
+
+        # 3. Run, and audit writes (logins are audited by the login route with the username).
+        status = {"code": 500}
+
+        async def capture(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status["code"] = message["status"]
+            await send(message)
+
+        await self.app(scope, replay, capture)
+        if method in UNSAFE and path.startswith("/api/") and not path.endswith("/auth/login"):
+            info: dict[str, Any] = scope.get("perigee", {})
+            await run_in_threadpool(self._audit, info, method, path, status["code"], client_address(scope))
+
+    def _audit(self, info: dict[str, Any], method: str, path: str, status: int, address: str) -> None:
+        with self.ctx.db.session() as db:
+            audit.record(
+                db,
+                actor=str(info.get("actor", "anonymous")),
+                address=address,
+                action=f"{method} {path}",
+                target=str(info.get("target", path)),
+                result="ok" if status < 400 else f"http_{status}",
+                detail={"status": status, "at": time.time(), **(info.get("detail") or {})},
+            )
+            db.commit()

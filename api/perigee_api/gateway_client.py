@@ -1,0 +1,93 @@
+"""The one module that talks to the gateway daemon: HTTP/1.1 + JSON over its Unix control socket.
+
+See docs/control-protocol.md. Every call raises GatewayError on transport failures (code
+`gateway_unreachable`) and on error answers (the gateway's own code, message and field).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+
+class GatewayError(Exception):
+    def __init__(self, code: str, message: str, status: int = 502, field: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.status = status
+        self.field = field
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"code": self.code, "message": self.message, "field": self.field, "status": self.status}
+
+
+class GatewayClient:
+    def __init__(self, socket_path: Path | str, timeout_s: float = 10.0) -> None:
+        self.socket_path = Path(socket_path)
+        self._client = httpx.Client(
+            transport=httpx.HTTPTransport(uds=str(self.socket_path)),
+            base_url="http://gateway",
+            timeout=timeout_s,
+        )
+
+    def close(self) -> None:
+        self._client.close()
+
+    def _call(self, method: str, path: str, **kwargs: Any) -> Any:
+        try:
+            resp = self._client.request(method, path, **kwargs)
+        except httpx.HTTPError as exc:
+            raise GatewayError(
+                "gateway_unreachable", f"gateway control socket {self.socket_path}: {exc}", 502
+            ) from exc
+        try:
+            body = resp.json()
+        except ValueError:
+            body = None
+        if resp.status_code >= 400:
+            err = body.get("error") if isinstance(body, dict) else None
+            if isinstance(err, dict):
+                raise GatewayError(
+                    str(err.get("code", "gateway_error")),
+                    str(err.get("message", "")),
+                    resp.status_code,
+                    err.get("field") if isinstance(err.get("field"), str) else None,
+                )
+            raise GatewayError("gateway_error", f"gateway answered {resp.status_code}", resp.status_code)
+        if body is None:
+            raise GatewayError("gateway_bad_answer", f"gateway answered non-JSON to {method} {path}", 502)
+        return body
+
+    def health(self) -> dict[str, Any]:
+        return dict(self._call("GET", "/v1/health"))
+
+    def get_config(self) -> dict[str, Any]:
+        return dict(self._call("GET", "/v1/config"))
+
+    def validate_config(self, config: dict[str, Any]) -> dict[str, Any]:
+        return dict(self._call("POST", "/v1/config/validate", json=config))
+
+    def apply_config(self, config: dict[str, Any]) -> dict[str, Any]:
+        return dict(self._call("PUT", "/v1/config", json=config))
+
+    def flows(self, state: str = "live") -> dict[str, Any]:
+        return dict(self._call("GET", "/v1/flows", params={"state": state}))
+
+    def collect_flows(self) -> list[dict[str, Any]]:
+        return list(self._call("POST", "/v1/flows/collect").get("flows", []))
+
+    def counters(self) -> dict[str, Any]:
+        return dict(self._call("GET", "/v1/counters"))
+
+    def hybla(self) -> dict[str, Any]:
+        return dict(self._call("GET", "/v1/hybla"))
+
+    def cache_stats(self) -> dict[str, Any]:
+        return dict(self._call("GET", "/v1/cache/stats"))
+
+    def cache_purge(self, url: str | None = None, purge_all: bool = False) -> dict[str, Any]:
+        body: dict[str, Any] = {"all": True} if purge_all else {"url": url}
+        return dict(self._call("POST", "/v1/cache/purge", json=body))

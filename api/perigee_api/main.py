@@ -1,0 +1,91 @@
+"""Application factory: settings → database (migrated) → first admin → gateway client → routes."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import APIRouter, FastAPI
+
+from perigee_api import __version__
+from perigee_api.api.routes import auth, bod, config, flows, policy, system, users
+from perigee_api.core import errors
+from perigee_api.core.config import Settings, get_settings
+from perigee_api.core.context import AppContext
+from perigee_api.core.db import Database
+from perigee_api.core.middleware import GuardMiddleware
+from perigee_api.gateway_client import GatewayClient
+from perigee_api.services import auth as auth_service
+from perigee_api.services import versions
+from perigee_api.services.collector import Collector
+
+log = logging.getLogger("perigee_api")
+
+API_PREFIX = "/api/v1"
+
+
+def api_router() -> APIRouter:
+    router = APIRouter(prefix=API_PREFIX)
+    for module in (auth, users, policy, bod, config, flows, system):
+        router.include_router(module.router)
+    return router
+
+
+def prepare(settings: Settings) -> Database:
+    """Create the data dir, migrate, create the first admin and the first config version."""
+    settings.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    db = Database(settings.database_url)
+    db.migrate()
+    with db.session() as s:
+        auth_service.bootstrap_admin(s, settings)
+        versions.ensure_initial(s, settings.initial_role)
+        s.commit()
+    return db
+
+
+def create_app(settings: Settings | None = None, *, prepare_db: bool = True) -> FastAPI:
+    settings = settings or get_settings()
+    database = prepare(settings) if prepare_db else Database(settings.database_url)
+    ctx = AppContext(
+        settings=settings,
+        db=database,
+        gateway=GatewayClient(settings.gateway_socket, settings.gateway_timeout_s),
+    )
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        ctx.loop = asyncio.get_running_loop()
+        if settings.collector_enabled:
+            ctx.collector = Collector(ctx)
+            ctx.collector.start()
+        try:
+            yield
+        finally:
+            if ctx.collector is not None:
+                ctx.collector.stop()
+            ctx.gateway.close()
+            ctx.db.dispose()
+
+    app = FastAPI(
+        title="Perigee control plane",
+        version=__version__,
+        description=(
+            "Control plane of the Perigee satellite gateway. Browser clients: GET /api/v1/auth/csrf, then "
+            "send the perigee_csrf cookie's value in X-CSRF-Token on every POST/PUT/PATCH/DELETE. "
+            "Automation: Authorization: Bearer <API token>. Errors: {error: {code, message, field, details}}."
+        ),
+        openapi_url=f"{API_PREFIX}/openapi.json",
+        docs_url=f"{API_PREFIX}/docs",
+        redoc_url=None,
+        lifespan=lifespan,
+    )
+    app.state.ctx = ctx
+    if ctx.collector is None and not settings.collector_enabled:
+        # Tests drive the collector by hand: it exists, its thread does not run.
+        ctx.collector = Collector(ctx)
+    errors.install(app)
+    app.include_router(api_router())
+    app.add_middleware(GuardMiddleware, ctx=ctx)
+    return app

@@ -1,0 +1,157 @@
+"""SQLAlchemy ORM tables. Migrations live in api/alembic; `alembic check` keeps them in step."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import JSON, Boolean, Float, ForeignKey, Index, Integer, String, Text
+from sqlalchemy.orm import Mapped, mapped_column
+
+from perigee_api.core.db import Base
+
+
+class User(Base):
+    __tablename__ = "users"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    username: Mapped[str] = mapped_column(String(64), unique=True)
+    password_hash: Mapped[str] = mapped_column(String(255))
+    role: Mapped[str] = mapped_column(String(16))
+    must_change_password: Mapped[bool] = mapped_column(Boolean, default=False)
+    disabled: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[float] = mapped_column(Float)
+    password_changed_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+class BrowserSession(Base):
+    __tablename__ = "sessions"
+    # sha256 of the cookie value: a leaked database does not leak live sessions.
+    id_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    csrf_token: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[float] = mapped_column(Float)
+    expires_at: Mapped[float] = mapped_column(Float)
+    address: Mapped[str] = mapped_column(String(64))
+
+
+class ApiToken(Base):
+    __tablename__ = "api_tokens"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(64))
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    prefix: Mapped[str] = mapped_column(String(16))
+    created_at: Mapped[float] = mapped_column(Float)
+    last_used_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+class LoginAttempt(Base):
+    __tablename__ = "login_attempts"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    ts: Mapped[float] = mapped_column(Float, index=True)
+    username: Mapped[str] = mapped_column(String(64), index=True)
+    address: Mapped[str] = mapped_column(String(64), index=True)
+    success: Mapped[bool] = mapped_column(Boolean)
+
+
+class AuditEntry(Base):
+    __tablename__ = "audit_log"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    ts: Mapped[float] = mapped_column(Float, index=True)
+    actor: Mapped[str] = mapped_column(String(64))
+    address: Mapped[str] = mapped_column(String(64))
+    action: Mapped[str] = mapped_column(String(128))
+    target: Mapped[str] = mapped_column(String(512))
+    result: Mapped[str] = mapped_column(String(64))
+    detail: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+
+
+class ConfigVersion(Base):
+    __tablename__ = "config_versions"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    config: Mapped[dict[str, Any]] = mapped_column(JSON)
+    author: Mapped[str] = mapped_column(String(64))
+    comment: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[float] = mapped_column(Float)
+    # none | applied | failed
+    apply_status: Mapped[str] = mapped_column(String(16), default="none")
+    apply_result: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    applied_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+class BodProfile(Base):
+    __tablename__ = "bod_profiles"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(64), unique=True)
+    inputs: Mapped[dict[str, Any]] = mapped_column(JSON)
+    overrides: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[float] = mapped_column(Float)
+
+
+class Meta(Base):
+    """Small key/value state: active version, rollup watermarks."""
+
+    __tablename__ = "meta"
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(Text)
+
+
+class FlowRecord(Base):
+    __tablename__ = "flows"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    gateway_id: Mapped[int] = mapped_column(Integer)
+    client: Mapped[str] = mapped_column(String(64))
+    client_ip: Mapped[str] = mapped_column(String(48), index=True)
+    server: Mapped[str] = mapped_column(String(64))
+    server_ip: Mapped[str] = mapped_column(String(48), index=True)
+    family: Mapped[int] = mapped_column(Integer)
+    flow_class: Mapped[str | None] = mapped_column("class", String(64), nullable=True, index=True)
+    action: Mapped[str | None] = mapped_column(String(16), nullable=True, index=True)
+    started_at: Mapped[float] = mapped_column(Float)
+    ended_at: Mapped[float] = mapped_column(Float, index=True)
+    end_reason: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    bytes_up: Mapped[int] = mapped_column(Integer)
+    bytes_down: Mapped[int] = mapped_column(Integer)
+    sat_srtt_us: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    legs: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+
+
+class Sample1s(Base):
+    __tablename__ = "samples_1s"
+    ts: Mapped[int] = mapped_column(Integer, primary_key=True)
+    metric: Mapped[str] = mapped_column(String(32), primary_key=True)
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    avg: Mapped[float] = mapped_column(Float)
+    max: Mapped[float] = mapped_column(Float)
+    n: Mapped[int] = mapped_column(Integer)
+
+
+class Sample1m(Base):
+    __tablename__ = "samples_1m"
+    ts: Mapped[int] = mapped_column(Integer, primary_key=True)
+    metric: Mapped[str] = mapped_column(String(32), primary_key=True)
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    avg: Mapped[float] = mapped_column(Float)
+    max: Mapped[float] = mapped_column(Float)
+    n: Mapped[int] = mapped_column(Integer)
+
+
+class Sample1h(Base):
+    __tablename__ = "samples_1h"
+    ts: Mapped[int] = mapped_column(Integer, primary_key=True)
+    metric: Mapped[str] = mapped_column(String(32), primary_key=True)
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    avg: Mapped[float] = mapped_column(Float)
+    max: Mapped[float] = mapped_column(Float)
+    n: Mapped[int] = mapped_column(Integer)
+
+
+Index("ix_samples_1s_metric_ts", Sample1s.metric, Sample1s.ts)
+Index("ix_samples_1m_metric_ts", Sample1m.metric, Sample1m.ts)
+Index("ix_samples_1h_metric_ts", Sample1h.metric, Sample1h.ts)
+
+SAMPLE_TABLES: dict[int, type[Sample1s] | type[Sample1m] | type[Sample1h]] = {
+    1: Sample1s,
+    60: Sample1m,
+    3600: Sample1h,
+}

@@ -1,0 +1,397 @@
+"""Request and response models of the HTTP API (pydantic v2). Unknown fields are rejected."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from perigee_api.schemas.gateway_config import (
+    Action,
+    BypassRule,
+    Cidr,
+    ClassSatellite,
+    GatewayConfig,
+    Match,
+    Name,
+    PortSpec,
+    TrafficClass,
+)
+from perigee_api.tuning import BodInputs, Tuning
+
+Role = Literal["admin", "operator", "viewer"]
+Username = str
+
+
+class In(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# --- auth ---------------------------------------------------------------------------------------
+
+
+class CsrfOut(BaseModel):
+    csrf_token: str
+
+
+class LoginIn(In):
+    username: str = Field(min_length=1, max_length=64)
+    password: str = Field(min_length=1, max_length=256)
+
+
+class UserOut(BaseModel):
+    id: int
+    username: str
+    role: Role
+    must_change_password: bool
+    disabled: bool
+    created_at: float
+
+
+class LoginOut(BaseModel):
+    user: UserOut
+    csrf_token: str
+    must_change_password: bool
+
+
+class ChangePasswordIn(In):
+    current_password: str = Field(min_length=1, max_length=256)
+    new_password: str = Field(min_length=12, max_length=256)
+
+
+class OkOut(BaseModel):
+    ok: bool = True
+
+
+class UserCreate(In):
+    username: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$")
+    role: Role
+    password: str | None = Field(
+        default=None, min_length=12, max_length=256, description="omit for a generated one-time password"
+    )
+
+
+class UserCreated(BaseModel):
+    user: UserOut
+    one_time_password: str | None = None
+
+
+class UserUpdate(In):
+    role: Role | None = None
+    disabled: bool | None = None
+    reset_password: bool = Field(default=False, description="issue a new one-time password")
+
+
+class TokenCreate(In):
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9 _.-]{0,63}$")
+
+
+class TokenOut(BaseModel):
+    id: int
+    name: str
+    prefix: str
+    user_id: int
+    username: str
+    created_at: float
+    last_used_at: float | None
+
+
+class TokenCreated(BaseModel):
+    token: TokenOut
+    secret: str = Field(description="shown once; send as 'Authorization: Bearer <secret>'")
+
+
+# --- policy -------------------------------------------------------------------------------------
+
+
+class PolicyIssue(BaseModel):
+    severity: Literal["error", "warning"]
+    code: str
+    message: str
+    classes: list[str]
+
+
+class ClassIn(In):
+    name: Name
+    priority: int = Field(ge=0, le=65535)
+    match: Match = Field(default_factory=Match)
+    action: Action
+    satellite: ClassSatellite = Field(default_factory=ClassSatellite)
+    comment: str = Field(default="", max_length=1000)
+
+
+class ClassPatch(In):
+    priority: int | None = Field(default=None, ge=0, le=65535)
+    match: Match | None = None
+    action: Action | None = None
+    satellite: ClassSatellite | None = None
+    comment: str = Field(default="", max_length=1000)
+
+
+class ClassesOut(BaseModel):
+    classes: list[TrafficClass]
+    issues: list[PolicyIssue]
+    version_id: int
+
+
+class ChangeOut(BaseModel):
+    version_id: int
+    issues: list[PolicyIssue]
+
+
+class BypassIn(In):
+    name: Name
+    protocol: Literal["tcp", "udp", "esp", "ah", "any"]
+    cidrs: list[Cidr] = Field(default_factory=list, max_length=1024)
+    ports: list[PortSpec] = Field(default_factory=list, max_length=256)
+    comment: str = Field(default="", max_length=1000)
+
+
+class BypassOut(BaseModel):
+    rule: BypassRule
+    enabled: bool
+    protected: bool
+
+
+class BypassListOut(BaseModel):
+    rules: list[BypassOut]
+    version_id: int
+
+
+# --- BoD ----------------------------------------------------------------------------------------
+
+
+class BodProfileIn(In):
+    name: Name
+    inputs: BodInputs
+    overrides: dict[str, float] = Field(default_factory=dict)
+
+
+class BodProfileOut(BaseModel):
+    id: int
+    name: str
+    inputs: BodInputs
+    overrides: dict[str, float]
+    tuning: Tuning
+    created_at: float
+    updated_at: float
+
+
+class BodApplyIn(In):
+    comment: str = Field(default="", max_length=1000)
+
+
+# --- config versions ----------------------------------------------------------------------------
+
+
+class VersionSummary(BaseModel):
+    id: int
+    author: str
+    comment: str
+    created_at: float
+    apply_status: Literal["none", "applied", "failed"]
+    applied_at: float | None
+    active: bool
+
+
+class VersionOut(VersionSummary):
+    config: GatewayConfig
+    apply_result: dict[str, Any] | None
+
+
+class VersionList(BaseModel):
+    versions: list[VersionSummary]
+    total: int
+    active_version_id: int | None
+    latest_version_id: int | None
+
+
+class ConfigPut(In):
+    config: GatewayConfig
+    comment: str = Field(default="", max_length=1000)
+
+
+class DiffEntry(BaseModel):
+    path: str
+    op: Literal["added", "removed", "changed"]
+    old: Any = None
+    new: Any = None
+
+
+class DiffOut(BaseModel):
+    a: int
+    b: int
+    changes: list[DiffEntry]
+
+
+class ValidateOut(BaseModel):
+    ok: bool
+    version_id: int
+    rendered: dict[str, Any] | None
+    error: dict[str, Any] | None
+
+
+class ApplyOut(BaseModel):
+    ok: bool
+    version_id: int
+    active_version_id: int | None
+    revision: str | None = None
+    error: dict[str, Any] | None
+
+
+class RollbackOut(BaseModel):
+    new_version_id: int
+    apply: ApplyOut
+
+
+class CommentIn(In):
+    comment: str = Field(default="", max_length=1000)
+
+
+# --- flows and stats ----------------------------------------------------------------------------
+
+
+class TcpInfo(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    cc: str | None = None
+    state: str | None = None
+    srtt_us: int | None = None
+    rttvar_us: int | None = None
+    min_rtt_us: int | None = None
+    cwnd: int | None = None
+    ssthresh: int | None = None
+    mss: int | None = None
+    retrans_total: int | None = None
+    lost: int | None = None
+    delivery_rate_bps: int | None = None
+    pacing_rate_bps: int | None = None
+    bytes_acked: int | None = None
+    bytes_received: int | None = None
+    notsent_bytes: int | None = None
+
+
+class FlowLegs(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    client: TcpInfo | None = None
+    server: TcpInfo | None = None
+    satellite: Literal["client", "server"] | None = None
+
+
+class Flow(BaseModel):
+    """A gateway flow as in docs/control-protocol.md (passed through; unknown fields kept)."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+    id: int
+    state: str
+    flow_class: str | None = Field(default=None, alias="class")
+    action: str | None = None
+    client: str
+    server: str
+    family: int = 4
+    started_at: float
+    ended_at: float | None = None
+    end_reason: str | None = None
+    bytes_up: int = 0
+    bytes_down: int = 0
+    rate_up_bps: float = 0.0
+    rate_down_bps: float = 0.0
+    legs: FlowLegs | None = None
+
+
+class LiveFlowsOut(BaseModel):
+    flows: list[Flow]
+    now: float
+    count: int
+    fetched_at: float
+    error: str | None
+
+
+class FlowRecordOut(BaseModel):
+    id: int
+    gateway_id: int
+    client: str
+    server: str
+    family: int
+    flow_class: str | None = Field(serialization_alias="class")
+    action: str | None
+    started_at: float
+    ended_at: float
+    end_reason: str | None
+    bytes_up: int
+    bytes_down: int
+    sat_srtt_us: int | None
+
+
+class FlowPage(BaseModel):
+    flows: list[FlowRecordOut]
+    total: int
+    limit: int
+    offset: int
+
+
+class SeriesPoint(BaseModel):
+    ts: int
+    avg: float
+    max: float
+
+
+class Series(BaseModel):
+    key: str
+    points: list[SeriesPoint]
+
+
+class SeriesOut(BaseModel):
+    metric: str
+    resolution_s: int
+    step_s: int
+    start: int
+    end: int
+    series: list[Series]
+
+
+# --- cache / system -----------------------------------------------------------------------------
+
+
+class PurgeIn(In):
+    url: str | None = Field(default=None, min_length=1, max_length=4096, pattern=r"^https?://\S+$")
+    all: bool = False
+
+
+class HealthOut(BaseModel):
+    status: Literal["ok", "degraded"]
+    api: dict[str, Any]
+    gateway_reachable: bool
+    gateway: dict[str, Any] | None
+    problems: list[str]
+
+
+class VersionsOut(BaseModel):
+    api: str
+    python: str
+    schema_revision: str | None
+    gateway: str | None
+
+
+class AuditOut(BaseModel):
+    id: int
+    ts: float
+    actor: str
+    address: str
+    action: str
+    target: str
+    result: str
+    detail: dict[str, Any] | None
+
+
+class AuditPage(BaseModel):
+    entries: list[AuditOut]
+    total: int
+    limit: int
+    offset: int
+
+
+class RestoreOut(BaseModel):
+    ok: bool
+    users: int
+    versions: int
+    bod_profiles: int

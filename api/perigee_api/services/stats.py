@@ -1,0 +1,237 @@
+"""Closed-flow history, 1-second samples, rollups (1 s → 1 min → 1 h), retention and series queries.
+
+Metrics (one row per metric and key per second):
+  class_bps        key = class name    sum of live flows' rate_up + rate_down
+  action_bps       key = accelerate|cache|bypass   from counter deltas (bytes × 8 / dt)
+  cache_hit_ratio  key = ""            hits / requests over the interval (from cache stats deltas)
+  leg_rtt_ms       key = satellite|terrestrial     mean smoothed RTT over live flows' legs
+  link_bps         key = down|up       total rate over live flows
+Rollups store avg, max and the number of samples; a rollup bucket is written once it is complete.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from typing import Any
+
+from sqlalchemy import delete, func, insert, select, text
+from sqlalchemy.orm import Session
+
+from perigee_api.core.config import Settings
+from perigee_api.models import SAMPLE_TABLES, FlowRecord, Meta, Sample1s
+
+METRICS = ("class_bps", "action_bps", "cache_hit_ratio", "leg_rtt_ms", "link_bps")
+MAX_POINTS = 720
+
+
+def _host(endpoint: str) -> str:
+    """'10.0.0.1:80' → '10.0.0.1'; '[fd00::1]:80' or 'fd00::1:80' → 'fd00::1'."""
+    if endpoint.startswith("["):
+        return endpoint[1:].split("]", 1)[0]
+    if endpoint.count(":") == 1:
+        return endpoint.split(":", 1)[0]
+    if endpoint.count(":") > 1:
+        return endpoint.rsplit(":", 1)[0]
+    return endpoint
+
+
+def _sat_srtt(flow: dict[str, Any]) -> int | None:
+    legs = flow.get("legs") or {}
+    side = legs.get("satellite")
+    leg = legs.get(side) if isinstance(side, str) else None
+    if isinstance(leg, dict) and isinstance(leg.get("srtt_us"), int):
+        return int(leg["srtt_us"])
+    return None
+
+
+def store_closed_flows(db: Session, flows: list[dict[str, Any]], now: float) -> int:
+    rows = []
+    for f in flows:
+        try:
+            client, server = str(f["client"]), str(f["server"])
+            rows.append(
+                {
+                    "gateway_id": int(f.get("id", 0)),
+                    "client": client[:64],
+                    "client_ip": _host(client)[:48],
+                    "server": server[:64],
+                    "server_ip": _host(server)[:48],
+                    "family": int(f.get("family", 4)),
+                    "flow_class": f.get("class"),
+                    "action": f.get("action"),
+                    "started_at": float(f.get("started_at") or now),
+                    "ended_at": float(f.get("ended_at") or now),
+                    "end_reason": f.get("end_reason"),
+                    "bytes_up": int(f.get("bytes_up", 0)),
+                    "bytes_down": int(f.get("bytes_down", 0)),
+                    "sat_srtt_us": _sat_srtt(f),
+                    "legs": f.get("legs"),
+                }
+            )
+        except (KeyError, TypeError, ValueError):
+            continue  # a malformed record is skipped, never fatal for the batch
+    if rows:
+        db.execute(insert(FlowRecord), rows)
+    return len(rows)
+
+
+class SampleBuilder:
+    """Turns consecutive gateway readings into per-second metric values (keeps the previous counters)."""
+
+    def __init__(self) -> None:
+        self.prev_counters: dict[str, Any] | None = None
+        self.prev_cache: dict[str, Any] | None = None
+        self.prev_ts: float | None = None
+
+    def build(
+        self,
+        now: float,
+        live: list[dict[str, Any]],
+        counters: dict[str, Any] | None,
+        cache: dict[str, Any] | None,
+    ) -> list[tuple[str, str, float]]:
+        out: list[tuple[str, str, float]] = []
+        by_class: dict[str, float] = defaultdict(float)
+        up = down = 0.0
+        rtts: dict[str, list[float]] = {"satellite": [], "terrestrial": []}
+        for f in live:
+            ru, rd = float(f.get("rate_up_bps") or 0.0), float(f.get("rate_down_bps") or 0.0)
+            by_class[str(f.get("class") or "unclassified")] += ru + rd
+            up += ru
+            down += rd
+            legs = f.get("legs") or {}
+            sat = legs.get("satellite")
+            for side in ("client", "server"):
+                leg = legs.get(side)
+                if isinstance(leg, dict) and leg.get("srtt_us"):
+                    rtts["satellite" if side == sat else "terrestrial"].append(float(leg["srtt_us"]) / 1000.0)
+        out += [("class_bps", k, v) for k, v in by_class.items()]
+        out += [("link_bps", "down", down), ("link_bps", "up", up)]
+        out += [("leg_rtt_ms", k, sum(v) / len(v)) for k, v in rtts.items() if v]
+
+        dt = (now - self.prev_ts) if self.prev_ts else 0.0
+        if counters and self.prev_counters and dt > 0:
+            for action in ("accelerate", "cache", "bypass"):
+                cur = (counters.get("by_action") or {}).get(action) or {}
+                old = (self.prev_counters.get("by_action") or {}).get(action) or {}
+                if action == "bypass":
+                    delta = float(cur.get("bytes", 0)) - float(old.get("bytes", 0))
+                else:
+                    delta = float(cur.get("bytes_up", 0) + cur.get("bytes_down", 0)) - float(
+                        old.get("bytes_up", 0) + old.get("bytes_down", 0)
+                    )
+                if delta >= 0:  # a negative delta means the gateway restarted: skip one sample
+                    out.append(("action_bps", action, delta * 8 / dt))
+        if cache and self.prev_cache:
+            hits = _num(cache, "hits") - _num(self.prev_cache, "hits")
+            reqs = _num(cache, "requests") - _num(self.prev_cache, "requests")
+            if reqs <= 0 and "misses" in cache:
+                reqs = hits + _num(cache, "misses") - _num(self.prev_cache, "misses")
+            if reqs > 0 and hits >= 0:
+                out.append(("cache_hit_ratio", "", min(1.0, hits / reqs)))
+        self.prev_counters, self.prev_cache, self.prev_ts = counters, cache, now
+        return out
+
+
+def _num(d: dict[str, Any], key: str) -> float:
+    v = d.get(key, 0)
+    return float(v) if isinstance(v, int | float) else 0.0
+
+
+def store_samples(db: Session, ts: int, values: list[tuple[str, str, float]]) -> None:
+    if not values:
+        return
+    rows = [{"ts": ts, "metric": m, "key": k[:64], "avg": v, "max": v, "n": 1} for m, k, v in values]
+    db.execute(insert(Sample1s).prefix_with("OR REPLACE"), rows)
+
+
+def _get_meta(db: Session, key: str) -> int | None:
+    m = db.get(Meta, key)
+    return int(m.value) if m else None
+
+
+def _set_meta(db: Session, key: str, value: int) -> None:
+    m = db.get(Meta, key)
+    if m is None:
+        db.add(Meta(key=key, value=str(value)))
+    else:
+        m.value = str(value)
+
+
+def rollup(db: Session, now: float) -> None:
+    """Aggregate every complete bucket not yet rolled up: 1 s → 1 min, then 1 min → 1 h."""
+    for src_res, dst_res in ((1, 60), (60, 3600)):
+        src, dst = SAMPLE_TABLES[src_res].__tablename__, SAMPLE_TABLES[dst_res].__tablename__
+        mark_key = f"rollup_{dst_res}"
+        end = int(now) // dst_res * dst_res  # buckets before `end` are complete
+        start = _get_meta(db, mark_key)
+        if start is None:
+            first = db.scalar(text(f"SELECT MIN(ts) FROM {src}"))
+            if first is None:
+                continue
+            start = int(first) // dst_res * dst_res
+        if start >= end:
+            continue
+        db.execute(
+            text(
+                f"INSERT OR REPLACE INTO {dst} (ts, metric, key, avg, max, n) "
+                f"SELECT (ts / :res) * :res AS bucket, metric, key, SUM(avg * n) / SUM(n), MAX(max), SUM(n) "
+                f"FROM {src} WHERE ts >= :start AND ts < :end GROUP BY bucket, metric, key"
+            ),
+            {"res": dst_res, "start": start, "end": end},
+        )
+        _set_meta(db, mark_key, end)
+
+
+def enforce_retention(db: Session, settings: Settings, now: float) -> dict[str, int]:
+    removed: dict[str, int] = {}
+    for res, keep in ((1, settings.retain_1s_s), (60, settings.retain_1m_s), (3600, settings.retain_1h_s)):
+        table = SAMPLE_TABLES[res]
+        r = db.execute(delete(table).where(table.ts < now - keep))
+        removed[table.__tablename__] = int(getattr(r, "rowcount", 0) or 0)
+    r = db.execute(delete(FlowRecord).where(FlowRecord.ended_at < now - settings.retain_flows_s))
+    n = int(getattr(r, "rowcount", 0) or 0)
+    total = db.scalar(select(func.count()).select_from(FlowRecord)) or 0
+    if total > settings.retain_flows_max_rows:
+        cutoff = db.scalar(
+            select(FlowRecord.id)
+            .order_by(FlowRecord.id.desc())
+            .offset(settings.retain_flows_max_rows)
+            .limit(1)
+        )
+        if cutoff is not None:
+            r = db.execute(delete(FlowRecord).where(FlowRecord.id <= cutoff))
+            n += int(getattr(r, "rowcount", 0) or 0)
+    removed["flows"] = n
+    return removed
+
+
+def choose_resolution(settings: Settings, start: int, end: int, now: float) -> tuple[int, int]:
+    """Finest table whose retention still covers `start`, coarse enough for ≤ MAX_POINTS per key."""
+    span = max(1, end - start)
+    res = 3600
+    for r, keep in ((1, settings.retain_1s_s), (60, settings.retain_1m_s)):
+        if start >= now - keep and span / r <= MAX_POINTS * 60:
+            res = r
+            break
+    step = max(res, math.ceil(span / MAX_POINTS / res) * res)
+    return res, step
+
+
+def series(
+    db: Session, settings: Settings, metric: str, start: int, end: int, now: float, key: str | None = None
+) -> tuple[int, int, dict[str, list[tuple[int, float, float]]]]:
+    res, step = choose_resolution(settings, start, end, now)
+    table = SAMPLE_TABLES[res].__tablename__
+    sql = (
+        f"SELECT (ts / :step) * :step AS bucket, key, SUM(avg * n) / SUM(n), MAX(max) FROM {table} "
+        "WHERE metric = :metric AND ts >= :start AND ts < :end"
+        + (" AND key = :key" if key is not None else "")
+        + " GROUP BY bucket, key ORDER BY key, bucket"
+    )
+    params: dict[str, Any] = {"step": step, "metric": metric, "start": start, "end": end, "key": key}
+    out: dict[str, list[tuple[int, float, float]]] = defaultdict(list)
+    for bucket, k, avg, mx in db.execute(text(sql), params):
+        out[str(k)].append((int(bucket), float(avg), float(mx)))
+    return res, step, dict(out)

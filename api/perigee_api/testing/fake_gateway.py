@@ -1,0 +1,295 @@
+"""A test double of the gateway daemon: the control protocol of docs/control-protocol.md on a Unix socket.
+
+It validates configs like the real one (GatewayConfig, unknown fields rejected), applies atomically
+(a failure injected with `fail_next_apply(step)` leaves the previous config active), serves flows,
+counters and cache stats that tests set, and drains the closed-flow ring on /v1/flows/collect.
+
+    with FakeGateway(tmp_path / "control.sock") as gw:
+        gw.live_flows = [make_flow(1)]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+from pydantic import ValidationError
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from perigee_api.schemas.gateway_config import GatewayConfig
+
+
+def _err(status: int, code: str, message: str, field: str | None = None) -> JSONResponse:
+    return JSONResponse({"error": {"code": code, "message": message, "field": field}}, status_code=status)
+
+
+def make_flow(
+    fid: int,
+    *,
+    state: str = "established",
+    cls: str = "web",
+    action: str = "accelerate",
+    client: str = "10.71.1.10:40000",
+    server: str = "10.71.3.10:80",
+    now: float | None = None,
+    bytes_up: int = 1000,
+    bytes_down: int = 50000,
+    rate_down_bps: float = 1e6,
+) -> dict[str, Any]:
+    now = time.time() if now is None else now
+    leg = {
+        "cc": "hybla",
+        "state": "ESTABLISHED",
+        "srtt_us": 600000,
+        "rttvar_us": 5000,
+        "min_rtt_us": 590000,
+        "cwnd": 40,
+        "ssthresh": 100,
+        "mss": 1448,
+        "retrans_total": 0,
+        "lost": 0,
+        "delivery_rate_bps": 1000000,
+        "pacing_rate_bps": 2000000,
+        "bytes_acked": bytes_down,
+        "bytes_received": bytes_up,
+        "notsent_bytes": 0,
+    }
+    ter = dict(leg, cc="cubic", srtt_us=20000, min_rtt_us=15000)
+    return {
+        "id": fid,
+        "state": state,
+        "class": cls,
+        "action": action,
+        "client": client,
+        "server": server,
+        "family": 6 if client.startswith("[") else 4,
+        "started_at": now - 5,
+        "ended_at": now if state == "closed" else None,
+        "end_reason": "fin" if state == "closed" else None,
+        "bytes_up": bytes_up,
+        "bytes_down": bytes_down,
+        "rate_up_bps": 1000.0,
+        "rate_down_bps": rate_down_bps,
+        "legs": {"client": leg, "server": ter, "satellite": "client"},
+    }
+
+
+class FakeGateway:
+    def __init__(self, socket_path: Path) -> None:
+        self.socket_path = Path(socket_path)
+        self.config: dict[str, Any] | None = None
+        self.revision: str | None = None
+        self.applied: list[dict[str, Any]] = []
+        self.validated: int = 0
+        self.live_flows: list[dict[str, Any]] = []
+        self.closed_ring: list[dict[str, Any]] = []
+        self.counters: dict[str, Any] = {
+            "flows_live": 0,
+            "flows_total": 0,
+            "flows_unsplit_overflow": 0,
+            "flows_failed_connect": 0,
+            "bytes_up": 0,
+            "bytes_down": 0,
+            "by_action": {
+                "accelerate": {"bytes_up": 0, "bytes_down": 0, "flows": 0},
+                "cache": {"bytes_up": 0, "bytes_down": 0, "flows": 0},
+                "bypass": {"packets": 0, "bytes": 0},
+            },
+        }
+        self.cache_stats: dict[str, Any] = {
+            "requests": 0,
+            "hits": 0,
+            "misses": 0,
+            "bytes_hit": 0,
+            "objects": 0,
+        }
+        self.purges: list[dict[str, Any]] = []
+        self._fail_step: str | None = None
+        self._lock = threading.Lock()
+        self.started = time.time()
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+
+    def fail_next_apply(self, step: str = "nft") -> None:
+        self._fail_step = step
+
+    # --- protocol ------------------------------------------------------------------------------
+
+    def _validate(self, body: Any) -> tuple[dict[str, Any] | None, JSONResponse | None]:
+        try:
+            cfg = GatewayConfig.model_validate(body)
+        except ValidationError as exc:
+            e = exc.errors()[0]
+            path = "$." + ".".join(str(p) for p in e["loc"])
+            return None, _err(422, "invalid_config", f"{path}: {e['msg']}", path)
+        return cfg.to_json(), None
+
+    async def _health(self, _r: Request) -> JSONResponse:
+        return JSONResponse(
+            {
+                "status": "ok",
+                "version": "fake-0.1",
+                "uptime_s": time.time() - self.started,
+                "role": "hub",
+                "config_revision": self.revision,
+                "fail_open": True,
+                "hybla": {
+                    "implementation": "none",
+                    "loaded": False,
+                    "rtt0_ms": 25,
+                    "base_rtt_ms": 0,
+                    "available": ["cubic", "reno"],
+                    "problem": "fake gateway",
+                },
+                "problems": [],
+            }
+        )
+
+    async def _get_config(self, _r: Request) -> JSONResponse:
+        if self.config is None:
+            return _err(404, "no_config", "no config applied yet")
+        return JSONResponse({**self.config, "revision": self.revision})
+
+    async def _body(self, r: Request) -> tuple[Any, JSONResponse | None]:
+        try:
+            return await r.json(), None
+        except ValueError:
+            return None, _err(400, "bad_json", "body is not JSON")
+
+    def _render(self, cfg: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "nft": f"table inet perigee {{ # {len(cfg['classes'])} classes, {len(cfg['bypass'])} bypass }}",
+            "routes": [f"{r['dst']} via {r['via']}" for r in cfg["satellite"]["routes"]],
+            "sysctls": cfg["sysctls"],
+            "squid_conf": None,
+        }
+
+    async def _validate_config(self, r: Request) -> JSONResponse:
+        body, bad = await self._body(r)
+        if bad:
+            return bad
+        cfg, err = self._validate(body)
+        if err or cfg is None:
+            return err or _err(422, "invalid_config", "invalid")
+        self.validated += 1
+        return JSONResponse({"ok": True, "rendered": self._render(cfg)})
+
+    async def _put_config(self, r: Request) -> JSONResponse:
+        body, bad = await self._body(r)
+        if bad:
+            return bad
+        cfg, err = self._validate(body)
+        if err or cfg is None:
+            return err or _err(422, "invalid_config", "invalid")
+        with self._lock:
+            if self._fail_step:
+                step, self._fail_step = self._fail_step, None
+                return _err(500, "apply_failed", f"{step}: injected failure; previous state kept", step)
+            self.config = copy.deepcopy(cfg)
+            self.revision = cfg["revision"] or f"r{len(self.applied) + 1}"
+            self.applied.append(cfg)
+        return JSONResponse({"ok": True, "revision": self.revision, "applied_at": time.time()})
+
+    async def _flows(self, r: Request) -> JSONResponse:
+        state = r.query_params.get("state", "live")
+        if state not in ("live", "closed", "all"):
+            return _err(400, "bad_state", "state must be live, closed or all", "state")
+        flows = {
+            "live": self.live_flows,
+            "closed": self.closed_ring,
+            "all": self.live_flows + self.closed_ring,
+        }[state]
+        return JSONResponse({"flows": flows, "now": time.time()})
+
+    async def _collect(self, _r: Request) -> JSONResponse:
+        with self._lock:
+            drained, self.closed_ring = self.closed_ring, []
+        return JSONResponse({"flows": drained})
+
+    async def _counters(self, _r: Request) -> JSONResponse:
+        return JSONResponse(self.counters)
+
+    async def _hybla(self, _r: Request) -> JSONResponse:
+        return JSONResponse(
+            {
+                "implementation": "none",
+                "loaded": False,
+                "rtt0_ms": 25,
+                "base_rtt_ms": 0,
+                "available": ["cubic", "reno"],
+                "problem": "fake gateway",
+            }
+        )
+
+    async def _cache_stats(self, _r: Request) -> JSONResponse:
+        return JSONResponse(self.cache_stats)
+
+    async def _cache_collect(self, _r: Request) -> JSONResponse:
+        return JSONResponse({"requests": []})
+
+    async def _purge(self, r: Request) -> JSONResponse:
+        body, bad = await self._body(r)
+        if bad:
+            return bad
+        if not isinstance(body, dict) or set(body) - {"url", "all"}:
+            return _err(422, "invalid_purge", "body must be {url} or {all: true}", None)
+        if body.get("all") is True:
+            self.purges.append({"all": True})
+            return JSONResponse({"ok": True, "purged": 7})
+        if isinstance(body.get("url"), str) and body["url"]:
+            self.purges.append({"url": body["url"]})
+            return JSONResponse({"ok": True, "purged": 1})
+        return _err(422, "invalid_purge", "url must be a non-empty string", "url")
+
+    def app(self) -> Starlette:
+        return Starlette(
+            routes=[
+                Route("/v1/health", self._health),
+                Route("/v1/config", self._get_config, methods=["GET"]),
+                Route("/v1/config", self._put_config, methods=["PUT"]),
+                Route("/v1/config/validate", self._validate_config, methods=["POST"]),
+                Route("/v1/flows", self._flows),
+                Route("/v1/flows/collect", self._collect, methods=["POST"]),
+                Route("/v1/counters", self._counters),
+                Route("/v1/hybla", self._hybla),
+                Route("/v1/cache/stats", self._cache_stats),
+                Route("/v1/cache/requests/collect", self._cache_collect, methods=["POST"]),
+                Route("/v1/cache/purge", self._purge, methods=["POST"]),
+            ]
+        )
+
+    # --- lifecycle -----------------------------------------------------------------------------
+
+    def start(self) -> FakeGateway:
+        self.socket_path.unlink(missing_ok=True)
+        config = uvicorn.Config(self.app(), uds=str(self.socket_path), log_level="warning", lifespan="off")
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=lambda: asyncio.run(self._server.serve()), daemon=True)  # type: ignore[union-attr]
+        self._thread.start()
+        deadline = time.time() + 10
+        while not self._server.started:
+            if time.time() > deadline:
+                raise RuntimeError("fake gateway did not start")
+            time.sleep(0.01)
+        return self
+
+    def stop(self) -> None:
+        if self._server:
+            self._server.should_exit = True
+        if self._thread:
+            self._thread.join(timeout=5)
+        self.socket_path.unlink(missing_ok=True)
+
+    def __enter__(self) -> FakeGateway:
+        return self.start()
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop()

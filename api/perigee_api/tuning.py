@@ -1,0 +1,243 @@
+"""BoD (bandwidth-on-demand) profile → satellite-leg tuning.
+
+Inputs (all per satellite link):
+  forward_rate_bps      hub → terminal rate (the forward carrier share)
+  return_cra_bps        return Constant Rate Assignment (always granted)
+  return_rbdc_max_bps   return Rate-Based Dynamic Capacity maximum (granted on request)
+  superframe_ms         return-link superframe duration (allocation granularity)
+  allocation_delay_ms   request → grant delay of the DAMA scheduler
+  base_rtt_ms           propagation + processing RTT without allocation delay
+  terminal_buffer_bytes modem buffer in front of the return carrier
+  mss_bytes             segment size used to turn bytes into segments (default 1448)
+
+Formulas (rates in bit/s, times in s, sizes in bytes; clamp(x, lo, hi) = min(max(x, lo), hi)):
+  return_rate      = return_cra + return_rbdc_max
+  rtt_eff          = base_rtt + allocation_delay                  (the RTT a sender actually sees)
+  bdp_forward      = forward_rate × rtt_eff / 8
+  bdp_return       = return_rate × rtt_eff / 8
+  send_rate, recv_rate, bdp_send, bdp_recv: the forward values on a hub, the return values on a terminal
+                     (the hub sends forward, the terminal sends return)
+  sndbuf           = clamp(2 × bdp_send, 64 KiB, 64 MiB)   (room for one BDP in flight + one queued)
+  rcvbuf           = clamp(2 × bdp_recv, 64 KiB, 64 MiB)
+  pacing_forward   = forward_rate
+  pacing_return    = min(return_rate, return_cra + 8 × terminal_buffer / allocation_delay)
+                     (until a grant arrives only CRA drains the modem buffer, so the excess over CRA
+                      sent during one allocation delay must fit in the buffer: modem buffer drain bound)
+  pacing_cap       = pacing_forward on a hub, pacing_return on a terminal
+  initcwnd         = clamp(ceil(bdp_send / (4 × mss)), 10, 100)  (a quarter BDP in the first flight)
+  initrwnd         = clamp(ceil(bdp_recv / mss), 10, 1000)        (let the peer fill one BDP at once)
+  hybla_base_rtt   = round(rtt_eff in ms)                          (Hybla's ρ = rtt / rtt0 uses it)
+  min_terminal_buffer = return_rate × superframe / 8               (one superframe of return traffic;
+                     a smaller buffer drops inside a superframe: reported as a warning)
+
+Every derived value is returned with a `derivation` string showing the numbers; any value may be
+overridden (then `overridden` is true and the derivation still shows the computed number).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+KIB = 1024
+MIB = 1024 * 1024
+SOCKBUF_MIN = 64 * KIB
+SOCKBUF_MAX = 64 * MIB
+
+DerivedKey = Literal[
+    "return_rate_bps",
+    "rtt_eff_ms",
+    "bdp_forward_bytes",
+    "bdp_return_bytes",
+    "sndbuf_bytes",
+    "rcvbuf_bytes",
+    "pacing_forward_bps",
+    "pacing_return_bps",
+    "pacing_rate_bps",
+    "initcwnd",
+    "initrwnd",
+    "hybla_base_rtt_ms",
+    "min_terminal_buffer_bytes",
+]
+OVERRIDABLE: tuple[str, ...] = (
+    "sndbuf_bytes",
+    "rcvbuf_bytes",
+    "pacing_rate_bps",
+    "initcwnd",
+    "initrwnd",
+    "hybla_base_rtt_ms",
+)
+
+
+class BodInputs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    forward_rate_bps: int = Field(ge=1000, le=100_000_000_000)
+    return_cra_bps: int = Field(ge=0, le=100_000_000_000)
+    return_rbdc_max_bps: int = Field(ge=0, le=100_000_000_000)
+    superframe_ms: float = Field(gt=0, le=10_000)
+    allocation_delay_ms: float = Field(ge=0, le=60_000)
+    base_rtt_ms: float = Field(gt=0, le=60_000)
+    terminal_buffer_bytes: int = Field(ge=1500, le=4 * 1024 * MIB)
+    mss_bytes: int = Field(default=1448, ge=536, le=65000)
+    role: Literal["hub", "terminal"] = "hub"
+
+    @model_validator(mode="after")
+    def _return_rate_positive(self) -> BodInputs:
+        if self.return_cra_bps + self.return_rbdc_max_bps <= 0:
+            raise ValueError("return_cra_bps + return_rbdc_max_bps must be above 0")
+        return self
+
+
+class Derived(BaseModel):
+    value: float
+    unit: str
+    derivation: str
+    overridden: bool = False
+    computed: float
+
+
+class Tuning(BaseModel):
+    values: dict[str, Derived]
+    warnings: list[str]
+
+
+def _n(x: float) -> str:
+    """Number with thousands separators, integers without decimals."""
+    if float(x).is_integer():
+        return f"{int(x):,}"
+    return f"{x:,.4f}".rstrip("0").rstrip(".")
+
+
+def _clamp(x: float, lo: float, hi: float) -> float:
+    return min(max(x, lo), hi)
+
+
+def derive(inputs: BodInputs, overrides: dict[str, float] | None = None) -> Tuning:
+    overrides = overrides or {}
+    out: dict[str, Derived] = {}
+    warnings: list[str] = []
+
+    def put(key: str, value: float, unit: str, derivation: str) -> float:
+        final = float(overrides[key]) if key in overrides else value
+        text = derivation if key not in overrides else f"override {_n(final)} (computed: {derivation})"
+        out[key] = Derived(
+            value=final, unit=unit, derivation=text, overridden=key in overrides, computed=value
+        )
+        return final
+
+    i = inputs
+    ret = put(
+        "return_rate_bps",
+        i.return_cra_bps + i.return_rbdc_max_bps,
+        "bit/s",
+        f"CRA + RBDC max = {_n(i.return_cra_bps)} + {_n(i.return_rbdc_max_bps)}"
+        f" = {_n(i.return_cra_bps + i.return_rbdc_max_bps)} bit/s",
+    )
+    rtt_ms = i.base_rtt_ms + i.allocation_delay_ms
+    put(
+        "rtt_eff_ms",
+        rtt_ms,
+        "ms",
+        f"base RTT + allocation delay = {_n(i.base_rtt_ms)} + {_n(i.allocation_delay_ms)} = {_n(rtt_ms)} ms",
+    )
+    rtt_s = rtt_ms / 1000.0
+    bdp_f = math.ceil(i.forward_rate_bps * rtt_s / 8)
+    bdp_r = math.ceil(ret * rtt_s / 8)
+    put(
+        "bdp_forward_bytes",
+        bdp_f,
+        "bytes",
+        f"forward rate × RTT_eff / 8 = {_n(i.forward_rate_bps)} × {_n(rtt_s)} / 8 = {_n(bdp_f)} B",
+    )
+    put(
+        "bdp_return_bytes",
+        bdp_r,
+        "bytes",
+        f"return rate × RTT_eff / 8 = {_n(ret)} × {_n(rtt_s)} / 8 = {_n(bdp_r)} B",
+    )
+    hub = i.role == "hub"
+    bdp_send, bdp_recv = (bdp_f, bdp_r) if hub else (bdp_r, bdp_f)
+    send_dir, recv_dir = ("forward", "return") if hub else ("return", "forward")
+
+    snd = _clamp(2 * bdp_send, SOCKBUF_MIN, SOCKBUF_MAX)
+    put(
+        "sndbuf_bytes",
+        snd,
+        "bytes",
+        f"2 × BDP_{send_dir} = 2 × {_n(bdp_send)} = {_n(2 * bdp_send)} B, clamped to "
+        f"[{_n(SOCKBUF_MIN)}, {_n(SOCKBUF_MAX)}] = {_n(snd)} B",
+    )
+    rcv = _clamp(2 * bdp_recv, SOCKBUF_MIN, SOCKBUF_MAX)
+    put(
+        "rcvbuf_bytes",
+        rcv,
+        "bytes",
+        f"2 × BDP_{recv_dir} = 2 × {_n(bdp_recv)} = {_n(2 * bdp_recv)} B, clamped to "
+        f"[{_n(SOCKBUF_MIN)}, {_n(SOCKBUF_MAX)}] = {_n(rcv)} B",
+    )
+    pf = put(
+        "pacing_forward_bps", i.forward_rate_bps, "bit/s", f"forward rate = {_n(i.forward_rate_bps)} bit/s"
+    )
+    if i.allocation_delay_ms > 0:
+        drain = i.return_cra_bps + 8 * i.terminal_buffer_bytes / (i.allocation_delay_ms / 1000.0)
+        drain_text = (
+            f"CRA + 8 × terminal buffer / allocation delay = {_n(i.return_cra_bps)} + 8 × "
+            f"{_n(i.terminal_buffer_bytes)} / {_n(i.allocation_delay_ms / 1000.0)} = {_n(round(drain))} bit/s"
+        )
+    else:
+        drain = float(ret)
+        drain_text = "no allocation delay: the buffer never waits for a grant"
+    pr_val = math.floor(min(ret, drain))
+    pr = put(
+        "pacing_return_bps",
+        pr_val,
+        "bit/s",
+        f"min(return rate, modem buffer drain) = min({_n(ret)}, {_n(round(drain))}) = {_n(pr_val)} bit/s"
+        f" where drain = {drain_text}",
+    )
+    pacing = pf if hub else pr
+    put(
+        "pacing_rate_bps",
+        pacing,
+        "bit/s",
+        f"{'hub: pacing_forward' if hub else 'terminal: pacing_return'} = {_n(pacing)} bit/s",
+    )
+    cw_raw = math.ceil(bdp_send / (4 * i.mss_bytes))
+    cw = _clamp(cw_raw, 10, 100)
+    put(
+        "initcwnd",
+        cw,
+        "segments",
+        f"ceil(BDP_{send_dir} / (4 × MSS)) = ceil({_n(bdp_send)} / (4 × {i.mss_bytes})) = {cw_raw},"
+        f" clamped to [10, 100] = {_n(cw)}",
+    )
+    rw_raw = math.ceil(bdp_recv / i.mss_bytes)
+    rw = _clamp(rw_raw, 10, 1000)
+    put(
+        "initrwnd",
+        rw,
+        "segments",
+        f"ceil(BDP_{recv_dir} / MSS) = ceil({_n(bdp_recv)} / {i.mss_bytes}) = {rw_raw},"
+        f" clamped to [10, 1000] = {_n(rw)}",
+    )
+    put(
+        "hybla_base_rtt_ms", round(rtt_ms), "ms", f"round(RTT_eff) = round({_n(rtt_ms)}) = {round(rtt_ms)} ms"
+    )
+    need = math.ceil(ret * i.superframe_ms / 1000.0 / 8)
+    put(
+        "min_terminal_buffer_bytes",
+        need,
+        "bytes",
+        f"return rate × superframe / 8 = {_n(ret)} × {_n(i.superframe_ms / 1000.0)} / 8 = {_n(need)} B",
+    )
+    if i.terminal_buffer_bytes < need:
+        warnings.append(
+            f"terminal_buffer_bytes {_n(i.terminal_buffer_bytes)} is below one superframe of return "
+            f"traffic ({_n(need)} B): expect drops inside a superframe"
+        )
+    if i.allocation_delay_ms and i.allocation_delay_ms < i.superframe_ms:
+        warnings.append("allocation_delay_ms is shorter than one superframe: check the scheduler settings")
+    return Tuning(values=out, warnings=warnings)

@@ -1,0 +1,122 @@
+from __future__ import annotations
+
+import stat
+
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+
+from perigee_api.core.config import Settings
+from tests.conftest import STRONG, login, new_client, one_time_password
+
+
+def test_first_admin_one_time_password_file_is_private(app: FastAPI, settings: Settings) -> None:
+    f = settings.initial_password_file
+    assert f.exists()
+    assert stat.S_IMODE(f.stat().st_mode) == 0o600
+    assert len(one_time_password(settings)) >= 16
+
+
+def test_one_time_password_must_be_changed(app: FastAPI, settings: Settings) -> None:
+    c = new_client(app)
+    otp = one_time_password(settings)
+    r = login(c, "admin", otp)
+    assert r.status_code == 200 and r.json()["must_change_password"] is True
+    for path in ("/api/v1/versions", "/api/v1/policy/classes", "/api/v1/users"):
+        r = c.get(path)
+        assert r.status_code == 403 and r.json()["error"]["code"] == "password_change_required", path
+    assert (
+        c.post("/api/v1/policy/bypass/restore-builtins").json()["error"]["code"] == "password_change_required"
+    )
+    assert c.get("/api/v1/auth/me").status_code == 200
+    r = c.post("/api/v1/auth/change-password", json={"current_password": otp, "new_password": "short"})
+    assert r.status_code == 422 and r.json()["error"]["field"]
+    r = c.post("/api/v1/auth/change-password", json={"current_password": otp, "new_password": STRONG})
+    assert r.status_code == 200
+    assert c.get("/api/v1/versions").status_code == 200
+    assert not settings.initial_password_file.exists()
+    # the one-time password is gone for good
+    assert login(new_client(app), "admin", otp).status_code == 401
+
+
+def test_cookie_flags_and_session_rotation(app: FastAPI, settings: Settings, admin: TestClient) -> None:
+    c = new_client(app)
+    c.cookies.set("perigee_session", "attacker-chosen-id", domain="testserver.local")
+    r = login(c, "admin", STRONG)
+    assert r.status_code == 200
+    cookies = r.headers.get_list("set-cookie")
+    sess = next(h for h in cookies if h.startswith("perigee_session="))
+    csrf = next(h for h in cookies if h.startswith("perigee_csrf="))
+    low = sess.lower()
+    assert "httponly" in low and "secure" in low and "samesite=strict" in low
+    assert "httponly" not in csrf.lower() and "samesite=strict" in csrf.lower()
+    first = sess.split(";")[0].split("=", 1)[1]
+    assert first != "attacker-chosen-id"
+    # logging in again issues a different session id, and the old one stops working
+    r2 = login(c, "admin", STRONG)
+    second = next(h for h in r2.headers.get_list("set-cookie") if h.startswith("perigee_session="))
+    second_id = second.split(";")[0].split("=", 1)[1]
+    assert second_id != first
+    stale = new_client(app)
+    stale.cookies.set("perigee_session", first)
+    assert stale.get("/api/v1/auth/me").status_code == 401
+
+
+def test_csrf_required_on_unsafe_methods(admin: TestClient) -> None:
+    token = admin.headers.pop("X-CSRF-Token")
+    r = admin.post("/api/v1/policy/bypass/restore-builtins")
+    assert r.status_code == 403 and r.json()["error"]["code"] == "csrf_failed"
+    r = admin.post("/api/v1/policy/bypass/restore-builtins", headers={"X-CSRF-Token": "wrong"})
+    assert r.status_code == 403
+    r = admin.post("/api/v1/policy/bypass/restore-builtins", headers={"X-CSRF-Token": token})
+    assert r.status_code == 200
+    # a login without the double-submit pair is refused too
+    fresh = TestClient(admin.app, base_url="https://testserver")
+    r = fresh.post("/api/v1/auth/login", json={"username": "admin", "password": STRONG})
+    assert r.status_code == 403
+
+
+def test_csrf_token_bound_to_session(app: FastAPI, admin: TestClient) -> None:
+    # a matching cookie/header pair that is not the session's token is refused
+    admin.cookies.set("perigee_csrf", "forged")
+    r = admin.post("/api/v1/policy/bypass/restore-builtins", headers={"X-CSRF-Token": "forged"})
+    assert r.status_code == 403 and r.json()["error"]["code"] == "csrf_failed"
+
+
+def test_bearer_token_needs_no_csrf_and_is_stored_hashed(app: FastAPI, admin: TestClient) -> None:
+    r = admin.post("/api/v1/tokens", json={"name": "ci"})
+    assert r.status_code == 201
+    secret = r.json()["secret"]
+    with app.state.ctx.db.session() as db:
+        from perigee_api.models import ApiToken
+
+        stored = db.query(ApiToken).one()
+        assert secret not in (stored.token_hash, stored.prefix) and len(stored.token_hash) == 64
+    bot = TestClient(app, base_url="https://testserver", headers={"Authorization": f"Bearer {secret}"})
+    assert bot.post("/api/v1/policy/bypass/restore-builtins").status_code == 200
+    bad = TestClient(app, base_url="https://testserver", headers={"Authorization": "Bearer nope"})
+    assert bad.get("/api/v1/versions").status_code == 401
+
+
+def test_lockout_per_user(app: FastAPI, admin: TestClient, settings: Settings) -> None:
+    c = new_client(app)
+    for _ in range(settings.login_max_failures_user):
+        assert login(c, "admin", "wrong-password!").status_code == 401
+    r = login(c, "admin", STRONG)  # even the right password is refused while locked
+    assert r.status_code == 429 and r.json()["error"]["code"] == "user_locked"
+    assert int(r.headers["Retry-After"]) > 0
+    entries = admin.get("/api/v1/audit", params={"action": "login"}).json()["entries"]
+    assert any(e["result"] == "user_locked" for e in entries)
+    assert any(e["result"] == "bad_credentials" for e in entries)
+
+
+def test_lockout_per_address(app: FastAPI, admin: TestClient, settings: Settings) -> None:
+    c = new_client(app)
+    for i in range(settings.login_max_failures_address):
+        assert login(c, f"nobody{i}", "wrong-password!").status_code == 401
+    r = login(c, "someone-else", "whatever-password")
+    assert r.status_code == 429 and r.json()["error"]["code"] == "address_locked"
+
+
+def test_logout_ends_session(admin: TestClient) -> None:
+    assert admin.post("/api/v1/auth/logout").status_code == 200
+    assert admin.get("/api/v1/auth/me").status_code == 401
