@@ -1,0 +1,77 @@
+from __future__ import annotations
+
+import pytest
+from fastapi.testclient import TestClient
+
+from perigee_api.tuning import BodInputs, derive
+
+# A typical GEO VSAT: 50 Mbit/s forward, 1 + 4 Mbit/s return, 550 ms base RTT, 250 ms DAMA delay.
+GEO = {
+    "forward_rate_bps": 50_000_000,
+    "return_cra_bps": 1_000_000,
+    "return_rbdc_max_bps": 4_000_000,
+    "superframe_ms": 26.5,
+    "allocation_delay_ms": 250,
+    "base_rtt_ms": 550,
+    "terminal_buffer_bytes": 256_000,
+}
+
+
+def test_hub_numbers() -> None:
+    t = derive(BodInputs(**GEO)).values
+    assert t["rtt_eff_ms"].value == 800
+    assert t["bdp_forward_bytes"].value == 5_000_000  # 50e6 × 0.8 / 8
+    assert t["bdp_return_bytes"].value == 500_000  # 5e6 × 0.8 / 8
+    assert t["sndbuf_bytes"].value == 10_000_000  # 2 × BDP_forward
+    assert t["rcvbuf_bytes"].value == 1_000_000
+    assert t["pacing_rate_bps"].value == 50_000_000
+    assert t["initcwnd"].value == 100  # ceil(5e6 / 5792) = 864 → clamped
+    assert t["initrwnd"].value == 346  # ceil(500000 / 1448)
+    assert t["hybla_base_rtt_ms"].value == 800
+    assert t["min_terminal_buffer_bytes"].value == 16_563  # 5e6 × 0.0265 / 8 = 16562.5
+    assert "5,000,000" in t["bdp_forward_bytes"].derivation and "0.8" in t["bdp_forward_bytes"].derivation
+
+
+def test_terminal_pacing_is_bounded_by_modem_buffer_drain() -> None:
+    t = derive(BodInputs(**{**GEO, "terminal_buffer_bytes": 50_000, "role": "terminal"})).values
+    # drain = CRA + 8 × buffer / delay = 1e6 + 400000 / 0.25 = 2.6e6 < return rate 5e6
+    assert t["pacing_return_bps"].value == 2_600_000
+    assert t["pacing_rate_bps"].value == 2_600_000
+    assert t["sndbuf_bytes"].value == 1_000_000  # terminal sends return: 2 × BDP_return
+    assert "modem buffer drain" in t["pacing_return_bps"].derivation
+
+
+def test_clamps_and_warnings() -> None:
+    t = derive(BodInputs(**{**GEO, "forward_rate_bps": 1_000_000, "base_rtt_ms": 20, "allocation_delay_ms": 0,
+                            "terminal_buffer_bytes": 2000}))
+    assert t.values["sndbuf_bytes"].value == 65536  # 2 × 2500 clamped up
+    assert t.values["initcwnd"].value == 10
+    assert any("superframe" in w for w in t.warnings)
+
+
+def test_overrides_keep_computed_value() -> None:
+    t = derive(BodInputs(**GEO), {"sndbuf_bytes": 8_000_000}).values["sndbuf_bytes"]
+    assert t.value == 8_000_000 and t.computed == 10_000_000 and t.overridden
+    assert t.derivation.startswith("override 8,000,000")
+
+
+def test_invalid_inputs_name_the_field() -> None:
+    with pytest.raises(ValueError, match="forward_rate_bps"):
+        BodInputs(**{**GEO, "forward_rate_bps": 0})
+
+
+def test_profile_api_and_apply_to_config(operator: TestClient) -> None:
+    r = operator.post("/api/v1/bod/profiles", json={"name": "geo", "inputs": GEO, "overrides": {"initcwnd": 40}})
+    assert r.status_code == 201, r.text
+    prof = r.json()
+    assert prof["tuning"]["values"]["initcwnd"]["value"] == 40
+    assert prof["tuning"]["values"]["sndbuf_bytes"]["derivation"]
+    r = operator.post("/api/v1/bod/profiles", json={"name": "x", "inputs": GEO, "overrides": {"bogus": 1}})
+    assert r.status_code == 422 and r.json()["error"]["field"] == "overrides.bogus"
+    r = operator.post("/api/v1/bod/profiles", json={"name": "y", "inputs": {**GEO, "superframe_ms": -1}})
+    assert r.status_code == 422 and "superframe_ms" in r.json()["error"]["field"]
+    r = operator.post(f"/api/v1/bod/profiles/{prof['id']}/apply-to-config", json={})
+    assert r.status_code == 200, r.text
+    cfg = operator.get("/api/v1/config").json()["config"]
+    assert cfg["satellite"]["sndbuf_bytes"] == 10_000_000 and cfg["satellite"]["initcwnd"] == 40
+    assert cfg["hybla"]["base_rtt_ms"] == 800
