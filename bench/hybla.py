@@ -24,6 +24,7 @@ def ensure() -> str | None:
     reason: str | None = None
     if "hybla" not in available_ccs():
         proc = procs.run([PERIGEE, "hybla", "load"], timeout=60, check=False)
+        _state["loaded_by_us"] = "yes" if "hybla" in available_ccs() else None
         if "hybla" not in available_ccs():
             detail = (proc.stderr or proc.stdout).strip().splitlines()
             reason = (
@@ -48,3 +49,10 @@ def filter_ccs(ccs: list[str]) -> tuple[list[str], dict[str, str]]:
             continue
         usable.append(cc)
     return usable, skipped
+
+
+def release() -> None:
+    """Unload the BPF Hybla only if this run loaded it (never one that was already there)."""
+    if _state.pop("loaded_by_us", None):
+        procs.run([PERIGEE, "hybla", "unload"], timeout=60, check=False)
+    _state.pop("reason", None)

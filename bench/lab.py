@@ -75,6 +75,10 @@ class Lab:
     def link_set(self, *args: str) -> None:
         satlab("link", "set", *args, timeout=20)
 
+    def link_reset(self) -> None:
+        """Zero the emulator's counters and lateness histogram."""
+        satlab("link", "reset", timeout=20)
+
     def link_stats(self) -> dict[str, Any]:
         out = satlab("link", "stats", "--json", timeout=20)
         data: dict[str, Any] = json.loads(out)

@@ -69,9 +69,6 @@ def info() -> dict[str, Any]:
             "python": platform.python_version(),
             "matplotlib": matplotlib.__version__,
             "iproute2": _first_line(["ip", "-V"]),
-            "satlab_link": _first_line(
-                [str(REPO / "lab/emulator/target/release/satlab-link"), "--version"]
-            ),
             "perigee": _first_line([str(REPO / "bin/perigee"), "--version"]),
         },
         "tcp_congestion_controls": congestion_controls(),

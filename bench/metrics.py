@@ -48,6 +48,27 @@ def goodput_series(
     return out
 
 
+def link_progress(samples: Series, rate_bps: float) -> list[tuple[float, float]]:
+    """The fewest bytes that must have crossed a rate_bps link by each sample time.
+
+    After a loss the receiver's kernel holds out-of-order data and hands it to the application in one
+    burst when the hole is filled, so application goodput can exceed the link rate for a moment. Bytes
+    delivered at time u crossed the link at most rate×(u−t) later than t, so by t at least
+    max over u ≥ t of (bytes(u) − rate×(u−t)) had crossed: a backward pass spreads each burst back over
+    the time the link needed to carry it.
+    """
+    out: list[tuple[float, float]] = []
+    carried = 0.0
+    for i in range(len(samples) - 1, -1, -1):
+        t, b = samples[i]
+        if out:
+            carried -= rate_bps / 8.0 * (out[-1][0] - t)
+        carried = max(float(b), carried)
+        out.append((t, carried))
+    out.reverse()
+    return out
+
+
 def time_to_fraction(
     samples: Series,
     capacity_bps: float,
@@ -57,13 +78,15 @@ def time_to_fraction(
 ) -> float | None:
     """First time (s since connect) at which the trailing-window goodput reaches fraction × capacity.
 
+    Goodput here is that of link_progress (bursts released from the receiver's out-of-order queue are
+    spread back over the time the link needed to carry them), so a burst cannot fake a full link.
     None when it never does. The result is the end of the first window whose average reaches the
     threshold, so it is at least `window` after the first byte at the threshold rate.
     """
     if capacity_bps <= 0:
         raise ValueError("capacity must be positive")
     threshold = fraction * capacity_bps
-    for t, bps in goodput_series(samples, window, step):
+    for t, bps in goodput_series(link_progress(samples, capacity_bps), window, step):
         if bps >= threshold - 1e-9:
             return t
     return None

@@ -9,6 +9,9 @@ from bench.records import SKIPPED, Record
 
 BEGIN = "<!-- BEGIN GENERATED RESULTS (bench/report.py; do not edit by hand) -->"
 END = "<!-- END GENERATED RESULTS -->"
+HARNESS = (
+    "harness"  # the runner's own records (wall time), shown under the table, not in it
+)
 
 
 def format_value(value: float | None) -> str:
@@ -39,7 +42,7 @@ def scenario_table(records: Sequence[Record]) -> str:
     """One table per scenario: rows = variants, columns = metric [unit]; skipped variants listed below."""
     variants: list[str] = []
     metrics: list[tuple[str, str]] = []
-    cells: dict[tuple[str, str], Record] = {}
+    cells: dict[tuple[str, str, str], Record] = {}
     skipped: list[Record] = []
     for rec in records:
         if rec.metric == SKIPPED:
@@ -50,14 +53,14 @@ def scenario_table(records: Sequence[Record]) -> str:
         key = (rec.metric, rec.unit)
         if key not in metrics:
             metrics.append(key)
-        cells[(rec.variant, rec.metric)] = rec
+        cells[(rec.variant, rec.metric, rec.unit)] = rec
     lines: list[str] = []
     if variants:
         header = ["variant"] + [f"{m} [{u}]" if u else m for m, u in metrics]
         lines.append("| " + " | ".join(header) + " |")
         lines.append("|" + "---|" * len(header))
         for v in variants:
-            row = [v] + [_cell(cells.get((v, m))) for m, _ in metrics]
+            row = [v] + [_cell(cells.get((v, m, u))) for m, u in metrics]
             lines.append("| " + " | ".join(row) + " |")
     for rec in skipped:
         lines.append(f"\n- skipped `{rec.variant}`: {rec.note}")
@@ -82,7 +85,13 @@ def generated_section(
         parts += [f"### {scenario}", ""]
         if extra and scenario in extra:
             parts += [extra[scenario], ""]
-        parts += [scenario_table(recs), ""]
+        harness = [r for r in recs if r.variant == HARNESS]
+        parts += [scenario_table([r for r in recs if r.variant != HARNESS]), ""]
+        for rec in harness:
+            parts += [
+                f"_{rec.metric.replace('_', ' ')}: {format_value(rec.value)} {rec.unit}_",
+                "",
+            ]
         for rel in plots.get(scenario, []):
             parts += [f"![{scenario}]({rel})", ""]
     parts.append(END)

@@ -16,7 +16,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from bench import lab, machine, records, report, scenarios
+from bench import hybla, lab, machine, records, report, scenarios
 from bench.context import Context
 from bench.procs import REPO
 
@@ -144,6 +144,7 @@ def main(argv: list[str] | None = None) -> int:
             fresh += run_scenario(registry[name], mode_name, ctx)
     finally:
         lab.down()
+        hybla.release()
         run_info["records"] = [r.to_json() for r in fresh]
         run_info["finished"] = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
         (RESULTS / "runs").mkdir(parents=True, exist_ok=True)

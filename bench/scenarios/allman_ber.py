@@ -24,7 +24,7 @@ PARAMS: dict[str, dict[str, Any]] = {
         "size_bytes": 5_000_000,
         "bers": [1e-6],
         "ccs": ["reno", "cubic", "hybla"],
-        "cap_s": 40,
+        "cap_s": 30,
     },
     "full": {
         "profile": "geo-acts-t1",

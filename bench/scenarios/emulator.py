@@ -16,7 +16,7 @@ NAME = "emulator"
 KIND = "emulator"
 TITLE = "Link emulator capacity and timing (issue 2)"
 DESCRIPTION = (
-    "A paced UDP source in the server namespace sends 1500-byte IP packets at 100 Mbit/s through the "
+    "A paced UDP source in the server namespace sends 1500-byte Ethernet frames (1486-byte IP packets) at 100 Mbit/s through the "
     "`leo` profile (100 Mbit/s, 15 ms each way) to a sink in the client namespace. We report the rate "
     "that arrived, the loss, the emulator's own lateness (how late it released packets against their "
     "schedule, from `satlab link stats --json`) and the emulator's CPU while idle for 10 s "
@@ -27,6 +27,9 @@ PARAMS: dict[str, dict[str, Any]] = {
     "full": {"profile": "leo", "rate_bps": 100e6, "duration_s": 20.0, "idle_s": 10.0},
 }
 UDP_PORT = 5301
+ETHERNET_HEADER = 14  # the emulator counts (and paces) whole Ethernet frames
+FRAME_BYTES = 1500
+UDP_PAYLOAD = FRAME_BYTES - ETHERNET_HEADER - 28
 
 
 def _lateness(stats: Any) -> dict[str, float]:
@@ -85,10 +88,15 @@ def run(ctx: Context, params: dict[str, Any]) -> list[records.Record]:
                 str(UDP_PORT),
                 "--rate-bps",
                 str(params["rate_bps"]),
+                "--size",
+                str(UDP_PAYLOAD),
+                "--l2-overhead",
+                str(ETHERNET_HEADER),
                 "--duration",
                 str(params["duration_s"]),
             ),
         )
+        lb.link_reset()
         busy_before = sum(cpu.cpu_ticks(p) for p in pids) if pids else 0
         t_busy = time.monotonic()
         with procs.Background(sink_argv) as sink:
@@ -103,7 +111,7 @@ def run(ctx: Context, params: dict[str, Any]) -> list[records.Record]:
         variant = f"udp-{params['rate_bps'] / 1e6:.0f}M"
         offered = (
             blasted["packets"]
-            * blasted["packet_bytes"]
+            * blasted["frame_bytes"]
             * 8
             / (blasted["t_end"] - blasted["t_start"])
         )
@@ -111,7 +119,11 @@ def run(ctx: Context, params: dict[str, Any]) -> list[records.Record]:
             records.measured(NAME, variant, "offered_rate", offered / 1e6, "Mbit/s")
         )
         if got["packets"] > 1:
-            achieved = got["ip_bytes"] * 8 / (got["t_last"] - got["t_first"])
+            achieved = (
+                (got["ip_bytes"] + ETHERNET_HEADER * got["packets"])
+                * 8
+                / (got["t_last"] - got["t_first"])
+            )
             out.append(
                 records.measured(
                     NAME, variant, "achieved_rate", achieved / 1e6, "Mbit/s"

@@ -72,3 +72,37 @@ def test_percentile_and_jain():
     assert metrics.percentile(list(range(1, 101)), 99) == 99
     assert metrics.jain_index([1, 1, 1, 1]) == pytest.approx(1.0)
     assert metrics.jain_index([1, 0, 0, 0]) == pytest.approx(0.25)
+
+
+def test_link_progress_spreads_an_out_of_order_release_back_in_time():
+    # 10 Mbit/s link (1.25 MB/s): 1 MB by t=1, nothing more until a 5 MB release at t=4.
+    samples = [(1.0, 1e6), (2.0, 1e6), (3.0, 1e6), (4.0, 6e6), (5.0, 7.25e6)]
+    progress = dict(metrics.link_progress(samples, 10e6))
+    assert progress[4.0] == 6e6 and progress[5.0] == 7.25e6
+    assert progress[3.0] == pytest.approx(
+        4.75e6
+    )  # 6 MB at t=4 needs 4.75 MB across by t=3
+    assert progress[1.0] == pytest.approx(2.25e6)
+    # The application saw a 5 MB/s burst; the link-feasible series never exceeds the link rate.
+    assert (
+        max(
+            b - a
+            for (_, a), (_, b) in zip(
+                list(progress.items()), list(progress.items())[1:]
+            )
+        )
+        <= 1.25e6 + 1
+    )
+
+
+def test_a_burst_counts_from_when_the_link_must_have_carried_it():
+    # Nothing for 5 s, then 1.25 MB released at t=5 on a 10 Mbit/s link: the link needed the whole
+    # second (4, 5] to carry it, so that second was busy; 0.9 of it is already there at t=4.9.
+    samples = [(round(0.1 * k, 6), 0.0) for k in range(1, 50)] + [
+        (5.0, 1.25e6),
+        (6.0, 1.25e6),
+    ]
+    assert metrics.time_to_fraction(samples, 10e6, 0.9) == pytest.approx(4.9)
+    # 5 MB needs 4 s of link (from t=1); the first 90% second ends at 1.9.
+    big = [(round(0.1 * k, 6), 0.0) for k in range(1, 50)] + [(5.0, 5e6)]
+    assert metrics.time_to_fraction(big, 10e6, 0.9) == pytest.approx(1.9)

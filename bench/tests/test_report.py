@@ -8,16 +8,17 @@ def sample_records():
         records.missing("cc", "geo-hts/reno", "t90", "s", "not reached in 15 s"),
         records.measured("cc", "geo-hts/reno", "goodput", 12345.6, "Mbit/s"),
         records.skipped("cc", "geo-hts/hybla", "no hybla | here"),
+        records.measured("cc", "geo-hts/cubic", "t90", 7.08, "RTT"),
     ]
 
 
 def test_table_has_one_row_per_variant_and_one_column_per_metric():
     table = report.scenario_table(sample_records())
     lines = table.splitlines()
-    assert lines[0] == "| variant | t90 [s] | goodput [Mbit/s] |"
-    assert lines[1] == "|---|---|---|"
-    assert lines[2] == "| geo-hts/cubic | 4.25 | 47.10 |"
-    assert lines[3] == "| geo-hts/reno | n/a (not reached in 15 s) | 12,346 |"
+    assert lines[0] == "| variant | t90 [s] | goodput [Mbit/s] | t90 [RTT] |"
+    assert lines[1] == "|---|---|---|---|"
+    assert lines[2] == "| geo-hts/cubic | 4.25 | 47.10 | 7.08 |"
+    assert lines[3] == "| geo-hts/reno | n/a (not reached in 15 s) | 12,346 |  |"
     assert "- skipped `geo-hts/hybla`: no hybla | here" in table
 
 
@@ -46,3 +47,13 @@ def test_splice_appends_when_markers_are_missing():
         "# Benchmarks\nhand written\n", f"{report.BEGIN}\nx\n{report.END}"
     )
     assert out == f"# Benchmarks\nhand written\n\n{report.BEGIN}\nx\n{report.END}\n"
+
+
+def test_harness_records_go_under_the_table():
+    recs = [
+        records.measured("cc", "a", "m", 1, "s"),
+        records.measured("cc", "harness", "scenario_wall_time", 65, "s"),
+    ]
+    section = report.generated_section(recs, "note", {})
+    assert "| harness |" not in section
+    assert "_scenario wall time: 65.00 s_" in section

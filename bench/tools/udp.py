@@ -19,7 +19,8 @@ IP_UDP_HEADERS = 28
 def blast(args: argparse.Namespace) -> dict[str, Any]:
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     payload = bytes(args.size)
-    packet_bits = (args.size + IP_UDP_HEADERS) * 8
+    # The emulator paces Ethernet frames, so the link-layer header counts toward the rate.
+    packet_bits = (args.size + IP_UDP_HEADERS + args.l2_overhead) * 8
     t0 = time.monotonic()
     end = t0 + args.duration
     sent = errors = 0
@@ -42,6 +43,7 @@ def blast(args: argparse.Namespace) -> dict[str, Any]:
         "packets": sent,
         "send_errors": errors,
         "packet_bytes": args.size + IP_UDP_HEADERS,
+        "frame_bytes": args.size + IP_UDP_HEADERS + args.l2_overhead,
     }
 
 
@@ -84,6 +86,12 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--rate-bps", type=float, required=True)
     b.add_argument("--size", type=int, default=1472)
     b.add_argument("--duration", type=float, required=True)
+    b.add_argument(
+        "--l2-overhead",
+        type=int,
+        default=0,
+        help="link-layer bytes per packet counted in the rate",
+    )
     s = sub.add_parser("sink")
     s.add_argument("--bind", default="0.0.0.0")
     s.add_argument("--port", type=int, required=True)
