@@ -1,7 +1,10 @@
 //! `perigee`: the gateway's CLI and daemon.
 use clap::{Parser, Subcommand};
 
+mod gateway;
 mod hybla_cmd;
+
+use gateway::cli;
 
 #[derive(Parser)]
 #[command(name = "perigee", version, about = "Perigee satellite gateway")]
@@ -14,12 +17,46 @@ struct Cli {
 enum Command {
     /// TCP Hybla: status, load, unload.
     Hybla(hybla_cmd::Args),
+    /// The splitter daemon.
+    #[command(subcommand)]
+    Gateway(cli::GatewayCmd),
+    /// Split flows of the running daemon.
+    Flows {
+        #[arg(long)]
+        json: bool,
+        #[arg(long, default_value = "live", value_parser = ["live", "closed", "all"])]
+        state: String,
+        #[command(flatten)]
+        sock: cli::SocketArg,
+    },
+    /// Configuration of the running daemon.
+    Config {
+        #[command(subcommand)]
+        cmd: cli::ConfigCmd,
+        #[command(flatten)]
+        sock: cli::SocketArg,
+    },
+    /// Daemon health.
+    Health {
+        #[command(flatten)]
+        sock: cli::SocketArg,
+    },
+    /// Daemon counters.
+    Counters {
+        #[command(flatten)]
+        sock: cli::SocketArg,
+    },
 }
 
 fn main() {
     let cli = Cli::parse();
     let code = match cli.command {
         Command::Hybla(args) => hybla_cmd::run(args),
+        Command::Gateway(cmd) => cli::gateway(cmd),
+        Command::Flows { json, state, sock } => cli::flows(&sock, json, &state),
+        Command::Config { cmd, sock } => cli::config_cmd(&sock, cmd),
+        Command::Health { sock } => cli::simple(&sock, "/v1/health"),
+        Command::Counters { sock } => cli::simple(&sock, "/v1/counters"),
     };
     std::process::exit(code);
 }

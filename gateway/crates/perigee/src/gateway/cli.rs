@@ -1,0 +1,181 @@
+//! CLI subcommands: the daemon (`gateway run`, internal `gateway worker`) and the control-socket
+//! clients (`flows`, `config`, `health`, `counters`).
+use super::{config, http, master, worker};
+use clap::{Args, Subcommand};
+use serde_json::Value;
+
+pub const DEFAULT_SOCKET: &str = "/run/perigee/control.sock";
+
+#[derive(Args)]
+pub struct SocketArg {
+    /// Control socket of the running daemon.
+    #[arg(long, global = true, env = "PERIGEE_CONTROL_SOCKET", default_value = DEFAULT_SOCKET)]
+    pub control_socket: String,
+}
+
+#[derive(Subcommand)]
+pub enum GatewayCmd {
+    /// Run the splitter daemon (master + workers) in the foreground.
+    Run {
+        #[arg(long)]
+        config: String,
+        #[arg(long, default_value = DEFAULT_SOCKET)]
+        control_socket: String,
+        /// Worker processes sharing the TPROXY port (each holds at most ~20,000 fds).
+        #[arg(long, default_value_t = 4)]
+        workers: usize,
+        /// Prometheus listener; "off" disables it.
+        #[arg(long, default_value = "127.0.0.1:9464")]
+        metrics: String,
+    },
+    /// Internal: one relay worker (spawned by `run`; stdin/stdout is its master link).
+    #[command(hide = true)]
+    Worker {
+        #[arg(long)]
+        index: u32,
+        #[arg(long, default_value_t = 0)]
+        generation: u32,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum ConfigCmd {
+    /// Print the active configuration.
+    Get,
+    /// Validate FILE on the daemon and print what it renders (changes nothing).
+    Validate { file: String },
+    /// Apply FILE atomically.
+    Apply { file: String },
+    /// Validate FILE locally, without a daemon.
+    Check { file: String },
+    /// Print an example configuration (the satlab terminal).
+    Example,
+}
+
+pub fn gateway(cmd: GatewayCmd) -> i32 {
+    match cmd {
+        GatewayCmd::Run {
+            config,
+            control_socket,
+            workers,
+            metrics,
+        } => master::run(master::RunArgs {
+            config,
+            control_socket,
+            workers,
+            metrics: (metrics != "off").then_some(metrics),
+        }),
+        GatewayCmd::Worker { index, generation } => {
+            // The master blocks SIGTERM/SIGINT for its sigwait thread; workers take the defaults.
+            // SAFETY: sigset manipulation on a local set.
+            unsafe {
+                let mut set: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut set);
+                libc::sigaddset(&mut set, libc::SIGTERM);
+                libc::sigaddset(&mut set, libc::SIGINT);
+                libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+            }
+            worker::main(index, generation)
+        }
+    }
+}
+
+fn call(socket: &str, method: &str, path: &str, body: Option<&Value>) -> Result<Value, i32> {
+    match http::request(socket, method, path, body) {
+        Ok((200, v)) => Ok(v),
+        Ok((status, v)) => {
+            eprintln!(
+                "perigee: {status}: {}",
+                serde_json::to_string_pretty(&v).unwrap_or_default()
+            );
+            Err(1)
+        }
+        Err(e) => {
+            eprintln!("perigee: cannot reach {socket}: {e}");
+            Err(2)
+        }
+    }
+}
+
+fn print(v: &Value) -> i32 {
+    println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
+    0
+}
+
+fn read_json(file: &str) -> Result<Value, i32> {
+    let text = std::fs::read_to_string(file).map_err(|e| {
+        eprintln!("perigee: {file}: {e}");
+        2
+    })?;
+    serde_json::from_str(&text).map_err(|e| {
+        eprintln!("perigee: {file}: {e}");
+        2
+    })
+}
+
+pub fn config_cmd(sock: &SocketArg, cmd: ConfigCmd) -> i32 {
+    let s = sock.control_socket.as_str();
+    let r = match cmd {
+        ConfigCmd::Example => Ok(config::example_json()),
+        ConfigCmd::Get => call(s, "GET", "/v1/config", None),
+        ConfigCmd::Validate { file } => {
+            read_json(&file).and_then(|v| call(s, "POST", "/v1/config/validate", Some(&v)))
+        }
+        ConfigCmd::Apply { file } => {
+            read_json(&file).and_then(|v| call(s, "PUT", "/v1/config", Some(&v)))
+        }
+        ConfigCmd::Check { file } => read_json(&file).and_then(|v| match config::from_value(v) {
+            Ok(_) => Ok(serde_json::json!({"ok": true})),
+            Err(e) => {
+                eprintln!("perigee: invalid config: {e}");
+                Err(1)
+            }
+        }),
+    };
+    r.map(|v| print(&v)).unwrap_or_else(|c| c)
+}
+
+pub fn simple(sock: &SocketArg, path: &str) -> i32 {
+    call(&sock.control_socket, "GET", path, None)
+        .map(|v| print(&v))
+        .unwrap_or_else(|c| c)
+}
+
+pub fn flows(sock: &SocketArg, json: bool, state: &str) -> i32 {
+    let v = match call(
+        &sock.control_socket,
+        "GET",
+        &format!("/v1/flows?state={state}"),
+        None,
+    ) {
+        Ok(v) => v,
+        Err(c) => return c,
+    };
+    if json {
+        return print(&v);
+    }
+    println!(
+        "{:>16} {:<11} {:<10} {:<28} {:<28} {:>12} {:>12} {:<8} {:>9}",
+        "id", "state", "class", "client", "server", "bytes_up", "bytes_down", "sat_cc", "sat_srtt"
+    );
+    for f in v["flows"].as_array().cloned().unwrap_or_default() {
+        let sat = f["legs"]["satellite"]
+            .as_str()
+            .unwrap_or("server")
+            .to_string();
+        let leg = &f["legs"][sat.as_str()];
+        println!(
+            "{:>16} {:<11} {:<10} {:<28} {:<28} {:>12} {:>12} {:<8} {:>7}ms",
+            f["id"],
+            f["state"].as_str().unwrap_or(""),
+            f["class"].as_str().unwrap_or(""),
+            f["client"].as_str().unwrap_or(""),
+            f["server"].as_str().unwrap_or(""),
+            f["bytes_up"],
+            f["bytes_down"],
+            leg["cc"].as_str().unwrap_or(""),
+            leg["srtt_us"].as_u64().unwrap_or(0) / 1000
+        );
+    }
+    0
+}

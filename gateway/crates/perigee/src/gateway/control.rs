@@ -1,0 +1,214 @@
+//! The control socket (docs/control-protocol.md): HTTP/1.1 + JSON over a Unix stream socket.
+use super::config::{self, ConfigError};
+use super::master::{ConfigFailure, Shared};
+use super::telemetry::Flow;
+use super::{apply, http, log, render, sys};
+use serde_json::{json, Value};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+pub fn bind(path: &str) -> std::io::Result<UnixListener> {
+    if let Some(dir) = std::path::Path::new(path).parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    // A stale socket from a crashed run would make bind fail.
+    if UnixStream::connect(path).is_err() {
+        let _ = std::fs::remove_file(path);
+    }
+    let l = UnixListener::bind(path)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660))?;
+    Ok(l)
+}
+
+pub fn serve(shared: Arc<Shared>, listener: UnixListener) {
+    for conn in listener.incoming() {
+        let Ok(conn) = conn else { continue };
+        let s = shared.clone();
+        std::thread::spawn(move || {
+            let _ = conn.set_read_timeout(Some(std::time::Duration::from_secs(10)));
+            let (status, body) = match http::read_request(&conn) {
+                Ok(req) => handle(&s, &req),
+                Err(e) => (400, error("bad_request", &e.to_string(), None)),
+            };
+            let _ = http::write_response(
+                &conn,
+                status,
+                "application/json",
+                body.to_string().as_bytes(),
+            );
+        });
+    }
+}
+
+fn error(code: &str, message: &str, field: Option<&str>) -> Value {
+    json!({"error": {"code": code, "message": message, "field": field}})
+}
+
+fn invalid(e: &ConfigError) -> (u16, Value) {
+    (422, error("invalid_config", &e.message, Some(&e.field)))
+}
+
+fn hybla_json() -> Value {
+    serde_json::to_value(perigee_hybla::status()).unwrap_or(Value::Null)
+}
+
+pub fn problems(shared: &Shared) -> Vec<String> {
+    let mut p = Vec::new();
+    for (i, w) in shared.workers.iter().enumerate() {
+        if !w.alive.load(Ordering::Relaxed) {
+            p.push(format!("worker {i} is not running"));
+        }
+    }
+    let cfg = shared.config.lock().unwrap();
+    let avail = sys::available_cc();
+    if render::effective_cc(&cfg.satellite.congestion_control, &avail).is_none() {
+        p.push(format!(
+            "congestion control '{}' is not available (have: {}); the satellite leg uses the system default",
+            cfg.satellite.congestion_control,
+            avail.join(" ")
+        ));
+    }
+    if shared.overflow.load(Ordering::Relaxed) {
+        p.push("max_flows reached: new flows are routed unsplit".into());
+    }
+    p
+}
+
+fn health(shared: &Shared) -> Value {
+    let problems = problems(shared);
+    let cfg = shared.config.lock().unwrap().clone();
+    let listening = shared
+        .workers
+        .iter()
+        .any(|w| w.listening.load(Ordering::Relaxed));
+    json!({
+        "status": if problems.is_empty() { "ok" } else { "degraded" },
+        "version": VERSION,
+        "uptime_s": shared.started.elapsed().as_secs_f64(),
+        "role": cfg.role,
+        "config_revision": cfg.revision,
+        // True while new connections pass unsplit (no listening worker, or above max_flows).
+        "fail_open": !listening || shared.overflow.load(Ordering::Relaxed),
+        "hybla": hybla_json(),
+        "problems": problems,
+        "workers": shared.workers.iter().map(|w| json!({
+            "alive": w.alive.load(Ordering::Relaxed), "pid": w.pid.load(Ordering::Relaxed),
+            "live": w.live.load(Ordering::Relaxed), "restarts": w.restarts.load(Ordering::Relaxed),
+            "pipes_in_use": w.pipes.load(Ordering::Relaxed)})).collect::<Vec<_>>(),
+    })
+}
+
+pub fn counters(shared: &Shared) -> Value {
+    let t = shared.totals.lock().unwrap().clone();
+    let (bp, bb) = apply::read_counter("bypass").unwrap_or((0, 0));
+    let (ovf, _) = apply::read_counter("overflow_syns").unwrap_or((0, 0));
+    let mut by_action = serde_json::Map::new();
+    for a in ["accelerate", "cache"] {
+        let v = t.by_action.get(a).copied().unwrap_or_default();
+        by_action.insert(
+            a.into(),
+            json!({"bytes_up": v.0, "bytes_down": v.1, "flows": v.2}),
+        );
+    }
+    by_action.insert("bypass".into(), json!({"packets": bp, "bytes": bb}));
+    json!({
+        "flows_live": shared.live(),
+        "flows_total": t.flows_total,
+        "flows_unsplit_overflow": ovf,
+        "flows_failed_connect": t.failed_connect,
+        "bytes_up": t.bytes_up,
+        "bytes_down": t.bytes_down,
+        "by_action": by_action,
+        "cc_fallback": t.cc_fallback,
+        "closed_dropped": t.closed_dropped,
+    })
+}
+
+fn parse_body(body: &[u8]) -> Result<config::GatewayConfig, ConfigError> {
+    config::parse(std::str::from_utf8(body).unwrap_or(""))
+}
+
+pub fn handle(shared: &Shared, req: &http::Request) -> (u16, Value) {
+    let now = sys::now_f64();
+    match (req.method.as_str(), req.path.as_str()) {
+        ("GET", "/v1/health") => (200, health(shared)),
+        ("GET", "/v1/config") => {
+            let mut v =
+                serde_json::to_value(&*shared.config.lock().unwrap()).unwrap_or(Value::Null);
+            let rev = v["revision"].clone();
+            v["revision"] = rev;
+            (200, v)
+        }
+        ("POST", "/v1/config/validate") => match parse_body(&req.body) {
+            Ok(cfg) => (
+                200,
+                json!({"ok": true, "rendered": render::render(&cfg, &sys::available_cc()).to_json()}),
+            ),
+            Err(e) => invalid(&e),
+        },
+        ("PUT", "/v1/config") => match parse_body(&req.body) {
+            Err(e) => invalid(&e),
+            Ok(cfg) => {
+                let rev = cfg.revision.clone();
+                match shared.apply_config(cfg) {
+                    Ok(()) => (200, json!({"ok": true, "revision": rev, "applied_at": now})),
+                    Err(ConfigFailure::Invalid(e)) => invalid(&e),
+                    Err(ConfigFailure::Apply(e)) => {
+                        log::error(
+                            "config apply failed, previous state kept",
+                            json!({"step": e.step, "error": e.message}),
+                        );
+                        let mut v = error("apply_failed", &e.message, None);
+                        v["error"]["step"] = e.step.into();
+                        (409, v)
+                    }
+                }
+            }
+        },
+        ("GET", "/v1/flows") => {
+            let state = req.param("state").unwrap_or("live");
+            let mut flows: Vec<Flow> = Vec::new();
+            if state == "live" || state == "all" {
+                flows.extend(shared.snapshot());
+            }
+            if state == "closed" || state == "all" {
+                flows.extend(shared.closed.lock().unwrap().iter().cloned());
+            }
+            if !["live", "closed", "all"].contains(&state) {
+                return (
+                    400,
+                    error(
+                        "bad_request",
+                        "state must be live, closed or all",
+                        Some("state"),
+                    ),
+                );
+            }
+            (200, json!({"flows": flows, "now": now}))
+        }
+        ("POST", "/v1/flows/collect") => {
+            let drained: Vec<Flow> = shared.closed.lock().unwrap().drain(..).collect();
+            (200, json!({"flows": drained}))
+        }
+        ("GET", "/v1/counters") => (200, counters(shared)),
+        ("GET", "/v1/hybla") => (200, hybla_json()),
+        (_, p) if p.starts_with("/v1/cache") => {
+            (501, error("not_implemented", "the cache is issue 5", None))
+        }
+        (
+            _,
+            "/v1/health"
+            | "/v1/config"
+            | "/v1/config/validate"
+            | "/v1/flows"
+            | "/v1/flows/collect"
+            | "/v1/counters"
+            | "/v1/hybla",
+        ) => (405, error("method_not_allowed", "method not allowed", None)),
+        _ => (404, error("not_found", "no such endpoint", None)),
+    }
+}

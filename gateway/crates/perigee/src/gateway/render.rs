@@ -1,0 +1,553 @@
+//! Pure rendering of a `GatewayConfig` into kernel state: the nftables ruleset (one table,
+//! `inet perigee`), the policy-routing and satellite routes (as `ip` argument vectors) and sysctls.
+use super::config::{parse_cidr, parse_ports, Action, Cidr, GatewayConfig, Role};
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+pub const TABLE: &str = "perigee";
+/// fwmark bit set on diverted SYNs and on packets of our transparent sockets.
+pub const FW_MARK: u32 = 0x4000_0000;
+/// Routing table (and rule priority) with the `local` default route that delivers marked packets.
+pub const ROUTE_TABLE: u32 = 171;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RouteOp {
+    /// `ip rule add fwmark MARK/MARK lookup TABLE priority TABLE`
+    MarkRule { v6: bool },
+    /// `ip route replace local default dev lo table TABLE`
+    LocalRoute { v6: bool },
+    /// A satellite route with per-route congestion control and initial windows.
+    SatRoute {
+        dst: String,
+        via: String,
+        dev: String,
+        cc: Option<String>,
+        initcwnd: u32,
+        initrwnd: u32,
+    },
+}
+
+impl RouteOp {
+    fn fam(v6: bool) -> String {
+        if v6 { "-6" } else { "-4" }.to_string()
+    }
+
+    pub fn is_v6(&self) -> bool {
+        match self {
+            RouteOp::MarkRule { v6 } | RouteOp::LocalRoute { v6 } => *v6,
+            RouteOp::SatRoute { dst, .. } => dst.contains(':'),
+        }
+    }
+
+    /// The `ip` argv that installs this (idempotent for routes; rules are deleted first by apply).
+    pub fn add_argv(&self) -> Vec<String> {
+        let s = |x: &str| x.to_string();
+        match self {
+            RouteOp::MarkRule { v6 } => vec![
+                Self::fam(*v6),
+                s("rule"),
+                s("add"),
+                s("fwmark"),
+                format!("{FW_MARK:#x}/{FW_MARK:#x}"),
+                s("lookup"),
+                ROUTE_TABLE.to_string(),
+                s("priority"),
+                ROUTE_TABLE.to_string(),
+            ],
+            RouteOp::LocalRoute { v6 } => vec![
+                Self::fam(*v6),
+                s("route"),
+                s("replace"),
+                s("local"),
+                s(if *v6 { "::/0" } else { "0.0.0.0/0" }),
+                s("dev"),
+                s("lo"),
+                s("table"),
+                ROUTE_TABLE.to_string(),
+            ],
+            RouteOp::SatRoute {
+                dst,
+                via,
+                dev,
+                cc,
+                initcwnd,
+                initrwnd,
+            } => {
+                let mut v = vec![
+                    Self::fam(self.is_v6()),
+                    s("route"),
+                    s("replace"),
+                    dst.clone(),
+                    s("via"),
+                    via.clone(),
+                    s("dev"),
+                    dev.clone(),
+                ];
+                if let Some(cc) = cc {
+                    v.extend([s("congctl"), cc.clone()]);
+                }
+                if *initcwnd > 0 {
+                    v.extend([s("initcwnd"), initcwnd.to_string()]);
+                }
+                if *initrwnd > 0 {
+                    v.extend([s("initrwnd"), initrwnd.to_string()]);
+                }
+                v
+            }
+        }
+    }
+
+    /// The argv that removes it again.
+    pub fn del_argv(&self) -> Vec<String> {
+        let s = |x: &str| x.to_string();
+        match self {
+            RouteOp::MarkRule { v6 } => vec![
+                Self::fam(*v6),
+                s("rule"),
+                s("del"),
+                s("priority"),
+                ROUTE_TABLE.to_string(),
+            ],
+            RouteOp::LocalRoute { v6 } => vec![
+                Self::fam(*v6),
+                s("route"),
+                s("del"),
+                s("local"),
+                s(if *v6 { "::/0" } else { "0.0.0.0/0" }),
+                s("dev"),
+                s("lo"),
+                s("table"),
+                ROUTE_TABLE.to_string(),
+            ],
+            RouteOp::SatRoute { dst, dev, .. } => vec![
+                Self::fam(self.is_v6()),
+                s("route"),
+                s("del"),
+                dst.clone(),
+                s("dev"),
+                dev.clone(),
+            ],
+        }
+    }
+
+    pub fn describe(&self) -> String {
+        format!("ip {}", self.add_argv().join(" "))
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Rendered {
+    pub nft: String,
+    pub routes: Vec<RouteOp>,
+    pub sysctls: BTreeMap<String, String>,
+}
+
+impl Rendered {
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "nft": self.nft,
+            "routes": self.routes.iter().map(|r| r.describe()).collect::<Vec<_>>(),
+            "sysctls": self.sysctls,
+            "squid_conf": null,
+        })
+    }
+}
+
+/// The congestion control to use on the satellite: the configured one when the kernel has it,
+/// else None (the system default).
+pub fn effective_cc(wanted: &str, available: &[String]) -> Option<String> {
+    available
+        .iter()
+        .any(|a| a == wanted)
+        .then(|| wanted.to_string())
+}
+
+pub fn render(cfg: &GatewayConfig, available_cc: &[String]) -> Rendered {
+    let routes = render_routes(cfg, available_cc);
+    Rendered {
+        nft: render_nft(cfg),
+        routes,
+        sysctls: cfg.sysctls.clone(),
+    }
+}
+
+pub fn render_routes(cfg: &GatewayConfig, available_cc: &[String]) -> Vec<RouteOp> {
+    let mut ops = vec![
+        RouteOp::MarkRule { v6: false },
+        RouteOp::MarkRule { v6: true },
+        RouteOp::LocalRoute { v6: false },
+        RouteOp::LocalRoute { v6: true },
+    ];
+    let cc = effective_cc(&cfg.satellite.congestion_control, available_cc);
+    for r in &cfg.satellite.routes {
+        ops.push(RouteOp::SatRoute {
+            dst: r.dst.clone(),
+            via: r.via.clone(),
+            dev: cfg.interfaces.satellite.clone(),
+            cc: cc.clone(),
+            initcwnd: cfg.satellite.initcwnd,
+            initrwnd: cfg.satellite.initrwnd,
+        });
+    }
+    ops
+}
+
+fn set_of<T: std::fmt::Display>(items: &[T]) -> String {
+    let v: Vec<String> = items.iter().map(|x| x.to_string()).collect();
+    if v.len() == 1 {
+        v[0].clone()
+    } else {
+        format!("{{ {} }}", v.join(", "))
+    }
+}
+
+fn quoted_set(items: &[String]) -> String {
+    let v: Vec<String> = items.iter().map(|x| format!("\"{x}\"")).collect();
+    if v.len() == 1 {
+        v[0].clone()
+    } else {
+        format!("{{ {} }}", v.join(", "))
+    }
+}
+
+fn split_family(list: &[Cidr]) -> (Vec<Cidr>, Vec<Cidr>) {
+    list.iter().partition(|c| c.is_v4())
+}
+
+/// Address-family specific pieces of a rule.
+struct Fam {
+    ip: &'static str,
+    served: &'static str,
+    v4: bool,
+}
+
+const FAMS: [Fam; 2] = [
+    Fam {
+        ip: "ip",
+        served: "@served4",
+        v4: true,
+    },
+    Fam {
+        ip: "ip6",
+        served: "@served6",
+        v4: false,
+    },
+];
+
+const SYN_ONLY: &str = "tcp flags & (fin | syn | rst | ack) == syn";
+
+fn tproxy(f: &Fam, port: u32) -> String {
+    format!(
+        "tproxy {} to :{port} meta mark set meta mark | {FW_MARK:#x} accept",
+        f.ip
+    )
+}
+
+pub fn render_nft(cfg: &GatewayConfig) -> String {
+    let mut t = String::new();
+    let served = cfg.served();
+    let (s4, s6) = split_family(&served);
+    // Replacing the whole table in one transaction: create-if-missing, delete, define anew.
+    let _ = writeln!(
+        t,
+        "table inet {TABLE} {{}}\ndelete table inet {TABLE}\ntable inet {TABLE} {{"
+    );
+    let _ = writeln!(
+        t,
+        "\tcounter bypass {{}}\n\tcounter overflow_syns {{}}\n\tcounter split_syns {{}}"
+    );
+    // Holds `tcp` while the splitter is over max_flows: new SYNs are then routed unsplit.
+    let _ = writeln!(t, "\tset overflow {{ type inet_proto; }}");
+    let _ = writeln!(
+        t,
+        "\tset served4 {{ type ipv4_addr; flags interval;{} }}",
+        elements(&s4)
+    );
+    let _ = writeln!(
+        t,
+        "\tset served6 {{ type ipv6_addr; flags interval;{} }}",
+        elements(&s6)
+    );
+    let _ = writeln!(
+        t,
+        "\tchain prerouting {{\n\t\ttype filter hook prerouting priority mangle; policy accept;"
+    );
+    let _ = writeln!(
+        t,
+        "\t\t# 1. bypass: evaluated before anything else, accepted untouched"
+    );
+    for b in &cfg.bypass {
+        for rule in bypass_rules(b) {
+            let _ = writeln!(
+                t,
+                "\t\t{rule} counter name bypass accept comment \"bypass {}\"",
+                b.name
+            );
+        }
+    }
+    let _ = writeln!(
+        t,
+        "\t\t# 2. packets of established split flows belong to our transparent sockets"
+    );
+    let _ = writeln!(
+        t,
+        "\t\tmeta l4proto tcp socket transparent 1 meta mark set meta mark | {FW_MARK:#x} accept"
+    );
+    let mut ifs = cfg.interfaces.lan.clone();
+    if cfg.role == Role::Hub {
+        ifs.push(cfg.interfaces.satellite.clone());
+    }
+    if cfg.splitter.enabled {
+        let _ = writeln!(
+            t,
+            "\t\t# 3. new connections from served subnets entering on the client-facing interfaces"
+        );
+        let _ = writeln!(
+            t,
+            "\t\tiifname {} meta l4proto tcp jump intercept",
+            quoted_set(&ifs)
+        );
+    }
+    let _ = writeln!(t, "\t}}");
+    let _ = writeln!(t, "\tchain intercept {{");
+    let _ = writeln!(
+        t,
+        "\t\t{SYN_ONLY} meta l4proto @overflow counter name overflow_syns return"
+    );
+    for f in &FAMS {
+        for c in cfg.sorted_classes() {
+            if let Some(rule) = class_rule(cfg, c, f) {
+                let _ = writeln!(t, "\t\t{rule} comment \"class {}\"", c.name);
+            }
+        }
+        let _ = writeln!(
+            t,
+            "\t\t{} saddr {} {SYN_ONLY} counter name split_syns {} comment \"class default\"",
+            f.ip,
+            f.served,
+            tproxy(f, cfg.splitter.tproxy_port)
+        );
+    }
+    let _ = writeln!(t, "\t}}\n}}");
+    t
+}
+
+fn elements(list: &[Cidr]) -> String {
+    if list.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " elements = {{ {} }};",
+            list.iter()
+                .map(|c| c.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    }
+}
+
+fn bypass_rules(b: &super::config::Bypass) -> Vec<String> {
+    let ports: Vec<String> = b
+        .ports
+        .iter()
+        .filter_map(|p| parse_ports(p).ok())
+        .map(|p| p.to_string())
+        .collect();
+    let cidrs: Vec<Cidr> = b.cidrs.iter().filter_map(|c| parse_cidr(c).ok()).collect();
+    let proto = match b.protocol.as_str() {
+        "any" => String::new(),
+        "icmp" => "meta l4proto { icmp, ipv6-icmp }".into(),
+        p => format!("meta l4proto {p}"),
+    };
+    let mut addr_parts: Vec<String> = Vec::new();
+    let (c4, c6) = split_family(&cidrs);
+    for (fam, list) in [("ip", &c4), ("ip6", &c6)] {
+        if !list.is_empty() {
+            addr_parts.push(format!("{fam} saddr {}", set_of(list)));
+            addr_parts.push(format!("{fam} daddr {}", set_of(list)));
+        }
+    }
+    if addr_parts.is_empty() {
+        addr_parts.push(String::new());
+    }
+    let mut port_parts: Vec<String> = Vec::new();
+    if ports.is_empty() {
+        port_parts.push(String::new());
+    } else {
+        // Both directions of the exchange: to the port and back from it.
+        port_parts.push(format!("th dport {}", set_of(&ports)));
+        port_parts.push(format!("th sport {}", set_of(&ports)));
+    }
+    let mut out = Vec::new();
+    for a in &addr_parts {
+        for p in &port_parts {
+            let parts: Vec<&str> = [proto.as_str(), a.as_str(), p.as_str()]
+                .into_iter()
+                .filter(|s| !s.is_empty())
+                .collect();
+            out.push(parts.join(" "));
+        }
+    }
+    out
+}
+
+/// One intercept rule for a class and address family; None when the class cannot match that
+/// family or has nothing to do in nft (UDP acceleration, cache while the cache is disabled).
+fn class_rule(cfg: &GatewayConfig, c: &super::config::Class, f: &Fam) -> Option<String> {
+    let m = &c.matcher;
+    let proto = m.protocol.as_deref().unwrap_or("any");
+    let src: Vec<Cidr> = m
+        .src
+        .iter()
+        .filter_map(|s| parse_cidr(s).ok())
+        .filter(|c| c.is_v4() == f.v4)
+        .collect();
+    let dst: Vec<Cidr> = m
+        .dst
+        .iter()
+        .filter_map(|s| parse_cidr(s).ok())
+        .filter(|c| c.is_v4() == f.v4)
+        .collect();
+    if (!m.src.is_empty() && src.is_empty()) || (!m.dst.is_empty() && dst.is_empty()) {
+        return None;
+    }
+    let mut parts = vec![format!("{} saddr {}", f.ip, f.served)];
+    if !src.is_empty() {
+        parts.push(format!("{} saddr {}", f.ip, set_of(&src)));
+    }
+    if !dst.is_empty() {
+        parts.push(format!("{} daddr {}", f.ip, set_of(&dst)));
+    }
+    if !m.iifname.is_empty() {
+        parts.push(format!("iifname {}", quoted_set(&m.iifname)));
+    }
+    if !m.dscp.is_empty() {
+        parts.push(format!("{} dscp {}", f.ip, set_of(&m.dscp)));
+    }
+    let dports: Vec<String> = m
+        .dports
+        .iter()
+        .filter_map(|p| parse_ports(p).ok())
+        .map(|p| p.to_string())
+        .collect();
+    let sports: Vec<String> = m
+        .sports
+        .iter()
+        .filter_map(|p| parse_ports(p).ok())
+        .map(|p| p.to_string())
+        .collect();
+    match c.action {
+        Action::Bypass => {
+            if proto != "any" {
+                parts.push(format!("meta l4proto {proto}"));
+            }
+            if !dports.is_empty() {
+                parts.push(format!("th dport {}", set_of(&dports)));
+            }
+            if !sports.is_empty() {
+                parts.push(format!("th sport {}", set_of(&sports)));
+            }
+            parts.push("accept".into());
+        }
+        Action::Accelerate | Action::Cache => {
+            if proto == "udp" {
+                return None;
+            }
+            if !dports.is_empty() {
+                parts.push(format!("tcp dport {}", set_of(&dports)));
+            }
+            if !sports.is_empty() {
+                parts.push(format!("tcp sport {}", set_of(&sports)));
+            }
+            parts.push(SYN_ONLY.into());
+            let port = if c.action == Action::Cache && cfg.cache.enabled {
+                cfg.cache.port
+            } else {
+                cfg.splitter.tproxy_port
+            };
+            parts.push(format!("counter name split_syns {}", tproxy(f, port)));
+        }
+    }
+    Some(parts.join(" "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::config::{example_json, from_value};
+    use super::*;
+
+    fn cfg() -> GatewayConfig {
+        from_value(example_json()).unwrap()
+    }
+
+    #[test]
+    fn bypass_comes_before_any_tproxy() {
+        let nft = render_nft(&cfg());
+        let first_tproxy = nft.find("tproxy").unwrap();
+        for needle in [
+            "meta l4proto esp",
+            "meta l4proto ah",
+            "meta l4proto udp th dport 500",
+            "th dport 4500",
+            "ip saddr 203.0.113.7/32",
+        ] {
+            let at = nft
+                .find(needle)
+                .unwrap_or_else(|| panic!("missing {needle} in\n{nft}"));
+            assert!(at < first_tproxy, "{needle} after tproxy");
+        }
+        assert!(nft.find("socket transparent 1").unwrap() < nft.find("jump intercept").unwrap());
+    }
+
+    #[test]
+    fn both_families_and_syn_only() {
+        let nft = render_nft(&cfg());
+        assert!(nft.contains("tproxy ip to :7071"));
+        assert!(nft.contains("tproxy ip6 to :7071"));
+        assert!(nft.contains("elements = { 10.71.1.0/24 }"));
+        assert!(nft.contains("elements = { fd71:1::/64 }"));
+        for line in nft.lines().filter(|l| l.contains("tproxy")) {
+            assert!(line.contains("== syn"), "{line}");
+        }
+        // The web class only has a v4 source, so it renders once (v4) plus the two defaults.
+        assert_eq!(nft.matches("tproxy").count(), 3, "{nft}");
+        assert!(nft.contains("tcp dport { 80, 8000-8080 }"));
+    }
+
+    #[test]
+    fn hub_also_intercepts_on_satellite_and_cache_only_when_enabled() {
+        let mut j = example_json();
+        j["role"] = "hub".into();
+        j["classes"][0]["action"] = "cache".into();
+        let c = from_value(j.clone()).unwrap();
+        let nft = render_nft(&c);
+        assert!(nft.contains("iifname { \"lan0\", \"sat0\" }"));
+        assert!(!nft.contains(":3129"));
+        j["cache"]["enabled"] = true.into();
+        let nft = render_nft(&from_value(j).unwrap());
+        assert!(nft.contains("tproxy ip to :3129"));
+    }
+
+    #[test]
+    fn routes_use_available_cc_only() {
+        let c = cfg();
+        let r = render_routes(&c, &["cubic".into(), "reno".into()]);
+        let sat: Vec<String> = r
+            .iter()
+            .filter(|o| matches!(o, RouteOp::SatRoute { .. }))
+            .map(|o| o.describe())
+            .collect();
+        assert_eq!(
+            sat[0],
+            "ip -4 route replace 10.71.3.0/24 via 10.71.2.2 dev sat0 initcwnd 10 initrwnd 10"
+        );
+        let r = render_routes(&c, &["hybla".into()]);
+        assert!(r[5]
+            .describe()
+            .starts_with("ip -6 route replace fd71:3::/64 via fd71:2::2 dev sat0 congctl hybla"));
+        assert_eq!(
+            r[0].describe(),
+            "ip -4 rule add fwmark 0x40000000/0x40000000 lookup 171 priority 171"
+        );
+    }
+}

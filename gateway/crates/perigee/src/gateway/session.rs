@@ -1,0 +1,187 @@
+//! One direction of a split flow: moves bytes from a source socket to a destination socket,
+//! zero-copy through a pooled pipe (splice) or, when the pool is exhausted, through a small
+//! lazily allocated userspace buffer. Data waiting for the destination stops reads from the
+//! source (back-pressure); nothing is held while the direction is idle.
+use super::sys::{self, Pipe};
+use std::io;
+use std::os::fd::{AsRawFd, RawFd};
+
+/// Pipes not currently holding data, shared by all flows of a worker. Bounded so the fd budget
+/// holds: 10,000 flows use 20,000 socket fds across the workers, pipes come on top.
+pub struct PipePool {
+    free: Vec<Pipe>,
+    pub in_use: usize,
+    pub max_total: usize,
+    pub pipe_size: usize,
+}
+
+impl PipePool {
+    pub fn new(max_total: usize, pipe_size: usize) -> PipePool {
+        PipePool {
+            free: Vec::new(),
+            in_use: 0,
+            max_total,
+            pipe_size,
+        }
+    }
+
+    fn get(&mut self) -> Option<Pipe> {
+        if let Some(p) = self.free.pop() {
+            self.in_use += 1;
+            return Some(p);
+        }
+        if self.in_use >= self.max_total {
+            return None;
+        }
+        let p = Pipe::new(self.pipe_size).ok()?;
+        self.in_use += 1;
+        Some(p)
+    }
+
+    fn put(&mut self, p: Pipe) {
+        self.in_use -= 1;
+        // Keep a few warm pipes; close the rest so idle workers hold few fds.
+        if self.free.len() < 32 && p.cap >= self.pipe_size.min(1 << 20) {
+            self.free.push(p);
+        }
+    }
+
+    pub fn idle(&self) -> usize {
+        self.free.len()
+    }
+}
+
+/// Which socket failed during a pump.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failed {
+    Source,
+    Destination,
+}
+
+#[derive(Default)]
+pub struct Direction {
+    /// The source reported end of stream.
+    pub eof: bool,
+    /// The end of stream was forwarded (shutdown(SHUT_WR) on the destination).
+    pub shut: bool,
+    pipe: Option<Pipe>,
+    in_pipe: usize,
+    buf: Vec<u8>,
+    off: usize,
+    /// Bytes delivered to the destination socket.
+    pub bytes: u64,
+}
+
+fn would_block(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EAGAIN) | Some(libc::EINTR))
+}
+
+impl Direction {
+    pub fn pending(&self) -> bool {
+        self.in_pipe > 0 || self.off < self.buf.len()
+    }
+
+    pub fn done(&self) -> bool {
+        self.eof && self.shut && !self.pending()
+    }
+
+    pub fn wants_read(&self) -> bool {
+        !self.eof && !self.pending()
+    }
+
+    /// Release everything held (flow teardown).
+    pub fn release(&mut self, pool: &mut PipePool) {
+        // A held pipe still has data in it: close it rather than reuse it.
+        if self.pipe.take().is_some() {
+            pool.in_use -= 1;
+        }
+        self.in_pipe = 0;
+        self.buf = Vec::new();
+        self.off = 0;
+    }
+
+    /// Move as much as possible without blocking. Returns bytes delivered, or which side failed.
+    pub fn pump(
+        &mut self,
+        src: RawFd,
+        dst: RawFd,
+        pool: &mut PipePool,
+        buf_size: usize,
+    ) -> Result<u64, (Failed, i32)> {
+        let mut moved = 0u64;
+        for _ in 0..16 {
+            if self.pending() {
+                match self.write(dst, pool) {
+                    Ok(0) => break,
+                    Ok(n) => moved += n as u64,
+                    Err(e) if would_block(&e) => break,
+                    Err(e) => {
+                        return Err((Failed::Destination, e.raw_os_error().unwrap_or(libc::EIO)))
+                    }
+                }
+                continue;
+            }
+            if self.eof {
+                if !self.shut {
+                    sys::shutdown_wr(dst);
+                    self.shut = true;
+                }
+                break;
+            }
+            match self.read(src, pool, buf_size) {
+                Ok(0) => self.eof = true,
+                Ok(_) => {}
+                Err(e) if would_block(&e) => break,
+                Err(e) => return Err((Failed::Source, e.raw_os_error().unwrap_or(libc::EIO))),
+            }
+        }
+        self.bytes += moved;
+        Ok(moved)
+    }
+
+    fn read(&mut self, src: RawFd, pool: &mut PipePool, buf_size: usize) -> io::Result<usize> {
+        if let Some(p) = pool.get() {
+            match sys::splice(src, p.w.as_raw_fd(), p.cap) {
+                Ok(n) if n > 0 => {
+                    self.in_pipe = n;
+                    self.pipe = Some(p);
+                    Ok(n)
+                }
+                other => {
+                    pool.put(p);
+                    other
+                }
+            }
+        } else {
+            // Pool exhausted: bounded userspace copy, buffer freed as soon as it drains.
+            let mut b = vec![0u8; buf_size.clamp(4096, 65536)];
+            let n = sys::read(src, &mut b)?;
+            b.truncate(n);
+            self.buf = b;
+            self.off = 0;
+            Ok(n)
+        }
+    }
+
+    fn write(&mut self, dst: RawFd, pool: &mut PipePool) -> io::Result<usize> {
+        if self.in_pipe > 0 {
+            let p = self.pipe.as_ref().expect("pipe holds pending bytes");
+            let n = sys::splice(p.r.as_raw_fd(), dst, self.in_pipe)?;
+            self.in_pipe -= n;
+            if self.in_pipe == 0 {
+                if let Some(p) = self.pipe.take() {
+                    pool.put(p);
+                }
+            }
+            Ok(n)
+        } else {
+            let n = sys::send(dst, &self.buf[self.off..])?;
+            self.off += n;
+            if self.off >= self.buf.len() {
+                self.buf = Vec::new();
+                self.off = 0;
+            }
+            Ok(n)
+        }
+    }
+}

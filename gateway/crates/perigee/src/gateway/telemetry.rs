@@ -1,0 +1,147 @@
+//! Per-flow telemetry: TCP_INFO parsing and the `Flow` record of docs/control-protocol.md.
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TcpInfo {
+    pub cc: String,
+    pub state: String,
+    pub srtt_us: u32,
+    pub rttvar_us: u32,
+    pub min_rtt_us: u32,
+    pub cwnd: u32,
+    pub ssthresh: u32,
+    pub mss: u32,
+    pub retrans_total: u32,
+    pub lost: u32,
+    pub delivery_rate_bps: u64,
+    pub pacing_rate_bps: u64,
+    pub bytes_acked: u64,
+    pub bytes_received: u64,
+    pub notsent_bytes: u32,
+}
+
+fn state_name(s: u8) -> &'static str {
+    match s {
+        1 => "established",
+        2 => "syn_sent",
+        3 => "syn_recv",
+        4 => "fin_wait1",
+        5 => "fin_wait2",
+        6 => "time_wait",
+        7 => "close",
+        8 => "close_wait",
+        9 => "last_ack",
+        10 => "listen",
+        11 => "closing",
+        _ => "unknown",
+    }
+}
+
+fn u32_at(b: &[u8], off: usize) -> u32 {
+    b.get(off..off + 4)
+        .map(|s| u32::from_ne_bytes(s.try_into().unwrap_or([0; 4])))
+        .unwrap_or(0)
+}
+
+fn u64_at(b: &[u8], off: usize) -> u64 {
+    b.get(off..off + 8)
+        .map(|s| u64::from_ne_bytes(s.try_into().unwrap_or([0; 8])))
+        .unwrap_or(0)
+}
+
+/// Parse the kernel's `struct tcp_info` (include/uapi/linux/tcp.h); fields past the end of an
+/// older kernel's shorter struct read as 0. Rates are converted from bytes/s to bits/s.
+pub fn parse_tcp_info(b: &[u8], cc: &str) -> TcpInfo {
+    TcpInfo {
+        cc: cc.to_string(),
+        state: state_name(b.first().copied().unwrap_or(0)).to_string(),
+        lost: u32_at(b, 32),
+        mss: u32_at(b, 16),
+        srtt_us: u32_at(b, 68),
+        rttvar_us: u32_at(b, 72),
+        ssthresh: u32_at(b, 76),
+        cwnd: u32_at(b, 80),
+        retrans_total: u32_at(b, 100),
+        pacing_rate_bps: u64_at(b, 104).saturating_mul(8),
+        bytes_acked: u64_at(b, 120),
+        bytes_received: u64_at(b, 128),
+        notsent_bytes: u32_at(b, 144),
+        min_rtt_us: u32_at(b, 148),
+        delivery_rate_bps: u64_at(b, 160).saturating_mul(8),
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Legs {
+    pub client: TcpInfo,
+    pub server: TcpInfo,
+    pub satellite: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Flow {
+    pub id: u64,
+    pub state: String,
+    pub class: String,
+    pub action: String,
+    pub client: String,
+    pub server: String,
+    pub family: u8,
+    pub started_at: f64,
+    pub ended_at: Option<f64>,
+    pub end_reason: Option<String>,
+    pub bytes_up: u64,
+    pub bytes_down: u64,
+    pub rate_up_bps: f64,
+    pub rate_down_bps: f64,
+    pub legs: Legs,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_known_offsets() {
+        let mut b = vec![0u8; 232];
+        b[0] = 1;
+        b[16..20].copy_from_slice(&1448u32.to_ne_bytes());
+        b[68..72].copy_from_slice(&600_000u32.to_ne_bytes());
+        b[76..80].copy_from_slice(&0x7fff_ffffu32.to_ne_bytes());
+        b[80..84].copy_from_slice(&10u32.to_ne_bytes());
+        b[100..104].copy_from_slice(&3u32.to_ne_bytes());
+        b[104..112].copy_from_slice(&1_000_000u64.to_ne_bytes());
+        b[148..152].copy_from_slice(&550_000u32.to_ne_bytes());
+        b[160..168].copy_from_slice(&125_000u64.to_ne_bytes());
+        let t = parse_tcp_info(&b, "hybla");
+        assert_eq!(t.state, "established");
+        assert_eq!(t.mss, 1448);
+        assert_eq!(t.srtt_us, 600_000);
+        assert_eq!(t.cwnd, 10);
+        assert_eq!(t.retrans_total, 3);
+        assert_eq!(t.pacing_rate_bps, 8_000_000);
+        assert_eq!(t.min_rtt_us, 550_000);
+        assert_eq!(t.delivery_rate_bps, 1_000_000);
+        assert_eq!(t.cc, "hybla");
+    }
+
+    #[test]
+    fn short_struct_reads_zero() {
+        let t = parse_tcp_info(&[8u8; 10], "cubic");
+        assert_eq!(t.state, "close_wait");
+        assert_eq!(t.min_rtt_us, 0);
+        assert_eq!(t.delivery_rate_bps, 0);
+    }
+
+    #[test]
+    fn real_socket_info() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        use std::os::fd::AsRawFd;
+        let raw = crate::gateway::sys::tcp_info_raw(c.as_raw_fd()).unwrap();
+        let t = parse_tcp_info(&raw, &crate::gateway::sys::get_cc(c.as_raw_fd()));
+        assert_eq!(t.state, "established");
+        assert!(t.cwnd > 0);
+        assert!(!t.cc.is_empty());
+    }
+}

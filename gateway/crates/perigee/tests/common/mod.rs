@@ -1,0 +1,449 @@
+//! Namespace test topology: pt-<tag>-c (client) — pt-<tag>-g (gateway) — pt-<tag>-s (server),
+//! joined by veth pairs, no emulator. Everything is removed on drop, also after a panic.
+#![allow(dead_code)]
+use sha2::{Digest, Sha256};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::process::{Child, Command, Stdio};
+use std::sync::{mpsc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+pub const CLIENT4: &str = "10.99.1.10";
+pub const CLIENT6: &str = "fd99:1::10";
+pub const SERVER4: &str = "10.99.2.10";
+pub const SERVER6: &str = "fd99:2::10";
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// Tests share the kernel: run them one at a time.
+pub fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+pub fn sh(args: &[&str]) {
+    let out = Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .expect("spawn");
+    assert!(
+        out.status.success(),
+        "{:?}: {}",
+        args,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+pub fn sh_out(args: &[&str]) -> String {
+    let out = Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .expect("spawn");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+pub struct Topo {
+    pub c: String,
+    pub g: String,
+    pub s: String,
+    pub dir: std::path::PathBuf,
+    pub daemon: Option<Child>,
+}
+
+impl Topo {
+    pub fn new(tag: &str) -> Topo {
+        let t = Topo {
+            c: format!("pt-{tag}-c"),
+            g: format!("pt-{tag}-g"),
+            s: format!("pt-{tag}-s"),
+            dir: std::env::temp_dir().join(format!("pt-{tag}-{}", std::process::id())),
+            daemon: None,
+        };
+        t.cleanup();
+        std::fs::create_dir_all(&t.dir).unwrap();
+        for n in [&t.c, &t.g, &t.s] {
+            sh(&["ip", "netns", "add", n]);
+            sh(&["ip", "-n", n, "link", "set", "lo", "up"]);
+        }
+        sh(&[
+            "ip", "link", "add", "c0", "netns", &t.c, "type", "veth", "peer", "name", "lan0",
+            "netns", &t.g,
+        ]);
+        sh(&[
+            "ip", "link", "add", "s0", "netns", &t.s, "type", "veth", "peer", "name", "sat0",
+            "netns", &t.g,
+        ]);
+        for (ns, dev, a4, a6) in [
+            (&t.c, "c0", "10.99.1.10/24", "fd99:1::10/64"),
+            (&t.g, "lan0", "10.99.1.1/24", "fd99:1::1/64"),
+            (&t.g, "sat0", "10.99.2.1/24", "fd99:2::1/64"),
+            (&t.s, "s0", "10.99.2.10/24", "fd99:2::10/64"),
+        ] {
+            sh(&["ip", "-n", ns, "addr", "add", a4, "dev", dev]);
+            sh(&["ip", "-n", ns, "addr", "add", a6, "dev", dev, "nodad"]);
+            sh(&["ip", "-n", ns, "link", "set", dev, "up"]);
+        }
+        sh(&[
+            "ip",
+            "-n",
+            &t.c,
+            "route",
+            "add",
+            "default",
+            "via",
+            "10.99.1.1",
+        ]);
+        sh(&[
+            "ip",
+            "-n",
+            &t.c,
+            "-6",
+            "route",
+            "add",
+            "default",
+            "via",
+            "fd99:1::1",
+        ]);
+        sh(&[
+            "ip",
+            "-n",
+            &t.s,
+            "route",
+            "add",
+            "default",
+            "via",
+            "10.99.2.1",
+        ]);
+        sh(&[
+            "ip",
+            "-n",
+            &t.s,
+            "-6",
+            "route",
+            "add",
+            "default",
+            "via",
+            "fd99:2::1",
+        ]);
+        sh(&[
+            "ip",
+            "netns",
+            "exec",
+            &t.g,
+            "sysctl",
+            "-qw",
+            "net.ipv4.ip_forward=1",
+            "net.ipv6.conf.all.forwarding=1",
+        ]);
+        t
+    }
+
+    fn cleanup(&self) {
+        for n in [&self.c, &self.g, &self.s] {
+            let _ = Command::new("ip")
+                .args(["netns", "del", n])
+                .stderr(Stdio::null())
+                .status();
+        }
+    }
+
+    pub fn sock(&self) -> String {
+        self.dir.join("gw.sock").to_string_lossy().into_owned()
+    }
+
+    pub fn config(&self) -> serde_json::Value {
+        serde_json::json!({
+            "schema": 1, "revision": "t1", "role": "terminal",
+            "interfaces": {"lan": ["lan0"], "satellite": "sat0"},
+            "served_subnets": ["10.99.1.0/24", "fd99:1::/64"],
+            "splitter": {"enabled": true, "tproxy_port": 7071, "max_flows": 10000, "connect_timeout_ms": 3000,
+                         "idle_timeout_s": 600, "relay_buffer_bytes": 262144},
+            "satellite": {"congestion_control": "reno", "sndbuf_bytes": 0, "rcvbuf_bytes": 0, "initcwnd": 10, "initrwnd": 10,
+                          "routes": []},
+            "bypass": [
+                {"name": "ipsec-esp", "builtin": true, "protocol": "esp"},
+                {"name": "ipsec-ah", "builtin": true, "protocol": "ah"},
+                {"name": "ike", "builtin": true, "protocol": "udp", "ports": ["500"]},
+                {"name": "nat-t", "builtin": true, "protocol": "udp", "ports": ["4500"]},
+                {"name": "ike-tcp", "builtin": true, "protocol": "tcp", "ports": ["4500"]}
+            ]
+        })
+    }
+
+    /// Start `perigee gateway run` in the gateway namespace and wait for /v1/health.
+    pub fn start(&mut self, cfg: &serde_json::Value) {
+        let path = self.dir.join("gw.json");
+        std::fs::write(&path, cfg.to_string()).unwrap();
+        let log = std::fs::File::create(self.dir.join("gw.log")).unwrap();
+        let child = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &self.g,
+                env!("CARGO_BIN_EXE_perigee"),
+                "gateway",
+                "run",
+                "--config",
+            ])
+            .arg(&path)
+            .args([
+                "--control-socket",
+                &self.sock(),
+                "--workers",
+                "2",
+                "--metrics",
+                "off",
+            ])
+            .stderr(Stdio::from(log))
+            .spawn()
+            .unwrap();
+        self.daemon = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Ok((200, h)) = control(&self.sock(), "GET", "/v1/health", None) {
+                if h["workers"]
+                    .as_array()
+                    .map(|w| w.iter().all(|x| x["alive"] == true))
+                    .unwrap_or(false)
+                {
+                    // Workers open their listeners right after their first config message.
+                    std::thread::sleep(Duration::from_millis(200));
+                    return;
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "daemon did not come up: {}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("gw.log")).unwrap_or_default()
+    }
+
+    pub fn kill9(&mut self) {
+        if let Some(mut c) = self.daemon.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    pub fn stop(&mut self) {
+        if let Some(mut c) = self.daemon.take() {
+            // SAFETY: signalling our own child.
+            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = c.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    pub fn flows(&self, state: &str) -> Vec<serde_json::Value> {
+        let (st, v) = control(
+            &self.sock(),
+            "GET",
+            &format!("/v1/flows?state={state}"),
+            None,
+        )
+        .unwrap();
+        assert_eq!(st, 200);
+        v["flows"].as_array().cloned().unwrap_or_default()
+    }
+}
+
+impl Drop for Topo {
+    fn drop(&mut self) {
+        self.stop();
+        self.cleanup();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Run `f` on a thread that has entered network namespace `ns`; sockets it creates stay there.
+pub fn in_ns<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let path = format!("/run/netns/{ns}");
+    std::thread::spawn(move || {
+        let file = std::fs::File::open(&path).unwrap();
+        // SAFETY: setns on this thread only, with a valid namespace fd.
+        let r = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
+        assert_eq!(r, 0, "setns {path}");
+        f()
+    })
+    .join()
+    .unwrap()
+}
+
+pub fn connect(ns: &str, addr: SocketAddr) -> std::io::Result<TcpStream> {
+    in_ns(ns, move || {
+        TcpStream::connect_timeout(&addr, Duration::from_secs(5))
+    })
+}
+
+/// What the test server saw on one connection.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    pub cmd: String,
+    pub peer: SocketAddr,
+    pub result: String,
+}
+
+/// Deterministic payload of `n` bytes (xorshift), identical on both ends.
+pub fn payload(n: usize) -> Vec<u8> {
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15 ^ n as u64;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+pub fn sha(data: &[u8]) -> String {
+    Sha256::digest(data)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// A multi-purpose server in the server namespace. First line of each connection is a command:
+/// `WHO` (reply with the peer address, then echo), `UP` (read to EOF, reply "len sha256"),
+/// `DOWN n` (send n payload bytes, shut down, read to EOF), `HALF` (shut down first, then count
+/// what still arrives), `HOLD` (read until EOF or error), `RST` (reset the connection).
+pub fn server(ns: &str, addr: SocketAddr) -> mpsc::Receiver<Seen> {
+    let l = in_ns(ns, move || TcpListener::bind(addr).unwrap());
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for c in l.incoming() {
+            let Ok(c) = c else { return };
+            let tx = tx.clone();
+            std::thread::spawn(move || serve_one(c, tx));
+        }
+    });
+    rx
+}
+
+fn serve_one(c: TcpStream, tx: mpsc::Sender<Seen>) {
+    let peer = c.peer_addr().unwrap();
+    let mut r = BufReader::new(c.try_clone().unwrap());
+    let mut w = c;
+    let mut line = String::new();
+    if r.read_line(&mut line).is_err() {
+        return;
+    }
+    let cmd = line.trim().to_string();
+    let mut words = cmd.split_whitespace();
+    let result = match words.next().unwrap_or("") {
+        "WHO" => {
+            let _ = writeln!(w, "{peer}");
+            let _ = std::io::copy(&mut r, &mut w);
+            "ok".into()
+        }
+        "UP" => {
+            let mut data = Vec::new();
+            let _ = r.read_to_end(&mut data);
+            let _ = writeln!(w, "{} {}", data.len(), sha(&data));
+            format!("{}", data.len())
+        }
+        "DOWN" => {
+            let n: usize = words.next().and_then(|n| n.parse().ok()).unwrap_or(0);
+            let _ = w.write_all(&payload(n));
+            let _ = w.shutdown(Shutdown::Write);
+            let mut rest = Vec::new();
+            let _ = r.read_to_end(&mut rest);
+            "ok".into()
+        }
+        "HALF" => {
+            let _ = w.shutdown(Shutdown::Write);
+            let mut data = Vec::new();
+            match r.read_to_end(&mut data) {
+                Ok(_) => format!("got {}", data.len()),
+                Err(e) => format!("error {e}"),
+            }
+        }
+        "HOLD" => {
+            let mut data = Vec::new();
+            match r.read_to_end(&mut data) {
+                Ok(_) => "eof".into(),
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => "reset".into(),
+                Err(e) => format!("error {e}"),
+            }
+        }
+        "RST" => {
+            let l = libc::linger {
+                l_onoff: 1,
+                l_linger: 0,
+            };
+            // SAFETY: valid linger struct for this socket.
+            unsafe {
+                libc::setsockopt(
+                    w.as_raw_fd(),
+                    libc::SOL_SOCKET,
+                    libc::SO_LINGER,
+                    &l as *const _ as *const libc::c_void,
+                    std::mem::size_of::<libc::linger>() as u32,
+                )
+            };
+            "reset sent".into()
+        }
+        _ => "unknown".into(),
+    };
+    let _ = tx.send(Seen { cmd, peer, result });
+}
+
+/// One HTTP request on the control socket.
+pub fn control(
+    sock: &str,
+    method: &str,
+    path: &str,
+    body: Option<&serde_json::Value>,
+) -> std::io::Result<(u16, serde_json::Value)> {
+    let mut s = UnixStream::connect(sock)?;
+    s.set_read_timeout(Some(Duration::from_secs(20)))?;
+    let b = body.map(|b| b.to_string()).unwrap_or_default();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: t\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{b}",
+        b.len()
+    )?;
+    let mut resp = String::new();
+    s.read_to_string(&mut resp)?;
+    let status = resp
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = resp.split_once("\r\n\r\n").map(|x| x.1).unwrap_or("");
+    Ok((
+        status,
+        serde_json::from_str(body).unwrap_or(serde_json::Value::Null),
+    ))
+}
+
+pub fn set_linger0(s: &TcpStream) {
+    let l = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: valid linger struct for this socket.
+    unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            &l as *const _ as *const libc::c_void,
+            std::mem::size_of::<libc::linger>() as u32,
+        )
+    };
+}

@@ -1,0 +1,481 @@
+//! Namespace integration tests: drive the real `perigee gateway run` against a real kernel.
+mod common;
+use common::*;
+use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
+use std::net::{Shutdown, SocketAddr};
+use std::time::{Duration, Instant};
+
+fn sa(ip: &str, port: u16) -> SocketAddr {
+    SocketAddr::new(ip.parse().unwrap(), port)
+}
+
+fn who(t: &Topo, server: SocketAddr) -> (SocketAddr, SocketAddr, String) {
+    let mut c = connect(&t.c, server).expect("connect");
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    c.write_all(b"WHO\n").unwrap();
+    let mut line = String::new();
+    BufReader::new(c.try_clone().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    (
+        c.local_addr().unwrap(),
+        c.peer_addr().unwrap(),
+        line.trim().to_string(),
+    )
+}
+
+fn find_flow(t: &Topo, client: SocketAddr) -> Option<serde_json::Value> {
+    t.flows("all")
+        .into_iter()
+        .find(|f| f["client"] == client.to_string())
+}
+
+/// Flows show up in the closed list within a report period (1 s).
+fn wait_flow(t: &Topo, client: SocketAddr) -> Option<serde_json::Value> {
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < deadline {
+        if let Some(f) = find_flow(t, client) {
+            return Some(f);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    None
+}
+
+#[test]
+fn transparency_v4_and_v6() {
+    let _g = serial();
+    let mut t = Topo::new("tr");
+    t.start(&t.config());
+    for (srv, port) in [(SERVER4, 5001), (SERVER6, 5002)] {
+        let _rx = server(&t.s, sa(srv, port));
+        let (local, peer, seen_by_server) = who(&t, sa(srv, port));
+        // The server sees the client's own address and port; the client sees the server's.
+        assert_eq!(seen_by_server, local.to_string());
+        assert_eq!(peer, sa(srv, port));
+        let f = wait_flow(&t, local)
+            .unwrap_or_else(|| panic!("flow for {local} not split; log:\n{}", t.log()));
+        assert_eq!(f["server"], sa(srv, port).to_string());
+        assert_eq!(f["legs"]["satellite"], "server");
+    }
+}
+
+fn leg_cc(t: &Topo, port: u16) -> (String, String) {
+    // ss -ti in the gateway: the socket toward the server (dport) and the one toward the client (sport).
+    let out = sh_out(&[
+        "ip",
+        "netns",
+        "exec",
+        &t.g,
+        "ss",
+        "-tinH",
+        "state",
+        "established",
+    ]);
+    let lines: Vec<&str> = out.lines().collect();
+    let mut server_leg = String::new();
+    let mut client_leg = String::new();
+    for (i, l) in lines.iter().enumerate() {
+        let info = lines.get(i + 1).copied().unwrap_or("");
+        let cc = info.split_whitespace().next().unwrap_or("").to_string();
+        if l.contains(&format!("{SERVER4}:{port}")) {
+            let fields: Vec<&str> = l.split_whitespace().collect();
+            // Local address column first: ours toward the server has the client's address locally.
+            if fields
+                .get(2)
+                .map(|a| a.starts_with(CLIENT4))
+                .unwrap_or(false)
+            {
+                server_leg = cc;
+            } else {
+                client_leg = cc;
+            }
+        }
+    }
+    (client_leg, server_leg)
+}
+
+#[test]
+fn satellite_leg_congestion_control() {
+    let _g = serial();
+    let mut t = Topo::new("cc");
+    let avail =
+        std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control").unwrap();
+    let sat_cc = if avail.split_whitespace().any(|c| c == "hybla") {
+        "hybla"
+    } else {
+        "reno"
+    };
+    let default_cc = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control")
+        .unwrap()
+        .trim()
+        .to_string();
+    let mut cfg = t.config();
+    cfg["satellite"]["congestion_control"] = sat_cc.into();
+    t.start(&cfg);
+    let _rx = server(&t.s, sa(SERVER4, 5001));
+    // Terminal: the leg toward the server faces the satellite.
+    let mut c = connect(&t.c, sa(SERVER4, 5001)).unwrap();
+    c.write_all(b"WHO\n").unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let (client_leg, server_leg) = leg_cc(&t, 5001);
+    assert_eq!(
+        server_leg,
+        sat_cc,
+        "ss output:\n{}",
+        sh_out(&["ip", "netns", "exec", &t.g, "ss", "-tin"])
+    );
+    assert_eq!(client_leg, default_cc);
+    drop(c);
+    // A class can choose its own: bbr for port 5003, and as a hub the client leg is the satellite one.
+    cfg["role"] = "hub".into();
+    cfg["revision"] = "t2".into();
+    cfg["classes"] = serde_json::json!([{"name": "bulk", "priority": 10, "match": {"protocol": "tcp", "dports": ["5003"]},
+                                         "action": "accelerate", "satellite": {"congestion_control": "bbr"}}]);
+    let (st, v) = control(&t.sock(), "PUT", "/v1/config", Some(&cfg)).unwrap();
+    assert_eq!(st, 200, "{v}");
+    let _rx2 = server(&t.s, sa(SERVER4, 5003));
+    let mut c = connect(&t.c, sa(SERVER4, 5003)).unwrap();
+    c.write_all(b"WHO\n").unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let (client_leg, server_leg) = leg_cc(&t, 5003);
+    assert_eq!(client_leg, "bbr");
+    assert_eq!(server_leg, default_cc);
+    let f = wait_flow(&t, c.local_addr().unwrap()).unwrap();
+    assert_eq!(f["class"], "bulk");
+    assert_eq!(f["legs"]["satellite"], "client");
+    // Sampled at least once a second.
+    std::thread::sleep(Duration::from_millis(1300));
+    let f = find_flow(&t, c.local_addr().unwrap()).unwrap();
+    assert_eq!(f["legs"]["client"]["cc"], "bbr");
+    assert!(f["legs"]["client"]["srtt_us"].as_u64().unwrap() > 0, "{f}");
+}
+
+fn transfer_up(t: &Topo, srv: SocketAddr, n: usize) {
+    let data = payload(n);
+    let mut c = connect(&t.c, srv).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let w = {
+        let mut c2 = c.try_clone().unwrap();
+        std::thread::spawn(move || {
+            c2.write_all(b"UP\n").unwrap();
+            c2.write_all(&data).unwrap();
+            // Half-close: the server answers only after seeing our EOF.
+            c2.shutdown(Shutdown::Write).unwrap();
+        })
+    };
+    let mut reply = String::new();
+    c.read_to_string(&mut reply).unwrap();
+    w.join().unwrap();
+    assert_eq!(
+        reply.trim(),
+        format!("{} {}", n, sha(&payload(n))),
+        "upload of {n} bytes"
+    );
+}
+
+fn transfer_down(t: &Topo, srv: SocketAddr, n: usize) {
+    let mut c = connect(&t.c, srv).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    c.write_all(format!("DOWN {n}\n").as_bytes()).unwrap();
+    let mut got = Vec::new();
+    c.read_to_end(&mut got).unwrap();
+    assert_eq!(got.len(), n);
+    assert_eq!(sha(&got), sha(&payload(n)), "download of {n} bytes");
+}
+
+#[test]
+fn exact_transfers_both_ways() {
+    let _g = serial();
+    let mut t = Topo::new("xf");
+    t.start(&t.config());
+    let _rx = server(&t.s, sa(SERVER4, 5001));
+    let _rx6 = server(&t.s, sa(SERVER6, 5001));
+    for n in [0usize, 1, 65536, 100 << 20] {
+        transfer_up(&t, sa(SERVER4, 5001), n);
+        transfer_down(&t, sa(SERVER4, 5001), n);
+    }
+    transfer_up(&t, sa(SERVER6, 5001), 1 << 20);
+    transfer_down(&t, sa(SERVER6, 5001), 1 << 20);
+    std::thread::sleep(Duration::from_millis(1200));
+    let (_, c) = control(&t.sock(), "GET", "/v1/counters", None).unwrap();
+    assert!(c["bytes_up"].as_u64().unwrap() >= 100 << 20, "{c}");
+    assert!(c["bytes_down"].as_u64().unwrap() >= 100 << 20, "{c}");
+    assert_eq!(c["flows_live"], 0);
+}
+
+#[test]
+fn half_close_and_resets() {
+    let _g = serial();
+    let mut t = Topo::new("hc");
+    t.start(&t.config());
+    let rx = server(&t.s, sa(SERVER4, 5001));
+    // Server closes its sending side first; the client can still send.
+    let mut c = connect(&t.c, sa(SERVER4, 5001)).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    c.write_all(b"HALF\n").unwrap();
+    let mut buf = [0u8; 16];
+    assert_eq!(c.read(&mut buf).unwrap(), 0, "EOF forwarded to the client");
+    c.write_all(&payload(100_000)).unwrap();
+    c.shutdown(Shutdown::Write).unwrap();
+    let seen = rx.recv_timeout(Duration::from_secs(5)).unwrap();
+    assert_eq!(seen.result, "got 100000");
+
+    // Client resets → the server gets a reset.
+    let c = connect(&t.c, sa(SERVER4, 5001)).unwrap();
+    (&c).write_all(b"HOLD\n").unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    set_linger0(&c);
+    drop(c);
+    let seen = rx.recv_timeout(Duration::from_secs(5)).unwrap();
+    assert_eq!(seen.result, "reset");
+
+    // Server resets → the client gets a reset.
+    let mut c = connect(&t.c, sa(SERVER4, 5001)).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    c.write_all(b"RST\n").unwrap();
+    let e = c.read(&mut buf).expect_err("reset expected");
+    assert_eq!(e.kind(), ErrorKind::ConnectionReset, "{e}");
+}
+
+#[test]
+fn refused_server_resets_client_quickly() {
+    let _g = serial();
+    let mut t = Topo::new("rf");
+    t.start(&t.config());
+    let started = Instant::now();
+    // Nothing listens on 5999: the gateway accepted the SYN, then resets once its connect fails.
+    // The reset may land before the client's connect() returns, or on its first read.
+    let e = match connect(&t.c, sa(SERVER4, 5999)) {
+        Err(e) => e,
+        Ok(mut c) => {
+            c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let mut buf = [0u8; 4];
+            c.read(&mut buf).expect_err("reset expected")
+        }
+    };
+    assert_eq!(e.kind(), ErrorKind::ConnectionReset, "{e}");
+    assert!(started.elapsed() < Duration::from_secs(2));
+    std::thread::sleep(Duration::from_millis(1200));
+    let (_, v) = control(&t.sock(), "GET", "/v1/counters", None).unwrap();
+    assert!(v["flows_failed_connect"].as_u64().unwrap() >= 1, "{v}");
+}
+
+#[test]
+fn thousand_concurrent_flows() {
+    let _g = serial();
+    let mut t = Topo::new("k1");
+    t.start(&t.config());
+    let _rx = server(&t.s, sa(SERVER4, 5001));
+    let conns: Vec<_> = (0..1000)
+        .map(|i| {
+            let mut c =
+                connect(&t.c, sa(SERVER4, 5001)).unwrap_or_else(|e| panic!("conn {i}: {e}"));
+            c.write_all(b"WHO\n").unwrap();
+            c
+        })
+        .collect();
+    for c in &conns {
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut line = String::new();
+        BufReader::new(c).read_line(&mut line).unwrap();
+        assert_eq!(line.trim(), c.local_addr().unwrap().to_string());
+    }
+    std::thread::sleep(Duration::from_millis(1200));
+    let (_, v) = control(&t.sock(), "GET", "/v1/counters", None).unwrap();
+    assert_eq!(v["flows_live"], 1000, "{v}\n{}", t.log());
+    assert_eq!(t.flows("live").len(), 1000);
+    for mut c in conns {
+        c.write_all(b"x").unwrap();
+        let mut b = [0u8; 1];
+        c.read_exact(&mut b).unwrap();
+        assert_eq!(&b, b"x");
+    }
+}
+
+#[test]
+fn fail_open_when_killed_and_split_again_after_restart() {
+    let _g = serial();
+    let mut t = Topo::new("fo");
+    let cfg = t.config();
+    t.start(&cfg);
+    let _rx = server(&t.s, sa(SERVER4, 5001));
+    let (local, _, seen) = who(&t, sa(SERVER4, 5001));
+    assert_eq!(seen, local.to_string());
+    assert!(wait_flow(&t, local).is_some());
+    t.kill9();
+    let killed = Instant::now();
+    // Workers die with the master; the tproxy rule no longer finds a listener and breaks.
+    let mut ok = false;
+    while killed.elapsed() < Duration::from_secs(1) {
+        if let Ok(mut c) = connect(&t.c, sa(SERVER4, 5001)) {
+            c.set_read_timeout(Some(Duration::from_millis(500)))
+                .unwrap();
+            let _ = c.write_all(b"WHO\n");
+            let mut line = String::new();
+            if BufReader::new(c).read_line(&mut line).is_ok() && !line.is_empty() {
+                ok = true;
+                break;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(ok, "no unsplit connection within 1 s of SIGKILL");
+    t.start(&cfg);
+    let (local, _, seen) = who(&t, sa(SERVER4, 5001));
+    assert_eq!(seen, local.to_string());
+    assert!(wait_flow(&t, local).is_some(), "split again after restart");
+}
+
+fn esp_roundtrip(t: &Topo) -> bool {
+    // Raw ESP (IP protocol 50) from client to server must arrive byte-identical.
+    let recv = in_ns(&t.s, || {
+        // SAFETY: plain socket syscall.
+        let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_RAW, 50) };
+        assert!(fd >= 0);
+        let tv = libc::timeval {
+            tv_sec: 3,
+            tv_usec: 0,
+        };
+        // SAFETY: valid timeval for SO_RCVTIMEO.
+        unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                libc::SO_RCVTIMEO,
+                &tv as *const _ as *const libc::c_void,
+                std::mem::size_of::<libc::timeval>() as u32,
+            )
+        };
+        fd
+    });
+    let body: Vec<u8> = (0..200u32).map(|i| (i * 7 + 3) as u8).collect();
+    let sent = body.clone();
+    in_ns(&t.c, move || {
+        // SAFETY: plain socket syscalls with a valid sockaddr_in.
+        unsafe {
+            let fd = libc::socket(libc::AF_INET, libc::SOCK_RAW, 50);
+            let dst = libc::sockaddr_in {
+                sin_family: libc::AF_INET as u16,
+                sin_port: 0,
+                sin_addr: libc::in_addr {
+                    s_addr: u32::from_ne_bytes([10, 99, 2, 10]),
+                },
+                sin_zero: [0; 8],
+            };
+            let n = libc::sendto(
+                fd,
+                sent.as_ptr() as *const libc::c_void,
+                sent.len(),
+                0,
+                &dst as *const _ as *const libc::sockaddr,
+                std::mem::size_of::<libc::sockaddr_in>() as u32,
+            );
+            assert_eq!(n as usize, sent.len());
+            libc::close(fd);
+        }
+    });
+    let mut buf = vec![0u8; 2048];
+    // SAFETY: buf is valid for writes of its length.
+    let n = unsafe { libc::recv(recv, buf.as_mut_ptr() as *mut libc::c_void, buf.len(), 0) };
+    // SAFETY: closing our own fd.
+    unsafe { libc::close(recv) };
+    if n < 20 {
+        return false;
+    }
+    let ihl = ((buf[0] & 0x0f) as usize) * 4;
+    let src = &buf[12..16];
+    src == [10, 99, 1, 10] && buf[ihl..n as usize] == body[..]
+}
+
+#[test]
+fn bypass_is_not_split() {
+    let _g = serial();
+    let mut t = Topo::new("bp");
+    t.start(&t.config());
+    let _rx = server(&t.s, sa(SERVER4, 4500));
+    let (local, _, seen) = who(&t, sa(SERVER4, 4500));
+    assert_eq!(seen, local.to_string());
+    std::thread::sleep(Duration::from_millis(1200));
+    assert!(find_flow(&t, local).is_none(), "TCP 4500 must not be split");
+    assert!(esp_roundtrip(&t), "ESP did not pass byte-identical");
+    let (_, v) = control(&t.sock(), "GET", "/v1/counters", None).unwrap();
+    assert!(
+        v["by_action"]["bypass"]["packets"].as_u64().unwrap() >= 2,
+        "{v}"
+    );
+}
+
+#[test]
+fn failed_apply_keeps_previous_state() {
+    let _g = serial();
+    let mut t = Topo::new("ap");
+    let cfg = t.config();
+    t.start(&cfg);
+    let before = sh_out(&[
+        "ip", "netns", "exec", &t.g, "nft", "-s", "list", "table", "inet", "perigee",
+    ]);
+    let mut bad = cfg.clone();
+    bad["revision"] = "bad".into();
+    bad["served_subnets"] = serde_json::json!(["10.99.1.0/24", "fd99:1::/64", "10.55.0.0/16"]);
+    // The gateway is not on-link with this next hop: `ip route` fails after nft applied.
+    bad["satellite"]["routes"] = serde_json::json!([{"dst": "10.77.0.0/16", "via": "10.250.0.1"}]);
+    let (st, v) = control(&t.sock(), "PUT", "/v1/config", Some(&bad)).unwrap();
+    assert_eq!(st, 409, "{v}");
+    assert_eq!(v["error"]["step"], "routes");
+    let after = sh_out(&[
+        "ip", "netns", "exec", &t.g, "nft", "-s", "list", "table", "inet", "perigee",
+    ]);
+    assert_eq!(before, after, "nft ruleset changed by a failed apply");
+    let (_, c) = control(&t.sock(), "GET", "/v1/config", None).unwrap();
+    assert_eq!(c["revision"], "t1");
+    // Invalid configs are refused naming the field, and validate changes nothing.
+    bad["satellite"]["routes"] = serde_json::json!([]);
+    bad["splitter"]["tproxy_port"] = 70000.into();
+    let (st, v) = control(&t.sock(), "POST", "/v1/config/validate", Some(&bad)).unwrap();
+    assert_eq!(st, 422);
+    assert_eq!(v["error"]["field"], "splitter.tproxy_port");
+    // A good apply with an open flow keeps the flow.
+    let _rx = server(&t.s, sa(SERVER4, 5001));
+    let mut c = connect(&t.c, sa(SERVER4, 5001)).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    c.write_all(b"WHO\n").unwrap();
+    let mut r = BufReader::new(c.try_clone().unwrap());
+    let mut line = String::new();
+    r.read_line(&mut line).unwrap();
+    let mut good = cfg.clone();
+    good["revision"] = "t3".into();
+    let (st, v) = control(&t.sock(), "PUT", "/v1/config", Some(&good)).unwrap();
+    assert_eq!(st, 200, "{v}");
+    c.write_all(b"still here\n").unwrap();
+    let mut echo = String::new();
+    r.read_line(&mut echo).unwrap();
+    assert_eq!(echo, "still here\n");
+}
+
+#[test]
+fn max_flows_overflow_routes_unsplit() {
+    let _g = serial();
+    let mut t = Topo::new("mf");
+    let mut cfg = t.config();
+    cfg["splitter"]["max_flows"] = 3.into();
+    t.start(&cfg);
+    let _rx = server(&t.s, sa(SERVER4, 5001));
+    let mut conns = Vec::new();
+    for _ in 0..3 {
+        let mut c = connect(&t.c, sa(SERVER4, 5001)).unwrap();
+        c.write_all(b"WHO\n").unwrap();
+        conns.push(c);
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    let (local, _, seen) = who(&t, sa(SERVER4, 5001));
+    assert_eq!(
+        seen,
+        local.to_string(),
+        "unsplit flows still reach the server"
+    );
+    let (_, v) = control(&t.sock(), "GET", "/v1/counters", None).unwrap();
+    assert!(v["flows_unsplit_overflow"].as_u64().unwrap() >= 1, "{v}");
+    assert!(find_flow(&t, local).is_none());
+    drop(conns);
+}
