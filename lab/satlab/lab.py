@@ -1,0 +1,269 @@
+"""Bringing the lab up and down: namespaces, veths, addresses, routes, emulators, servers."""
+
+from __future__ import annotations
+
+import fcntl
+import importlib.util
+import json
+import os
+import shutil
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from . import linkctl, procs
+from .profiles import CROSS_PARAMS, Params
+from .sysrun import CommandError, ip, list_namespaces, run, run_ns
+from .topology import LINKS, ROLES, ROUTERS, ROUTES, SERVER_V4, SERVER_V6, VETHS, EmulatedLink, Topology
+
+LAB_DIR = Path(__file__).resolve().parent.parent
+EMULATOR_BIN = Path(os.environ.get("SATLAB_LINK_BIN", LAB_DIR / "emulator/target/release/satlab-link"))
+OFFLOADS = ("tso", "gso", "gro", "tx", "rx")
+STATE_FILE = "state.json"
+
+
+class LabError(RuntimeError):
+    """A user-facing failure: printed as one line, exit status 1."""
+
+
+@contextmanager
+def locked(topo: Topology) -> Iterator[None]:
+    """Serialise up/down for one prefix (the lock file sits beside, not inside, the run dir)."""
+    os.makedirs(topo.run_root, exist_ok=True)
+    with open(os.path.join(topo.run_root, f".{topo.prefix}lock"), "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        yield
+
+
+def ctl_socket(topo: Topology, link: str) -> str:
+    return topo.path(f"{link}-link.sock")
+
+
+def load_state(topo: Topology) -> dict[str, Any] | None:
+    try:
+        with open(topo.path(STATE_FILE)) as f:
+            state: dict[str, Any] = json.load(f)
+            return state
+    except (OSError, ValueError):
+        return None
+
+
+def save_state(topo: Topology, state: dict[str, Any]) -> None:
+    tmp = topo.path(STATE_FILE + ".tmp")
+    with open(tmp, "w") as f:
+        json.dump(state, f, indent=2)
+    os.replace(tmp, topo.path(STATE_FILE))
+
+
+def existing_namespaces(topo: Topology) -> list[str]:
+    ours = set(topo.namespaces)
+    return [n for n in list_namespaces() if n in ours]
+
+
+def gateway_module() -> Any | None:
+    """The splitter's hook (lab/satlab/gateway.py), when it exists."""
+    if importlib.util.find_spec("satlab.gateway") is None:
+        return None
+    return importlib.import_module("satlab.gateway")
+
+
+def python_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(LAB_DIR) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env
+
+
+# --- building ---------------------------------------------------------------------------------
+
+def _disable_offloads(ns: str, dev: str) -> None:
+    args = [x for feat in OFFLOADS for x in (feat, "off")]
+    if run_ns(ns, ["ethtool", "-K", dev, *args], check=False).returncode != 0:
+        # Some features are fixed on some kernels: set the changeable ones one by one.
+        for feat in OFFLOADS:
+            run_ns(ns, ["ethtool", "-K", dev, feat, "off"], check=False)
+
+
+def _sysctl(ns: str, *settings: str) -> None:
+    run_ns(ns, ["sysctl", "-q", "-w", *settings])
+
+
+def _mac(ns: str, dev: str) -> str:
+    info = json.loads(ip(ns, "-j", "link", "show", "dev", dev).stdout)
+    return str(info[0]["address"])
+
+
+def build_network(topo: Topology) -> None:
+    for role in ROLES:
+        run(["ip", "netns", "add", topo.ns(role)])
+    for role in ROLES:
+        ns = topo.ns(role)
+        ip(ns, "link", "set", "lo", "up")
+        if role == "sat":
+            # The emulator namespace is a wire, not a host: no IPv6 chatter of its own.
+            _sysctl(ns, "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1")
+        if role in ROUTERS:
+            _sysctl(ns, "net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1")
+    for v in VETHS:
+        # Created directly in both namespaces: no name ever appears in the root namespace.
+        ip(topo.ns(v.a.role), "link", "add", v.a.name, "type", "veth",
+           "peer", "name", v.b.name, "netns", topo.ns(v.b.role))
+        for end in (v.a, v.b):
+            ns = topo.ns(end.role)
+            if v.emulated:
+                _disable_offloads(ns, end.name)
+            for addr in end.v4:
+                ip(ns, "addr", "add", addr, "dev", end.name)
+            for i, addr in enumerate(end.v6):
+                # Extra addresses are deprecated (preferred_lft 0): usable when bound explicitly,
+                # never picked as the default source, so the first address is the host's identity.
+                extra = ["preferred_lft", "0"] if i else []
+                ip(ns, "-6", "addr", "add", addr, "dev", end.name, "nodad", *extra)
+            ip(ns, "link", "set", end.name, "up")
+    for r in ROUTES:
+        fam = "-6" if ":" in r.via else "-4"
+        ip(topo.ns(r.role), fam, "route", "replace", r.dest, "via", r.via)
+    # Permanent neighbours across the emulated links: ARP/ND over a 600 ms lossy link would add
+    # spurious delay and drops to the first packets and to any saturating test.
+    for v_left, v_right in ((VETHS[1].a, VETHS[2].b), (VETHS[4].a, VETHS[5].b)):
+        for here, there in ((v_left, v_right), (v_right, v_left)):
+            mac = _mac(topo.ns(there.role), there.name)
+            for addr in there.v4 + there.v6:
+                ip(topo.ns(here.role), "neigh", "replace", addr.split("/")[0], "lladdr", mac,
+                   "dev", here.name, "nud", "permanent")
+
+
+def start_emulator(topo: Topology, link: EmulatedLink, forward: Params, ret: Params, seed: int) -> None:
+    if not EMULATOR_BIN.is_file():
+        raise LabError(f"link emulator not built: {EMULATOR_BIN} (run: make -C {LAB_DIR}/emulator build)")
+    a_to_b, b_to_a = (forward, ret) if link.forward == "a_to_b" else (ret, forward)
+    cfg = topo.path(f"{link.name}-link.json")
+    with open(cfg, "w") as f:
+        json.dump({"a_to_b": a_to_b, "b_to_a": b_to_a}, f, indent=2)
+    sock = ctl_socket(topo, link.name)
+    pidfile = topo.path(f"{link.name}-link.pid")
+    procs.spawn(topo.ns("sat"), [str(EMULATOR_BIN), "--a", link.a, "--b", link.b, "--control", sock,
+                                 "--config", cfg, "--seed", str(seed), "--pidfile", pidfile],
+                pidfile, topo.path(f"{link.name}-link.log"))
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            linkctl.get(sock)
+            return
+        except (linkctl.LinkControlError, OSError, ValueError) as e:
+            pid = procs.read_pid(pidfile)
+            if pid is None or not procs.alive(pid) or time.monotonic() > deadline:
+                log = Path(topo.path(f"{link.name}-link.log")).read_text(errors="replace")[-800:]
+                raise LabError(f"{link.name} link emulator did not start ({e}); log:\n{log}") from e
+            time.sleep(0.05)
+
+
+SERVICES = (
+    # name, namespace role, argv after `python -m satlab.servers`
+    ("http", "server", ["http", "--port", "80"]),
+    ("bulk", "server", ["bulk", "--port", "5001"]),
+    ("cross-bulk", "cross", ["bulk", "--port", "5001"]),
+)
+
+
+def start_servers(topo: Topology) -> None:
+    env = python_env()
+    for name, role, args in SERVICES:
+        procs.spawn(topo.ns(role), [sys.executable, "-m", "satlab.servers", *args],
+                    topo.path(f"{name}.pid"), topo.path(f"{name}.log"), env=env)
+
+
+def wait_ready(topo: Topology, timeout: float) -> None:
+    """Ping client -> server (v4 and v6), and check the servers listen."""
+    deadline = time.monotonic() + timeout
+    for target in (SERVER_V4, SERVER_V6):
+        while True:
+            p = run_ns(topo.ns("client"), ["ping", "-n", "-c", "1", "-W", "3", target], check=False, timeout=10)
+            if p.returncode == 0:
+                break
+            if time.monotonic() > deadline:
+                raise LabError(f"no ping answer from {target} within {timeout:.0f} s")
+    for name, role, args in SERVICES:
+        port = args[args.index("--port") + 1]
+        while True:
+            out = run_ns(topo.ns(role), ["ss", "-Hltn", f"sport = :{port}"], check=False).stdout
+            if out.strip():
+                break
+            pid = procs.read_pid(topo.path(f"{name}.pid"))
+            if pid is None or not procs.alive(pid) or time.monotonic() > deadline:
+                log = Path(topo.path(f"{name}.log")).read_text(errors="replace")[-800:]
+                raise LabError(f"{name} server did not start; log:\n{log}")
+            time.sleep(0.05)
+
+
+def up(topo: Topology, profile: str, forward: Params, ret: Params, gateway: str | None,
+       seed: int = 1, timeout: float = 30.0) -> dict[str, Any]:
+    gw = None
+    if gateway:
+        gw = gateway_module()
+        if gw is None:
+            raise LabError("--gateway needs the splitter's hook lab/satlab/gateway.py, which is not "
+                           "there yet; run without --gateway")
+    with locked(topo):
+        present = existing_namespaces(topo)
+        if present or os.path.exists(topo.path(STATE_FILE)):
+            what = ", ".join(present) if present else topo.run_dir
+            raise LabError(f"satlab '{topo.prefix}' is already up ({what}); run 'satlab down' first")
+        os.makedirs(topo.run_dir, exist_ok=True)
+        state: dict[str, Any] = {
+            "prefix": topo.prefix, "profile": profile, "started": time.time(),
+            "forward": forward, "return": ret, "cross": CROSS_PARAMS, "gateway": None,
+            "namespaces": topo.namespaces,
+        }
+        save_state(topo, state)
+        try:
+            build_network(topo)
+            start_emulator(topo, LINKS[0], forward, ret, seed)
+            start_emulator(topo, LINKS[1], CROSS_PARAMS, CROSS_PARAMS, seed + 1)
+            start_servers(topo)
+            wait_ready(topo, timeout)
+            if gw is not None:
+                gw.start(topo, gateway)
+                state["gateway"] = gateway
+                save_state(topo, state)
+        except BaseException:
+            _teardown(topo)
+            raise
+    return state
+
+
+# --- tearing down -----------------------------------------------------------------------------
+
+def _teardown(topo: Topology) -> None:
+    state = load_state(topo) or {}
+    if state.get("gateway"):
+        gw = gateway_module()
+        if gw is not None:
+            try:
+                gw.stop(topo, state["gateway"])
+            except Exception as e:  # keep tearing down the rest
+                print(f"satlab: gateway.stop failed: {e}", file=sys.stderr)
+    for name, _role, _args in SERVICES:
+        procs.stop_pidfile(topo.path(f"{name}.pid"), "satlab")
+    for link in LINKS:
+        sock = ctl_socket(topo, link.name)
+        if os.path.exists(sock):
+            linkctl.shutdown(sock)
+        procs.stop_pidfile(topo.path(f"{link.name}-link.pid"), "satlab-link")
+    for ns in existing_namespaces(topo):
+        # Anything still running inside our namespaces was started in our lab (satlab exec ...).
+        pids = run(["ip", "netns", "pids", ns], check=False).stdout.split()
+        for pid in pids:
+            procs.stop_pid(int(pid), grace=1.0)
+        try:
+            run(["ip", "netns", "del", ns])
+        except CommandError as e:
+            print(f"satlab: {e}", file=sys.stderr)
+    shutil.rmtree(topo.run_dir, ignore_errors=True)
+
+
+def down(topo: Topology) -> None:
+    with locked(topo):
+        _teardown(topo)

@@ -1,0 +1,50 @@
+"""up/down on their own prefixes: custom RTT, clean teardown, failed up cleans up, --gateway."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+from conftest import ping_rtts, satlab
+from test_lab import rtt_ok
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)")
+
+
+def namespaces_with(prefix: str) -> list[str]:
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    return [line.split()[0] for line in out.splitlines() if line.startswith(prefix)]
+
+
+def test_custom_rtt_then_down_leaves_nothing() -> None:
+    prefix = "su-"
+    satlab("down", prefix=prefix, check=False)
+    try:
+        satlab("up", "--rtt", "100", "--fwd-rate", "10M", "--ret-rate", "5M", prefix=prefix)
+        rtts = ping_rtts("client", "10.71.3.10", 8, prefix=prefix)[1:]
+        assert rtt_ok(rtts, 100), rtts
+        assert len(ping_rtts("client", "fd71:3::10", 2, prefix=prefix)) == 2
+    finally:
+        satlab("down", prefix=prefix)
+    assert namespaces_with(prefix) == []
+    assert not os.path.exists(f"/run/satlab/{prefix}")
+    satlab("down", prefix=prefix)  # idempotent
+
+
+def test_failed_up_cleans_up() -> None:
+    prefix = "sf-"
+    p = satlab("up", prefix=prefix, check=False, env={"SATLAB_LINK_BIN": "/nonexistent/satlab-link"})
+    assert p.returncode == 1 and "emulator" in p.stderr
+    assert namespaces_with(prefix) == []
+    assert not os.path.exists(f"/run/satlab/{prefix}")
+
+
+def test_gateway_without_hook_is_a_clear_error() -> None:
+    from satlab import lab
+
+    if lab.gateway_module() is not None:
+        pytest.skip("the gateway hook exists")
+    p = satlab("up", "--gateway", "hub", prefix="sg-", check=False)
+    assert p.returncode == 1 and "gateway" in p.stderr
+    assert namespaces_with("sg-") == []
