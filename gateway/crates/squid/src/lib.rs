@@ -8,6 +8,7 @@
 
 pub mod access_log;
 pub mod admin;
+pub mod api;
 pub mod cidr;
 pub mod config;
 pub mod manager;
@@ -16,6 +17,7 @@ pub mod tailer;
 pub mod version;
 
 pub use access_log::{parse_access_line, AccessRecord, CacheOutcome, RequestCounters, RequestRing};
+pub use api::{CollectResponse, PurgeRequest, PurgeResponse};
 pub use cidr::Cidr;
 pub use config::{parse_served_subnets, CacheConfig, ConfigError, RefreshPattern, Store};
 pub use manager::{ApplyAction, ApplyReport, CacheStats, ManagerOptions, SquidError, SquidManager};

@@ -395,6 +395,41 @@ impl SquidManager {
         lock(&self.shared.ring).recent(limit)
     }
 
+    pub fn requests_dropped(&self) -> u64 {
+        lock(&self.shared.ring).dropped()
+    }
+
+    /// Moves access.log and cache.log aside (to `*.1`, replacing older ones) and has Squid
+    /// reopen them (`squid -k rotate`; logfile_rotate 0 means Squid itself renames nothing).
+    /// The follower finishes the old file before switching, so no request is lost.
+    pub fn rotate_logs(&mut self) -> Result<(), SquidError> {
+        self.reap();
+        if self.running.is_none() {
+            return Err(SquidError::new("not_running", "the cache is not running"));
+        }
+        self.shared.pump();
+        for log in [self.opts.paths.access_log(), self.opts.paths.cache_log()] {
+            if log.exists() {
+                let mut old = log.clone().into_os_string();
+                old.push(".1");
+                std::fs::rename(&log, old).map_err(io_err("rotating squid logs"))?;
+            }
+        }
+        self.squid_k("rotate")
+            .map_err(|m| SquidError::new("squid_io", m))
+    }
+
+    /// Rotates when access.log has grown past `max_bytes` (call it periodically).
+    pub fn rotate_logs_if_larger(&mut self, max_bytes: u64) -> Result<bool, SquidError> {
+        let size = std::fs::metadata(self.opts.paths.access_log())
+            .map(|m| m.len())
+            .unwrap_or(0);
+        if size <= max_bytes {
+            return Ok(false);
+        }
+        self.rotate_logs().map(|_| true)
+    }
+
     pub fn counters(&self) -> RequestCounters {
         self.shared.pump();
         lock(&self.shared.counters).clone()

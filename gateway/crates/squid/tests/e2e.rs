@@ -290,6 +290,20 @@ fn tproxy_cache_end_to_end() {
     let recs = records_for(&mgr, &mut seen, big, 3);
     assert_eq!(recs[2].outcome, CacheOutcome::Miss, "{recs:#?}");
 
+    // --- log rotation: requests after `squid -k rotate` still reach the ring ---
+    assert!(!mgr.rotate_logs_if_larger(u64::MAX).unwrap());
+    mgr.rotate_logs().expect("rotate");
+    let after = "/o/100/public/after-rotate";
+    let deadline = Instant::now() + Duration::from_secs(5);
+    // Squid reopens its logs asynchronously after the signal.
+    while !mgr.paths().access_log().exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    get(after);
+    records_for(&mgr, &mut seen, after, 1);
+    let collected = perigee_squid::api::collect(&mgr);
+    assert_eq!(collected.dropped, 0);
+
     // --- disabling stops Squid ---
     assert_eq!(
         mgr.apply(&CacheConfig::default(), &served())
