@@ -8,6 +8,7 @@
  *   congestion avoidance:   cwnd += rho^2/cwnd  per ACKed segment
  *   initial window:         IW * rho
  *   outside TCP_CA_Open:    rho = 1, i.e. plain Reno; loss: ssthresh = max(cwnd/2, 2)
+ *   every cwnd it sets:     <= min(65536, snd_cwnd_clamp, operator cwnd_max if nonzero)
  *
  * Uses only what BPF TCP CCs may touch since Linux 6.1: reads of tcp_sock/ack_sample,
  * writes of snd_cwnd, snd_ssthresh-return, icsk_ca_priv and sk_pacing_status. No kfuncs.
@@ -22,7 +23,7 @@
 
 char _license[] SEC("license") = "GPL";
 
-/* Run-time parameters (RTT0, base RTT), pinned by the loader; see hybla_params.h. */
+/* Run-time parameters (RTT0, base RTT, cwnd ceiling), pinned by the loader: hybla_params.h. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
@@ -30,13 +31,14 @@ struct {
 	__type(value, struct hybla_params);
 } hybla_params SEC(".maps");
 
-/* Per-connection state, lives in icsk_ca_priv (104 bytes on 6.1+; this uses 20). */
+/* Per-connection state, lives in icsk_ca_priv (104 bytes on 6.1+; this uses 24). */
 struct hybla_state {
 	__u32 rho_q16;     /* current rho, Q16 */
 	__u32 min_rtt_us;  /* minimum RTT sample seen, 0 = none yet */
 	__u32 frac;        /* Q32 cwnd remainder carried between ACKs */
 	__u32 generation;  /* params generation rho was computed with */
 	__u32 ca_state;    /* last TCP_CA_* state from set_state */
+	__u32 cwnd_max;    /* operator cwnd ceiling from the params map, 0 = none */
 };
 
 static __always_inline struct tcp_sock *hybla_tp(struct sock *sk)
@@ -49,20 +51,25 @@ static __always_inline struct hybla_state *hybla_ca(struct sock *sk)
 	return (struct hybla_state *)((struct inet_connection_sock *)sk)->icsk_ca_priv;
 }
 
-/* Recompute rho when forced (new min RTT, init) or when the operator changed the params. */
-static __always_inline void hybla_refresh_rho(struct hybla_state *ca, int force)
+/*
+ * Re-read the params (rho, cwnd ceiling) when forced (new min RTT, init) or when the operator
+ * changed them.
+ */
+static __always_inline void hybla_refresh_params(struct hybla_state *ca, int force)
 {
-	__u32 key = 0, rtt0 = 0, base = 0, gen = 0, rtt;
+	__u32 key = 0, rtt0 = 0, base = 0, gen = 0, cwnd_max = 0, rtt;
 	struct hybla_params *p = bpf_map_lookup_elem(&hybla_params, &key);
 
 	if (p) {
 		rtt0 = p->rtt0_us;
 		base = p->base_rtt_us;
 		gen = p->generation;
+		cwnd_max = p->cwnd_max;
 	}
 	if (!force && gen == ca->generation)
 		return;
 	ca->generation = gen;
+	ca->cwnd_max = cwnd_max;
 	/* A BoD allocation delay inflates measured RTTs; an operator base RTT keeps rho honest. */
 	rtt = base ? base : ca->min_rtt_us;
 	ca->rho_q16 = rtt ? hybla_rho_q16(rtt, rtt0) : HYBLA_RHO_ONE;
@@ -76,11 +83,9 @@ static __always_inline int hybla_cwnd_limited(struct tcp_sock *tp)
 	return BPF_CORE_READ_BITFIELD(tp, is_cwnd_limited);
 }
 
-static __always_inline __u32 hybla_ceiling(struct tcp_sock *tp)
+static __always_inline __u32 hybla_ceiling(struct tcp_sock *tp, struct hybla_state *ca)
 {
-	__u32 clamp = tp->snd_cwnd_clamp;
-
-	return clamp < HYBLA_CWND_CEILING ? clamp : HYBLA_CWND_CEILING;
+	return hybla_effective_ceiling(tp->snd_cwnd_clamp, ca->cwnd_max);
 }
 
 SEC("struct_ops/hybla_init")
@@ -92,10 +97,10 @@ void BPF_PROG(hybla_init, struct sock *sk)
 	ca->frac = 0;
 	ca->ca_state = TCP_CA_Open;
 	ca->min_rtt_us = tp->srtt_us >> 3; /* SYN/SYN-ACK RTT, 0 if unknown */
-	hybla_refresh_rho(ca, 1);
+	hybla_refresh_params(ca, 1);
 	/* Scale the initial window only for a fresh connection, not on a CC switch mid-flow. */
 	if (tp->data_segs_out == 0)
-		tp->snd_cwnd = hybla_initial_cwnd(tp->snd_cwnd, ca->rho_q16, hybla_ceiling(tp));
+		tp->snd_cwnd = hybla_initial_cwnd(tp->snd_cwnd, ca->rho_q16, hybla_ceiling(tp, ca));
 	/* Pace at >= cwnd/srtt so Hybla's large windows leave as a stream, not a burst. */
 	sk->sk_pacing_status = SK_PACING_NEEDED;
 }
@@ -106,15 +111,21 @@ void BPF_PROG(hybla_cong_avoid, struct sock *sk, __u32 ack, __u32 acked)
 	struct tcp_sock *tp = hybla_tp(sk);
 	struct hybla_state *ca = hybla_ca(sk);
 	struct hybla_window w;
-	__u32 rho;
+	__u32 rho, ceiling;
 
+	hybla_refresh_params(ca, 0);
+	ceiling = hybla_ceiling(tp, ca);
+	/* A ceiling lowered at run time applies at once, even to an application-limited flow. */
+	if (tp->snd_cwnd > ceiling) {
+		tp->snd_cwnd = ceiling;
+		ca->frac = 0;
+	}
 	if (!hybla_cwnd_limited(tp))
 		return;
-	hybla_refresh_rho(ca, 0);
 	rho = ca->ca_state == TCP_CA_Open ? ca->rho_q16 : HYBLA_RHO_ONE;
 	w.cwnd = tp->snd_cwnd;
 	w.frac = ca->frac;
-	hybla_on_ack(&w, tp->snd_ssthresh, rho, acked, hybla_ceiling(tp));
+	hybla_on_ack(&w, tp->snd_ssthresh, rho, acked, ceiling);
 	tp->snd_cwnd = w.cwnd;
 	ca->frac = w.frac;
 }
@@ -129,7 +140,7 @@ void BPF_PROG(hybla_pkts_acked, struct sock *sk, const struct ack_sample *sample
 		return;
 	if (ca->min_rtt_us == 0 || (__u32)rtt < ca->min_rtt_us) {
 		ca->min_rtt_us = (__u32)rtt;
-		hybla_refresh_rho(ca, 1);
+		hybla_refresh_params(ca, 1);
 	}
 }
 
@@ -154,9 +165,8 @@ SEC("struct_ops/hybla_undo_cwnd")
 __u32 BPF_PROG(hybla_undo_cwnd, struct sock *sk)
 {
 	struct tcp_sock *tp = hybla_tp(sk);
-	__u32 cwnd = tp->snd_cwnd, prior = tp->prior_cwnd;
 
-	return cwnd > prior ? cwnd : prior;
+	return hybla_undo(tp->snd_cwnd, tp->prior_cwnd, hybla_ceiling(tp, hybla_ca(sk)));
 }
 
 SEC(".struct_ops")

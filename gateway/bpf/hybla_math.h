@@ -92,6 +92,23 @@ static __always_inline __u64 hybla_ca_inc_q32(__u32 rho_q16, __u32 cwnd)
 	return (rho2_q32 + cwnd - 1) / cwnd;
 }
 
+/*
+ * The ceiling every cwnd update respects: the built-in HYBLA_CWND_CEILING, the socket's
+ * snd_cwnd_clamp (route `cwnd lock`, TCP_WINDOW_CLAMP) and the operator's cwnd_max (0 = none).
+ * At GEO rho ~ 24 one slow-start ACK reaches it, so the operator's value is what bounds the
+ * first burst. Never below 1.
+ */
+static __always_inline __u32 hybla_effective_ceiling(__u32 snd_cwnd_clamp, __u32 cwnd_max)
+{
+	__u32 c = HYBLA_CWND_CEILING;
+
+	if (snd_cwnd_clamp < c)
+		c = snd_cwnd_clamp;
+	if (cwnd_max != 0 && cwnd_max < c)
+		c = cwnd_max;
+	return c ? c : 1;
+}
+
 /* Initial window: the stack's initial window scaled by rho, within [iw, ceiling]. */
 static __always_inline __u32 hybla_initial_cwnd(__u32 iw, __u32 rho_q16, __u32 ceiling)
 {
@@ -153,6 +170,14 @@ static __always_inline void hybla_on_ack(struct hybla_window *w, __u32 ssthresh,
 	}
 	w->cwnd = (__u32)cwnd;
 	w->frac = (__u32)(total & 0xffffffffULL);
+}
+
+/* Undo after a spurious loss: back to the larger of now and before, within the ceiling. */
+static __always_inline __u32 hybla_undo(__u32 cwnd, __u32 prior_cwnd, __u32 ceiling)
+{
+	__u32 w = cwnd > prior_cwnd ? cwnd : prior_cwnd;
+
+	return w > ceiling ? ceiling : w;
 }
 
 /* Reno's multiplicative decrease: ssthresh = max(cwnd / 2, 2). */

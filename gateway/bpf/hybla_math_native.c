@@ -40,6 +40,16 @@ void perigee_hybla_on_ack(__u32 *cwnd, __u32 *frac, __u32 ssthresh, __u32 rho_q1
 	*frac = w.frac;
 }
 
+__u32 perigee_hybla_effective_ceiling(__u32 snd_cwnd_clamp, __u32 cwnd_max)
+{
+	return hybla_effective_ceiling(snd_cwnd_clamp, cwnd_max);
+}
+
+__u32 perigee_hybla_undo(__u32 cwnd, __u32 prior_cwnd, __u32 ceiling)
+{
+	return hybla_undo(cwnd, prior_cwnd, ceiling);
+}
+
 __u32 perigee_hybla_ssthresh(__u32 cwnd)
 {
 	return hybla_ssthresh(cwnd);

@@ -22,7 +22,8 @@ pub struct ParamsValue {
     pub rtt0_us: u32,
     pub base_rtt_us: u32,
     pub generation: u32,
-    pub reserved: u32,
+    /// Operator cwnd ceiling in segments; 0 = only the built-in 65536.
+    pub cwnd_max: u32,
 }
 
 fn bpf_err(step: &'static str, e: io::Error) -> HyblaError {
@@ -129,18 +130,15 @@ pub fn read_params() -> Result<ParamsValue, HyblaError> {
     libbpf::map_lookup(fd.as_raw_fd(), &0u32).map_err(|e| bpf_err("read params", e))
 }
 
-/// Rewrite the params and bump the generation so open connections recompute rho on their
-/// next ACK; nothing is reloaded.
-pub fn write_params(rtt0_us: u32, base_rtt_us: u32) -> Result<ParamsValue, HyblaError> {
+/// Rewrite the params through `change` and bump the generation so open connections re-read
+/// them (rho, cwnd ceiling) on their next ACK; nothing is reloaded.
+pub fn update_params(change: impl FnOnce(&mut ParamsValue)) -> Result<ParamsValue, HyblaError> {
     let fd = libbpf::obj_get(PARAMS_PIN).map_err(|e| bpf_err("open pinned params map", e))?;
     let old: ParamsValue =
         libbpf::map_lookup(fd.as_raw_fd(), &0u32).map_err(|e| bpf_err("read params", e))?;
-    let new = ParamsValue {
-        rtt0_us,
-        base_rtt_us,
-        generation: old.generation.wrapping_add(1),
-        reserved: 0,
-    };
+    let mut new = old;
+    change(&mut new);
+    new.generation = old.generation.wrapping_add(1);
     libbpf::map_update(fd.as_raw_fd(), &0u32, &new).map_err(|e| bpf_err("write params", e))?;
     Ok(new)
 }

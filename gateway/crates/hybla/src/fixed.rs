@@ -29,6 +29,8 @@ mod ffi {
             ceiling: u32,
         );
         pub fn perigee_hybla_ssthresh(cwnd: u32) -> u32;
+        pub fn perigee_hybla_effective_ceiling(snd_cwnd_clamp: u32, cwnd_max: u32) -> u32;
+        pub fn perigee_hybla_undo(cwnd: u32, prior_cwnd: u32, ceiling: u32) -> u32;
     }
 }
 
@@ -71,6 +73,16 @@ pub fn on_ack(w: &mut Window, ssthresh: u32, rho_q16: u32, acked: u32, ceiling: 
 
 pub fn ssthresh(cwnd: u32) -> u32 {
     unsafe { ffi::perigee_hybla_ssthresh(cwnd) }
+}
+
+/// The ceiling the BPF CC applies: min(65536, snd_cwnd_clamp, cwnd_max if nonzero), >= 1.
+pub fn effective_ceiling(snd_cwnd_clamp: u32, cwnd_max: u32) -> u32 {
+    unsafe { ffi::perigee_hybla_effective_ceiling(snd_cwnd_clamp, cwnd_max) }
+}
+
+/// undo_cwnd: max(cwnd, prior_cwnd) within the ceiling.
+pub fn undo(cwnd: u32, prior_cwnd: u32, ceiling: u32) -> u32 {
+    unsafe { ffi::perigee_hybla_undo(cwnd, prior_cwnd, ceiling) }
 }
 
 pub fn rho_to_f64(rho_q16: u32) -> f64 {

@@ -15,6 +15,8 @@ pub const DEFAULT_RTT0_MS: u32 = 25;
 /// Upper bounds accepted by `set_params` (beyond them rho is capped anyway).
 pub const MAX_RTT0_MS: u32 = 10_000;
 pub const MAX_BASE_RTT_MS: u32 = 60_000;
+/// Largest operator cwnd ceiling, segments: the BPF CC's built-in clamp.
+pub const MAX_CWND_CEILING: u32 = fixed::CWND_CEILING;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct HyblaParams {
@@ -48,6 +50,8 @@ pub struct HyblaStatus {
     pub loaded: bool,
     pub rtt0_ms: u32,
     pub base_rtt_ms: u32,
+    /// Operator cwnd ceiling, segments; 0 = only the built-in 65536 (and the socket's clamp).
+    pub cwnd_max: u32,
     pub available: Vec<String>,
     pub problem: Option<String>,
     /// The registration is Perigee's own BPF one (so `unload` would remove it).
@@ -95,6 +99,7 @@ pub fn status() -> HyblaStatus {
         loaded,
         rtt0_ms: DEFAULT_RTT0_MS,
         base_rtt_ms: 0,
+        cwnd_max: 0,
         available,
         problem: None,
         owned,
@@ -109,6 +114,7 @@ pub fn status() -> HyblaStatus {
                     p.rtt0_us / 1000
                 };
                 st.base_rtt_ms = p.base_rtt_us / 1000;
+                st.cwnd_max = p.cwnd_max;
             }
             Err(e) => st.problem = Some(format!("cannot read the params map: {e}")),
         }
@@ -168,7 +174,7 @@ pub fn load_with_params(params: HyblaParams) -> Result<HyblaStatus, HyblaError> 
         rtt0_us,
         base_rtt_us,
         generation: 1,
-        reserved: 0,
+        cwnd_max: 0,
     };
     bpf_loader::load(initial)?;
     Ok(status())
@@ -194,7 +200,11 @@ pub fn set_params(params: HyblaParams) -> Result<(), HyblaError> {
     let (rtt0_us, base_rtt_us) = validate(params)?;
     let st = status();
     if st.owned {
-        bpf_loader::write_params(rtt0_us, base_rtt_us)?;
+        // The cwnd ceiling is kept: it has its own setter.
+        bpf_loader::update_params(|p| {
+            p.rtt0_us = rtt0_us;
+            p.base_rtt_us = base_rtt_us;
+        })?;
         return Ok(());
     }
     match st.implementation {
@@ -219,6 +229,53 @@ pub fn set_params(params: HyblaParams) -> Result<(), HyblaError> {
         )),
         Implementation::None => Err(HyblaError::NotLoaded),
     }
+}
+
+/// Set the operator cwnd ceiling (segments) every cwnd update of Perigee's BPF Hybla respects;
+/// 0 = only the built-in 65536. Changes apply to open connections on their next ACK (a window
+/// above a lowered ceiling is cut to it). Use [`cwnd_ceiling_for_link`] to derive it from the
+/// granted rate. The kernel's tcp_hybla has no such parameter: a nonzero value is refused there.
+pub fn set_cwnd_ceiling(segments: u32) -> Result<(), HyblaError> {
+    if segments > MAX_CWND_CEILING {
+        return Err(HyblaError::InvalidParams(format!(
+            "cwnd_max must be 0..={MAX_CWND_CEILING} segments, got {segments}"
+        )));
+    }
+    let st = status();
+    if st.owned {
+        bpf_loader::update_params(|p| p.cwnd_max = segments)?;
+        return Ok(());
+    }
+    match st.implementation {
+        Implementation::Kernel if segments == 0 => Ok(()),
+        Implementation::Kernel => Err(HyblaError::Unsupported(
+            "the kernel's tcp_hybla has no cwnd ceiling; cap the route instead              (ip route change ... cwnd N lock), or unload the kernel module (rmmod tcp_hybla)              and `perigee hybla load` the BPF one"
+                .into(),
+        )),
+        Implementation::Bpf => Err(HyblaError::Unsupported(
+            st.problem
+                .unwrap_or_else(|| "hybla is not Perigee's".into()),
+        )),
+        Implementation::None => Err(HyblaError::NotLoaded),
+    }
+}
+
+/// Cwnd ceiling for a satellite link, segments: two bandwidth-delay products of the granted
+/// rate over the RTT the flow sees (propagation + BoD allocation delay),
+/// `ceil(2 * rate * (base_rtt + alloc_delay) / (8 * mss))`, within 1..=MAX_CWND_CEILING.
+/// Two BDPs leave room for slow start's overshoot and the modem queue without letting one
+/// ACK at GEO rho (2^24 segments) turn into a line-rate burst. `mss` 0 is taken as 1.
+pub fn cwnd_ceiling_for_link(
+    rate_bit_s: u64,
+    base_rtt_ms: u32,
+    alloc_delay_ms: u32,
+    mss: u32,
+) -> u32 {
+    let delay_ms = u128::from(base_rtt_ms) + u128::from(alloc_delay_ms);
+    let num = 2 * u128::from(rate_bit_s) * delay_ms;
+    let den = 8 * 1000 * u128::from(mss.max(1));
+    let segments = num.div_ceil(den);
+    segments.clamp(1, u128::from(MAX_CWND_CEILING)) as u32
 }
 
 fn validate(p: HyblaParams) -> Result<(u32, u32), HyblaError> {

@@ -19,7 +19,23 @@ pub fn ca_increment(rho: f64, cwnd: u32) -> f64 {
 
 /// Initial window: the stack's initial window scaled by rho.
 pub fn initial_cwnd(iw: u32, rho: f64, ceiling: u32) -> u32 {
-    ((f64::from(iw) * rho).floor() as u32).clamp(iw, ceiling)
+    // Floor at IW first, then the ceiling wins (a ceiling below IW caps IW too).
+    ((f64::from(iw) * rho).floor() as u32).max(iw).min(ceiling)
+}
+
+/// The cwnd ceiling: the built-in clamp, the socket's clamp and the operator's cwnd_max
+/// (0 = none), whichever is lowest, at least 1 segment.
+pub fn ceiling(snd_cwnd_clamp: u32, cwnd_max: u32) -> u32 {
+    let operator = if cwnd_max == 0 { u32::MAX } else { cwnd_max };
+    crate::fixed::CWND_CEILING
+        .min(snd_cwnd_clamp)
+        .min(operator)
+        .max(1)
+}
+
+/// undo_cwnd: back to the larger window, never above the ceiling.
+pub fn undo(cwnd: u32, prior_cwnd: u32, ceiling: u32) -> u32 {
+    cwnd.max(prior_cwnd).min(ceiling)
 }
 
 /// Window state of the model: whole segments plus the exact carried fraction.

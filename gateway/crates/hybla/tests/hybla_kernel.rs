@@ -167,6 +167,109 @@ fn available() -> String {
     std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control").unwrap()
 }
 
+/// `cwnd:N` of every connection in `ss -tin` output.
+fn ss_cwnds(out: &str) -> Vec<u32> {
+    out.split_whitespace()
+        .filter_map(|t| t.strip_prefix("cwnd:"))
+        .filter_map(|v| v.parse().ok())
+        .collect()
+}
+
+/// Send `chunks` x 64 KiB A -> B, sampling TCP_INFO's cwnd after each write; halfway, pause
+/// for `mid` (run by the main thread: inspect ss, change params). Returns (cc, samples
+/// before mid, samples after mid, ss output at mid).
+fn sampled_flow(
+    port: u16,
+    chunks: usize,
+    mid: impl FnOnce() + Send + 'static,
+) -> (String, Vec<u32>, Vec<u32>, String) {
+    let (mid_tx, mid_rx) = mpsc::channel::<()>();
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let sender = in_netns(NS_A, move || {
+        let mut s = TcpStream::connect((ADDR_B, port)).expect("connect A->B");
+        let fd = s.as_raw_fd();
+        let buf = vec![3u8; 1 << 16];
+        let mut before = vec![snd_cwnd_of(fd)];
+        for _ in 0..chunks / 2 {
+            s.write_all(&buf).unwrap();
+            before.push(snd_cwnd_of(fd));
+        }
+        mid_tx.send(()).unwrap();
+        go_rx.recv().unwrap();
+        // Give the new params a few ACKs to take effect before judging.
+        for _ in 0..4 {
+            s.write_all(&buf).unwrap();
+        }
+        let mut after = Vec::new();
+        for _ in 0..chunks / 2 {
+            s.write_all(&buf).unwrap();
+            after.push(snd_cwnd_of(fd));
+        }
+        (congestion_of(fd), before, after)
+    });
+    mid_rx.recv().unwrap();
+    let ss_out = ss(NS_A);
+    mid();
+    go_tx.send(()).unwrap();
+    let (cc, before, after) = sender.join().unwrap();
+    (cc, before, after, ss_out)
+}
+
+fn check_cwnd_ceiling() {
+    // rho = 24 (GEO): one slow-start ACK would reach 65536 without the ceiling.
+    perigee_hybla::set_params(HyblaParams {
+        rtt0_ms: 25,
+        base_rtt_ms: 600,
+    })
+    .unwrap();
+    perigee_hybla::set_cwnd_ceiling(20).expect("set_cwnd_ceiling");
+    assert!(matches!(
+        perigee_hybla::set_cwnd_ceiling(70_000),
+        Err(perigee_hybla::HyblaError::InvalidParams(_))
+    ));
+    let st = perigee_hybla::status();
+    assert_eq!((st.base_rtt_ms, st.cwnd_max), (600, 20), "{st:?}");
+    let json = serde_json::to_value(&st).unwrap();
+    assert_eq!(json["cwnd_max"], 20, "{json}");
+
+    let sink_b = sink(NS_B, ADDR_B, 5203, 2);
+    // Ceiling 20 throughout: IW 10 x 24 is capped, and no sample (nor ss) ever exceeds 20.
+    let (cc, before, after, ss_out) = sampled_flow(5203, 128, || {});
+    assert_eq!(cc, "hybla");
+    assert_eq!(before[0], 20, "initial window capped: min(10 x 24, 20)");
+    assert!(
+        before.iter().chain(&after).all(|&c| c <= 20),
+        "cwnd above the ceiling 20: {before:?} {after:?}"
+    );
+    let ss_cw = ss_cwnds(&ss_out);
+    assert!(
+        !ss_cw.is_empty() && ss_cw.iter().all(|&c| c <= 20),
+        "ss -tin cwnd above 20 or missing:
+{ss_out}"
+    );
+    // Lifted mid-flow, then lowered again mid-flow: the window follows both changes.
+    perigee_hybla::set_cwnd_ceiling(0).unwrap();
+    assert_eq!(perigee_hybla::status().cwnd_max, 0);
+    let (_, before, after, _) = sampled_flow(5203, 128, || {
+        perigee_hybla::set_cwnd_ceiling(30).unwrap();
+    });
+    assert_eq!(before[0], 240, "no ceiling: IW 10 x rho 24");
+    // On a veth the flow is rarely cwnd-limited, so the window may stay at 240: the point is
+    // that nothing caps it below that, and that the lowered ceiling cuts it anyway.
+    assert!(
+        before.iter().all(|&c| c >= 240),
+        "without a ceiling the window is not capped: {before:?}"
+    );
+    assert!(
+        after.iter().all(|&c| c <= 30),
+        "ceiling lowered to 30 at run time not applied: {after:?}"
+    );
+    let got = sink_b.join().unwrap();
+    assert_eq!(got, vec![132 << 16, 132 << 16], "both flows intact");
+
+    perigee_hybla::set_cwnd_ceiling(0).unwrap();
+}
+
 #[test]
 fn bpf_hybla_load_flow_params_unload() {
     // SAFETY: geteuid has no preconditions.
@@ -262,7 +365,10 @@ fn bpf_hybla_load_flow_params_unload() {
         "the flow running across set_params completed intact"
     );
 
-    // 3. setsockopt(TCP_CONGESTION, "hybla") on a plain socket, B -> A (no congctl route).
+    // 3. The operator cwnd ceiling, at init, during a flow, and lowered at run time.
+    check_cwnd_ceiling();
+
+    // 4. setsockopt(TCP_CONGESTION, "hybla") on a plain socket, B -> A (no congctl route).
     perigee_hybla::set_params(HyblaParams {
         rtt0_ms: 25,
         base_rtt_ms: 0,
@@ -320,7 +426,7 @@ fn bpf_hybla_load_flow_params_unload() {
     assert_eq!(sink_a.join().unwrap(), vec![4 * CHUNK]);
     drop(nets);
 
-    // 4. Unload (twice: idempotent) leaves nothing behind.
+    // 5. Unload (twice: idempotent) leaves nothing behind.
     perigee_hybla::unload().expect("unload");
     perigee_hybla::unload().expect("second unload is a no-op");
     assert!(
@@ -335,6 +441,10 @@ fn bpf_hybla_load_flow_params_unload() {
     );
     let st = perigee_hybla::status();
     assert_eq!(st.implementation, Implementation::None);
+    assert!(matches!(
+        perigee_hybla::set_cwnd_ceiling(10),
+        Err(perigee_hybla::HyblaError::NotLoaded)
+    ));
     assert!(st.problem.is_some());
     assert!(matches!(
         perigee_hybla::set_params(HyblaParams::default()),

@@ -19,7 +19,8 @@ enum Action {
     Load,
     /// Remove Perigee's BPF Hybla (never the kernel's).
     Unload,
-    /// Change RTT0 and the base RTT at run time (open connections keep running).
+    /// Change RTT0, the base RTT and the cwnd ceiling at run time (open connections keep
+    /// running).
     Set {
         /// Hybla's reference RTT, milliseconds (default 25).
         #[arg(long)]
@@ -27,6 +28,9 @@ enum Action {
         /// Base RTT used for rho instead of the measured minimum; 0 = measured.
         #[arg(long)]
         base_rtt_ms: Option<u32>,
+        /// Cwnd ceiling, segments (e.g. 2 x BDP / MSS); 0 = built-in 65536.
+        #[arg(long)]
+        cwnd_max: Option<u32>,
     },
 }
 
@@ -50,13 +54,20 @@ pub fn run(args: Args) -> i32 {
         Action::Set {
             rtt0_ms,
             base_rtt_ms,
+            cwnd_max,
         } => {
             let cur = perigee_hybla::status();
             let params = HyblaParams {
                 rtt0_ms: rtt0_ms.unwrap_or(cur.rtt0_ms),
                 base_rtt_ms: base_rtt_ms.unwrap_or(cur.base_rtt_ms),
             };
-            match perigee_hybla::set_params(params) {
+            let result = if rtt0_ms.is_some() || base_rtt_ms.is_some() || cwnd_max.is_none() {
+                perigee_hybla::set_params(params)
+            } else {
+                Ok(())
+            }
+            .and_then(|()| cwnd_max.map_or(Ok(()), perigee_hybla::set_cwnd_ceiling));
+            match result {
                 Ok(()) => {
                     print_status(&perigee_hybla::status(), false);
                     0
@@ -93,6 +104,15 @@ fn print_status(st: &HyblaStatus, json: bool) {
             " (measured min RTT)"
         } else {
             ""
+        }
+    );
+    println!(
+        "cwnd_max:       {}{}",
+        st.cwnd_max,
+        if st.cwnd_max == 0 {
+            " (built-in 65536)"
+        } else {
+            " segments"
         }
     );
     println!("available:      {}", st.available.join(" "));
