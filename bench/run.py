@@ -20,9 +20,20 @@ from bench import hybla, lab, machine, records, report, scenarios
 from bench.context import Context
 from bench.procs import REPO
 
-RESULTS = REPO / "bench/results"
-DOC = REPO / "docs/benchmarks.md"
-PLOTS = REPO / "docs/plots"
+
+class Paths:
+    """Where a run publishes; --output-dir sends everything to a scratch tree (CI smoke runs)."""
+
+    def __init__(self, root: Path | None = None) -> None:
+        self.results = (root / "results") if root else REPO / "bench/results"
+        self.doc = (root / "benchmarks.md") if root else REPO / "docs/benchmarks.md"
+        self.plots = (root / "plots") if root else REPO / "docs/plots"
+        if root and not self.doc.exists() and (REPO / "docs/benchmarks.md").exists():
+            root.mkdir(parents=True, exist_ok=True)
+            self.doc.write_text((REPO / "docs/benchmarks.md").read_text())
+
+
+PATHS = Paths()
 
 
 def run_scenario(mod: ModuleType, mode: str, ctx: Context) -> list[records.Record]:
@@ -72,7 +83,9 @@ def plots_for(registry: dict[str, ModuleType]) -> dict[str, list[str]]:
     """Each scenario's figures: docs/plots/<scenario>-*.png, relative to docs/."""
     out: dict[str, list[str]] = {}
     for name in registry:
-        out[name] = [f"plots/{p.name}" for p in sorted(PLOTS.glob(f"{name}-*.png"))]
+        out[name] = [
+            f"plots/{p.name}" for p in sorted(PATHS.plots.glob(f"{name}-*.png"))
+        ]
     return out
 
 
@@ -91,7 +104,7 @@ def regenerate_doc(
         "skipped variants are listed under each table."
     )
     report.write_doc(
-        DOC, report.generated_section(latest, note, plots_for(registry), extra)
+        PATHS.doc, report.generated_section(latest, note, plots_for(registry), extra)
     )
 
 
@@ -110,6 +123,10 @@ def main(argv: list[str] | None = None) -> int:
         "--only", action="append", help="run only this scenario (repeatable)"
     )
     parser.add_argument(
+        "--output-dir",
+        help="publish results, page and plots under this directory instead of the repository",
+    )
+    parser.add_argument(
         "--docs-only",
         action="store_true",
         help="regenerate docs from latest.json, run nothing",
@@ -122,12 +139,14 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown scenario(s) {unknown}; known: {', '.join(registry)}")
     mode_name = "quick" if args.quick else "full"
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    latest_path = RESULTS / "latest.json"
+    global PATHS
+    PATHS = Paths(Path(args.output_dir).resolve() if args.output_dir else None)
+    latest_path = PATHS.results / "latest.json"
     if args.docs_only:
         regenerate_doc(load_latest(latest_path), registry, "regenerated")
         return 0
 
-    ctx = Context(mode=mode_name, plots_dir=PLOTS)
+    ctx = Context(mode=mode_name, plots_dir=PATHS.plots)
     run_info: dict[str, Any] = {
         "started": stamp,
         "mode": mode_name,
@@ -147,8 +166,8 @@ def main(argv: list[str] | None = None) -> int:
         hybla.release()
         run_info["records"] = [r.to_json() for r in fresh]
         run_info["finished"] = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-        (RESULTS / "runs").mkdir(parents=True, exist_ok=True)
-        (RESULTS / "runs" / f"{stamp}.json").write_text(
+        (PATHS.results / "runs").mkdir(parents=True, exist_ok=True)
+        (PATHS.results / "runs" / f"{stamp}.json").write_text(
             json.dumps(run_info, indent=1) + "\n"
         )
     latest = merge_latest(load_latest(latest_path), fresh)
@@ -158,9 +177,7 @@ def main(argv: list[str] | None = None) -> int:
         registry,
         f"last run {stamp}, {mode_name}, commit {run_info['machine']['git_commit'][:10]}",
     )
-    ctx.log(
-        f"wrote {latest_path.relative_to(REPO)}, {DOC.relative_to(REPO)}, runs/{stamp}.json"
-    )
+    ctx.log(f"wrote {latest_path}, {PATHS.doc}, {PATHS.results / 'runs' / stamp}.json")
     failed = [r for r in fresh if r.metric == records.SKIPPED and r.variant == "all"]
     return 1 if failed else 0
 

@@ -90,6 +90,10 @@ def run(ctx: Context, params: dict[str, Any]) -> list[records.Record]:
                         )
                     )
                 bars[cc].append(pct)
+    # The paper's SACK numbers (1997, ACTS/T1) as their own bars where it reports that BER.
+    bars["Allman et al. SACK (paper)"] = [
+        PAPER.get(("sack", float(b))) for b in params["bers"]
+    ]
     plots.grouped_bars(
         ctx.plot_path(f"{NAME}-goodput"),
         f"5 MB on {link.name}: goodput vs bit error rate",

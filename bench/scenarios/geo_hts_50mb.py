@@ -104,6 +104,8 @@ def run(ctx: Context, params: dict[str, Any]) -> list[records.Record]:
         if not usable:
             continue
         gateway = "hub" if mode == "gateway-hub" else None
+        if gateway:
+            hybla.ensure()  # the gateway's satellite leg asks for hybla; load it first if we can
         try:
             with lab.running(params["profile"], gateway=gateway) as lb:
                 for cc in usable:
@@ -123,7 +125,30 @@ def run(ctx: Context, params: dict[str, Any]) -> list[records.Record]:
                             )
                         )
                         continue
+                    if not gateway and tr.cc_actual != cc:
+                        out.append(
+                            records.skipped(
+                                NAME, variant, f"sender ran {tr.cc_actual!r}, not {cc}"
+                            )
+                        )
+                        continue
                     out += transfer_records(NAME, variant, tr, link)
+                    if tr.cwnd:
+                        leg = (
+                            f"satellite-leg socket at the hub ran {tr.cc_actual or 'unknown cc'}"
+                            if gateway
+                            else ""
+                        )
+                        out.append(
+                            records.measured(
+                                NAME,
+                                variant,
+                                "max_cwnd",
+                                max(c for _, c in tr.cwnd),
+                                "segments",
+                                leg,
+                            )
+                        )
                     series[variant] = [
                         (t, v / 1e6)
                         for t, v in metrics.goodput_series(
