@@ -1,0 +1,80 @@
+"""Runs the API's fake gateway on a Unix socket with moving synthetic traffic, for the browser suite.
+
+    PYTHONPATH=api python webui/e2e/fake_gateway_server.py /tmp/x/control.sock [flows]
+
+Every second the flows' rates and the counters change, so the dashboard has something live to show.
+Stops on SIGTERM/SIGINT.
+"""
+
+from __future__ import annotations
+
+import math
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+from perigee_api.testing.fake_gateway import FakeGateway, make_flow
+
+
+def flows_at(tick: int, count: int) -> list[dict]:
+    now = time.time()
+    out = []
+    for i in range(count):
+        action = ("accelerate", "accelerate", "cache", "bypass")[i % 4]
+        cls = {"accelerate": "bulk" if i % 8 == 0 else "web", "cache": "web-cache", "bypass": "vpn"}[action]
+        wave = 1 + 0.5 * math.sin((tick + i) / 5)
+        f = make_flow(
+            i + 1,
+            cls=cls,
+            action=action,
+            client=f"10.71.1.{10 + i % 2}:{40000 + i}",
+            server=f"10.71.3.10:{80 if i % 2 else 5001}",
+            now=now,
+            bytes_up=1000 + 200 * i + 50 * tick,
+            bytes_down=50_000 + 10_000 * i * (tick + 1),
+            rate_down_bps=2e5 * wave * (1 + i % 7),
+        )
+        sat = f["legs"]["client"]
+        sat["srtt_us"] = int(600_000 + 40_000 * math.sin((tick + i) / 3))
+        sat["cwnd"] = int(20 + (tick * 3 + i) % 80)
+        sat["delivery_rate_bps"] = int(f["rate_down_bps"])
+        f["legs"]["server"]["srtt_us"] = int(20_000 + 3_000 * math.cos((tick + i) / 4))
+        out.append(f)
+    return out
+
+
+def main() -> None:
+    sock = Path(sys.argv[1])
+    count = int(sys.argv[2]) if len(sys.argv) > 2 else 120
+    gw = FakeGateway(sock).start()
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    tick = 0
+    totals = {"accelerate": 0, "cache": 0, "bypass": 0}
+    print(f"fake gateway on {sock} with {count} flows", flush=True)
+    while not stop.is_set():
+        flows = flows_at(tick, count)
+        gw.live_flows = flows
+        for f in flows:
+            totals[f["action"]] += int(f["rate_down_bps"] / 8)
+        gw.counters = {
+            "flows_live": len(flows), "flows_total": len(flows) + tick, "flows_unsplit_overflow": 0,
+            "flows_failed_connect": 0, "bytes_up": tick * 10_000, "bytes_down": sum(totals.values()),
+            "by_action": {
+                "accelerate": {"bytes_up": tick * 5_000, "bytes_down": totals["accelerate"], "flows": count // 2},
+                "cache": {"bytes_up": tick * 1_000, "bytes_down": totals["cache"], "flows": count // 4},
+                "bypass": {"packets": tick * 100, "bytes": totals["bypass"]},
+            },
+        }
+        gw.cache_stats = {"requests": 10 * tick, "hits": 6 * tick, "misses": 4 * tick,
+                          "bytes_hit": 3_000_000 * tick, "objects": 40 + tick}
+        tick += 1
+        stop.wait(1.0)
+    gw.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,34 @@
+// A tiny sequential test runner: each step is named, timed and reported; the first failure stops the
+// rest (they depend on each other) and they count as failed. Ends with "N passed, N failed".
+export class Steps {
+  constructor() {
+    this.results = [];
+    /** Called with the step name after a failure (e.g. to save a screenshot). */
+    this.onFailure = null;
+  }
+
+  async run(name, fn) {
+    if (this.results.some((r) => !r.ok)) {
+      this.results.push({ name, ok: false, skipped: true });
+      console.log(`  - ${name} (not run: an earlier step failed)`);
+      return;
+    }
+    const t0 = Date.now();
+    try {
+      await fn();
+      this.results.push({ name, ok: true });
+      console.log(`  ✓ ${name} (${Date.now() - t0} ms)`);
+    } catch (e) {
+      this.results.push({ name, ok: false, error: e });
+      console.log(`  ✗ ${name} (${Date.now() - t0} ms)\n    ${String(e?.stack ?? e).split('\n').slice(0, 6).join('\n    ')}`);
+      await this.onFailure?.(name).catch(() => {});
+    }
+  }
+
+  summary() {
+    const passed = this.results.filter((r) => r.ok).length;
+    const failed = this.results.length - passed;
+    console.log(`e2e: ${passed} passed, ${failed} failed`);
+    return failed === 0 && passed > 0;
+  }
+}

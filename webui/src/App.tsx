@@ -1,0 +1,60 @@
+import { lazy, Suspense } from 'react';
+import { Navigate, Route, Routes } from 'react-router-dom';
+import { RequireAuth } from './auth/RequireAuth';
+import { LoadingState } from './components/StateViews';
+import { AppLayout } from './layout/AppLayout';
+
+// Every page is its own chunk: the first visit loads only the shell and the page it lands on.
+const LoginPage = lazy(() => import('./auth/LoginPage'));
+const ChangePasswordPage = lazy(() => import('./auth/ChangePasswordPage'));
+const OverviewPage = lazy(() => import('./pages/OverviewPage'));
+const FlowsPage = lazy(() => import('./pages/FlowsPage'));
+const FlowDetailPage = lazy(() => import('./pages/FlowDetailPage'));
+const PolicyPage = lazy(() => import('./pages/PolicyPage'));
+const BypassPage = lazy(() => import('./pages/BypassPage'));
+const BodPage = lazy(() => import('./pages/BodPage'));
+const CachePage = lazy(() => import('./pages/CachePage'));
+const HistoryPage = lazy(() => import('./pages/HistoryPage'));
+const UsersPage = lazy(() => import('./pages/UsersPage'));
+const AuditPage = lazy(() => import('./pages/AuditPage'));
+const BackupPage = lazy(() => import('./pages/BackupPage'));
+const HealthPage = lazy(() => import('./pages/HealthPage'));
+
+export function App() {
+  return (
+    <Suspense fallback={<LoadingState />}>
+      <Routes>
+        <Route path="/login" element={<LoginPage />} />
+        <Route
+          path="/change-password"
+          element={
+            <RequireAuth allowPasswordChange>
+              <ChangePasswordPage />
+            </RequireAuth>
+          }
+        />
+        <Route
+          element={
+            <RequireAuth>
+              <AppLayout />
+            </RequireAuth>
+          }
+        >
+          <Route index element={<OverviewPage />} />
+          <Route path="flows" element={<FlowsPage />} />
+          <Route path="flows/:flowId" element={<FlowDetailPage />} />
+          <Route path="policy" element={<PolicyPage />} />
+          <Route path="bypass" element={<BypassPage />} />
+          <Route path="bod" element={<BodPage />} />
+          <Route path="cache" element={<CachePage />} />
+          <Route path="history" element={<HistoryPage />} />
+          <Route path="users" element={<UsersPage />} />
+          <Route path="audit" element={<AuditPage />} />
+          <Route path="backup" element={<BackupPage />} />
+          <Route path="health" element={<HealthPage />} />
+        </Route>
+        <Route path="*" element={<Navigate to="/" replace />} />
+      </Routes>
+    </Suspense>
+  );
+}

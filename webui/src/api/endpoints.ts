@@ -1,0 +1,114 @@
+// Every API call the dashboard makes, in one place, typed by the schema generated from api/openapi.json.
+import { api, unwrap } from './client';
+import { csrfToken } from './csrf';
+import type { components } from './schema.gen';
+
+type S = components['schemas'];
+export type User = S['UserOut'];
+export type Role = User['role'];
+export type PolicyIssue = S['PolicyIssue'];
+export type ChangeOut = S['ChangeOut'];
+export type ClassesOut = S['ClassesOut'];
+export type ApiTrafficClass = S['TrafficClass'];
+export type ClassIn = S['ClassIn'];
+export type ClassPatch = S['ClassPatch'];
+export type BypassIn = S['BypassIn'];
+export type BypassOut = S['BypassOut'];
+export type BypassListOut = S['BypassListOut'];
+export type BodInputs = S['BodInputs'];
+export type Derived = S['Derived'];
+export type Tuning = S['Tuning'];
+export type BodProfileIn = S['BodProfileIn'];
+export type BodProfileOut = S['BodProfileOut'];
+export type VersionSummary = S['VersionSummary'];
+export type VersionOut = S['VersionOut'];
+export type VersionList = S['VersionList'];
+export type DiffEntry = S['DiffEntry'];
+export type DiffOut = S['DiffOut'];
+export type ApplyOut = S['ApplyOut'];
+export type RollbackOut = S['RollbackOut'];
+export type ValidateOut = S['ValidateOut'];
+export type UserCreated = S['UserCreated'];
+export type HealthOut = S['HealthOut'];
+export type SeriesOut = S['SeriesOut'];
+export type AuditPage = S['AuditPage'];
+export type AuditOut = S['AuditOut'];
+export type FlowPage = S['FlowPage'];
+export type RestoreOut = S['RestoreOut'];
+export type SystemVersions = S['VersionsOut'];
+export type Metric = 'class_bps' | 'action_bps' | 'cache_hit_ratio' | 'leg_rtt_ms' | 'link_bps';
+
+/** Login is an unsafe request too: make sure a CSRF cookie exists first. */
+async function ensureCsrf(): Promise<void> {
+  if (!csrfToken()) await unwrap(api.GET('/api/v1/auth/csrf'));
+}
+
+export const endpoints = {
+  // auth
+  me: () => unwrap(api.GET('/api/v1/auth/me')),
+  login: async (username: string, password: string) => {
+    await ensureCsrf();
+    return unwrap(api.POST('/api/v1/auth/login', { body: { username, password } }));
+  },
+  logout: () => unwrap(api.POST('/api/v1/auth/logout')),
+  changePassword: (current_password: string, new_password: string) =>
+    unwrap(api.POST('/api/v1/auth/change-password', { body: { current_password, new_password } })),
+
+  // policy
+  classes: () => unwrap(api.GET('/api/v1/policy/classes')),
+  createClass: (body: ClassIn) => unwrap(api.POST('/api/v1/policy/classes', { body })),
+  updateClass: (name: string, body: ClassPatch) => unwrap(api.PATCH('/api/v1/policy/classes/{name}', { params: { path: { name } }, body })),
+  deleteClass: (name: string) => unwrap(api.DELETE('/api/v1/policy/classes/{name}', { params: { path: { name } } })),
+  bypass: () => unwrap(api.GET('/api/v1/policy/bypass')),
+  createBypass: (body: BypassIn) => unwrap(api.POST('/api/v1/policy/bypass', { body })),
+  deleteBypass: (name: string, force = false) =>
+    unwrap(api.DELETE('/api/v1/policy/bypass/{name}', { params: { path: { name }, query: force ? { force } : {} } })),
+  restoreBuiltins: () => unwrap(api.POST('/api/v1/policy/bypass/restore-builtins')),
+
+  // BoD
+  bodDerive: (body: BodProfileIn) => unwrap(api.POST('/api/v1/bod/derive', { body })),
+  bodProfiles: () => unwrap(api.GET('/api/v1/bod/profiles')),
+  bodCreate: (body: BodProfileIn) => unwrap(api.POST('/api/v1/bod/profiles', { body })),
+  bodUpdate: (profile_id: number, body: BodProfileIn) => unwrap(api.PUT('/api/v1/bod/profiles/{profile_id}', { params: { path: { profile_id } }, body })),
+  bodApply: (profile_id: number, comment = '') =>
+    unwrap(api.POST('/api/v1/bod/profiles/{profile_id}/apply-to-config', { params: { path: { profile_id } }, body: { comment } })),
+
+  // config versions
+  desiredConfig: () => unwrap(api.GET('/api/v1/config')),
+  versions: (limit = 100, offset = 0) => unwrap(api.GET('/api/v1/versions', { params: { query: { limit, offset } } })),
+  version: (version_id: number) => unwrap(api.GET('/api/v1/versions/{version_id}', { params: { path: { version_id } } })),
+  diff: (a: number, b: number) => unwrap(api.GET('/api/v1/versions/diff', { params: { query: { a, b } } })),
+  validateVersion: (version_id: number) => unwrap(api.POST('/api/v1/versions/{version_id}/validate', { params: { path: { version_id } } })),
+  applyVersion: (version_id: number, comment = '') =>
+    unwrap(api.POST('/api/v1/versions/{version_id}/apply', { params: { path: { version_id } }, body: { comment } })),
+  rollback: (version_id: number) => unwrap(api.POST('/api/v1/versions/{version_id}/rollback', { params: { path: { version_id } } })),
+
+  // users
+  users: () => unwrap(api.GET('/api/v1/users')),
+  createUser: (username: string, role: Role) => unwrap(api.POST('/api/v1/users', { body: { username, role } })),
+  updateUser: (user_id: number, body: S['UserUpdate']) => unwrap(api.PATCH('/api/v1/users/{user_id}', { params: { path: { user_id } }, body })),
+  deleteUser: (user_id: number) => unwrap(api.DELETE('/api/v1/users/{user_id}', { params: { path: { user_id } } })),
+
+  // flows, stats, cache, system
+  liveFlows: () => unwrap(api.GET('/api/v1/flows')),
+  flowHistory: (query: { limit?: number; offset?: number; action?: 'accelerate' | 'cache' | 'bypass' }) =>
+    unwrap(api.GET('/api/v1/flows/history', { params: { query } })),
+  series: (metric: Metric, start?: number, end?: number) => unwrap(api.GET('/api/v1/stats/series', { params: { query: { metric, start, end } } })),
+  cacheStats: () => unwrap(api.GET('/api/v1/cache/stats')) as Promise<Record<string, unknown>>,
+  cachePurge: (target: { url: string } | { all: true }) =>
+    unwrap(api.POST('/api/v1/cache/purge', { body: 'all' in target ? { all: true } : { all: false, url: target.url } })) as Promise<Record<string, unknown>>,
+  health: () => unwrap(api.GET('/api/v1/health')),
+  systemVersions: () => unwrap(api.GET('/api/v1/system/versions')),
+  audit: (query: { actor?: string; action?: string; limit?: number; offset?: number }) => unwrap(api.GET('/api/v1/audit', { params: { query } })),
+  backup: () => unwrap(api.GET('/api/v1/system/backup')) as Promise<Record<string, unknown>>,
+  restore: (file: File) => {
+    const form = new FormData();
+    form.append('file', file);
+    return unwrap(
+      api.POST('/api/v1/system/restore', {
+        body: { file: file.name },
+        bodySerializer: () => form,
+      }),
+    );
+  },
+};

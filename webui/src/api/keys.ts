@@ -1,0 +1,19 @@
+// Query keys, so that a change invalidates exactly what it affects.
+export const keys = {
+  classes: ['policy', 'classes'] as const,
+  bypass: ['policy', 'bypass'] as const,
+  versions: ['versions'] as const,
+  version: (id: number) => ['versions', id] as const,
+  diff: (a: number, b: number) => ['versions', 'diff', a, b] as const,
+  desired: ['config', 'desired'] as const,
+  bodProfiles: ['bod', 'profiles'] as const,
+  users: ['users'] as const,
+  audit: (q: unknown) => ['audit', q] as const,
+  health: ['health'] as const,
+  overview: ['overview'] as const,
+  cache: ['cache'] as const,
+  series: (q: unknown) => ['series', q] as const,
+};
+
+/** Everything a new config version changes. */
+export const afterConfigChange = [keys.classes, keys.bypass, keys.versions, keys.desired] as const;

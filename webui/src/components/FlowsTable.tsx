@@ -1,0 +1,186 @@
+import { Badge, Group, Select, Text, TextInput, UnstyledButton } from '@mantine/core';
+import { useVirtualizer } from '@tanstack/react-virtual';
+import { useMemo, useRef, useState } from 'react';
+import { Link } from 'react-router-dom';
+import { formatBps, formatBytes, formatMs } from '../lib/format';
+import { legsOf, type Flow } from '../lib/gateway-types';
+import classes from './FlowsTable.module.css';
+
+export type SortKey = 'id' | 'client' | 'server' | 'class' | 'action' | 'state' | 'bytes' | 'rate' | 'rtt';
+type SortDir = 'asc' | 'desc';
+
+const COLUMNS: { key: SortKey; label: string }[] = [
+  { key: 'id', label: 'ID' },
+  { key: 'client', label: 'Client' },
+  { key: 'server', label: 'Server' },
+  { key: 'class', label: 'Class' },
+  { key: 'action', label: 'Action' },
+  { key: 'state', label: 'State' },
+  { key: 'bytes', label: 'Bytes ↓/↑' },
+  { key: 'rate', label: 'Rate ↓' },
+  { key: 'rtt', label: 'Sat RTT' },
+];
+
+export const ROW_HEIGHT = 36;
+
+function sortValue(f: Flow, key: SortKey): number | string {
+  switch (key) {
+    case 'bytes':
+      return f.bytes_down + f.bytes_up;
+    case 'rate':
+      return f.rate_down_bps;
+    case 'rtt':
+      return legsOf(f).satellite?.srtt_us ?? -1;
+    case 'id':
+      return f.id;
+    default:
+      return String(f[key] ?? '');
+  }
+}
+
+export function filterAndSortFlows(
+  flows: Flow[],
+  opts: { search: string; action: string | null; state: string | null; sort: SortKey; dir: SortDir },
+): Flow[] {
+  const q = opts.search.trim().toLowerCase();
+  const out = flows.filter(
+    (f) =>
+      (!opts.action || f.action === opts.action) &&
+      (!opts.state || f.state === opts.state) &&
+      (!q || f.client.toLowerCase().includes(q) || f.server.toLowerCase().includes(q) || f.class.toLowerCase().includes(q) || String(f.id) === q),
+  );
+  const sign = opts.dir === 'asc' ? 1 : -1;
+  out.sort((a, b) => {
+    const va = sortValue(a, opts.sort);
+    const vb = sortValue(b, opts.sort);
+    if (va < vb) return -sign;
+    if (va > vb) return sign;
+    return a.id - b.id;
+  });
+  return out;
+}
+
+const ACTION_COLOR: Record<string, string> = { accelerate: 'indigo', cache: 'teal', bypass: 'gray' };
+
+export function FlowsTable({ flows, height = 560 }: { flows: Flow[]; height?: number }) {
+  const [search, setSearch] = useState('');
+  const [action, setAction] = useState<string | null>(null);
+  const [state, setState] = useState<string | null>(null);
+  const [sort, setSort] = useState<SortKey>('rate');
+  const [dir, setDir] = useState<SortDir>('desc');
+  const rows = useMemo(() => filterAndSortFlows(flows, { search, action, state, sort, dir }), [flows, search, action, state, sort, dir]);
+
+  const scrollRef = useRef<HTMLDivElement>(null);
+  const virtualizer = useVirtualizer({
+    count: rows.length,
+    getScrollElement: () => scrollRef.current,
+    estimateSize: () => ROW_HEIGHT,
+    overscan: 8,
+    initialRect: { width: 1200, height },
+  });
+
+  const toggleSort = (key: SortKey) => {
+    if (key === sort) setDir(dir === 'asc' ? 'desc' : 'asc');
+    else {
+      setSort(key);
+      setDir(key === 'id' || key === 'client' || key === 'server' || key === 'class' ? 'asc' : 'desc');
+    }
+  };
+
+  return (
+    <div>
+      <Group mb="sm" align="end" wrap="wrap">
+        <TextInput
+          label="Search"
+          placeholder="address, port, class or id"
+          value={search}
+          onChange={(e) => setSearch(e.currentTarget.value)}
+          style={{ flex: '1 1 220px' }}
+        />
+        <Select
+          label="Action"
+          clearable
+          placeholder="any"
+          data={['accelerate', 'cache', 'bypass']}
+          value={action}
+          onChange={setAction}
+          w={160}
+        />
+        <Select
+          label="State"
+          clearable
+          placeholder="any"
+          data={['connecting', 'established', 'half_closed', 'closed']}
+          value={state}
+          onChange={setState}
+          w={160}
+        />
+        <Text size="sm" c="dimmed" aria-live="polite" data-testid="flow-count">
+          {rows.length.toLocaleString()} of {flows.length.toLocaleString()} flows
+        </Text>
+      </Group>
+      <div role="table" aria-label="Flows" aria-rowcount={rows.length + 1} className={classes.table}>
+        <div role="rowgroup">
+          <div role="row" className={`${classes.row} ${classes.header}`} aria-rowindex={1}>
+            {COLUMNS.map((c) => (
+              <div
+                role="columnheader"
+                key={c.key}
+                className={classes.cell}
+                aria-sort={sort === c.key ? (dir === 'asc' ? 'ascending' : 'descending') : 'none'}
+              >
+                <UnstyledButton onClick={() => toggleSort(c.key)} className={classes.sortButton}>
+                  {c.label}
+                  {sort === c.key ? (dir === 'asc' ? ' ▲' : ' ▼') : ''}
+                </UnstyledButton>
+              </div>
+            ))}
+          </div>
+        </div>
+        <div ref={scrollRef} className={classes.scroll} style={{ height }} data-testid="flows-scroll" tabIndex={-1}>
+          {rows.length === 0 ? (
+            <Text c="dimmed" ta="center" py="xl">
+              {flows.length === 0 ? 'No flows yet: traffic through the gateway appears here live.' : 'No flow matches the filter.'}
+            </Text>
+          ) : (
+            <div role="rowgroup" style={{ height: virtualizer.getTotalSize(), position: 'relative' }}>
+              {virtualizer.getVirtualItems().map((item) => {
+                const f = rows[item.index];
+                const sat = legsOf(f).satellite;
+                return (
+                  <div
+                    role="row"
+                    key={f.id}
+                    aria-rowindex={item.index + 2}
+                    className={classes.row}
+                    style={{ transform: `translateY(${item.start}px)`, height: ROW_HEIGHT }}
+                  >
+                    <div role="cell" className={classes.cell}>
+                      <Link to={`/flows/${f.id}`} aria-label={`Flow ${f.id} details`}>
+                        {f.id}
+                      </Link>
+                    </div>
+                    <div role="cell" className={classes.cell}>{f.client}</div>
+                    <div role="cell" className={classes.cell}>{f.server}</div>
+                    <div role="cell" className={classes.cell}>{f.class}</div>
+                    <div role="cell" className={classes.cell}>
+                      <Badge size="sm" variant="light" color={ACTION_COLOR[f.action] ?? 'gray'}>
+                        {f.action}
+                      </Badge>
+                    </div>
+                    <div role="cell" className={classes.cell}>{f.state}</div>
+                    <div role="cell" className={classes.cell}>
+                      {formatBytes(f.bytes_down)} / {formatBytes(f.bytes_up)}
+                    </div>
+                    <div role="cell" className={classes.cell}>{formatBps(f.rate_down_bps)}</div>
+                    <div role="cell" className={classes.cell}>{formatMs(sat?.srtt_us)}</div>
+                  </div>
+                );
+              })}
+            </div>
+          )}
+        </div>
+      </div>
+    </div>
+  );
+}

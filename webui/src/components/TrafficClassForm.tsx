@@ -1,0 +1,93 @@
+import { Alert, Grid, NumberInput, Select, TagsInput, TextInput } from '@mantine/core';
+import type { FieldErrors } from '../api/errors';
+import type { ClassAction, ClassMatch, TrafficClass } from '../lib/config-types';
+import { errorFor } from '../lib/field-errors';
+
+export interface TrafficClassFormProps {
+  value: TrafficClass;
+  onChange: (next: TrafficClass) => void;
+  /** Errors for this class only, keyed by path inside it ("match.dports.0"). */
+  errors: FieldErrors;
+  idPrefix: string;
+}
+
+/** Edits one traffic class; shows client-side and API (422) errors under the field they concern. */
+export function TrafficClassForm({ value, onChange, errors, idPrefix }: TrafficClassFormProps) {
+  const setMatch = (patch: Partial<ClassMatch>) => onChange({ ...value, match: { ...value.match, ...patch } });
+  const id = (s: string) => `${idPrefix}-${s}`;
+  return (
+    <Grid gutter="sm">
+      {errors._ && (
+        <Grid.Col span={12}>
+          <Alert color="red" role="alert" py="xs">
+            {errors._}
+          </Alert>
+        </Grid.Col>
+      )}
+      <Grid.Col span={{ base: 12, sm: 4 }}>
+        <TextInput id={id('name')} label="Name" required value={value.name} onChange={(e) => onChange({ ...value, name: e.currentTarget.value })} error={errorFor(errors, 'name')} />
+      </Grid.Col>
+      <Grid.Col span={{ base: 6, sm: 4 }}>
+        <NumberInput
+          id={id('priority')}
+          label="Priority"
+          description="Lower is evaluated first"
+          min={0}
+          max={65535}
+          value={value.priority}
+          onChange={(v) => onChange({ ...value, priority: typeof v === 'number' ? v : Number(v) || 0 })}
+          error={errorFor(errors, 'priority')}
+        />
+      </Grid.Col>
+      <Grid.Col span={{ base: 6, sm: 4 }}>
+        <Select
+          id={id('action')}
+          label="Action"
+          data={['accelerate', 'cache', 'bypass']}
+          value={value.action}
+          allowDeselect={false}
+          onChange={(v) => onChange({ ...value, action: (v ?? 'accelerate') as ClassAction })}
+          error={errorFor(errors, 'action')}
+        />
+      </Grid.Col>
+      <Grid.Col span={{ base: 6, sm: 3 }}>
+        <Select
+          id={id('protocol')}
+          label="Protocol"
+          data={['tcp', 'udp', 'any']}
+          value={value.match.protocol}
+          allowDeselect={false}
+          onChange={(v) => setMatch({ protocol: (v ?? 'tcp') as ClassMatch['protocol'] })}
+          error={errorFor(errors, 'match.protocol') ?? (errors.match && !errors['match.protocol'] ? errors.match : undefined)}
+        />
+      </Grid.Col>
+      <Grid.Col span={{ base: 6, sm: 3 }}>
+        <Select
+          id={id('cc')}
+          label="Satellite congestion control"
+          data={[{ value: '', label: 'inherit' }, 'hybla', 'cubic', 'bbr', 'reno']}
+          value={value.satellite.congestion_control ?? ''}
+          allowDeselect={false}
+          onChange={(v) => onChange({ ...value, satellite: { ...value.satellite, congestion_control: v ? (v as TrafficClass['satellite']['congestion_control']) : null } })}
+          error={errorFor(errors, 'satellite.congestion_control')}
+        />
+      </Grid.Col>
+      <Grid.Col span={{ base: 12, sm: 6 }}>
+        <TagsInput
+          id={id('dports')}
+          label="Destination ports"
+          description="A port (443) or a range (8000-8080); Enter adds"
+          value={value.match.dports}
+          onChange={(v) => setMatch({ dports: v })}
+          error={errorFor(errors, 'match.dports')}
+        />
+      </Grid.Col>
+      <Grid.Col span={{ base: 12, sm: 6 }}>
+        <TagsInput id={id('src')} label="Source CIDRs" description="Empty matches any" value={value.match.src} onChange={(v) => setMatch({ src: v })} error={errorFor(errors, 'match.src')} />
+      </Grid.Col>
+      <Grid.Col span={{ base: 12, sm: 6 }}>
+        <TagsInput id={id('dst')} label="Destination CIDRs" description="Empty matches any" value={value.match.dst} onChange={(v) => setMatch({ dst: v })} error={errorFor(errors, 'match.dst')} />
+      </Grid.Col>
+    </Grid>
+  );
+}

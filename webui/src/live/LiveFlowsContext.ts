@@ -1,0 +1,27 @@
+import { createContext, useContext } from 'react';
+import type { Flow } from '../lib/gateway-types';
+import type { StreamStatus } from './useEventStream';
+
+export interface LiveFlows {
+  flows: Flow[];
+  byId: Map<number, Flow>;
+  now: number | null;
+  extra: Record<string, unknown>;
+  status: StreamStatus;
+  reconnects: number;
+  updates: number;
+}
+
+export const LiveFlowsContext = createContext<LiveFlows>({
+  flows: [],
+  byId: new Map(),
+  now: null,
+  extra: {},
+  status: 'closed',
+  reconnects: 0,
+  updates: 0,
+});
+
+export function useLiveFlows(): LiveFlows {
+  return useContext(LiveFlowsContext);
+}

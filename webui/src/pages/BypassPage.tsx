@@ -1,0 +1,216 @@
+import { ActionIcon, Alert, Badge, Button, Grid, Group, Paper, Select, Stack, Table, TagsInput, Text, TextInput, Title, Tooltip } from '@mantine/core';
+import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
+import { useState, type FormEvent } from 'react';
+import { useAuth } from '../auth/useAuth';
+import { endpoints, type BypassIn, type ChangeOut } from '../api/endpoints';
+import { ApiError, errorMessage, type FieldErrors } from '../api/errors';
+import { afterConfigChange, keys } from '../api/keys';
+import { ApplyBanner } from '../components/ApplyBanner';
+import { PageHeader } from '../components/PageHeader';
+import { QueryView } from '../components/StateViews';
+import { errorFor } from '../lib/field-errors';
+import { checkAll, checkCidr, checkName, checkPortSpec } from '../lib/validate';
+
+type Protocol = BypassIn['protocol'];
+const EMPTY: BypassIn = { name: '', protocol: 'any', cidrs: [], ports: [], comment: '' };
+
+function validate(r: BypassIn): FieldErrors {
+  const e: FieldErrors = {};
+  const n = checkName(r.name);
+  if (n) e.name = n;
+  const c = checkAll(r.cidrs ?? [], checkCidr);
+  if (c) e.cidrs = c;
+  const p = checkAll(r.ports ?? [], checkPortSpec);
+  if (p) e.ports = p;
+  if ((r.ports ?? []).length && r.protocol !== 'tcp' && r.protocol !== 'udp') e.ports = 'ports need protocol tcp or udp';
+  return e;
+}
+
+export default function BypassPage() {
+  const queryClient = useQueryClient();
+  const { user } = useAuth();
+  const rules = useQuery({ queryKey: keys.bypass, queryFn: endpoints.bypass });
+  const [draft, setDraft] = useState<BypassIn>(EMPTY);
+  const [errors, setErrors] = useState<FieldErrors>({});
+  const [saved, setSaved] = useState<ChangeOut | null>(null);
+  const refresh = () => Promise.all(afterConfigChange.map((k) => queryClient.invalidateQueries({ queryKey: k })));
+  const onSaved = async (res: ChangeOut) => {
+    setSaved(res);
+    await refresh();
+  };
+
+  const add = useMutation({
+    mutationFn: endpoints.createBypass,
+    onSuccess: async (res) => {
+      setDraft(EMPTY);
+      await onSaved(res);
+    },
+    onError: (e) => setErrors(e instanceof ApiError ? e.fieldErrors : {}),
+  });
+  const remove = useMutation({ mutationFn: ({ name, force }: { name: string; force: boolean }) => endpoints.deleteBypass(name, force), onSuccess: onSaved });
+  const restore = useMutation({ mutationFn: endpoints.restoreBuiltins, onSuccess: onSaved });
+
+  const submit = (e: FormEvent) => {
+    e.preventDefault();
+    const local = validate(draft);
+    setErrors(local);
+    if (Object.keys(local).length === 0) add.mutate(draft);
+  };
+  const portsAllowed = draft.protocol === 'tcp' || draft.protocol === 'udp';
+
+  return (
+    <>
+      <PageHeader
+        title="IPsec bypass"
+        description="Traffic matching these rules is never intercepted, split, cached or rewritten. The built-in IPsec/IKE rules are locked."
+      />
+      <ApplyBanner />
+      {saved && (
+        <Alert color="green" mb="md" withCloseButton closeButtonLabel="Dismiss" onClose={() => setSaved(null)} role="status">
+          Saved as config version {saved.version_id}.
+        </Alert>
+      )}
+      {(remove.error || restore.error) && (
+        <Alert color="red" mb="md" role="alert">
+          {errorMessage(remove.error ?? restore.error)}
+        </Alert>
+      )}
+      <QueryView query={rules}>
+        {(data) => {
+          const missingBuiltins = data.rules.some((r) => r.rule.builtin && !r.enabled);
+          return (
+            <Stack>
+              {missingBuiltins && (
+                <Alert color="orange" title="A built-in IPsec rule was removed" role="alert">
+                  <Group justify="space-between">
+                    <Text size="sm">IPsec traffic may be split or cached. Put the built-in rules back unless this is intended.</Text>
+                    <Button size="xs" loading={restore.isPending} onClick={() => restore.mutate()}>
+                      Restore built-in rules
+                    </Button>
+                  </Group>
+                </Alert>
+              )}
+              <Table.ScrollContainer minWidth={640}>
+                <Table striped aria-label="Bypass rules">
+                  <Table.Thead>
+                    <Table.Tr>
+                      <Table.Th>Name</Table.Th>
+                      <Table.Th>Kind</Table.Th>
+                      <Table.Th>Protocol</Table.Th>
+                      <Table.Th>CIDRs</Table.Th>
+                      <Table.Th>Ports</Table.Th>
+                      <Table.Th>
+                        <span className="visually-hidden">Actions</span>
+                      </Table.Th>
+                    </Table.Tr>
+                  </Table.Thead>
+                  <Table.Tbody>
+                    {data.rules.map(({ rule, enabled, protected: locked }) => (
+                      <Table.Tr key={rule.name} style={{ opacity: enabled ? 1 : 0.6 }}>
+                        <Table.Td fw={600}>{rule.name}</Table.Td>
+                        <Table.Td>
+                          {rule.builtin ? (
+                            <Badge color="gray" variant="light" leftSection="🔒">
+                              built-in{enabled ? '' : ', removed'}
+                            </Badge>
+                          ) : (
+                            <Badge variant="light">custom</Badge>
+                          )}
+                        </Table.Td>
+                        <Table.Td>{rule.protocol}</Table.Td>
+                        <Table.Td className="mono">{(rule.cidrs ?? []).join(', ') || 'any'}</Table.Td>
+                        <Table.Td className="mono">{(rule.ports ?? []).join(', ') || 'any'}</Table.Td>
+                        <Table.Td>
+                          {enabled && !locked && (
+                            <ActionIcon
+                              variant="subtle"
+                              color="red"
+                              aria-label={`Delete bypass rule ${rule.name}`}
+                              onClick={() => {
+                                if (window.confirm(`Delete bypass rule ${rule.name}?`)) remove.mutate({ name: rule.name, force: false });
+                              }}
+                            >
+                              ✕
+                            </ActionIcon>
+                          )}
+                          {enabled && locked && user?.role === 'admin' && (
+                            <Tooltip label="Locked: removing it splits or caches IPsec traffic">
+                              <Button
+                                size="compact-xs"
+                                variant="subtle"
+                                color="red"
+                                aria-label={`Force removal of built-in rule ${rule.name}`}
+                                onClick={() => {
+                                  if (window.confirm(`${rule.name} protects IPsec traffic. Removing it lets the gateway split or cache that traffic. Remove anyway?`))
+                                    remove.mutate({ name: rule.name, force: true });
+                                }}
+                              >
+                                force remove
+                              </Button>
+                            </Tooltip>
+                          )}
+                        </Table.Td>
+                      </Table.Tr>
+                    ))}
+                  </Table.Tbody>
+                </Table>
+              </Table.ScrollContainer>
+            </Stack>
+          );
+        }}
+      </QueryView>
+      <Paper withBorder p="md" mt="lg" component="section" aria-labelledby="add-bypass">
+        <Title order={3} size="h4" id="add-bypass" mb="sm">
+          Add a custom rule
+        </Title>
+        <form onSubmit={submit} noValidate>
+          <Grid>
+            {add.error && (
+              <Grid.Col span={12}>
+                <Alert color="red" role="alert">
+                  {errorMessage(add.error)}
+                </Alert>
+              </Grid.Col>
+            )}
+            <Grid.Col span={{ base: 12, sm: 4 }}>
+              <TextInput label="Rule name" required value={draft.name} onChange={(e) => setDraft({ ...draft, name: e.currentTarget.value })} error={errorFor(errors, 'name')} />
+            </Grid.Col>
+            <Grid.Col span={{ base: 12, sm: 4 }}>
+              <Select
+                label="Protocol"
+                data={['any', 'tcp', 'udp', 'esp', 'ah']}
+                allowDeselect={false}
+                value={draft.protocol}
+                onChange={(v) => setDraft({ ...draft, protocol: (v ?? 'any') as Protocol, ports: v === 'tcp' || v === 'udp' ? draft.ports : [] })}
+                error={errorFor(errors, 'protocol')}
+              />
+            </Grid.Col>
+            <Grid.Col span={{ base: 12, sm: 4 }}>
+              <TextInput label="Comment" value={draft.comment ?? ''} onChange={(e) => setDraft({ ...draft, comment: e.currentTarget.value })} />
+            </Grid.Col>
+            <Grid.Col span={{ base: 12, sm: 6 }}>
+              <TagsInput label="CIDRs" description="Addresses or networks; empty matches any" value={draft.cidrs ?? []} onChange={(v) => setDraft({ ...draft, cidrs: v })} error={errorFor(errors, 'cidrs')} />
+            </Grid.Col>
+            <Grid.Col span={{ base: 12, sm: 6 }}>
+              <TagsInput
+                label="Ports"
+                description={portsAllowed ? 'A port or a range; empty matches any' : 'Only with protocol tcp or udp'}
+                disabled={!portsAllowed}
+                value={draft.ports ?? []}
+                onChange={(v) => setDraft({ ...draft, ports: v })}
+                error={errorFor(errors, 'ports')}
+              />
+            </Grid.Col>
+            <Grid.Col span={12}>
+              <Group justify="flex-end">
+                <Button type="submit" loading={add.isPending}>
+                  Add rule
+                </Button>
+              </Group>
+            </Grid.Col>
+          </Grid>
+        </form>
+      </Paper>
+    </>
+  );
+}

@@ -1,0 +1,155 @@
+import { Alert, Badge, Button, Group, NumberInput, Paper, Stack, Table, Text, Title, Tooltip } from '@mantine/core';
+import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
+import { useSearchParams } from 'react-router-dom';
+import { endpoints, type ApplyOut, type VersionSummary } from '../api/endpoints';
+import { errorMessage } from '../api/errors';
+import { afterConfigChange, keys } from '../api/keys';
+import { DiffView } from '../components/DiffView';
+import { PageHeader } from '../components/PageHeader';
+import { EmptyState, QueryView } from '../components/StateViews';
+import { formatTime } from '../lib/format';
+
+function StatusBadge({ v }: { v: VersionSummary }) {
+  if (v.active) return <Badge color="green">active</Badge>;
+  if (v.apply_status === 'failed') return <Badge color="red">apply failed</Badge>;
+  if (v.apply_status === 'applied') return <Badge color="gray" variant="light">applied before</Badge>;
+  return <Badge color="yellow" variant="light">not applied</Badge>;
+}
+
+function applyMessage(r: ApplyOut): string {
+  if (r.ok) return `Version ${r.version_id} is active${r.revision ? ` (gateway revision ${r.revision})` : ''}.`;
+  const err = r.error as { message?: string; field?: string } | null;
+  return `Version ${r.version_id} was not applied: ${err?.message ?? 'gateway refused it'}${err?.field ? ` (step ${err.field})` : ''}. The previous state stays.`;
+}
+
+function DiffPanel({ a, b, onChange }: { a: number; b: number; onChange: (a: number, b: number) => void }) {
+  const diff = useQuery({ queryKey: keys.diff(a, b), queryFn: () => endpoints.diff(a, b) });
+  return (
+    <Paper withBorder p="md" component="section" aria-labelledby="diff-title">
+      <Group justify="space-between" mb="sm" wrap="wrap">
+        <Title order={3} size="h4" id="diff-title">
+          Diff: version {a} → version {b}
+        </Title>
+        <Group gap="xs">
+          <NumberInput label="From" w={100} min={1} value={a} onChange={(v) => onChange(Number(v) || a, b)} />
+          <NumberInput label="To" w={100} min={1} value={b} onChange={(v) => onChange(a, Number(v) || b)} />
+        </Group>
+      </Group>
+      <QueryView query={diff}>{(d) => <DiffView changes={d.changes} />}</QueryView>
+    </Paper>
+  );
+}
+
+export default function HistoryPage() {
+  const queryClient = useQueryClient();
+  const [params, setParams] = useSearchParams();
+  const versions = useQuery({ queryKey: keys.versions, queryFn: () => endpoints.versions(200) });
+  const refresh = () => Promise.all(afterConfigChange.map((k) => queryClient.invalidateQueries({ queryKey: k })));
+  const apply = useMutation({ mutationFn: (id: number) => endpoints.applyVersion(id), onSettled: refresh });
+  const rollback = useMutation({ mutationFn: (id: number) => endpoints.rollback(id), onSettled: refresh });
+  const validate = useMutation({ mutationFn: (id: number) => endpoints.validateVersion(id) });
+  const a = Number(params.get('a')) || 0;
+  const b = Number(params.get('b')) || 0;
+  const showDiff = (from: number, to: number) => setParams({ a: String(from), b: String(to) });
+  const busy = apply.isPending || rollback.isPending;
+  const result = apply.data ?? rollback.data?.apply;
+
+  return (
+    <>
+      <PageHeader title="Config history" description="Every change is a new version. Compare any two, validate on the gateway, apply, or roll back." />
+      <Stack>
+        {result && (
+          <Alert color={result.ok ? 'green' : 'red'} role={result.ok ? 'status' : 'alert'} withCloseButton closeButtonLabel="Dismiss" onClose={() => { apply.reset(); rollback.reset(); }}>
+            {rollback.data && `Rolled back as version ${rollback.data.new_version_id}. `}
+            {applyMessage(result)}
+          </Alert>
+        )}
+        {(apply.error || rollback.error) && (
+          <Alert color="red" role="alert">
+            {errorMessage(apply.error ?? rollback.error)}
+          </Alert>
+        )}
+        {validate.data && (
+          <Alert color={validate.data.ok ? 'green' : 'red'} withCloseButton closeButtonLabel="Dismiss" onClose={() => validate.reset()} title={`Dry run of version ${validate.data.version_id}`}>
+            {validate.data.ok ? (
+              <pre className="diff">{JSON.stringify(validate.data.rendered, null, 2)}</pre>
+            ) : (
+              String((validate.data.error as { message?: string } | null)?.message ?? 'refused')
+            )}
+          </Alert>
+        )}
+        {validate.error && <Alert color="red" role="alert">{errorMessage(validate.error)}</Alert>}
+        {a > 0 && b > 0 && <DiffPanel a={a} b={b} onChange={showDiff} />}
+        <QueryView query={versions} isEmpty={(d) => d.versions.length === 0} empty={<EmptyState title="No versions yet" />}>
+          {(data) => (
+            <Table.ScrollContainer minWidth={760}>
+              <Table striped highlightOnHover aria-label="Config versions">
+                <Table.Thead>
+                  <Table.Tr>
+                    <Table.Th>Version</Table.Th>
+                    <Table.Th>Created</Table.Th>
+                    <Table.Th>Author</Table.Th>
+                    <Table.Th>Comment</Table.Th>
+                    <Table.Th>Status</Table.Th>
+                    <Table.Th>
+                      <span className="visually-hidden">Actions</span>
+                    </Table.Th>
+                  </Table.Tr>
+                </Table.Thead>
+                <Table.Tbody>
+                  {data.versions.map((v) => (
+                    <Table.Tr key={v.id}>
+                      <Table.Td fw={600}>v{v.id}</Table.Td>
+                      <Table.Td>
+                        <Text size="sm">{formatTime(v.created_at)}</Text>
+                      </Table.Td>
+                      <Table.Td>{v.author}</Table.Td>
+                      <Table.Td>{v.comment}</Table.Td>
+                      <Table.Td>
+                        <StatusBadge v={v} />
+                      </Table.Td>
+                      <Table.Td>
+                        <Group gap={4} justify="flex-end" wrap="nowrap">
+                          {v.id > 1 && (
+                            <Button size="compact-xs" variant="default" aria-label={`Diff version ${v.id} against ${v.id - 1}`} onClick={() => showDiff(v.id - 1, v.id)}>
+                              Diff
+                            </Button>
+                          )}
+                          <Button size="compact-xs" variant="default" loading={validate.isPending && validate.variables === v.id} onClick={() => validate.mutate(v.id)} aria-label={`Dry run version ${v.id}`}>
+                            Dry run
+                          </Button>
+                          {!v.active && v.id === data.latest_version_id && (
+                            <Button size="compact-xs" disabled={busy} loading={apply.isPending && apply.variables === v.id} onClick={() => apply.mutate(v.id)} aria-label={`Apply version ${v.id}`}>
+                              Apply
+                            </Button>
+                          )}
+                          {v.id !== data.latest_version_id && (
+                            <Tooltip label="Make a new version equal to this one and apply it">
+                              <Button
+                                size="compact-xs"
+                                color="orange"
+                                variant="light"
+                                disabled={busy}
+                                loading={rollback.isPending && rollback.variables === v.id}
+                                aria-label={`Roll back to version ${v.id}`}
+                                onClick={() => {
+                                  if (window.confirm(`Roll back to version ${v.id}? A new version is created and applied.`)) rollback.mutate(v.id);
+                                }}
+                              >
+                                Roll back
+                              </Button>
+                            </Tooltip>
+                          )}
+                        </Group>
+                      </Table.Td>
+                    </Table.Tr>
+                  ))}
+                </Table.Tbody>
+              </Table>
+            </Table.ScrollContainer>
+          )}
+        </QueryView>
+      </Stack>
+    </>
+  );
+}
