@@ -84,6 +84,8 @@ pub enum ApplyAction {
     Reconfigured,
     Restarted,
     Stopped,
+    /// Running with exactly this squid.conf already: nothing touched.
+    Unchanged,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -167,6 +169,9 @@ pub struct SquidManager {
     version: Option<SquidVersion>,
     version_problem: Option<String>,
     running: Option<Running>,
+    /// The last config that was successfully applied with enabled: true (kept when Squid dies,
+    /// so ensure_running can bring it back).
+    desired: Option<(CacheConfig, Vec<Cidr>)>,
     last_exit: Option<String>,
     shared: Arc<Shared>,
     stop_flag: Arc<AtomicBool>,
@@ -213,6 +218,7 @@ impl SquidManager {
             version,
             version_problem,
             running: None,
+            desired: None,
             last_exit: None,
             shared,
             stop_flag,
@@ -262,6 +268,7 @@ impl SquidManager {
         cfg.validate()?;
         if !cfg.enabled {
             self.stop();
+            self.desired = None;
             return Ok(ApplyReport {
                 action: ApplyAction::Stopped,
                 collapsed_forwarding_effective: false,
@@ -270,6 +277,26 @@ impl SquidManager {
         }
         let served = parse_served_subnets(served_subnets)?;
         let text = render(cfg, &served, &self.opts.paths, self.version);
+        let collapsed_forwarding_effective =
+            cfg.collapsed_forwarding && collapsed_forwarding_safe(self.version);
+        self.reap();
+        if self.running.is_some()
+            && std::fs::read_to_string(self.opts.paths.conf())
+                .ok()
+                .as_deref()
+                == Some(&text)
+        {
+            if let Some(run) = self.running.as_mut() {
+                run.config = cfg.clone();
+                run.served = served.clone();
+            }
+            self.desired = Some((cfg.clone(), served));
+            return Ok(ApplyReport {
+                action: ApplyAction::Unchanged,
+                collapsed_forwarding_effective,
+                squid_conf: Some(text),
+            });
+        }
         self.prepare_dirs(cfg)?;
         let candidate = self.opts.paths.candidate_conf();
         std::fs::write(&candidate, &text).map_err(io_err("writing candidate squid.conf"))?;
@@ -277,18 +304,26 @@ impl SquidManager {
             let _ = std::fs::remove_file(&candidate);
             return Err(e);
         }
-        self.reap();
         let action = match self.running.take() {
             None => {
                 self.swap_in(&candidate)?;
-                self.spawn(cfg, served)?;
+                self.spawn(cfg, served.clone())?;
                 ApplyAction::Started
             }
             Some(old) if needs_restart(&old.config, cfg) => {
+                let (old_cfg, old_served) = (old.config.clone(), old.served.clone());
+                let old_text = std::fs::read_to_string(self.opts.paths.conf()).ok();
                 self.running = Some(old);
                 self.stop();
                 self.swap_in(&candidate)?;
-                self.spawn(cfg, served)?;
+                if let Err(e) = self.spawn(cfg, served.clone()) {
+                    // Put the previous working config back rather than leave the cache down.
+                    if let Some(t) = old_text {
+                        let _ = std::fs::write(self.opts.paths.conf(), t);
+                        let _ = self.spawn(&old_cfg, old_served);
+                    }
+                    return Err(e);
+                }
                 ApplyAction::Restarted
             }
             Some(mut old) => {
@@ -296,19 +331,34 @@ impl SquidManager {
                 self.squid_k("reconfigure")
                     .map_err(|m| SquidError::new("squid_reconfigure", m))?;
                 old.config = cfg.clone();
-                old.served = served;
+                old.served = served.clone();
                 self.running = Some(old);
                 self.wait_ready(cfg.admin_port)
                     .map_err(|m| SquidError::new("squid_reconfigure", m))?;
                 ApplyAction::Reconfigured
             }
         };
+        self.desired = Some((cfg.clone(), served));
         Ok(ApplyReport {
             action,
-            collapsed_forwarding_effective: cfg.collapsed_forwarding
-                && collapsed_forwarding_safe(self.version),
+            collapsed_forwarding_effective,
             squid_conf: Some(text),
         })
+    }
+
+    /// Restarts Squid with the last applied config if it died. Ok(true) when it restarted.
+    /// The daemon calls this periodically; while it returns an error the port-80 TPROXY rule
+    /// should be withdrawn (fail open to the splitter) rather than send clients to a dead port.
+    pub fn ensure_running(&mut self) -> Result<bool, SquidError> {
+        self.reap();
+        if self.running.is_some() {
+            return Ok(false);
+        }
+        let Some((cfg, served)) = self.desired.clone() else {
+            return Ok(false);
+        };
+        self.spawn(&cfg, served)?;
+        Ok(true)
     }
 
     /// Shuts Squid down (graceful, then forced). Idempotent.
@@ -622,7 +672,11 @@ impl SquidManager {
         if !self.opts.paths.pid_file().exists() {
             return;
         }
-        let _ = self.squid_k("shutdown");
+        if self.squid_k("shutdown").is_err() {
+            // No such process: the pid file is a leftover of a killed Squid.
+            let _ = std::fs::remove_file(self.opts.paths.pid_file());
+            return;
+        }
         let deadline = Instant::now() + Duration::from_secs(10);
         while self.opts.paths.pid_file().exists() && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(100));

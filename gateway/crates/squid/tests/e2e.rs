@@ -40,7 +40,7 @@ fn cache_config() -> CacheConfig {
 }
 
 fn served() -> Vec<String> {
-    vec![SERVED.to_string()]
+    vec![SERVED.to_string(), SERVED6.to_string()]
 }
 
 /// Collects access-log records until `n` for `path` arrived (Squid logs when a request ends).
@@ -131,6 +131,48 @@ fn tproxy_cache_end_to_end() {
     );
     assert_eq!(stats.disk_capacity_bytes, Some(1024 * 1024 * 1024));
     assert!(!stats.collapsed_forwarding_effective);
+
+    // --- IPv6: same path through the dual-stack TPROXY port ---
+    let v6 = "/o/4096/public/v6";
+    for _ in 0..2 {
+        let mut c = client_connect_to(ORIGIN_IP6);
+        send_host(&mut c, &format!("[{ORIGIN_IP6}]"), &[v6]);
+        assert_eq!(read_reply(&mut c).status, 200);
+        settle();
+    }
+    let recs = records_for(&mgr, &mut seen, v6, 2);
+    assert_eq!(
+        outcomes(&recs),
+        vec![CacheOutcome::Miss, CacheOutcome::Hit],
+        "{recs:#?}"
+    );
+    assert!(
+        recs[0].client.starts_with(&format!("[{CLIENT_IP6}]:")),
+        "{recs:#?}"
+    );
+    let peers = origin_hits(&origin, v6);
+    assert_eq!(peers.len(), 1);
+    assert_eq!(peers[0].ip().to_string(), CLIENT_IP6, "TPROXY over IPv6");
+
+    // --- Host header that disagrees with the intercepted destination: served, never cached ---
+    let spoof = "/o/4096/public/spoofed-host";
+    for _ in 0..2 {
+        let mut c = client_connect_to(ORIGIN_IP6);
+        send_host(&mut c, ORIGIN_IP, &[spoof]);
+        assert_eq!(read_reply(&mut c).status, 200);
+        settle();
+    }
+    let recs = records_for(&mgr, &mut seen, spoof, 2);
+    assert_eq!(
+        outcomes(&recs),
+        vec![CacheOutcome::Miss, CacheOutcome::Miss],
+        "{recs:#?}"
+    );
+    assert_eq!(
+        recs[0].server.as_deref(),
+        Some(ORIGIN_IP6),
+        "goes to the original destination"
+    );
 
     // --- no-store and private are never cached ---
     for p in ["/o/2048/nostore/ns", "/o/2048/private/pv"] {
@@ -262,6 +304,34 @@ fn tproxy_cache_end_to_end() {
     );
     let recs = records_for(&mgr, &mut seen, one_mb, 4);
     assert_eq!(recs[3].outcome, CacheOutcome::Hit);
+
+    // --- the same config again touches nothing ---
+    assert_eq!(
+        mgr.apply(&cache_config(), &served()).unwrap().action,
+        ApplyAction::Unchanged
+    );
+
+    // --- Squid killed outright: noticed, and ensure_running brings it back ---
+    let pid: i32 = std::fs::read_to_string(mgr.paths().pid_file())
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    unsafe { libc::kill(-pid, libc::SIGKILL) };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while mgr.is_running() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!mgr.is_running());
+    assert!(mgr
+        .stats()
+        .problems
+        .iter()
+        .any(|p| p.contains("exited unexpectedly")));
+    assert!(mgr.ensure_running().expect("restart"));
+    assert!(!mgr.ensure_running().unwrap());
+    assert_eq!(get(one_mb).status, 200);
+    records_for(&mgr, &mut seen, one_mb, 5);
 
     // --- a good change is applied with reconfigure: never-cache domain (by address) ---
     let never = CacheConfig {

@@ -17,6 +17,9 @@ pub const CLIENT_IP: &str = "10.81.1.10";
 pub const OUTSIDER_IP: &str = "10.81.1.200";
 pub const SERVED: &str = "10.81.1.0/25";
 pub const ORIGIN_IP: &str = "10.81.3.10";
+pub const CLIENT_IP6: &str = "fd81:1::10";
+pub const SERVED6: &str = "fd81:1::/64";
+pub const ORIGIN_IP6: &str = "fd81:3::10";
 pub const NAMESPACES: [&str; 3] = ["pq-cli", "pq-gw", "pq-srv"];
 
 fn run(args: &[&str]) {
@@ -96,65 +99,47 @@ pub fn build_topology(tproxy_port: u16) -> Topology {
             nsx(ns, &["ip", "link", "set", i, "up"]);
         }
     }
-    nsx(
-        "pq-cli",
-        &["ip", "addr", "add", "10.81.1.10/24", "dev", "pqc0"],
-    );
-    nsx(
-        "pq-cli",
-        &["ip", "addr", "add", "10.81.1.200/24", "dev", "pqc0"],
-    );
-    nsx(
-        "pq-cli",
-        &["ip", "route", "add", "default", "via", "10.81.1.1"],
-    );
-    nsx(
-        "pq-gw",
-        &["ip", "addr", "add", "10.81.1.1/24", "dev", "pqg0"],
-    );
-    nsx(
-        "pq-gw",
-        &["ip", "addr", "add", "10.81.3.1/24", "dev", "pqg1"],
-    );
-    nsx("pq-gw", &["sysctl", "-qw", "net.ipv4.ip_forward=1"]);
-    nsx(
-        "pq-srv",
-        &["ip", "addr", "add", "10.81.3.10/24", "dev", "pqs0"],
-    );
-    nsx(
-        "pq-srv",
-        &["ip", "route", "add", "default", "via", "10.81.3.1"],
-    );
+    // Addresses and routes, both families; the second address on pq-cli is outside SERVED.
     // TPROXY: marked packets are delivered locally via table 100.
-    nsx(
-        "pq-gw",
-        &["ip", "rule", "add", "fwmark", "1", "lookup", "100"],
-    );
-    nsx(
-        "pq-gw",
-        &[
-            "ip",
-            "route",
-            "add",
-            "local",
-            "0.0.0.0/0",
-            "dev",
-            "lo",
-            "table",
-            "100",
-        ],
-    );
+    const SETUP: &[(&str, &str)] = &[
+        ("pq-cli", "ip addr add 10.81.1.10/24 dev pqc0"),
+        ("pq-cli", "ip addr add 10.81.1.200/24 dev pqc0"),
+        ("pq-cli", "ip route add default via 10.81.1.1"),
+        ("pq-cli", "ip -6 addr add fd81:1::10/64 dev pqc0 nodad"),
+        ("pq-cli", "ip -6 route add default via fd81:1::1"),
+        ("pq-gw", "ip addr add 10.81.1.1/24 dev pqg0"),
+        ("pq-gw", "ip addr add 10.81.3.1/24 dev pqg1"),
+        ("pq-gw", "ip -6 addr add fd81:1::1/64 dev pqg0 nodad"),
+        ("pq-gw", "ip -6 addr add fd81:3::1/64 dev pqg1 nodad"),
+        ("pq-gw", "sysctl -qw net.ipv4.ip_forward=1"),
+        ("pq-gw", "sysctl -qw net.ipv6.conf.all.forwarding=1"),
+        ("pq-gw", "ip rule add fwmark 1 lookup 100"),
+        ("pq-gw", "ip route add local 0.0.0.0/0 dev lo table 100"),
+        ("pq-gw", "ip -6 rule add fwmark 1 lookup 100"),
+        ("pq-gw", "ip -6 route add local ::/0 dev lo table 100"),
+        ("pq-srv", "ip addr add 10.81.3.10/24 dev pqs0"),
+        ("pq-srv", "ip route add default via 10.81.3.1"),
+        ("pq-srv", "ip -6 addr add fd81:3::10/64 dev pqs0 nodad"),
+        ("pq-srv", "ip -6 route add default via fd81:3::1"),
+    ];
+    for (ns, cmd) in SETUP {
+        let args: Vec<&str> = cmd.split_whitespace().collect();
+        nsx(ns, &args);
+    }
     // Deliberately intercept every source (not only the served subnet) so Squid's own ACL is
     // what refuses the outsider.
-    let rules = format!(
-        "table ip pq_cache {{\n\
-           chain prerouting {{\n\
-             type filter hook prerouting priority mangle; policy accept;\n\
-             meta l4proto tcp socket transparent 1 meta mark set 0x1 accept\n\
-             iifname \"pqg0\" tcp dport 80 tproxy to :{tproxy_port} meta mark set 0x1 accept\n\
-           }}\n\
-         }}\n"
-    );
+    let mut rules = String::new();
+    for family in ["ip", "ip6"] {
+        rules.push_str(&format!(
+            "table {family} pq_cache {{\n\
+               chain prerouting {{\n\
+                 type filter hook prerouting priority mangle; policy accept;\n\
+                 meta l4proto tcp socket transparent 1 meta mark set 0x1 accept\n\
+                 iifname \"pqg0\" tcp dport 80 tproxy to :{tproxy_port} meta mark set 0x1 accept\n\
+               }}\n\
+             }}\n"
+        ));
+    }
     run_stdin(&["ip", "netns", "exec", "pq-gw", "nft", "-f", "-"], &rules);
     topo
 }
@@ -195,7 +180,8 @@ pub fn origin_hits(log: &OriginLog, path: &str) -> Vec<SocketAddr> {
 pub fn start_origin() -> OriginLog {
     let log: OriginLog = Arc::new(Mutex::new(Vec::new()));
     let listener = in_ns("pq-srv", || {
-        TcpListener::bind("0.0.0.0:80").expect("bind origin")
+        // Dual-stack: IPv4 peers arrive v4-mapped and are logged canonical.
+        TcpListener::bind("[::]:80").expect("bind origin")
     });
     let l2 = log.clone();
     std::thread::spawn(move || {
@@ -209,7 +195,7 @@ pub fn start_origin() -> OriginLog {
 
 fn serve_conn(conn: TcpStream, log: OriginLog) {
     let peer = match conn.peer_addr() {
-        Ok(p) => p,
+        Ok(p) => SocketAddr::new(p.ip().to_canonical(), p.port()),
         Err(_) => return,
     };
     let mut reader = BufReader::new(conn.try_clone().unwrap());
@@ -331,18 +317,29 @@ pub fn read_reply(reader: &mut BufReader<TcpStream>) -> Reply {
 
 /// Connects from pq-cli (source CLIENT_IP) to the origin.
 pub fn client_connect() -> BufReader<TcpStream> {
-    let s = in_ns("pq-cli", || {
-        TcpStream::connect((ORIGIN_IP, 80)).expect("connect")
+    client_connect_to(ORIGIN_IP)
+}
+
+/// Connects from pq-cli to `origin` (v4 or v6) port 80.
+pub fn client_connect_to(origin: &'static str) -> BufReader<TcpStream> {
+    let s = in_ns("pq-cli", move || {
+        TcpStream::connect((origin, 80)).expect("connect")
     });
     s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
     BufReader::new(s)
 }
 
 pub fn send(reader: &mut BufReader<TcpStream>, paths: &[&str]) {
+    send_host(reader, ORIGIN_IP, paths)
+}
+
+/// Writes GETs with `Host: host` (Squid verifies Host against the intercepted destination and
+/// does not cache when they disagree).
+pub fn send_host(reader: &mut BufReader<TcpStream>, host: &str, paths: &[&str]) {
     let mut req = String::new();
     for p in paths {
         req.push_str(&format!(
-            "GET {p} HTTP/1.1\r\nHost: {ORIGIN_IP}\r\nUser-Agent: pq-test\r\n\r\n"
+            "GET {p} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: pq-test\r\n\r\n"
         ));
     }
     reader.get_mut().write_all(req.as_bytes()).unwrap();
