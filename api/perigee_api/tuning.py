@@ -72,7 +72,7 @@ OVERRIDABLE: tuple[str, ...] = (
 
 
 class BodInputs(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     forward_rate_bps: int = Field(ge=1000, le=100_000_000_000)
     return_cra_bps: int = Field(ge=0, le=100_000_000_000)
@@ -181,7 +181,7 @@ def derive(inputs: BodInputs, overrides: dict[str, float] | None = None) -> Tuni
     pf = put(
         "pacing_forward_bps", i.forward_rate_bps, "bit/s", f"forward rate = {_n(i.forward_rate_bps)} bit/s"
     )
-    if i.allocation_delay_ms > 0:
+    if i.allocation_delay_ms >= 0.001:  # below a microsecond counts as no delay (and avoids x / 0)
         drain = i.return_cra_bps + 8 * i.terminal_buffer_bytes / (i.allocation_delay_ms / 1000.0)
         drain_text = (
             f"CRA + 8 × terminal buffer / allocation delay = {_n(i.return_cra_bps)} + 8 × "

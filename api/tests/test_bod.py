@@ -42,8 +42,17 @@ def test_terminal_pacing_is_bounded_by_modem_buffer_drain() -> None:
 
 
 def test_clamps_and_warnings() -> None:
-    t = derive(BodInputs(**{**GEO, "forward_rate_bps": 1_000_000, "base_rtt_ms": 20, "allocation_delay_ms": 0,
-                            "terminal_buffer_bytes": 2000}))
+    t = derive(
+        BodInputs(
+            **{
+                **GEO,
+                "forward_rate_bps": 1_000_000,
+                "base_rtt_ms": 20,
+                "allocation_delay_ms": 0,
+                "terminal_buffer_bytes": 2000,
+            }
+        )
+    )
     assert t.values["sndbuf_bytes"].value == 65536  # 2 × 2500 clamped up
     assert t.values["initcwnd"].value == 10
     assert any("superframe" in w for w in t.warnings)
@@ -61,7 +70,9 @@ def test_invalid_inputs_name_the_field() -> None:
 
 
 def test_profile_api_and_apply_to_config(operator: TestClient) -> None:
-    r = operator.post("/api/v1/bod/profiles", json={"name": "geo", "inputs": GEO, "overrides": {"initcwnd": 40}})
+    r = operator.post(
+        "/api/v1/bod/profiles", json={"name": "geo", "inputs": GEO, "overrides": {"initcwnd": 40}}
+    )
     assert r.status_code == 201, r.text
     prof = r.json()
     assert prof["tuning"]["values"]["initcwnd"]["value"] == 40

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
+from fastapi import Path as FastApiPath
 from sqlalchemy.orm import Session
 
 from perigee_api.core import security
@@ -137,3 +138,7 @@ def require(role: str) -> Callable[..., Principal]:
 Viewer = Annotated[Principal, Depends(require("viewer"))]
 Operator = Annotated[Principal, Depends(require("operator"))]
 Admin = Annotated[Principal, Depends(require("admin"))]
+
+
+# Database ids: bounded so that a huge number is a 422, not an SQLite overflow.
+Id = Annotated[int, FastApiPath(ge=1, le=2**62)]

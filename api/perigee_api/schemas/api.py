@@ -24,7 +24,7 @@ Username = str
 
 
 class In(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 # --- auth ---------------------------------------------------------------------------------------

@@ -82,7 +82,7 @@ Action = Literal["accelerate", "cache", "bypass"]
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class Interfaces(Strict):

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
 from fastapi import APIRouter, Request
 from sqlalchemy import select
 
-from perigee_api.api.deps import Db, Operator, Viewer, audit_info
+from perigee_api.api.deps import Db, Id, Operator, Viewer, audit_info
 from perigee_api.core.errors import ApiError, ErrorResponse
 from perigee_api.models import BodProfile
 from perigee_api.schemas.api import BodApplyIn, BodProfileIn, BodProfileOut, ChangeOut, PolicyIssue
@@ -31,7 +32,7 @@ def _check_overrides(overrides: dict[str, float]) -> None:
                 f"overrides.{key}: not overridable (allowed: {', '.join(OVERRIDABLE)})",
                 f"overrides.{key}",
             )
-        if value < 0 or value > 1e11:
+        if not math.isfinite(value) or value < 0 or value > 1e11:
             raise ApiError(
                 422, "bad_override", f"overrides.{key}: must be within 0..1e11", f"overrides.{key}"
             )
@@ -61,7 +62,7 @@ def list_profiles(who: Viewer, db: Db) -> list[BodProfileOut]:
     return [_out(p) for p in db.scalars(select(BodProfile).order_by(BodProfile.id))]
 
 
-def _profile(db: Db, profile_id: int) -> BodProfile:
+def _profile(db: Db, profile_id: Id) -> BodProfile:
     p = db.get(BodProfile, profile_id)
     if p is None:
         raise ApiError(404, "profile_not_found", f"BoD profile {profile_id} does not exist", "profile_id")
@@ -69,7 +70,7 @@ def _profile(db: Db, profile_id: int) -> BodProfile:
 
 
 @router.get("/profiles/{profile_id}", response_model=BodProfileOut)
-def get_profile(profile_id: int, who: Viewer, db: Db) -> BodProfileOut:
+def get_profile(profile_id: Id, who: Viewer, db: Db) -> BodProfileOut:
     return _out(_profile(db, profile_id))
 
 
@@ -94,7 +95,7 @@ def create_profile(body: BodProfileIn, who: Operator, db: Db) -> BodProfileOut:
 
 
 @router.put("/profiles/{profile_id}", response_model=BodProfileOut, responses={409: {"model": ErrorResponse}})
-def update_profile(profile_id: int, body: BodProfileIn, who: Operator, db: Db) -> BodProfileOut:
+def update_profile(profile_id: Id, body: BodProfileIn, who: Operator, db: Db) -> BodProfileOut:
     _check_overrides(body.overrides)
     p = _profile(db, profile_id)
     other = db.scalar(select(BodProfile).where(BodProfile.name == body.name, BodProfile.id != profile_id))
@@ -109,7 +110,7 @@ def update_profile(profile_id: int, body: BodProfileIn, who: Operator, db: Db) -
 
 
 @router.delete("/profiles/{profile_id}", status_code=204)
-def delete_profile(profile_id: int, who: Operator, db: Db) -> None:
+def delete_profile(profile_id: Id, who: Operator, db: Db) -> None:
     db.delete(_profile(db, profile_id))
     db.commit()
 
@@ -119,7 +120,7 @@ def delete_profile(profile_id: int, who: Operator, db: Db) -> None:
     response_model=ChangeOut,
     summary="Write the derived tuning into the desired config (new version; apply it separately)",
 )
-def apply_to_config(profile_id: int, body: BodApplyIn, who: Operator, db: Db, request: Request) -> ChangeOut:
+def apply_to_config(profile_id: Id, body: BodApplyIn, who: Operator, db: Db, request: Request) -> ChangeOut:
     p = _profile(db, profile_id)
     role = str(versions.latest(db).config.get("role", "hub"))
     inputs = BodInputs.model_validate({**p.inputs, "role": role})

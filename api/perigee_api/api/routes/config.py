@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Query, Request
 from sqlalchemy import func, select
 
-from perigee_api.api.deps import Db, Gateway, Operator, Viewer, audit_info
+from perigee_api.api.deps import Db, Gateway, Id, Operator, Viewer, audit_info
 from perigee_api.core.errors import ApiError, ErrorResponse
 from perigee_api.models import ConfigVersion
 from perigee_api.schemas.api import (
@@ -103,7 +103,7 @@ def diff_versions(
 
 
 @router.get("/versions/{version_id}", response_model=VersionOut, responses={404: {"model": ErrorResponse}})
-def get_version(version_id: int, who: Viewer, db: Db) -> VersionOut:
+def get_version(version_id: Id, who: Viewer, db: Db) -> VersionOut:
     return _full(versions.get(db, version_id), versions.active_id(db))
 
 
@@ -113,7 +113,7 @@ def get_version(version_id: int, who: Viewer, db: Db) -> VersionOut:
     responses={502: {"model": ErrorResponse}},
     summary="Dry run: the gateway validates and renders, changes nothing",
 )
-def validate_version(version_id: int, who: Operator, db: Db, gw: Gateway) -> ValidateOut:
+def validate_version(version_id: Id, who: Operator, db: Db, gw: Gateway) -> ValidateOut:
     return ValidateOut(**versions.dry_run(gw, versions.get(db, version_id)))
 
 
@@ -124,7 +124,7 @@ def validate_version(version_id: int, who: Operator, db: Db, gw: Gateway) -> Val
     summary="Apply atomically on the gateway; the result is recorded on the version",
 )
 def apply_version(
-    version_id: int, who: Operator, db: Db, gw: Gateway, request: Request, body: CommentIn | None = None
+    version_id: Id, who: Operator, db: Db, gw: Gateway, request: Request, body: CommentIn | None = None
 ) -> ApplyOut:
     v = versions.get(db, version_id)
     res = versions.apply(db, gw, v)
@@ -138,7 +138,7 @@ def apply_version(
     response_model=RollbackOut,
     summary="Make a new version equal to this one and apply it",
 )
-def rollback_version(version_id: int, who: Operator, db: Db, gw: Gateway, request: Request) -> RollbackOut:
+def rollback_version(version_id: Id, who: Operator, db: Db, gw: Gateway, request: Request) -> RollbackOut:
     target = versions.get(db, version_id)
     new, res = versions.rollback(db, gw, target, who.name)
     db.commit()

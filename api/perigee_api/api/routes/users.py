@@ -7,7 +7,7 @@ import time
 from fastapi import APIRouter, Request
 from sqlalchemy import select
 
-from perigee_api.api.deps import Admin, Db, Operator, audit_info
+from perigee_api.api.deps import Admin, Db, Id, Operator, audit_info
 from perigee_api.api.routes.auth import user_out
 from perigee_api.core import security
 from perigee_api.core.errors import ApiError, ErrorResponse
@@ -57,7 +57,7 @@ def create_user(body: UserCreate, who: Admin, db: Db, request: Request) -> UserC
     return UserCreated(user=user_out(user), one_time_password=otp)
 
 
-def _user(db: Db, user_id: int) -> User:
+def _user(db: Db, user_id: Id) -> User:
     user = db.get(User, user_id)
     if user is None:
         raise ApiError(404, "user_not_found", f"user {user_id} does not exist", "user_id")
@@ -75,12 +75,12 @@ def _admins_left(db: Db, excluding: int) -> int:
 
 
 @router.get("/users/{user_id}", response_model=UserOut)
-def get_user(user_id: int, who: Admin, db: Db) -> UserOut:
+def get_user(user_id: Id, who: Admin, db: Db) -> UserOut:
     return user_out(_user(db, user_id))
 
 
 @router.patch("/users/{user_id}", response_model=UserCreated, responses={409: {"model": ErrorResponse}})
-def update_user(user_id: int, body: UserUpdate, who: Admin, db: Db, request: Request) -> UserCreated:
+def update_user(user_id: Id, body: UserUpdate, who: Admin, db: Db, request: Request) -> UserCreated:
     user = _user(db, user_id)
     demote = (body.role is not None and body.role != "admin") or body.disabled is True
     if user.role == "admin" and demote and _admins_left(db, user.id) == 0:
@@ -103,7 +103,7 @@ def update_user(user_id: int, body: UserUpdate, who: Admin, db: Db, request: Req
 
 
 @router.delete("/users/{user_id}", response_model=OkOut, responses={409: {"model": ErrorResponse}})
-def delete_user(user_id: int, who: Admin, db: Db, request: Request) -> OkOut:
+def delete_user(user_id: Id, who: Admin, db: Db, request: Request) -> OkOut:
     user = _user(db, user_id)
     if user.id == who.user.id:
         raise ApiError(409, "cannot_delete_self", "you cannot delete your own account", "user_id")
@@ -152,7 +152,7 @@ def create_token(body: TokenCreate, who: Operator, db: Db, request: Request) -> 
 
 
 @router.delete("/tokens/{token_id}", response_model=OkOut)
-def delete_token(token_id: int, who: Operator, db: Db) -> OkOut:
+def delete_token(token_id: Id, who: Operator, db: Db) -> OkOut:
     tok = db.get(ApiToken, token_id)
     if tok is None or (tok.user_id != who.user.id and who.user.role != "admin"):
         raise ApiError(404, "token_not_found", f"token {token_id} does not exist", "token_id")
