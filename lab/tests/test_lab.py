@@ -32,14 +32,15 @@ def rtt_ok(rtts: list[float], configured: float) -> bool:
 
 def test_ping_rtt_geo_acts_t1(lab: None) -> None:
     rtts = ping_rtts("client", SERVER, 8)[1:]
+    print(f"geo-acts-t1 ping RTTs (configured 580 ms): {rtts}")
     assert rtt_ok(rtts, 580), rtts
 
 
 def test_ipv6_end_to_end(lab: None) -> None:
-    rtts = ping_rtts("client", SERVER6, 3)
-    assert len(rtts) == 3 and rtt_ok(rtts[1:], 580), rtts
-    rtts = ping_rtts("client", "fd71:4::10", 2)  # cross host, over both emulators
-    assert len(rtts) == 2 and rtt_ok(rtts[1:], 600), rtts
+    rtts = ping_rtts("client", SERVER6, 5)
+    assert len(rtts) == 5 and rtt_ok(rtts[1:], 580), rtts
+    rtts = ping_rtts("client", "fd71:4::10", 5)  # cross host, over both emulators
+    assert len(rtts) == 5 and rtt_ok(rtts[1:], 600), rtts
 
 
 class Sink:
@@ -70,12 +71,15 @@ def udp_send(role: str, to: str, rate: str, size: int, duration: float, port: in
 ])
 def test_saturating_udp_gets_the_configured_rate(lab: None, direction: str, rate: int, src: str,
                                                  dst: str, dst_addr: str) -> None:
-    set_link("both", delay_ms=20, rate_bps=50_000_000, buffer_bytes=60_000, **CLEAN)
+    # A deep buffer (~0.8 s of queue) so a briefly descheduled source never lets the link idle.
+    set_link("both", delay_ms=20, rate_bps=50_000_000, buffer_bytes=rate // 10, **CLEAN)
     set_link(direction, rate_bps=rate)
     try:
         sink = Sink(dst, 9000)
-        sent = udp_send(src, dst_addr, str(int(rate * 1.25)), 1000, 3.0)
+        sent = udp_send(src, dst_addr, str(int(rate * 1.5)), 1000, 3.0)
         got = sink.result()
+        print(f"{direction}: configured {rate} bit/s, received {got['frame_rate_bps']:.0f} bit/s "
+              f"({(got['frame_rate_bps'] / rate - 1) * 100:+.2f}%)")
         assert got["packets"] < sent["sent"]  # the source really was above the rate
         assert abs(got["frame_rate_bps"] - rate) <= 0.02 * rate, (got["frame_rate_bps"], rate)
         assert link_stats()[direction]["drops"]["buffer"] > 0
@@ -102,6 +106,7 @@ def test_loss_matches_per_and_ber(lab: None, kind: str, value: float) -> None:
         n, lost = sent["sent"], sent["sent"] - got["unique"]
         frame_bits = (size + 42) * 8  # UDP+IPv4+Ethernet: the emulator sees whole frames
         p = value if kind == "per" else 1 - (1 - value) ** frame_bits
+        print(f"{kind}={value}: {lost}/{n} lost, expected {n * p:.1f}")
         assert n > 3000
         assert binomial_ok(lost, n, p), (lost, n, n * p)
         assert link_stats()["forward"]["drops"][kind] - stats0 == lost
@@ -112,44 +117,43 @@ def test_loss_matches_per_and_ber(lab: None, kind: str, value: float) -> None:
 def test_bod_grants_the_rate_after_the_allocation_delay(lab: None) -> None:
     sf, ad, cra, src_rate = 0.2, 0.5, 100_000, 800_000
     set_link("both", delay_ms=20, rate_bps=2_000_000, buffer_bytes=500_000, **CLEAN)
-    t_a = time.monotonic()
     set_link("return", bod={"cra_bps": cra, "rbdc_max_bps": 2_000_000, "superframe_ms": sf * 1000,
                             "allocation_delay_ms": ad * 1000, "granularity_bps": 50_000})
-    t_set = (t_a + time.monotonic()) / 2  # the superframe grid starts when BoD is switched on
     try:
         sink = Sink("server", 9002, idle=1.0)
         sender = subprocess.Popen(
             in_ns("client", [sys.executable, "-m", "satlab.clients", "udp-send", "--to", SERVER, "--port",
                              "9002", "--rate", str(src_rate), "--size", "1000", "--duration", "3.5"]),
             stdout=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONPATH=str(LAB)))
-        samples: list[tuple[float, int]] = []
+        samples: list[tuple[float, int, int]] = []  # (time, current rate, current request)
         while sender.poll() is None:
-            samples.append((time.monotonic(), link_stats()["return"]["rate_bps"]))
+            st = link_stats()["return"]
+            samples.append((time.monotonic(), st["rate_bps"], st["requested_bps"]))
             time.sleep(0.005)
         sent = json.loads(sender.communicate()[0].strip().splitlines()[-1])
         got = sink.result()
         t0 = sent["t0_monotonic"]
-
-        def boundary_at_or_after(t: float) -> float:
-            return t_set + sf * math.ceil((t - t_set) / sf - 1e-9)
-
-        # The first superframe wholly inside the flow ends at b2; its request (the full rate)
-        # takes effect at the first boundary at or after b2 + AD.
-        # t_set is known to a few ms only (control-socket latency on a loaded host), so when the
-        # flow starts within eps of a boundary both neighbouring grids are accepted.
-        eps = 0.015
-        expected = sorted({boundary_at_or_after(boundary_at_or_after(t) + sf + ad) for t in (t0 - eps, t0 + eps)})
-        full = [t for t, r in samples if r >= src_rate]
+        # The superframe grid is observed, not assumed: b1 = the first boundary that saw the flow
+        # (its request appears). Its request is partial unless the flow began right after the
+        # previous boundary; the first request covering the whole rate is made at b1 or b1 + SF
+        # and must be granted at the first boundary at or after request + AD.
+        b1, req1 = next((t, q) for t, _, q in samples if q > 0)
+        b_req = b1 if cra + req1 >= src_rate else b1 + sf
+        grant_at = b1 + sf * math.ceil((b_req - b1 + ad) / sf - 1e-9)
+        full = [t for t, r, _ in samples if r >= src_rate]
         assert full, f"never granted: {samples[-5:]}"
         t_full = full[0]
-        assert any(e - 0.003 <= t_full <= e + 0.03 for e in expected), (t_full - t0, [e - t0 for e in expected])
-        assert ad + sf - 0.01 <= t_full - t0 <= ad + 3 * sf + 0.03
-        assert all(r < src_rate for t, r in samples if t < t_full)
+        print(f"BoD: flow start -> first request {b1 - t0:.3f} s, full rate granted {t_full - b_req:.3f} s "
+              f"after the full request (AD {ad} s, SF {sf} s)")
+        assert ad - 0.01 <= t_full - b_req <= ad + sf + 0.05
+        assert abs(t_full - grant_at) <= 0.05, (t_full - b1, grant_at - b1)
+        assert all(r < src_rate for t, r, _ in samples if t < t_full)
         # Received rate once granted: the source rate (the backlog just stays queued).
         start = t_full + 0.02 + 0.1 - got["t_first_monotonic"]
-        end = t0 + 3.5 - got["t_first_monotonic"]
+        end = sent["t0_monotonic"] + 3.5 - got["t_first_monotonic"]
         window = [n + 42 for t, n in got["arrivals"] if start <= t <= end]
         rate = sum(window) * 8 / (end - start)
+        print(f"BoD: received {rate:.0f} bit/s once granted (source {src_rate})")
         assert abs(rate - src_rate) <= 0.03 * src_rate, rate
         early = [n + 42 for t, n in got["arrivals"] if t <= ad]
         assert sum(early) * 8 / ad < 0.6 * src_rate  # before AD, only CRA and partial grants
@@ -193,7 +197,7 @@ def test_link_cli_set_and_get(lab: None) -> None:
         view = json.loads(satlab("link", "get", "--json").stdout)
         assert view["forward"]["rate_bps"] == 2_000_000 and view["forward"]["delay_ms"] == 100
         assert view["return"]["rate_bps"] == 1_536_000 and view["return"]["delay_ms"] == 290
-        rtts = ping_rtts("client", SERVER, 4)[1:]
+        rtts = ping_rtts("client", SERVER, 6)[1:]
         assert rtt_ok(rtts, 390), rtts
         stats = json.loads(satlab("link", "stats", "--json").stdout)
         assert stats["forward"]["frames_out"] > 0
