@@ -451,6 +451,31 @@ fn failed_apply_keeps_previous_state() {
     let mut echo = String::new();
     r.read_line(&mut echo).unwrap();
     assert_eq!(echo, "still here\n");
+    drop(c);
+    // A satellite route over an existing one: restored as it was when the daemon stops.
+    sh(&[
+        "ip",
+        "-n",
+        &t.g,
+        "route",
+        "add",
+        "10.77.0.0/16",
+        "via",
+        "10.99.2.10",
+    ]);
+    good["revision"] = "t4".into();
+    good["satellite"]["routes"] = serde_json::json!([{"dst": "10.77.0.0/16", "via": "10.99.2.10"}]);
+    let (st, v) = control(&t.sock(), "PUT", "/v1/config", Some(&good)).unwrap();
+    assert_eq!(st, 200, "{v}");
+    let route = sh_out(&["ip", "-n", &t.g, "route", "show", "10.77.0.0/16"]);
+    assert!(route.contains("initcwnd 10"), "{route}");
+    t.stop();
+    let route = sh_out(&["ip", "-n", &t.g, "route", "show", "10.77.0.0/16"]);
+    assert!(
+        route.contains("via 10.99.2.10") && !route.contains("initcwnd"),
+        "{route}"
+    );
+    assert!(sh_out(&["ip", "netns", "exec", &t.g, "nft", "list", "tables"]).is_empty());
 }
 
 #[test]

@@ -89,6 +89,64 @@ pub struct AppliedState {
     pub rendered: Option<Rendered>,
     /// Values the sysctls had before we first wrote them.
     pub sysctl_originals: BTreeMap<String, String>,
+    /// Satellite routes as they were before we first replaced them (None: there was none).
+    pub route_originals: BTreeMap<String, Option<Vec<String>>>,
+}
+
+/// The `ip` argv that recreates the main-table route to `dst` as it is now, if there is one.
+fn capture_route(op: &RouteOp) -> Option<Vec<String>> {
+    let RouteOp::SatRoute { dst, .. } = op else {
+        return None;
+    };
+    let fam = if op.is_v6() { "-6" } else { "-4" };
+    let out = run(
+        "ip",
+        &[
+            "-j".into(),
+            fam.into(),
+            "route".into(),
+            "show".into(),
+            "exact".into(),
+            dst.clone(),
+        ],
+        None,
+    )
+    .ok()?;
+    let v: serde_json::Value = serde_json::from_str(&out).ok()?;
+    let r = v.as_array()?.first()?;
+    let mut argv = vec![
+        fam.to_string(),
+        "route".into(),
+        "replace".into(),
+        dst.clone(),
+    ];
+    if let Some(gw) = r["gateway"].as_str() {
+        argv.extend(["via".into(), gw.to_string()]);
+    }
+    argv.extend(["dev".into(), r["dev"].as_str()?.to_string()]);
+    Some(argv)
+}
+
+fn route_key(op: &RouteOp) -> Option<String> {
+    match op {
+        RouteOp::SatRoute { dst, .. } => Some(dst.clone()),
+        _ => None,
+    }
+}
+
+/// Undo one of our routes: put back what was there before, or delete it.
+fn remove_route(op: &RouteOp, originals: &BTreeMap<String, Option<Vec<String>>>) {
+    match route_key(op)
+        .and_then(|k| originals.get(&k).cloned())
+        .flatten()
+    {
+        Some(argv) => {
+            let _ = ip(&argv);
+        }
+        None => {
+            let _ = ip(&op.del_argv());
+        }
+    }
 }
 
 /// Apply `new` on top of `prev`. On error the system is back at `prev`.
@@ -124,18 +182,24 @@ pub fn apply(
         .as_ref()
         .map(|r| r.routes.clone())
         .unwrap_or_default();
+    let mut route_originals = prev.route_originals.clone();
     let mut added: Vec<RouteOp> = Vec::new();
     for op in &new.routes {
+        if let Some(k) = route_key(op) {
+            route_originals
+                .entry(k)
+                .or_insert_with(|| capture_route(op));
+        }
         if let Err(m) = install_route(op) {
-            let (a, p) = (added.clone(), prev_routes.clone());
-            undo.push(Box::new(move || restore_routes(&a, &p)));
+            let (a, p, o) = (added.clone(), prev_routes.clone(), route_originals.clone());
+            undo.push(Box::new(move || restore_routes(&a, &p, &o)));
             return Err(fail("routes", m, undo));
         }
         added.push(op.clone());
     }
     {
-        let (a, p) = (added.clone(), prev_routes.clone());
-        undo.push(Box::new(move || restore_routes(&a, &p)));
+        let (a, p, o) = (added.clone(), prev_routes.clone(), route_originals.clone());
+        undo.push(Box::new(move || restore_routes(&a, &p, &o)));
     }
 
     // 3. sysctls (allow-listed by validation).
@@ -185,12 +249,16 @@ pub fn apply(
     for old in &prev_routes {
         if matches!(old, RouteOp::SatRoute { .. }) && !new.routes.iter().any(|n| same_route(n, old))
         {
-            let _ = ip(&old.del_argv());
+            remove_route(old, &route_originals);
+            if let Some(k) = route_key(old) {
+                route_originals.remove(&k);
+            }
         }
     }
     Ok(AppliedState {
         rendered: Some(new.clone()),
         sysctl_originals: originals,
+        route_originals,
     })
 }
 
@@ -208,10 +276,14 @@ fn same_route(a: &RouteOp, b: &RouteOp) -> bool {
     }
 }
 
-fn restore_routes(added: &[RouteOp], prev: &[RouteOp]) {
+fn restore_routes(
+    added: &[RouteOp],
+    prev: &[RouteOp],
+    originals: &BTreeMap<String, Option<Vec<String>>>,
+) {
     for op in added {
         if !prev.iter().any(|p| same_route(p, op)) {
-            let _ = ip(&op.del_argv());
+            remove_route(op, originals);
         }
     }
     for op in prev {
@@ -230,7 +302,7 @@ pub fn teardown(state: &AppliedState) {
     let _ = delete_table();
     if let Some(r) = &state.rendered {
         for op in &r.routes {
-            let _ = ip(&op.del_argv());
+            remove_route(op, &state.route_originals);
         }
     }
     for (k, v) in &state.sysctl_originals {

@@ -3,6 +3,7 @@
 use super::{config, http, master, worker};
 use clap::{Args, Subcommand};
 use serde_json::Value;
+use std::io::Write;
 
 pub const DEFAULT_SOCKET: &str = "/run/perigee/control.sock";
 
@@ -98,7 +99,12 @@ fn call(socket: &str, method: &str, path: &str, body: Option<&Value>) -> Result<
 }
 
 fn print(v: &Value) -> i32 {
-    println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
+    // A closed pipe (`| head`) is not an error worth a panic.
+    let _ = writeln!(
+        std::io::stdout(),
+        "{}",
+        serde_json::to_string_pretty(v).unwrap_or_default()
+    );
     0
 }
 
@@ -154,7 +160,9 @@ pub fn flows(sock: &SocketArg, json: bool, state: &str) -> i32 {
     if json {
         return print(&v);
     }
-    println!(
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(
+        out,
         "{:>16} {:<11} {:<10} {:<28} {:<28} {:>12} {:>12} {:<8} {:>9}",
         "id", "state", "class", "client", "server", "bytes_up", "bytes_down", "sat_cc", "sat_srtt"
     );
@@ -164,15 +172,16 @@ pub fn flows(sock: &SocketArg, json: bool, state: &str) -> i32 {
             .unwrap_or("server")
             .to_string();
         let leg = &f["legs"][sat.as_str()];
-        println!(
+        let _ = writeln!(
+            out,
             "{:>16} {:<11} {:<10} {:<28} {:<28} {:>12} {:>12} {:<8} {:>7}ms",
-            f["id"],
+            f["id"].as_u64().unwrap_or(0),
             f["state"].as_str().unwrap_or(""),
             f["class"].as_str().unwrap_or(""),
             f["client"].as_str().unwrap_or(""),
             f["server"].as_str().unwrap_or(""),
-            f["bytes_up"],
-            f["bytes_down"],
+            f["bytes_up"].as_u64().unwrap_or(0),
+            f["bytes_down"].as_u64().unwrap_or(0),
             leg["cc"].as_str().unwrap_or(""),
             leg["srtt_us"].as_u64().unwrap_or(0) / 1000
         );
