@@ -14,9 +14,7 @@ def openapi_schema() -> dict[str, Any]:
     from perigee_api.main import create_app
 
     with tempfile.TemporaryDirectory() as tmp:
-        settings = Settings(
-            data_dir=Path(tmp), collector_enabled=False, gateway_socket=Path(tmp) / "none.sock"
-        )
+        settings = Settings(data_dir=Path(tmp), collector_enabled=False, gateway_socket=Path(tmp) / "none.sock")
         app = create_app(settings, prepare_db=False)
         schema: dict[str, Any] = app.openapi()
         app.state.ctx.db.dispose()

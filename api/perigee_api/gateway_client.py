@@ -40,9 +40,7 @@ class GatewayClient:
         try:
             resp = self._client.request(method, path, **kwargs)
         except httpx.HTTPError as exc:
-            raise GatewayError(
-                "gateway_unreachable", f"gateway control socket {self.socket_path}: {exc}", 502
-            ) from exc
+            raise GatewayError("gateway_unreachable", f"gateway control socket {self.socket_path}: {exc}", 502) from exc
         try:
             body = resp.json()
         except ValueError:

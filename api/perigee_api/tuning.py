@@ -123,9 +123,7 @@ def derive(inputs: BodInputs, overrides: dict[str, float] | None = None) -> Tuni
     def put(key: str, value: float, unit: str, derivation: str) -> float:
         final = float(overrides[key]) if key in overrides else value
         text = derivation if key not in overrides else f"override {_n(final)} (computed: {derivation})"
-        out[key] = Derived(
-            value=final, unit=unit, derivation=text, overridden=key in overrides, computed=value
-        )
+        out[key] = Derived(value=final, unit=unit, derivation=text, overridden=key in overrides, computed=value)
         return final
 
     i = inputs
@@ -178,9 +176,7 @@ def derive(inputs: BodInputs, overrides: dict[str, float] | None = None) -> Tuni
         f"2 × BDP_{recv_dir} = 2 × {_n(bdp_recv)} = {_n(2 * bdp_recv)} B, clamped to "
         f"[{_n(SOCKBUF_MIN)}, {_n(SOCKBUF_MAX)}] = {_n(rcv)} B",
     )
-    pf = put(
-        "pacing_forward_bps", i.forward_rate_bps, "bit/s", f"forward rate = {_n(i.forward_rate_bps)} bit/s"
-    )
+    pf = put("pacing_forward_bps", i.forward_rate_bps, "bit/s", f"forward rate = {_n(i.forward_rate_bps)} bit/s")
     if i.allocation_delay_ms >= 0.001:  # below a microsecond counts as no delay (and avoids x / 0)
         drain = i.return_cra_bps + 8 * i.terminal_buffer_bytes / (i.allocation_delay_ms / 1000.0)
         drain_text = (
@@ -223,9 +219,7 @@ def derive(inputs: BodInputs, overrides: dict[str, float] | None = None) -> Tuni
         f"ceil(BDP_{recv_dir} / MSS) = ceil({_n(bdp_recv)} / {i.mss_bytes}) = {rw_raw},"
         f" clamped to [10, 1000] = {_n(rw)}",
     )
-    put(
-        "hybla_base_rtt_ms", round(rtt_ms), "ms", f"round(RTT_eff) = round({_n(rtt_ms)}) = {round(rtt_ms)} ms"
-    )
+    put("hybla_base_rtt_ms", round(rtt_ms), "ms", f"round(RTT_eff) = round({_n(rtt_ms)}) = {round(rtt_ms)} ms")
     need = math.ceil(ret * i.superframe_ms / 1000.0 / 8)
     put(
         "min_terminal_buffer_bytes",

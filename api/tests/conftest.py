@@ -35,9 +35,7 @@ def fake_gw(sock_dir: Path) -> Iterator[FakeGateway]:
 
 
 def make_settings(data_dir: Path, socket: Path, **kw: Any) -> Settings:
-    return Settings(
-        data_dir=data_dir, gateway_socket=socket, collector_enabled=False, secure_cookies=True, **kw
-    )
+    return Settings(data_dir=data_dir, gateway_socket=socket, collector_enabled=False, secure_cookies=True, **kw)
 
 
 @pytest.fixture

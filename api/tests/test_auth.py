@@ -24,9 +24,7 @@ def test_one_time_password_must_be_changed(app: FastAPI, settings: Settings) -> 
     for path in ("/api/v1/versions", "/api/v1/policy/classes", "/api/v1/users"):
         r = c.get(path)
         assert r.status_code == 403 and r.json()["error"]["code"] == "password_change_required", path
-    assert (
-        c.post("/api/v1/policy/bypass/restore-builtins").json()["error"]["code"] == "password_change_required"
-    )
+    assert c.post("/api/v1/policy/bypass/restore-builtins").json()["error"]["code"] == "password_change_required"
     assert c.get("/api/v1/auth/me").status_code == 200
     r = c.post("/api/v1/auth/change-password", json={"current_password": otp, "new_password": "short"})
     assert r.status_code == 422 and r.json()["error"]["field"]

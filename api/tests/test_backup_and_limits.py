@@ -40,9 +40,7 @@ def test_restore_roundtrip_in_one_transaction(app: FastAPI, admin: TestClient) -
     assert c.get("/api/v1/versions").json()["total"] == n_versions
 
 
-def test_restore_rejects_bad_files_and_writes_nothing(
-    app: FastAPI, admin: TestClient, settings: Settings
-) -> None:
+def test_restore_rejects_bad_files_and_writes_nothing(app: FastAPI, admin: TestClient, settings: Settings) -> None:
     backup = admin.get("/api/v1/system/backup").json()
     before = admin.get("/api/v1/versions").json()["total"]
     good = json.dumps(backup).encode()
@@ -93,17 +91,11 @@ def test_oversized_and_malformed_bodies(operator: TestClient, settings: Settings
         for _ in range(settings.max_body_bytes // 65536 + 2):
             yield b"x" * 65536
 
-    r = operator.post(
-        "/api/v1/policy/classes", content=chunks(), headers={"Content-Type": "application/json"}
-    )
+    r = operator.post("/api/v1/policy/classes", content=chunks(), headers={"Content-Type": "application/json"})
     assert r.status_code == 413
-    r = operator.post(
-        "/api/v1/policy/classes", content=b'{"name": ', headers={"Content-Type": "application/json"}
-    )
+    r = operator.post("/api/v1/policy/classes", content=b'{"name": ', headers={"Content-Type": "application/json"})
     assert r.status_code == 422 and r.json()["error"]["code"] == "validation_error"
-    r = operator.post(
-        "/api/v1/policy/classes", content=b"[1,2]", headers={"Content-Type": "application/json"}
-    )
+    r = operator.post("/api/v1/policy/classes", content=b"[1,2]", headers={"Content-Type": "application/json"})
     assert r.status_code == 422
     r = operator.post("/api/v1/policy/classes", json={"name": "../../x", "priority": 1, "action": "bypass"})
     assert r.status_code == 422 and r.json()["error"]["field"] == "body.name"

@@ -70,9 +70,7 @@ def test_invalid_inputs_name_the_field() -> None:
 
 
 def test_profile_api_and_apply_to_config(operator: TestClient) -> None:
-    r = operator.post(
-        "/api/v1/bod/profiles", json={"name": "geo", "inputs": GEO, "overrides": {"initcwnd": 40}}
-    )
+    r = operator.post("/api/v1/bod/profiles", json={"name": "geo", "inputs": GEO, "overrides": {"initcwnd": 40}})
     assert r.status_code == 201, r.text
     prof = r.json()
     assert prof["tuning"]["values"]["initcwnd"]["value"] == 40

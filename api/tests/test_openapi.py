@@ -13,9 +13,7 @@ COMMITTED = Path(__file__).resolve().parents[1] / "openapi.json"
 def test_committed_openapi_is_current() -> None:
     fresh = render()
     assert COMMITTED.exists(), "api/openapi.json missing: run `make -C api openapi`"
-    assert COMMITTED.read_text() == fresh, (
-        "api/openapi.json is stale: run `make -C api openapi` and commit it"
-    )
+    assert COMMITTED.read_text() == fresh, "api/openapi.json is stale: run `make -C api openapi` and commit it"
 
 
 def test_routes_are_versioned() -> None:

@@ -26,9 +26,7 @@ def test_set_algebra() -> None:
 
 
 def test_contradiction_same_priority() -> None:
-    issues = check_classes(
-        [tc("a", 10, "accelerate", dports=["80"]), tc("b", 10, "bypass", dports=["1-100"])]
-    )
+    issues = check_classes([tc("a", 10, "accelerate", dports=["80"]), tc("b", 10, "bypass", dports=["1-100"])])
     assert [i.code for i in issues] == ["contradiction"]
     assert "'a'" in issues[0].message and "'b'" in issues[0].message and "priority 10" in issues[0].message
 
@@ -66,9 +64,7 @@ def test_api_rejects_duplicates_and_contradictions_and_writes_nothing(operator: 
     assert "'web'" in r.json()["error"]["message"]
     assert operator.get("/api/v1/versions").json()["total"] == before + 1
     # shadowed: saved, reported as a warning
-    r = operator.post(
-        "/api/v1/policy/classes", json=cls("web8080", 300, dports=["8080"], dst=["10.71.3.10/32"])
-    )
+    r = operator.post("/api/v1/policy/classes", json=cls("web8080", 300, dports=["8080"], dst=["10.71.3.10/32"]))
     assert r.status_code == 201 and [i["code"] for i in r.json()["issues"]] == ["shadowed"]
     checks = operator.get("/api/v1/policy/check").json()
     assert checks[0]["severity"] == "warning"

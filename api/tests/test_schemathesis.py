@@ -66,9 +66,7 @@ def ensure_access(app: FastAPI) -> None:
 @pytest.fixture(scope="module")
 def api_schema(fuzz_app: FastAPI) -> Any:
     ensure_access(fuzz_app)
-    return schemathesis.openapi.from_asgi("/api/v1/openapi.json", fuzz_app).exclude(
-        path="/api/v1/flows/stream"
-    )
+    return schemathesis.openapi.from_asgi("/api/v1/openapi.json", fuzz_app).exclude(path="/api/v1/flows/stream")
 
 
 def test_no_server_errors(api_schema: Any, fuzz_app: FastAPI) -> None:
@@ -100,8 +98,6 @@ def test_no_server_errors(api_schema: Any, fuzz_app: FastAPI) -> None:
     from perigee_api.models import AuditEntry
 
     with fuzz_app.state.ctx.db.session() as db:
-        ok_writes = (
-            db.query(AuditEntry).filter(AuditEntry.actor == "fuzzer", AuditEntry.result == "ok").count()
-        )
+        ok_writes = db.query(AuditEntry).filter(AuditEntry.actor == "fuzzer", AuditEntry.result == "ok").count()
     assert ok_writes >= 10, ok_writes
     assert not failures, "\n\n".join(failures)

@@ -15,9 +15,7 @@ from perigee_api.testing.fake_gateway import FakeGateway, make_flow
 T0 = 1_800_000_000  # a fixed, minute- and hour-aligned unix time
 
 
-def test_collector_ingests_live_closed_counters(
-    app: FastAPI, fake_gw: FakeGateway, viewer: TestClient
-) -> None:
+def test_collector_ingests_live_closed_counters(app: FastAPI, fake_gw: FakeGateway, viewer: TestClient) -> None:
     ctx = app.state.ctx
     t0 = int(time.time())
     fake_gw.live_flows = [
@@ -25,8 +23,7 @@ def test_collector_ingests_live_closed_counters(
         make_flow(2, cls="bulk", client="[fd71:1::10]:40001", server="[fd71:3::10]:5001"),
     ]
     fake_gw.closed_ring = [
-        make_flow(10 + i, state="closed", cls="web", client=f"10.71.1.{10 + i % 2}:4{i:04d}")
-        for i in range(5)
+        make_flow(10 + i, state="closed", cls="web", client=f"10.71.1.{10 + i % 2}:4{i:04d}") for i in range(5)
     ]
     ctx.collector.tick(now=t0)
     fake_gw.counters["by_action"]["accelerate"]["bytes_down"] = 1_000_000
@@ -75,9 +72,7 @@ def test_rollup_downsampling_and_retention(app: FastAPI, settings: Settings) -> 
         res, step, data = stats.series(db, settings, "link_bps", T0, T0 + 7200, now=T0 + 7200)
         assert res == 1 and step == 10 and len(data["down"]) == 720
         # 30 days → hourly table
-        res, step, data = stats.series(
-            db, settings, "link_bps", T0 + 7200 - 30 * 86400, T0 + 7200, now=T0 + 7200
-        )
+        res, step, data = stats.series(db, settings, "link_bps", T0 + 7200 - 30 * 86400, T0 + 7200, now=T0 + 7200)
         assert res == 3600 and step == 3600 and len(data["down"]) == 2
         # retention drops old 1 s rows first; rollups survive
         removed = stats.enforce_retention(db, settings, T0 + 7200 + settings.retain_1s_s)

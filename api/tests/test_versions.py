@@ -38,9 +38,7 @@ def test_dry_run_and_apply(operator: TestClient, fake_gw: FakeGateway) -> None:
     assert active["id"] == v and active["apply_status"] == "applied" and active["active"] is True
 
 
-def test_gateway_rejection_marks_version_failed_active_unchanged(
-    operator: TestClient, fake_gw: FakeGateway
-) -> None:
+def test_gateway_rejection_marks_version_failed_active_unchanged(operator: TestClient, fake_gw: FakeGateway) -> None:
     good = operator.post("/api/v1/policy/classes", json=WEB).json()["version_id"]
     assert operator.post(f"/api/v1/versions/{good}/apply").json()["ok"] is True
     bad = operator.patch("/api/v1/policy/classes/web", json={"action": "bypass"}).json()["version_id"]

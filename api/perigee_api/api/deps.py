@@ -87,9 +87,7 @@ def _authenticate(request: Request, db: Session) -> Principal:
         sid = request.cookies.get(security.SESSION_COOKIE)
         sess = auth_service.session_for(db, sid) if sid else None
         if sess is None:
-            raise ApiError(
-                401, "not_authenticated", "log in first (session cookie) or send a Bearer API token"
-            )
+            raise ApiError(401, "not_authenticated", "log in first (session cookie) or send a Bearer API token")
         user = db.get(User, sess.user_id)
         if user is None or user.disabled:
             raise ApiError(401, "not_authenticated", "the session's user no longer exists or is disabled")
@@ -97,9 +95,7 @@ def _authenticate(request: Request, db: Session) -> Principal:
             # The double-submit value must also be the one issued with this session.
             sent = request.headers.get(security.CSRF_HEADER, "")
             if not security.same(sent, sess.csrf_token):
-                raise ApiError(
-                    403, "csrf_failed", "CSRF token does not belong to this session", security.CSRF_HEADER
-                )
+                raise ApiError(403, "csrf_failed", "CSRF token does not belong to this session", security.CSRF_HEADER)
         principal = Principal(user, "session", sess, address)
     request.scope.setdefault("perigee", {})["actor"] = principal.name
     return principal

@@ -24,6 +24,7 @@ class Settings(BaseSettings):
     secure_cookies: bool = True
     listen: str = "127.0.0.1:8000"  # "host:port" or "unix:/path/to.sock"
     allow_root: bool = False
+    forwarded_allow_ips: str = "127.0.0.1"  # proxies whose X-Forwarded-For is believed (TCP listen only)
 
     # Background collector (polls the gateway every collect_interval_s).
     collector_enabled: bool = True

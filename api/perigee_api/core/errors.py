@@ -80,17 +80,13 @@ def install(app: FastAPI) -> None:
     async def _validation(_req: Request, exc: RequestValidationError) -> JSONResponse:
         details = validation_details(list(exc.errors()))
         first = details[0] if details else {"field": None, "message": "invalid request"}
-        return error_json(
-            422, "validation_error", f"{first['field']}: {first['message']}", first["field"], details
-        )
+        return error_json(422, "validation_error", f"{first['field']}: {first['message']}", first["field"], details)
 
     @app.exception_handler(ValidationError)
     async def _model_validation(_req: Request, exc: ValidationError) -> JSONResponse:
         details = validation_details(list(exc.errors()))
         first = details[0] if details else {"field": None, "message": "invalid"}
-        return error_json(
-            422, "validation_error", f"{first['field']}: {first['message']}", first["field"], details
-        )
+        return error_json(422, "validation_error", f"{first['field']}: {first['message']}", first["field"], details)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_req: Request, exc: StarletteHTTPException) -> JSONResponse:

@@ -59,9 +59,7 @@ class GuardMiddleware:
         method = scope["method"]
         path: str = scope["path"]
         headers = _headers(scope)
-        limit = (
-            self.ctx.settings.max_restore_bytes if path == RESTORE_PATH else self.ctx.settings.max_body_bytes
-        )
+        limit = self.ctx.settings.max_restore_bytes if path == RESTORE_PATH else self.ctx.settings.max_body_bytes
 
         # 1. Body size: refuse by Content-Length, else buffer up to the limit and replay.
         declared = headers.get("content-length")

@@ -185,9 +185,7 @@ class Cache(Strict):
     never_cache_domains: list[Annotated[str, Field(pattern=r"^[A-Za-z0-9.*-]{1,253}$")]] = Field(
         default_factory=list, max_length=1024
     )
-    refresh_patterns: list[Annotated[str, Field(max_length=256)]] = Field(
-        default_factory=list, max_length=256
-    )
+    refresh_patterns: list[Annotated[str, Field(max_length=256)]] = Field(default_factory=list, max_length=256)
     collapsed_forwarding: bool = False
     range_offset_limit_mb: int = Field(default=-1, ge=-1, le=1024 * 1024)
 

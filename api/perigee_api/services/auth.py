@@ -39,9 +39,7 @@ def check_throttle(db: Session, settings: Settings, username: str, address: str,
 
     def failures(column: str, value: str) -> tuple[int, float | None]:
         col = getattr(LoginAttempt, column)
-        last_ok = db.scalar(
-            select(func.max(LoginAttempt.ts)).where(col == value, LoginAttempt.success.is_(True))
-        )
+        last_ok = db.scalar(select(func.max(LoginAttempt.ts)).where(col == value, LoginAttempt.success.is_(True)))
         start = max(since, last_ok or 0.0)
         row = db.execute(
             select(func.count(), func.max(LoginAttempt.ts)).where(

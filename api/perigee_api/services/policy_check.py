@@ -132,9 +132,7 @@ def check_classes(classes: list[TrafficClass], bypass: list[BypassRule] | None =
         seen[c.name] = seen.get(c.name, 0) + 1
     for name, count in seen.items():
         if count > 1:
-            issues.append(
-                Issue("error", "duplicate_name", f"class name '{name}' is used {count} times", (name,))
-            )
+            issues.append(Issue("error", "duplicate_name", f"class name '{name}' is used {count} times", (name,)))
 
     ordered = sorted(classes, key=lambda c: c.priority)
     for i, a in enumerate(ordered):

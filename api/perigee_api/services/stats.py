@@ -195,10 +195,7 @@ def enforce_retention(db: Session, settings: Settings, now: float) -> dict[str, 
     total = db.scalar(select(func.count()).select_from(FlowRecord)) or 0
     if total > settings.retain_flows_max_rows:
         cutoff = db.scalar(
-            select(FlowRecord.id)
-            .order_by(FlowRecord.id.desc())
-            .offset(settings.retain_flows_max_rows)
-            .limit(1)
+            select(FlowRecord.id).order_by(FlowRecord.id.desc()).offset(settings.retain_flows_max_rows).limit(1)
         )
         if cutoff is not None:
             r = db.execute(delete(FlowRecord).where(FlowRecord.id <= cutoff))

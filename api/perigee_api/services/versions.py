@@ -71,10 +71,7 @@ def policy_errors(config: GatewayConfig) -> tuple[list[Issue], list[Issue]]:
 
 
 def issues_json(issues: list[Issue]) -> list[dict[str, Any]]:
-    return [
-        {"severity": i.severity, "code": i.code, "message": i.message, "classes": list(i.classes)}
-        for i in issues
-    ]
+    return [{"severity": i.severity, "code": i.code, "message": i.message, "classes": list(i.classes)} for i in issues]
 
 
 def change(
@@ -93,9 +90,7 @@ def store(db: Session, data: dict[str, Any], author: str, comment: str) -> tuple
     config = GatewayConfig.model_validate(data)
     errors, warnings = policy_errors(config)
     if errors:
-        raise ApiError(
-            422, errors[0].code, errors[0].message, "classes", {"issues": issues_json(errors + warnings)}
-        )
+        raise ApiError(422, errors[0].code, errors[0].message, "classes", {"issues": issues_json(errors + warnings)})
     return create(db, config, author, comment), warnings
 
 

@@ -66,8 +66,7 @@ def login(body: LoginIn, request: Request, response: Response, db: Db, settings:
         raise ApiError(
             429,
             throttle.reason,
-            f"too many failed logins ({throttle.reason.replace('_', ' ')}); "
-            f"retry in {throttle.retry_after_s} s",
+            f"too many failed logins ({throttle.reason.replace('_', ' ')}); retry in {throttle.retry_after_s} s",
             headers={"Retry-After": str(throttle.retry_after_s)},
         )
     user = svc.authenticate(db, body.username, body.password)
@@ -93,9 +92,7 @@ def login(body: LoginIn, request: Request, response: Response, db: Db, settings:
         max_age=settings.session_ttl_s,
     )
     _set_csrf(response, settings, csrf_token)
-    return LoginOut(
-        user=user_out(user), csrf_token=csrf_token, must_change_password=user.must_change_password
-    )
+    return LoginOut(user=user_out(user), csrf_token=csrf_token, must_change_password=user.must_change_password)
 
 
 @router.post("/logout", response_model=OkOut, summary="End this session")
@@ -137,9 +134,7 @@ def change_password(body: ChangePasswordIn, who: AnyPrincipal, db: Db, settings:
     svc.drop_user_sessions(db, user.id, keep_hash=who.session.id_hash if who.session else None)
     db.commit()
     if was_pending and user.username == "admin":
-        remaining = db.scalar(
-            select(User).where(User.must_change_password.is_(True), User.username == "admin")
-        )
+        remaining = db.scalar(select(User).where(User.must_change_password.is_(True), User.username == "admin"))
         if remaining is None:
             with contextlib.suppress(OSError):
                 settings.initial_password_file.unlink(missing_ok=True)

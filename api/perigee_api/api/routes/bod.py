@@ -33,9 +33,7 @@ def _check_overrides(overrides: dict[str, float]) -> None:
                 f"overrides.{key}",
             )
         if not math.isfinite(value) or value < 0 or value > 1e11:
-            raise ApiError(
-                422, "bad_override", f"overrides.{key}: must be within 0..1e11", f"overrides.{key}"
-            )
+            raise ApiError(422, "bad_override", f"overrides.{key}: must be within 0..1e11", f"overrides.{key}")
 
 
 def _out(p: BodProfile) -> BodProfileOut:
@@ -74,9 +72,7 @@ def get_profile(profile_id: Id, who: Viewer, db: Db) -> BodProfileOut:
     return _out(_profile(db, profile_id))
 
 
-@router.post(
-    "/profiles", response_model=BodProfileOut, status_code=201, responses={409: {"model": ErrorResponse}}
-)
+@router.post("/profiles", response_model=BodProfileOut, status_code=201, responses={409: {"model": ErrorResponse}})
 def create_profile(body: BodProfileIn, who: Operator, db: Db) -> BodProfileOut:
     _check_overrides(body.overrides)
     if db.scalar(select(BodProfile).where(BodProfile.name == body.name)):

@@ -92,9 +92,7 @@ def list_versions(
 
 
 @router.get("/versions/diff", response_model=DiffOut, summary="JSON-path differences from version a to b")
-def diff_versions(
-    who: Viewer, db: Db, a: int = Query(ge=1, le=2**62), b: int = Query(ge=1, le=2**62)
-) -> DiffOut:
+def diff_versions(who: Viewer, db: Db, a: int = Query(ge=1, le=2**62), b: int = Query(ge=1, le=2**62)) -> DiffOut:
     va, vb = versions.get(db, a), versions.get(db, b)
     # The revision string always differs; it is not a change of substance.
     ca = {k: v for k, v in va.config.items() if k != "revision"}

@@ -146,9 +146,7 @@ def flow_history(
     return FlowPage(flows=flows, total=total, limit=limit, offset=offset)
 
 
-@router.get(
-    "/stats/series", response_model=SeriesOut, summary="Time series, downsampled to ≤ 720 points per key"
-)
+@router.get("/stats/series", response_model=SeriesOut, summary="Time series, downsampled to ≤ 720 points per key")
 def stats_series(
     who: Viewer,
     db: Db,
@@ -172,8 +170,5 @@ def stats_series(
         step_s=step,
         start=start_,
         end=end_,
-        series=[
-            Series(key=k, points=[SeriesPoint(ts=t, avg=a, max=m) for t, a, m in pts])
-            for k, pts in data.items()
-        ],
+        series=[Series(key=k, points=[SeriesPoint(ts=t, avg=a, max=m) for t, a, m in pts]) for k, pts in data.items()],
     )

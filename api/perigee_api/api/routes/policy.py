@@ -38,9 +38,7 @@ def _issues(issues: list[Any]) -> list[PolicyIssue]:
 def list_classes(who: Viewer, db: Db) -> ClassesOut:
     v = versions.latest(db)
     cfg = versions.desired(db)
-    return ClassesOut(
-        classes=cfg.classes, issues=_issues(check_classes(cfg.classes, cfg.bypass)), version_id=v.id
-    )
+    return ClassesOut(classes=cfg.classes, issues=_issues(check_classes(cfg.classes, cfg.bypass)), version_id=v.id)
 
 
 @router.get("/check", response_model=list[PolicyIssue], summary="Overlaps and contradictions")
@@ -104,9 +102,7 @@ def list_bypass(who: Viewer, db: Db) -> BypassListOut:
     cfg = versions.desired(db)
     present = {r.name for r in cfg.bypass}
     rules = [BypassOut(rule=r, enabled=True, protected=r.builtin) for r in cfg.bypass]
-    rules += [
-        BypassOut(rule=r, enabled=False, protected=True) for r in BUILTIN_BYPASS if r.name not in present
-    ]
+    rules += [BypassOut(rule=r, enabled=False, protected=True) for r in BUILTIN_BYPASS if r.name not in present]
     return BypassListOut(rules=rules, version_id=v.id)
 
 
@@ -114,9 +110,7 @@ def list_bypass(who: Viewer, db: Db) -> BypassListOut:
 def create_bypass(body: BypassIn, who: Operator, db: Db, request: Request) -> ChangeOut:
     if body.name in BUILTIN_NAMES:
         raise ApiError(409, "builtin_name", f"'{body.name}' is the name of a built-in rule", "name")
-    rule = BypassRule(
-        name=body.name, builtin=False, protocol=body.protocol, cidrs=body.cidrs, ports=body.ports
-    )
+    rule = BypassRule(name=body.name, builtin=False, protocol=body.protocol, cidrs=body.cidrs, ports=body.ports)
 
     def mutate(cfg: dict[str, Any]) -> None:
         if any(r.get("name") == rule.name for r in cfg["bypass"]):
@@ -160,18 +154,14 @@ def delete_bypass(
                 return
         raise ApiError(404, "bypass_not_found", f"bypass rule '{name}' does not exist", "name")
 
-    comment = (
-        f"FORCED removal of built-in bypass {name}" if name in BUILTIN_NAMES else f"delete bypass {name}"
-    )
+    comment = f"FORCED removal of built-in bypass {name}" if name in BUILTIN_NAMES else f"delete bypass {name}"
     v, warnings = versions.change(db, who.name, comment, mutate)
     db.commit()
     audit_info(request, version_id=v.id, rule=name, forced_builtin=name in BUILTIN_NAMES)
     return ChangeOut(version_id=v.id, issues=_issues(warnings))
 
 
-@router.post(
-    "/bypass/restore-builtins", response_model=ChangeOut, summary="Put back any removed built-in rule"
-)
+@router.post("/bypass/restore-builtins", response_model=ChangeOut, summary="Put back any removed built-in rule")
 def restore_builtins(who: Operator, db: Db, request: Request) -> ChangeOut:
     def mutate(cfg: dict[str, Any]) -> None:
         present = {r.get("name") for r in cfg["bypass"]}

@@ -46,9 +46,7 @@ def health(ctx: Ctx, db: Db) -> HealthOut:
     except GatewayError as exc:
         problems.append(f"gateway unreachable: {exc.message}")
     status = "ok" if not problems else "degraded"
-    return HealthOut(
-        status=status, api=api, gateway_reachable=reachable, gateway=gw_health, problems=problems
-    )
+    return HealthOut(status=status, api=api, gateway_reachable=reachable, gateway=gw_health, problems=problems)
 
 
 @router.get("/system/versions", response_model=VersionsOut)
@@ -93,14 +91,10 @@ async def restore(
 ) -> RestoreOut:
     name = file.filename or ""
     if not SAFE_UPLOAD_NAME.fullmatch(name) or ".." in name:
-        raise ApiError(
-            422, "bad_filename", f"file: '{name[:80]}' is not a plain name ending in .json", "file"
-        )
+        raise ApiError(422, "bad_filename", f"file: '{name[:80]}' is not a plain name ending in .json", "file")
     raw = await file.read(ctx.settings.max_restore_bytes + 1)
     if len(raw) > ctx.settings.max_restore_bytes:
-        raise ApiError(
-            413, "payload_too_large", f"backup over {ctx.settings.max_restore_bytes} bytes", "file"
-        )
+        raise ApiError(413, "payload_too_large", f"backup over {ctx.settings.max_restore_bytes} bytes", "file")
     try:
         data = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
@@ -150,9 +144,7 @@ def audit_log(
     if since is not None:
         conds.append(AuditEntry.ts >= since)
     total = db.scalar(select(func.count()).select_from(AuditEntry).where(*conds)) or 0
-    rows = db.scalars(
-        select(AuditEntry).where(*conds).order_by(AuditEntry.id.desc()).limit(limit).offset(offset)
-    )
+    rows = db.scalars(select(AuditEntry).where(*conds).order_by(AuditEntry.id.desc()).limit(limit).offset(offset))
     return AuditPage(
         entries=[AuditOut.model_validate(r, from_attributes=True) for r in rows],
         total=total,

@@ -66,11 +66,7 @@ def _user(db: Db, user_id: Id) -> User:
 
 def _admins_left(db: Db, excluding: int) -> int:
     return len(
-        list(
-            db.scalars(
-                select(User.id).where(User.role == "admin", User.disabled.is_(False), User.id != excluding)
-            )
-        )
+        list(db.scalars(select(User.id).where(User.role == "admin", User.disabled.is_(False), User.id != excluding)))
     )
 
 

@@ -1,0 +1,149 @@
+"""Benchmark (not a test): live-flow listing latency and closed-flow ingestion rate.
+
+    .venv/bin/python api/bench/flows_bench.py [--flows 10000] [--requests 200] [--ingest-seconds 10]
+
+1. GET /api/v1/flows with 10,000 live flows, through uvicorn on a Unix socket (Bearer token):
+   p50/p99 latency, first for the unfiltered answer (encoded once per collector tick), then filtered.
+2. Ingestion: collector ticks with 1,000 closed flows waiting in the fake gateway's ring each second
+   (full path: HTTP collect over the socket, SQLite insert, commit): per-tick time and records/s.
+Prints a JSON summary on the last line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import shutil
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import httpx
+import uvicorn
+
+from perigee_api.core import security
+from perigee_api.core.config import Settings
+from perigee_api.main import create_app
+from perigee_api.models import ApiToken, User
+from perigee_api.testing.fake_gateway import FakeGateway, make_flow
+
+TOKEN = security.TOKEN_PREFIX + "bench-token-0123456789abcdef"
+
+
+def pct(values: list[float], p: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, round(p / 100 * (len(s) - 1)))]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--flows", type=int, default=10_000)
+    ap.add_argument("--requests", type=int, default=200)
+    ap.add_argument("--ingest-seconds", type=int, default=10)
+    ap.add_argument("--ingest-rate", type=int, default=1000)
+    args = ap.parse_args()
+
+    tmp = Path(tempfile.mkdtemp(prefix="pgb", dir="/tmp"))
+    gw = FakeGateway(tmp / "gw.sock").start()
+    settings = Settings(data_dir=tmp / "data", gateway_socket=gw.socket_path, collector_enabled=False)
+    app = create_app(settings)
+    ctx = app.state.ctx
+    with ctx.db.session() as db:
+        admin = db.query(User).filter(User.username == "admin").one()
+        admin.must_change_password = False
+        db.add(
+            ApiToken(
+                user_id=admin.id,
+                name="bench",
+                token_hash=security.digest(TOKEN),
+                prefix="pgt_",
+                created_at=time.time(),
+            )
+        )
+        db.commit()
+
+    now = time.time()
+    gw.live_flows = [
+        make_flow(
+            i,
+            cls=("web", "bulk", "video")[i % 3],
+            action=("accelerate", "cache", "bypass")[i % 3],
+            client=f"10.71.1.{10 + i % 2}:{20000 + i % 40000}",
+            now=now,
+        )
+        for i in range(args.flows)
+    ]
+    ctx.collector.tick()
+
+    api_sock = tmp / "api.sock"
+    server = uvicorn.Server(uvicorn.Config(app, uds=str(api_sock), log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=lambda: asyncio.run(server.serve()), daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.01)
+    client = httpx.Client(
+        transport=httpx.HTTPTransport(uds=str(api_sock)),
+        base_url="http://api",
+        headers={"Authorization": f"Bearer {TOKEN}"},
+        timeout=30,
+    )
+
+    def measure(params: dict[str, str]) -> dict[str, float]:
+        lat = []
+        size = 0
+        for _ in range(args.requests):
+            t = time.perf_counter()
+            r = client.get("/api/v1/flows", params=params)
+            lat.append((time.perf_counter() - t) * 1000)
+            assert r.status_code == 200, r.text
+            size = len(r.content)
+        return {
+            "p50_ms": round(statistics.median(lat), 2),
+            "p99_ms": round(pct(lat, 99), 2),
+            "max_ms": round(max(lat), 2),
+            "bytes": size,
+        }
+
+    count = client.get("/api/v1/flows").json()["count"]
+    assert count == args.flows, count
+    listing = {"flows": count, "unfiltered": measure({}), "filtered_action": measure({"action": "cache"})}
+    print(f"list {count} live flows: {json.dumps(listing)}")
+
+    # Ingestion: the full collector path, one tick per second's worth of closed flows.
+    gw.live_flows = []
+    tick_ms = []
+    seq = 10_000_000
+    for _ in range(args.ingest_seconds):
+        gw.closed_ring = [make_flow(seq + j, state="closed", now=time.time()) for j in range(args.ingest_rate)]
+        seq += args.ingest_rate
+        t = time.perf_counter()
+        ctx.collector.tick()
+        tick_ms.append((time.perf_counter() - t) * 1000)
+    stored = client.get("/api/v1/flows/history", params={"limit": 1}).json()["total"]
+    assert stored == args.ingest_rate * args.ingest_seconds, stored
+    ingest = {
+        "records_per_tick": args.ingest_rate,
+        "tick_p50_ms": round(statistics.median(tick_ms), 1),
+        "tick_max_ms": round(max(tick_ms), 1),
+        "sustainable_records_per_s": int(args.ingest_rate / (statistics.median(tick_ms) / 1000)),
+        "stored": stored,
+    }
+    print(f"ingest: {json.dumps(ingest)}")
+
+    client.close()
+    server.should_exit = True
+    thread.join(timeout=5)
+    gw.stop()
+    ctx.db.dispose()
+    shutil.rmtree(tmp, ignore_errors=True)
+    print(json.dumps({"list_live_flows": listing, "ingest_closed_flows": ingest}))
+
+
+if __name__ == "__main__":
+    main()
