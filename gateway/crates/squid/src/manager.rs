@@ -867,6 +867,12 @@ mod tests {
     }
 
     #[test]
+    fn manager_can_move_between_threads() {
+        fn assert_send<T: Send>() {}
+        assert_send::<SquidManager>();
+    }
+
+    #[test]
     fn looks_up_users() {
         assert_eq!(lookup_user("root"), Some((0, 0)));
         assert_eq!(lookup_user("no-such-user-pq"), None);

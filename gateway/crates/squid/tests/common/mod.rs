@@ -345,6 +345,11 @@ pub fn send_host(reader: &mut BufReader<TcpStream>, host: &str, paths: &[&str]) 
     reader.get_mut().write_all(req.as_bytes()).unwrap();
 }
 
+/// Writes a raw request text.
+pub fn send_raw(reader: &mut BufReader<TcpStream>, request: &str) {
+    reader.get_mut().write_all(request.as_bytes()).unwrap();
+}
+
 /// One GET on a fresh connection.
 pub fn get(path: &str) -> Reply {
     let mut c = client_connect();
