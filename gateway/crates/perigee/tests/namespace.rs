@@ -504,3 +504,64 @@ fn max_flows_overflow_routes_unsplit() {
     assert!(find_flow(&t, local).is_none());
     drop(conns);
 }
+
+#[test]
+fn hub_and_terminal_in_series() {
+    let _g = serial();
+    let mut n = Series::new("se");
+    let cfg = |role: &str| {
+        serde_json::json!({
+            "schema": 1, "revision": role, "role": role,
+            "interfaces": {"lan": ["lan0"], "satellite": "sat0"},
+            "served_subnets": ["10.99.1.0/24"],
+            "satellite": {"congestion_control": "reno", "sndbuf_bytes": 0, "rcvbuf_bytes": 0, "routes": []}
+        })
+    };
+    let (c, t, h, s, dir) = (
+        n.c.clone(),
+        n.t.clone(),
+        n.h.clone(),
+        n.s.clone(),
+        n.dir.clone(),
+    );
+    n.daemons
+        .push(start_daemon(&t, &dir, "term", &cfg("terminal")));
+    n.daemons.push(start_daemon(&h, &dir, "hub", &cfg("hub")));
+    let server_addr = sa("10.99.3.10", 5001);
+    let _rx = server(&s, server_addr);
+    let mut conn = connect(&c, server_addr).unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    conn.write_all(b"WHO\n").unwrap();
+    let mut line = String::new();
+    BufReader::new(conn.try_clone().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let local = conn.local_addr().unwrap();
+    assert_eq!(
+        line.trim(),
+        local.to_string(),
+        "the server sees the client through both splitters"
+    );
+    std::thread::sleep(Duration::from_millis(1200));
+    for (name, sat_leg) in [("term", "server"), ("hub", "client")] {
+        let (_, v) = control(&n.sock(name), "GET", "/v1/flows?state=live", None).unwrap();
+        let f = v["flows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["client"] == local.to_string())
+            .cloned();
+        let f = f.unwrap_or_else(|| panic!("{name} did not split the flow: {v}"));
+        assert_eq!(f["legs"]["satellite"], sat_leg);
+        assert_eq!(f["legs"][sat_leg]["cc"], "reno", "{name}: {f}");
+    }
+    drop(conn);
+    let data = payload(1 << 20);
+    let mut up = connect(&c, server_addr).unwrap();
+    up.write_all(b"UP\n").unwrap();
+    up.write_all(&data).unwrap();
+    up.shutdown(Shutdown::Write).unwrap();
+    let mut reply = String::new();
+    up.read_to_string(&mut reply).unwrap();
+    assert_eq!(reply.trim(), format!("{} {}", data.len(), sha(&data)));
+}

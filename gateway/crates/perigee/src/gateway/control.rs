@@ -21,6 +21,15 @@ pub fn bind(path: &str) -> std::io::Result<UnixListener> {
     }
     let l = UnixListener::bind(path)?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660))?;
+    // Group `perigee` (the API's group), when the system has it.
+    let group = std::ffi::CString::new("perigee").unwrap_or_default();
+    // SAFETY: getgrnam with a valid C string; the result is read before any other call.
+    let gr = unsafe { libc::getgrnam(group.as_ptr()) };
+    if !gr.is_null() {
+        // SAFETY: gr points to a valid group entry.
+        let gid = unsafe { (*gr).gr_gid };
+        std::os::unix::fs::chown(path, None, Some(gid))?;
+    }
     Ok(l)
 }
 

@@ -173,52 +173,8 @@ impl Topo {
 
     /// Start `perigee gateway run` in the gateway namespace and wait for /v1/health.
     pub fn start(&mut self, cfg: &serde_json::Value) {
-        let path = self.dir.join("gw.json");
-        std::fs::write(&path, cfg.to_string()).unwrap();
-        let log = std::fs::File::create(self.dir.join("gw.log")).unwrap();
-        let child = Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                &self.g,
-                env!("CARGO_BIN_EXE_perigee"),
-                "gateway",
-                "run",
-                "--config",
-            ])
-            .arg(&path)
-            .args([
-                "--control-socket",
-                &self.sock(),
-                "--workers",
-                "2",
-                "--metrics",
-                "off",
-            ])
-            .stderr(Stdio::from(log))
-            .spawn()
-            .unwrap();
+        let child = start_daemon(&self.g, &self.dir, "gw", cfg);
         self.daemon = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            if let Ok((200, h)) = control(&self.sock(), "GET", "/v1/health", None) {
-                if h["workers"]
-                    .as_array()
-                    .map(|w| w.iter().all(|x| x["alive"] == true))
-                    .unwrap_or(false)
-                {
-                    // Workers open their listeners right after their first config message.
-                    std::thread::sleep(Duration::from_millis(200));
-                    return;
-                }
-            }
-            assert!(
-                Instant::now() < deadline,
-                "daemon did not come up: {}",
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
     }
 
     pub fn log(&self) -> String {
@@ -264,6 +220,196 @@ impl Topo {
 impl Drop for Topo {
     fn drop(&mut self) {
         self.stop();
+        self.cleanup();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Start `perigee gateway run` in namespace `ns` (files `<dir>/<name>.{json,sock,log}`) and
+/// wait until /v1/health shows every worker alive. The caller owns (and reaps) the child.
+#[allow(clippy::zombie_processes)]
+pub fn start_daemon(ns: &str, dir: &std::path::Path, name: &str, cfg: &serde_json::Value) -> Child {
+    let path = dir.join(format!("{name}.json"));
+    let sock = dir
+        .join(format!("{name}.sock"))
+        .to_string_lossy()
+        .into_owned();
+    std::fs::write(&path, cfg.to_string()).unwrap();
+    let log_path = dir.join(format!("{name}.log"));
+    let log = std::fs::File::create(&log_path).unwrap();
+    let mut child = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            ns,
+            env!("CARGO_BIN_EXE_perigee"),
+            "gateway",
+            "run",
+            "--config",
+        ])
+        .arg(&path)
+        .args([
+            "--control-socket",
+            &sock,
+            "--workers",
+            "2",
+            "--metrics",
+            "off",
+        ])
+        .stderr(Stdio::from(log))
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Ok((200, h)) = control(&sock, "GET", "/v1/health", None) {
+            if h["workers"]
+                .as_array()
+                .map(|w| w.iter().all(|x| x["alive"] == true))
+                .unwrap_or(false)
+            {
+                // Workers open their listeners right after their first config message.
+                std::thread::sleep(Duration::from_millis(200));
+                return child;
+            }
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+            panic!("daemon in {ns} did not come up: {log}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// client -- terminal -- hub -- server, a gateway in each of the middle two.
+pub struct Series {
+    pub c: String,
+    pub t: String,
+    pub h: String,
+    pub s: String,
+    pub dir: std::path::PathBuf,
+    pub daemons: Vec<Child>,
+}
+
+impl Series {
+    pub fn new(tag: &str) -> Series {
+        let n = |r: &str| format!("pt-{tag}-{r}");
+        let t = Series {
+            c: n("c"),
+            t: n("t"),
+            h: n("h"),
+            s: n("s"),
+            dir: std::env::temp_dir().join(format!("pt-{tag}-{}", std::process::id())),
+            daemons: Vec::new(),
+        };
+        t.cleanup();
+        std::fs::create_dir_all(&t.dir).unwrap();
+        for ns in [&t.c, &t.t, &t.h, &t.s] {
+            sh(&["ip", "netns", "add", ns]);
+            sh(&["ip", "-n", ns, "link", "set", "lo", "up"]);
+        }
+        sh(&[
+            "ip", "link", "add", "c0", "netns", &t.c, "type", "veth", "peer", "name", "lan0",
+            "netns", &t.t,
+        ]);
+        sh(&[
+            "ip", "link", "add", "sat0", "netns", &t.t, "type", "veth", "peer", "name", "sat0",
+            "netns", &t.h,
+        ]);
+        sh(&[
+            "ip", "link", "add", "lan0", "netns", &t.h, "type", "veth", "peer", "name", "s0",
+            "netns", &t.s,
+        ]);
+        for (ns, dev, a4) in [
+            (&t.c, "c0", "10.99.1.10/24"),
+            (&t.t, "lan0", "10.99.1.1/24"),
+            (&t.t, "sat0", "10.99.2.1/24"),
+            (&t.h, "sat0", "10.99.2.2/24"),
+            (&t.h, "lan0", "10.99.3.1/24"),
+            (&t.s, "s0", "10.99.3.10/24"),
+        ] {
+            sh(&["ip", "-n", ns, "addr", "add", a4, "dev", dev]);
+            sh(&["ip", "-n", ns, "link", "set", dev, "up"]);
+        }
+        sh(&[
+            "ip",
+            "-n",
+            &t.c,
+            "route",
+            "add",
+            "default",
+            "via",
+            "10.99.1.1",
+        ]);
+        sh(&[
+            "ip",
+            "-n",
+            &t.t,
+            "route",
+            "add",
+            "default",
+            "via",
+            "10.99.2.2",
+        ]);
+        sh(&[
+            "ip",
+            "-n",
+            &t.h,
+            "route",
+            "add",
+            "10.99.1.0/24",
+            "via",
+            "10.99.2.1",
+        ]);
+        sh(&[
+            "ip",
+            "-n",
+            &t.s,
+            "route",
+            "add",
+            "default",
+            "via",
+            "10.99.3.1",
+        ]);
+        for ns in [&t.t, &t.h] {
+            sh(&[
+                "ip",
+                "netns",
+                "exec",
+                ns,
+                "sysctl",
+                "-qw",
+                "net.ipv4.ip_forward=1",
+            ]);
+        }
+        t
+    }
+
+    fn cleanup(&self) {
+        for n in [&self.c, &self.t, &self.h, &self.s] {
+            let _ = Command::new("ip")
+                .args(["netns", "del", n])
+                .stderr(Stdio::null())
+                .status();
+        }
+    }
+
+    pub fn sock(&self, name: &str) -> String {
+        self.dir
+            .join(format!("{name}.sock"))
+            .to_string_lossy()
+            .into_owned()
+    }
+}
+
+impl Drop for Series {
+    fn drop(&mut self) {
+        for mut d in self.daemons.drain(..) {
+            // SAFETY: signalling our own child.
+            unsafe { libc::kill(d.id() as i32, libc::SIGTERM) };
+            let _ = d.wait();
+        }
         self.cleanup();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
