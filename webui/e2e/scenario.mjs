@@ -29,7 +29,7 @@ export async function dashboardSteps(steps, { context, baseUrl, user, password, 
   const pageErrors = [];
   page.on('pageerror', (e) => pageErrors.push(String(e)));
   const shot = async (name) => {
-    if (shotsDir) await page.screenshot({ path: join(shotsDir, `${name}.png`), fullPage: false });
+    if (shotsDir) await page.screenshot({ path: join(shotsDir, `${name}.png`), fullPage: true });
   };
   const heading = (name) => page.getByRole('heading', { level: 2, name, exact: true });
   const versionRows = () => page.getByRole('table', { name: 'Config versions' }).getByRole('row').filter({ has: page.getByRole('cell') });
@@ -107,6 +107,16 @@ export async function dashboardSteps(steps, { context, baseUrl, user, password, 
     await shot('flow-detail');
   });
 
+  await steps.run('BoD: derived values explain themselves, the profile saves', async () => {
+    await gotoNav('BoD tuning');
+    await heading('BoD tuning').waitFor();
+    const derived = page.getByRole('table', { name: 'Derived values' });
+    await derived.getByRole('row').filter({ hasText: 'sndbuf_bytes' }).filter({ hasText: '2 × BDP' }).waitFor();
+    await page.getByRole('button', { name: 'Save profile' }).click();
+    await page.getByRole('textbox', { name: 'Profile' }).and(page.locator('[value="default"]')).waitFor();
+    await page.getByRole('table', { name: 'Config changes from this profile' }).getByText('(changes)').first().waitFor();
+  });
+
   let versionsBefore = 0;
   await steps.run('add a custom bypass rule', async () => {
     await gotoNav('Config history');
@@ -155,6 +165,8 @@ export async function dashboardSteps(steps, { context, baseUrl, user, password, 
     await heading('Overview').waitFor();
     await page.getByRole('button', { name: 'Switch to dark theme' }).click();
     assert.equal(await page.locator('html').getAttribute('data-mantine-color-scheme'), 'dark');
+    await page.mouse.move(600, 400); // let the toggle's tooltip go
+    await page.waitForTimeout(400);
     await settled(page);
     await shot('overview-dark');
     await page.reload();

@@ -86,7 +86,8 @@ export const endpoints = {
   // users
   users: () => unwrap(api.GET('/api/v1/users')),
   createUser: (username: string, role: Role) => unwrap(api.POST('/api/v1/users', { body: { username, role } })),
-  updateUser: (user_id: number, body: S['UserUpdate']) => unwrap(api.PATCH('/api/v1/users/{user_id}', { params: { path: { user_id } }, body })),
+  updateUser: (user_id: number, patch: Partial<S['UserUpdate']>) =>
+    unwrap(api.PATCH('/api/v1/users/{user_id}', { params: { path: { user_id } }, body: { reset_password: false, ...patch } })),
   deleteUser: (user_id: number) => unwrap(api.DELETE('/api/v1/users/{user_id}', { params: { path: { user_id } } })),
 
   // flows, stats, cache, system

@@ -797,7 +797,7 @@ export interface components {
              * Protocol
              * @enum {string}
              */
-            protocol: "tcp" | "udp" | "esp" | "ah" | "any";
+            protocol: "tcp" | "udp" | "esp" | "ah" | "icmp" | "any";
         };
         /** BypassListOut */
         BypassListOut: {
@@ -831,7 +831,7 @@ export interface components {
              * Protocol
              * @enum {string}
              */
-            protocol: "tcp" | "udp" | "esp" | "ah" | "any";
+            protocol: "tcp" | "udp" | "esp" | "ah" | "icmp" | "any";
         };
         /** Cache */
         Cache: {
@@ -873,7 +873,9 @@ export interface components {
              */
             range_offset_limit_mb: number;
             /** Refresh Patterns */
-            refresh_patterns?: string[];
+            refresh_patterns?: (string | {
+                [key: string]: unknown;
+            })[];
             /**
              * Store
              * @default rock
@@ -1156,7 +1158,7 @@ export interface components {
              */
             schema: 1;
             /** Served Subnets */
-            served_subnets?: string[];
+            served_subnets: string[];
             splitter?: components["schemas"]["Splitter"];
             /** Sysctls */
             sysctls?: {
@@ -1323,11 +1325,13 @@ export interface components {
             congestion_control: "hybla" | "cubic" | "bbr" | "reno";
             /**
              * Initcwnd
+             * @description 0 = kernel default
              * @default 10
              */
             initcwnd: number;
             /**
              * Initrwnd
+             * @description 0 = kernel default
              * @default 10
              */
             initrwnd: number;
@@ -1338,6 +1342,7 @@ export interface components {
             pacing_rate_bps: number;
             /**
              * Rcvbuf Bytes
+             * @description 0 = kernel autotuning
              * @default 4194304
              */
             rcvbuf_bytes: number;
@@ -1345,6 +1350,7 @@ export interface components {
             routes?: components["schemas"]["Route"][];
             /**
              * Sndbuf Bytes
+             * @description 0 = kernel autotuning
              * @default 4194304
              */
             sndbuf_bytes: number;

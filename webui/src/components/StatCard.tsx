@@ -7,7 +7,7 @@ export function StatCard({ label, value, hint, color }: { label: string; value: 
       <Text size="xs" c="dimmed" tt="uppercase" fw={600}>
         {label}
       </Text>
-      <Text size="xl" fw={700} c={color} mt={4} style={{ fontVariantNumeric: 'tabular-nums' }}>
+      <Text size="lg" fw={700} c={color} mt={4} style={{ fontVariantNumeric: 'tabular-nums' }}>
         {value}
       </Text>
       {hint && (

@@ -1,11 +1,292 @@
-import { EmptyState } from '../components/StateViews';
+import { Alert, Badge, Button, Grid, Group, List, NumberInput, Paper, SegmentedControl, Select, Stack, Table, Text, TextInput, Title } from '@mantine/core';
+import { useDebouncedValue } from '@mantine/hooks';
+import { keepPreviousData, useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
+import { useState } from 'react';
+import { endpoints, type BodInputs, type BodProfileIn, type BodProfileOut, type Derived } from '../api/endpoints';
+import { ApiError, errorMessage, type FieldErrors } from '../api/errors';
+import { afterConfigChange, keys } from '../api/keys';
+import { ApplyBanner } from '../components/ApplyBanner';
 import { PageHeader } from '../components/PageHeader';
+import { QueryView } from '../components/StateViews';
+import { errorFor } from '../lib/field-errors';
+import { formatBps, formatBytes } from '../lib/format';
+
+const DEFAULT_INPUTS: BodInputs = {
+  forward_rate_bps: 50_000_000,
+  return_cra_bps: 1_000_000,
+  return_rbdc_max_bps: 4_000_000,
+  superframe_ms: 26.5,
+  allocation_delay_ms: 250,
+  base_rtt_ms: 560,
+  terminal_buffer_bytes: 262_144,
+  mss_bytes: 1448,
+  role: 'hub',
+};
+
+const INPUT_FIELDS: { key: keyof BodInputs; label: string; unit: string; step?: number }[] = [
+  { key: 'forward_rate_bps', label: 'Forward rate', unit: 'bit/s' },
+  { key: 'return_cra_bps', label: 'Return CRA', unit: 'bit/s' },
+  { key: 'return_rbdc_max_bps', label: 'Return RBDC max', unit: 'bit/s' },
+  { key: 'superframe_ms', label: 'Superframe', unit: 'ms', step: 0.5 },
+  { key: 'allocation_delay_ms', label: 'Allocation delay', unit: 'ms' },
+  { key: 'base_rtt_ms', label: 'Base RTT', unit: 'ms' },
+  { key: 'terminal_buffer_bytes', label: 'Terminal buffer', unit: 'bytes' },
+  { key: 'mss_bytes', label: 'MSS', unit: 'bytes' },
+];
+
+const OVERRIDABLE = ['sndbuf_bytes', 'rcvbuf_bytes', 'pacing_rate_bps', 'initcwnd', 'initrwnd', 'hybla_base_rtt_ms'] as const;
+
+/** Where each derived value lands in the gateway config (apply-to-config writes exactly these). */
+const CONFIG_TARGETS: { key: (typeof OVERRIDABLE)[number]; label: string; read: (c: Record<string, unknown>) => unknown }[] = [
+  { key: 'sndbuf_bytes', label: 'satellite.sndbuf_bytes', read: (c) => (c.satellite as Record<string, unknown>)?.sndbuf_bytes },
+  { key: 'rcvbuf_bytes', label: 'satellite.rcvbuf_bytes', read: (c) => (c.satellite as Record<string, unknown>)?.rcvbuf_bytes },
+  { key: 'pacing_rate_bps', label: 'satellite.pacing_rate_bps', read: (c) => (c.satellite as Record<string, unknown>)?.pacing_rate_bps },
+  { key: 'initcwnd', label: 'satellite.initcwnd', read: (c) => (c.satellite as Record<string, unknown>)?.initcwnd },
+  { key: 'initrwnd', label: 'satellite.initrwnd', read: (c) => (c.satellite as Record<string, unknown>)?.initrwnd },
+  { key: 'hybla_base_rtt_ms', label: 'hybla.base_rtt_ms', read: (c) => (c.hybla as Record<string, unknown>)?.base_rtt_ms },
+];
+
+function formatValue(d: Derived): string {
+  if (d.unit === 'bit/s') return formatBps(d.value);
+  if (d.unit === 'bytes') return `${formatBytes(d.value)} (${Math.round(d.value).toLocaleString()} B)`;
+  return `${Number.isInteger(d.value) ? d.value.toLocaleString() : d.value.toFixed(2)} ${d.unit}`;
+}
+
+function DerivedTable({ values }: { values: Record<string, Derived> }) {
+  return (
+    <Table.ScrollContainer minWidth={640}>
+      <Table aria-label="Derived values" verticalSpacing={6}>
+        <Table.Thead>
+          <Table.Tr>
+            <Table.Th>Value</Table.Th>
+            <Table.Th>Result</Table.Th>
+            <Table.Th>How it is derived</Table.Th>
+          </Table.Tr>
+        </Table.Thead>
+        <Table.Tbody>
+          {Object.entries(values).map(([k, d]) => (
+            <Table.Tr key={k}>
+              <Table.Td className="mono">{k}</Table.Td>
+              <Table.Td style={{ whiteSpace: 'nowrap' }}>
+                {formatValue(d)} {d.overridden && <Badge size="xs" color="orange">override</Badge>}
+              </Table.Td>
+              <Table.Td>
+                <Text size="xs" className="mono">
+                  {d.derivation}
+                </Text>
+              </Table.Td>
+            </Table.Tr>
+          ))}
+        </Table.Tbody>
+      </Table>
+    </Table.ScrollContainer>
+  );
+}
+
+function ProfileEditor({ initial, onSaved }: { initial: BodProfileOut | null; onSaved: (p: BodProfileOut) => void }) {
+  const queryClient = useQueryClient();
+  const [form, setForm] = useState<BodProfileIn>(() => initial ?? { name: 'default', inputs: DEFAULT_INPUTS, overrides: {} });
+  const [errors, setErrors] = useState<FieldErrors>({});
+  const [debounced] = useDebouncedValue(form, 300);
+  const derived = useQuery({
+    queryKey: ['bod', 'derive', debounced],
+    queryFn: () => endpoints.bodDerive(debounced),
+    placeholderData: keepPreviousData,
+    retry: false,
+  });
+  const desired = useQuery({ queryKey: keys.desired, queryFn: endpoints.desiredConfig });
+  const save = useMutation({
+    mutationFn: (p: BodProfileIn) => (initial ? endpoints.bodUpdate(initial.id, p) : endpoints.bodCreate(p)),
+    onSuccess: async (p) => {
+      setErrors({});
+      await queryClient.invalidateQueries({ queryKey: keys.bodProfiles });
+      onSaved(p);
+    },
+    onError: (e) => setErrors(e instanceof ApiError ? e.fieldErrors : {}),
+  });
+  const applyToConfig = useMutation({
+    mutationFn: async () => {
+      const p = await save.mutateAsync(form);
+      return endpoints.bodApply(p.id, `BoD profile ${p.name}`);
+    },
+    onSuccess: () => Promise.all(afterConfigChange.map((k) => queryClient.invalidateQueries({ queryKey: k }))),
+  });
+  const deriveErrors = derived.error instanceof ApiError ? derived.error.fieldErrors : {};
+  const allErrors = { ...deriveErrors, ...errors };
+  const setInput = (k: keyof BodInputs, v: number | string) => setForm({ ...form, inputs: { ...form.inputs, [k]: typeof v === 'number' ? v : Number(v) } });
+  const setOverride = (k: string, v: number | string) => {
+    const overrides = { ...form.overrides };
+    if (v === '' || v === null) delete overrides[k];
+    else overrides[k] = Number(v);
+    setForm({ ...form, overrides });
+  };
+  const values = derived.data?.values;
+  const config = desired.data?.config as Record<string, unknown> | undefined;
+
+  return (
+    <Stack>
+      <Paper withBorder p="md" component="section" aria-labelledby="bod-inputs">
+        <Title order={3} size="h4" id="bod-inputs" mb="sm">
+          Link profile
+        </Title>
+        <form
+          noValidate
+          onSubmit={(e) => {
+            e.preventDefault();
+            save.mutate(form);
+          }}
+        >
+          <Grid>
+            <Grid.Col span={{ base: 12, sm: 6 }}>
+              <TextInput label="Profile name" required value={form.name} onChange={(e) => setForm({ ...form, name: e.currentTarget.value })} error={errorFor(allErrors, 'name')} />
+            </Grid.Col>
+            <Grid.Col span={{ base: 12, sm: 6 }}>
+              <Text size="sm" fw={500} mb={4} id="bod-role">
+                This gateway is the
+              </Text>
+              <SegmentedControl
+                aria-labelledby="bod-role"
+                data={[{ value: 'hub', label: 'hub (sends forward)' }, { value: 'terminal', label: 'terminal (sends return)' }]}
+                value={form.inputs.role ?? 'hub'}
+                onChange={(v) => setForm({ ...form, inputs: { ...form.inputs, role: v as 'hub' | 'terminal' } })}
+              />
+            </Grid.Col>
+            {INPUT_FIELDS.map((f) => (
+              <Grid.Col key={f.key} span={{ base: 6, sm: 3 }}>
+                <NumberInput
+                  label={`${f.label} (${f.unit})`}
+                  value={form.inputs[f.key] as number}
+                  onChange={(v) => setInput(f.key, v)}
+                  thousandSeparator=","
+                  step={f.step ?? 1}
+                  min={0}
+                  description={f.unit === 'bit/s' ? formatBps(form.inputs[f.key] as number) : f.unit === 'bytes' ? formatBytes(form.inputs[f.key] as number) : undefined}
+                  error={errorFor(allErrors, `inputs.${f.key}`)}
+                />
+              </Grid.Col>
+            ))}
+          </Grid>
+          <Title order={4} size="h5" mt="md" mb="xs">
+            Overrides (optional)
+          </Title>
+          <Grid>
+            {OVERRIDABLE.map((k) => (
+              <Grid.Col key={k} span={{ base: 6, sm: 2 }}>
+                <NumberInput
+                  label={k}
+                  placeholder={values?.[k] ? String(Math.round(values[k].computed)) : 'computed'}
+                  value={form.overrides?.[k] ?? ''}
+                  onChange={(v) => setOverride(k, v)}
+                  min={0}
+                  error={errorFor(allErrors, `overrides.${k}`)}
+                />
+              </Grid.Col>
+            ))}
+          </Grid>
+          {(save.error || applyToConfig.error) && (
+            <Alert color="red" role="alert" mt="md">
+              {errorMessage(save.error ?? applyToConfig.error)}
+            </Alert>
+          )}
+          {applyToConfig.data && (
+            <Alert color="green" role="status" mt="md">
+              Written into config version {applyToConfig.data.version_id}: apply it to make the gateway use it.
+            </Alert>
+          )}
+          <Group justify="flex-end" mt="md">
+            <Button type="submit" variant="default" loading={save.isPending && !applyToConfig.isPending}>
+              Save profile
+            </Button>
+            <Button onClick={() => applyToConfig.mutate()} loading={applyToConfig.isPending}>
+              Save and write to config
+            </Button>
+          </Group>
+        </form>
+      </Paper>
+      <Paper withBorder p="md" component="section" aria-labelledby="bod-derived">
+        <Group justify="space-between" mb="sm">
+          <Title order={3} size="h4" id="bod-derived">
+            Derived tuning
+          </Title>
+          {derived.isFetching && <Text size="xs" c="dimmed">updating…</Text>}
+        </Group>
+        {derived.error && (
+          <Alert color="red" role="alert" mb="sm">
+            {errorMessage(derived.error)}
+          </Alert>
+        )}
+        {derived.data?.warnings.length ? (
+          <Alert color="yellow" title="Warnings" mb="sm">
+            <List size="sm">
+              {derived.data.warnings.map((w) => (
+                <List.Item key={w}>{w}</List.Item>
+              ))}
+            </List>
+          </Alert>
+        ) : null}
+        {values ? <DerivedTable values={values} /> : !derived.error && <Text c="dimmed">Deriving…</Text>}
+      </Paper>
+      {values && config && (
+        <Paper withBorder p="md" component="section" aria-labelledby="bod-diff">
+          <Title order={3} size="h4" id="bod-diff" mb="sm">
+            Change to the desired config
+          </Title>
+          <Table aria-label="Config changes from this profile">
+            <Table.Thead>
+              <Table.Tr>
+                <Table.Th>Setting</Table.Th>
+                <Table.Th>Now</Table.Th>
+                <Table.Th>With this profile</Table.Th>
+              </Table.Tr>
+            </Table.Thead>
+            <Table.Tbody>
+              {CONFIG_TARGETS.map((t) => {
+                const current = t.read(config);
+                const next = values[t.key] ? Math.round(values[t.key].value) : null;
+                const changed = current !== next;
+                return (
+                  <Table.Tr key={t.key}>
+                    <Table.Td className="mono">{t.label}</Table.Td>
+                    <Table.Td>{String(current ?? '—')}</Table.Td>
+                    <Table.Td fw={changed ? 700 : undefined} c={changed ? 'orange' : undefined}>
+                      {String(next ?? '—')} {changed ? '(changes)' : ''}
+                    </Table.Td>
+                  </Table.Tr>
+                );
+              })}
+            </Table.Tbody>
+          </Table>
+        </Paper>
+      )}
+    </Stack>
+  );
+}
 
 export default function BodPage() {
+  const profiles = useQuery({ queryKey: keys.bodProfiles, queryFn: endpoints.bodProfiles });
+  const [selected, setSelected] = useState<string>('');
   return (
     <>
-      <PageHeader title="BoD tuning" />
-      <EmptyState title="Coming soon" />
+      <PageHeader title="BoD tuning" description="Describe the bandwidth-on-demand link; the API derives the satellite-leg settings and shows how each number comes about." />
+      <ApplyBanner />
+      <QueryView query={profiles}>
+        {(list) => {
+          const current = list.find((p) => String(p.id) === selected) ?? (selected === 'new' ? null : list[0] ?? null);
+          return (
+            <Stack>
+              <Select
+                label="Profile"
+                w={280}
+                allowDeselect={false}
+                data={[...list.map((p) => ({ value: String(p.id), label: p.name })), { value: 'new', label: '+ new profile' }]}
+                value={current ? String(current.id) : 'new'}
+                onChange={(v) => setSelected(v ?? '')}
+              />
+              <ProfileEditor key={current ? current.id : 'new'} initial={current} onSaved={(p) => setSelected(String(p.id))} />
+            </Stack>
+          );
+        }}
+      </QueryView>
     </>
   );
 }

@@ -1,0 +1,77 @@
+import type { HealthOut } from '../api/endpoints';
+import type { HyblaStatus } from './gateway-types';
+
+export interface DashboardAlert {
+  id: string;
+  level: 'red' | 'orange' | 'yellow';
+  title: string;
+  text: string;
+}
+
+/** The gateway's own health answer, passed through by the API (docs/control-protocol.md). */
+export interface GatewayHealth {
+  status?: string;
+  version?: string;
+  uptime_s?: number;
+  role?: string;
+  config_revision?: string | null;
+  fail_open?: boolean;
+  hybla?: HyblaStatus;
+  problems?: string[];
+}
+
+export function gatewayHealth(h: HealthOut | undefined): GatewayHealth | null {
+  return (h?.gateway as GatewayHealth | null | undefined) ?? null;
+}
+
+/** How full the cache store is (0..1), from whichever size fields the gateway reports; null if unknown. */
+export function cacheFullness(stats: Record<string, unknown> | undefined): number | null {
+  if (!stats) return null;
+  const num = (k: string) => (typeof stats[k] === 'number' ? (stats[k] as number) : null);
+  const pairs: [string, string][] = [
+    ['disk_used_bytes', 'disk_capacity_bytes'],
+    ['disk_used_bytes', 'disk_max_bytes'],
+    ['store_used_bytes', 'store_capacity_bytes'],
+    ['disk_used_mb', 'disk_mb'],
+    ['used_bytes', 'capacity_bytes'],
+  ];
+  for (const [u, c] of pairs) {
+    const used = num(u);
+    const cap = num(c);
+    if (used != null && cap) return used / cap;
+  }
+  if (stats.full === true || stats.store_full === true) return 1;
+  return null;
+}
+
+/** Everything an operator must notice, most severe first. */
+export function alertsFrom(health: HealthOut | undefined, cacheStats: Record<string, unknown> | undefined, cacheEnabled: boolean): DashboardAlert[] {
+  const out: DashboardAlert[] = [];
+  if (!health) return out;
+  const gw = gatewayHealth(health);
+  if (!health.gateway_reachable) {
+    out.push({ id: 'daemon-down', level: 'red', title: 'Gateway daemon down', text: health.problems.join('; ') || 'The API cannot reach the gateway control socket.' });
+  }
+  if (gw?.fail_open) {
+    out.push({
+      id: 'fail-open',
+      level: 'red',
+      title: 'Fail-open: traffic passes unaccelerated',
+      text: 'The gateway is forwarding traffic without splitting or caching it (the daemon is not intercepting).',
+    });
+  }
+  if (gw?.hybla && (!gw.hybla.loaded || gw.hybla.implementation === 'none')) {
+    out.push({
+      id: 'bpf-not-loaded',
+      level: 'orange',
+      title: 'Hybla (BPF) not loaded',
+      text: `The satellite leg falls back to ${gw.hybla.available?.join(' / ') || 'the default congestion control'}${gw.hybla.problem ? `: ${gw.hybla.problem}` : ''}.`,
+    });
+  }
+  const full = cacheFullness(cacheStats);
+  if (cacheEnabled && full != null && full >= 0.95) {
+    out.push({ id: 'cache-full', level: 'orange', title: 'Cache full', text: `The cache store is ${(full * 100).toFixed(0)} % full; old objects are being evicted.` });
+  }
+  for (const p of gw?.problems ?? []) out.push({ id: `gw-${p}`, level: 'yellow', title: 'Gateway problem', text: p });
+  return out;
+}
