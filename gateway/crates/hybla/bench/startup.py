@@ -25,7 +25,9 @@ PORT = 5301
 MSS = 1448
 
 
-def run_flow(prefix: str, cc: str, seconds: int, fq_rate: str) -> dict[str, object]:
+def run_flow(
+    prefix: str, cc: str, seconds: int, fq_rate: str, label: str = ""
+) -> dict[str, object]:
     server = subprocess.Popen(
         [
             "ip",
@@ -73,7 +75,7 @@ def run_flow(prefix: str, cc: str, seconds: int, fq_rate: str) -> dict[str, obje
     data = json.loads(out.stdout)
     ivals = data["intervals"]
     return {
-        "cc": cc + (f" paced {fq_rate}" if fq_rate else ""),
+        "cc": cc + (f" paced {fq_rate}" if fq_rate else "") + label,
         "mbit_per_s": [round(i["sum"]["bits_per_second"] / 1e6, 2) for i in ivals],
         "cwnd_segments": [i["streams"][0]["snd_cwnd"] // MSS for i in ivals],
         "goodput_mbit": round(data["end"]["sum_received"]["bits_per_second"] / 1e6, 2),
@@ -120,16 +122,41 @@ def main() -> None:
     ap.add_argument(
         "--fq-rate", default="", help="cap pacing (SO_MAX_PACING_RATE), e.g. 45M"
     )
-    args = ap.parse_args()
-    subprocess.run(
-        [str(REPO / "bin/perigee"), "hybla", "load"],
-        check=False,
-        stdout=subprocess.DEVNULL,
+    ap.add_argument(
+        "--cwnd-max",
+        type=int,
+        default=None,
+        help="hybla cwnd ceiling, segments (perigee hybla set --cwnd-max), reset to 0 after",
     )
-    results = [
-        run_flow(args.prefix, cc, args.seconds, args.fq_rate)
-        for cc in args.ccs.split(",")
-    ]
+    args = ap.parse_args()
+    perigee = str(REPO / "bin/perigee")
+    subprocess.run([perigee, "hybla", "load"], check=False, stdout=subprocess.DEVNULL)
+    label = ""
+    if args.cwnd_max is not None:
+        subprocess.run(
+            [perigee, "hybla", "set", "--cwnd-max", str(args.cwnd_max)],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+        label = f" cwnd_max {args.cwnd_max}"
+    try:
+        results = [
+            run_flow(
+                args.prefix,
+                cc,
+                args.seconds,
+                args.fq_rate,
+                label if cc == "hybla" else "",
+            )
+            for cc in args.ccs.split(",")
+        ]
+    finally:
+        if args.cwnd_max is not None:
+            subprocess.run(
+                [perigee, "hybla", "set", "--cwnd-max", "0"],
+                check=False,
+                stdout=subprocess.DEVNULL,
+            )
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / f"{args.name}.json").write_text(json.dumps(results, indent=1) + "\n")
     plotted = plot(
