@@ -399,6 +399,9 @@ fn bypass_is_not_split() {
     std::thread::sleep(Duration::from_millis(1200));
     assert!(find_flow(&t, local).is_none(), "TCP 4500 must not be split");
     assert!(esp_roundtrip(&t), "ESP did not pass byte-identical");
+    // The gateway's own addresses are never intercepted: a closed port is refused directly.
+    let e = connect(&t.c, sa("10.99.1.1", 5999)).expect_err("nothing listens there");
+    assert_eq!(e.kind(), ErrorKind::ConnectionRefused, "{e}");
     let (_, v) = control(&t.sock(), "GET", "/v1/counters", None).unwrap();
     assert!(
         v["by_action"]["bypass"]["packets"].as_u64().unwrap() >= 2,

@@ -314,6 +314,8 @@ pub fn render_nft(cfg: &GatewayConfig) -> String {
         t,
         "\t\t{SYN_ONLY} meta l4proto @overflow counter name overflow_syns return"
     );
+    // Connections to the gateway's own addresses are its own business, never split.
+    let _ = writeln!(t, "\t\tfib daddr type local return");
     for f in &FAMS {
         for c in cfg.sorted_classes() {
             if let Some(rule) = class_rule(cfg, c, f) {
@@ -497,6 +499,7 @@ mod tests {
             assert!(at < first_tproxy, "{needle} after tproxy");
         }
         assert!(nft.find("socket transparent 1").unwrap() < nft.find("jump intercept").unwrap());
+        assert!(nft.find("fib daddr type local return").unwrap() < first_tproxy);
     }
 
     #[test]

@@ -186,6 +186,7 @@ pub struct Worker {
     cfg: Option<GatewayConfig>,
     listeners: Vec<(u64, OwnedFd)>,
     listen_port: u16,
+    listeners_paused: bool,
     flows: HashMap<u64, Session>,
     pool: PipePool,
     closed: Vec<Flow>,
@@ -217,6 +218,7 @@ impl Worker {
             cfg: None,
             listeners: Vec::new(),
             listen_port: 0,
+            listeners_paused: false,
             flows: HashMap::new(),
             pool: PipePool::new(max_pipes, 262_144),
             closed: Vec::new(),
@@ -266,6 +268,7 @@ impl Worker {
                 let _ = self.ep.ctl(libc::EPOLL_CTL_DEL, l.as_raw_fd(), 0, 0);
             }
             self.listen_port = 0;
+            self.listeners_paused = false;
             if cfg.splitter.enabled {
                 for (token, v6) in [(TOKEN_LISTEN4, false), (TOKEN_LISTEN6, true)] {
                     match sys::tproxy_listener(port, v6, hub_bufs) {
@@ -338,6 +341,11 @@ impl Worker {
                 Ok(x) => x,
                 Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => return,
                 Err(e) => {
+                    if matches!(e.raw_os_error(), Some(libc::EMFILE) | Some(libc::ENFILE)) {
+                        // Out of fds: stop watching the listeners until the next tick, or the
+                        // level-triggered loop would spin on them.
+                        self.pause_listeners();
+                    }
                     log::warn("accept failed", json!({"error": e.to_string()}));
                     return;
                 }
@@ -348,6 +356,27 @@ impl Worker {
                     json!({"client": peer.to_string(), "error": e.to_string()}),
                 );
             }
+        }
+    }
+
+    fn pause_listeners(&mut self) {
+        for (_, l) in &self.listeners {
+            let _ = self.ep.ctl(libc::EPOLL_CTL_DEL, l.as_raw_fd(), 0, 0);
+        }
+        self.listeners_paused = true;
+    }
+
+    fn resume_listeners(&mut self) {
+        if self.listeners_paused {
+            for (token, l) in &self.listeners {
+                let _ = self.ep.ctl(
+                    libc::EPOLL_CTL_ADD,
+                    l.as_raw_fd(),
+                    *token,
+                    libc::EPOLLIN as u32,
+                );
+            }
+            self.listeners_paused = false;
         }
     }
 
@@ -585,6 +614,7 @@ impl Worker {
     }
 
     fn on_tick(&mut self) {
+        self.resume_listeners();
         let Some(cfg) = self.cfg.as_ref() else { return };
         let connect_to = Duration::from_millis(cfg.splitter.connect_timeout_ms);
         let idle_to = Duration::from_secs(cfg.splitter.idle_timeout_s);
