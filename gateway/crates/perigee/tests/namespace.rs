@@ -259,6 +259,45 @@ fn refused_server_resets_client_quickly() {
     std::thread::sleep(Duration::from_millis(1200));
     let (_, v) = control(&t.sock(), "GET", "/v1/counters", None).unwrap();
     assert!(v["flows_failed_connect"].as_u64().unwrap() >= 1, "{v}");
+    // A server that never answers: reset after connect_timeout_ms (3 s in the test config).
+    let nft = |args: &[&str]| {
+        let mut v = vec!["ip", "netns", "exec", t.s.as_str(), "nft"];
+        v.extend_from_slice(args);
+        sh(&v);
+    };
+    nft(&["add", "table", "inet", "t"]);
+    nft(&[
+        "add",
+        "chain",
+        "inet",
+        "t",
+        "i",
+        "{ type filter hook input priority 0; }",
+    ]);
+    nft(&[
+        "add", "rule", "inet", "t", "i", "tcp", "dport", "5998", "drop",
+    ]);
+    let started = Instant::now();
+    let e = match connect(&t.c, sa(SERVER4, 5998)) {
+        Err(e) => e,
+        Ok(mut c) => {
+            c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            let mut buf = [0u8; 4];
+            c.read(&mut buf).expect_err("reset expected")
+        }
+    };
+    assert_eq!(e.kind(), ErrorKind::ConnectionReset, "{e}");
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_millis(2500) && took < Duration::from_secs(6),
+        "{took:?}"
+    );
+    std::thread::sleep(Duration::from_millis(1200));
+    let closed = t.flows("closed");
+    assert!(
+        closed.iter().any(|f| f["end_reason"] == "connect_timeout"),
+        "{closed:?}"
+    );
 }
 
 #[test]
@@ -325,6 +364,25 @@ fn fail_open_when_killed_and_split_again_after_restart() {
     let (local, _, seen) = who(&t, sa(SERVER4, 5001));
     assert_eq!(seen, local.to_string());
     assert!(wait_flow(&t, local).is_some(), "split again after restart");
+    // A worker killed on its own is restarted by the master.
+    let (_, h) = control(&t.sock(), "GET", "/v1/health", None).unwrap();
+    let pid = h["workers"][0]["pid"].as_i64().unwrap() as i32;
+    // SAFETY: signalling a worker process this test's daemon spawned.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let (_, h) = control(&t.sock(), "GET", "/v1/health", None).unwrap();
+        let w = &h["workers"][0];
+        if w["alive"] == true && w["restarts"] == 1 && w["pid"].as_i64() != Some(pid as i64) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "worker not restarted: {h}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    for _ in 0..4 {
+        let (local, _, seen) = who(&t, sa(SERVER4, 5001));
+        assert_eq!(seen, local.to_string());
+    }
 }
 
 fn esp_roundtrip(t: &Topo) -> bool {
