@@ -20,6 +20,9 @@ use crate::version::{
     collapsed_forwarding_safe, parse_squid_v, SquidVersion, COLLAPSED_FORWARDING_ADVISORY,
 };
 
+/// Debian's Squid keeps its IPC sockets here (compiled-in DEFAULT_STATEDIR).
+pub const SQUID_IPC_DIR: &str = "/run/squid";
+
 /// A failed manager operation, shaped like the control protocol's error object.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, thiserror::Error)]
 #[error("{code}: {message}")]
@@ -649,7 +652,15 @@ impl SquidManager {
         ] {
             std::fs::create_dir_all(&dir).map_err(io_err("creating squid directories"))?;
         }
+        // Squid's SMP IPC sockets live in its compiled-in state dir (Debian: /run/squid, made
+        // by tmpfiles.d or squid.service). Our `-n` name keeps them apart from a system Squid;
+        // the directory itself may be missing when squid.service is disabled.
+        let ipc_dir = Path::new(SQUID_IPC_DIR);
+        let made_ipc_dir = !ipc_dir.exists() && std::fs::create_dir_all(ipc_dir).is_ok();
         if let Some((uid, gid)) = owner {
+            if made_ipc_dir {
+                let _ = std::os::unix::fs::chown(ipc_dir, Some(uid), Some(gid));
+            }
             for dir in [p.run_dir.clone(), p.log_dir(), p.cache_root()] {
                 std::os::unix::fs::chown(&dir, Some(uid), Some(gid))
                     .map_err(io_err("chown squid directories"))?;

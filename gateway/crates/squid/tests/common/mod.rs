@@ -61,8 +61,26 @@ fn nsx(ns: &str, args: &[&str]) {
     run(&v);
 }
 
-/// Removes the namespaces (and with them the veths) when dropped.
-pub struct Topology;
+/// Removes the namespaces (and with them the veths) when dropped. Holds an exclusive lock so
+/// two runs of this suite (e.g. this crate's and a whole-workspace `cargo test`) never share
+/// the fixed pq- names.
+pub struct Topology {
+    _lock: File,
+}
+
+fn lock_suite() -> File {
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open("/run/lock/perigee-squid-e2e.lock")
+        .or_else(|_| File::create(std::env::temp_dir().join("perigee-squid-e2e.lock")))
+        .expect("lock file");
+    // SAFETY: flock(2) on an fd we own; released when the File is dropped.
+    let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) };
+    assert_eq!(rc, 0, "flock: {}", std::io::Error::last_os_error());
+    f
+}
 
 impl Drop for Topology {
     fn drop(&mut self) {
@@ -75,13 +93,14 @@ impl Drop for Topology {
 /// Builds the three namespaces, routing, and the TPROXY interception of port 80 in pq-gw
 /// (what the splitter's nft renderer will do when cache.enabled).
 pub fn build_topology(tproxy_port: u16) -> Topology {
+    let lock = lock_suite();
     for ns in NAMESPACES {
         let _ = Command::new("ip").args(["netns", "del", ns]).output();
     }
     for ns in NAMESPACES {
         run(&["ip", "netns", "add", ns]);
     }
-    let topo = Topology;
+    let topo = Topology { _lock: lock };
     run(&[
         "ip", "link", "add", "pqc0", "netns", "pq-cli", "type", "veth", "peer", "name", "pqg0",
         "netns", "pq-gw",
