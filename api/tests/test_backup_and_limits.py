@@ -21,6 +21,8 @@ def test_backup_has_hashes_only_and_no_tokens(admin: TestClient, operator: TestC
     assert STRONG not in text and secret not in text and "token" not in text.lower()
     assert all(u["password_hash"].startswith("$argon2") for u in b["users"])
     assert {u["username"] for u in b["users"]} == {"admin", "otto"}
+    audit = admin.get("/api/v1/audit", params={"action": "system/backup"}).json()["entries"]
+    assert audit and audit[0]["actor"] == "admin"
 
 
 def test_restore_roundtrip_in_one_transaction(app: FastAPI, admin: TestClient) -> None:

@@ -129,3 +129,14 @@ def test_sse_stream_yields_flows(app: FastAPI, fake_gw: FakeGateway, viewer: Tes
     assert "event: flows" in text
     data = next(line for line in text.splitlines() if line.startswith("data: "))
     assert '"id": 7' in data
+
+
+def test_live_flows_fetched_directly_when_collector_idle(fake_gw: FakeGateway, viewer: TestClient) -> None:
+    fake_gw.live_flows = [make_flow(42)]
+    snap = viewer.get("/api/v1/flows").json()
+    assert snap["count"] == 1 and snap["flows"][0]["id"] == 42 and snap["error"] is None
+    fake_gw.stop()
+    app_ctx = viewer.app.state.ctx  # type: ignore[attr-defined]
+    app_ctx.live.fetched_at = 0.0
+    snap = viewer.get("/api/v1/flows").json()
+    assert snap["error"] and snap["count"] == 1  # last known flows, with the reason they are stale

@@ -39,6 +39,7 @@ class LiveFlows:
     def fail(self, message: str) -> None:
         with self._lock:
             self.error = message
+            self.encoded = None  # the cached answer carries the old error field
 
     def snapshot(self) -> tuple[list[dict[str, Any]], float, int]:
         with self._lock:

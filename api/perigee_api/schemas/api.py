@@ -141,7 +141,7 @@ class ChangeOut(BaseModel):
 
 class BypassIn(In):
     name: Name
-    protocol: Literal["tcp", "udp", "esp", "ah", "any"]
+    protocol: Literal["tcp", "udp", "esp", "ah", "icmp", "any"]
     cidrs: list[Cidr] = Field(default_factory=list, max_length=1024)
     ports: list[PortSpec] = Field(default_factory=list, max_length=256)
     comment: str = Field(default="", max_length=1000)

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
-IFNAME_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,15}$")
+IFNAME_RE = re.compile(r"^[A-Za-z0-9_.:@-]{1,15}$")
 NAME_RE = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"
 SYSCTL_ALLOW = frozenset(
     {
@@ -28,6 +28,10 @@ SYSCTL_ALLOW = frozenset(
         "net.ipv4.tcp_mtu_probing",
         "net.ipv4.tcp_ecn",
         "net.core.default_qdisc",
+        "net.ipv4.tcp_fastopen",
+        "net.ipv4.tcp_adv_win_scale",
+        "net.ipv4.ip_forward",
+        "net.ipv6.conf.all.forwarding",
     }
 )
 
@@ -68,7 +72,7 @@ def _port(value: str) -> str:
 
 def _ifname(value: str) -> str:
     if not IFNAME_RE.fullmatch(value):
-        raise ValueError(f"'{value}' is not a valid interface name (1-15 of A-Z a-z 0-9 _ . : -)")
+        raise ValueError(f"'{value}' is not a valid interface name (1-15 of A-Z a-z 0-9 _ . : @ -)")
     return value
 
 
@@ -88,6 +92,14 @@ class Strict(BaseModel):
 class Interfaces(Strict):
     lan: list[IfName] = Field(min_length=1, max_length=16)
     satellite: IfName
+
+    @model_validator(mode="after")
+    def _distinct(self) -> Interfaces:
+        if len(set(self.lan)) != len(self.lan):
+            raise ValueError("lan: duplicate interface")
+        if self.satellite in self.lan:
+            raise ValueError(f"satellite: '{self.satellite}' is also listed as a LAN interface")
+        return self
 
 
 class Splitter(Strict):
@@ -112,16 +124,23 @@ class Route(Strict):
 
 class Satellite(Strict):
     congestion_control: CongestionControl = "hybla"
-    sndbuf_bytes: int = Field(default=4194304, ge=4096, le=256 * 1024 * 1024)
-    rcvbuf_bytes: int = Field(default=4194304, ge=4096, le=256 * 1024 * 1024)
+    sndbuf_bytes: int = Field(default=4194304, ge=0, le=1 << 30, description="0 = kernel autotuning")
+    rcvbuf_bytes: int = Field(default=4194304, ge=0, le=1 << 30, description="0 = kernel autotuning")
     pacing_rate_bps: int = Field(default=0, ge=0, le=100_000_000_000)
-    initcwnd: int = Field(default=10, ge=1, le=1000)
-    initrwnd: int = Field(default=10, ge=1, le=1000)
+    initcwnd: int = Field(default=10, ge=0, le=1000, description="0 = kernel default")
+    initrwnd: int = Field(default=10, ge=0, le=1000, description="0 = kernel default")
     routes: list[Route] = Field(default_factory=list, max_length=256)
+
+    @model_validator(mode="after")
+    def _unique_routes(self) -> Satellite:
+        dsts = [r.dst for r in self.routes]
+        if len(set(dsts)) != len(dsts):
+            raise ValueError("routes: duplicate dst")
+        return self
 
 
 class Hybla(Strict):
-    rtt0_ms: int = Field(default=25, ge=1, le=1000)
+    rtt0_ms: int = Field(default=25, ge=1, le=10000)
     base_rtt_ms: int = Field(default=0, ge=0, le=10000)
 
 
@@ -143,7 +162,7 @@ class Match(Strict):
 
 class ClassSatellite(Strict):
     congestion_control: CongestionControl | None = None  # None = inherit
-    buffer_bytes: int = Field(default=0, ge=0, le=256 * 1024 * 1024)
+    buffer_bytes: int = Field(default=0, ge=0, le=1 << 30)
     pacing_rate_bps: int = Field(default=0, ge=0, le=100_000_000_000)
 
 
@@ -156,6 +175,8 @@ class TrafficClass(Strict):
 
     @model_validator(mode="after")
     def _cache_is_tcp(self) -> TrafficClass:
+        if self.name == "default":
+            raise ValueError("name: 'default' is reserved")
         if self.action == "cache" and self.match.protocol != "tcp":
             raise ValueError("action 'cache' needs protocol 'tcp'")
         return self
@@ -164,7 +185,7 @@ class TrafficClass(Strict):
 class BypassRule(Strict):
     name: Name
     builtin: bool = False
-    protocol: Literal["tcp", "udp", "esp", "ah", "any"]
+    protocol: Literal["tcp", "udp", "esp", "ah", "icmp", "any"]
     cidrs: list[Cidr] = Field(default_factory=list, max_length=1024)
     ports: list[PortSpec] = Field(default_factory=list, max_length=256)
 
@@ -172,6 +193,8 @@ class BypassRule(Strict):
     def _ports_need_l4(self) -> BypassRule:
         if self.ports and self.protocol not in ("tcp", "udp"):
             raise ValueError("ports need protocol tcp or udp")
+        if self.protocol == "any" and not self.cidrs:
+            raise ValueError("protocol 'any' needs cidrs (it would bypass everything)")
         return self
 
 
@@ -185,7 +208,9 @@ class Cache(Strict):
     never_cache_domains: list[Annotated[str, Field(pattern=r"^[A-Za-z0-9.*-]{1,253}$")]] = Field(
         default_factory=list, max_length=1024
     )
-    refresh_patterns: list[Annotated[str, Field(max_length=256)]] = Field(default_factory=list, max_length=256)
+    refresh_patterns: list[Annotated[str, Field(max_length=256)] | dict[str, Any]] = Field(
+        default_factory=list, max_length=256
+    )
     collapsed_forwarding: bool = False
     range_offset_limit_mb: int = Field(default=-1, ge=-1, le=1024 * 1024)
 
@@ -204,7 +229,7 @@ class GatewayConfig(Strict):
     revision: str = Field(default="", max_length=64, pattern=r"^[A-Za-z0-9_.:-]*$")
     role: Literal["hub", "terminal"]
     interfaces: Interfaces
-    served_subnets: list[Cidr] = Field(default_factory=list, max_length=256)
+    served_subnets: list[Cidr] = Field(min_length=1, max_length=256)
     splitter: Splitter = Field(default_factory=Splitter)
     satellite: Satellite = Field(default_factory=Satellite)
     hybla: Hybla = Field(default_factory=Hybla)
@@ -217,6 +242,8 @@ class GatewayConfig(Strict):
 
     @model_validator(mode="after")
     def _unique_bypass_names(self) -> GatewayConfig:
+        if self.cache.enabled and self.cache.port == self.splitter.tproxy_port:
+            raise ValueError("cache.port: conflicts with splitter.tproxy_port")
         seen: set[str] = set()
         for rule in self.bypass:
             if rule.name in seen:
