@@ -5,8 +5,8 @@ mod common;
 
 use common::*;
 use perigee_squid::{
-    AccessRecord, ApplyAction, CacheConfig, CacheOutcome, ManagerOptions, RefreshPattern,
-    SquidManager, SquidPaths,
+    api, AccessRecord, ApplyAction, CacheConfig, CacheOutcome, ManagerOptions, RefreshPattern,
+    SquidManager, SquidPaths, Store,
 };
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -271,7 +271,13 @@ fn tproxy_cache_end_to_end() {
 
     // --- purge one URL: the next request is a MISS ---
     let url = format!("http://{ORIGIN_IP}{one_mb}");
-    assert_eq!(mgr.purge_url(&url).expect("purge"), 1);
+    // Through the control-protocol handler, as the daemon will route it.
+    let body = serde_json::to_vec(&serde_json::json!({ "url": url })).unwrap();
+    let (status, answer) = api::handle(&mut mgr, "POST", "/v1/cache/purge", &body).unwrap();
+    assert_eq!(
+        (status, answer),
+        (200, serde_json::json!({"ok": true, "purged": 1}))
+    );
     assert_eq!(
         mgr.purge_url(&format!("http://{ORIGIN_IP}/never/cached"))
             .unwrap(),
@@ -378,12 +384,44 @@ fn tproxy_cache_end_to_end() {
     );
 
     // --- purge everything: the big object is gone ---
-    let purged = mgr.purge_all().expect("purge all");
-    assert!(purged >= 1, "purge_all reported {purged}");
+    let (status, answer) =
+        api::handle(&mut mgr, "POST", "/v1/cache/purge", br#"{"all": true}"#).unwrap();
+    assert_eq!(status, 200, "{answer}");
+    let purged = answer["purged"].as_u64().unwrap();
+    assert!(purged >= 1, "purge all reported {purged}");
     assert!(mgr.is_running());
     get(big);
     let recs = records_for(&mgr, &mut seen, big, 3);
     assert_eq!(recs[2].outcome, CacheOutcome::Miss, "{recs:#?}");
+
+    // --- switching the store to aufs restarts Squid on the new store, which then caches ---
+    let aufs = CacheConfig {
+        store: Store::Aufs,
+        disk_mb: 512,
+        ..cache_config()
+    };
+    assert_eq!(
+        mgr.apply(&aufs, &served()).unwrap().action,
+        ApplyAction::Restarted
+    );
+    assert!(
+        mgr.paths().store_dir(Store::Aufs).join("00").is_dir(),
+        "squid -z made the aufs tree"
+    );
+    let on_aufs = "/o/300000/public/aufs";
+    get(on_aufs);
+    settle();
+    get(on_aufs);
+    let recs = records_for(&mgr, &mut seen, on_aufs, 2);
+    assert_eq!(
+        outcomes(&recs),
+        vec![CacheOutcome::Miss, CacheOutcome::Hit],
+        "{recs:#?}"
+    );
+    let (status, stats) = api::handle(&mut mgr, "GET", "/v1/cache/stats", b"").unwrap();
+    assert_eq!(status, 200);
+    assert_eq!(stats["disk_capacity_bytes"], 512u64 * 1024 * 1024);
+    assert!(stats["hits"].as_u64().unwrap() >= 8, "{stats}");
 
     // --- log rotation: requests after `squid -k rotate` still reach the ring ---
     assert!(!mgr.rotate_logs_if_larger(u64::MAX).unwrap());
