@@ -1,4 +1,9 @@
-"""Is TCP Hybla usable as a congestion control here? Try `bin/perigee hybla load` once if not."""
+"""Is TCP Hybla usable as a congestion control here? Load it with `bin/perigee hybla load` if not.
+
+Hybla (Perigee's BPF struct_ops one on this kernel) is registered machine-wide, and other people's
+tests may load and unload it at any time, so we check before every transfer that needs it and
+reload if it vanished. A failed load is remembered for the rest of the run.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,7 @@ from bench import procs
 
 AVAILABLE = "/proc/sys/net/ipv4/tcp_available_congestion_control"
 PERIGEE = str(procs.REPO / "bin/perigee")
-_state: dict[str, str | None] = {}
+_state: dict[str, str] = {}
 
 
 def available_ccs() -> list[str]:
@@ -18,21 +23,21 @@ def available_ccs() -> list[str]:
 
 
 def ensure() -> str | None:
-    """None when hybla can be used; otherwise the reason it cannot (cached for the whole run)."""
-    if "reason" in _state:
-        return _state["reason"]
-    reason: str | None = None
-    if "hybla" not in available_ccs():
-        proc = procs.run([PERIGEE, "hybla", "load"], timeout=60, check=False)
-        _state["loaded_by_us"] = "yes" if "hybla" in available_ccs() else None
-        if "hybla" not in available_ccs():
-            detail = (proc.stderr or proc.stdout).strip().splitlines()
-            reason = (
-                "hybla not in tcp_available_congestion_control and `perigee hybla load` failed: "
-                + (detail[-1] if detail else f"exit {proc.returncode}")
-            )[:240]
-    _state["reason"] = reason
-    return reason
+    """None when hybla can be used now; otherwise the reason it cannot."""
+    if "hybla" in available_ccs():
+        return None
+    if "failed" in _state:
+        return _state["failed"]
+    proc = procs.run([PERIGEE, "hybla", "load"], timeout=60, check=False)
+    if "hybla" in available_ccs():
+        _state["loaded_by_us"] = "yes"
+        return None
+    detail = (proc.stderr or proc.stdout).strip().splitlines()
+    _state["failed"] = (
+        "hybla not in tcp_available_congestion_control and `perigee hybla load` failed: "
+        + (detail[-1] if detail else f"exit {proc.returncode}")
+    )[:240]
+    return _state["failed"]
 
 
 def filter_ccs(ccs: list[str]) -> tuple[list[str], dict[str, str]]:
@@ -53,6 +58,6 @@ def filter_ccs(ccs: list[str]) -> tuple[list[str], dict[str, str]]:
 
 def release() -> None:
     """Unload the BPF Hybla only if this run loaded it (never one that was already there)."""
-    if _state.pop("loaded_by_us", None):
+    if _state.pop("loaded_by_us", None) and "hybla" in available_ccs():
         procs.run([PERIGEE, "hybla", "unload"], timeout=60, check=False)
-    _state.pop("reason", None)
+    _state.clear()

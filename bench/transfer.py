@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench import metrics, procs
+from bench import hybla, metrics, procs
 from bench.lab import SERVER_V4, Lab
 
 PORT = 5201  # not satlab's :80 / :5001 servers
@@ -170,3 +170,23 @@ def download(
         if infos:
             result.retransmits = int(infos[-1].get("total_retrans", 0))
     return result
+
+
+def attempt(
+    lab: Lab,
+    cc: str,
+    size_bytes: int,
+    timeout_s: float,
+    sample_gateway_leg: bool = False,
+) -> Transfer | str:
+    """download(), or the reason it could not run (hybla missing, a tool failed): never a number."""
+    if (
+        cc == "hybla" or sample_gateway_leg
+    ):  # the gateway's satellite leg asks for hybla too
+        reason = hybla.ensure()
+        if reason and cc == "hybla":
+            return reason
+    try:
+        return download(lab, cc, size_bytes, timeout_s, sample_gateway_leg)
+    except procs.ToolError as exc:
+        return f"transfer failed: {exc}"[:300]

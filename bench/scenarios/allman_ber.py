@@ -7,7 +7,7 @@ from typing import Any
 from bench import hybla, lab, metrics, plots, records
 from bench.context import Context
 from bench.profiles import figures
-from bench.transfer import download
+from bench.transfer import attempt
 
 NAME = "allman-ber"
 KIND = "bit-errors"
@@ -65,7 +65,11 @@ def run(ctx: Context, params: dict[str, Any]) -> list[records.Record]:
             for cc in ccs:
                 variant = f"ber={ber_label(ber)}/{cc}"
                 ctx.log(f"{NAME}: {variant}")
-                tr = download(lb, cc, size, cap)
+                tr = attempt(lb, cc, size, cap)
+                if isinstance(tr, str):
+                    out.append(records.skipped(NAME, variant, tr))
+                    bars[cc].append(None)
+                    continue
                 ctx.raw.setdefault(NAME, {})[variant] = tr.to_json()
                 pct = 100.0 * tr.goodput_bps() / optimal_bps
                 note = (

@@ -7,7 +7,7 @@ from typing import Any
 from bench import hybla, lab, metrics, plots, records
 from bench.context import Context
 from bench.profiles import figures
-from bench.transfer import download
+from bench.transfer import attempt
 
 NAME = "cc-compare"
 KIND = "congestion-control"
@@ -82,7 +82,10 @@ def run(ctx: Context, params: dict[str, Any]) -> list[records.Record]:
         with lab.running(profile) as lb:
             for cc in ccs:
                 ctx.log(f"{NAME}: {profile} {cc} for {duration:.0f}s")
-                tr = download(lb, cc, HUGE, duration)
+                tr = attempt(lb, cc, HUGE, duration)
+                if isinstance(tr, str):
+                    out.append(records.skipped(NAME, f"{profile}/{cc}", tr))
+                    continue
                 ctx.raw.setdefault(NAME, {})[f"{profile}/{cc}"] = tr.to_json()
                 if tr.cc_actual and tr.cc_actual != cc:
                     out.append(

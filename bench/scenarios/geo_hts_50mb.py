@@ -7,7 +7,7 @@ from typing import Any
 from bench import hybla, lab, metrics, plots, records
 from bench.context import Context
 from bench.profiles import LinkFigures, figures
-from bench.transfer import Transfer, download
+from bench.transfer import Transfer, attempt
 
 NAME = "geo-hts-50mb"
 KIND = "transfer"
@@ -111,9 +111,12 @@ def run(ctx: Context, params: dict[str, Any]) -> list[records.Record]:
                 for cc in usable:
                     variant = f"{mode}/{cc}"
                     ctx.log(f"{NAME}: {variant}")
-                    tr = download(
+                    tr = attempt(
                         lb, cc, size, timeout, sample_gateway_leg=gateway is not None
                     )
+                    if isinstance(tr, str):
+                        out.append(records.skipped(NAME, variant, tr))
+                        continue
                     ctx.raw.setdefault(NAME, {})[variant] = tr.to_json()
                     if gateway and not tr.cwnd:
                         out.append(
