@@ -121,3 +121,26 @@ def test_cache_passthrough(operator: TestClient, viewer: TestClient, fake_gw) ->
     assert operator.post("/api/v1/cache/purge", json={}).status_code == 422
     assert operator.post("/api/v1/cache/purge", json={"url": "javascript:alert(1)"}).status_code == 422
     assert fake_gw.purges == [{"url": "http://10.71.3.10/big.bin"}, {"all": True}]
+
+
+def test_rejected_writes_are_audited(admin: TestClient, operator: TestClient, settings: Settings) -> None:
+    operator.post("/api/v1/policy/classes", content=b"x" * (settings.max_body_bytes + 1))
+    token = operator.headers.pop("X-CSRF-Token")
+    operator.post("/api/v1/policy/bypass/restore-builtins")
+    operator.headers["X-CSRF-Token"] = token
+    results = [e["result"] for e in admin.get("/api/v1/audit", params={"actor": "anonymous"}).json()["entries"]]
+    assert "http_413" in results and "http_403" in results
+
+
+def test_housekeeping_drops_expired_sessions(app: FastAPI, admin: TestClient, settings: Settings) -> None:
+    import time
+
+    from perigee_api.models import BrowserSession
+    from perigee_api.services.auth import housekeeping
+
+    with app.state.ctx.db.session() as db:
+        assert db.query(BrowserSession).count() >= 1
+        housekeeping(db, settings, time.time() + settings.session_ttl_s + 1)
+        db.commit()
+        assert db.query(BrowserSession).count() == 0
+    assert admin.get("/api/v1/auth/me").status_code == 401

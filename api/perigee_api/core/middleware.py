@@ -69,6 +69,7 @@ class GuardMiddleware:
                 return
             if int(declared) > limit:
                 await _reply(send, 413, "payload_too_large", f"request body over {limit} bytes", "body")
+                await self._audit_rejected(scope, 413)
                 return
         chunks: list[bytes] = []
         size = 0
@@ -82,6 +83,7 @@ class GuardMiddleware:
                 size += len(chunk)
                 if size > limit:
                     await _reply(send, 413, "payload_too_large", f"request body over {limit} bytes", "body")
+                    await self._audit_rejected(scope, 413)
                     return
                 chunks.append(chunk)
                 more = msg.get("more_body", False)
@@ -109,6 +111,7 @@ class GuardMiddleware:
                     f"in the {security.CSRF_HEADER} header",
                     security.CSRF_HEADER,
                 )
+                await self._audit_rejected(scope, 403)
                 return
 
         # 3. Run, and audit writes (logins are audited by the login route with the username).
@@ -123,6 +126,11 @@ class GuardMiddleware:
         if method in UNSAFE and path.startswith("/api/") and not path.endswith("/auth/login"):
             info: dict[str, Any] = scope.get("perigee", {})
             await run_in_threadpool(self._audit, info, method, path, status["code"], client_address(scope))
+
+    async def _audit_rejected(self, scope: Scope, status: int) -> None:
+        """Writes refused before routing (too large, no CSRF token) are audited too."""
+        if scope["method"] in UNSAFE and scope["path"].startswith("/api/"):
+            await run_in_threadpool(self._audit, {}, scope["method"], scope["path"], status, client_address(scope))
 
     def _audit(self, info: dict[str, Any], method: str, path: str, status: int, address: str) -> None:
         with self.ctx.db.session() as db:

@@ -167,3 +167,13 @@ def bootstrap_admin(db: Session, settings: Settings) -> str | None:
     log.warning(msg)
     print(msg, file=sys.stderr, flush=True)
     return password
+
+
+def housekeeping(db: Session, settings: Settings, now: float) -> None:
+    """Drop expired sessions, login attempts past any window, and audit entries past retention."""
+    from perigee_api.models import AuditEntry
+
+    db.execute(delete(BrowserSession).where(BrowserSession.expires_at < now))
+    keep = max(settings.login_window_s, settings.lockout_s) * 2
+    db.execute(delete(LoginAttempt).where(LoginAttempt.ts < now - keep))
+    db.execute(delete(AuditEntry).where(AuditEntry.ts < now - settings.retain_audit_s))

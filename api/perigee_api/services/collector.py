@@ -8,7 +8,7 @@ import time
 
 from perigee_api.core.context import AppContext
 from perigee_api.gateway_client import GatewayError
-from perigee_api.services import stats
+from perigee_api.services import auth, stats
 
 log = logging.getLogger("perigee_api.collector")
 
@@ -35,6 +35,11 @@ class Collector:
         except GatewayError as exc:
             self.last_error = exc.message
             self.ctx.live.fail(exc.message)
+            if now - self._last_maintenance >= 60:
+                with self.ctx.db.session() as db:
+                    auth.housekeeping(db, self.ctx.settings, now)
+                    db.commit()
+                self._last_maintenance = now
             return
         try:
             cache = gw.cache_stats()
@@ -47,6 +52,7 @@ class Collector:
             if now - self._last_maintenance >= 60:
                 stats.rollup(db, now)
                 stats.enforce_retention(db, self.ctx.settings, now)
+                auth.housekeeping(db, self.ctx.settings, now)
                 self._last_maintenance = now
             db.commit()
         self.ticks += 1
