@@ -376,11 +376,11 @@ fn valid_name(s: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c))
 }
 
+/// The congestion controls policy may choose for the satellite leg (the API offers the same set).
+pub const SUPPORTED_CCS: [&str; 4] = ["hybla", "cubic", "bbr", "reno"];
+
 pub fn valid_cc_name(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() < 16
-        && s.chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+    SUPPORTED_CCS.contains(&s)
 }
 
 /// Parse JSON text into a config, naming the path of a type error or unknown field.
@@ -508,7 +508,7 @@ impl GatewayConfig {
         if !valid_cc_name(&s.congestion_control) {
             return Err(err(
                 "satellite.congestion_control",
-                "not a congestion control name",
+                "must be one of hybla, cubic, bbr, reno",
             ));
         }
         for (name, v) in [
@@ -592,7 +592,7 @@ impl GatewayConfig {
                 if !cc.is_empty() && !valid_cc_name(cc) {
                     return Err(err(
                         f("satellite.congestion_control"),
-                        "not a congestion control name",
+                        "must be one of hybla, cubic, bbr, reno",
                     ));
                 }
             }
@@ -716,6 +716,19 @@ mod tests {
     #[test]
     fn example_is_valid() {
         from_value(example_json()).unwrap();
+    }
+
+    #[test]
+    fn unsupported_congestion_control_names_field() {
+        let e = with(&["satellite", "congestion_control"], "vegas".into()).unwrap_err();
+        assert_eq!(e.field, "satellite.congestion_control");
+        let e = with(
+            &["classes", "0", "satellite", "congestion_control"],
+            "westwood".into(),
+        )
+        .unwrap_err();
+        assert_eq!(e.field, "classes[0].satellite.congestion_control");
+        with(&["satellite", "congestion_control"], "bbr".into()).unwrap();
     }
 
     #[test]
