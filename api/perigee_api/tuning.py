@@ -26,7 +26,9 @@ Formulas (rates in bit/s, times in s, sizes in bytes; clamp(x, lo, hi) = min(max
   pacing_cap       = pacing_forward on a hub, pacing_return on a terminal
   initcwnd         = clamp(ceil(bdp_send / (4 × mss)), 10, 100)  (a quarter BDP in the first flight)
   initrwnd         = clamp(ceil(bdp_recv / mss), 10, 1000)        (let the peer fill one BDP at once)
-  hybla_base_rtt   = round(rtt_eff in ms)                          (Hybla's ρ = rtt / rtt0 uses it)
+  hybla_base_rtt   = round(base_rtt in ms)                         (Hybla's ρ = rtt / rtt0 uses it; the
+                     allocation delay is left out on purpose: waiting for a grant inflates the
+                     measured RTT, and must not inflate ρ and with it Hybla's aggressiveness)
   min_terminal_buffer = return_rate × superframe / 8               (one superframe of return traffic;
                      a smaller buffer drops inside a superframe: reported as a warning)
 
@@ -219,7 +221,13 @@ def derive(inputs: BodInputs, overrides: dict[str, float] | None = None) -> Tuni
         f"ceil(BDP_{recv_dir} / MSS) = ceil({_n(bdp_recv)} / {i.mss_bytes}) = {rw_raw},"
         f" clamped to [10, 1000] = {_n(rw)}",
     )
-    put("hybla_base_rtt_ms", round(rtt_ms), "ms", f"round(RTT_eff) = round({_n(rtt_ms)}) = {round(rtt_ms)} ms")
+    put(
+        "hybla_base_rtt_ms",
+        round(i.base_rtt_ms),
+        "ms",
+        f"round(base RTT) = round({_n(i.base_rtt_ms)}) = {round(i.base_rtt_ms)} ms"
+        " (allocation delay left out: BoD waiting must not inflate Hybla's ρ)",
+    )
     need = math.ceil(ret * i.superframe_ms / 1000.0 / 8)
     put(
         "min_terminal_buffer_bytes",

@@ -27,7 +27,7 @@ def test_hub_numbers() -> None:
     assert t["pacing_rate_bps"].value == 50_000_000
     assert t["initcwnd"].value == 100  # ceil(5e6 / 5792) = 864 → clamped
     assert t["initrwnd"].value == 346  # ceil(500000 / 1448)
-    assert t["hybla_base_rtt_ms"].value == 800
+    assert t["hybla_base_rtt_ms"].value == 550  # the base RTT: allocation delay must not inflate ρ
     assert t["min_terminal_buffer_bytes"].value == 16_563  # 5e6 × 0.0265 / 8 = 16562.5
     assert "5,000,000" in t["bdp_forward_bytes"].derivation and "0.8" in t["bdp_forward_bytes"].derivation
 
@@ -83,4 +83,4 @@ def test_profile_api_and_apply_to_config(operator: TestClient) -> None:
     assert r.status_code == 200, r.text
     cfg = operator.get("/api/v1/config").json()["config"]
     assert cfg["satellite"]["sndbuf_bytes"] == 10_000_000 and cfg["satellite"]["initcwnd"] == 40
-    assert cfg["hybla"]["base_rtt_ms"] == 800
+    assert cfg["hybla"]["base_rtt_ms"] == 550  # base RTT, not base + allocation delay
