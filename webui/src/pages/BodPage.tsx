@@ -85,7 +85,10 @@ function DerivedTable({ values }: { values: Record<string, Derived> }) {
 
 function ProfileEditor({ initial, onSaved }: { initial: BodProfileOut | null; onSaved: (p: BodProfileOut) => void }) {
   const queryClient = useQueryClient();
-  const [form, setForm] = useState<BodProfileIn>(() => initial ?? { name: 'default', inputs: DEFAULT_INPUTS, overrides: {} });
+  const [form, setForm] = useState<BodProfileIn>(() =>
+    // Only the fields the API accepts back: it rejects unknown ones (id, tuning, timestamps).
+    initial ? { name: initial.name, inputs: initial.inputs, overrides: initial.overrides } : { name: 'default', inputs: DEFAULT_INPUTS, overrides: {} },
+  );
   const [errors, setErrors] = useState<FieldErrors>({});
   const [debounced] = useDebouncedValue(form, 300);
   const derived = useQuery({
