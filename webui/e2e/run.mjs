@@ -56,7 +56,6 @@ async function startBackend() {
       PERIGEE_GATEWAY_SOCKET: socket,
       PERIGEE_SECURE_COOKIES: 'false', // plain http on loopback in the test
       PERIGEE_ALLOW_ROOT: '1', // the test machine runs as root; production does not
-      PERIGEE_COLLECT_INTERVAL_S: '0.5',
     },
     logFile: join(tmp, 'api.log'),
   });

@@ -107,6 +107,14 @@ export async function dashboardSteps(steps, { context, baseUrl, user, password, 
     await shot('flow-detail');
   });
 
+  await steps.run('closed flows history tab', async () => {
+    await gotoNav('Flows');
+    await page.getByRole('tab', { name: 'Closed (history)' }).click();
+    await page.getByRole('table', { name: 'Closed flows' }).or(page.getByText('No closed flows recorded yet')).first().waitFor();
+    await page.getByRole('tab', { name: 'Live' }).click();
+    await page.getByRole('table', { name: 'Flows' }).waitFor();
+  });
+
   await steps.run('BoD: derived values explain themselves, the profile saves', async () => {
     await gotoNav('BoD tuning');
     await heading('BoD tuning').waitFor();

@@ -30,7 +30,7 @@ export default function TimeSeriesChart({ data, series, format, height = 220, la
         <LineChart data={data} margin={{ top: 8, right: 16, bottom: 0, left: 8 }}>
           <CartesianGrid stroke={grid} strokeDasharray="3 3" />
           <XAxis dataKey="t" tickFormatter={timeOf} stroke={axis} fontSize={11} minTickGap={40} />
-          <YAxis tickFormatter={format} stroke={axis} fontSize={11} width={80} />
+          <YAxis tickFormatter={format} stroke={axis} fontSize={11} width={96} />
           <Tooltip
             labelFormatter={(t) => timeOf(Number(t))}
             formatter={(v) => (typeof v === 'number' ? format(v) : String(v))}

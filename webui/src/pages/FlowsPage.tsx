@@ -1,4 +1,6 @@
-import { Badge, Group } from '@mantine/core';
+import { Badge, Group, Tabs } from '@mantine/core';
+import { useSearchParams } from 'react-router-dom';
+import { ClosedFlows } from '../components/ClosedFlows';
 import { FlowsTable } from '../components/FlowsTable';
 import { PageHeader } from '../components/PageHeader';
 import { LoadingState } from '../components/StateViews';
@@ -6,7 +8,10 @@ import { useLiveFlows } from '../live/LiveFlowsContext';
 
 export default function FlowsPage() {
   const live = useLiveFlows();
+  const [params, setParams] = useSearchParams();
+  const tab = params.get('tab') === 'closed' ? 'closed' : 'live';
   const waiting = live.updates === 0 && live.status !== 'open';
+  const streamError = typeof live.extra.error === 'string' ? live.extra.error : null;
   return (
     <>
       <PageHeader
@@ -15,10 +20,22 @@ export default function FlowsPage() {
         actions={
           <Group gap="xs">
             <Badge variant="light">{live.flows.length.toLocaleString()} live</Badge>
+            {streamError && <Badge color="red" variant="light" title={streamError}>gateway error</Badge>}
           </Group>
         }
       />
-      {waiting ? <LoadingState label="Connecting to the live flow stream…" /> : <FlowsTable flows={live.flows} height={Math.max(320, window.innerHeight - 300)} />}
+      <Tabs value={tab} onChange={(v) => setParams(v === 'closed' ? { tab: 'closed' } : {})} keepMounted={false}>
+        <Tabs.List mb="sm">
+          <Tabs.Tab value="live">Live</Tabs.Tab>
+          <Tabs.Tab value="closed">Closed (history)</Tabs.Tab>
+        </Tabs.List>
+        <Tabs.Panel value="live">
+          {waiting ? <LoadingState label="Connecting to the live flow stream…" /> : <FlowsTable flows={live.flows} height={Math.max(320, window.innerHeight - 340)} />}
+        </Tabs.Panel>
+        <Tabs.Panel value="closed">
+          <ClosedFlows />
+        </Tabs.Panel>
+      </Tabs>
     </>
   );
 }
