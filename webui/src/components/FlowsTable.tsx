@@ -137,7 +137,7 @@ export function FlowsTable({ flows, height = 560 }: { flows: Flow[]; height?: nu
             ))}
           </div>
         </div>
-        <div ref={scrollRef} className={classes.scroll} style={{ height }} data-testid="flows-scroll" tabIndex={-1}>
+        <div ref={scrollRef} className={classes.scroll} style={{ height }} data-testid="flows-scroll" tabIndex={0}>
           {rows.length === 0 ? (
             <Text c="dimmed" ta="center" py="xl">
               {flows.length === 0 ? 'No flows yet: traffic through the gateway appears here live.' : 'No flow matches the filter.'}
