@@ -5,6 +5,11 @@ LAN, IPsec bypass on, satellite routes per DEVELOPERS.md addressing), starts
 `bin/perigee gateway run` inside the namespace in the background with a pidfile, and waits until
 `/v1/health` answers on `<run_dir>/gw-<ns>.sock`. `stop(topo[, where])` stops what start started.
 
+The Squid cache is off by default; `start(..., cache=True)` or `SATLAB_GATEWAY_CACHE=1` in the
+environment (e.g. `SATLAB_GATEWAY_CACHE=1 satlab up --gateway terminal`) enables it with a small
+store (CACHE_CONFIG). Each gateway's Squid keeps its files under `<run_dir>/squid-<ns>/` and uses
+the service name `perigee<ns without - and _>`, so gateways in several namespaces never share them.
+
 Only `topo.ns(role)` and `topo.path(name)` of satlab's Topology are used (see the Protocol below).
 """
 
@@ -45,6 +50,17 @@ SAT_ROUTES = {
 }
 
 
+# The cache when enabled: small memory/disk budgets (the store lives in the run dir, on tmpfs).
+CACHE_CONFIG: dict[str, Any] = {"enabled": True, "port": 3129, "admin_port": 3130, "memory_mb": 64,
+                                "disk_mb": 256, "store": "rock", "max_object_mb": 200,
+                                "max_memory_object_mb": 8}
+CACHE_ENV = "SATLAB_GATEWAY_CACHE"
+
+
+def cache_from_env() -> bool:
+    return os.environ.get(CACHE_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
 class GatewayError(RuntimeError):
     pass
 
@@ -57,7 +73,7 @@ class TopologyLike(Protocol):
     def path(self, name: str) -> str: ...
 
 
-def default_config(role: str) -> dict[str, Any]:
+def default_config(role: str, cache: bool = False) -> dict[str, Any]:
     return {
         "schema": 1,
         "revision": f"satlab-{role}",
@@ -71,7 +87,7 @@ def default_config(role: str) -> dict[str, Any]:
         "hybla": {"rtt0_ms": 25, "base_rtt_ms": 0},
         "classes": [],
         "bypass": IPSEC_BYPASS,
-        "cache": {"enabled": False, "port": 3129},
+        "cache": dict(CACHE_CONFIG) if cache else {"enabled": False, "port": 3129},
         "sysctls": {"net.ipv4.tcp_slow_start_after_idle": "0"},
     }
 
@@ -121,12 +137,23 @@ def _read_pid(pidfile: str) -> int | None:
         return None
 
 
-def _start_one(topo: TopologyLike, role: str, timeout: float) -> None:
+def squid_service(topo: TopologyLike, role: str) -> str:
+    """Squid's -n name: alphanumeric only (Squid refuses anything else)."""
+    return "perigee" + "".join(c for c in topo.ns(role) if c.isalnum())
+
+
+def squid_dir(topo: TopologyLike, role: str) -> str:
+    return topo.path(f"squid-{topo.ns(role)}")
+
+
+def _start_one(topo: TopologyLike, role: str, timeout: float, cache: bool) -> None:
     cfg_path, pidfile, logfile = _files(topo, role)
     sock = socket_path(topo, role)
-    Path(cfg_path).write_text(json.dumps(default_config(role), indent=2))
+    Path(cfg_path).write_text(json.dumps(default_config(role, cache), indent=2))
+    sq = squid_dir(topo, role)
     argv = ["ip", "netns", "exec", topo.ns(role), PERIGEE, "gateway", "run", "--config", cfg_path,
-            "--control-socket", sock]
+            "--control-socket", sock, "--squid-state-dir", sq, "--squid-run-dir", os.path.join(sq, "run"),
+            "--squid-service", squid_service(topo, role)]
     with open(logfile, "ab") as log:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True)
@@ -147,7 +174,7 @@ def _start_one(topo: TopologyLike, role: str, timeout: float) -> None:
         time.sleep(0.05)
 
 
-def _stop_one(topo: TopologyLike, role: str, grace: float = 5.0) -> None:
+def _stop_one(topo: TopologyLike, role: str, grace: float = 15.0) -> None:
     _, pidfile, _ = _files(topo, role)
     pid = _read_pid(pidfile)
     if pid is not None and _alive(pid):
@@ -156,7 +183,7 @@ def _stop_one(topo: TopologyLike, role: str, grace: float = 5.0) -> None:
         except OSError:
             cmd = b""
         if b"gateway" in cmd:
-            os.kill(pid, signal.SIGTERM)  # the daemon removes its nft table, rules and routes
+            os.kill(pid, signal.SIGTERM)  # the daemon removes its nft table, rules, routes, stops Squid
             deadline = time.monotonic() + grace
             while _alive(pid) and time.monotonic() < deadline:
                 _reap(pid)
@@ -178,13 +205,15 @@ def _reap(pid: int) -> None:
         pass
 
 
-def start(topo: TopologyLike, where: str, timeout: float = 15.0) -> None:
+def start(topo: TopologyLike, where: str, timeout: float = 45.0, cache: bool | None = None) -> None:
+    """Start the gateway(s); `cache` None means: as $SATLAB_GATEWAY_CACHE says (default off)."""
     if where not in WHERE:
         raise GatewayError(f"--gateway must be one of {', '.join(WHERE)}, not {where!r}")
+    with_cache = cache_from_env() if cache is None else cache
     started: list[str] = []
     try:
         for role in WHERE[where]:
-            _start_one(topo, role, timeout)
+            _start_one(topo, role, timeout, with_cache)
             started.append(role)
     except BaseException:
         for role in started:

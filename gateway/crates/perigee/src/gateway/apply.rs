@@ -1,5 +1,5 @@
 //! Atomic apply with rollback. Order: nft (one `nft -f -` transaction on stdin), routes,
-//! sysctls, hybla params. On a failure every step already done is undone in reverse, so the
+//! sysctls, squid (the cache policy, see `CacheStep`), hybla params. On a failure every step already done is undone in reverse, so the
 //! previous state stays. Subprocesses get argument vectors only, never shell strings.
 use super::render::{Rendered, RouteOp, TABLE};
 use std::collections::BTreeMap;
@@ -10,6 +10,16 @@ use std::process::{Command, Stdio};
 pub struct ApplyError {
     pub step: &'static str,
     pub message: String,
+    /// The config field at fault, when the step can name one (squid does).
+    pub field: Option<String>,
+}
+
+/// The Squid step of an apply. The master implements it around its SquidManager.
+pub trait CacheStep {
+    /// Applies the new cache policy (parse-checked by Squid before it replaces anything).
+    fn apply(&mut self) -> Result<(), ApplyError>;
+    /// Puts the previous cache policy back because a later step failed.
+    fn restore(&mut self);
 }
 
 impl std::fmt::Display for ApplyError {
@@ -154,19 +164,25 @@ pub fn apply(
     new: &Rendered,
     prev: &AppliedState,
     hybla: Option<perigee_hybla::HyblaParams>,
+    cache: &mut dyn CacheStep,
 ) -> Result<AppliedState, ApplyError> {
     let mut undo: Vec<Box<dyn FnOnce()>> = Vec::new();
     let fail = |step: &'static str, message: String, undo: Vec<Box<dyn FnOnce()>>| {
         for u in undo.into_iter().rev() {
             u();
         }
-        ApplyError { step, message }
+        ApplyError {
+            step,
+            message,
+            field: None,
+        }
     };
 
     // 1. nftables: one transaction; it either applies whole or not at all.
     nft(&new.nft).map_err(|m| ApplyError {
         step: "nft",
         message: m,
+        field: None,
     })?;
     let prev_nft = prev.rendered.as_ref().map(|r| r.nft.clone());
     undo.push(Box::new(move || {
@@ -231,7 +247,14 @@ pub fn apply(
         undo.push(Box::new(move || restore_sysctls(&w)));
     }
 
-    // 4. Hybla parameters, when an implementation is loaded.
+    // 4. Squid: never replaces a working squid.conf with one Squid rejects.
+    if let Err(e) = cache.apply() {
+        let mut failed = fail(e.step, e.message, undo);
+        failed.field = e.field;
+        return Err(failed);
+    }
+
+    // 5. Hybla parameters, when an implementation is loaded.
     if let Some(params) = hybla {
         let st = perigee_hybla::status();
         if st.loaded {
@@ -239,6 +262,7 @@ pub fn apply(
                 // A Hybla we do not own may refuse new parameters; that is only an error when
                 // the ones it runs with are not what was asked for.
                 if st.rtt0_ms != params.rtt0_ms || st.base_rtt_ms != params.base_rtt_ms {
+                    cache.restore();
                     return Err(fail("hybla", e.to_string(), undo));
                 }
             }
@@ -317,6 +341,18 @@ pub fn set_overflow(on: bool) -> Result<(), String> {
         format!("{verb} element inet {TABLE} overflow {{ tcp }}\n")
     } else {
         format!("flush set inet {TABLE} overflow\n")
+    };
+    nft(&text)
+}
+
+/// Put `tcp` into / take it out of the cache_up set: the port-80 rules toward Squid only match
+/// while it is there, so a dead Squid fails over to the splitter.
+pub fn set_cache_up(on: bool) -> Result<(), String> {
+    let set = super::render::CACHE_UP_SET;
+    let text = if on {
+        format!("add element inet {TABLE} {set} {{ tcp }}\n")
+    } else {
+        format!("flush set inet {TABLE} {set}\n")
     };
     nft(&text)
 }

@@ -14,6 +14,38 @@ pub struct SocketArg {
     pub control_socket: String,
 }
 
+/// Where the daemon's Squid lives (docs/cache.md); two gateways on one host need their own.
+#[derive(Args)]
+pub struct SquidArgs {
+    /// Squid binary.
+    #[arg(long, default_value = "squid")]
+    pub squid_bin: String,
+    /// squid.conf, cache store and logs.
+    #[arg(long, default_value = "/var/lib/perigee/squid")]
+    pub squid_state_dir: String,
+    /// Squid's pid file.
+    #[arg(long, default_value = "/run/perigee/squid")]
+    pub squid_run_dir: String,
+    /// Squid's `-n` service name (shared memory and IPC socket names).
+    #[arg(long, default_value = "perigee")]
+    pub squid_service: String,
+}
+
+impl SquidArgs {
+    pub fn options(self) -> perigee_squid::ManagerOptions {
+        perigee_squid::ManagerOptions {
+            squid_bin: self.squid_bin.into(),
+            paths: perigee_squid::SquidPaths {
+                state_dir: self.squid_state_dir.into(),
+                run_dir: self.squid_run_dir.into(),
+                service_name: self.squid_service,
+                ..perigee_squid::SquidPaths::default()
+            },
+            ..perigee_squid::ManagerOptions::default()
+        }
+    }
+}
+
 #[derive(Subcommand)]
 pub enum GatewayCmd {
     /// Run the splitter daemon (master + workers) in the foreground.
@@ -28,6 +60,8 @@ pub enum GatewayCmd {
         /// Prometheus listener; "off" disables it.
         #[arg(long, default_value = "127.0.0.1:9464")]
         metrics: String,
+        #[command(flatten)]
+        squid: SquidArgs,
     },
     /// Internal: one relay worker (spawned by `run`; stdin/stdout is its master link).
     #[command(hide = true)]
@@ -60,11 +94,13 @@ pub fn gateway(cmd: GatewayCmd) -> i32 {
             control_socket,
             workers,
             metrics,
+            squid,
         } => master::run(master::RunArgs {
             config,
             control_socket,
             workers,
             metrics: (metrics != "off").then_some(metrics),
+            squid: squid.options(),
         }),
         GatewayCmd::Worker { index, generation } => {
             // The master blocks SIGTERM/SIGINT for its sigwait thread; workers take the defaults.

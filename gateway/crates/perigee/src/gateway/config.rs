@@ -199,37 +199,8 @@ pub struct Bypass {
     pub ports: Vec<String>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct Cache {
-    pub enabled: bool,
-    pub port: u32,
-    pub memory_mb: u64,
-    pub disk_mb: u64,
-    pub store: String,
-    pub max_object_mb: u64,
-    pub never_cache_domains: Vec<String>,
-    pub refresh_patterns: Vec<serde_json::Value>,
-    pub collapsed_forwarding: bool,
-    pub range_offset_limit_mb: i64,
-}
-
-impl Default for Cache {
-    fn default() -> Self {
-        Cache {
-            enabled: false,
-            port: 3129,
-            memory_mb: 256,
-            disk_mb: 2048,
-            store: "rock".into(),
-            max_object_mb: 4096,
-            never_cache_domains: Vec::new(),
-            refresh_patterns: Vec::new(),
-            collapsed_forwarding: false,
-            range_offset_limit_mb: -1,
-        }
-    }
-}
+/// The `cache` section is the Squid crate's own policy type (same JSON, validated there too).
+pub type Cache = perigee_squid::CacheConfig;
 
 /// Sysctl keys the gateway may write; anything else is rejected so the API cannot reach
 /// arbitrary kernel knobs through us.
@@ -458,14 +429,7 @@ impl GatewayConfig {
         }
         self.validate_classes()?;
         self.validate_bypass()?;
-        if self.cache.enabled {
-            if !(1..=65535).contains(&self.cache.port) {
-                return Err(err("cache.port", "must be 1..65535"));
-            }
-            if self.cache.port == self.splitter.tproxy_port {
-                return Err(err("cache.port", "conflicts with splitter.tproxy_port"));
-            }
-        }
+        self.validate_cache()?;
         for (k, v) in &self.sysctls {
             let f = format!("sysctls.{k}");
             if !SYSCTL_ALLOW.contains(&k.as_str()) {
@@ -641,6 +605,28 @@ impl GatewayConfig {
         v
     }
 
+    /// The Squid crate checks the policy itself (field paths `cache.*`); here only what needs
+    /// the rest of the config: the cache's ports must not collide with the splitter's.
+    fn validate_cache(&self) -> Result<(), ConfigError> {
+        self.cache.validate().map_err(|e| err(e.field, e.message))?;
+        if self.cache.enabled {
+            // Squid's ACL refuses /0 (it would make the cache an open proxy).
+            perigee_squid::parse_served_subnets(&self.served_subnets)
+                .map_err(|e| err(e.field, e.message))?;
+        }
+        let tproxy = self.splitter.tproxy_port;
+        if u32::from(self.cache.port) == tproxy {
+            return Err(err("cache.port", "conflicts with splitter.tproxy_port"));
+        }
+        if u32::from(self.cache.admin_port) == tproxy {
+            return Err(err(
+                "cache.admin_port",
+                "conflicts with splitter.tproxy_port",
+            ));
+        }
+        Ok(())
+    }
+
     pub fn served(&self) -> Vec<Cidr> {
         self.served_subnets
             .iter()
@@ -716,6 +702,55 @@ mod tests {
     #[test]
     fn example_is_valid() {
         from_value(example_json()).unwrap();
+    }
+
+    fn cache_field(cache: serde_json::Value) -> String {
+        with(&["cache"], cache).unwrap_err().field
+    }
+
+    #[test]
+    fn cache_section_is_the_squid_policy_with_field_paths() {
+        let ok = with(
+            &["cache"],
+            serde_json::json!({"enabled": true, "port": 3129, "admin_port": 3131,
+                               "max_memory_object_mb": 16, "store": "aufs"}),
+        )
+        .unwrap();
+        assert_eq!(ok.cache.admin_port, 3131);
+        // Defaults for what the API does not send.
+        let d = with(&["cache"], serde_json::json!({"enabled": true})).unwrap();
+        assert_eq!((d.cache.port, d.cache.admin_port), (3129, 3130));
+        assert_eq!(
+            cache_field(serde_json::json!({"port": 3130, "admin_port": 3130})),
+            "cache.admin_port"
+        );
+        assert_eq!(cache_field(serde_json::json!({"port": 7071})), "cache.port");
+        assert_eq!(
+            cache_field(serde_json::json!({"admin_port": 7071})),
+            "cache.admin_port"
+        );
+        assert_eq!(
+            cache_field(serde_json::json!({"store": "ufs"})),
+            "cache.store"
+        );
+        assert_eq!(cache_field(serde_json::json!({"prot": 1})), "cache.prot");
+        assert_eq!(
+            cache_field(serde_json::json!({"refresh_patterns": [
+                {"regex": "a b", "min_minutes": 0, "percent": 0, "max_minutes": 0}]})),
+            "cache.refresh_patterns[0].regex"
+        );
+        assert_eq!(
+            cache_field(serde_json::json!({"max_memory_object_mb": 10000, "max_object_mb": 100})),
+            "cache.max_memory_object_mb"
+        );
+    }
+
+    #[test]
+    fn enabled_cache_refuses_a_served_slash_zero() {
+        let mut j = example_json();
+        j["cache"]["enabled"] = true.into();
+        j["served_subnets"] = serde_json::json!(["10.71.1.0/24", "0.0.0.0/0"]);
+        assert_eq!(from_value(j).unwrap_err().field, "served_subnets[1]");
     }
 
     #[test]

@@ -84,7 +84,53 @@ pub fn problems(shared: &Shared) -> Vec<String> {
     if shared.overflow.load(Ordering::Relaxed) {
         p.push("max_flows reached: new flows are routed unsplit".into());
     }
+    if cfg.cache.enabled {
+        if !shared.cache_up.load(Ordering::Relaxed) {
+            let why = shared.cache_problem.lock().unwrap().clone();
+            p.push(format!(
+                "cache: squid is not serving, port 80 goes to the splitter{}",
+                why.map(|w| format!(" ({w})")).unwrap_or_default()
+            ));
+        }
+        if cfg.cache.collapsed_forwarding
+            && !perigee_squid::collapsed_forwarding_safe(shared.squid_version)
+        {
+            p.push(
+                "cache: collapsed_forwarding left off (CVE-2023-49288 affects this Squid version)"
+                    .into(),
+            );
+        }
+    }
     p
+}
+
+/// `rendered.squid_conf` of /v1/config/validate: what Squid would get (null when disabled).
+fn render_squid(shared: &Shared, cfg: &config::GatewayConfig) -> Value {
+    if !cfg.cache.enabled {
+        return Value::Null;
+    }
+    match perigee_squid::parse_served_subnets(&cfg.served_subnets) {
+        Ok(served) => perigee_squid::render(
+            &cfg.cache,
+            &served,
+            &shared.squid_paths,
+            shared.squid_version,
+        )
+        .into(),
+        Err(_) => Value::Null,
+    }
+}
+
+/// `/v1/cache/*`, served by the Squid crate.
+fn cache_endpoint(shared: &Shared, req: &http::Request) -> (u16, Value) {
+    let mut target = req.path.clone();
+    if !req.query.is_empty() {
+        let q: Vec<String> = req.query.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        target = format!("{target}?{}", q.join("&"));
+    }
+    let mut mgr = shared.squid.lock().unwrap();
+    perigee_squid::api::handle(&mut mgr, &req.method, &target, &req.body)
+        .unwrap_or_else(|| (404, error("not_found", "no such endpoint", None)))
 }
 
 fn health(shared: &Shared) -> Value {
@@ -123,6 +169,18 @@ pub fn counters(shared: &Shared) -> Value {
             json!({"bytes_up": v.0, "bytes_down": v.1, "flows": v.2}),
         );
     }
+    // Squid's side of `cache` (from its access log); bytes/flows above are cache-class flows
+    // the splitter carried while Squid was down.
+    let c = shared.cache_counters();
+    if let Some(v) = by_action.get_mut("cache") {
+        v["requests"] = c.requests.into();
+        v["hits"] = c.hits.into();
+        v["misses"] = c.misses.into();
+        v["denied"] = c.denied.into();
+        v["bytes"] = c.bytes.into();
+        v["bytes_from_origin"] = c.upstream_bytes.into();
+        v["bytes_saved"] = c.hit_bytes.into();
+    }
     by_action.insert("bypass".into(), json!({"packets": bp, "bytes": bb}));
     json!({
         "flows_live": shared.live(),
@@ -153,10 +211,11 @@ pub fn handle(shared: &Shared, req: &http::Request) -> (u16, Value) {
             (200, v)
         }
         ("POST", "/v1/config/validate") => match parse_body(&req.body) {
-            Ok(cfg) => (
-                200,
-                json!({"ok": true, "rendered": render::render(&cfg, &sys::available_cc()).to_json()}),
-            ),
+            Ok(cfg) => {
+                let mut rendered = render::render(&cfg, &sys::available_cc()).to_json();
+                rendered["squid_conf"] = render_squid(shared, &cfg);
+                (200, json!({"ok": true, "rendered": rendered}))
+            }
             Err(e) => invalid(&e),
         },
         ("PUT", "/v1/config") => match parse_body(&req.body) {
@@ -171,7 +230,7 @@ pub fn handle(shared: &Shared, req: &http::Request) -> (u16, Value) {
                             "config apply failed, previous state kept",
                             json!({"step": e.step, "error": e.message}),
                         );
-                        let mut v = error("apply_failed", &e.message, None);
+                        let mut v = error("apply_failed", &e.message, e.field.as_deref());
                         v["error"]["step"] = e.step.into();
                         (409, v)
                     }
@@ -205,9 +264,7 @@ pub fn handle(shared: &Shared, req: &http::Request) -> (u16, Value) {
         }
         ("GET", "/v1/counters") => (200, counters(shared)),
         ("GET", "/v1/hybla") => (200, hybla_json()),
-        (_, p) if p.starts_with("/v1/cache") => {
-            (501, error("not_implemented", "the cache is issue 5", None))
-        }
+        (_, p) if p == "/v1/cache" || p.starts_with("/v1/cache/") => cache_endpoint(shared, req),
         (
             _,
             "/v1/health"

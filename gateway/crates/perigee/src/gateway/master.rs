@@ -1,11 +1,12 @@
 //! The daemon's master process: applies the configuration, spawns and supervises the worker
 //! processes, aggregates their reports (counters, closed flows), switches new flows to
 //! "routed unsplit" above `max_flows`, and serves the control socket and metrics.
-use super::apply::{self, AppliedState, ApplyError};
+use super::apply::{self, AppliedState, ApplyError, CacheStep};
 use super::config::{self, ConfigError, GatewayConfig};
 use super::render;
 use super::telemetry::Flow;
 use super::{control, ipc, log, metrics, sys};
+use perigee_squid::{RequestCounters, SquidManager};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::io::{BufRead, BufReader, Write};
@@ -17,6 +18,10 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 pub const CLOSED_RING: usize = 20_000;
+/// How often the master checks Squid (restart if dead, rotate logs, nft fail-over).
+const CACHE_WATCH_EVERY: Duration = Duration::from_secs(2);
+/// Squid's access.log is rotated beyond this size.
+const SQUID_LOG_MAX_BYTES: u64 = 64 << 20;
 
 #[derive(Default)]
 pub struct WorkerSlot {
@@ -51,6 +56,60 @@ pub struct Shared {
     pub next_id: AtomicU64,
     pub overflow: AtomicBool,
     pub shutting_down: AtomicBool,
+    /// The one Squid of this gateway (docs/cache.md).
+    pub squid: Mutex<SquidManager>,
+    /// Squid's paths and version, readable without the manager's lock (validate renders).
+    pub squid_paths: perigee_squid::SquidPaths,
+    pub squid_version: Option<perigee_squid::SquidVersion>,
+    /// Whether port 80 currently goes to Squid (the nft cache_up set holds `tcp`).
+    pub cache_up: AtomicBool,
+    /// Why the enabled cache is not serving, for /v1/health.
+    pub cache_problem: Mutex<Option<String>>,
+    /// The last Squid request counters read (used while the manager is busy).
+    pub cache_counters: Mutex<RequestCounters>,
+}
+
+/// The `squid` step of an apply: the new cache policy, and the previous one to go back to.
+struct SquidStep<'a> {
+    mgr: &'a mut SquidManager,
+    new: &'a GatewayConfig,
+    /// None on the first apply: going back means stopping Squid.
+    prev: Option<&'a GatewayConfig>,
+}
+
+impl CacheStep for SquidStep<'_> {
+    fn apply(&mut self) -> Result<(), ApplyError> {
+        match self.mgr.apply(&self.new.cache, &self.new.served_subnets) {
+            Ok(report) => {
+                log::info(
+                    "cache applied",
+                    json!({"action": report.action, "collapsed_forwarding_effective": report.collapsed_forwarding_effective}),
+                );
+                Ok(())
+            }
+            Err(e) => Err(ApplyError {
+                step: "squid",
+                message: format!("{}: {}", e.code, e.message),
+                field: e.field,
+            }),
+        }
+    }
+
+    fn restore(&mut self) {
+        let result = match self.prev {
+            Some(p) => self.mgr.apply(&p.cache, &p.served_subnets).map(|_| ()),
+            None => {
+                self.mgr.stop();
+                Ok(())
+            }
+        };
+        if let Err(e) = result {
+            log::error(
+                "could not restore the previous cache policy",
+                json!({"error": e.to_string()}),
+            );
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -88,12 +147,28 @@ impl Shared {
             rtt0_ms: cfg.hybla.rtt0_ms,
             base_rtt_ms: cfg.hybla.base_rtt_ms,
         });
-        let next = apply::apply(&rendered, &applied, params).map_err(ConfigFailure::Apply)?;
-        *applied = next;
+        let prev_cfg = self.config.lock().unwrap().clone();
+        let mut squid = self.squid.lock().unwrap();
+        let mut step = SquidStep {
+            mgr: &mut squid,
+            new: &cfg,
+            prev: applied.rendered.is_some().then_some(&prev_cfg),
+        };
+        let result = apply::apply(&rendered, &applied, params, &mut step);
+        // Either way the table was replaced (new one, or the previous one re-applied by the
+        // rollback), which empties its sets: re-arm the overflow switch and port 80 → Squid.
         if self.overflow.load(Ordering::Relaxed) {
-            // The table was replaced: re-arm the overflow switch.
             let _ = apply::set_overflow(true);
         }
+        let enabled = match &result {
+            Ok(_) => cfg.cache.enabled,
+            Err(_) => self.config.lock().unwrap().cache.enabled,
+        };
+        let up = enabled && squid.is_running();
+        let problem = self.cache_problem.lock().unwrap().clone();
+        self.set_cache_up(up, if up { None } else { problem });
+        drop(squid);
+        *applied = result.map_err(ConfigFailure::Apply)?;
         *self.config.lock().unwrap() = cfg.clone();
         self.broadcast(&ipc::ToWorker::Config {
             config: Box::new(cfg),
@@ -103,6 +178,32 @@ impl Shared {
             json!({"revision": self.config.lock().unwrap().revision}),
         );
         Ok(())
+    }
+
+    /// Points port 80 at Squid (up) or fails it over to the splitter, and records why.
+    fn set_cache_up(&self, up: bool, problem: Option<String>) {
+        if let Err(e) = apply::set_cache_up(up) {
+            log::error("cannot switch port 80", json!({"cache_up": up, "error": e}));
+            return;
+        }
+        let was = self.cache_up.swap(up, Ordering::Relaxed);
+        if was != up {
+            log::info(
+                "port 80 switched",
+                json!({"to": if up { "squid" } else { "splitter" }}),
+            );
+        }
+        *self.cache_problem.lock().unwrap() = problem;
+    }
+
+    /// Squid's request counters: fresh when the manager is free, else the last ones read.
+    pub fn cache_counters(&self) -> RequestCounters {
+        if let Ok(mgr) = self.squid.try_lock() {
+            let c = mgr.counters();
+            *self.cache_counters.lock().unwrap() = c.clone();
+            return c;
+        }
+        self.cache_counters.lock().unwrap().clone()
     }
 
     /// Ask every live worker for its flow table.
@@ -298,6 +399,47 @@ fn watch_overflow(shared: Arc<Shared>) {
     }
 }
 
+/// Keeps Squid serving: restarts it when it died (withdrawing port 80 to the splitter
+/// meanwhile and while it stays down), rotates its logs, refreshes the counters.
+fn watch_cache(shared: Arc<Shared>) {
+    loop {
+        std::thread::sleep(CACHE_WATCH_EVERY);
+        if shared.shutting_down.load(Ordering::Relaxed) {
+            return;
+        }
+        // Same lock order as apply_config: applied, then squid.
+        let _applied = shared.applied.lock().unwrap();
+        let enabled = shared.config.lock().unwrap().cache.enabled;
+        let mut mgr = shared.squid.lock().unwrap();
+        *shared.cache_counters.lock().unwrap() = mgr.counters();
+        // Shutdown stops Squid under these locks: never bring it back afterwards.
+        if !enabled || shared.shutting_down.load(Ordering::Relaxed) {
+            continue;
+        }
+        if !mgr.is_running() && shared.cache_up.load(Ordering::Relaxed) {
+            log::error("squid is down: port 80 goes to the splitter", json!({}));
+            shared.set_cache_up(false, Some("squid exited".into()));
+        }
+        match mgr.ensure_running() {
+            Ok(restarted) => {
+                if restarted {
+                    log::warn("squid restarted", json!({}));
+                }
+                if mgr.is_running() && !shared.cache_up.load(Ordering::Relaxed) {
+                    shared.set_cache_up(true, None);
+                }
+            }
+            Err(e) => {
+                log::error("squid does not start", json!({"error": e.to_string()}));
+                shared.set_cache_up(false, Some(format!("{}: {}", e.code, e.message)));
+            }
+        }
+        if let Err(e) = mgr.rotate_logs_if_larger(SQUID_LOG_MAX_BYTES) {
+            log::warn("squid log rotation failed", json!({"error": e.to_string()}));
+        }
+    }
+}
+
 fn block_signals() -> libc::sigset_t {
     // SAFETY: sigset manipulation on a local set.
     unsafe {
@@ -315,6 +457,7 @@ pub struct RunArgs {
     pub control_socket: String,
     pub workers: usize,
     pub metrics: Option<String>,
+    pub squid: perigee_squid::ManagerOptions,
 }
 
 pub fn run(args: RunArgs) -> i32 {
@@ -340,6 +483,9 @@ pub fn run(args: RunArgs) -> i32 {
     };
     sys::raise_nofile();
     let sigset = block_signals();
+    let squid_paths = args.squid.paths.clone();
+    let squid = SquidManager::new(args.squid);
+    let squid_version = squid.version();
     let shared = Arc::new(Shared {
         started: Instant::now(),
         config: Mutex::new(cfg.clone()),
@@ -353,9 +499,16 @@ pub fn run(args: RunArgs) -> i32 {
         next_id: AtomicU64::new(1),
         overflow: AtomicBool::new(false),
         shutting_down: AtomicBool::new(false),
+        squid: Mutex::new(squid),
+        squid_paths,
+        squid_version,
+        cache_up: AtomicBool::new(false),
+        cache_problem: Mutex::new(None),
+        cache_counters: Mutex::new(RequestCounters::default()),
     });
     if let Err(e) = shared.apply_config(cfg) {
         log::error("initial apply failed", json!({"error": format!("{e:?}")}));
+        shared.squid.lock().unwrap().stop();
         return 1;
     }
     let listener = match control::bind(&args.control_socket) {
@@ -366,6 +519,7 @@ pub fn run(args: RunArgs) -> i32 {
                 json!({"path": args.control_socket, "error": e.to_string()}),
             );
             apply::teardown(&shared.applied.lock().unwrap());
+            shared.squid.lock().unwrap().stop();
             return 1;
         }
     };
@@ -376,6 +530,10 @@ pub fn run(args: RunArgs) -> i32 {
     {
         let s = shared.clone();
         std::thread::spawn(move || watch_overflow(s));
+    }
+    {
+        let s = shared.clone();
+        std::thread::spawn(move || watch_cache(s));
     }
     if let Some(addr) = args.metrics.clone() {
         let s = shared.clone();
@@ -402,7 +560,11 @@ pub fn run(args: RunArgs) -> i32 {
             unsafe { libc::kill(pid, libc::SIGKILL) };
         }
     }
-    apply::teardown(&shared.applied.lock().unwrap());
+    // Table first (port 80 back to plain routing), then Squid.
+    let applied = shared.applied.lock().unwrap();
+    apply::teardown(&applied);
+    shared.squid.lock().unwrap().stop();
+    drop(applied);
     let _ = std::fs::remove_file(&args.control_socket);
     0
 }

@@ -234,6 +234,10 @@ const FAMS: [Fam; 2] = [
     },
 ];
 
+/// nft set that holds `tcp` while Squid is up (see `apply::set_cache_up`).
+pub const CACHE_UP_SET: &str = "cache_up";
+const CACHE_UP: &str = "meta l4proto @cache_up";
+
 const SYN_ONLY: &str = "tcp flags & (fin | syn | rst | ack) == syn";
 
 fn tproxy(f: &Fam, port: u32) -> String {
@@ -258,6 +262,10 @@ pub fn render_nft(cfg: &GatewayConfig) -> String {
     );
     // Holds `tcp` while the splitter is over max_flows: new SYNs are then routed unsplit.
     let _ = writeln!(t, "\tset overflow {{ type inet_proto; }}");
+    // Holds `tcp` while Squid is up; the cache rules need it, so while Squid is down (or not yet
+    // started) port 80 fails over to the splitter instead of a dead port.
+    let _ = writeln!(t, "\tset {CACHE_UP_SET} {{ type inet_proto; }}");
+    let _ = writeln!(t, "\tcounter cache_syns {{}}");
     let _ = writeln!(
         t,
         "\tset served4 {{ type ipv4_addr; flags interval;{} }}",
@@ -318,9 +326,18 @@ pub fn render_nft(cfg: &GatewayConfig) -> String {
     let _ = writeln!(t, "\t\tfib daddr type local return");
     for f in &FAMS {
         for c in cfg.sorted_classes() {
-            if let Some(rule) = class_rule(cfg, c, f) {
+            for rule in class_rules(cfg, c, f) {
                 let _ = writeln!(t, "\t\t{rule} comment \"class {}\"", c.name);
             }
+        }
+        if cfg.cache.enabled {
+            let _ = writeln!(
+                t,
+                "\t\t{} saddr {} tcp dport 80 {CACHE_UP} {SYN_ONLY} counter name cache_syns {} comment \"cache default\"",
+                f.ip,
+                f.served,
+                tproxy(f, u32::from(cfg.cache.port))
+            );
         }
         let _ = writeln!(
             t,
@@ -393,8 +410,28 @@ fn bypass_rules(b: &super::config::Bypass) -> Vec<String> {
     out
 }
 
-/// One intercept rule for a class and address family; None when the class cannot match that
-/// family or has nothing to do in nft (UDP acceleration, cache while the cache is disabled).
+/// The intercept rules of a class for one address family: none when the class cannot match
+/// that family or has nothing to do in nft (UDP acceleration); a cache class gets a rule toward
+/// Squid (only while it is up) followed by the same match toward the splitter (fail-over).
+fn class_rules(cfg: &GatewayConfig, c: &super::config::Class, f: &Fam) -> Vec<String> {
+    let Some(rule) = class_rule(cfg, c, f) else {
+        return Vec::new();
+    };
+    if c.action == Action::Cache && cfg.cache.enabled {
+        let splitter = format!(
+            "counter name split_syns {}",
+            tproxy(f, cfg.splitter.tproxy_port)
+        );
+        let cache = format!(
+            "{CACHE_UP} counter name cache_syns {}",
+            tproxy(f, u32::from(cfg.cache.port))
+        );
+        return vec![rule.replace(&splitter, &cache), rule];
+    }
+    vec![rule]
+}
+
+/// One intercept rule for a class and address family (a cache class toward the splitter).
 fn class_rule(cfg: &GatewayConfig, c: &super::config::Class, f: &Fam) -> Option<String> {
     let m = &c.matcher;
     let proto = m.protocol.as_deref().unwrap_or("any");
@@ -462,12 +499,10 @@ fn class_rule(cfg: &GatewayConfig, c: &super::config::Class, f: &Fam) -> Option<
                 parts.push(format!("tcp sport {}", set_of(&sports)));
             }
             parts.push(SYN_ONLY.into());
-            let port = if c.action == Action::Cache && cfg.cache.enabled {
-                cfg.cache.port
-            } else {
-                cfg.splitter.tproxy_port
-            };
-            parts.push(format!("counter name split_syns {}", tproxy(f, port)));
+            parts.push(format!(
+                "counter name split_syns {}",
+                tproxy(f, cfg.splitter.tproxy_port)
+            ));
         }
     }
     Some(parts.join(" "))
@@ -529,6 +564,58 @@ mod tests {
         j["cache"]["enabled"] = true.into();
         let nft = render_nft(&from_value(j).unwrap());
         assert!(nft.contains("tproxy ip to :3129"));
+    }
+
+    #[test]
+    fn cache_takes_port_80_only_while_squid_is_up_and_falls_over_to_the_splitter() {
+        let mut j = example_json();
+        j["classes"] = serde_json::json!([]);
+        let nft = render_nft(&from_value(j.clone()).unwrap());
+        assert!(!nft.contains("cache default"), "{nft}");
+        j["cache"]["enabled"] = true.into();
+        let nft = render_nft(&from_value(j).unwrap());
+        for ip in ["ip", "ip6"] {
+            let cache = nft
+                .lines()
+                .position(|l| l.contains(&format!("tproxy {ip} to :3129")))
+                .unwrap_or_else(|| panic!("no {ip} cache rule in\n{nft}"));
+            let line = nft.lines().nth(cache).unwrap();
+            assert!(line.contains("tcp dport 80"), "{line}");
+            assert!(line.contains("meta l4proto @cache_up"), "{line}");
+            assert!(line.contains("@served"), "{line}");
+            let split = nft
+                .lines()
+                .position(|l| l.contains(&format!("tproxy {ip} to :7071")))
+                .unwrap();
+            assert!(
+                cache < split,
+                "cache rule must come before the splitter default"
+            );
+        }
+        // Replies to Squid's spoofed sockets come back on the satellite interface: the socket
+        // rule is not restricted to any interface.
+        let socket_rule = nft
+            .lines()
+            .find(|l| l.contains("socket transparent 1"))
+            .unwrap();
+        assert!(!socket_rule.contains("iifname"), "{socket_rule}");
+    }
+
+    #[test]
+    fn cache_class_falls_over_to_the_splitter_and_accelerate_class_wins_port_80() {
+        let mut j = example_json();
+        j["cache"]["enabled"] = true.into();
+        j["classes"][0]["action"] = "cache".into();
+        let nft = render_nft(&from_value(j.clone()).unwrap());
+        let class: Vec<&str> = nft.lines().filter(|l| l.contains("class web")).collect();
+        assert_eq!(class.len(), 2, "{nft}");
+        assert!(class[0].contains("@cache_up") && class[0].contains("to :3129"));
+        assert!(!class[1].contains("@cache_up") && class[1].contains("to :7071"));
+        // An accelerate class of port 80 keeps it on the splitter even with the cache on.
+        j["classes"][0]["action"] = "accelerate".into();
+        let nft = render_nft(&from_value(j).unwrap());
+        let first_80 = nft.lines().find(|l| l.contains("dport { 80,")).unwrap();
+        assert!(first_80.contains("to :7071"), "{first_80}");
     }
 
     #[test]

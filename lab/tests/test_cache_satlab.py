@@ -1,0 +1,258 @@
+"""Perigee's Squid cache on satlab (prefix cs-, root): the gateway daemon with the cache enabled
+(SATLAB_GATEWAY_CACHE=1) at the terminal on geo-hts, then at the hub.
+
+Outsider choice: the client namespace already has 10.71.1.11; the outsider test re-applies the
+config with served_subnets 10.71.1.10/32 (+ the v6 subnet), so 10.71.1.11 is outside. Such a
+client is not intercepted at all (plain routing, never served from the cache), and even when a
+rule sends it to Squid's port (inserted by the test) Squid refuses it with 403.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from conftest import in_ns, satlab
+
+from satlab import gateway
+
+PREFIX = "cs-"
+SERVER, CLIENT, OTHER = "10.71.3.10", "10.71.1.10", "10.71.1.11"
+BIG = f"http://{SERVER}/bytes/1048576"
+PERIGEE = str(gateway.REPO / "bin" / "perigee")
+SOCK = {role: f"/run/satlab/{PREFIX}/gw-{PREFIX}{role}.sock" for role in ("terminal", "hub")}
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)")
+
+
+class CsLab:
+    """The cs- lab with the gateway (cache on) where the current test needs it."""
+
+    def __init__(self) -> None:
+        self.where: str | None = None
+
+    def ensure(self, where: str) -> str:
+        if self.where != where:
+            satlab("down", prefix=PREFIX, check=False)
+            self.where = None
+            # The satellite routes get `congctl hybla` only when the kernel has Hybla (BPF here).
+            subprocess.run([PERIGEE, "hybla", "load"], capture_output=True, timeout=60, check=True)
+            satlab("up", "--profile", "geo-hts", "--gateway", where, prefix=PREFIX, timeout=180,
+                   env={gateway.CACHE_ENV: "1"})
+            self.where = where
+        return SOCK[where]
+
+
+@pytest.fixture(scope="module")
+def cslab() -> Iterator[CsLab]:
+    lab = CsLab()
+    try:
+        yield lab
+    finally:
+        satlab("down", prefix=PREFIX, check=False)
+
+
+@dataclass
+class Fetch:
+    status: int
+    seconds: float
+    size: int
+    headers: dict[str, str]
+    body: str
+
+    @property
+    def x_cache(self) -> str:
+        return self.headers.get("x-cache", "")
+
+
+def fetch(url: str, source: str | None = None, keep_body: bool = False) -> Fetch:
+    """One GET with curl in the client namespace (fresh connection, no proxy settings)."""
+    argv = ["curl", "-sS", "--max-time", "60", "-D", "-", "-o", "-" if keep_body else "/dev/null",
+            "-w", "\n@@%{http_code} %{time_total} %{size_download}"]
+    if source:
+        argv += ["--interface", source]
+    p = subprocess.run(in_ns("client", [*argv, url], PREFIX), capture_output=True, text=True, timeout=90)
+    assert p.returncode == 0, p.stderr
+    text, _, tail = p.stdout.rpartition("\n@@")
+    code, secs, size = tail.split()
+    head, _, body = text.partition("\n\n")  # text mode turned the CRLFs into \n
+    headers = {k.strip().lower(): v.strip() for k, _, v in
+               (line.partition(":") for line in head.splitlines()[1:]) if k}
+    return Fetch(int(code), float(secs), int(size), headers, body)
+
+
+def ctl(sock: str, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+    return gateway.request(sock, method, path, body, timeout=60)
+
+
+def records(sock: str, url_end: str) -> list[dict[str, Any]]:
+    status, out = ctl(sock, "GET", "/v1/cache/requests?limit=10000")
+    assert status == 200, out
+    return [r for r in out["requests"] if r["url"].endswith(url_end)]
+
+
+def miss_then_hit(url: str) -> tuple[Fetch, Fetch]:
+    first = fetch(url)
+    time.sleep(1.0)  # Squid commits the object to its store just after the MISS completes
+    second = fetch(url)
+    return first, second
+
+
+def squid_server_sockets(ns_role: str, dst: str) -> list[str]:
+    """`ss -tinp` entries (header + info line) of Squid's sockets toward dst:80."""
+    p = subprocess.run(in_ns(ns_role, ["ss", "-tinpH", "state", "established", "dst", f"{dst}:80"], PREFIX),
+                       capture_output=True, text=True, timeout=10)
+    entries = re.split(r"\n(?=\S)", p.stdout.strip())
+    return [e for e in entries if '"squid"' in e]
+
+
+def test_terminal_miss_then_hit_much_faster_and_hybla_toward_the_satellite(cslab: CsLab) -> None:
+    sock = cslab.ensure("terminal")
+    miss, hit = miss_then_hit(BIG)
+    print(f"geo-hts, gateway+cache at terminal: MISS {miss.seconds * 1000:.1f} ms, HIT {hit.seconds * 1000:.1f} ms")
+    assert miss.status == hit.status == 200 and miss.size == hit.size == 1048576
+    assert miss.x_cache.startswith("MISS"), miss.headers
+    assert hit.x_cache.startswith("HIT"), hit.headers
+    assert hit.seconds < 0.05 * miss.seconds, (miss.seconds, hit.seconds)
+    recs = records(sock, "/bytes/1048576")
+    assert [r["outcome"] for r in recs] == ["miss", "hit"], recs
+    assert recs[0]["client"].startswith(CLIENT + ":")
+    # Squid's kept-alive connection to the origin leaves from the client's address over the
+    # satellite route, which carries congctl hybla.
+    socks = squid_server_sockets("terminal", SERVER)
+    assert socks, "no Squid socket toward the origin"
+    with open("/proc/sys/net/ipv4/tcp_available_congestion_control") as f:
+        available = f.read().strip()
+    assert any(f"{CLIENT}:" in s and " hybla " in s.replace("\n", " ") for s in socks), (socks, available)
+    status, counters = ctl(sock, "GET", "/v1/counters")
+    cache = counters["by_action"]["cache"]
+    assert cache["hits"] >= 1 and cache["requests"] >= 2, cache
+    assert cache["bytes_saved"] >= 1048576 and cache["bytes"] >= 2 * 1048576, cache
+    status, health = ctl(sock, "GET", "/v1/health")
+    assert status == 200 and health["problems"] == [], health
+
+
+@pytest.mark.parametrize("kind", ["nocache", "private"])
+def test_no_store_and_private_never_hit(cslab: CsLab, kind: str) -> None:
+    sock = cslab.ensure("terminal")
+    url = f"http://{SERVER}/{kind}/bytes/65536"
+    a, b = miss_then_hit(url)
+    assert a.status == b.status == 200 and a.size == b.size == 65536
+    assert not a.x_cache.startswith("HIT") and not b.x_cache.startswith("HIT"), (a.headers, b.headers)
+    recs = records(sock, f"/{kind}/bytes/65536")
+    assert len(recs) == 2 and all(r["outcome"] == "miss" for r in recs), recs
+
+
+def test_origin_sees_the_client_address_through_the_cache(cslab: CsLab) -> None:
+    sock = cslab.ensure("terminal")
+    for source in (CLIENT, OTHER):
+        r = fetch(f"http://{SERVER}/whoami", source=source, keep_body=True)
+        assert r.status == 200 and "perigee-cache" in r.x_cache, r.headers
+        assert f'"addr": "{source}"' in r.body, r.body
+    assert any(r["client"].startswith(OTHER + ":") for r in records(sock, "/whoami"))
+
+
+def test_client_outside_served_subnets_is_refused(cslab: CsLab) -> None:
+    sock = cslab.ensure("terminal")
+    status, original = ctl(sock, "GET", "/v1/config")
+    assert status == 200
+    narrowed = copy.deepcopy(original)
+    narrowed["served_subnets"] = [f"{CLIENT}/32", "fd71:1::/64"]
+    narrowed["revision"] = "cs-narrow"
+    status, out = ctl(sock, "PUT", "/v1/config", narrowed)
+    assert status == 200, out
+    try:
+        # Not intercepted: plain routing to the origin, never through the cache.
+        r = fetch(BIG, source=OTHER)
+        assert r.status == 200 and r.size == 1048576 and "x-cache" not in r.headers, r.headers
+        # Even sent to Squid's port on purpose, Squid's ACL refuses it.
+        subprocess.run(in_ns("terminal", ["nft", "insert", "rule", "inet", "perigee", "intercept", "ip", "saddr",
+                                          OTHER, "tcp", "dport", "80", "tproxy", "ip", "to", ":3129", "meta", "mark",
+                                          "set", "meta", "mark", "or", "0x40000000", "accept"], PREFIX), check=True)
+        r = fetch(f"http://{SERVER}/bytes/2048", source=OTHER)
+        assert r.status == 403, (r.status, r.headers)
+        denied = records(sock, "/bytes/2048")
+        assert denied and all(d["outcome"] == "denied" and d["client"].startswith(OTHER + ":") for d in denied)
+        # The served client is still served from the cache.
+        assert fetch(BIG).x_cache.startswith("HIT")
+    finally:
+        original["revision"] = "cs-restored"
+        status, out = ctl(sock, "PUT", "/v1/config", original)  # replaces the table: test rule gone
+        assert status == 200, out
+
+
+def test_bad_cache_policy_rejected_and_squid_keeps_serving(cslab: CsLab) -> None:
+    sock = cslab.ensure("terminal")
+    fetch(BIG)  # cached (again) whatever ran before
+    time.sleep(1.0)
+    status, current = ctl(sock, "GET", "/v1/config")
+    bad = copy.deepcopy(current)
+    bad["revision"] = "cs-bad"
+    bad["cache"]["refresh_patterns"] = [{"regex": "\\.iso$", "min_minutes": 0, "percent": 20000, "max_minutes": 10}]
+    status, out = ctl(sock, "PUT", "/v1/config", bad)
+    assert status == 422 and out["error"]["field"] == "cache.refresh_patterns[0].percent", out
+    # Valid to our checks, rejected by Squid's own parser: the squid step fails, all rolled back.
+    bad["cache"]["refresh_patterns"] = [{"regex": "a{2", "min_minutes": 0, "percent": 20, "max_minutes": 10}]
+    status, out = ctl(sock, "PUT", "/v1/config", bad)
+    assert status == 409 and out["error"]["step"] == "squid", out
+    status, health = ctl(sock, "GET", "/v1/health")
+    assert health["config_revision"] == current["revision"] and health["problems"] == [], health
+    r = fetch(BIG)
+    assert r.x_cache.startswith("HIT"), r.headers
+    status, stats = ctl(sock, "GET", "/v1/cache/stats")
+    assert status == 200 and stats["running"] is True, stats
+
+
+def test_dead_squid_fails_over_to_the_splitter_and_comes_back(cslab: CsLab) -> None:
+    sock = cslab.ensure("terminal")
+    fetch(BIG)
+    with open(os.path.join(gateway.squid_dir(_Topo(), "terminal"), "run", "squid.pid")) as f:
+        pid = int(f.read().split()[0])
+    os.killpg(os.getpgid(pid), signal.SIGKILL)
+    seen_problem = False
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        status, health = ctl(sock, "GET", "/v1/health")
+        if any(p.startswith("cache:") for p in health["problems"]):
+            seen_problem = True
+            # Port 80 still works meanwhile (the splitter carries it).
+            assert fetch(f"http://{SERVER}/bytes/1024").status == 200
+        elif seen_problem:
+            break
+        time.sleep(0.05)
+    assert seen_problem, "health never reported the dead cache"
+    assert health["problems"] == [], health
+    status, stats = ctl(sock, "GET", "/v1/cache/stats")
+    assert status == 200 and stats["running"] is True, stats
+    a, b = miss_then_hit(f"http://{SERVER}/bytes/4096")
+    assert "perigee-cache" in a.x_cache and b.x_cache.startswith("HIT"), (a.headers, b.headers)
+
+
+class _Topo:
+    """satlab's Topology paths for prefix cs- (what gateway.squid_dir needs)."""
+
+    def ns(self, role: str) -> str:
+        return f"{PREFIX}{role}"
+
+    def path(self, name: str) -> str:
+        return f"/run/satlab/{PREFIX}/{name}"
+
+
+def test_cache_at_the_hub(cslab: CsLab) -> None:
+    sock = cslab.ensure("hub")
+    miss, hit = miss_then_hit(BIG)
+    print(f"geo-hts, gateway+cache at hub: MISS {miss.seconds * 1000:.1f} ms, HIT {hit.seconds * 1000:.1f} ms")
+    assert miss.x_cache.startswith("MISS") and hit.x_cache.startswith("HIT"), (miss.headers, hit.headers)
+    assert hit.size == 1048576 and hit.seconds < miss.seconds
+    recs = records(sock, "/bytes/1048576")
+    assert [r["outcome"] for r in recs] == ["miss", "hit"] and recs[0]["client"].startswith(CLIENT + ":"), recs
+    who = fetch(f"http://{SERVER}/whoami", keep_body=True)
+    assert f'"addr": "{CLIENT}"' in who.body and "perigee-cache" in who.x_cache, (who.body, who.headers)
