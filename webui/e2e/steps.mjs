@@ -1,5 +1,6 @@
 // A tiny sequential test runner: each step is named, timed and reported; the first failure stops the
-// rest (they depend on each other) and they count as failed. Ends with "N passed, N failed".
+// rest (they depend on each other) and they count as failed, unless the failed step was run with
+// { soft: true } (later steps do not depend on it). Ends with "N passed, N failed".
 export class Steps {
   constructor() {
     this.results = [];
@@ -7,8 +8,8 @@ export class Steps {
     this.onFailure = null;
   }
 
-  async run(name, fn) {
-    if (this.results.some((r) => !r.ok)) {
+  async run(name, fn, { soft = false } = {}) {
+    if (this.results.some((r) => !r.ok && !r.soft)) {
       this.results.push({ name, ok: false, skipped: true });
       console.log(`  - ${name} (not run: an earlier step failed)`);
       return;
@@ -19,7 +20,7 @@ export class Steps {
       this.results.push({ name, ok: true });
       console.log(`  ✓ ${name} (${Date.now() - t0} ms)`);
     } catch (e) {
-      this.results.push({ name, ok: false, error: e });
+      this.results.push({ name, ok: false, error: e, soft });
       console.log(`  ✗ ${name} (${Date.now() - t0} ms)\n    ${String(e?.stack ?? e).split('\n').slice(0, 6).join('\n    ')}`);
       await this.onFailure?.(name).catch(() => {});
     }
@@ -28,6 +29,7 @@ export class Steps {
   summary() {
     const passed = this.results.filter((r) => r.ok).length;
     const failed = this.results.length - passed;
+    for (const r of this.results.filter((x) => !x.ok && !x.skipped)) console.log(`e2e: FAILED: ${r.name}`);
     console.log(`e2e: ${passed} passed, ${failed} failed`);
     return failed === 0 && passed > 0;
   }
