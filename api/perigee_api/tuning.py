@@ -29,6 +29,10 @@ Formulas (rates in bit/s, times in s, sizes in bytes; clamp(x, lo, hi) = min(max
   hybla_base_rtt   = round(base_rtt in ms)                         (Hybla's ρ = rtt / rtt0 uses it; the
                      allocation delay is left out on purpose: waiting for a grant inflates the
                      measured RTT, and must not inflate ρ and with it Hybla's aggressiveness)
+  hybla_cwnd_max   = clamp(ceil(2 × send_rate × rtt_eff / (8 × mss)), 10, 65536)   segments
+                     (two BDPs of the RTT the flow sees: room for the window plus about one BDP of
+                      queue; stops one GEO slow-start ACK, 2^ρ segments, from becoming a line-rate
+                      burst; perigee_hybla::cwnd_ceiling_for_link, docs/hybla.md)
   min_terminal_buffer = return_rate × superframe / 8               (one superframe of return traffic;
                      a smaller buffer drops inside a superframe: reported as a warning)
 
@@ -47,6 +51,8 @@ KIB = 1024
 MIB = 1024 * 1024
 SOCKBUF_MIN = 64 * KIB
 SOCKBUF_MAX = 64 * MIB
+CWND_MAX_MIN = 10
+CWND_MAX_MAX = 65536  # the BPF Hybla's built-in clamp (perigee_hybla::MAX_CWND_CEILING)
 
 DerivedKey = Literal[
     "return_rate_bps",
@@ -61,6 +67,7 @@ DerivedKey = Literal[
     "initcwnd",
     "initrwnd",
     "hybla_base_rtt_ms",
+    "hybla_cwnd_max",
     "min_terminal_buffer_bytes",
 ]
 OVERRIDABLE: tuple[str, ...] = (
@@ -70,6 +77,7 @@ OVERRIDABLE: tuple[str, ...] = (
     "initcwnd",
     "initrwnd",
     "hybla_base_rtt_ms",
+    "hybla_cwnd_max",
 )
 
 
@@ -227,6 +235,19 @@ def derive(inputs: BodInputs, overrides: dict[str, float] | None = None) -> Tuni
         "ms",
         f"round(base RTT) = round({_n(i.base_rtt_ms)}) = {round(i.base_rtt_ms)} ms"
         " (allocation delay left out: BoD waiting must not inflate Hybla's ρ)",
+    )
+    send_rate = i.forward_rate_bps if hub else ret
+    # Integer arithmetic as in cwnd_ceiling_for_link (rtt in µs keeps fractional ms exact enough).
+    rtt_us = round(rtt_ms * 1000)
+    cm_raw = -(-(2 * int(send_rate) * rtt_us) // (8 * 1_000_000 * i.mss_bytes))
+    cm = _clamp(cm_raw, CWND_MAX_MIN, CWND_MAX_MAX)
+    put(
+        "hybla_cwnd_max",
+        cm,
+        "segments",
+        f"ceil(2 × {send_dir} rate × RTT_eff / (8 × MSS)) = ceil(2 × {_n(send_rate)} × {_n(rtt_s)} / "
+        f"(8 × {i.mss_bytes})) = {_n(cm_raw)}, clamped to [{CWND_MAX_MIN}, {_n(CWND_MAX_MAX)}] = {_n(cm)}"
+        " (two BDPs: Hybla's window never bursts far beyond what the link and modem queue hold)",
     )
     need = math.ceil(ret * i.superframe_ms / 1000.0 / 8)
     put(

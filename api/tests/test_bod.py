@@ -28,6 +28,9 @@ def test_hub_numbers() -> None:
     assert t["initcwnd"].value == 100  # ceil(5e6 / 5792) = 864 → clamped
     assert t["initrwnd"].value == 346  # ceil(500000 / 1448)
     assert t["hybla_base_rtt_ms"].value == 550  # the base RTT: allocation delay must not inflate ρ
+    # ceil(2 × 50e6 × 0.8 / (8 × 1448)) = ceil(6906.08): two forward BDPs (base RTT + allocation delay)
+    assert t["hybla_cwnd_max"].value == 6907
+    assert "6,907" in t["hybla_cwnd_max"].derivation and "0.8" in t["hybla_cwnd_max"].derivation
     assert t["min_terminal_buffer_bytes"].value == 16_563  # 5e6 × 0.0265 / 8 = 16562.5
     assert "5,000,000" in t["bdp_forward_bytes"].derivation and "0.8" in t["bdp_forward_bytes"].derivation
 
@@ -39,6 +42,21 @@ def test_terminal_pacing_is_bounded_by_modem_buffer_drain() -> None:
     assert t["pacing_rate_bps"].value == 2_600_000
     assert t["sndbuf_bytes"].value == 1_000_000  # terminal sends return: 2 × BDP_return
     assert "modem buffer drain" in t["pacing_return_bps"].derivation
+    # The terminal sends on the return link: ceil(2 × 5e6 × 0.8 / 11584) = ceil(690.6)
+    assert t["hybla_cwnd_max"].value == 691
+
+
+def test_cwnd_max_matches_docs_example_and_clamps() -> None:
+    # docs/hybla.md: geo-hts, 50 Mbit/s, 600 ms, MSS 1448 -> 5180 segments
+    geo_hts = {**GEO, "base_rtt_ms": 560, "allocation_delay_ms": 40}
+    assert derive(BodInputs(**geo_hts)).values["hybla_cwnd_max"].value == 5180
+    tiny = {**GEO, "forward_rate_bps": 100_000, "base_rtt_ms": 20, "allocation_delay_ms": 0}
+    t = derive(BodInputs(**tiny)).values["hybla_cwnd_max"]
+    assert t.computed == 10 and "clamped to [10, 65,536]" in t.derivation  # ceil(0.35) = 1 → 10
+    huge = {**GEO, "forward_rate_bps": 10_000_000_000, "base_rtt_ms": 700}
+    assert derive(BodInputs(**huge)).values["hybla_cwnd_max"].value == 65536
+    o = derive(BodInputs(**GEO), {"hybla_cwnd_max": 0}).values["hybla_cwnd_max"]
+    assert o.value == 0 and o.overridden and o.computed == 6907
 
 
 def test_clamps_and_warnings() -> None:
@@ -84,3 +102,18 @@ def test_profile_api_and_apply_to_config(operator: TestClient) -> None:
     cfg = operator.get("/api/v1/config").json()["config"]
     assert cfg["satellite"]["sndbuf_bytes"] == 10_000_000 and cfg["satellite"]["initcwnd"] == 40
     assert cfg["hybla"]["base_rtt_ms"] == 550  # base RTT, not base + allocation delay
+    assert cfg["hybla"]["cwnd_max"] == 6907
+
+
+def test_cwnd_max_override_written_to_config_and_bounded(operator: TestClient) -> None:
+    body = {"name": "cap", "inputs": GEO, "overrides": {"hybla_cwnd_max": 4000}}
+    r = operator.post("/api/v1/bod/profiles", json=body)
+    assert r.status_code == 201, r.text
+    t = r.json()["tuning"]["values"]["hybla_cwnd_max"]
+    assert t["value"] == 4000 and t["computed"] == 6907 and t["overridden"]
+    r = operator.post(f"/api/v1/bod/profiles/{r.json()['id']}/apply-to-config", json={})
+    assert r.status_code == 200, r.text
+    assert operator.get("/api/v1/config").json()["config"]["hybla"]["cwnd_max"] == 4000
+    for bad in (65537, 12.5):
+        r = operator.post("/api/v1/bod/derive", json={"name": "x", "inputs": GEO, "overrides": {"hybla_cwnd_max": bad}})
+        assert r.status_code == 422 and r.json()["error"]["field"] == "overrides.hybla_cwnd_max", r.text

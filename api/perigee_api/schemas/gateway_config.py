@@ -1,18 +1,23 @@
 """GatewayConfig as specified in docs/control-protocol.md (unknown fields rejected).
 
 Shared by the API (validating the desired config) and the fake gateway (validating like the real one).
+It accepts exactly what the gateway's validator accepts (gateway/crates/perigee/src/gateway/config.rs,
+and for `cache` gateway/crates/squid/src/config.rs): same types (strict: no "80" for 80, no 1.0 for 1,
+no 0/1 for booleans), defaults, limits and cross-field checks. tests/test_config_contract.py proves it
+against the real `perigee config check`.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import re
-from typing import Annotated, Any, Literal
+import unicodedata
+from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
-IFNAME_RE = re.compile(r"^[A-Za-z0-9_.:@-]{1,15}$")
-NAME_RE = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"
+IFNAME_RE = re.compile(r"[A-Za-z0-9_.:@-]{1,15}")
+NAME_RE = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 SYSCTL_ALLOW = frozenset(
     {
         "net.ipv4.tcp_slow_start_after_idle",
@@ -36,24 +41,38 @@ SYSCTL_ALLOW = frozenset(
 )
 
 
-def _cidr(value: str) -> str:
+def _parse_ip(value: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    # Python also takes IPv6 scope ids ("fe80::1%eth0"); the gateway (and the kernel routes) do not.
+    if "%" in value:
+        raise ValueError(f"'{value}' is not an IPv4 or IPv6 address (no scope ids)")
     try:
-        net = ipaddress.ip_network(value, strict=False)
-    except ValueError:
-        raise ValueError(f"'{value}' is not an IPv4 or IPv6 address or CIDR") from None
-    return str(net)
-
-
-def _ip(value: str) -> str:
-    try:
-        return str(ipaddress.ip_address(value))
+        return ipaddress.ip_address(value)
     except ValueError:
         raise ValueError(f"'{value}' is not an IPv4 or IPv6 address") from None
 
 
+def parse_cidr(value: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
+    """'10.0.0.0/8', 'fd00::/8' or a bare address; the prefix length is 1-3 ASCII digits (no netmasks)."""
+    addr_s, slash, prefix_s = value.partition("/")
+    addr = _parse_ip(addr_s)
+    if not slash:
+        return ipaddress.ip_network(addr)
+    if not re.fullmatch(r"[0-9]{1,3}", prefix_s) or int(prefix_s) > addr.max_prefixlen:
+        raise ValueError(f"'{value}': bad prefix length")
+    return ipaddress.ip_network((addr, int(prefix_s)), strict=False)
+
+
+def _cidr(value: str) -> str:
+    return str(parse_cidr(value))
+
+
+def _ip(value: str) -> str:
+    return str(_parse_ip(value))
+
+
 def parse_port_spec(value: str) -> tuple[int, int]:
     """'443' -> (443, 443); '1000-2000' -> (1000, 2000); raises ValueError otherwise."""
-    m = re.fullmatch(r"(\d{1,5})(?:-(\d{1,5}))?", value)
+    m = re.fullmatch(r"([0-9]{1,5})(?:-([0-9]{1,5}))?", value)
     if not m:
         raise ValueError(f"'{value}' is not a port or an inclusive range like '1000-2000'")
     lo = int(m.group(1))
@@ -82,11 +101,13 @@ PortSpec = Annotated[str, Field(max_length=11), AfterValidator(_port)]
 IfName = Annotated[str, Field(max_length=15), AfterValidator(_ifname)]
 Name = Annotated[str, Field(pattern=NAME_RE)]
 CongestionControl = Literal["hybla", "cubic", "bbr", "reno"]
+CWND_CEILING_MAX = 65536  # perigee_hybla::MAX_CWND_CEILING
 Action = Literal["accelerate", "cache", "bypass"]
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    # strict: JSON types as the gateway's serde sees them (no "80" for 80, no 1.0 for 1, no 0/1 for bool).
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
 
 
 class Interfaces(Strict):
@@ -142,6 +163,12 @@ class Satellite(Strict):
 class Hybla(Strict):
     rtt0_ms: int = Field(default=25, ge=1, le=10000)
     base_rtt_ms: int = Field(default=0, ge=0, le=10000)
+    cwnd_max: int = Field(
+        default=0,
+        ge=0,
+        le=CWND_CEILING_MAX,
+        description="cwnd ceiling in segments for Perigee's BPF Hybla; 0 = none (the kernel's hybla needs 0)",
+    )
 
 
 class Match(Strict):
@@ -198,29 +225,153 @@ class BypassRule(Strict):
         return self
 
 
+# --- cache: the Squid crate's CacheConfig (gateway/crates/squid/src/config.rs) -----------------
+
+MAX_ROCK_MB = 262_144  # rock addresses 2^24 slots of 16 KiB
+MAX_AUFS_MB = 16 * 1024 * 1024
+MAX_REFRESH_MINUTES = 525_600  # one year
+REFRESH_FLAG_OPTIONS = (
+    "override-expire",
+    "override-lastmod",
+    "reload-into-ims",
+    "ignore-reload",
+    "ignore-no-store",
+    "ignore-private",
+    "refresh-ims",
+    "store-stale",
+)
+
+
+def _regex_balance_problem(regex: str) -> str | None:
+    """The gateway's structural check: brackets and parentheses balance, no trailing backslash."""
+    depth, in_class, i, n = 0, False, 0, len(regex)
+    while i < n:
+        c = regex[i]
+        i += 1
+        if c == "\\":
+            if i >= n:
+                return "ends with a lone backslash"
+            i += 1
+        elif c == "[" and not in_class:
+            in_class = True
+            if i < n and regex[i] == "^":  # a ']' right after '[' or '[^' is a literal member
+                i += 1
+            if i < n and regex[i] == "]":
+                i += 1
+        elif c == "[" and in_class:
+            if i < n and regex[i] in ":.=":  # POSIX class like [:space:]
+                kind = regex[i]
+                i += 1
+                closed = False
+                while i < n:
+                    x = regex[i]
+                    i += 1
+                    if x == kind and i < n and regex[i] == "]":
+                        i += 1
+                        closed = True
+                        break
+                if not closed:
+                    return "unterminated [: :] class"
+        elif c == "]" and in_class:
+            in_class = False
+        elif c == "(" and not in_class:
+            depth += 1
+        elif c == ")" and not in_class:
+            depth -= 1
+            if depth < 0:
+                return "unmatched ')'"
+    if in_class:
+        return "unmatched '['"
+    if depth:
+        return "unmatched '('"
+    return None
+
+
+def _refresh_regex(value: str) -> str:
+    if not 1 <= len(value.encode()) <= 512:
+        raise ValueError("must be 1-512 bytes")
+    if any(c.isspace() or unicodedata.category(c) == "Cc" or c == "#" for c in value):
+        raise ValueError("must not contain whitespace, control characters or '#' (squid.conf has no quoting)")
+    if value.startswith("-"):
+        raise ValueError("must not start with '-' (read as an option by Squid)")
+    problem = _regex_balance_problem(value)
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
+def _refresh_option(value: str) -> str:
+    if value in REFRESH_FLAG_OPTIONS or re.fullmatch(r"max-stale=[0-9]{1,9}", value):
+        return value
+    raise ValueError(f"unknown option {value!r}; allowed: {', '.join(REFRESH_FLAG_OPTIONS)}, max-stale=N")
+
+
+def normalize_domain(value: str) -> str:
+    """The gateway's rule: an IPv4 literal, or a hostname (optional leading dot, labels of [A-Za-z0-9-])."""
+    try:
+        ipaddress.IPv4Address(value)
+        if re.fullmatch(r"[0-9.]+", value):
+            return value
+    except ValueError:
+        pass
+    # No str.lower(): it folds non-ASCII letters (KELVIN SIGN -> 'k') that the gateway refuses.
+    trimmed = value[1:] if value.startswith(".") else value
+    if not 1 <= len(trimmed.encode()) <= 253:
+        raise ValueError("must be a hostname of 1-253 characters")
+    for label in trimmed.split("."):
+        if not re.fullmatch(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?", label):
+            raise ValueError(f"{value!r} is not a hostname (letters, digits, '-' and '.' only)")
+    return value
+
+
+class RefreshPattern(Strict):
+    regex: Annotated[str, AfterValidator(_refresh_regex)] = Field(description="POSIX extended regex on the URL")
+    case_insensitive: bool = True
+    min_minutes: int = Field(ge=0, le=MAX_REFRESH_MINUTES)
+    percent: int = Field(ge=0, le=10_000)
+    max_minutes: int = Field(ge=0, le=MAX_REFRESH_MINUTES)
+    options: list[Annotated[str, AfterValidator(_refresh_option)]] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _min_below_max(self) -> RefreshPattern:
+        if self.min_minutes > self.max_minutes:
+            raise ValueError("min_minutes: must not exceed max_minutes")
+        return self
+
+
 class Cache(Strict):
     enabled: bool = False
     port: int = Field(default=3129, ge=1, le=65535)
-    memory_mb: int = Field(default=256, ge=8, le=1024 * 1024)
-    disk_mb: int = Field(default=2048, ge=0, le=64 * 1024 * 1024)
-    store: Literal["rock", "aufs", "ufs"] = "rock"
+    admin_port: int = Field(default=3130, ge=1, le=65535, description="loopback-only cache manager / PURGE port")
+    memory_mb: int = Field(default=256, ge=0, le=1024 * 1024)
+    disk_mb: int = Field(default=2048, ge=0, le=MAX_AUFS_MB, description=f"0 = memory only; rock at most {MAX_ROCK_MB}")
+    store: Literal["rock", "aufs"] = "rock"
     max_object_mb: int = Field(default=4096, ge=1, le=1024 * 1024)
-    never_cache_domains: list[Annotated[str, Field(pattern=r"^[A-Za-z0-9.*-]{1,253}$")]] = Field(
-        default_factory=list, max_length=1024
+    max_memory_object_mb: int = Field(default=8, ge=0, le=1024 * 1024, description="at most max_object_mb")
+    never_cache_domains: list[Annotated[str, AfterValidator(normalize_domain)]] = Field(
+        default_factory=list, max_length=4096
     )
-    refresh_patterns: list[Annotated[str, Field(max_length=256)] | dict[str, Any]] = Field(
-        default_factory=list, max_length=256
-    )
+    refresh_patterns: list[RefreshPattern] = Field(default_factory=list, max_length=256)
     collapsed_forwarding: bool = False
     range_offset_limit_mb: int = Field(default=-1, ge=-1, le=1024 * 1024)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Cache:
+        if self.admin_port == self.port:
+            raise ValueError("admin_port: must differ from cache.port")
+        if self.store == "rock" and self.disk_mb > MAX_ROCK_MB:
+            raise ValueError(f"disk_mb: must be at most {MAX_ROCK_MB} for store rock")
+        if self.max_memory_object_mb > self.max_object_mb:
+            raise ValueError("max_memory_object_mb: must not exceed max_object_mb")
+        return self
 
 
 def _sysctls(value: dict[str, str]) -> dict[str, str]:
     for key, val in value.items():
         if key not in SYSCTL_ALLOW:
             raise ValueError(f"sysctl '{key}' is not allow-listed")
-        if not re.fullmatch(r"[A-Za-z0-9 _.-]{1,64}", val):
-            raise ValueError(f"sysctl '{key}': value '{val}' has characters outside [A-Za-z0-9 _.-]")
+        if not re.fullmatch(r"[A-Za-z0-9 \t_.-]{1,64}", val):
+            raise ValueError(f"sysctl '{key}': value '{val}' has characters outside [A-Za-z0-9 TAB _.-]")
     return value
 
 
@@ -238,17 +389,33 @@ class GatewayConfig(Strict):
     cache: Cache = Field(default_factory=Cache)
     sysctls: Annotated[dict[str, str], AfterValidator(_sysctls)] = Field(default_factory=dict)
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
+
+    @field_validator("schema_", mode="before")
+    @classmethod
+    def _schema_is_an_integer(cls, value: object) -> object:
+        # Literal[1] alone would also take true and 1.0, which the gateway's u32 refuses.
+        if type(value) is not int:
+            raise ValueError("schema must be the integer 1")
+        return value
 
     @model_validator(mode="after")
-    def _unique_bypass_names(self) -> GatewayConfig:
-        if self.cache.enabled and self.cache.port == self.splitter.tproxy_port:
+    def _cross_field(self) -> GatewayConfig:
+        tproxy = self.splitter.tproxy_port
+        if self.cache.port == tproxy:
             raise ValueError("cache.port: conflicts with splitter.tproxy_port")
-        seen: set[str] = set()
-        for rule in self.bypass:
-            if rule.name in seen:
-                raise ValueError(f"bypass: duplicate rule name '{rule.name}'")
-            seen.add(rule.name)
+        if self.cache.admin_port == tproxy:
+            raise ValueError("cache.admin_port: conflicts with splitter.tproxy_port")
+        if self.cache.enabled:
+            for i, net in enumerate(self.served_subnets):
+                if net.endswith("/0"):
+                    raise ValueError(f"served_subnets[{i}]: a /0 would make the cache an open proxy")
+        for what, names in (("classes", [c.name for c in self.classes]), ("bypass", [r.name for r in self.bypass])):
+            seen: set[str] = set()
+            for name in names:
+                if name in seen:
+                    raise ValueError(f"{what}: duplicate name '{name}'")
+                seen.add(name)
         return self
 
     def to_json(self) -> dict[str, object]:

@@ -836,12 +836,19 @@ export interface components {
         /** Cache */
         Cache: {
             /**
+             * Admin Port
+             * @description loopback-only cache manager / PURGE port
+             * @default 3130
+             */
+            admin_port: number;
+            /**
              * Collapsed Forwarding
              * @default false
              */
             collapsed_forwarding: boolean;
             /**
              * Disk Mb
+             * @description 0 = memory only; rock at most 262144
              * @default 2048
              */
             disk_mb: number;
@@ -850,6 +857,12 @@ export interface components {
              * @default false
              */
             enabled: boolean;
+            /**
+             * Max Memory Object Mb
+             * @description at most max_object_mb
+             * @default 8
+             */
+            max_memory_object_mb: number;
             /**
              * Max Object Mb
              * @default 4096
@@ -873,15 +886,13 @@ export interface components {
              */
             range_offset_limit_mb: number;
             /** Refresh Patterns */
-            refresh_patterns?: (string | {
-                [key: string]: unknown;
-            })[];
+            refresh_patterns?: components["schemas"]["RefreshPattern"][];
             /**
              * Store
              * @default rock
              * @enum {string}
              */
-            store: "rock" | "aufs" | "ufs";
+            store: "rock" | "aufs";
         };
         /** ChangeOut */
         ChangeOut: {
@@ -1198,6 +1209,12 @@ export interface components {
              */
             base_rtt_ms: number;
             /**
+             * Cwnd Max
+             * @description cwnd ceiling in segments for Perigee's BPF Hybla; 0 = none (the kernel's hybla needs 0)
+             * @default 0
+             */
+            cwnd_max: number;
+            /**
              * Rtt0 Ms
              * @default 25
              */
@@ -1290,6 +1307,27 @@ export interface components {
             all: boolean;
             /** Url */
             url?: string | null;
+        };
+        /** RefreshPattern */
+        RefreshPattern: {
+            /**
+             * Case Insensitive
+             * @default true
+             */
+            case_insensitive: boolean;
+            /** Max Minutes */
+            max_minutes: number;
+            /** Min Minutes */
+            min_minutes: number;
+            /** Options */
+            options?: string[];
+            /** Percent */
+            percent: number;
+            /**
+             * Regex
+             * @description POSIX extended regex on the URL
+             */
+            regex: string;
         };
         /** RestoreOut */
         RestoreOut: {

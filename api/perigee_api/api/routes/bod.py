@@ -14,7 +14,7 @@ from perigee_api.core.errors import ApiError, ErrorResponse
 from perigee_api.models import BodProfile
 from perigee_api.schemas.api import BodApplyIn, BodProfileIn, BodProfileOut, ChangeOut, PolicyIssue
 from perigee_api.services import versions
-from perigee_api.tuning import OVERRIDABLE, BodInputs, Tuning, derive
+from perigee_api.tuning import CWND_MAX_MAX, OVERRIDABLE, BodInputs, Tuning, derive
 
 router = APIRouter(
     prefix="/bod",
@@ -34,6 +34,13 @@ def _check_overrides(overrides: dict[str, float]) -> None:
             )
         if not math.isfinite(value) or value < 0 or value > 1e11:
             raise ApiError(422, "bad_override", f"overrides.{key}: must be within 0..1e11", f"overrides.{key}")
+        if key == "hybla_cwnd_max" and (value > CWND_MAX_MAX or not float(value).is_integer()):
+            raise ApiError(
+                422,
+                "bad_override",
+                f"overrides.{key}: must be a whole number of segments within 0..{CWND_MAX_MAX} (0 = no ceiling)",
+                f"overrides.{key}",
+            )
 
 
 def _out(p: BodProfile) -> BodProfileOut:
@@ -129,7 +136,9 @@ def apply_to_config(profile_id: Id, body: BodApplyIn, who: Operator, db: Db, req
         sat["pacing_rate_bps"] = int(t["pacing_rate_bps"].value)
         sat["initcwnd"] = int(t["initcwnd"].value)
         sat["initrwnd"] = int(t["initrwnd"].value)
-        cfg["hybla"]["base_rtt_ms"] = int(t["hybla_base_rtt_ms"].value)
+        hybla = cfg.setdefault("hybla", {})
+        hybla["base_rtt_ms"] = int(t["hybla_base_rtt_ms"].value)
+        hybla["cwnd_max"] = int(t["hybla_cwnd_max"].value)
 
     v, warnings = versions.change(db, who.name, body.comment or f"BoD profile {p.name}", mutate)
     db.commit()

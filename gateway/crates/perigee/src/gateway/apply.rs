@@ -1,7 +1,10 @@
 //! Atomic apply with rollback. Order: nft (one `nft -f -` transaction on stdin), routes,
-//! sysctls, squid (the cache policy, see `CacheStep`), hybla params. On a failure every step already done is undone in reverse, so the
+//! sysctls, squid (the cache policy, see `CacheStep`), hybla (params and cwnd ceiling, see
+//! `HyblaPlan`). On a failure every step already done is undone in reverse, so the
 //! previous state stays. Subprocesses get argument vectors only, never shell strings.
+use super::config::GatewayConfig;
 use super::render::{Rendered, RouteOp, TABLE};
+use perigee_hybla::{HyblaParams, HyblaStatus, Implementation};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::process::{Command, Stdio};
@@ -26,6 +29,127 @@ impl std::fmt::Display for ApplyError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{} failed: {}", self.step, self.message)
     }
+}
+
+/// What the hybla step writes: Hybla's parameters and the operator cwnd ceiling
+/// (`hybla.cwnd_max`). Both are global, so they are only written when the config uses hybla.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HyblaPlan {
+    pub params: HyblaParams,
+    /// None: leave the ceiling as it is (callers that only know the parameters).
+    pub cwnd_max: Option<u32>,
+}
+
+impl HyblaPlan {
+    /// The plan for `cfg`, or None when no satellite leg uses hybla.
+    // Until master.rs passes `HyblaPlan::for_config(&cfg)` to `apply` only tests call it.
+    #[allow(dead_code)]
+    pub fn for_config(cfg: &GatewayConfig) -> Option<HyblaPlan> {
+        let uses = cfg.satellite.congestion_control == "hybla"
+            || cfg
+                .classes
+                .iter()
+                .any(|c| c.satellite.congestion_control.as_deref() == Some("hybla"));
+        uses.then_some(HyblaPlan {
+            params: HyblaParams {
+                rtt0_ms: cfg.hybla.rtt0_ms,
+                base_rtt_ms: cfg.hybla.base_rtt_ms,
+            },
+            cwnd_max: Some(cfg.hybla.cwnd_max),
+        })
+    }
+}
+
+/// What `apply` accepts for the hybla step: a full plan, or (older callers) parameters only.
+pub trait IntoHyblaPlan {
+    fn into_plan(self) -> Option<HyblaPlan>;
+}
+
+impl IntoHyblaPlan for Option<HyblaPlan> {
+    fn into_plan(self) -> Option<HyblaPlan> {
+        self
+    }
+}
+
+impl IntoHyblaPlan for Option<HyblaParams> {
+    fn into_plan(self) -> Option<HyblaPlan> {
+        self.map(|params| HyblaPlan {
+            params,
+            cwnd_max: None,
+        })
+    }
+}
+
+/// The Hybla implementation the hybla step talks to (the real one, or a test double).
+pub trait HyblaControl {
+    fn status(&self) -> HyblaStatus;
+    fn set_params(&self, params: HyblaParams) -> Result<(), String>;
+    fn set_cwnd_ceiling(&self, segments: u32) -> Result<(), String>;
+}
+
+/// perigee_hybla itself: the pinned BPF map, or the kernel module's parameter.
+pub struct SystemHybla;
+
+impl HyblaControl for SystemHybla {
+    fn status(&self) -> HyblaStatus {
+        perigee_hybla::status()
+    }
+    fn set_params(&self, params: HyblaParams) -> Result<(), String> {
+        perigee_hybla::set_params(params).map_err(|e| e.to_string())
+    }
+    fn set_cwnd_ceiling(&self, segments: u32) -> Result<(), String> {
+        perigee_hybla::set_cwnd_ceiling(segments).map_err(|e| e.to_string())
+    }
+}
+
+/// Write `plan` into a loaded Hybla. On failure nothing it wrote stays (the previous
+/// parameters are put back) and the error names the field when it is the ceiling.
+pub fn apply_hybla(ctl: &dyn HyblaControl, plan: HyblaPlan) -> Result<(), ApplyError> {
+    let st = ctl.status();
+    if !st.loaded {
+        // Nothing to configure; routes/sockets asking for hybla report that themselves.
+        return Ok(());
+    }
+    let hybla_err = |message: String, field: Option<&str>| ApplyError {
+        step: "hybla",
+        message,
+        field: field.map(String::from),
+    };
+    let p = plan.params;
+    let params_changed = st.rtt0_ms != p.rtt0_ms || st.base_rtt_ms != p.base_rtt_ms;
+    if let Err(e) = ctl.set_params(p) {
+        // A Hybla we do not own may refuse new parameters; that is only an error when the
+        // ones it runs with are not what was asked for.
+        if params_changed {
+            let field = (st.implementation == Implementation::Kernel && p.base_rtt_ms != 0)
+                .then_some("hybla.base_rtt_ms");
+            return Err(hybla_err(e, field));
+        }
+    }
+    let Some(cwnd_max) = plan.cwnd_max else {
+        return Ok(());
+    };
+    if cwnd_max == st.cwnd_max {
+        return Ok(());
+    }
+    if let Err(e) = ctl.set_cwnd_ceiling(cwnd_max) {
+        if params_changed {
+            let _ = ctl.set_params(HyblaParams {
+                rtt0_ms: st.rtt0_ms,
+                base_rtt_ms: st.base_rtt_ms,
+            });
+        }
+        let message = match st.implementation {
+            Implementation::Kernel => format!(
+                "hybla.cwnd_max = {cwnd_max} cannot be applied: the kernel's tcp_hybla is the \
+                 registered hybla and has no cwnd ceiling (set hybla.cwnd_max to 0, or unload \
+                 tcp_hybla and `perigee hybla load` Perigee's BPF Hybla): {e}"
+            ),
+            _ => format!("hybla.cwnd_max = {cwnd_max} cannot be applied: {e}"),
+        };
+        return Err(hybla_err(message, Some("hybla.cwnd_max")));
+    }
+    Ok(())
 }
 
 /// Run `prog args...`, optionally feeding `stdin`; Ok(stdout) on exit status 0, Err(stderr) otherwise.
@@ -163,8 +287,19 @@ fn remove_route(op: &RouteOp, originals: &BTreeMap<String, Option<Vec<String>>>)
 pub fn apply(
     new: &Rendered,
     prev: &AppliedState,
-    hybla: Option<perigee_hybla::HyblaParams>,
+    hybla: impl IntoHyblaPlan,
     cache: &mut dyn CacheStep,
+) -> Result<AppliedState, ApplyError> {
+    apply_with(new, prev, hybla.into_plan(), cache, &SystemHybla)
+}
+
+/// `apply` with the Hybla implementation given (tests use a double).
+pub fn apply_with(
+    new: &Rendered,
+    prev: &AppliedState,
+    hybla: Option<HyblaPlan>,
+    cache: &mut dyn CacheStep,
+    hybla_ctl: &dyn HyblaControl,
 ) -> Result<AppliedState, ApplyError> {
     let mut undo: Vec<Box<dyn FnOnce()>> = Vec::new();
     let fail = |step: &'static str, message: String, undo: Vec<Box<dyn FnOnce()>>| {
@@ -254,18 +389,13 @@ pub fn apply(
         return Err(failed);
     }
 
-    // 5. Hybla parameters, when an implementation is loaded.
-    if let Some(params) = hybla {
-        let st = perigee_hybla::status();
-        if st.loaded {
-            if let Err(e) = perigee_hybla::set_params(params) {
-                // A Hybla we do not own may refuse new parameters; that is only an error when
-                // the ones it runs with are not what was asked for.
-                if st.rtt0_ms != params.rtt0_ms || st.base_rtt_ms != params.base_rtt_ms {
-                    cache.restore();
-                    return Err(fail("hybla", e.to_string(), undo));
-                }
-            }
+    // 5. Hybla parameters and cwnd ceiling, when an implementation is loaded.
+    if let Some(plan) = hybla {
+        if let Err(e) = apply_hybla(hybla_ctl, plan) {
+            cache.restore();
+            let mut failed = fail(e.step, e.message, undo);
+            failed.field = e.field;
+            return Err(failed);
         }
     }
 
@@ -379,4 +509,140 @@ pub fn read_counter(name: &str) -> Option<(u64, u64)> {
         }
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::RefCell;
+
+    /// A Hybla double recording what the step wrote.
+    struct FakeHybla {
+        st: RefCell<HyblaStatus>,
+        refuse_ceiling: bool,
+        writes: RefCell<Vec<String>>,
+    }
+
+    impl FakeHybla {
+        fn new(implementation: Implementation, refuse_ceiling: bool) -> FakeHybla {
+            FakeHybla {
+                st: RefCell::new(HyblaStatus {
+                    implementation,
+                    loaded: implementation != Implementation::None,
+                    rtt0_ms: 25,
+                    base_rtt_ms: 0,
+                    cwnd_max: 0,
+                    available: vec!["hybla".into()],
+                    problem: None,
+                    owned: implementation == Implementation::Bpf,
+                    pin_dir: String::new(),
+                }),
+                refuse_ceiling,
+                writes: RefCell::new(Vec::new()),
+            }
+        }
+    }
+
+    impl HyblaControl for FakeHybla {
+        fn status(&self) -> HyblaStatus {
+            self.st.borrow().clone()
+        }
+        fn set_params(&self, p: HyblaParams) -> Result<(), String> {
+            let mut st = self.st.borrow_mut();
+            st.rtt0_ms = p.rtt0_ms;
+            st.base_rtt_ms = p.base_rtt_ms;
+            self.writes
+                .borrow_mut()
+                .push(format!("params {} {}", p.rtt0_ms, p.base_rtt_ms));
+            Ok(())
+        }
+        fn set_cwnd_ceiling(&self, n: u32) -> Result<(), String> {
+            if self.refuse_ceiling && n != 0 {
+                return Err("the kernel's tcp_hybla has no cwnd ceiling".into());
+            }
+            self.st.borrow_mut().cwnd_max = n;
+            self.writes.borrow_mut().push(format!("cwnd_max {n}"));
+            Ok(())
+        }
+    }
+
+    fn plan_for(hybla: serde_json::Value) -> Option<HyblaPlan> {
+        let mut j = super::super::config::example_json();
+        j["hybla"] = hybla;
+        HyblaPlan::for_config(&super::super::config::from_value(j).unwrap())
+    }
+
+    #[test]
+    fn plan_carries_the_ceiling_from_the_config() {
+        let plan =
+            plan_for(serde_json::json!({"rtt0_ms": 25, "base_rtt_ms": 560, "cwnd_max": 5180}));
+        assert_eq!(
+            plan,
+            Some(HyblaPlan {
+                params: HyblaParams {
+                    rtt0_ms: 25,
+                    base_rtt_ms: 560
+                },
+                cwnd_max: Some(5180)
+            })
+        );
+        let mut j = super::super::config::example_json();
+        j["satellite"]["congestion_control"] = "cubic".into();
+        j["classes"][0]["satellite"]["congestion_control"] = "bbr".into();
+        let cfg = super::super::config::from_value(j).unwrap();
+        assert_eq!(
+            HyblaPlan::for_config(&cfg),
+            None,
+            "no hybla: global state untouched"
+        );
+        // Callers that pass only the parameters leave the ceiling alone.
+        let p: Option<HyblaParams> = Some(HyblaParams::default());
+        assert_eq!(p.into_plan().unwrap().cwnd_max, None);
+    }
+
+    #[test]
+    fn bpf_hybla_gets_params_and_ceiling() {
+        let h = FakeHybla::new(Implementation::Bpf, false);
+        let plan =
+            plan_for(serde_json::json!({"rtt0_ms": 30, "base_rtt_ms": 560, "cwnd_max": 5180}));
+        apply_hybla(&h, plan.unwrap()).unwrap();
+        let st = h.status();
+        assert_eq!((st.rtt0_ms, st.base_rtt_ms, st.cwnd_max), (30, 560, 5180));
+        // Back to no ceiling.
+        let plan = plan_for(serde_json::json!({"rtt0_ms": 30, "base_rtt_ms": 560, "cwnd_max": 0}));
+        apply_hybla(&h, plan.unwrap()).unwrap();
+        assert_eq!(h.status().cwnd_max, 0);
+    }
+
+    #[test]
+    fn kernel_hybla_refuses_a_ceiling_and_keeps_its_params() {
+        let h = FakeHybla::new(Implementation::Kernel, true);
+        let plan = plan_for(serde_json::json!({"rtt0_ms": 40, "base_rtt_ms": 0, "cwnd_max": 5180}));
+        let e = apply_hybla(&h, plan.unwrap()).unwrap_err();
+        assert_eq!(e.step, "hybla");
+        assert_eq!(e.field.as_deref(), Some("hybla.cwnd_max"));
+        assert!(e.message.contains("kernel's tcp_hybla"), "{}", e.message);
+        assert!(e.message.contains("5180"), "{}", e.message);
+        let st = h.status();
+        assert_eq!((st.rtt0_ms, st.cwnd_max), (25, 0), "rolled back");
+        // 0 = no ceiling is fine with the kernel's hybla.
+        let plan = plan_for(serde_json::json!({"rtt0_ms": 40, "base_rtt_ms": 0, "cwnd_max": 0}));
+        apply_hybla(&h, plan.unwrap()).unwrap();
+        assert_eq!(h.status().rtt0_ms, 40);
+    }
+
+    #[test]
+    fn nothing_is_written_when_hybla_is_not_loaded_or_unchanged() {
+        let h = FakeHybla::new(Implementation::None, false);
+        let plan = plan_for(serde_json::json!({"rtt0_ms": 40, "base_rtt_ms": 0, "cwnd_max": 100}));
+        apply_hybla(&h, plan.unwrap()).unwrap();
+        assert!(h.writes.borrow().is_empty());
+        let h = FakeHybla::new(Implementation::Bpf, false);
+        let plan = plan_for(serde_json::json!({"rtt0_ms": 25, "base_rtt_ms": 0, "cwnd_max": 0}));
+        apply_hybla(&h, plan.unwrap()).unwrap();
+        assert!(
+            !h.writes.borrow().iter().any(|w| w.starts_with("cwnd_max")),
+            "an unchanged ceiling is not rewritten"
+        );
+    }
 }

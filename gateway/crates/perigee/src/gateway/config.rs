@@ -33,8 +33,11 @@ pub enum Role {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GatewayConfig {
+    /// Only 1 exists; a missing `schema` means 1 (the API sends it anyway).
+    #[serde(default = "schema_one")]
     pub schema: u32,
-    #[serde(default)]
+    /// Absent = none; JSON null is refused like any other null (the API never sends one).
+    #[serde(default, deserialize_with = "present")]
     pub revision: Option<String>,
     pub role: Role,
     pub interfaces: Interfaces,
@@ -53,6 +56,24 @@ pub struct GatewayConfig {
     pub cache: Cache,
     #[serde(default)]
     pub sysctls: BTreeMap<String, String>,
+}
+
+fn schema_one() -> u32 {
+    1
+}
+
+/// `Option` fields whose absence means None but whose explicit `null` is a type error, so that
+/// the gateway and the API's pydantic model agree on what a valid document is.
+fn present<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    T::deserialize(d).map(Some)
+}
+
+fn tcp() -> Option<String> {
+    Some("tcp".into())
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -124,6 +145,9 @@ impl Default for Satellite {
 pub struct Hybla {
     pub rtt0_ms: u32,
     pub base_rtt_ms: u32,
+    /// Operator cwnd ceiling in segments for Perigee's BPF Hybla (docs/hybla.md); 0 = none
+    /// (only the built-in 65536). The kernel's tcp_hybla cannot honour a nonzero value.
+    pub cwnd_max: u32,
 }
 
 impl Default for Hybla {
@@ -131,6 +155,7 @@ impl Default for Hybla {
         Hybla {
             rtt0_ms: 25,
             base_rtt_ms: 0,
+            cwnd_max: 0,
         }
     }
 }
@@ -153,16 +178,32 @@ impl Action {
     }
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Match {
     pub src: Vec<String>,
     pub dst: Vec<String>,
+    /// tcp | udp | any; absent = tcp (the API's default), null refused.
+    #[serde(deserialize_with = "present")]
     pub protocol: Option<String>,
     pub dports: Vec<String>,
     pub sports: Vec<String>,
     pub dscp: Vec<u32>,
     pub iifname: Vec<String>,
+}
+
+impl Default for Match {
+    fn default() -> Self {
+        Match {
+            src: Vec::new(),
+            dst: Vec::new(),
+            protocol: tcp(),
+            dports: Vec::new(),
+            sports: Vec::new(),
+            dscp: Vec::new(),
+            iifname: Vec::new(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -177,7 +218,7 @@ pub struct ClassSatellite {
 #[serde(deny_unknown_fields)]
 pub struct Class {
     pub name: String,
-    #[serde(default)]
+    /// Required: the evaluation order is too important to default.
     pub priority: u32,
     #[serde(rename = "match", default)]
     pub matcher: Match,
@@ -236,6 +277,26 @@ impl Cidr {
         self.addr.is_ipv4()
     }
 
+    /// The prefix with its host bits cleared ("10.0.0.7/24" → "10.0.0.0/24").
+    pub fn network(&self) -> Cidr {
+        let addr = match self.addr {
+            IpAddr::V4(a) => {
+                let mask = u32::MAX.checked_shl(32 - u32::from(self.len)).unwrap_or(0);
+                IpAddr::V4((u32::from(a) & mask).into())
+            }
+            IpAddr::V6(a) => {
+                let mask = u128::MAX
+                    .checked_shl(128 - u32::from(self.len))
+                    .unwrap_or(0);
+                IpAddr::V6((u128::from(a) & mask).into())
+            }
+        };
+        Cidr {
+            addr,
+            len: self.len,
+        }
+    }
+
     pub fn contains(&self, ip: IpAddr) -> bool {
         match (self.addr, ip) {
             (IpAddr::V4(n), IpAddr::V4(a)) => {
@@ -274,11 +335,12 @@ pub fn parse_cidr(s: &str) -> Result<Cidr, String> {
         .parse()
         .map_err(|_| format!("'{s}' is not an IPv4/IPv6 CIDR"))?;
     let max = if addr.is_ipv4() { 32 } else { 128 };
+    // Digits only: u8's parser would also take "+24".
     let len = match l {
         None => max,
-        Some(l) => l
-            .parse::<u8>()
-            .ok()
+        Some(l) => Some(l)
+            .filter(|l| (1..=3).contains(&l.len()) && l.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|l| l.parse::<u8>().ok())
             .filter(|l| *l <= max)
             .ok_or(format!("'{s}': bad prefix length"))?,
     };
@@ -309,10 +371,11 @@ impl std::fmt::Display for PortRange {
 }
 
 pub fn parse_ports(s: &str) -> Result<PortRange, String> {
+    // 1-5 ASCII digits: no spaces, no sign (the API's pattern is the same).
     let one = |p: &str| {
-        p.trim()
-            .parse::<u16>()
-            .ok()
+        Some(p)
+            .filter(|p| (1..=5).contains(&p.len()) && p.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|p| p.parse::<u16>().ok())
             .filter(|p| *p > 0)
             .ok_or(format!("'{s}' is not a port or range"))
     };
@@ -340,11 +403,40 @@ fn valid_ifname(s: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || "._-@:".contains(c))
 }
 
+/// Class and bypass names: 1-64 of [A-Za-z0-9_.-], starting with a letter or digit.
 fn valid_name(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 64
+    s.len() <= 64
+        && s.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
         && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c))
+}
+
+fn valid_revision(s: &str) -> bool {
+    s.len() <= 64
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_.:-".contains(c))
+}
+
+/// Upper bounds on list lengths (the API's model has the same ones).
+pub const MAX_LAN: usize = 16;
+pub const MAX_SUBNETS: usize = 256;
+pub const MAX_ROUTES: usize = 256;
+pub const MAX_CLASSES: usize = 512;
+pub const MAX_BYPASS: usize = 512;
+pub const MAX_CIDRS: usize = 256;
+pub const MAX_BYPASS_CIDRS: usize = 1024;
+pub const MAX_PORTS: usize = 256;
+pub const MAX_DSCP: usize = 64;
+pub const MAX_IIFNAME: usize = 16;
+/// Pacing caps, bit/s (100 Gbit/s).
+pub const MAX_PACING_BPS: u64 = 100_000_000_000;
+pub const MAX_PRIORITY: u32 = 65_535;
+
+fn at_most(field: &str, len: usize, max: usize) -> Result<(), ConfigError> {
+    if len > max {
+        return Err(err(field, format!("at most {max} entries")));
+    }
+    Ok(())
 }
 
 /// The congestion controls policy may choose for the satellite leg (the API offers the same set).
@@ -378,10 +470,11 @@ impl GatewayConfig {
             return Err(err("schema", "only schema 1 is supported"));
         }
         if let Some(r) = &self.revision {
-            if r.len() > 128 {
-                return Err(err("revision", "longer than 128 characters"));
+            if !valid_revision(r) {
+                return Err(err("revision", "at most 64 of [A-Za-z0-9_.:-]"));
             }
         }
+        at_most("interfaces.lan", self.interfaces.lan.len(), MAX_LAN)?;
         if self.interfaces.lan.is_empty() {
             return Err(err(
                 "interfaces.lan",
@@ -418,6 +511,7 @@ impl GatewayConfig {
                 "at least one served subnet is required",
             ));
         }
+        at_most("served_subnets", self.served_subnets.len(), MAX_SUBNETS)?;
         cidrs("served_subnets", &self.served_subnets)?;
         self.validate_splitter()?;
         self.validate_satellite()?;
@@ -426,6 +520,15 @@ impl GatewayConfig {
         }
         if self.hybla.base_rtt_ms > 10_000 {
             return Err(err("hybla.base_rtt_ms", "must be 0..10000"));
+        }
+        if self.hybla.cwnd_max > perigee_hybla::MAX_CWND_CEILING {
+            return Err(err(
+                "hybla.cwnd_max",
+                format!(
+                    "must be 0..{} segments (0 = no ceiling)",
+                    perigee_hybla::MAX_CWND_CEILING
+                ),
+            ));
         }
         self.validate_classes()?;
         self.validate_bypass()?;
@@ -455,8 +558,8 @@ impl GatewayConfig {
         if !(1..=1_000_000).contains(&s.max_flows) {
             return Err(err("splitter.max_flows", "must be 1..1000000"));
         }
-        if !(1..=600_000).contains(&s.connect_timeout_ms) {
-            return Err(err("splitter.connect_timeout_ms", "must be 1..600000"));
+        if !(100..=600_000).contains(&s.connect_timeout_ms) {
+            return Err(err("splitter.connect_timeout_ms", "must be 100..600000"));
         }
         if !(1..=604_800).contains(&s.idle_timeout_s) {
             return Err(err("splitter.idle_timeout_s", "must be 1..604800"));
@@ -486,6 +589,12 @@ impl GatewayConfig {
                 ));
             }
         }
+        if s.pacing_rate_bps > MAX_PACING_BPS {
+            return Err(err(
+                "satellite.pacing_rate_bps",
+                "must be at most 100000000000 (0 = no cap)",
+            ));
+        }
         for (name, v) in [("initcwnd", s.initcwnd), ("initrwnd", s.initrwnd)] {
             if v > 1000 {
                 return Err(err(
@@ -494,6 +603,7 @@ impl GatewayConfig {
                 ));
             }
         }
+        at_most("satellite.routes", s.routes.len(), MAX_ROUTES)?;
         let mut dsts = HashSet::new();
         for (i, r) in s.routes.iter().enumerate() {
             let dst =
@@ -508,7 +618,8 @@ impl GatewayConfig {
                     "address family differs from dst",
                 ));
             }
-            if !dsts.insert(dst.to_string()) {
+            // Host bits do not make a different route.
+            if !dsts.insert(dst.network().to_string()) {
                 return Err(err(format!("satellite.routes[{i}].dst"), "duplicate route"));
             }
         }
@@ -516,6 +627,7 @@ impl GatewayConfig {
     }
 
     fn validate_classes(&self) -> Result<(), ConfigError> {
+        at_most("classes", self.classes.len(), MAX_CLASSES)?;
         let mut names = HashSet::new();
         for (i, c) in self.classes.iter().enumerate() {
             let f = |x: &str| format!("classes[{i}].{x}");
@@ -528,7 +640,16 @@ impl GatewayConfig {
                     format!("duplicate or reserved class name '{}'", c.name),
                 ));
             }
+            if c.priority > MAX_PRIORITY {
+                return Err(err(f("priority"), "must be 0..65535"));
+            }
             let m = &c.matcher;
+            at_most(&f("match.src"), m.src.len(), MAX_CIDRS)?;
+            at_most(&f("match.dst"), m.dst.len(), MAX_CIDRS)?;
+            at_most(&f("match.dports"), m.dports.len(), MAX_PORTS)?;
+            at_most(&f("match.sports"), m.sports.len(), MAX_PORTS)?;
+            at_most(&f("match.dscp"), m.dscp.len(), MAX_DSCP)?;
+            at_most(&f("match.iifname"), m.iifname.len(), MAX_IIFNAME)?;
             cidrs(&f("match.src"), &m.src)?;
             cidrs(&f("match.dst"), &m.dst)?;
             let proto = m.protocol.as_deref().unwrap_or("any");
@@ -539,6 +660,9 @@ impl GatewayConfig {
             ports(&f("match.sports"), &m.sports)?;
             if proto == "any" && !(m.dports.is_empty() && m.sports.is_empty()) {
                 return Err(err(f("match.protocol"), "ports need protocol tcp or udp"));
+            }
+            if c.action == Action::Cache && proto != "tcp" {
+                return Err(err(f("match.protocol"), "action cache needs protocol tcp"));
             }
             if let Some(j) = m.dscp.iter().position(|d| *d > 63) {
                 return Err(err(
@@ -552,8 +676,9 @@ impl GatewayConfig {
                     "not an interface name",
                 ));
             }
+            // null = inherit; an empty string is refused like in the API.
             if let Some(cc) = &c.satellite.congestion_control {
-                if !cc.is_empty() && !valid_cc_name(cc) {
+                if !valid_cc_name(cc) {
                     return Err(err(
                         f("satellite.congestion_control"),
                         "must be one of hybla, cubic, bbr, reno",
@@ -563,11 +688,18 @@ impl GatewayConfig {
             if c.satellite.buffer_bytes > (1 << 30) {
                 return Err(err(f("satellite.buffer_bytes"), "must be at most 1 GiB"));
             }
+            if c.satellite.pacing_rate_bps > MAX_PACING_BPS {
+                return Err(err(
+                    f("satellite.pacing_rate_bps"),
+                    "must be at most 100000000000 (0 = inherit)",
+                ));
+            }
         }
         Ok(())
     }
 
     fn validate_bypass(&self) -> Result<(), ConfigError> {
+        at_most("bypass", self.bypass.len(), MAX_BYPASS)?;
         let mut names = HashSet::new();
         for (i, b) in self.bypass.iter().enumerate() {
             let f = |x: &str| format!("bypass[{i}].{x}");
@@ -583,6 +715,8 @@ impl GatewayConfig {
             if !["tcp", "udp", "esp", "ah", "icmp", "any"].contains(&b.protocol.as_str()) {
                 return Err(err(f("protocol"), "must be tcp, udp, esp, ah, icmp or any"));
             }
+            at_most(&f("cidrs"), b.cidrs.len(), MAX_BYPASS_CIDRS)?;
+            at_most(&f("ports"), b.ports.len(), MAX_PORTS)?;
             cidrs(&f("cidrs"), &b.cidrs)?;
             ports(&f("ports"), &b.ports)?;
             if !b.ports.is_empty() && !["tcp", "udp"].contains(&b.protocol.as_str()) {
@@ -660,7 +794,7 @@ pub fn example_json() -> serde_json::Value {
         "satellite": {"congestion_control": "hybla", "sndbuf_bytes": 4194304, "rcvbuf_bytes": 4194304,
                       "pacing_rate_bps": 0, "initcwnd": 10, "initrwnd": 10,
                       "routes": [{"dst": "10.71.3.0/24", "via": "10.71.2.2"}, {"dst": "fd71:3::/64", "via": "fd71:2::2"}]},
-        "hybla": {"rtt0_ms": 25, "base_rtt_ms": 0},
+        "hybla": {"rtt0_ms": 25, "base_rtt_ms": 0, "cwnd_max": 0},
         "classes": [{"name": "web", "priority": 100,
                      "match": {"src": ["10.71.1.0/24"], "dst": [], "protocol": "tcp", "dports": ["80", "8000-8080"],
                                "sports": [], "dscp": [], "iifname": []},
@@ -819,6 +953,55 @@ mod tests {
         assert_eq!(e.field, "satellite.routes[0].via");
         let e = with(&["role"], "satellite".into()).unwrap_err();
         assert_eq!(e.field, "role");
+    }
+
+    #[test]
+    fn hybla_cwnd_max_bounds() {
+        let c = with(&["hybla", "cwnd_max"], 5180.into()).unwrap();
+        assert_eq!(c.hybla.cwnd_max, 5180);
+        with(&["hybla", "cwnd_max"], 65536.into()).unwrap();
+        let e = with(&["hybla", "cwnd_max"], 65537.into()).unwrap_err();
+        assert_eq!(e.field, "hybla.cwnd_max");
+        let e = with(&["hybla", "cwnd_max"], (-1).into()).unwrap_err();
+        assert_eq!(e.field, "hybla.cwnd_max");
+        let d = with(&["hybla"], serde_json::json!({})).unwrap();
+        assert_eq!(d.hybla.cwnd_max, 0);
+    }
+
+    #[test]
+    fn strict_numbers_names_and_nulls() {
+        // No sign, no spaces, no netmask: the API's parsers are as strict.
+        assert!(parse_cidr("10.0.0.0/+8").is_err());
+        assert!(parse_ports("+80").is_err());
+        assert!(parse_ports(" 80").is_err());
+        assert!(parse_ports("000080").is_err());
+        let e = with(&["revision"], serde_json::Value::Null).unwrap_err();
+        assert_eq!(e.field, "revision");
+        let e = with(
+            &["classes", "0", "match", "protocol"],
+            serde_json::Value::Null,
+        )
+        .unwrap_err();
+        assert_eq!(e.field, "classes[0].match.protocol");
+        let e = with(&["classes", "0", "name"], "-web".into()).unwrap_err();
+        assert_eq!(e.field, "classes[0].name");
+        let e = with(&["classes", "0", "priority"], 65536.into()).unwrap_err();
+        assert_eq!(e.field, "classes[0].priority");
+        // A missing protocol is tcp (ports allowed), like the API's default.
+        let mut j = example_json();
+        j["classes"][0]["match"]
+            .as_object_mut()
+            .unwrap()
+            .remove("protocol");
+        let c = from_value(j).unwrap();
+        assert_eq!(c.classes[0].matcher.protocol.as_deref(), Some("tcp"));
+        // Host bits do not make a second route to the same prefix.
+        let e = with(
+            &["satellite", "routes", "1"],
+            serde_json::json!({"dst": "10.71.3.7/24", "via": "10.71.2.2"}),
+        )
+        .unwrap_err();
+        assert_eq!(e.field, "satellite.routes[1].dst");
     }
 
     #[test]

@@ -1,0 +1,485 @@
+"""Contract: the API's GatewayConfig model and the real gateway's validator accept exactly the same configs.
+
+Every case is a full config (the API's default plus one edit) with the outcome we intend; it is checked
+by GatewayConfig.model_validate and by `perigee config check FILE` (the gateway's own parser and
+validator, offline, no root). Both must give the intended answer. Build the gateway first
+(`make -C gateway build`; the root `make test` does).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import tempfile
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from perigee_api.schemas.gateway_config import GatewayConfig, default_config
+
+PERIGEE = Path(__file__).resolve().parents[2] / "gateway" / "target" / "release" / "perigee"
+OK, BAD = True, False
+Mutate = Callable[[dict[str, Any]], None]
+MISSING = object()
+
+
+def base() -> dict[str, Any]:
+    cfg = default_config("hub").to_json()
+    cfg["classes"] = [
+        {
+            "name": "web",
+            "priority": 100,
+            "match": {"src": ["10.71.1.0/24"], "protocol": "tcp", "dports": ["80", "8000-8080"]},
+            "action": "accelerate",
+            "satellite": {"congestion_control": "hybla", "buffer_bytes": 0, "pacing_rate_bps": 0},
+        }
+    ]
+    cfg["bypass"].append({"name": "vpn", "builtin": False, "protocol": "any", "cidrs": ["203.0.113.7/32"]})
+    cfg["cache"]["refresh_patterns"] = [
+        {"regex": r"\.(deb|rpm)$", "min_minutes": 1440, "percent": 100, "max_minutes": 10080}
+    ]
+    return cfg
+
+
+def at(path: str, value: Any) -> Mutate:
+    """Set (or with MISSING delete) the value at a dotted path; numeric parts index lists."""
+
+    def mutate(cfg: dict[str, Any]) -> None:
+        parts = path.split(".")
+        cur: Any = cfg
+        for p in parts[:-1]:
+            cur = cur[int(p)] if isinstance(cur, list) else cur[p]
+        last = parts[-1]
+        if isinstance(cur, list):
+            cur[int(last)] = value
+        elif value is MISSING:
+            del cur[last]
+        else:
+            cur[last] = value
+
+    return mutate
+
+
+def both(*ms: Mutate) -> Mutate:
+    def mutate(cfg: dict[str, Any]) -> None:
+        for m in ms:
+            m(cfg)
+
+    return mutate
+
+
+def bounds(path: str, lo: int, hi: int, *, lo_ok: bool = True) -> list[tuple[str, bool, Mutate]]:
+    """min, max and just outside, plus the wrong JSON types for an integer field."""
+    out = [
+        (f"{path}={lo}", OK if lo_ok else BAD, at(path, lo)),
+        (f"{path}={hi}", OK, at(path, hi)),
+        (f"{path}={lo - 1}", BAD, at(path, lo - 1)),
+        (f"{path}={hi + 1}", BAD, at(path, hi + 1)),
+        (f"{path} as string", BAD, at(path, str(hi))),
+        (f"{path} as float", BAD, at(path, float(hi))),
+        (f"{path} as bool", BAD, at(path, True)),
+        (f"{path} null", BAD, at(path, None)),
+    ]
+    return out
+
+
+def ip_cases(path: str) -> list[tuple[str, bool, Mutate]]:
+    return [
+        (f"{path} v6", OK, at(path, "fd71:9::/64")),
+        (f"{path} bare address", OK, at(path, "10.71.9.1")),
+        (f"{path} host bits", OK, at(path, "10.71.9.1/24")),
+        (f"{path} /33", BAD, at(path, "10.71.9.0/33")),
+        (f"{path} /129", BAD, at(path, "fd71:9::/129")),
+        (f"{path} netmask", BAD, at(path, "10.71.9.0/255.255.255.0")),
+        (f"{path} plus sign", BAD, at(path, "10.71.9.0/+24")),
+        (f"{path} empty prefix", BAD, at(path, "10.71.9.0/")),
+        (f"{path} leading zero octet", BAD, at(path, "010.71.9.0/24")),
+        (f"{path} scope id", BAD, at(path, "fe80::1%lan0")),
+        (f"{path} space", BAD, at(path, " 10.71.9.0/24")),
+        (f"{path} garbage", BAD, at(path, "10.71.9/24")),
+        (f"{path} number", BAD, at(path, 10)),
+    ]
+
+
+def port_cases(path: str) -> list[tuple[str, bool, Mutate]]:
+    return [
+        (f"{path} 1", OK, at(path, "1")),
+        (f"{path} 65535", OK, at(path, "65535")),
+        (f"{path} range", OK, at(path, "1000-2000")),
+        (f"{path} one-port range", OK, at(path, "443-443")),
+        (f"{path} leading zeros", OK, at(path, "00080")),
+        (f"{path} 0", BAD, at(path, "0")),
+        (f"{path} 65536", BAD, at(path, "65536")),
+        (f"{path} reversed", BAD, at(path, "2000-1000")),
+        (f"{path} six digits", BAD, at(path, "000080")),
+        (f"{path} plus", BAD, at(path, "+80")),
+        (f"{path} space", BAD, at(path, " 80")),
+        (f"{path} arabic digits", BAD, at(path, "٨٠")),
+        (f"{path} int", BAD, at(path, 80)),
+        (f"{path} open range", BAD, at(path, "80-")),
+    ]
+
+
+def name_cases(path: str) -> list[tuple[str, bool, Mutate]]:
+    return [
+        (f"{path} 64 chars", OK, at(path, "a" * 64)),
+        (f"{path} 65 chars", BAD, at(path, "a" * 65)),
+        (f"{path} dots and dashes", OK, at(path, "a.b-c_d")),
+        (f"{path} leading dash", BAD, at(path, "-web")),
+        (f"{path} leading underscore", BAD, at(path, "_web")),
+        (f"{path} empty", BAD, at(path, "")),
+        (f"{path} space", BAD, at(path, "a b")),
+        (f"{path} non-ascii", BAD, at(path, "wéb")),
+    ]
+
+
+def many(n: int, item: Callable[[int], Any]) -> list[Any]:
+    return [item(i) for i in range(n)]
+
+
+def v4(i: int) -> str:
+    return f"10.{i // 256}.{i % 256}.0/24"
+
+
+CASES: list[tuple[str, bool, Mutate]] = [
+    ("base", OK, lambda c: None),
+    ("terminal default", OK, lambda c: c.update(default_config("terminal").to_json())),
+    (
+        "minimal document",
+        OK,
+        lambda c: [c.pop(k) for k in list(c) if k not in ("role", "interfaces", "served_subnets")],
+    ),
+    # top level
+    ("unknown top-level field", BAD, at("surprise", 1)),
+    ("schema 2", BAD, at("schema", 2)),
+    ("schema true", BAD, at("schema", True)),
+    ("schema 1.0", BAD, at("schema", 1.0)),
+    ("schema_ (python name)", BAD, both(at("schema", MISSING), at("schema_", 1))),
+    ("revision 64 chars", OK, at("revision", "v" * 64)),
+    ("revision 65 chars", BAD, at("revision", "v" * 65)),
+    ("revision absent", OK, at("revision", MISSING)),
+    ("revision null", BAD, at("revision", None)),
+    ("revision with space", BAD, at("revision", "v 1")),
+    ("revision with colon", OK, at("revision", "api:v1.2-x_y")),
+    ("role satellite", BAD, at("role", "satellite")),
+    ("role missing", BAD, at("role", MISSING)),
+    ("role number", BAD, at("role", 1)),
+    # interfaces
+    ("lan empty", BAD, at("interfaces.lan", [])),
+    ("lan 16", OK, at("interfaces.lan", many(16, lambda i: f"lan{i}"))),
+    ("lan 17", BAD, at("interfaces.lan", many(17, lambda i: f"lan{i}"))),
+    ("lan duplicate", BAD, at("interfaces.lan", ["lan0", "lan0"])),
+    ("ifname 15 chars", OK, at("interfaces.lan", ["a" * 15])),
+    ("ifname 16 chars", BAD, at("interfaces.lan", ["a" * 16])),
+    ("ifname odd chars ok", OK, at("interfaces.lan", ["br-x.10@a:b_c"])),
+    ("ifname slash", BAD, at("interfaces.lan", ["a/b"])),
+    ("ifname newline", BAD, at("interfaces.lan", ["lan0\n"])),
+    ("satellite is lan", BAD, at("interfaces.satellite", "lan0")),
+    ("satellite empty", BAD, at("interfaces.satellite", "")),
+    ("interfaces unknown field", BAD, at("interfaces.wan", "x")),
+    ("interfaces missing", BAD, at("interfaces", MISSING)),
+    # served subnets
+    ("served empty", BAD, at("served_subnets", [])),
+    ("served missing", BAD, at("served_subnets", MISSING)),
+    ("served 256", OK, at("served_subnets", many(256, v4))),
+    ("served 257", BAD, at("served_subnets", many(257, v4))),
+    ("served /0 cache off", OK, at("served_subnets", ["0.0.0.0/0"])),
+    ("served /0 cache on", BAD, both(at("served_subnets", ["10.0.0.0/8", "::/0"]), at("cache.enabled", True))),
+    *ip_cases("served_subnets.0"),
+    # splitter
+    ("splitter disabled", OK, at("splitter.enabled", False)),
+    ("splitter enabled as 1", BAD, at("splitter.enabled", 1)),
+    ("splitter enabled as string", BAD, at("splitter.enabled", "true")),
+    ("splitter unknown field", BAD, at("splitter.tproxy_pot", 1)),
+    ("splitter empty object", OK, at("splitter", {})),
+    *bounds("splitter.tproxy_port", 1, 65535),
+    *bounds("splitter.max_flows", 1, 1_000_000),
+    *bounds("splitter.connect_timeout_ms", 100, 600_000),
+    *bounds("splitter.idle_timeout_s", 1, 604_800),
+    *bounds("splitter.relay_buffer_bytes", 4096, 64 * 1024 * 1024),
+    # satellite
+    *[(f"cc {cc}", OK, at("satellite.congestion_control", cc)) for cc in ("hybla", "cubic", "bbr", "reno")],
+    ("cc vegas", BAD, at("satellite.congestion_control", "vegas")),
+    ("cc empty", BAD, at("satellite.congestion_control", "")),
+    ("cc uppercase", BAD, at("satellite.congestion_control", "HYBLA")),
+    *bounds("satellite.sndbuf_bytes", 0, 1 << 30),
+    *bounds("satellite.rcvbuf_bytes", 0, 1 << 30),
+    *bounds("satellite.pacing_rate_bps", 0, 100_000_000_000),
+    *bounds("satellite.initcwnd", 0, 1000),
+    *bounds("satellite.initrwnd", 0, 1000),
+    ("routes none", OK, at("satellite.routes", [])),
+    ("routes 256", OK, at("satellite.routes", many(256, lambda i: {"dst": v4(i), "via": "10.71.2.1"}))),
+    ("routes 257", BAD, at("satellite.routes", many(257, lambda i: {"dst": v4(i), "via": "10.71.2.1"}))),
+    ("route family mismatch", BAD, at("satellite.routes.0.via", "fd71:2::1")),
+    ("route via cidr", BAD, at("satellite.routes.0.via", "10.71.2.1/32")),
+    ("route via scope id", BAD, at("satellite.routes.1", {"dst": "fd71:1::/64", "via": "fe80::1%sat0"})),
+    ("route duplicate", BAD, at("satellite.routes.1", {"dst": "10.71.1.0/24", "via": "10.71.2.1"})),
+    ("route duplicate host bits", BAD, at("satellite.routes.1", {"dst": "10.71.1.9/24", "via": "10.71.2.1"})),
+    ("route unknown field", BAD, at("satellite.routes.0", {"dst": "10.71.1.0/24", "via": "10.71.2.1", "dev": "x"})),
+    ("route missing via", BAD, at("satellite.routes.0", {"dst": "10.71.1.0/24"})),
+    *ip_cases("satellite.routes.0.dst")[4:],
+    # hybla
+    *bounds("hybla.rtt0_ms", 1, 10_000),
+    *bounds("hybla.base_rtt_ms", 0, 10_000),
+    *bounds("hybla.cwnd_max", 0, 65536),
+    ("hybla empty", OK, at("hybla", {})),
+    ("hybla unknown field", BAD, at("hybla.rho", 1)),
+    # classes
+    ("classes 512", OK, at("classes", many(512, lambda i: {"name": f"c{i}", "priority": i, "action": "accelerate"}))),
+    ("classes 513", BAD, at("classes", many(513, lambda i: {"name": f"c{i}", "priority": i, "action": "accelerate"}))),
+    ("class minimal", OK, at("classes", [{"name": "m", "priority": 1, "action": "bypass"}])),
+    ("class without priority", BAD, at("classes", [{"name": "m", "action": "bypass"}])),
+    ("class without action", BAD, at("classes", [{"name": "m", "priority": 1}])),
+    ("class action zap", BAD, at("classes.0.action", "zap")),
+    *bounds("classes.0.priority", 0, 65535),
+    *name_cases("classes.0.name"),
+    ("class name default", BAD, at("classes.0.name", "default")),
+    ("class duplicate name", BAD, lambda c: c["classes"].append(dict(c["classes"][0], priority=5))),
+    ("class unknown field", BAD, at("classes.0.prio", 1)),
+    ("match unknown field", BAD, at("classes.0.match.port", "80")),
+    ("match empty", OK, at("classes.0.match", {})),
+    ("match protocol missing with ports", OK, at("classes.0.match.protocol", MISSING)),
+    ("match protocol null", BAD, at("classes.0.match.protocol", None)),
+    ("match protocol any with ports", BAD, at("classes.0.match.protocol", "any")),
+    ("match protocol any no ports", OK, both(at("classes.0.match.protocol", "any"), at("classes.0.match.dports", []))),
+    ("match protocol udp", OK, at("classes.0.match.protocol", "udp")),
+    ("match protocol icmp", BAD, at("classes.0.match.protocol", "icmp")),
+    ("cache class tcp", OK, at("classes.0.action", "cache")),
+    ("cache class udp", BAD, both(at("classes.0.action", "cache"), at("classes.0.match.protocol", "udp"))),
+    ("cache class no protocol", OK, both(at("classes.0.action", "cache"), at("classes.0.match.protocol", MISSING))),
+    *ip_cases("classes.0.match.src.0"),
+    ("match src 256", OK, at("classes.0.match.src", many(256, v4))),
+    ("match src 257", BAD, at("classes.0.match.src", many(257, v4))),
+    ("match dst 257", BAD, at("classes.0.match.dst", many(257, v4))),
+    *port_cases("classes.0.match.dports.0"),
+    ("match dports 256", OK, at("classes.0.match.dports", many(256, lambda i: str(i + 1)))),
+    ("match dports 257", BAD, at("classes.0.match.dports", many(257, lambda i: str(i + 1)))),
+    ("match sports 257", BAD, at("classes.0.match.sports", many(257, lambda i: str(i + 1)))),
+    ("match sports", OK, at("classes.0.match.sports", ["1024-65535"])),
+    ("dscp 0 and 63", OK, at("classes.0.match.dscp", [0, 63])),
+    ("dscp 64", BAD, at("classes.0.match.dscp", [64])),
+    ("dscp -1", BAD, at("classes.0.match.dscp", [-1])),
+    ("dscp string", BAD, at("classes.0.match.dscp", ["46"])),
+    ("dscp 64 entries", OK, at("classes.0.match.dscp", many(64, lambda i: i % 64))),
+    ("dscp 65 entries", BAD, at("classes.0.match.dscp", many(65, lambda i: i % 64))),
+    ("iifname ok", OK, at("classes.0.match.iifname", ["lan0"])),
+    ("iifname bad", BAD, at("classes.0.match.iifname", ["lan 0"])),
+    ("iifname 16", OK, at("classes.0.match.iifname", many(16, lambda i: f"l{i}"))),
+    ("iifname 17", BAD, at("classes.0.match.iifname", many(17, lambda i: f"l{i}"))),
+    ("class cc null", OK, at("classes.0.satellite.congestion_control", None)),
+    ("class cc empty", BAD, at("classes.0.satellite.congestion_control", "")),
+    ("class cc vegas", BAD, at("classes.0.satellite.congestion_control", "vegas")),
+    ("class satellite empty", OK, at("classes.0.satellite", {})),
+    ("class satellite unknown", BAD, at("classes.0.satellite.cwnd", 1)),
+    *bounds("classes.0.satellite.buffer_bytes", 0, 1 << 30),
+    *bounds("classes.0.satellite.pacing_rate_bps", 0, 100_000_000_000),
+    # bypass
+    ("bypass none", OK, at("bypass", [])),
+    ("bypass 512", OK, at("bypass", many(512, lambda i: {"name": f"b{i}", "protocol": "esp"}))),
+    ("bypass 513", BAD, at("bypass", many(513, lambda i: {"name": f"b{i}", "protocol": "esp"}))),
+    *name_cases("bypass.5.name"),
+    ("bypass duplicate name", BAD, at("bypass.1.name", "ipsec-esp")),
+    ("bypass protocol gre", BAD, at("bypass.0.protocol", "gre")),
+    ("bypass icmp", OK, at("bypass.0.protocol", "icmp")),
+    ("bypass ports on esp", BAD, at("bypass.0.ports", ["500"])),
+    ("bypass any without cidrs", BAD, at("bypass.5.cidrs", [])),
+    ("bypass builtin as 0", BAD, at("bypass.0.builtin", 0)),
+    ("bypass unknown field", BAD, at("bypass.0.comment", "x")),
+    ("bypass cidrs 1024", OK, at("bypass.5.cidrs", many(1024, lambda i: f"10.{i // 256}.{i % 256}.1/32"))),
+    ("bypass cidrs 1025", BAD, at("bypass.5.cidrs", many(1025, lambda i: f"10.{i // 256}.{i % 256}.1/32"))),
+    ("bypass ports 256", OK, at("bypass.2.ports", many(256, lambda i: str(i + 1)))),
+    ("bypass ports 257", BAD, at("bypass.2.ports", many(257, lambda i: str(i + 1)))),
+    *ip_cases("bypass.5.cidrs.0")[3:],
+    *port_cases("bypass.2.ports.0")[5:],
+    # cache (the Squid crate's CacheConfig)
+    ("cache empty", OK, at("cache", {})),
+    ("cache enabled", OK, at("cache.enabled", True)),
+    ("cache unknown field", BAD, at("cache.memroy_mb", 1)),
+    *bounds("cache.port", 1, 65535),
+    *bounds("cache.admin_port", 1, 65535),
+    ("cache port == admin_port", BAD, both(at("cache.port", 4000), at("cache.admin_port", 4000))),
+    ("cache port == tproxy", BAD, at("cache.port", 7071)),
+    ("cache admin_port == tproxy", BAD, at("cache.admin_port", 7071)),
+    ("cache port == tproxy when disabled too", BAD, both(at("cache.enabled", False), at("cache.port", 7071))),
+    *bounds("cache.memory_mb", 0, 1024 * 1024),
+    *bounds("cache.disk_mb", 0, 262_144),
+    ("aufs disk 16 TiB", OK, both(at("cache.store", "aufs"), at("cache.disk_mb", 16 * 1024 * 1024))),
+    ("aufs disk above 16 TiB", BAD, both(at("cache.store", "aufs"), at("cache.disk_mb", 16 * 1024 * 1024 + 1))),
+    ("store ufs", BAD, at("cache.store", "ufs")),
+    ("store Rock", BAD, at("cache.store", "Rock")),
+    *bounds("cache.max_object_mb", 1, 1024 * 1024, lo_ok=False),  # 1 < default max_memory_object_mb 8
+    (
+        "max_object_mb 1 with small memory objects",
+        OK,
+        both(at("cache.max_object_mb", 1), at("cache.max_memory_object_mb", 1)),
+    ),
+    ("max_memory_object_mb 0", OK, at("cache.max_memory_object_mb", 0)),
+    ("max_memory_object_mb = max_object_mb", OK, at("cache.max_memory_object_mb", 4096)),
+    ("max_memory_object_mb > max_object_mb", BAD, at("cache.max_memory_object_mb", 4097)),
+    ("max_memory_object_mb -1", BAD, at("cache.max_memory_object_mb", -1)),
+    ("max_memory_object_mb string", BAD, at("cache.max_memory_object_mb", "8")),
+    *bounds("cache.range_offset_limit_mb", -1, 1024 * 1024),
+    ("collapsed_forwarding", OK, at("cache.collapsed_forwarding", True)),
+    ("collapsed_forwarding string", BAD, at("cache.collapsed_forwarding", "yes")),
+    (
+        "never_cache domains",
+        OK,
+        at("cache.never_cache_domains", ["Bank.example", ".bank.example", "10.1.2.3", "a-b.c0"]),
+    ),
+    ("never_cache 4096", OK, at("cache.never_cache_domains", many(4096, lambda i: f"d{i}.example"))),
+    ("never_cache 4097", BAD, at("cache.never_cache_domains", many(4097, lambda i: f"d{i}.example"))),
+    ("never_cache wildcard", BAD, at("cache.never_cache_domains", ["*.example.com"])),
+    ("never_cache space", BAD, at("cache.never_cache_domains", ["bad domain"])),
+    ("never_cache empty", BAD, at("cache.never_cache_domains", [""])),
+    ("never_cache lone dot", BAD, at("cache.never_cache_domains", ["."])),
+    ("never_cache double dot", BAD, at("cache.never_cache_domains", ["a..b"])),
+    ("never_cache trailing dot", BAD, at("cache.never_cache_domains", ["a.b."])),
+    ("never_cache leading dash label", BAD, at("cache.never_cache_domains", ["-a.b"])),
+    ("never_cache trailing dash label", BAD, at("cache.never_cache_domains", ["a-.b"])),
+    ("never_cache underscore", BAD, at("cache.never_cache_domains", ["a_b.c"])),
+    ("never_cache label 63", OK, at("cache.never_cache_domains", ["a" * 63 + ".b"])),
+    ("never_cache label 64", BAD, at("cache.never_cache_domains", ["a" * 64 + ".b"])),
+    ("never_cache 253", OK, at("cache.never_cache_domains", [".".join(["a" * 63] * 3 + ["a" * 61])])),
+    ("never_cache 254", BAD, at("cache.never_cache_domains", [".".join(["a" * 63] * 3 + ["a" * 62])])),
+    ("never_cache 253 after dot", OK, at("cache.never_cache_domains", ["." + ".".join(["a" * 63] * 3 + ["a" * 61])])),
+    ("never_cache kelvin sign", BAD, at("cache.never_cache_domains", ["\u212aa.example"])),
+    ("never_cache idn", BAD, at("cache.never_cache_domains", ["bücher.example"])),
+    ("never_cache number", BAD, at("cache.never_cache_domains", [1])),
+    ("refresh_patterns plain string", BAD, at("cache.refresh_patterns", [r"\.deb$"])),
+    (
+        "refresh 256",
+        OK,
+        at(
+            "cache.refresh_patterns",
+            many(256, lambda i: {"regex": f"x{i}", "min_minutes": 0, "percent": 0, "max_minutes": 0}),
+        ),
+    ),
+    (
+        "refresh 257",
+        BAD,
+        at(
+            "cache.refresh_patterns",
+            many(257, lambda i: {"regex": f"x{i}", "min_minutes": 0, "percent": 0, "max_minutes": 0}),
+        ),
+    ),
+    (
+        "refresh all fields",
+        OK,
+        at(
+            "cache.refresh_patterns.0",
+            {
+                "regex": "^http://[^/]+/x\\?",
+                "case_insensitive": False,
+                "min_minutes": 0,
+                "percent": 10000,
+                "max_minutes": 525600,
+                "options": ["override-expire", "max-stale=999999999"],
+            },
+        ),
+    ),
+    ("refresh unknown field", BAD, at("cache.refresh_patterns.0.bogus", 1)),
+    ("refresh missing percent", BAD, at("cache.refresh_patterns.0.percent", MISSING)),
+    ("refresh case_insensitive 1", BAD, at("cache.refresh_patterns.0.case_insensitive", 1)),
+    ("refresh percent 10001", BAD, at("cache.refresh_patterns.0.percent", 10001)),
+    ("refresh percent -1", BAD, at("cache.refresh_patterns.0.percent", -1)),
+    ("refresh max 525601", BAD, at("cache.refresh_patterns.0.max_minutes", 525601)),
+    ("refresh min > max", BAD, at("cache.refresh_patterns.0.min_minutes", 10081)),
+    ("refresh min = max", OK, at("cache.refresh_patterns.0.min_minutes", 10080)),
+    ("refresh option unknown", BAD, at("cache.refresh_patterns.0.options", ["ignore-everything"])),
+    ("refresh option max-stale 10 digits", BAD, at("cache.refresh_patterns.0.options", ["max-stale=1234567890"])),
+    ("refresh option max-stale empty", BAD, at("cache.refresh_patterns.0.options", ["max-stale="])),
+    ("refresh option max-stale space", BAD, at("cache.refresh_patterns.0.options", ["max-stale=1 x"])),
+    *[
+        (f"refresh regex {r!r}", expect, at("cache.refresh_patterns.0.regex", r))
+        for r, expect in [
+            ("", BAD),
+            ("x" * 512, OK),
+            ("x" * 513, BAD),
+            ("é" * 256, OK),  # 512 bytes
+            ("é" * 257, BAD),  # 514 bytes, 257 characters
+            ("a b", BAD),
+            ("a\tb", BAD),
+            ("a\u00a0b", BAD),  # no-break space
+            ("a\u2028b", BAD),
+            ("a\u200bb", OK),  # zero-width space is not whitespace
+            ("a\x7fb", BAD),
+            ("a#b", BAD),
+            ("-i", BAD),
+            ("([a-z]", BAD),
+            ("a)", BAD),
+            ("[a", BAD),
+            ("a\\", BAD),
+            ("[]a]", OK),
+            ("[^]a]", OK),
+            ("[[:space:]x]", OK),
+            ("[[:space]", BAD),
+            (r"a\(b", OK),
+            (r"\.(deb|rpm)$", OK),
+        ]
+    ],
+    # sysctls
+    ("sysctls empty", OK, at("sysctls", {})),
+    ("sysctl no_metrics_save", OK, at("sysctls", {"net.ipv4.tcp_no_metrics_save": "1"})),
+    ("sysctl tcp_rmem with tabs", OK, at("sysctls", {"net.ipv4.tcp_rmem": "4096\t131072\t67108864"})),
+    ("sysctl tcp_wmem with spaces", OK, at("sysctls", {"net.ipv4.tcp_wmem": "4096 16384 67108864"})),
+    ("sysctl not allowed", BAD, at("sysctls", {"kernel.panic": "1"})),
+    ("sysctl value empty", BAD, at("sysctls", {"net.ipv4.tcp_sack": ""})),
+    ("sysctl value 64", OK, at("sysctls", {"net.core.default_qdisc": "f" * 64})),
+    ("sysctl value 65", BAD, at("sysctls", {"net.core.default_qdisc": "f" * 65})),
+    ("sysctl value newline", BAD, at("sysctls", {"net.ipv4.tcp_sack": "1\n"})),
+    ("sysctl value semicolon", BAD, at("sysctls", {"net.ipv4.tcp_sack": "1;"})),
+    ("sysctl value int", BAD, at("sysctls", {"net.ipv4.tcp_sack": 1})),
+    ("sysctls list", BAD, at("sysctls", ["net.ipv4.tcp_sack"])),
+]
+
+
+def api_accepts(cfg: dict[str, Any]) -> bool:
+    try:
+        GatewayConfig.model_validate(cfg)
+    except ValidationError:
+        return False
+    return True
+
+
+def gateway_accepts(cfg: dict[str, Any], tmp: Path, index: int) -> tuple[bool, str]:
+    path = tmp / f"case{index}.json"
+    path.write_text(json.dumps(cfg))
+    r = subprocess.run([str(PERIGEE), "config", "check", str(path)], capture_output=True, text=True, timeout=30)
+    if r.returncode == 0:
+        assert json.loads(r.stdout) == {"ok": True}
+        return True, ""
+    assert r.returncode == 1, f"perigee config check could not read the case: {r.stderr}"
+    return False, r.stderr.strip()
+
+
+def test_gateway_binary_is_built() -> None:
+    assert PERIGEE.is_file(), f"{PERIGEE} is missing: run `make -C gateway build` first"
+
+
+def test_cases_are_distinct() -> None:
+    names = [name for name, _, _ in CASES]
+    assert len(names) == len(set(names)), [n for n in names if names.count(n) > 1]
+
+
+def test_api_and_gateway_agree_on_every_case() -> None:
+    if not PERIGEE.is_file():
+        pytest.fail(f"{PERIGEE} is missing: run `make -C gateway build` first")
+    configs = []
+    for _, _, mutate in CASES:
+        cfg = copy.deepcopy(base())
+        mutate(cfg)
+        configs.append(cfg)
+    with tempfile.TemporaryDirectory() as d, ThreadPoolExecutor(max_workers=4) as pool:
+        gateway = list(pool.map(lambda ic: gateway_accepts(ic[1], Path(d), ic[0]), enumerate(configs)))
+    problems = []
+    for (name, expect, _), cfg, (gw_ok, gw_err) in zip(CASES, configs, gateway, strict=True):
+        api_ok = api_accepts(cfg)
+        if not (api_ok == gw_ok == expect):
+            problems.append(f"{name}: intended {expect}, api {api_ok}, gateway {gw_ok} {gw_err}")
+    assert not problems, f"{len(problems)} of {len(CASES)} cases disagree:\n" + "\n".join(problems)
+    assert len(CASES) > 300
