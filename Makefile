@@ -30,7 +30,7 @@ test: build
 	echo "all suites passed: $(COMPONENTS)"
 
 lint: setup
-	@failed=""; for c in $(COMPONENTS); do $(MAKE) --no-print-directory -C $$c lint || failed="$$failed $$c"; done; \
+	@failed=""; for c in $(COMPONENTS) images; do $(MAKE) --no-print-directory -C $$c lint || failed="$$failed $$c"; done; \
 	if [ -n "$$failed" ]; then echo "lint failed in:$$failed"; exit 1; fi
 
 demo: build
