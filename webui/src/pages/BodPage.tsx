@@ -34,7 +34,7 @@ const INPUT_FIELDS: { key: keyof BodInputs; label: string; unit: string; step?: 
   { key: 'mss_bytes', label: 'MSS', unit: 'bytes' },
 ];
 
-const OVERRIDABLE = ['sndbuf_bytes', 'rcvbuf_bytes', 'pacing_rate_bps', 'initcwnd', 'initrwnd', 'hybla_base_rtt_ms'] as const;
+const OVERRIDABLE = ['sndbuf_bytes', 'rcvbuf_bytes', 'pacing_rate_bps', 'initcwnd', 'initrwnd', 'hybla_base_rtt_ms', 'hybla_cwnd_max'] as const;
 
 /** Where each derived value lands in the gateway config (apply-to-config writes exactly these). */
 const CONFIG_TARGETS: { key: (typeof OVERRIDABLE)[number]; label: string; read: (c: Record<string, unknown>) => unknown }[] = [
@@ -44,7 +44,11 @@ const CONFIG_TARGETS: { key: (typeof OVERRIDABLE)[number]; label: string; read: 
   { key: 'initcwnd', label: 'satellite.initcwnd', read: (c) => (c.satellite as Record<string, unknown>)?.initcwnd },
   { key: 'initrwnd', label: 'satellite.initrwnd', read: (c) => (c.satellite as Record<string, unknown>)?.initrwnd },
   { key: 'hybla_base_rtt_ms', label: 'hybla.base_rtt_ms', read: (c) => (c.hybla as Record<string, unknown>)?.base_rtt_ms },
+  { key: 'hybla_cwnd_max', label: 'hybla.cwnd_max', read: (c) => (c.hybla as Record<string, unknown>)?.cwnd_max },
 ];
+
+/** The config version a profile was last written into; kept above the editor so it survives the re-selection a new profile's save causes. */
+type WriteResult = { profileId: number; versionId: number };
 
 function formatValue(d: Derived): string {
   if (d.unit === 'bit/s') return formatBps(d.value);
@@ -83,7 +87,17 @@ function DerivedTable({ values }: { values: Record<string, Derived> }) {
   );
 }
 
-function ProfileEditor({ initial, onSaved }: { initial: BodProfileOut | null; onSaved: (p: BodProfileOut) => void }) {
+function ProfileEditor({
+  initial,
+  written,
+  onSaved,
+  onWritten,
+}: {
+  initial: BodProfileOut | null;
+  written: WriteResult | null;
+  onSaved: (p: BodProfileOut) => void;
+  onWritten: (r: WriteResult) => void;
+}) {
   const queryClient = useQueryClient();
   const [form, setForm] = useState<BodProfileIn>(() =>
     // Only the fields the API accepts back: it rejects unknown ones (id, tuning, timestamps).
@@ -110,10 +124,16 @@ function ProfileEditor({ initial, onSaved }: { initial: BodProfileOut | null; on
   const applyToConfig = useMutation({
     mutationFn: async () => {
       const p = await save.mutateAsync(form);
-      return endpoints.bodApply(p.id, `BoD profile ${p.name}`);
+      const r = await endpoints.bodApply(p.id, `BoD profile ${p.name}`);
+      return { profileId: p.id, versionId: r.version_id };
     },
-    onSuccess: () => Promise.all(afterConfigChange.map((k) => queryClient.invalidateQueries({ queryKey: k }))),
+    // Saving a new profile selects it, which remounts this editor: the parent keeps the result.
+    onSuccess: (r) => {
+      onWritten(r);
+      return Promise.all(afterConfigChange.map((k) => queryClient.invalidateQueries({ queryKey: k })));
+    },
   });
+  const writtenVersion = initial && written?.profileId === initial.id ? written.versionId : null;
   const deriveErrors = derived.error instanceof ApiError ? derived.error.fieldErrors : {};
   const allErrors = { ...deriveErrors, ...errors };
   const setInput = (k: keyof BodInputs, v: number | string) => setForm({ ...form, inputs: { ...form.inputs, [k]: typeof v === 'number' ? v : Number(v) } });
@@ -191,9 +211,9 @@ function ProfileEditor({ initial, onSaved }: { initial: BodProfileOut | null; on
               {errorMessage(save.error ?? applyToConfig.error)}
             </Alert>
           )}
-          {applyToConfig.data && (
+          {writtenVersion != null && (
             <Alert color="green" role="status" mt="md">
-              Written into config version {applyToConfig.data.version_id}: apply it to make the gateway use it.
+              Written into config version {writtenVersion}: apply it to make the gateway use it.
             </Alert>
           )}
           <Group justify="flex-end" mt="md">
@@ -268,6 +288,7 @@ function ProfileEditor({ initial, onSaved }: { initial: BodProfileOut | null; on
 export default function BodPage() {
   const profiles = useQuery({ queryKey: keys.bodProfiles, queryFn: endpoints.bodProfiles });
   const [selected, setSelected] = useState<string>('');
+  const [written, setWritten] = useState<WriteResult | null>(null);
   return (
     <>
       <PageHeader title="BoD tuning" description="Describe the bandwidth-on-demand link; the API derives the satellite-leg settings and shows how each number comes about." />
@@ -283,9 +304,18 @@ export default function BodPage() {
                 allowDeselect={false}
                 data={[...list.map((p) => ({ value: String(p.id), label: p.name })), { value: 'new', label: '+ new profile' }]}
                 value={current ? String(current.id) : 'new'}
-                onChange={(v) => setSelected(v ?? '')}
+                onChange={(v) => {
+                  setSelected(v ?? '');
+                  setWritten(null);
+                }}
               />
-              <ProfileEditor key={current ? current.id : 'new'} initial={current} onSaved={(p) => setSelected(String(p.id))} />
+              <ProfileEditor
+                key={current ? current.id : 'new'}
+                initial={current}
+                written={written}
+                onSaved={(p) => setSelected(String(p.id))}
+                onWritten={setWritten}
+              />
             </Stack>
           );
         }}
