@@ -540,6 +540,53 @@ fn failed_apply_keeps_previous_state() {
 }
 
 #[test]
+fn failed_initial_apply_runs_degraded_until_a_good_config() {
+    let _g = serial();
+    let mut t = Topo::new("ia");
+    let good = t.config();
+    let mut bad = good.clone();
+    bad["revision"] = "bad".into();
+    // sat9 does not exist here: the satellite route step of the first apply fails.
+    bad["interfaces"]["satellite"] = "sat9".into();
+    bad["satellite"]["routes"] = serde_json::json!([{"dst": "10.77.0.0/16", "via": "10.99.2.10"}]);
+    let child = start_daemon_until(&t.g, &t.dir, "gw", &bad, |h| h["status"] == "degraded");
+    t.daemon = Some(child);
+    let (st, h) = control(&t.sock(), "GET", "/v1/health", None).unwrap();
+    assert_eq!(st, 200);
+    assert_eq!(h["status"], "degraded", "{h}");
+    assert!(h["config_revision"].is_null(), "{h}");
+    let problems = h["problems"].to_string();
+    assert!(problems.contains("initial apply failed"), "{h}");
+    assert!(problems.contains("routes"), "{h}");
+    assert!(t.daemon.as_mut().unwrap().try_wait().unwrap().is_none());
+    // Nothing installed: no table, and connections pass unsplit.
+    assert!(sh_out(&["ip", "netns", "exec", &t.g, "nft", "list", "tables"]).is_empty());
+    let _rx = server(&t.s, sa(SERVER4, 5001));
+    let (local, _, seen) = who(&t, sa(SERVER4, 5001));
+    assert_eq!(seen, local.to_string());
+    assert!(find_flow(&t, local).is_none());
+    // A correct config pushed through the API installs everything and starts the workers.
+    let (st, v) = control(&t.sock(), "PUT", "/v1/config", Some(&good)).unwrap();
+    assert_eq!(st, 200, "{v}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let h = loop {
+        let (_, h) = control(&t.sock(), "GET", "/v1/health", None).unwrap();
+        if h["status"] == "ok" || Instant::now() > deadline {
+            break h;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(h["status"], "ok", "{h}\n{}", t.log());
+    assert_eq!(h["config_revision"], "t1");
+    std::thread::sleep(Duration::from_millis(200));
+    let (local, _, seen) = who(&t, sa(SERVER4, 5001));
+    assert_eq!(seen, local.to_string());
+    let f = wait_flow(&t, local)
+        .unwrap_or_else(|| panic!("flow for {local} not split; log:\n{}", t.log()));
+    assert_eq!(f["legs"]["satellite"], "server");
+}
+
+#[test]
 fn max_flows_overflow_routes_unsplit() {
     let _g = serial();
     let mut t = Topo::new("mf");

@@ -42,8 +42,6 @@ pub struct HyblaPlan {
 
 impl HyblaPlan {
     /// The plan for `cfg`, or None when no satellite leg uses hybla.
-    // Until master.rs passes `HyblaPlan::for_config(&cfg)` to `apply` only tests call it.
-    #[allow(dead_code)]
     pub fn for_config(cfg: &GatewayConfig) -> Option<HyblaPlan> {
         let uses = cfg.satellite.congestion_control == "hybla"
             || cfg

@@ -70,6 +70,10 @@ pub enum GatewayCmd {
         index: u32,
         #[arg(long, default_value_t = 0)]
         generation: u32,
+        /// The master's pid: the worker exits when its parent is no longer this process
+        /// (comparing with 1 is wrong in a container, where the master is PID 1).
+        #[arg(long)]
+        master_pid: Option<i32>,
     },
 }
 
@@ -102,7 +106,11 @@ pub fn gateway(cmd: GatewayCmd) -> i32 {
             metrics: (metrics != "off").then_some(metrics),
             squid: squid.options(),
         }),
-        GatewayCmd::Worker { index, generation } => {
+        GatewayCmd::Worker {
+            index,
+            generation,
+            master_pid,
+        } => {
             // The master blocks SIGTERM/SIGINT for its sigwait thread; workers take the defaults.
             // SAFETY: sigset manipulation on a local set.
             unsafe {
@@ -112,7 +120,7 @@ pub fn gateway(cmd: GatewayCmd) -> i32 {
                 libc::sigaddset(&mut set, libc::SIGINT);
                 libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
             }
-            worker::main(index, generation)
+            worker::main(index, generation, master_pid)
         }
     }
 }

@@ -67,13 +67,26 @@ fn hybla_json() -> Value {
 
 pub fn problems(shared: &Shared) -> Vec<String> {
     let mut p = Vec::new();
-    for (i, w) in shared.workers.iter().enumerate() {
-        if !w.alive.load(Ordering::Relaxed) {
-            p.push(format!("worker {i} is not running"));
+    if let Some(why) = shared.apply_problem.lock().unwrap().clone() {
+        p.push(format!(
+            "config not installed (initial apply failed: {why}); nothing is intercepted until PUT /v1/config succeeds"
+        ));
+    }
+    // Workers only start once a config is installed: before that their absence is expected.
+    if shared.configured.load(Ordering::Relaxed) {
+        for (i, w) in shared.workers.iter().enumerate() {
+            if !w.alive.load(Ordering::Relaxed) {
+                p.push(format!("worker {i} is not running"));
+            }
         }
     }
     let cfg = shared.config.lock().unwrap();
     let avail = sys::available_cc();
+    if !avail.iter().any(|c| c == "hybla") {
+        if let Some(why) = shared.hybla_load_problem.lock().unwrap().clone() {
+            p.push(why);
+        }
+    }
     if render::effective_cc(&cfg.satellite.congestion_control, &avail).is_none() {
         p.push(format!(
             "congestion control '{}' is not available (have: {}); the satellite leg uses the system default",
@@ -145,7 +158,8 @@ fn health(shared: &Shared) -> Value {
         "version": VERSION,
         "uptime_s": shared.started.elapsed().as_secs_f64(),
         "role": cfg.role,
-        "config_revision": cfg.revision,
+        // null while the startup config could not be installed.
+        "config_revision": if shared.configured.load(Ordering::Relaxed) { json!(cfg.revision) } else { Value::Null },
         // True while new connections pass unsplit (no listening worker, or above max_flows).
         "fail_open": !listening || shared.overflow.load(Ordering::Relaxed),
         "hybla": hybla_json(),

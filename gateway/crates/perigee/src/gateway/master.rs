@@ -67,6 +67,13 @@ pub struct Shared {
     pub cache_problem: Mutex<Option<String>>,
     /// The last Squid request counters read (used while the manager is busy).
     pub cache_counters: Mutex<RequestCounters>,
+    /// True once a config has been applied; until then nothing is installed and no worker
+    /// runs (fail-open), and workers are only spawned after it turns true.
+    pub configured: AtomicBool,
+    /// Why the startup config is not installed (the initial apply failed), for /v1/health.
+    pub apply_problem: Mutex<Option<String>>,
+    /// Why loading Hybla at startup failed, for /v1/health (shown while hybla is missing).
+    pub hybla_load_problem: Mutex<Option<String>>,
 }
 
 /// The `squid` step of an apply: the new cache policy, and the previous one to go back to.
@@ -142,11 +149,8 @@ impl Shared {
         cfg.validate().map_err(ConfigFailure::Invalid)?;
         let mut applied = self.applied.lock().unwrap();
         let rendered = render::render(&cfg, &sys::available_cc());
-        // Hybla's parameters are global: only touch them when this config uses Hybla at all.
-        let params = uses_hybla(&cfg).then_some(perigee_hybla::HyblaParams {
-            rtt0_ms: cfg.hybla.rtt0_ms,
-            base_rtt_ms: cfg.hybla.base_rtt_ms,
-        });
+        // Hybla's parameters and ceiling are global: only touched when this config uses Hybla.
+        let params = apply::HyblaPlan::for_config(&cfg);
         let prev_cfg = self.config.lock().unwrap().clone();
         let mut squid = self.squid.lock().unwrap();
         let mut step = SquidStep {
@@ -170,6 +174,8 @@ impl Shared {
         drop(squid);
         *applied = result.map_err(ConfigFailure::Apply)?;
         *self.config.lock().unwrap() = cfg.clone();
+        *self.apply_problem.lock().unwrap() = None;
+        self.configured.store(true, Ordering::Relaxed);
         self.broadcast(&ipc::ToWorker::Config {
             config: Box::new(cfg),
         });
@@ -282,17 +288,46 @@ impl Shared {
     }
 }
 
-fn uses_hybla(cfg: &GatewayConfig) -> bool {
-    cfg.satellite.congestion_control == "hybla"
-        || cfg
-            .classes
-            .iter()
-            .any(|c| c.satellite.congestion_control.as_deref() == Some("hybla"))
+/// Whether the satellite leg or any class asks for hybla.
+fn wants_hybla(cfg: &GatewayConfig) -> bool {
+    apply::HyblaPlan::for_config(cfg).is_some()
+}
+
+/// Loads Hybla when the kernel does not offer it yet, so the first apply can use it.
+/// Returns why it is still missing (the satellite leg then falls back to the default).
+fn ensure_hybla_loaded() -> Option<String> {
+    if sys::available_cc().iter().any(|c| c == "hybla") {
+        return None;
+    }
+    match perigee_hybla::load() {
+        Ok(st) => {
+            log::info(
+                "hybla loaded at startup",
+                json!({"implementation": st.implementation}),
+            );
+            None
+        }
+        Err(e) => {
+            log::error(
+                "cannot load hybla: the satellite leg uses the fallback",
+                json!({"error": e.to_string()}),
+            );
+            Some(format!("hybla could not be loaded at startup: {e}"))
+        }
+    }
 }
 
 fn supervise(shared: Arc<Shared>, index: usize) {
     let exe = std::env::current_exe().unwrap_or_else(|_| "perigee".into());
     let mut generation: u32 = 0;
+    // No worker (so no listener) until a config is installed: a daemon whose startup config
+    // failed to apply intercepts nothing until PUT /v1/config succeeds.
+    while !shared.configured.load(Ordering::Relaxed) {
+        if shared.shutting_down.load(Ordering::Relaxed) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
     loop {
         if shared.shutting_down.load(Ordering::Relaxed) {
             return;
@@ -308,6 +343,8 @@ fn supervise(shared: Arc<Shared>, index: usize) {
                     &index.to_string(),
                     "--generation",
                     &generation.to_string(),
+                    "--master-pid",
+                    &std::process::id().to_string(),
                 ])
                 .stdin(Stdio::from(OwnedFd::from(theirs)))
                 .stdout(Stdio::from(OwnedFd::from(out)))
@@ -412,8 +449,12 @@ fn watch_cache(shared: Arc<Shared>) {
         let enabled = shared.config.lock().unwrap().cache.enabled;
         let mut mgr = shared.squid.lock().unwrap();
         *shared.cache_counters.lock().unwrap() = mgr.counters();
-        // Shutdown stops Squid under these locks: never bring it back afterwards.
-        if !enabled || shared.shutting_down.load(Ordering::Relaxed) {
+        // Shutdown stops Squid under these locks: never bring it back afterwards. Nor start
+        // it for a config that never got installed.
+        if !enabled
+            || shared.shutting_down.load(Ordering::Relaxed)
+            || !shared.configured.load(Ordering::Relaxed)
+        {
             continue;
         }
         if !mgr.is_running() && shared.cache_up.load(Ordering::Relaxed) {
@@ -505,11 +546,26 @@ pub fn run(args: RunArgs) -> i32 {
         cache_up: AtomicBool::new(false),
         cache_problem: Mutex::new(None),
         cache_counters: Mutex::new(RequestCounters::default()),
+        configured: AtomicBool::new(false),
+        apply_problem: Mutex::new(None),
+        hybla_load_problem: Mutex::new(None),
     });
+    if wants_hybla(&cfg) {
+        *shared.hybla_load_problem.lock().unwrap() = ensure_hybla_loaded();
+    }
     if let Err(e) = shared.apply_config(cfg) {
-        log::error("initial apply failed", json!({"error": format!("{e:?}")}));
+        // Stay up with nothing installed (fail-open) so a correct config can be PUT;
+        // exiting would only make the service manager restart us into the same failure.
+        let why = match &e {
+            ConfigFailure::Invalid(e) => format!("{}: {}", e.field, e.message),
+            ConfigFailure::Apply(e) => e.to_string(),
+        };
+        log::error(
+            "initial apply failed: nothing installed, waiting for PUT /v1/config",
+            json!({"error": why}),
+        );
         shared.squid.lock().unwrap().stop();
-        return 1;
+        *shared.apply_problem.lock().unwrap() = Some(why);
     }
     let listener = match control::bind(&args.control_socket) {
         Ok(l) => l,

@@ -739,8 +739,14 @@ impl Worker {
     }
 }
 
+/// Whether the worker's parent is no longer the master that spawned it. Compared with the
+/// master's real pid, not with 1: in a container the master itself is PID 1.
+fn master_gone(parent: i32, master_pid: Option<i32>) -> bool {
+    master_pid.is_some_and(|m| m != parent)
+}
+
 /// Entry point of `perigee gateway worker`.
-pub fn main(index: u32, generation: u32) -> i32 {
+pub fn main(index: u32, generation: u32, master_pid: Option<i32>) -> i32 {
     // Die with the master so a crashed daemon leaves no listener behind (fail-open).
     // SAFETY: prctl with integer arguments.
     unsafe {
@@ -752,8 +758,9 @@ pub fn main(index: u32, generation: u32) -> i32 {
             0,
         )
     };
+    // The master may have died before PR_SET_PDEATHSIG took effect: then we were reparented.
     // SAFETY: getppid has no preconditions.
-    if unsafe { libc::getppid() } == 1 {
+    if master_gone(unsafe { libc::getppid() }, master_pid) {
         return 0;
     }
     match Worker::new(index, generation) {
@@ -762,5 +769,28 @@ pub fn main(index: u32, generation: u32) -> i32 {
             log::error("worker failed to start", json!({"error": e.to_string()}));
             1
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::master_gone;
+
+    #[test]
+    fn master_as_pid_1_is_alive() {
+        // In a container the master is PID 1: a worker whose parent is 1 must keep running.
+        assert!(!master_gone(1, Some(1)));
+        assert!(!master_gone(4242, Some(4242)));
+    }
+
+    #[test]
+    fn reparented_worker_sees_master_gone() {
+        assert!(master_gone(1, Some(4242)));
+        assert!(master_gone(77, Some(4242)));
+    }
+
+    #[test]
+    fn unknown_master_relies_on_pdeathsig_only() {
+        assert!(!master_gone(1, None));
     }
 }

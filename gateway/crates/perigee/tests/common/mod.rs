@@ -227,8 +227,24 @@ impl Drop for Topo {
 
 /// Start `perigee gateway run` in namespace `ns` (files `<dir>/<name>.{json,sock,log}`) and
 /// wait until /v1/health shows every worker alive. The caller owns (and reaps) the child.
-#[allow(clippy::zombie_processes)]
 pub fn start_daemon(ns: &str, dir: &std::path::Path, name: &str, cfg: &serde_json::Value) -> Child {
+    start_daemon_until(ns, dir, name, cfg, |h| {
+        h["workers"]
+            .as_array()
+            .map(|w| w.iter().all(|x| x["alive"] == true))
+            .unwrap_or(false)
+    })
+}
+
+/// `start_daemon`, waiting until the /v1/health answer satisfies `ready`.
+#[allow(clippy::zombie_processes)]
+pub fn start_daemon_until(
+    ns: &str,
+    dir: &std::path::Path,
+    name: &str,
+    cfg: &serde_json::Value,
+    ready: impl Fn(&serde_json::Value) -> bool,
+) -> Child {
     let path = dir.join(format!("{name}.json"));
     let sock = dir
         .join(format!("{name}.sock"))
@@ -262,11 +278,7 @@ pub fn start_daemon(ns: &str, dir: &std::path::Path, name: &str, cfg: &serde_jso
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         if let Ok((200, h)) = control(&sock, "GET", "/v1/health", None) {
-            if h["workers"]
-                .as_array()
-                .map(|w| w.iter().all(|x| x["alive"] == true))
-                .unwrap_or(false)
-            {
+            if ready(&h) {
                 // Workers open their listeners right after their first config message.
                 std::thread::sleep(Duration::from_millis(200));
                 return child;
