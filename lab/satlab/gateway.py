@@ -151,7 +151,9 @@ def _start_one(topo: TopologyLike, role: str, timeout: float, cache: bool) -> No
     sock = socket_path(topo, role)
     Path(cfg_path).write_text(json.dumps(default_config(role, cache), indent=2))
     sq = squid_dir(topo, role)
-    argv = ["ip", "netns", "exec", topo.ns(role), PERIGEE, "gateway", "run", "--config", cfg_path,
+    # nsenter --net, not `ip netns exec`: the latter remounts /sys, which hides /sys/fs/bpf and with
+    # it the pins of the BPF Hybla loaded on the host (every hybla parameter change would fail).
+    argv = ["nsenter", f"--net=/run/netns/{topo.ns(role)}", "--", PERIGEE, "gateway", "run", "--config", cfg_path,
             "--control-socket", sock, "--squid-state-dir", sq, "--squid-run-dir", os.path.join(sq, "run"),
             "--squid-service", squid_service(topo, role)]
     with open(logfile, "ab") as log:
