@@ -18,6 +18,7 @@ def time_series(
     title: str,
     panels: Sequence[tuple[str, Mapping[str, Line]]],
     hlines: Mapping[int, tuple[float, str]] | None = None,
+    log_panels: Sequence[int] = (),
 ) -> Path:
     """Stacked panels sharing the time axis; each panel maps a label to (t, y) points."""
     fig, axes = plt.subplots(
@@ -32,6 +33,10 @@ def time_series(
         if hlines and i in hlines:
             y, text = hlines[i]
             ax.axhline(y, color="grey", linestyle="--", linewidth=0.8, label=text)
+        if i in log_panels:
+            ax.set_yscale(
+                "log"
+            )  # Hybla's cwnd spikes to the clamp; the others stay readable
         ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8, loc="best")

@@ -135,5 +135,6 @@ def run(ctx: Context, params: dict[str, Any]) -> list[records.Record]:
                     ("sender cwnd [segments]", cwnd),
                 ],
                 hlines={0: (0.9 * link.forward_bps / 1e6, "90% of link rate")},
+                log_panels=(1,),
             )
     return out
