@@ -37,8 +37,10 @@ class LabUnavailable(RuntimeError):
     """satlab (or the requested feature, e.g. the gateway) cannot run here; the variant is skipped."""
 
 
-def satlab(*args: str, timeout: float = 120.0, check: bool = True) -> str:
-    proc = procs.run([SATLAB, "--prefix", PREFIX, *args], timeout=timeout, check=False)
+def satlab(
+    *args: str, timeout: float = 120.0, check: bool = True, prefix: str = PREFIX
+) -> str:
+    proc = procs.run([SATLAB, "--prefix", prefix, *args], timeout=timeout, check=False)
     if check and proc.returncode != 0:
         raise LabUnavailable(
             f"satlab {' '.join(args)}: {(proc.stderr or proc.stdout).strip()[-600:]}"
@@ -51,9 +53,11 @@ class Lab:
     profile: str
     gateway: str | None = None
     overrides: list[str] = field(default_factory=list)
+    # Scenarios that run several labs at once (slow links use little CPU) give each its own prefix.
+    prefix: str = PREFIX
 
     def ns(self, role: str) -> str:
-        return f"{PREFIX}{role}"
+        return f"{self.prefix}{role}"
 
     def exec_argv(self, role: str, argv: list[str]) -> list[str]:
         return procs.in_netns(self.ns(role), argv)
@@ -73,19 +77,19 @@ class Lab:
             )
 
     def link_set(self, *args: str) -> None:
-        satlab("link", "set", *args, timeout=20)
+        satlab("link", "set", *args, timeout=20, prefix=self.prefix)
 
     def link_reset(self) -> None:
         """Zero the emulator's counters and lateness histogram."""
-        satlab("link", "reset", timeout=20)
+        satlab("link", "reset", timeout=20, prefix=self.prefix)
 
     def link_stats(self) -> dict[str, Any]:
-        out = satlab("link", "stats", "--json", timeout=20)
+        out = satlab("link", "stats", "--json", timeout=20, prefix=self.prefix)
         data: dict[str, Any] = json.loads(out)
         return data
 
     def status(self) -> dict[str, Any]:
-        out = satlab("status", "--json", timeout=20, check=False)
+        out = satlab("status", "--json", timeout=20, check=False, prefix=self.prefix)
         try:
             data: dict[str, Any] = json.loads(out)
             return data
@@ -108,27 +112,30 @@ class Lab:
         return pids
 
 
-def down() -> None:
-    satlab("down", timeout=60, check=False)
+def down(prefix: str = PREFIX) -> None:
+    satlab("down", timeout=60, check=False, prefix=prefix)
 
 
 @contextmanager
 def running(
-    profile: str, gateway: str | None = None, overrides: list[str] | None = None
+    profile: str,
+    gateway: str | None = None,
+    overrides: list[str] | None = None,
+    prefix: str = PREFIX,
 ) -> Iterator[Lab]:
     """satlab up with our prefix; down on exit, whatever happened inside."""
     if not os.path.exists(SATLAB):
         raise LabUnavailable("bin/satlab not found")
-    lab = Lab(profile, gateway, list(overrides or []))
-    down()  # a previous interrupted run may have left our prefix behind
+    lab = Lab(profile, gateway, list(overrides or []), prefix)
+    down(prefix)  # a previous interrupted run may have left our prefix behind
     args = ["up", "--profile", profile, *lab.overrides]
     if gateway:
         args += ["--gateway", gateway]
     try:
-        satlab(*args, timeout=180)
+        satlab(*args, timeout=180, prefix=prefix)
         lab.tune_tcp()
         lab.flush_tcp_metrics()
         time.sleep(0.5)
         yield lab
     finally:
-        down()
+        down(prefix)
