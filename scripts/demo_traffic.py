@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """Background traffic for `make demo`: page loads, bulk downloads, an ESP flow and a bypassed TCP flow.
 
-Runs until terminated. Every action is a subprocess with an argument vector and a timeout, and all
-traffic stays inside satlab's namespaces (client 10.71.1.10/.11 → server 10.71.3.10).
+Three lanes run side by side so the dashboard always has something live: web (page loads and a few
+repeated objects, which the cache serves as HITs when it is on), bulk (downloads and the odd upload)
+and IPsec (an ESP burst, then a TCP flow on port 4500, which the built-in bypass never splits).
+Runs until terminated (scripts/demo kills its whole process group). Every action is a subprocess with
+an argument vector and a timeout; all traffic stays inside satlab's namespaces (client → server).
 """
 
 from __future__ import annotations
@@ -10,39 +13,51 @@ from __future__ import annotations
 import argparse
 import random
 import re
-import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urljoin
 
 ROOT = Path(__file__).resolve().parents[1]
 SATLAB = str(ROOT / "bin" / "satlab")
 SERVER = "10.71.3.10"
-BYPASS_PORT = (
-    4500  # TCP-encapsulated IKE: a built-in bypass rule, so this flow is never split
-)
+# TCP-encapsulated IKE: a built-in bypass rule, so this flow is never split.
+BYPASS_PORT = 4500
 ESP_PROTO = 50
+# A handful of objects fetched again and again: the second fetch of each is a cache HIT.
+REPEATED_OBJECTS = [f"http://{SERVER}/bytes/{n}" for n in (150_000, 400_000, 1_000_000)]
 
 
-def run(argv: list[str], timeout: float) -> None:
+def log(msg: str) -> None:
+    print(f"{time.strftime('%H:%M:%S')} {msg}", flush=True)
+
+
+def run(argv: list[str], timeout: float) -> int | None:
+    """The exit code, or None on timeout."""
     try:
-        subprocess.run(
+        return subprocess.run(
             argv,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             timeout=timeout,
             check=False,
-        )
+        ).returncode
     except subprocess.TimeoutExpired:
-        pass
+        return None
 
 
 def netns(prefix: str, name: str) -> list[str]:
     return ["ip", "netns", "exec", f"{prefix}{name}"]
+
+
+def fetch(prefix: str, url: str, out: str | None = None) -> int | None:
+    argv = [SATLAB, "--prefix", prefix, "fetch", "client", url]
+    return run([*argv, "--out", out] if out else argv, 60)
 
 
 def page_load(prefix: str) -> None:
@@ -50,28 +65,37 @@ def page_load(prefix: str) -> None:
     page = random.choice(["page1", "page2"])
     base = f"http://{SERVER}/pages/{page}/"
     with tempfile.NamedTemporaryFile(suffix=".html") as html:
-        run(
-            [SATLAB, "--prefix", prefix, "fetch", "client", base, "--out", html.name],
-            60,
-        )
+        rc = fetch(prefix, base, html.name)
         images = re.findall(
             r'src="([^"]+)"', Path(html.name).read_text(errors="replace")
         )
     for src in images[:32]:
-        run([SATLAB, "--prefix", prefix, "fetch", "client", urljoin(base, src)], 60)
+        fetch(prefix, urljoin(base, src))
+    log(f"page load {page}: html rc={rc}, {len(images[:32])} images")
 
 
-def bulk_download(prefix: str) -> None:
-    size = random.choice(["2M", "10M", "30M"])
-    run([SATLAB, "--prefix", prefix, "bulk", "client", "get", size], 120)
+def repeated_object(prefix: str) -> None:
+    url = random.choice(REPEATED_OBJECTS)
+    log(f"object {url}: rc={fetch(prefix, url)}")
+
+
+def bulk_transfer(prefix: str) -> None:
+    op, size = random.choice(
+        [("get", "2M"), ("get", "10M"), ("get", "30M"), ("get", "10M"), ("put", "2M")]
+    )
+    rc = run([SATLAB, "--prefix", prefix, "bulk", "client", op, size], 120)
+    log(f"bulk {op} {size}: rc={rc}")
 
 
 def esp_burst(prefix: str) -> None:
-    run([*netns(prefix, "client"), sys.executable, __file__, "--send-esp", SERVER], 30)
+    rc = run(
+        [*netns(prefix, "client"), sys.executable, __file__, "--send-esp", SERVER], 30
+    )
+    log(f"ESP burst (200 packets): rc={rc}")
 
 
 def bypassed_flow(prefix: str) -> None:
-    run(
+    rc = run(
         [
             *netns(prefix, "client"),
             sys.executable,
@@ -82,6 +106,7 @@ def bypassed_flow(prefix: str) -> None:
         ],
         60,
     )
+    log(f"bypassed TCP flow to port {BYPASS_PORT}: rc={rc}")
 
 
 def send_esp(dst: str) -> int:
@@ -91,7 +116,7 @@ def send_esp(dst: str) -> int:
             payload = (
                 (0x1000).to_bytes(4, "big")
                 + seq.to_bytes(4, "big")
-                + bytes(random.getrandbits(8) for _ in range(1000))
+                + random.randbytes(1000)
             )
             s.sendto(payload, (dst, 0))
             time.sleep(0.05)
@@ -99,11 +124,13 @@ def send_esp(dst: str) -> int:
 
 
 def send_tcp(dst: str, port: int) -> int:
+    """20 s of data to the sink, paced to 2 Mbit/s so it shares the return link with the split flows."""
+    block = bytes(16 * 1024)
     with socket.create_connection((dst, port), timeout=10) as s:
-        block = bytes(64 * 1024)
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             s.sendall(block)
+            time.sleep(len(block) * 8 / 2e6)
     return 0
 
 
@@ -115,6 +142,22 @@ def sink(port: int) -> int:
         with conn:
             while conn.recv(1 << 16):
                 pass
+
+
+def lane(
+    name: str,
+    prefix: str,
+    actions: list[Callable[[str], None]],
+    pause: tuple[float, float],
+) -> None:
+    """Runs its actions in turn forever; one failed action never stops the lane."""
+    while True:
+        for action in actions:
+            try:
+                action(prefix)
+            except Exception as exc:  # noqa: BLE001 - keep the demo's traffic going whatever one action did
+                log(f"{name}: {action.__name__} failed: {exc!r}")
+            time.sleep(random.uniform(*pause))
 
 
 def main() -> int:
@@ -131,7 +174,7 @@ def main() -> int:
     if a.sink:
         return sink(a.sink)
 
-    sink_proc = subprocess.Popen(
+    subprocess.Popen(
         [
             *netns(a.prefix, "server"),
             sys.executable,
@@ -142,11 +185,20 @@ def main() -> int:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    signal.signal(signal.SIGTERM, lambda *_: (sink_proc.terminate(), sys.exit(0)))
-    actions = [page_load, page_load, bulk_download, esp_burst, bypassed_flow]
-    while True:
-        random.choice(actions)(a.prefix)
-        time.sleep(random.uniform(1, 4))
+    lanes = [
+        ("web", [page_load, repeated_object, page_load, repeated_object], (1.0, 3.0)),
+        ("bulk", [bulk_transfer], (2.0, 6.0)),
+        ("ipsec", [esp_burst, bypassed_flow], (3.0, 8.0)),
+    ]
+    for name, actions, pause in lanes:
+        threading.Thread(
+            target=lane, args=(name, a.prefix, actions, pause), name=name, daemon=True
+        ).start()
+    log(
+        f"traffic lanes running in satlab {a.prefix}: {', '.join(n for n, _, _ in lanes)}"
+    )
+    threading.Event().wait()
+    return 0
 
 
 if __name__ == "__main__":
