@@ -1,7 +1,7 @@
 # Perigee: the two commands a newcomer needs are `make demo` and `make test`.
 SHELL := /bin/bash
 export PATH := $(HOME)/.cargo/bin:$(PATH)
-COMPONENTS := lab gateway api webui
+COMPONENTS := lab gateway api webui bench
 
 .PHONY: help setup build test lint demo demo-down bench bench-quick image image-test vm vm-test clean
 

