@@ -170,6 +170,9 @@ def load(page_url: str, connections: int = 6, timeout: float = 60.0) -> dict[str
             raise HttpError(
                 "; ".join(errors) or f"{len(fetched)} of {len(images) + 1} objects"
             )
+        failed = [f"{f.url}: {f.status}" for f in fetched if f.status != 200]
+        if failed:
+            raise HttpError("not 200: " + ", ".join(failed))
     finally:
         for c in conns:
             c.close()

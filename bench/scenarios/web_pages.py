@@ -560,12 +560,15 @@ def doc_extra(recs: list[records.Record]) -> str:
         + "\n".join(lines)
         + "\n\n"
         + ("Target check: " + "; ".join(verdict) + ".\n\n" if verdict else "")
+        + "What limits each variant (the modem queue overflowing under six Hybla connections at the "
+        "hub, Nagle in the splitter, Chromium's late extra connections), with a shaper diagnostic: "
+        'docs/cache.md, "Web pages over GEO".\n\n'
         + "Paper (Figs. 10 and 11): Netscape Communicator 4.05 (one persistent connection, one object at a "
         "time) against an NT 4.0 web server over a channel simulator, 250 ms each way, error-free, "
         "stopwatch-timed, gateways as plain IP routers vs. connection splitting. The extracted text keeps "
         "only the captions, not the bar heights, so we cannot quote its seconds: it reports that splitting "
         'still gives "a considerable improvement" for both pages, smaller than for FTP because each '
         "object costs one idle round trip. Ours differ on purpose: a modern browser opens up to 6 "
-        "connections and requests all images at once, so the per-object round trip the paper blames is "
-        "gone, and what is left is connection setup, slow start and serialisation."
+        "connections and keeps six image requests in flight, so most of the per-object round trips the paper "
+        "blames are gone, and what is left is connection setup, slow start and serialisation."
     )

@@ -10,10 +10,12 @@ rule sends it to Squid's port (inserted by the test) Squid refuses it with 403.
 from __future__ import annotations
 
 import copy
+import json
 import os
 import re
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -24,7 +26,7 @@ from conftest import in_ns, satlab
 
 from satlab import gateway
 
-PREFIX = "cs-"
+PREFIX = os.environ.get("CACHE_TEST_PREFIX", "cs-")  # another prefix for a parallel run
 SERVER, CLIENT, OTHER = "10.71.3.10", "10.71.1.10", "10.71.1.11"
 BIG = f"http://{SERVER}/bytes/1048576"
 PERIGEE = str(gateway.REPO / "bin" / "perigee")
@@ -73,13 +75,14 @@ class Fetch:
         return self.headers.get("x-cache", "")
 
 
-def fetch(url: str, source: str | None = None, keep_body: bool = False) -> Fetch:
+def fetch(url: str, source: str | None = None, keep_body: bool = False, max_time: int = 60) -> Fetch:
     """One GET with curl in the client namespace (fresh connection, no proxy settings)."""
-    argv = ["curl", "-sS", "--max-time", "60", "-D", "-", "-o", "-" if keep_body else "/dev/null",
+    argv = ["curl", "-sS", "--max-time", str(max_time), "-D", "-", "-o", "-" if keep_body else "/dev/null",
             "-w", "\n@@%{http_code} %{time_total} %{size_download}"]
     if source:
         argv += ["--interface", source]
-    p = subprocess.run(in_ns("client", [*argv, url], PREFIX), capture_output=True, text=True, timeout=90)
+    p = subprocess.run(in_ns("client", [*argv, url], PREFIX), capture_output=True, text=True,
+                       timeout=max_time + 30)
     assert p.returncode == 0, p.stderr
     text, _, tail = p.stdout.rpartition("\n@@")
     code, secs, size = tail.split()
@@ -87,6 +90,54 @@ def fetch(url: str, source: str | None = None, keep_body: bool = False) -> Fetch
     headers = {k.strip().lower(): v.strip() for k, _, v in
                (line.partition(":") for line in head.splitlines()[1:]) if k}
     return Fetch(int(code), float(secs), int(size), headers, body)
+
+
+# Several GETs on ONE connection from the client namespace: one after another (keep-alive) or all
+# in a single write (pipelined). Prints a JSON list of {status, length, x_cache, body_ok}.
+ONE_CONNECTION_CLIENT = r"""
+import json, socket, sys
+host, mode, paths = sys.argv[1], sys.argv[2], sys.argv[3:]
+sock = socket.create_connection((host, 80), timeout=60)
+buf = b""
+def fill():
+    global buf
+    data = sock.recv(65536)
+    if not data:
+        raise SystemExit("connection closed early")
+    buf += data
+def response():
+    global buf
+    while b"\r\n\r\n" not in buf:
+        fill()
+    head, _, buf = buf.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    hdrs = {k.strip().lower(): v.strip() for k, _, v in (x.partition(":") for x in lines[1:])}
+    n = int(hdrs.get("content-length", "0"))
+    while len(buf) < n:
+        fill()
+    body, buf = buf[:n], buf[n:]
+    return {"status": int(lines[0].split()[1]), "length": n, "x_cache": hdrs.get("x-cache", ""),
+            "keep_alive": hdrs.get("connection", "").lower() != "close"}
+reqs = [f"GET {p} HTTP/1.1\r\nHost: {host}\r\n\r\n".encode() for p in paths]
+out = []
+if mode == "pipelined":
+    sock.sendall(b"".join(reqs))
+    out = [response() for _ in reqs]
+else:
+    for r in reqs:
+        sock.sendall(r)
+        out.append(response())
+print(json.dumps(out))
+"""
+
+
+def one_connection(paths: list[str], pipelined: bool) -> list[dict[str, Any]]:
+    mode = "pipelined" if pipelined else "keepalive"
+    p = subprocess.run(in_ns("client", [sys.executable, "-c", ONE_CONNECTION_CLIENT, SERVER, mode, *paths], PREFIX),
+                       capture_output=True, text=True, timeout=90)
+    assert p.returncode == 0, p.stderr
+    out: list[dict[str, Any]] = json.loads(p.stdout)
+    return out
 
 
 def ctl(sock: str, method: str, path: str, body: Any = None) -> tuple[int, Any]:
@@ -138,6 +189,45 @@ def test_terminal_miss_then_hit_much_faster_and_hybla_toward_the_satellite(cslab
     assert cache["bytes_saved"] >= 1048576 and cache["bytes"] >= 2 * 1048576, cache
     status, health = ctl(sock, "GET", "/v1/health")
     assert status == 200 and health["problems"] == [], health
+
+
+def test_keep_alive_and_pipelined_requests_through_the_cache(cslab: CsLab) -> None:
+    sock = cslab.ensure("terminal")
+    a, b = "/bytes/3001", "/bytes/7001"
+    # Keep-alive: three requests one after another on one connection.
+    answers = one_connection([a, b, a], pipelined=False)
+    assert [(x["status"], x["length"]) for x in answers] == [(200, 3001), (200, 7001), (200, 3001)], answers
+    assert all("perigee-cache" in x["x_cache"] and x["keep_alive"] for x in answers), answers
+    time.sleep(1.0)  # both objects committed to the store
+    # Pipelined: three requests in one write; answered in order, the cached ones from the cache.
+    answers = one_connection([b, a, "/bytes/5001"], pipelined=True)
+    assert [(x["status"], x["length"]) for x in answers] == [(200, 7001), (200, 3001), (200, 5001)], answers
+    assert answers[0]["x_cache"].startswith("HIT") and answers[1]["x_cache"].startswith("HIT"), answers
+    assert "perigee-cache" in answers[2]["x_cache"], answers
+    # Squid saw each batch on a single client connection (one client port per batch).
+    deadline = time.monotonic() + 10  # Squid logs a request when it ends; the gateway tails the log
+    while True:
+        ports = [r["client"] for end in ("/bytes/3001", "/bytes/7001", "/bytes/5001") for r in records(sock, end)]
+        if len(ports) >= 6 or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert len(ports) == 6 and len(set(ports)) == 2, ports
+
+
+def test_200_mb_object_is_cached_and_served_from_the_cache(cslab: CsLab) -> None:
+    sock = cslab.ensure("terminal")
+    size = 200 * 1000 * 1000  # under the satlab cache's max_object_mb (200 MiB) and 256 MB rock store
+    url = f"http://{SERVER}/bytes/{size}"
+    miss = fetch(url, max_time=120)
+    time.sleep(2.0)  # the store commits the last slots after the MISS completes
+    hit = fetch(url, max_time=120)
+    print(f"geo-hts, gateway+cache at terminal, 200 MB: MISS {miss.seconds:.1f} s, HIT {hit.seconds:.2f} s")
+    assert miss.status == hit.status == 200 and miss.size == hit.size == size
+    assert miss.x_cache.startswith("MISS") and hit.x_cache.startswith("HIT"), (miss.headers, hit.headers)
+    assert hit.seconds < 0.2 * miss.seconds, (miss.seconds, hit.seconds)
+    recs = records(sock, f"/bytes/{size}")
+    assert [r["outcome"] for r in recs] == ["miss", "hit"], recs
+    assert recs[1]["bytes"] >= size and recs[1]["upstream_bytes"] == 0, recs
 
 
 @pytest.mark.parametrize("kind", ["nocache", "private"])
