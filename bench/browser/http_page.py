@@ -86,7 +86,9 @@ class Connection:
         headers: dict[str, str] = {}
         while line := self._line():
             key, _, value = line.decode("latin-1").partition(":")
-            headers[key.strip().lower()] = value.strip()
+            key, value = key.strip().lower(), value.strip()
+            # Repeated fields (X-Cache from two caches in a row) join with ", ", in order.
+            headers[key] = f"{headers[key]}, {value}" if key in headers else value
         if "chunked" in headers.get("transfer-encoding", "").lower():
             body = b""
             while size := int(self._line().split(b";")[0], 16):

@@ -46,6 +46,16 @@ def test_browser_load_is_timed_from_the_html_connect():
     assert (ld.objects, ld.connections, ld.hits) == (3, 3, 1)
 
 
+def test_hits_count_the_cache_nearest_the_client():
+    both = "MISS from perigee-cache\nHIT from perigee-cache"
+    assert w.nearest_x_cache(both) == "HIT from perigee-cache"
+    assert w.nearest_x_cache("HIT from a, MISS from b") == "MISS from b"
+    assert w.nearest_x_cache("") == ""
+    objs = [{"x_cache": "MISS from h, HIT from t"}, {"x_cache": "MISS from t"}]
+    result = {"load_s": 1.0, "html_end_s": 0.5, "connections": 1, "objects": objs}
+    assert w.parse_http(result).hits == 1
+
+
 def test_variant_records_carry_limit_ratio_and_hits():
     link = w.figures("geo-acts-t1")
     loads = [

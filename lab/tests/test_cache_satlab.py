@@ -50,7 +50,7 @@ class CsLab:
             satlab("up", "--profile", "geo-hts", "--gateway", where, prefix=PREFIX, timeout=180,
                    env={gateway.CACHE_ENV: "1"})
             self.where = where
-        return SOCK[where]
+        return SOCK.get(where, "")
 
 
 @pytest.fixture(scope="module")
@@ -346,3 +346,16 @@ def test_cache_at_the_hub(cslab: CsLab) -> None:
     assert [r["outcome"] for r in recs] == ["miss", "hit"] and recs[0]["client"].startswith(CLIENT + ":"), recs
     who = fetch(f"http://{SERVER}/whoami", keep_body=True)
     assert f'"addr": "{CLIENT}"' in who.body and "perigee-cache" in who.x_cache, (who.body, who.headers)
+
+
+def test_cache_at_both_ends_chains_without_a_forwarding_loop(cslab: CsLab) -> None:
+    # The terminal's Squid fetches a miss from the client's address, so the hub's Squid
+    # intercepts it too: two Perigee caches in a row must not take each other for a loop.
+    cslab.ensure("both")
+    url = f"http://{SERVER}/bytes/65536"
+    miss, hit = miss_then_hit(url)
+    assert miss.status == hit.status == 200 and miss.size == hit.size == 65536, (miss.status, miss.headers)
+    assert miss.x_cache.startswith("MISS") and hit.x_cache.startswith("HIT"), (miss.headers, hit.headers)
+    assert [r["outcome"] for r in records(SOCK["terminal"], "/bytes/65536")] == ["miss", "hit"]
+    hub = records(SOCK["hub"], "/bytes/65536")  # only the terminal's miss reached the hub
+    assert [r["outcome"] for r in hub] == ["miss"] and hub[0]["client"].startswith(CLIENT + ":"), hub

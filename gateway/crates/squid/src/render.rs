@@ -183,6 +183,10 @@ pub fn render(
         "# --- headers: transparent to origins (they see the client's address via TPROXY) ---\n",
     );
     w.push_str("forwarded_for transparent\nhttpd_suppress_version_string on\n");
+    // No Via: with a gateway at each end, the hub's Squid intercepts the terminal's misses and
+    // would see its own visible_hostname in Via and refuse them as a forwarding loop (403). An
+    // intercepting cache cannot loop (its own connections are never intercepted by its gateway).
+    w.push_str("via off\n");
     let _ = writeln!(w, "visible_hostname {VISIBLE_HOSTNAME}\n");
 
     w.push_str("# --- storage ---\n");
