@@ -1,0 +1,256 @@
+"""Issue 4, performance: what the splitter costs on a path with no delay and no rate limit."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+from typing import Any
+
+from bench import lab, procs, records, vethlab
+from bench.context import Context
+from bench.tools import gwload, gwproc
+
+NAME = "splitter-overhead"
+KIND = "overhead"
+TITLE = "Splitter overhead on zero-delay veth (issue 4)"
+DESCRIPTION = (
+    "client — gateway — server over plain veth pairs (no emulator, no delay, no rate limit), "
+    "measured routed (the gateway namespace only forwards) and split (`perigee gateway run`, 4 workers, "
+    "cubic both legs) in the same run. `throughput`: one download server → client (Python sender and "
+    "receiver, 1 MiB writes); `throughput_ratio` = split / routed (target ≥ 0.6). `path_cpu`: utime+stime "
+    "of sender, receiver and (split) the daemon per Gbit/s moved — routed forwarding runs in softirq, "
+    "charged to the endpoints; `gateway_cpu` is the daemon alone. `conn_rate`: new connections per second, "
+    "each connect → 1-byte echo → close, so it counts only connections that reached the server (target "
+    "≥ 5,000/s); the routed figure is the Python client's and echo server's own ceiling on this machine. "
+    "`idle_flow_rss`: growth of the daemon's RSS (master + workers) per idle split flow with N flows "
+    "open at once (target ≤ 32 KiB), the client's flows spread over several processes (20,000-fd cap). "
+    "Two shared cores carry client, server and gateway at once: absolute numbers are noisy."
+)
+PARAMS: dict[str, dict[str, Any]] = {
+    "quick": {
+        "size_bytes": 500_000_000,
+        "rate_duration_s": 2.0,
+        "rate_procs": 2,
+        "rate_concurrency": 64,
+        "rate_max_conns": 12_000,
+        "idle_flows": 5_000,
+        "workers": 4,
+    },
+    "full": {
+        "size_bytes": 2_000_000_000,
+        "rate_duration_s": 4.0,
+        "rate_procs": 2,
+        "rate_concurrency": 64,
+        "rate_max_conns": 20_000,
+        "idle_flows": 10_000,
+        "workers": 4,
+    },
+}
+TARGET_RATIO = 0.6
+TARGET_CONN_RATE = 5_000.0
+TARGET_IDLE_KIB = 32.0
+TRANSFER_PORT = 5201
+HOLD_PROCS = 4  # client processes for the idle flows: 2,500 sockets each at 10,000
+ECHO_PROCS = 2
+
+
+def _children_cpu_s() -> float:
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def download(vp: vethlab.VethPath, size: int) -> dict[str, Any]:
+    """One transfer server → client; bytes, seconds, and the endpoints' CPU seconds.
+
+    Both endpoints are our children (`ip netns exec` execs the tool), so RUSAGE_CHILDREN grows by
+    exactly their utime+stime once both are reaped.
+    """
+    serve = vp.exec_argv(
+        "server",
+        procs.tool_argv(
+            "bench.tools.flow", "serve", "--bind", vethlab.SERVER_V4, "--port", str(TRANSFER_PORT),
+            "--bytes", str(size), "--timeout", "60",
+        ),
+    )  # fmt: skip
+    fetch = vp.exec_argv(
+        "client",
+        procs.tool_argv(
+            "bench.tools.flow", "fetch", "--connect", vethlab.SERVER_V4, "--port", str(TRANSFER_PORT),
+            "--bytes", str(size), "--timeout", "60",
+        ),
+    )  # fmt: skip
+    cpu0 = _children_cpu_s()
+    with procs.Background(serve) as server:
+        server.wait_line("LISTENING", timeout=15)
+        got = procs.run(fetch, timeout=80, check=False)
+        server.result(timeout=20)
+    cpu_s = _children_cpu_s() - cpu0
+    fetched = json.loads(got.stdout.strip().splitlines()[-1])
+    if fetched.get("error") or int(fetched["bytes"]) < size:
+        raise procs.ToolError(
+            f"download incomplete: {fetched.get('bytes')} of {size}: {fetched.get('error')}"
+        )
+    seconds = fetched["t_done"] - fetched["t_connected"]
+    return {"bytes": int(fetched["bytes"]), "seconds": seconds, "endpoint_cpu_s": cpu_s}
+
+
+def measure_path(
+    vp: vethlab.VethPath, params: dict[str, Any], daemon: gwproc.Daemon | None
+) -> dict[str, Any]:
+    """Throughput (with CPU) and connection rate across the path as it is now (routed or split)."""
+    hz = os.sysconf("SC_CLK_TCK")
+    ticks0 = gwproc.snapshot(daemon.pids).cpu_ticks if daemon else 0
+    tr = download(vp, int(params["size_bytes"]))
+    tr["daemon_cpu_s"] = (
+        (gwproc.snapshot(daemon.pids).cpu_ticks - ticks0) / hz if daemon else 0.0
+    )
+    with gwload.echo_server(vp.exec_argv, vethlab.SERVER_V4, ECHO_PROCS):
+        ticks0 = gwproc.snapshot(daemon.pids).cpu_ticks if daemon else 0
+        rate = gwload.conn_rate(
+            vp.exec_argv,
+            vethlab.SERVER_V4,
+            params["rate_procs"],
+            params["rate_concurrency"],
+            params["rate_duration_s"],
+            params["rate_max_conns"],
+        )
+        rate["daemon_cpu_s"] = (
+            (gwproc.snapshot(daemon.pids).cpu_ticks - ticks0) / hz if daemon else 0.0
+        )
+    return {"transfer": tr, "rate": rate}
+
+
+def path_records(variant: str, m: dict[str, Any]) -> list[records.Record]:
+    tr, rate = m["transfer"], m["rate"]
+    gbps = tr["bytes"] * 8 / tr["seconds"] / 1e9
+    cpu_s = tr["endpoint_cpu_s"] + tr["daemon_cpu_s"]
+    out = [
+        records.measured(NAME, variant, "throughput", gbps, "Gbit/s"),
+        records.measured(
+            NAME, variant, "path_cpu", gwload.cpu_per_gbps(cpu_s, tr["bytes"]), "% core per Gbit/s",
+            "sender + receiver" + (" + gateway daemon" if variant == "split" else " (forwarding in their softirq)"),
+        ),
+        records.measured(
+            NAME, variant, "conn_rate", rate["rate_per_s"], "conn/s",
+            f"target through the splitter >= {TARGET_CONN_RATE:.0f}/s" if variant == "split" else "client ceiling",
+        ),
+        records.measured(NAME, variant, "conn_errors", rate["errors"], "conn"),
+    ]  # fmt: skip
+    if variant == "split" and rate["completed"] > 0:
+        out.append(
+            records.measured(
+                NAME, variant, "gateway_cpu_per_conn", 1e6 * rate["daemon_cpu_s"] / rate["completed"], "µs/conn",
+                "daemon utime+stime over the rate run / connections completed",
+            )
+        )  # fmt: skip
+    if variant == "split":
+        out.append(
+            records.measured(
+                NAME, variant, "gateway_cpu", gwload.cpu_per_gbps(tr["daemon_cpu_s"], tr["bytes"]),
+                "% core per Gbit/s", "the daemon's master + workers only",
+            )
+        )  # fmt: skip
+    return out
+
+
+def idle_records(held: gwload.HeldFlows, wanted: int) -> list[records.Record]:
+    variant = f"split-{wanted}-idle"
+    n = int(held.client["held"])
+    out = [
+        records.measured(NAME, variant, "flows_held", n, "flows"),
+        records.measured(NAME, variant, "flow_errors", held.client["errors"], "flows"),
+    ]
+    if "flows_live" in held.counters:
+        out.append(
+            records.measured(
+                NAME,
+                variant,
+                "flows_live",
+                held.counters["flows_live"],
+                "flows",
+                "gateway count",
+            )
+        )
+    if held.plateau.fds:
+        out.append(
+            records.measured(
+                NAME,
+                variant,
+                "fds_max_per_process",
+                max(held.plateau.fds.values()),
+                "fds",
+            )
+        )
+    if n > 0:
+        per_flow = (
+            gwload.bytes_per_flow(
+                held.before.rss_total_kib, held.plateau.rss_total_kib, n
+            )
+            / 1024
+        )
+        out.append(
+            records.measured(
+                NAME, variant, "idle_flow_rss", per_flow, "KiB/flow",
+                f"daemon RSS growth / flows; target <= {TARGET_IDLE_KIB:.0f} KiB",
+            )
+        )  # fmt: skip
+    else:
+        out.append(
+            records.missing(
+                NAME, variant, "idle_flow_rss", "KiB/flow", "no flow could be opened"
+            )
+        )
+    return out
+
+
+def run(ctx: Context, params: dict[str, Any]) -> list[records.Record]:
+    out: list[records.Record] = []
+    with vethlab.path(lab.PREFIX) as vp:
+        ctx.log(f"{NAME}: routed")
+        routed = measure_path(vp, params, None)
+        out += path_records("routed", routed)
+        max_flows = 2 * int(
+            params["idle_flows"]
+        )  # the hold must stay split, not overflow to routed
+        with vethlab.gateway(vp, int(params["workers"]), max_flows) as gw:
+            ctx.log(f"{NAME}: split, daemon pids {gw.daemon.pids}")
+            split = measure_path(vp, params, gw.daemon)
+            out += path_records("split", split)
+            ctx.log(f"{NAME}: {params['idle_flows']} idle flows")
+            with gwload.echo_server(vp.exec_argv, vethlab.SERVER_V4, ECHO_PROCS):
+                held = gwload.hold_flows(
+                    vp.exec_argv,
+                    vethlab.SERVER_V4,
+                    int(params["idle_flows"]),
+                    HOLD_PROCS,
+                    gw.daemon,
+                    gw.control_socket,
+                )
+            out += idle_records(held, int(params["idle_flows"]))
+    r_tr, s_tr = routed["transfer"], split["transfer"]
+    ratio = (s_tr["bytes"] / s_tr["seconds"]) / (r_tr["bytes"] / r_tr["seconds"])
+    out.append(
+        records.measured(
+            NAME,
+            "split",
+            "throughput_ratio",
+            ratio,
+            "x",
+            f"split / routed; target >= {TARGET_RATIO}",
+        )
+    )
+    if routed["rate"]["rate_per_s"] > 0:
+        out.append(
+            records.measured(
+                NAME, "split", "conn_rate_ratio", split["rate"]["rate_per_s"] / routed["rate"]["rate_per_s"], "x",
+                "split / routed with the same client",
+            )
+        )  # fmt: skip
+    ctx.raw[NAME] = {
+        "routed": routed,
+        "split": split,
+        "idle": {"client": held.client, "counters": held.counters, "before": vars(held.before),
+                 "plateau": vars(held.plateau)},
+    }  # fmt: skip
+    return out

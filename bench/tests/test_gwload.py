@@ -1,0 +1,73 @@
+"""Pure parts of the overhead and scale scenarios: load splitting, aggregation, /proc parsing, metric math."""
+
+import pytest
+
+from bench.tools import connload, gwload, gwproc
+
+
+def test_split_evenly_spreads_the_remainder_over_the_first_parts():
+    assert connload.split_evenly(10_000, 4) == [2500, 2500, 2500, 2500]
+    assert connload.split_evenly(10, 3) == [4, 3, 3]
+    assert sum(connload.split_evenly(9_999, 7)) == 9_999
+
+
+def test_aggregate_sums_processes_and_rates_only_the_window():
+    parts = [
+        {
+            "completed": 110,
+            "completed_in_window": 100,
+            "errors": 1,
+            "unfinished": 0,
+            "error_kinds": {"ECONNRESET": 1},
+        },
+        {
+            "completed": 60,
+            "completed_in_window": 50,
+            "errors": 2,
+            "unfinished": 3,
+            "error_kinds": {"ECONNRESET": 1, "eof": 1},
+        },
+    ]
+    agg = connload.aggregate(parts, 2.0)
+    assert agg["completed"] == 170
+    assert (
+        agg["rate_per_s"] == 75.0
+    )  # (100 + 50) / 2 s: completions after the window do not count
+    assert agg["errors"] == 3 and agg["unfinished"] == 3
+    assert agg["error_kinds"] == {"ECONNRESET": 2, "eof": 1}
+
+
+def test_bytes_per_flow_from_rss_growth():
+    assert gwload.bytes_per_flow(10_000, 22_500, 10_000) == 1280.0
+    assert (
+        gwload.bytes_per_flow(10_000, 9_000, 100) == 0.0
+    )  # RSS shrank: no growth, not negative
+    with pytest.raises(ValueError):
+        gwload.bytes_per_flow(1, 2, 0)
+
+
+def test_cpu_per_gbps_is_core_seconds_per_gbit():
+    # 1 core-second spent moving 1.25 GB (10 Gbit): 10 % of a core per Gbit/s, whatever the duration
+    assert gwload.cpu_per_gbps(1.0, 1_250_000_000) == pytest.approx(10.0)
+    with pytest.raises(ValueError):
+        gwload.cpu_per_gbps(1.0, 0)
+
+
+def test_classify_cmdline_tells_master_from_worker():
+    exe = b"/work/main/gateway/target/release/perigee"
+    assert (
+        gwproc.classify_cmdline(exe + b"\0gateway\0run\0--config\0x.json\0") == "master"
+    )
+    assert (
+        gwproc.classify_cmdline(exe + b"\0gateway\0worker\0--index\0" + b"2\0")
+        == "worker"
+    )
+    assert gwproc.classify_cmdline(exe + b"\0flows\0--json\0") is None
+    assert gwproc.classify_cmdline(b"/usr/bin/python3\0-m\0gateway\0run\0") is None
+    assert gwproc.classify_cmdline(b"") is None
+
+
+def test_parse_status_reads_rss_and_peak():
+    text = "Name:\tperigee\nVmPeak:\t  99999 kB\nVmHWM:\t   8200 kB\nVmRSS:\t   7100 kB\nThreads:\t2\n"
+    assert gwproc.parse_status_kib(text) == {"VmHWM": 8200, "VmRSS": 7100}
+    assert gwproc.parse_status_kib("Name:\tkthreadd\n") == {}

@@ -1,0 +1,197 @@
+"""A zero-delay, unshaped path for overhead measurements: client -- gateway -- server over plain
+veth pairs (no link emulator, no qdisc limits), namespaces named with the bench prefix.
+
+satlab always puts its userspace emulator in the path, which would cap and tax every number here,
+so the overhead scenario builds this instead. The gateway namespace forwards (routed baseline);
+`gateway()` starts `perigee gateway run` there so the same path becomes split.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench import procs
+from bench.lab import PREFIX, TCP_SYSCTLS, LabUnavailable
+from bench.tools import gwproc
+
+PERIGEE = str(procs.REPO / "bin/perigee")
+CLIENT_V4, GATEWAY_LAN_V4, GATEWAY_SRV_V4, SERVER_V4 = (
+    "10.97.1.10",
+    "10.97.1.1",
+    "10.97.2.1",
+    "10.97.2.10",
+)
+CLIENT_SUBNET = "10.97.1.0/24"
+# Enough client ports for tens of thousands of connections to one server port.
+PORT_RANGE = "net.ipv4.ip_local_port_range=10000 65000"
+
+
+def _sh(*argv: str) -> None:
+    procs.run(list(argv), timeout=20)
+
+
+@dataclass(frozen=True)
+class VethPath:
+    prefix: str
+
+    def ns(self, role: str) -> str:
+        return f"{self.prefix}ovh-{role}"
+
+    def exec_argv(self, role: str, argv: list[str]) -> list[str]:
+        return procs.in_netns(self.ns(role), argv)
+
+    def up(self) -> None:
+        self.down()
+        c, g, s = self.ns("client"), self.ns("gw"), self.ns("server")
+        for ns in (c, g, s):
+            _sh("ip", "netns", "add", ns)
+            _sh("ip", "-n", ns, "link", "set", "lo", "up")
+        _sh(
+            "ip",
+            "-n",
+            c,
+            "link",
+            "add",
+            "eth0",
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "lan0",
+            "netns",
+            g,
+        )
+        _sh(
+            "ip",
+            "-n",
+            s,
+            "link",
+            "add",
+            "eth0",
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "sat0",
+            "netns",
+            g,
+        )
+        for ns, dev, addr in (
+            (c, "eth0", f"{CLIENT_V4}/24"),
+            (g, "lan0", f"{GATEWAY_LAN_V4}/24"),
+            (g, "sat0", f"{GATEWAY_SRV_V4}/24"),
+            (s, "eth0", f"{SERVER_V4}/24"),
+        ):
+            _sh("ip", "-n", ns, "addr", "add", addr, "dev", dev)
+            _sh("ip", "-n", ns, "link", "set", dev, "up")
+        _sh("ip", "-n", c, "route", "add", "default", "via", GATEWAY_LAN_V4)
+        _sh("ip", "-n", s, "route", "add", "default", "via", GATEWAY_SRV_V4)
+        _sh(*self.exec_argv("gw", ["sysctl", "-qw", "net.ipv4.ip_forward=1"]))
+        for role in ("client", "gw", "server"):
+            _sh(*self.exec_argv(role, ["sysctl", "-qw", *TCP_SYSCTLS, PORT_RANGE]))
+
+    def down(self) -> None:
+        for role in ("client", "gw", "server"):
+            procs.run(["ip", "netns", "del", self.ns(role)], timeout=20, check=False)
+
+
+@contextmanager
+def path(prefix: str = PREFIX) -> Iterator[VethPath]:
+    """The three namespaces, removed on exit whatever happened."""
+    vp = VethPath(prefix)
+    try:
+        vp.up()
+    except procs.ToolError as exc:
+        vp.down()
+        raise LabUnavailable(f"veth path: {exc}") from exc
+    try:
+        yield vp
+    finally:
+        vp.down()
+
+
+def gateway_config(max_flows: int) -> dict[str, object]:
+    """A terminal-role splitter for everything from the client subnet; plain cubic, kernel buffers."""
+    return {
+        "schema": 1,
+        "revision": "bench-overhead",
+        "role": "terminal",
+        "interfaces": {"lan": ["lan0"], "satellite": "sat0"},
+        "served_subnets": [CLIENT_SUBNET],
+        "splitter": {"enabled": True, "tproxy_port": 7071, "max_flows": max_flows},
+        "satellite": {
+            "congestion_control": "cubic",
+            "sndbuf_bytes": 0,
+            "rcvbuf_bytes": 0,
+        },
+    }
+
+
+@dataclass(frozen=True)
+class RunningGateway:
+    control_socket: str
+    daemon: gwproc.Daemon
+
+
+@contextmanager
+def gateway(vp: VethPath, workers: int, max_flows: int) -> Iterator[RunningGateway]:
+    """`perigee gateway run` in the gateway namespace until exit (SIGTERM: it removes its rules)."""
+    tmp = tempfile.mkdtemp(prefix=f"{vp.prefix}ovh-")
+    cfg, sock, log = f"{tmp}/gw.json", f"{tmp}/gw.sock", f"{tmp}/gw.log"
+    Path(cfg).write_text(json.dumps(gateway_config(max_flows)))
+    argv = [
+        "nsenter", f"--net=/run/netns/{vp.ns('gw')}", "--", PERIGEE, "gateway", "run",
+        "--config", cfg, "--control-socket", sock, "--workers", str(workers), "--metrics", "off",
+    ]  # fmt: skip
+    with open(log, "ab") as logf:
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=logf,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            if proc.poll() is not None:
+                raise LabUnavailable(
+                    f"gateway exited {proc.returncode}: {Path(log).read_text()[-600:]}"
+                )
+            try:
+                health = gwproc.control_get(sock, "/v1/health", timeout=1)
+                alive = [w for w in health.get("workers", []) if w.get("alive")]
+                if len(alive) == workers:
+                    break
+            except (OSError, ValueError, IndexError, procs.ToolError):
+                pass
+            if time.monotonic() > deadline:
+                raise LabUnavailable(
+                    "gateway did not report its workers alive within 30 s"
+                )
+            time.sleep(0.05)
+        daemon = gwproc.find(vp.ns("gw"))
+        yield RunningGateway(sock, daemon)
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=5)
+        for name in ("gw.json", "gw.sock", "gw.log"):
+            try:
+                os.unlink(f"{tmp}/{name}")
+            except FileNotFoundError:
+                pass
+        os.rmdir(tmp)
