@@ -49,6 +49,30 @@ def test_collector_ingests_live_closed_counters(app: FastAPI, fake_gw: FakeGatew
     assert rows[("class_bps", "web")] == 1_001_000
 
 
+def test_live_flows_filtered_and_limited_match_the_snapshot(
+    app: FastAPI, fake_gw: FakeGateway, viewer: TestClient
+) -> None:
+    ctx = app.state.ctx
+    actions = ("accelerate", "cache", "bypass")
+    fake_gw.live_flows = [make_flow(i, action=actions[i % 3]) for i in range(10)]
+    ctx.collector.tick()
+    whole = viewer.get("/api/v1/flows").json()
+    assert whole["count"] == 10 and [f["id"] for f in whole["flows"]] == [f["id"] for f in fake_gw.live_flows]
+    cached = viewer.get("/api/v1/flows").json()  # served from the per-snapshot encoding
+    assert cached == whole
+    only = viewer.get("/api/v1/flows", params={"action": "cache"}).json()
+    assert only["count"] == 3 and [f["action"] for f in only["flows"]] == ["cache"] * 3
+    assert only["flows"] == [f for f in whole["flows"] if f["action"] == "cache"]
+    assert only["now"] == whole["now"] and only["error"] is None
+    few = viewer.get("/api/v1/flows", params={"limit": 2, "action": "bypass"}).json()
+    assert few["count"] == 3 and len(few["flows"]) == 2
+    # A new snapshot is encoded anew, never served from the previous one.
+    fake_gw.live_flows = [make_flow(99, action="cache")]
+    ctx.collector.tick()
+    fresh = viewer.get("/api/v1/flows", params={"action": "cache"}).json()
+    assert fresh["count"] == 1 and fresh["flows"][0]["id"] == fake_gw.live_flows[0]["id"]
+
+
 def _fill(app: FastAPI, start: int, seconds: int) -> None:
     with app.state.ctx.db.session() as db:
         for s in range(seconds):

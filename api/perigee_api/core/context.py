@@ -27,6 +27,8 @@ class LiveFlows:
         self.seq = 0
         self.error: str | None = None
         self.encoded: tuple[int, bytes] | None = None  # (seq, JSON) of the unfiltered answer
+        # (seq, each flow's JSON): filtered answers join these instead of encoding again.
+        self.encoded_flows: tuple[int, list[bytes]] | None = None
 
     def update(self, flows: list[dict[str, Any]], now: float) -> None:
         with self._lock:

@@ -6,13 +6,14 @@ import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
-from typing import Literal
+from typing import Any, Literal
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response, StreamingResponse
 from sqlalchemy import func, select
 
 from perigee_api.api.deps import Ctx, Db, Viewer
+from perigee_api.core.context import LiveFlows
 from perigee_api.core.errors import ErrorResponse
 from perigee_api.gateway_client import GatewayError
 from perigee_api.models import FlowRecord
@@ -54,21 +55,27 @@ def live_flows(
     cached = ctx.live.encoded
     if unfiltered and cached and cached[0] == seq and seq > 0:
         return Response(cached[1], media_type="application/json")
+    items = _encoded_flows(ctx.live, flows, seq)
     if action:
-        flows = [f for f in flows if f.get("action") == action]
-    body = json.dumps(
-        {
-            "flows": flows[:limit],
-            "now": now,
-            "count": len(flows),
-            "fetched_at": ctx.live.fetched_at,
-            "error": ctx.live.error,
-        },
+        items = [item for flow, item in zip(flows, items, strict=True) if flow.get("action") == action]
+    tail = json.dumps(
+        {"now": now, "count": len(items), "fetched_at": ctx.live.fetched_at, "error": ctx.live.error},
         separators=(",", ":"),
     ).encode()
+    body = b'{"flows":[' + b",".join(items[:limit]) + b"]," + tail[1:]
     if unfiltered:
         ctx.live.encoded = (seq, body)
     return Response(body, media_type="application/json")
+
+
+def _encoded_flows(live: LiveFlows, flows: list[dict[str, Any]], seq: int) -> list[bytes]:
+    """Each flow of snapshot `seq` as compact JSON, encoded once per snapshot."""
+    cached = live.encoded_flows
+    if cached and cached[0] == seq and seq > 0:
+        return cached[1]
+    items = [json.dumps(f, separators=(",", ":")).encode() for f in flows]
+    live.encoded_flows = (seq, items)
+    return items
 
 
 @router.get(
