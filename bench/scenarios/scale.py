@@ -1,0 +1,218 @@
+"""Issue 9 item 5: 10,000 concurrent flows and the connection rate through the gateway on satlab."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from bench import lab, procs, records, vethlab
+from bench.context import Context
+from bench.lab import SERVER_V4
+from bench.tools import gwload, gwproc
+
+NAME = "scale"
+KIND = "scale"
+TITLE = "Concurrent flows and connection rate through the gateway (issue 9.5)"
+DESCRIPTION = (
+    "satlab `leo` (100 Mbit/s, 30 ms RTT, through the link emulator) with the gateway at the hub, as "
+    "`satlab up --gateway hub` starts it (4 workers, max_flows 10,000). The client opens N flows at once "
+    "(4 processes, 256 connecting at a time each), each checked by a 1-byte echo from the server, and holds "
+    "them idle: `flows_held` and `flow_errors` from the client, `flows_live` / `flows_unsplit` from the "
+    "gateway's counters, `open_all` the time to open them, `daemon_peak_rss` (Σ VmHWM of master + workers) "
+    "and `fds` at the plateau. Then `conn_rate`: connect → 1-byte echo → close, many in flight, so "
+    "each connection crosses the emulated link twice. Two shared cores run client, server, emulator and "
+    "gateway: absolute numbers are noisy."
+)
+PARAMS: dict[str, dict[str, Any]] = {
+    "quick": {
+        "profile": "leo",
+        "flows": 4_000,
+        "rate_duration_s": 2.0,
+        "rate_procs": 2,
+        "rate_concurrency": 128,
+        "rate_max_conns": 10_000,
+    },
+    "full": {
+        "profile": "leo",
+        "flows": 10_000,
+        "rate_duration_s": 4.0,
+        "rate_procs": 2,
+        "rate_concurrency": 128,
+        "rate_max_conns": 20_000,
+    },
+}
+HOLD_PROCS = 4
+ECHO_PROCS = 4  # 10,000 server sockets: 2,500 per process
+
+
+def hold_records(variant: str, held: gwload.HeldFlows) -> list[records.Record]:
+    c, plateau = held.client, held.plateau
+    n = int(c["held"])
+    out = [
+        records.measured(
+            NAME,
+            variant,
+            "flows_held",
+            n,
+            "flows",
+            f"of {c['flows_requested']} requested",
+        ),
+        records.measured(
+            NAME,
+            variant,
+            "flow_errors",
+            c["errors"],
+            "flows",
+            ", ".join(f"{k}: {v}" for k, v in c["error_kinds"].items()),
+        ),
+        records.measured(NAME, variant, "open_all", c["open_all_s"], "s"),
+    ]
+    if n and c["open_all_s"] > 0:
+        out.append(
+            records.measured(
+                NAME,
+                variant,
+                "open_rate",
+                n / c["open_all_s"],
+                "conn/s",
+                "while opening all",
+            )
+        )
+    for key, metric in (
+        ("flows_live", "flows_live"),
+        ("flows_unsplit_overflow", "flows_unsplit"),
+    ):
+        if key in held.counters:
+            out.append(
+                records.measured(
+                    NAME,
+                    variant,
+                    metric,
+                    held.counters[key],
+                    "flows",
+                    "gateway counters",
+                )
+            )
+    if plateau.fds:
+        out.append(
+            records.measured(
+                NAME, variant, "fds_max_per_process", max(plateau.fds.values()), "fds"
+            )
+        )
+        out.append(
+            records.measured(
+                NAME, variant, "fds_total", sum(plateau.fds.values()), "fds"
+            )
+        )
+        out.append(
+            records.measured(
+                NAME,
+                variant,
+                "daemon_peak_rss",
+                sum(plateau.hwm_kib.values()) / 1024,
+                "MiB",
+                "Σ VmHWM",
+            )
+        )
+        if n:
+            per_flow = (
+                gwload.bytes_per_flow(
+                    held.before.rss_total_kib, plateau.rss_total_kib, n
+                )
+                / 1024
+            )
+            out.append(
+                records.measured(NAME, variant, "rss_per_flow", per_flow, "KiB/flow")
+            )
+    else:
+        out.append(
+            records.missing(
+                NAME, variant, "fds_total", "fds", "no gateway process found at the hub"
+            )
+        )
+    return out
+
+
+def run(ctx: Context, params: dict[str, Any]) -> list[records.Record]:
+    out: list[records.Record] = []
+    flows = int(params["flows"])
+    variant = f"gateway-hub/{flows}"
+    with lab.running(params["profile"], gateway="hub") as lb:
+        status = lb.status()
+        sock = os.path.join(str(status.get("run_dir", "")), f"gw-{lb.ns('hub')}.sock")
+        daemon = gwproc.find(lb.ns("hub"))
+        if not daemon.pids:
+            return [
+                records.skipped(
+                    NAME, variant, "no perigee gateway process in the hub namespace"
+                )
+            ]
+        ctx.log(f"{NAME}: {flows} flows, daemon pids {daemon.pids}")
+        # held flows then sit in TIME_WAIT while the rate run needs fresh ports: widen the range
+        procs.run(
+            lb.exec_argv("client", ["sysctl", "-qw", vethlab.PORT_RANGE]), timeout=10
+        )
+        hz = os.sysconf("SC_CLK_TCK")
+        with gwload.echo_server(lb.exec_argv, SERVER_V4, ECHO_PROCS):
+            held = gwload.hold_flows(
+                lb.exec_argv,
+                SERVER_V4,
+                flows,
+                HOLD_PROCS,
+                daemon,
+                sock,
+                open_timeout_s=70,
+            )
+            out += hold_records(variant, held)
+            ctx.log(f"{NAME}: held {held.client}; connection rate")
+            ticks0 = gwproc.snapshot(daemon.pids).cpu_ticks
+            rate = gwload.conn_rate(
+                lb.exec_argv,
+                SERVER_V4,
+                params["rate_procs"],
+                params["rate_concurrency"],
+                params["rate_duration_s"],
+                params["rate_max_conns"],
+            )
+            rate["daemon_cpu_s"] = (
+                gwproc.snapshot(daemon.pids).cpu_ticks - ticks0
+            ) / hz
+        rv = "gateway-hub/rate"
+        out.append(
+            records.measured(
+                NAME, rv, "conn_rate", rate["rate_per_s"], "conn/s", "target >= 5000/s"
+            )
+        )
+        out.append(
+            records.measured(NAME, rv, "conn_completed", rate["completed"], "conn")
+        )
+        out.append(
+            records.measured(
+                NAME,
+                rv,
+                "conn_errors",
+                rate["errors"],
+                "conn",
+                ", ".join(f"{k}: {v}" for k, v in rate["error_kinds"].items()),
+            )
+        )
+        if rate["completed"]:
+            out.append(
+                records.measured(
+                    NAME,
+                    rv,
+                    "gateway_cpu_per_conn",
+                    1e6 * rate["daemon_cpu_s"] / rate["completed"],
+                    "µs/conn",
+                )
+            )
+        ctx.raw[NAME] = {
+            "hold": {
+                "client": held.client,
+                "counters": held.counters,
+                "before": vars(held.before),
+                "plateau": vars(held.plateau),
+            },
+            "rate": rate,
+        }
+    return out
