@@ -1,0 +1,285 @@
+"""The BoD scenarios' pieces that need no lab: series summaries, records, the gateway config helper
+(against a real Unix-socket HTTP server) and the API's BoD derivation for geo-skyplex."""
+
+import json
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bench import bod
+from bench.profiles import figures
+from bench.scenarios import caini_bod as cb
+from bench.tools import gwconfig
+
+RATE = 1_144_000.0
+
+
+def ramp(t_full: float, duration: float, rate: float = RATE, slow: float = 44_000.0):
+    """Cumulative bytes every 0.1 s: `slow` bit/s until t_full, then `rate`."""
+    out, total = [], 0.0
+    for i in range(1, round(duration * 10) + 1):
+        t = i / 10
+        total += (rate if t > t_full else slow) / 8 * 0.1
+        out.append((t, total))
+    return out
+
+
+def with_gap(samples, start: float, end: float):
+    """The same series with nothing received in (start, end]: a stall."""
+    out, lost = [], 0.0
+    prev = 0.0
+    for t, b in samples:
+        if start < t <= end:
+            lost += b - prev
+        prev = b
+        out.append((t, b - lost))
+    return out
+
+
+def test_window_goodput_is_bytes_over_the_window():
+    s = ramp(0.0, 10.0)
+    assert bod.window_goodput_bps(s, 2.0, 6.0, RATE) == pytest.approx(RATE)
+    with pytest.raises(ValueError):
+        bod.window_goodput_bps(s, 3.0, 3.0, RATE)
+
+
+def test_recovery_counts_from_the_event_end():
+    s = with_gap(ramp(0.0, 30.0), 10.0, 20.0)
+    assert bod.time_to_fraction_after(s, RATE, 20.0) == pytest.approx(1.0, abs=0.11)
+    never = with_gap(ramp(0.0, 30.0), 10.0, 30.0)
+    assert bod.time_to_fraction_after(never, RATE, 20.0) is None
+
+
+def test_gateway_roles():
+    assert bod.gateway_roles(None) == []
+    assert bod.gateway_roles("hub") == ["hub"]
+    assert bod.gateway_roles("both") == ["hub", "terminal"]
+
+
+def test_check_run_refuses_unsplit_or_wrong_cc():
+    run = bod.FlowRun(samples=[(1.0, 100.0)], cc_actual="cubic")
+    assert bod.check_run(run, "cubic", gateway=False) is None
+    assert "not reno" in (bod.check_run(run, "reno", gateway=False) or "")
+    assert "gateway" in (bod.check_run(run, "reno", gateway=True) or "")
+    run.cwnd = [(1.0, 10.0)]
+    assert bod.check_run(run, "reno", gateway=True) is None
+    assert "no data" in (
+        bod.check_run(bod.FlowRun(samples=[], cc_actual="x"), "x", False) or ""
+    )
+
+
+def test_variant_names_and_paper_keys():
+    assert cb.variant_name("clean", "e2e", "reno") == "clean/e2e/reno"
+    assert (
+        cb.variant_name("udp-spike", "gateway-hub", "reno") == "udp-spike/gateway-hub"
+    )
+    assert cb.paper_key("clean/e2e/reno") == "e2e/reno"
+    assert cb.PAPER_T90[cb.paper_key("clean/gateway-hub")] == ("PEPsal", 16.0)
+    assert cb.disturbance("clean", 20) is None
+    spike = cb.disturbance("udp-spike", 20)
+    assert spike == {
+        "kind": "udp-spike",
+        "at_s": 20,
+        "rate_bps": 9_500_000,
+        "length_s": 10.0,
+    }
+    assert cb.disturbance("wired-tcp", 5)["flows"] == 5
+    with pytest.raises(ValueError):
+        cb.disturbance("solar-flare", 1)
+
+
+def test_full_runs_cover_every_condition_and_variant():
+    runs = cb.PARAMS["full"]["runs"]
+    assert len(runs) == 18 and len({tuple(r) for r in runs}) == 18
+    assert {r[0] for r in runs} == {"clean", "udp-spike", "wired-tcp"}
+
+
+def by(recs, metric, unit=None):
+    return {
+        r.variant: r
+        for r in recs
+        if r.metric == metric and (unit is None or r.unit == unit)
+    }
+
+
+def test_clean_records_carry_paper_and_target():
+    link = figures("geo-skyplex")
+    params = cb.PARAMS["full"]
+    recs = cb.summarize(
+        "clean/gateway-hub", bod.FlowRun(ramp(3.0, 40)), link, params, None
+    )
+    t90 = by(recs, "t90", "s")["clean/gateway-hub"]
+    assert t90.value == pytest.approx(4.0, abs=0.11)
+    assert "PEPsal: 16 s" in t90.note and "target < 6 s: met" in t90.note
+    slow = cb.summarize(
+        "clean/gateway-hub", bod.FlowRun(ramp(9.0, 40)), link, params, None
+    )
+    assert "NOT met" in by(slow, "t90", "s")["clean/gateway-hub"].note
+    flat = cb.summarize(
+        "clean/e2e/reno", bod.FlowRun(ramp(50.0, 40)), link, params, None
+    )
+    assert by(flat, "t90")["clean/e2e/reno"].value is None
+
+
+def test_spike_records_penalty_and_recovery():
+    link = figures("geo-skyplex")
+    params = cb.PARAMS["full"]
+    clean = bod.FlowRun(ramp(0.0, 40))
+    spiked = bod.FlowRun(with_gap(ramp(0.0, 40), 20.0, 30.0), event=(20.0, 30.0))
+    recs = cb.summarize("udp-spike/e2e/reno", spiked, link, params, clean)
+    assert by(recs, "penalty")["udp-spike/e2e/reno"].value == pytest.approx(50, abs=1)
+    assert by(recs, "recovery")["udp-spike/e2e/reno"].value == pytest.approx(
+        1.0, abs=0.11
+    )
+    assert by(recs, "goodput_after")["udp-spike/e2e/reno"].value == pytest.approx(
+        0.572, abs=0.01
+    )
+
+
+def test_doc_extra_puts_the_paper_beside_ours():
+    link = figures("geo-skyplex")
+    params = cb.PARAMS["full"]
+    recs = cb.summarize(
+        "clean/gateway-hub", bod.FlowRun(ramp(3.0, 40)), link, params, None
+    )
+    recs += cb.summarize(
+        "clean/e2e/reno", bod.FlowRun(ramp(50.0, 40)), link, params, None
+    )
+    text = cb.doc_extra(recs)
+    assert "| clean/gateway-hub | PEPsal 16 s | 3.9 s | < 6 s: met |" in text
+    assert "| clean/e2e/reno | SACK 29 s | n/a (not reached in 40 s) |  |" in text
+
+
+# --- gwconfig ----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def control_socket(
+    tmp_path: Path,
+) -> Iterator[tuple[str, list[tuple[str, str, bytes]]]]:
+    """A one-thread HTTP/1.1 server on a Unix socket that answers like the gateway's control socket."""
+    path = str(tmp_path / "gw.sock")
+    seen: list[tuple[str, str, bytes]] = []
+    state = {
+        "config": {"schema": 1, "revision": "satlab-hub", "satellite": {"initcwnd": 10}}
+    }
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(path)
+    srv.listen(4)
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                return
+            with conn:
+                raw = b""
+                while b"\r\n\r\n" not in raw:
+                    raw += conn.recv(4096)
+                head, _, body = raw.partition(b"\r\n\r\n")
+                length = int(
+                    head.lower().split(b"content-length: ")[1].split(b"\r\n")[0]
+                )
+                while len(body) < length:
+                    body += conn.recv(4096)
+                method, target = head.decode().split(" ")[:2]
+                seen.append((method, target, body))
+                if method == "GET":
+                    status, out = 200, state["config"]
+                elif json.loads(body).get("satellite", {}).get("initcwnd", 0) > 1000:
+                    status, out = 422, {"error": {"code": "invalid_config"}}
+                else:
+                    state["config"] = json.loads(body)
+                    status, out = (
+                        200,
+                        {"ok": True, "revision": state["config"]["revision"]},
+                    )
+                payload = json.dumps(out).encode()
+                conn.sendall(
+                    f"HTTP/1.1 {status} X\r\nContent-Length: {len(payload)}\r\n\r\n".encode()
+                    + payload
+                )
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield path, seen
+    srv.close()
+
+
+def test_get_and_put_over_the_control_socket(control_socket):
+    path, seen = control_socket
+    cfg = gwconfig.get_config(path)
+    assert cfg["revision"] == "satlab-hub"
+    cfg["satellite"]["initcwnd"] = 49
+    assert gwconfig.put_config(path, cfg) == {"ok": True, "revision": "satlab-hub"}
+    assert gwconfig.get_config(path)["satellite"]["initcwnd"] == 49
+    cfg["satellite"]["initcwnd"] = 5000
+    with pytest.raises(gwconfig.GatewayConfigError, match="422"):
+        gwconfig.put_config(path, cfg)
+    assert [(m, t) for m, t, _ in seen] == [
+        ("GET", "/v1/config"),
+        ("PUT", "/v1/config"),
+        ("GET", "/v1/config"),
+        ("PUT", "/v1/config"),
+    ]
+
+
+def test_parse_response():
+    assert gwconfig.parse_response(b'HTTP/1.1 200 OK\r\nA: b\r\n\r\n{"x": 1}') == (
+        200,
+        {"x": 1},
+    )
+    assert gwconfig.parse_response(b"HTTP/1.1 204 No Content\r\n\r\n") == (204, None)
+    with pytest.raises(gwconfig.GatewayConfigError):
+        gwconfig.parse_response(b"garbage")
+    with pytest.raises(gwconfig.GatewayConfigError):
+        gwconfig.parse_response(b"HTTP/1.1 500 X\r\n\r\n<html>")
+
+
+def test_socket_path_follows_satlab_run_dir():
+    assert gwconfig.socket_path("pc-", "hub") == "/run/satlab/pc-/gw-pc-hub.sock"
+
+
+def test_skyplex_bod_inputs_cap_rbdc_at_the_carrier():
+    inputs = gwconfig.profile_bod_inputs("geo-skyplex")
+    assert inputs["return_cra_bps"] == 44_000
+    assert inputs["return_cra_bps"] + inputs["return_rbdc_max_bps"] == 1_144_000
+    assert (inputs["base_rtt_ms"], inputs["allocation_delay_ms"]) == (600.0, 1346.0)
+    assert inputs["terminal_buffer_bytes"] == 1_000_000
+    with pytest.raises(gwconfig.GatewayConfigError):
+        gwconfig.profile_bod_inputs("geo-hts")
+
+
+def test_tuned_and_untuned_configs():
+    base = {
+        "schema": 1,
+        "revision": "satlab-hub",
+        "satellite": {"routes": [1], "initcwnd": 10},
+    }
+    values = gwconfig.derive_tuning(gwconfig.profile_bod_inputs("geo-skyplex"))
+    tuned = gwconfig.apply_tuning(base, values)
+    flat = gwconfig.tuned_settings(tuned)
+    # base RTT, not base RTT + allocation delay, for rho; the carrier rate for pacing;
+    # 2 BDPs of (600 + 1346) ms at 1.144 Mbit/s in 1448-byte segments for the ceiling.
+    assert flat["hybla.base_rtt_ms"] == 600
+    assert flat["satellite.pacing_rate_bps"] == 1_144_000
+    assert flat["hybla.cwnd_max"] == 385
+    assert flat["satellite.initrwnd"] == 193
+    assert (
+        tuned["satellite"]["routes"] == [1] and tuned["revision"] == "bench-bod-tuned"
+    )
+    assert base["satellite"]["initcwnd"] == 10  # the input is not modified
+    plain = gwconfig.tuned_settings(gwconfig.untuned(tuned))
+    assert plain == {
+        "satellite.sndbuf_bytes": 4194304,
+        "satellite.rcvbuf_bytes": 4194304,
+        "satellite.pacing_rate_bps": 0,
+        "satellite.initcwnd": 10,
+        "satellite.initrwnd": 10,
+        "hybla.base_rtt_ms": 0,
+        "hybla.cwnd_max": 0,
+    }

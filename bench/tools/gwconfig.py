@@ -1,0 +1,236 @@
+"""Read and replace a running Perigee gateway's config over its control socket (docs/control-protocol.md).
+
+satlab starts each gateway with its own config and a control socket at
+`/run/satlab/<prefix>/gw-<prefix><role>.sock`; a scenario that needs other settings (BoD tuning, the
+daemon's untuned defaults) GETs the active config, changes it and PUTs it back, exactly as the API does.
+The BoD tuning is the API's own derivation (api/perigee_api/tuning.py) fed with the satlab link's DAMA
+figures, so the benchmark measures what an operator gets from the dashboard's BoD page.
+
+CLI (inside nothing: the socket is a file on the host):
+    python -m bench.tools.gwconfig get  --prefix pc- [--role hub]
+    python -m bench.tools.gwconfig put  --prefix pc- [--role hub] FILE.json
+    python -m bench.tools.gwconfig tune --prefix pc- [--role hub] --profile geo-skyplex [--dry-run]
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import socket
+import sys
+from typing import Any
+
+from bench.procs import REPO
+
+RUN_ROOT = "/run/satlab"
+# The daemon's own satellite-leg and Hybla settings when nobody tuned them (docs/control-protocol.md,
+# GatewayConfig): 4 MB buffers, kernel pacing only, the kernel's 10-segment windows, Hybla's rho
+# from the measured minimum RTT and no cwnd ceiling beyond the built-in one.
+DAEMON_DEFAULTS: dict[str, dict[str, int]] = {
+    "satellite": {
+        "sndbuf_bytes": 4194304,
+        "rcvbuf_bytes": 4194304,
+        "pacing_rate_bps": 0,
+        "initcwnd": 10,
+        "initrwnd": 10,
+    },
+    "hybla": {"rtt0_ms": 25, "base_rtt_ms": 0, "cwnd_max": 0},
+}
+# Derived value -> (config section, field) written by the API's "apply to config".
+TUNED_FIELDS: dict[str, tuple[str, str]] = {
+    "sndbuf_bytes": ("satellite", "sndbuf_bytes"),
+    "rcvbuf_bytes": ("satellite", "rcvbuf_bytes"),
+    "pacing_rate_bps": ("satellite", "pacing_rate_bps"),
+    "initcwnd": ("satellite", "initcwnd"),
+    "initrwnd": ("satellite", "initrwnd"),
+    "hybla_base_rtt_ms": ("hybla", "base_rtt_ms"),
+    "hybla_cwnd_max": ("hybla", "cwnd_max"),
+}
+
+
+class GatewayConfigError(RuntimeError):
+    pass
+
+
+def socket_path(prefix: str, role: str, run_root: str = RUN_ROOT) -> str:
+    return f"{run_root}/{prefix}/gw-{prefix}{role}.sock"
+
+
+def request(
+    sock_path: str, method: str, path: str, body: Any = None, timeout: float = 10.0
+) -> tuple[int, Any]:
+    """One HTTP/1.1 request on the Unix control socket; (status, parsed JSON body or None)."""
+    payload = b"" if body is None else json.dumps(body).encode()
+    head = (
+        f"{method} {path} HTTP/1.1\r\nHost: perigee\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(payload)}\r\nConnection: close\r\n\r\n"
+    )
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(timeout)
+        s.connect(sock_path)
+        s.sendall(head.encode() + payload)
+        chunks = []
+        while data := s.recv(65536):
+            chunks.append(data)
+    return parse_response(b"".join(chunks))
+
+
+def parse_response(raw: bytes) -> tuple[int, Any]:
+    """(status, JSON body or None) of a `Connection: close` response read to EOF."""
+    head, _, body = raw.partition(b"\r\n\r\n")
+    try:
+        status = int(head.split(b" ", 2)[1])
+    except (IndexError, ValueError) as exc:
+        raise GatewayConfigError(f"not an HTTP response: {raw[:80]!r}") from exc
+    try:
+        return status, json.loads(body) if body.strip() else None
+    except ValueError as exc:
+        raise GatewayConfigError(
+            f"HTTP {status} with a body that is not JSON: {body[:80]!r}"
+        ) from exc
+
+
+def get_config(sock_path: str) -> dict[str, Any]:
+    """The active GatewayConfig (its `revision` included: PUTting it back unchanged is valid)."""
+    status, body = request(sock_path, "GET", "/v1/config")
+    if status != 200 or not isinstance(body, dict):
+        raise GatewayConfigError(f"GET /v1/config: HTTP {status}: {body}")
+    return body
+
+
+def put_config(sock_path: str, config: dict[str, Any]) -> dict[str, Any]:
+    """Apply a config; the gateway answers only once it is installed (or rolled back: an error)."""
+    status, body = request(sock_path, "PUT", "/v1/config", config, timeout=60.0)
+    if status != 200:
+        raise GatewayConfigError(f"PUT /v1/config: HTTP {status}: {body}")
+    return dict(body or {})
+
+
+def with_settings(
+    config: dict[str, Any], settings: dict[str, dict[str, int]], revision: str
+) -> dict[str, Any]:
+    """A copy of `config` with the given section fields replaced and a new revision."""
+    cfg = copy.deepcopy(config)
+    for section, fields in settings.items():
+        cfg.setdefault(section, {}).update(fields)
+    cfg["revision"] = revision
+    return cfg
+
+
+def untuned(config: dict[str, Any]) -> dict[str, Any]:
+    """`config` with the daemon's defaults for everything BoD tuning would set."""
+    return with_settings(config, DAEMON_DEFAULTS, "bench-untuned")
+
+
+def bod_inputs(
+    forward_bps: float,
+    ret_bps: float,
+    ret_bod: dict[str, Any],
+    base_rtt_ms: float,
+    terminal_buffer_bytes: int,
+    role: str = "hub",
+) -> dict[str, Any]:
+    """The API's BodInputs (perigee_api.tuning.BodInputs fields) for a link's return DAMA profile.
+
+    The carrier caps what RBDC can add to CRA (the emulator sends at min(CRA + RBDC, rate)), so
+    the RBDC maximum given to the API is what is left of the carrier above CRA.
+    """
+    cra = int(ret_bod["cra_bps"])
+    rbdc = max(0, min(int(ret_bod["rbdc_max_bps"]), int(ret_bps) - cra))
+    return {
+        "forward_rate_bps": int(forward_bps),
+        "return_cra_bps": cra,
+        "return_rbdc_max_bps": rbdc,
+        "superframe_ms": float(ret_bod["superframe_ms"]),
+        "allocation_delay_ms": float(ret_bod["allocation_delay_ms"]),
+        "base_rtt_ms": float(base_rtt_ms),
+        "terminal_buffer_bytes": int(terminal_buffer_bytes),
+        "role": role,
+    }
+
+
+def profile_bod_inputs(profile: str, role: str = "hub") -> dict[str, Any]:
+    """BodInputs for a satlab profile with BoD: the operator's profile is the link's own figures."""
+    if str(REPO / "lab") not in sys.path:
+        sys.path.append(str(REPO / "lab"))
+    from satlab.profiles import PROFILES  # type: ignore[import-not-found,unused-ignore]
+
+    prof = PROFILES[profile]
+    if not prof.ret.get("bod"):
+        raise GatewayConfigError(f"profile {profile} has no BoD on its return link")
+    return bod_inputs(
+        prof.forward["rate_bps"],
+        prof.ret["rate_bps"],
+        prof.ret["bod"],
+        prof.forward["delay_ms"] + prof.ret["delay_ms"],
+        prof.ret["buffer_bytes"],
+        role,
+    )
+
+
+def derive_tuning(inputs: dict[str, Any]) -> dict[str, float]:
+    """The API's own BoD derivation, so the benchmark tests what users get."""
+    api_dir = str(REPO / "api")
+    if api_dir not in sys.path:
+        sys.path.append(api_dir)
+    from perigee_api.tuning import (  # type: ignore[import-not-found,unused-ignore]
+        BodInputs,
+        derive,
+    )
+
+    tuning = derive(BodInputs.model_validate(inputs))
+    return {key: float(d.value) for key, d in tuning.values.items()}
+
+
+def apply_tuning(config: dict[str, Any], values: dict[str, float]) -> dict[str, Any]:
+    """The config the API's "apply to config" writes for a BoD profile (same fields, integers)."""
+    settings: dict[str, dict[str, int]] = {}
+    for key, (section, field) in TUNED_FIELDS.items():
+        settings.setdefault(section, {})[field] = int(values[key])
+    return with_settings(config, settings, "bench-bod-tuned")
+
+
+def tuned_settings(config: dict[str, Any]) -> dict[str, int]:
+    """The BoD-relevant fields of a config, flat (for records and logs)."""
+    return {
+        f"{section}.{field}": int(config.get(section, {}).get(field, 0))
+        for section, field in TUNED_FIELDS.values()
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="bench.tools.gwconfig")
+    parser.add_argument("cmd", choices=("get", "put", "tune"))
+    parser.add_argument("file", nargs="?", help="put: the config JSON to apply")
+    parser.add_argument("--prefix", required=True, help="satlab prefix, e.g. pc-")
+    parser.add_argument("--role", default="hub", choices=("hub", "terminal"))
+    parser.add_argument("--profile", help="tune: the satlab profile whose BoD to use")
+    parser.add_argument("--dry-run", action="store_true", help="tune: print, no PUT")
+    args = parser.parse_args(argv)
+    sock = socket_path(args.prefix, args.role)
+    try:
+        if args.cmd == "get":
+            out: Any = get_config(sock)
+        elif args.cmd == "put":
+            if not args.file:
+                parser.error("put needs FILE")
+            with open(args.file) as f:
+                out = put_config(sock, json.load(f))
+        else:
+            if not args.profile:
+                parser.error("tune needs --profile")
+            cfg = apply_tuning(
+                get_config(sock),
+                derive_tuning(profile_bod_inputs(args.profile, args.role)),
+            )
+            out = cfg if args.dry_run else put_config(sock, cfg)
+    except (OSError, GatewayConfigError) as exc:
+        print(f"gwconfig: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(out, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
