@@ -69,3 +69,11 @@ def test_never_more_lanes_than_jobs(downs):
 
 def test_longest_first_orders_by_expected_time():
     assert lanes.longest_first([3, 30, 10], lambda s: float(s)) == [30, 10, 3]
+
+
+def test_makespan_is_greedy_longest_first_on_free_lanes():
+    # lanes: [90] [60, 30] [30, 30] → 90; with 5 s setup per job: 95 / 100 / 70 → 100
+    assert lanes.makespan([30, 90, 30, 60, 30], 3) == 90
+    assert lanes.makespan([30, 90, 30, 60, 30], 3, setup_s=5) == 100
+    assert lanes.makespan([10, 10], 1) == 20
+    assert lanes.makespan([], 2) == 0

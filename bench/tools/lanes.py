@@ -57,3 +57,15 @@ def run_parallel(
 def longest_first(items: Sequence[T], expected_s: Callable[[T], float]) -> list[T]:
     """Start the longest jobs first so the lanes finish close together."""
     return sorted(items, key=expected_s, reverse=True)
+
+
+def makespan(durations: Sequence[float], lanes: int, setup_s: float = 0.0) -> float:
+    """Wall time of running these jobs longest first on `lanes` lanes (each job + its lab setup).
+
+    Greedy list scheduling, as run_parallel does it: a job starts on the first lane to come free.
+    """
+    ends = [0.0] * max(1, lanes)
+    for d in sorted(durations, reverse=True):
+        i = ends.index(min(ends))
+        ends[i] += d + setup_s
+    return max(ends)
