@@ -13,6 +13,10 @@ import time
 
 from bench.tools.ss_parse import parse_ss, port_of
 
+# States in which a socket may still send data: a gateway whose upstream finished early shuts its
+# satellite-leg socket down (FIN-WAIT-1) while most of the data is still queued in it.
+SENDING_STATES = ("ESTAB", "FIN-WAIT-1", "CLOSE-WAIT")
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bench.tools.ss_sampler")
@@ -42,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
             check=False,
         ).stdout
         for sock in parse_ss(out):
-            if sock["state"] != "ESTAB":
+            if sock["state"] not in SENDING_STATES:
                 continue
             if args.peer_port and port_of(sock["peer"]) != args.peer_port:
                 continue

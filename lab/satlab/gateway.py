@@ -1,7 +1,8 @@
 """satlab's `--gateway` hook: run Perigee's splitter daemon in the hub and/or terminal namespace.
 
 `start(topo, where)` writes a default config per gateway (accelerate everything from the client
-LAN, IPsec bypass on, satellite routes per DEVELOPERS.md addressing), starts
+LAN, IPsec bypass on, satellite routes per DEVELOPERS.md addressing, satellite-leg buffers, pacing
+and Hybla's cwnd ceiling sized from the running link profile: `link_tuning`), starts
 `bin/perigee gateway run` inside the namespace in the background with a pidfile, and waits until
 `/v1/health` answers on `<run_dir>/gw-<ns>.sock`. `stop(topo[, where])` stops what start started.
 
@@ -73,7 +74,71 @@ class TopologyLike(Protocol):
     def path(self, name: str) -> str: ...
 
 
-def default_config(role: str, cache: bool = False) -> dict[str, Any]:
+# Satellite-leg tuning when the link is unknown (no satlab state): the daemon's own defaults.
+UNTUNED: dict[str, int] = {"sndbuf_bytes": 4194304, "rcvbuf_bytes": 4194304, "pacing_rate_bps": 0,
+                           "cwnd_max": 0, "initcwnd": 10, "initrwnd": 10}
+MSS = 1448
+# The emulator's rate counts whole Ethernet frames (1448 B of payload in 1514 B: TCP with
+# timestamps, IPv4, Ethernet), while TCP's pacer counts payload bytes only: paced at the raw link
+# rate, the wire would carry 4.6% more than the link drains and the queue would grow by ~0.3 MB/s.
+WIRE_FRAME = MSS + 32 + 20 + 14
+PACING_HEADROOM = 1.02  # pace a little above the link rate so the link never idles behind the pacer
+MIN_BUF = 1 << 20
+RTT0_MS = 25  # Hybla's reference RTT in the default config
+ROUTE_WINDOW_MAX = 1000  # the config's bound on initcwnd / initrwnd (segments)
+
+
+def pacing_rate(link_bps: float) -> int:
+    """SO_MAX_PACING_RATE (payload bits/s) that puts link_bps x PACING_HEADROOM on the wire."""
+    return int(link_bps * MSS / WIRE_FRAME * PACING_HEADROOM)
+
+
+def link_tuning(role: str, forward: dict[str, Any], ret: dict[str, Any]) -> dict[str, int]:
+    """Satellite-leg socket and route tuning from the link profile (forward = hub -> terminal).
+
+    The gateway at `role` sends over the satellite in one direction (the hub forward, the
+    terminal in return) and receives in the other.
+    - Buffers: 2 x BDP of the faster direction (the kernel doubles SO_SNDBUF again for its
+      bookkeeping), so neither buffer limits a window of BDP + queue.
+    - Pacing: the sending direction's rate in payload bytes (the link's frame rate x MSS /
+      frame) plus a little headroom; the pacer, not the cwnd, keeps the emulator's queue from
+      overflowing.
+    - cwnd_max: 0 (Hybla's built-in ceiling). Hybla's parameters are host-wide (one BPF params
+      map per kernel), and satlab labs share the kernel: any profile-sized ceiling written by
+      one lab's gateway (last writer wins) caps every other lab's flows, e.g. a `--gateway both`
+      terminal's 5 Mbit/s value throttling its own hub to a tenth. The per-socket pacing rate
+      does the job instead.
+    - initcwnd (route): Hybla multiplies it by rho = RTT / RTT0, so BDP / rho segments start
+      the first flight at one BDP; it leaves paced at the link rate, never as a burst.
+    - initrwnd (route): the receiving direction's BDP in segments (config bound 1000), so the
+      peer's first flight is not held to the kernel's default 10-segment window, which grows
+      only ~3x per 600 ms round trip.
+    """
+    rtt_ms = float(forward["delay_ms"]) + float(ret["delay_ms"])
+    rtt_s = rtt_ms / 1000.0
+    send, recv = (forward, ret) if role == "hub" else (ret, forward)
+    rate = float(send["rate_bps"])
+    buf = max(MIN_BUF, int(2 * max(rate, float(recv["rate_bps"])) * rtt_s / 8))
+    rho = max(1.0, rtt_ms / RTT0_MS)
+    send_bdp_segs = rate * rtt_s / 8 / MSS
+    recv_bdp_segs = float(recv["rate_bps"]) * rtt_s / 8 / MSS
+    initcwnd = min(ROUTE_WINDOW_MAX, max(10, int(send_bdp_segs / rho)))
+    initrwnd = min(ROUTE_WINDOW_MAX, max(10, int(recv_bdp_segs)))
+    return {"sndbuf_bytes": buf, "rcvbuf_bytes": buf, "pacing_rate_bps": pacing_rate(rate),
+            "cwnd_max": 0, "initcwnd": initcwnd, "initrwnd": initrwnd}
+
+
+def tuning_from_state(topo: TopologyLike, role: str) -> dict[str, int]:
+    """link_tuning() for the lab's running link (satlab's state file), else UNTUNED."""
+    try:
+        state = json.loads(Path(topo.path("state.json")).read_text())
+        return link_tuning(role, state["forward"], state["return"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return dict(UNTUNED)
+
+
+def default_config(role: str, cache: bool = False, tuning: dict[str, int] | None = None) -> dict[str, Any]:
+    t = tuning or UNTUNED
     return {
         "schema": 1,
         "revision": f"satlab-{role}",
@@ -82,9 +147,10 @@ def default_config(role: str, cache: bool = False) -> dict[str, Any]:
         "served_subnets": CLIENT_SUBNETS,
         "splitter": {"enabled": True, "tproxy_port": 7071, "max_flows": 10000, "connect_timeout_ms": 10000,
                      "idle_timeout_s": 600, "relay_buffer_bytes": 262144},
-        "satellite": {"congestion_control": "hybla", "sndbuf_bytes": 4194304, "rcvbuf_bytes": 4194304,
-                      "pacing_rate_bps": 0, "initcwnd": 10, "initrwnd": 10, "routes": SAT_ROUTES[role]},
-        "hybla": {"rtt0_ms": 25, "base_rtt_ms": 0},
+        "satellite": {"congestion_control": "hybla", "sndbuf_bytes": t["sndbuf_bytes"],
+                      "rcvbuf_bytes": t["rcvbuf_bytes"], "pacing_rate_bps": t["pacing_rate_bps"],
+                      "initcwnd": t["initcwnd"], "initrwnd": t["initrwnd"], "routes": SAT_ROUTES[role]},
+        "hybla": {"rtt0_ms": RTT0_MS, "base_rtt_ms": 0, "cwnd_max": t["cwnd_max"]},
         "classes": [],
         "bypass": IPSEC_BYPASS,
         "cache": dict(CACHE_CONFIG) if cache else {"enabled": False, "port": 3129},
@@ -149,7 +215,8 @@ def squid_dir(topo: TopologyLike, role: str) -> str:
 def _start_one(topo: TopologyLike, role: str, timeout: float, cache: bool) -> None:
     cfg_path, pidfile, logfile = _files(topo, role)
     sock = socket_path(topo, role)
-    Path(cfg_path).write_text(json.dumps(default_config(role, cache), indent=2))
+    cfg = default_config(role, cache, tuning_from_state(topo, role))
+    Path(cfg_path).write_text(json.dumps(cfg, indent=2))
     sq = squid_dir(topo, role)
     # nsenter --net, not `ip netns exec`: the latter remounts /sys, which hides /sys/fs/bpf and with
     # it the pins of the BPF Hybla loaded on the host (every hybla parameter change would fail).
@@ -218,11 +285,13 @@ def start(topo: TopologyLike, where: str, timeout: float = 45.0, cache: bool | N
             _start_one(topo, role, timeout, with_cache)
             started.append(role)
     except BaseException:
-        for role in started:
+        for role in reversed(started):
             _stop_one(topo, role)
         raise
 
 
 def stop(topo: TopologyLike, where: str | None = None) -> None:
-    for role in WHERE.get(where or "both", WHERE["both"]):
+    # Last started, first stopped: each daemon puts back the host-wide Hybla settings it found at
+    # its start, so only this order leaves what was there before the first one started.
+    for role in reversed(WHERE.get(where or "both", WHERE["both"])):
         _stop_one(topo, role)

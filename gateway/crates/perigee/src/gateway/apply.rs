@@ -150,6 +150,25 @@ pub fn apply_hybla(ctl: &dyn HyblaControl, plan: HyblaPlan) -> Result<(), ApplyE
     Ok(())
 }
 
+/// The global Hybla settings before this daemon first wrote them, so a clean stop can put
+/// them back: they are host-wide, and a sender that is not ours (an end-to-end hybla flow)
+/// must not keep the gateway's cwnd ceiling after the gateway is gone.
+pub fn hybla_snapshot(ctl: &dyn HyblaControl) -> Option<HyblaPlan> {
+    let st = ctl.status();
+    (st.loaded && st.problem.is_none()).then_some(HyblaPlan {
+        params: HyblaParams {
+            rtt0_ms: st.rtt0_ms,
+            base_rtt_ms: st.base_rtt_ms,
+        },
+        cwnd_max: (st.implementation == Implementation::Bpf).then_some(st.cwnd_max),
+    })
+}
+
+/// Put a snapshot back (on a clean stop); best effort, like the rest of teardown.
+pub fn restore_hybla(ctl: &dyn HyblaControl, before: HyblaPlan) {
+    let _ = apply_hybla(ctl, before);
+}
+
 /// Run `prog args...`, optionally feeding `stdin`; Ok(stdout) on exit status 0, Err(stderr) otherwise.
 pub fn run(prog: &str, args: &[String], stdin: Option<&str>) -> Result<String, String> {
     let mut cmd = Command::new(prog);
@@ -641,6 +660,36 @@ mod tests {
         assert!(
             !h.writes.borrow().iter().any(|w| w.starts_with("cwnd_max")),
             "an unchanged ceiling is not rewritten"
+        );
+    }
+
+    #[test]
+    fn a_clean_stop_puts_the_host_wide_hybla_settings_back() {
+        let h = FakeHybla::new(Implementation::Bpf, false);
+        h.st.borrow_mut().cwnd_max = 700; // someone else's ceiling, there before the daemon
+        let before = hybla_snapshot(&h).expect("a loaded BPF hybla is snapshotted");
+        let plan = plan_for(serde_json::json!({"rtt0_ms": 40, "base_rtt_ms": 560, "cwnd_max": 0}));
+        apply_hybla(&h, plan.unwrap()).unwrap();
+        restore_hybla(&h, before);
+        let st = h.status();
+        assert_eq!((st.rtt0_ms, st.base_rtt_ms, st.cwnd_max), (25, 0, 700));
+    }
+
+    #[test]
+    fn snapshot_leaves_what_it_cannot_restore() {
+        assert_eq!(
+            hybla_snapshot(&FakeHybla::new(Implementation::None, false)),
+            None
+        );
+        // The kernel module has no ceiling: restoring must not try to write one.
+        let k = hybla_snapshot(&FakeHybla::new(Implementation::Kernel, true)).unwrap();
+        assert_eq!(k.cwnd_max, None);
+        let broken = FakeHybla::new(Implementation::Bpf, false);
+        broken.st.borrow_mut().problem = Some("cannot read the params map".into());
+        assert_eq!(
+            hybla_snapshot(&broken),
+            None,
+            "unknown values are not restored"
         );
     }
 }

@@ -553,6 +553,8 @@ pub fn run(args: RunArgs) -> i32 {
     if wants_hybla(&cfg) {
         *shared.hybla_load_problem.lock().unwrap() = ensure_hybla_loaded();
     }
+    // Hybla's parameters are host-wide: remember them to restore on a clean stop.
+    let hybla_before = apply::hybla_snapshot(&apply::SystemHybla);
     if let Err(e) = shared.apply_config(cfg) {
         // Stay up with nothing installed (fail-open) so a correct config can be PUT;
         // exiting would only make the service manager restart us into the same failure.
@@ -619,6 +621,9 @@ pub fn run(args: RunArgs) -> i32 {
     // Table first (port 80 back to plain routing), then Squid.
     let applied = shared.applied.lock().unwrap();
     apply::teardown(&applied);
+    if let Some(before) = hybla_before {
+        apply::restore_hybla(&apply::SystemHybla, before);
+    }
     shared.squid.lock().unwrap().stop();
     drop(applied);
     let _ = std::fs::remove_file(&args.control_socket);

@@ -122,10 +122,6 @@ impl Direction {
                 continue;
             }
             if self.eof {
-                if !self.shut {
-                    sys::shutdown_wr(dst);
-                    self.shut = true;
-                }
                 break;
             }
             match self.read(src, pool, buf_size) {
@@ -134,6 +130,14 @@ impl Direction {
                 Err(e) if would_block(&e) => break,
                 Err(e) => return Err((Failed::Source, e.raw_os_error().unwrap_or(libc::EIO))),
             }
+        }
+        // Forward the end of stream once everything before it is delivered. Checked after the
+        // loop, not in it: an EOF read on the loop's last turn would otherwise stay unforwarded,
+        // and nothing would call us again (no read or write interest left on either socket),
+        // so the peer would wait forever for a FIN (the upload's reply never came).
+        if self.eof && !self.pending() && !self.shut {
+            sys::shutdown_wr(dst);
+            self.shut = true;
         }
         self.bytes += moved;
         Ok(moved)
@@ -183,5 +187,49 @@ impl Direction {
             }
             Ok(n)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::net::{Shutdown, TcpListener, TcpStream};
+
+    /// A connected loopback pair (a, b).
+    fn pair() -> (TcpStream, TcpStream) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let a = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (b, _) = l.accept().unwrap();
+        (a, b)
+    }
+
+    #[test]
+    fn eof_read_on_the_last_turn_is_still_forwarded() {
+        const CHUNK: usize = 4096;
+        // The source holds 7 chunks then its FIN; the direction starts with bytes pending, so
+        // the turns go write, read, write, ... and the EOF is read on the 16th, the last one.
+        let (mut writer, src) = pair();
+        writer.write_all(&vec![7u8; 7 * CHUNK]).unwrap();
+        writer.shutdown(Shutdown::Write).unwrap();
+        let (dst, mut sink) = pair();
+        src.set_nonblocking(true).unwrap();
+        dst.set_nonblocking(true).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(100)); // loopback: data and FIN in
+        let mut d = Direction {
+            buf: vec![1u8; 100],
+            ..Default::default()
+        };
+        let mut no_pipes = PipePool::new(0, 0); // the userspace path: one CHUNK per read
+        let moved = d
+            .pump(src.as_raw_fd(), dst.as_raw_fd(), &mut no_pipes, CHUNK)
+            .unwrap();
+        assert_eq!(moved, (100 + 7 * CHUNK) as u64);
+        assert!(d.eof && d.shut && d.done(), "EOF read but not forwarded");
+        sink.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+            .unwrap();
+        let mut got = Vec::new();
+        sink.read_to_end(&mut got).unwrap(); // needs the FIN
+        assert_eq!(got.len(), 100 + 7 * CHUNK);
     }
 }
