@@ -22,7 +22,8 @@ DESCRIPTION = (
     "of sender, receiver and (split) the daemon per Gbit/s moved — routed forwarding runs in softirq, "
     "charged to the endpoints; `gateway_cpu` is the daemon alone. `conn_rate`: new connections per second, "
     "each connect → 1-byte echo → close, so it counts only connections that reached the server (target "
-    "≥ 5,000/s); the routed figure is the Python client's and echo server's own ceiling on this machine. "
+    "≥ 5,000/s), from the Rust `perigee-loadgen` client and echo server (threads × concurrency in flight; "
+    "`conn_latency_p99`: connect start → echo back); the routed figure is their own ceiling on this machine. "
     "`idle_flow_rss`: growth of the daemon's RSS (master + workers) per idle split flow with N flows "
     "open at once (target ≤ 32 KiB), the client's flows spread over several processes (20,000-fd cap). "
     "Two shared cores carry client, server and gateway at once: absolute numbers are noisy."
@@ -137,6 +138,13 @@ def path_records(variant: str, m: dict[str, Any]) -> list[records.Record]:
         ),
         records.measured(NAME, variant, "conn_errors", rate["errors"], "conn"),
     ]  # fmt: skip
+    if rate.get("latency_p99_us") is not None:
+        out.append(
+            records.measured(
+                NAME, variant, "conn_latency_p99", rate["latency_p99_us"] / 1000, "ms",
+                f"p50 {rate['latency_p50_us'] / 1000:.2f} ms; connect start → echo back, under full load",
+            )
+        )  # fmt: skip
     if variant == "split" and rate["completed"] > 0:
         out.append(
             records.measured(

@@ -1,7 +1,11 @@
-"""Pure parts of the overhead and scale scenarios: load splitting, aggregation, /proc parsing, metric math."""
+"""Overhead and scale scenario helpers: load splitting, /proc parsing, metric math, and the Rust
+load generator driven through gwload on loopback."""
+
+import socket
 
 import pytest
 
+from bench import procs
 from bench.tools import connload, gwload, gwproc
 
 
@@ -11,30 +15,31 @@ def test_split_evenly_spreads_the_remainder_over_the_first_parts():
     assert sum(connload.split_evenly(9_999, 7)) == 9_999
 
 
-def test_aggregate_sums_processes_and_rates_only_the_window():
-    parts = [
-        {
-            "completed": 110,
-            "completed_in_window": 100,
-            "errors": 1,
-            "unfinished": 0,
-            "error_kinds": {"ECONNRESET": 1},
-        },
-        {
-            "completed": 60,
-            "completed_in_window": 50,
-            "errors": 2,
-            "unfinished": 3,
-            "error_kinds": {"ECONNRESET": 1, "eof": 1},
-        },
-    ]
-    agg = connload.aggregate(parts, 2.0)
-    assert agg["completed"] == 170
-    assert (
-        agg["rate_per_s"] == 75.0
-    )  # (100 + 50) / 2 s: completions after the window do not count
-    assert agg["errors"] == 3 and agg["unfinished"] == 3
-    assert agg["error_kinds"] == {"ECONNRESET": 2, "eof": 1}
+def test_loadgen_missing_fails_clearly(monkeypatch, tmp_path):
+    # No Python fallback: a rate measured with the slow client would be its own ceiling.
+    monkeypatch.setattr(gwload, "LOADGEN", tmp_path / "perigee-loadgen")
+    with pytest.raises(procs.ToolError, match="make build"):
+        gwload.loadgen_argv("rate")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_conn_rate_with_the_built_loadgen_on_loopback():
+    def here(role: str, argv: list[str]) -> list[str]:
+        return argv
+
+    port = _free_port()
+    with gwload.echo_server(here, "127.0.0.1", 2, port=port):
+        r = gwload.conn_rate(here, "127.0.0.1", 2, 8, 0.3, 300, port=port)
+    assert r["errors"] == 0, r
+    assert r["completed"] == 300 and r["unfinished"] == 0
+    assert 0 < r["completed_in_window"] <= 300
+    assert r["rate_per_s"] == pytest.approx(r["completed_in_window"] / 0.3)
+    assert 0 < r["latency_p50_us"] <= r["latency_p99_us"]
 
 
 def test_bytes_per_flow_from_rss_growth():
