@@ -8,6 +8,7 @@ from typing import Any
 
 from bench import hybla, metrics, procs
 from bench.lab import SERVER_V4, Lab
+from bench.tools.ss_parse import LIMITED_KEYS as LIMITED
 
 PORT = 5201  # not satlab's :80 / :5001 servers
 
@@ -25,6 +26,9 @@ class Transfer:
     cc_actual: str = ""
     retransmits: int | None = None
     error: str = ""
+    # The satellite-leg sender's busy / rwnd_limited / sndbuf_limited time at its last sample
+    # (ms): how long the receiver's window or the sender's own buffer held it back.
+    limited_ms: dict[str, float] = field(default_factory=dict)
 
     @property
     def completed(self) -> bool:
@@ -52,6 +56,7 @@ class Transfer:
             "rtt_ms": self.rtt_ms,
             "retransmits": self.retransmits,
             "error": self.error,
+            "limited_ms": self.limited_ms,
         }
 
 
@@ -155,6 +160,12 @@ def download(
             if s.get("rtt_ms")
         ]
         result.cc_actual = next((s["cc"] for s in ss_samples if "cc" in s), "")
+        last: dict[str, Any] = next(
+            (s for s in reversed(ss_samples) if "busy_ms" in s), {}
+        )
+        result.limited_ms = {
+            k: float(last[f"{k}_ms"]) for k in LIMITED if f"{k}_ms" in last
+        }
     else:
         infos = served.get("tcp_info", [])
         result.cwnd = [
@@ -169,6 +180,10 @@ def download(
         ]
         if infos:
             result.retransmits = int(infos[-1].get("total_retrans", 0))
+            names = {"busy": "busy_time_us"} | {k: f"{k}_us" for k in LIMITED[1:]}
+            result.limited_ms = {
+                k: infos[-1][us] / 1000 for k, us in names.items() if us in infos[-1]
+            }
     return result
 
 

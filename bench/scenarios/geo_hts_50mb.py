@@ -105,6 +105,56 @@ def transfer_records(
     return out
 
 
+def where_time_went(
+    scenario: str,
+    variant: str,
+    tr: Transfer,
+    link_stats: dict[str, Any],
+    rate_bps: float,
+) -> list[records.Record]:
+    """What held the satellite-leg sender back: the receiver's window, its own send buffer,
+    the emulator's queue (drops, deepest standing queue)."""
+    out = []
+    for key, why in (
+        ("rwnd_limited", "sender held back by the receiver's advertised window"),
+        ("sndbuf_limited", "sender held back by its own send buffer"),
+    ):
+        if key in tr.limited_ms:
+            out.append(
+                records.measured(
+                    scenario, variant, key, tr.limited_ms[key] / 1000, "s", why
+                )
+            )
+    fwd = link_stats.get("forward") or {}
+    if fwd:
+        drops = sum(int(v) for v in (fwd.get("drops") or {}).values())
+        out.append(
+            records.measured(
+                scenario, variant, "link_drops", drops, "frames", "forward direction"
+            )
+        )
+        queue_ms = int(fwd.get("max_queue_bytes", 0)) * 8 / rate_bps * 1000
+        out.append(
+            records.measured(
+                scenario,
+                variant,
+                "max_queue",
+                queue_ms,
+                "ms",
+                "deepest forward queue, as delay at the link rate",
+            )
+        )
+    return out
+
+
+def link_stats(lb: lab.Lab) -> dict[str, Any]:
+    """The emulator's counters, or {} when they cannot be read (the figures are only context)."""
+    try:
+        return lb.link_stats()
+    except lab.LabUnavailable:
+        return {}
+
+
 def run(ctx: Context, params: dict[str, Any]) -> list[records.Record]:
     out: list[records.Record] = []
     link = figures(params["profile"])
@@ -127,9 +177,14 @@ def run(ctx: Context, params: dict[str, Any]) -> list[records.Record]:
                 for cc in usable:
                     variant = f"{mode}/{cc}"
                     ctx.log(f"{NAME}: {variant}")
+                    try:
+                        lb.link_reset()
+                    except lab.LabUnavailable:
+                        pass  # counters since lab start: still an upper bound on drops
                     tr = attempt(
                         lb, cc, size, timeout, sample_gateway_leg=gateway is not None
                     )
+                    stats = link_stats(lb)
                     if isinstance(tr, str):
                         out.append(records.skipped(NAME, variant, tr))
                         continue
@@ -152,6 +207,7 @@ def run(ctx: Context, params: dict[str, Any]) -> list[records.Record]:
                         )
                         continue
                     out += transfer_records(NAME, variant, tr, link)
+                    out += where_time_went(NAME, variant, tr, stats, link.forward_bps)
                     if tr.cwnd:
                         leg = (
                             f"satellite-leg socket at the hub ran {tr.cc_actual or 'unknown cc'}"

@@ -72,3 +72,29 @@ def test_ss_parsing_when_the_state_column_is_omitted():
     text = "0       3146576 127.0.0.1:5202  127.0.0.1:45912\n\t cubic rtt:0.065/0.056 cwnd:60 ssthresh:55\n"
     (sock,) = parse_ss(text)
     assert sock["state"] == "" and sock["send_q"] == 3146576 and sock["cwnd"] == 60
+
+
+def test_ss_parsing_reads_the_sender_limited_times():
+    text = (
+        "FIN-WAIT-1 0 3000000 10.71.3.10:5201 10.71.1.10:41234\n"
+        "\t hybla cwnd:2570 busy:9000ms rwnd_limited:2300ms(25.6%) sndbuf_limited:40ms(0.4%)\n"
+    )
+    (sock,) = parse_ss(text)
+    assert sock["state"] == "FIN-WAIT-1"
+    assert (sock["busy_ms"], sock["rwnd_limited_ms"], sock["sndbuf_limited_ms"]) == (
+        9000.0,
+        2300.0,
+        40.0,
+    )
+
+
+def test_tcp_info_decoding_reads_the_limited_times():
+    raw = bytearray(192)
+    struct.pack_into("=QQQ", raw, 168, 9_000_000, 2_300_000, 40_000)
+    info = tcpinfo.decode(bytes(raw))
+    assert (
+        info["busy_time_us"],
+        info["rwnd_limited_us"],
+        info["sndbuf_limited_us"],
+    ) == (9_000_000, 2_300_000, 40_000)
+    assert "rwnd_limited_us" not in tcpinfo.decode(bytes(raw[:168]))

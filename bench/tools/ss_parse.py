@@ -27,6 +27,11 @@ _KNOWN_CC = {
 }
 
 
+# Time the sender spent sending (busy) and, within it, held back by the receiver's window or by
+# its own send buffer (tcpi_busy_time, tcpi_rwnd_limited, tcpi_sndbuf_limited).
+LIMITED_KEYS = ("busy", "rwnd_limited", "sndbuf_limited")
+
+
 def _num(text: str) -> float | None:
     try:
         return float(text)
@@ -45,7 +50,11 @@ def parse_info_line(line: str) -> dict[str, Any]:
         elif name in _KNOWN_CC and tok.startswith(name + ":("):
             info["cc"] = name  # bbr prints "bbr:(bw:...)"
     for key, raw in _KV.findall(line):
-        if key == "rtt":
+        if key in LIMITED_KEYS:  # "busy:9000ms", "rwnd_limited:2300ms(25.6%)"
+            value = _num(raw.split("ms", 1)[0])
+            if value is not None:
+                info[f"{key}_ms"] = value
+        elif key == "rtt":
             rtt, _, var = raw.partition("/")
             info["rtt_ms"] = _num(rtt)
             info["rttvar_ms"] = _num(var)

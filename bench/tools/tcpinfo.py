@@ -23,8 +23,12 @@ _FIELDS = {
     "pacing_rate": (104, "Q"),
     "bytes_acked": (120, "Q"),
     "delivery_rate": (160, "Q"),
+    # µs the sender was busy, and held back by the peer's window / its own send buffer.
+    "busy_time_us": (168, "Q"),
+    "rwnd_limited_us": (176, "Q"),
+    "sndbuf_limited_us": (184, "Q"),
 }
-_INFO_LEN = 168
+_INFO_LEN = 192
 
 
 def decode(raw: bytes) -> dict[str, Any]:
