@@ -74,3 +74,60 @@ def grouped_bars(
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
+
+
+def line_grid(
+    path: Path,
+    title: str,
+    xlabel: str,
+    ylabel: str,
+    rows: Sequence[str],
+    cols: Sequence[str],
+    cells: Mapping[tuple[str, str], Mapping[str, Line]],
+    hlines: Mapping[tuple[str, str], Sequence[tuple[float, str]]] | None = None,
+    log_x: bool = True,
+    log_y: bool = True,
+) -> Path:
+    """A rows × cols grid of small line plots (e.g. BER × link rate), each mapping label -> (x, y)."""
+    fig, axes = plt.subplots(
+        len(rows),
+        len(cols),
+        # at least 7 inches wide so that the title fits over a single column
+        figsize=(max(7.0, 3.6 * len(cols)), 2.8 * len(rows) + 0.6),
+        squeeze=False,
+        sharex=True,
+    )
+    for i, row in enumerate(rows):
+        for j, col in enumerate(cols):
+            ax = axes[i][j]
+            for label, points in cells.get((row, col), {}).items():
+                if points:
+                    xs, ys = zip(*points)
+                    ax.plot(
+                        xs, ys, marker="o", markersize=3, label=label, linewidth=1.2
+                    )
+            for k, (y, text) in enumerate((hlines or {}).get((row, col), ())):
+                style = ("grey", "--") if k == 0 else ("tab:red", ":")
+                ax.axhline(
+                    y, color=style[0], linestyle=style[1], linewidth=0.9, label=text
+                )
+            if log_x:
+                ax.set_xscale("log")
+            if log_y:
+                ax.set_yscale("log")
+            ax.set_title(f"{col}, {row}", fontsize=9)
+            ax.grid(alpha=0.3, which="both")
+            if i == len(rows) - 1:
+                ax.set_xlabel(xlabel)
+            if j == 0:
+                ax.set_ylabel(ylabel)
+    # One legend, on the first cell that has something to label (a cell may be empty).
+    labelled = [ax for ax in axes.flat if ax.get_legend_handles_labels()[0]]
+    if labelled:
+        labelled[0].legend(fontsize=7, loc="best")
+    fig.suptitle(title)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path

@@ -1,7 +1,7 @@
 """Pure parts of the paper scenarios: windows, grid cuts, budgets, paper-beside-ours tables."""
 
 from bench import records
-from bench.scenarios import allman_ber, henderson_fairness
+from bench.scenarios import allman_ber, bharadwaj_sweep, cc_compare, henderson_fairness
 from bench.tools import lanes
 
 
@@ -97,3 +97,114 @@ def test_henderson_compares_only_like_with_like():
     assert "drastically" in henderson_fairness.paper_finding("e2e/reno")
     assert "fair share" in henderson_fairness.paper_finding("gateway-hub/cubic")
     assert "not in the thesis" in henderson_fairness.paper_finding("e2e/hybla")
+
+
+def test_sweep_cuts_the_grid_per_rate_and_says_why():
+    sizes = [10_000, 100_000, 1_000_000, 10_000_000, 100_000_000]
+    run, skip = bharadwaj_sweep.runnable_sizes(sizes, 384_000, 30)
+    assert run == [10_000, 100_000, 1_000_000]  # 1 MB is 20.8 s on the wire
+    assert set(skip) == {10_000_000, 100_000_000}
+    assert "208 s on the wire" in skip[10_000_000]
+    run, _ = bharadwaj_sweep.runnable_sizes(sizes, 8_000_000, 30)
+    assert run[-1] == 10_000_000
+
+
+def test_sweep_labels_and_lab_overrides():
+    assert (
+        bharadwaj_sweep.variant(1_536_000, 100_000, 1e-7, "split")
+        == "1.536M/100KB/ber=1e-7/split"
+    )
+    assert bharadwaj_sweep.rate_label(384_000) == "384k"
+    ov = bharadwaj_sweep.lab_overrides(8_000_000, 500, 0.0)
+    assert ov[ov.index("--buffer") + 1] == str(500_000)  # 1 BDP > 128 KiB
+    ov = bharadwaj_sweep.lab_overrides(384_000, 500, 1e-6)
+    assert ov[ov.index("--buffer") + 1] == str(128 * 1024)
+    assert ov[ov.index("--ber") + 1] == "1e-06"
+
+
+def test_sweep_doc_tables_per_ber_in_order_with_not_run_cells():
+    recs = [
+        records.measured(
+            "bharadwaj-sweep", "8M/1MB/ber=0/e2e", "throughput", 1946, "kbit/s"
+        ),
+        records.measured(
+            "bharadwaj-sweep", "8M/1MB/ber=0/split", "throughput", 3908, "kbit/s"
+        ),
+        records.measured(
+            "bharadwaj-sweep", "8M/1MB/ber=1e-6/e2e", "throughput", 582, "kbit/s"
+        ),
+        records.skipped("bharadwaj-sweep", "8M/100MB/ber=0/e2e", "not run: too long"),
+    ]
+    text = bharadwaj_sweep.doc_extra(recs)
+    assert text.index("ber=0:") < text.index("ber=1e-6:")
+    assert "| 8Mbit/s | 1946 → 3908 | not run |" in text
+    assert "| 8Mbit/s | 582 → – | not run |" in text
+
+
+def test_cc_compare_full_fits_its_budget():
+    p = cc_compare.PARAMS["full"]
+    total = 0.0
+    for profile, duration in p["duration_s"].items():
+        n_lanes = p["lanes"].get(profile, 1)
+        if n_lanes > 1:
+            total += lanes.makespan([duration] * len(p["ccs"]), n_lanes, SETUP_S)
+        else:  # one lab, the ccs one after another
+            total += SETUP_S + duration * len(p["ccs"])
+    assert total <= 180
+
+
+def test_bharadwaj_full_fits_its_budget():
+    p = bharadwaj_sweep.PARAMS["full"]
+    expected = [
+        bharadwaj_sweep.expected_s((rate, ber, mode), p)
+        for rate in p["rates_bps"]
+        for ber in p["bers"]
+        for mode in p["modes"]
+    ]
+    assert lanes.makespan(expected, p["lanes"], SETUP_S) <= 240
+
+
+def test_sweep_gives_big_files_the_time_their_wire_needs():
+    p = bharadwaj_sweep.PARAMS["full"]
+    assert bharadwaj_sweep.cap_for(10_000, 384_000, p) == p["cap_s"]
+    # 10 MB at 1.536 Mbit/s: 52 s on the wire → 65 s + 3 RTT
+    assert (
+        bharadwaj_sweep.cap_for(10_000_000, 1_536_000, p)
+        == 1.25 * 80e6 / 1_536_000 + 1.5
+    )
+    # a lossy end-to-end flow is expected at its loss-limited rate (1e-6: ~1.2% of packets)
+    assert 200e3 < bharadwaj_sweep.loss_ceiling_bps(0.5, 1e-6) < 300e3
+    assert bharadwaj_sweep.loss_ceiling_bps(0.5, 0.0) == float("inf")
+
+
+def test_sweep_doc_says_what_was_left_out():
+    recs = [
+        records.skipped(
+            "bharadwaj-sweep", "384k/10MB/ber=0/e2e", "not run: 208 s on the wire"
+        ),
+        records.skipped(
+            "bharadwaj-sweep", "8M/100MB/ber=0/e2e", "not run: 100 s on the wire"
+        ),
+        records.skipped("bharadwaj-sweep", "384k/100MB/ber=0/e2e", "not run: 2083 s"),
+        records.skipped("bharadwaj-sweep", "8M/1MB/ber=0/split", "lab failed: boom"),
+    ]
+    text = bharadwaj_sweep.not_run_summary(recs)
+    assert "10MB at 384k; 100MB at 384k, 8M" in text
+    assert "1MB" not in text
+    assert bharadwaj_sweep.not_run_summary([]) == "Every cell of this run's grid ran."
+
+
+def test_line_grid_draws_every_cell_even_empty_ones(tmp_path):
+    from bench import plots
+
+    path = plots.line_grid(
+        tmp_path / "grid.png",
+        "title",
+        "file size [KB]",
+        "throughput [kbit/s]",
+        ["BER 0", "BER 1e-6"],
+        ["384k", "8M"],
+        {("BER 0", "8M"): {"e2e": [(10, 80), (1000, 900)], "split": []}},
+        {("BER 0", "8M"): [(8000, "link rate"), (131, "paper")]},
+    )
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
