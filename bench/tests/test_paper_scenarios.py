@@ -208,3 +208,24 @@ def test_line_grid_draws_every_cell_even_empty_ones(tmp_path):
         {("BER 0", "8M"): [(8000, "link rate"), (131, "paper")]},
     )
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_quick_runs_fit_40_s_each():
+    p = allman_ber.PARAMS["quick"]
+    names = [*p["ccs"], allman_ber.PERIGEE]
+    allman = [allman_ber.expected_s((b, n), p) for b in p["bers"] for n in names]
+    assert lanes.makespan(allman, p["lanes"], SETUP_S) <= 40
+    p = henderson_fairness.PARAMS["quick"]
+    per_variant = [henderson_fairness.expected_s(p)] * len(p["variants"])
+    assert lanes.makespan(per_variant, p["lanes"], SETUP_S) <= 40
+    p = cc_compare.PARAMS["quick"]
+    assert all(p["lanes"].get(prof, 1) >= len(p["ccs"]) for prof in p["profiles"])
+    assert sum(p["duration_s"][prof] for prof in p["profiles"]) + SETUP_S <= 40
+    p = bharadwaj_sweep.PARAMS["quick"]
+    sweep = [
+        bharadwaj_sweep.expected_s((rate, ber, mode), p)
+        for rate in p["rates_bps"]
+        for ber in p["bers"]
+        for mode in p["modes"]
+    ]
+    assert lanes.makespan(sweep, p["lanes"], SETUP_S) <= 40
