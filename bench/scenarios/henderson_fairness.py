@@ -31,7 +31,10 @@ DESCRIPTION = (
     "hub splits the GEO flow, so the sender's socket (<cc>) has the same 20 ms path as its competitor and "
     "the satellite leg is the gateway's Hybla. Throughput = bytes received in the window where both run "
     "(after `warmup_s`), averaged over `repeats` runs; Jain's index J = (Σx)²/(n·Σx²) over the two "
-    "means (1 = equal shares, 0.5 = one flow takes everything); utilization = sum / bottleneck rate."
+    "means (1 = equal shares, 0.5 = one flow takes everything); utilization = sum / bottleneck rate. "
+    "Each run is checked `warmup_s` in: with the gateway the hub must hold the GEO flow's satellite-leg "
+    "socket (its cc is kept in the raw results), without it it must hold none, and the sender must run "
+    "the variant's cc; a variant failing that is recorded as skipped with the reason."
 )
 PARAMS: dict[str, dict[str, Any]] = {
     "quick": {
