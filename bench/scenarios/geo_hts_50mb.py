@@ -19,7 +19,12 @@ DESCRIPTION = (
     "leg; `gateway-both` adds the terminal's splitter, whose satellite socket opens a large receive window "
     "at once (route initrwnd), where a hub-only gateway waits for the client's own window to grow "
     "(~3x per RTT from 64 KB). `limit` is the physical limit of a download: 1.5 RTT before the first data byte can leave the "
-    "server (handshake + request), size/rate, ½ RTT propagation; `efficiency` = limit / completion."
+    "server (handshake + request), size/rate, ½ RTT propagation; `efficiency` = limit / completion. "
+    "Where the time went: `rwnd_limited` / `sndbuf_limited` = time the satellite-leg sender (the hub's "
+    "socket through the gateway, the server's end to end) was held back by the receiver's window / its own "
+    "send buffer; `link_drops` and `max_queue` = the emulator's forward direction during the transfer. "
+    "A hub-only gateway cannot beat the client's window ramp: its completion minus `rwnd_limited` is "
+    "what the same gateway does for a receiver that opens its window at once."
 )
 PARAMS: dict[str, dict[str, Any]] = {
     "quick": {
