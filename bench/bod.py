@@ -9,6 +9,7 @@ is the paper's R2 (where PEPsal ran, and where Perigee's splitter runs).
 
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -145,16 +146,60 @@ def reset_hybla_params() -> None:
         )
 
 
-def wait_bod_idle(lb: lab.Lab, timeout_s: float = 8.0) -> None:
-    """Wait until the forward link's RBDC grant is back to 0, so the next flow starts cold."""
+def wait_bod_idle(lb: lab.Lab, timeout_s: float = 10.0) -> None:
+    """Wait until the satellite queues are empty and the RBDC grant is back to 0 both ways, so the
+    next flow starts cold."""
     end = time.monotonic() + timeout_s
     while time.monotonic() < end:
         try:
-            if not lb.link_stats()["forward"].get("granted_bps"):
+            stats = lb.link_stats()
+            if not any(
+                stats[d].get("granted_bps") or stats[d].get("queue_bytes")
+                for d in ("forward", "return")
+            ):
                 return
         except (lab.LabUnavailable, KeyError, ValueError):
             return
         time.sleep(0.5)
+
+
+def flush_link(lb: lab.Lab, profile: str) -> None:
+    """Drain the satellite queues at the carrier rate with BoD off, then switch the profile's BoD
+    back on, which starts from no grant: the next measurement starts cold, whatever the last one
+    left queued (at CRA alone 1 MB would take minutes). Measurements must end their flows (sized
+    transfers): destroying a relayed socket under the gateway (`ss -K`) broke later connections."""
+    bod_params = _profile_bod(profile)
+    if not bod_params:
+        return
+    lb.link_set("--dir", "both", "--bod", "off")
+    end = time.monotonic() + 15.0
+    while time.monotonic() < end:
+        stats = lb.link_stats()
+        if not any(stats[d].get("queue_bytes") for d in ("forward", "return")):
+            break
+        time.sleep(0.3)
+    lb.link_set(
+        "--dir",
+        "both",
+        "--bod",
+        "on",
+        "--bod-cra",
+        str(int(bod_params["cra_bps"])),
+        "--bod-max",
+        str(int(bod_params["rbdc_max_bps"])),
+        "--bod-superframe",
+        str(bod_params["superframe_ms"]),
+        "--bod-delay",
+        str(bod_params["allocation_delay_ms"]),
+    )
+
+
+def _profile_bod(profile: str) -> dict[str, Any]:
+    if str(procs.REPO / "lab") not in sys.path:
+        sys.path.append(str(procs.REPO / "lab"))
+    from satlab.profiles import PROFILES  # type: ignore[import-not-found,unused-ignore]
+
+    return dict(PROFILES[profile].forward.get("bod") or {})
 
 
 # --- one run -----------------------------------------------------------------------------------

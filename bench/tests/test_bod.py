@@ -11,8 +11,11 @@ import pytest
 
 from bench import bod
 from bench.profiles import figures
+from bench.scenarios import bod_tuning as bt
 from bench.scenarios import caini_bod as cb
+from bench.scenarios import web_pages
 from bench.tools import gwconfig
+from bench.transfer import Transfer
 
 RATE = 1_144_000.0
 
@@ -283,3 +286,85 @@ def test_tuned_and_untuned_configs():
         "hybla.base_rtt_ms": 0,
         "hybla.cwnd_max": 0,
     }
+
+
+# --- bod-tuning --------------------------------------------------------------------------------
+
+
+TUNED_HUB = {
+    "hub": {
+        "satellite.initcwnd": 49,
+        "satellite.initrwnd": 193,
+        "hybla.base_rtt_ms": 600,
+        "hybla.cwnd_max": 385,
+    }
+}
+
+
+def test_hybla_note_flags_parameters_changed_by_another_gateway():
+    entry = {"applied": TUNED_HUB, "hybla_seen": {"base_rtt_ms": 600, "cwnd_max": 385}}
+    assert bt.hybla_note(entry) == ""
+    entry["hybla_seen"] = {"base_rtt_ms": 0, "cwnd_max": 0}
+    assert "WARNING" in bt.hybla_note(entry) and "another gateway" in bt.hybla_note(
+        entry
+    )
+    assert bt.hybla_note({"applied": TUNED_HUB, "hybla_seen": {}}) == ""
+
+
+def test_settings_note_names_each_role_and_field():
+    note = bt.settings_note(TUNED_HUB)
+    assert (
+        note.startswith("hub: ")
+        and "base_rtt_ms=600" in note
+        and "initrwnd=193" in note
+    )
+
+
+def test_transfer_records_t90_target_and_skips():
+    link = figures("geo-skyplex")
+    tr = Transfer("reno", 1 << 40, 0, ramp(3.0, 15), cwnd=[(1.0, 385.0)])
+    entry = {"applied": TUNED_HUB, "result": tr, "hybla_seen": {}}
+    recs = bt.transfer_records("gateway-both/tuned", entry, link)
+    t90 = by(recs, "t90", "s")["gateway-both/tuned"]
+    assert t90.value == pytest.approx(3.9, abs=0.11) and "target < 6 s: met" in t90.note
+    assert by(recs, "completion")["gateway-both/tuned"].value is None
+    done = Transfer(
+        "reno", 1_000_000, 1_000_000, [(1.0, 5e5), (8.2, 1e6)], cwnd=[(1.0, 9.0)]
+    )
+    finished = bt.transfer_records("v", {**entry, "result": done}, link)
+    assert by(finished, "completion")["v"].value == 8.2
+    tr.cwnd = []
+    assert bt.transfer_records("v", entry, link)[0].metric == "skipped"
+    entry["result"] = "transfer failed: x"
+    assert bt.transfer_records("v", entry, link)[0].note == "transfer failed: x"
+
+
+def test_page_records_ratio_to_the_physical_limit():
+    link = figures("geo-skyplex")
+    ld = web_pages.Load(load_s=12.0, html_s=2.0, connections=6, objects=17, hits=0)
+    entry = {"applied": TUNED_HUB, "result": ld, "hybla_seen": {}}
+    recs = bt.page_records("gateway-hub/tuned", entry, link, "page2")
+    limit = web_pages.physical_limit_s("page2", link.forward_bps, link.rtt_s)
+    assert by(recs, "page_limit")["gateway-hub/tuned"].value == pytest.approx(limit)
+    assert by(recs, "page_vs_limit")["gateway-hub/tuned"].value == pytest.approx(
+        12.0 / limit
+    )
+    failed = bt.page_records(
+        "v",
+        {"applied": {}, "result": "http load: boom", "hybla_seen": {}},
+        link,
+        "page2",
+    )
+    assert failed[0].value is None and failed[0].note == "http load: boom"
+
+
+def test_bod_tuning_doc_table():
+    link = figures("geo-skyplex")
+    tr = Transfer("reno", 1 << 40, 0, ramp(3.0, 15), cwnd=[(1.0, 385.0)])
+    recs = bt.transfer_records(
+        "gateway-both/tuned",
+        {"applied": TUNED_HUB, "result": tr, "hybla_seen": {}},
+        link,
+    )
+    text = bt.doc_extra(recs)
+    assert "| gateway-both/tuned | 3.9 s | n/a | n/a |" in text
