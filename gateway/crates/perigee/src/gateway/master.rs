@@ -237,7 +237,7 @@ impl Shared {
         out
     }
 
-    fn on_report(&self, slot: &WorkerSlot, v: Value) {
+    fn on_report(&self, slot: &WorkerSlot, mut v: Value) {
         match v["type"].as_str() {
             Some("report") => {
                 slot.live
@@ -264,7 +264,7 @@ impl Shared {
                         }
                     }
                 }
-                if let Ok(closed) = serde_json::from_value::<Vec<Flow>>(v["closed"].clone()) {
+                if let Ok(closed) = serde_json::from_value::<Vec<Flow>>(v["closed"].take()) {
                     let mut ring = self.closed.lock().unwrap();
                     for f in closed {
                         if ring.len() >= CLOSED_RING {
@@ -277,7 +277,7 @@ impl Shared {
             }
             Some("snapshot") => {
                 let id = v["id"].as_u64().unwrap_or(0);
-                if let Ok(flows) = serde_json::from_value::<Vec<Flow>>(v["flows"].clone()) {
+                if let Ok(flows) = serde_json::from_value::<Vec<Flow>>(v["flows"].take()) {
                     if let Some(tx) = self.pending.lock().unwrap().get(&id) {
                         let _ = tx.send(flows);
                     }

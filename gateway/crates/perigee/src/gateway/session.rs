@@ -109,6 +109,11 @@ impl Direction {
         buf_size: usize,
     ) -> Result<u64, (Failed, i32)> {
         let mut moved = 0u64;
+        // A read that returned less than it asked for drained the source socket: once that is
+        // delivered, stop instead of reading again into an almost certain EAGAIN (the loop is
+        // level-triggered, so anything that arrives later wakes us). For request/response and
+        // short flows this is one splice less per direction and wakeup.
+        let mut drained = false;
         for _ in 0..16 {
             if self.pending() {
                 match self.write(dst, pool) {
@@ -121,12 +126,12 @@ impl Direction {
                 }
                 continue;
             }
-            if self.eof {
+            if self.eof || drained {
                 break;
             }
             match self.read(src, pool, buf_size) {
-                Ok(0) => self.eof = true,
-                Ok(_) => {}
+                Ok((0, _)) => self.eof = true,
+                Ok((_, short)) => drained = short,
                 Err(e) if would_block(&e) => break,
                 Err(e) => return Err((Failed::Source, e.raw_os_error().unwrap_or(libc::EIO))),
             }
@@ -143,27 +148,35 @@ impl Direction {
         Ok(moved)
     }
 
-    fn read(&mut self, src: RawFd, pool: &mut PipePool, buf_size: usize) -> io::Result<usize> {
+    /// Read once from `src`: (bytes, whether fewer bytes came than there was room for).
+    fn read(
+        &mut self,
+        src: RawFd,
+        pool: &mut PipePool,
+        buf_size: usize,
+    ) -> io::Result<(usize, bool)> {
         if let Some(p) = pool.get() {
             match sys::splice(src, p.w.as_raw_fd(), p.cap) {
                 Ok(n) if n > 0 => {
+                    let short = n < p.cap;
                     self.in_pipe = n;
                     self.pipe = Some(p);
-                    Ok(n)
+                    Ok((n, short))
                 }
                 other => {
                     pool.put(p);
-                    other
+                    other.map(|n| (n, true))
                 }
             }
         } else {
             // Pool exhausted: bounded userspace copy, buffer freed as soon as it drains.
             let mut b = vec![0u8; buf_size.clamp(4096, 65536)];
             let n = sys::read(src, &mut b)?;
+            let short = n < b.len();
             b.truncate(n);
             self.buf = b;
             self.off = 0;
-            Ok(n)
+            Ok((n, short))
         }
     }
 
@@ -231,5 +244,32 @@ mod tests {
         let mut got = Vec::new();
         sink.read_to_end(&mut got).unwrap(); // needs the FIN
         assert_eq!(got.len(), 100 + 7 * CHUNK);
+    }
+
+    #[test]
+    fn short_read_ends_the_turn_and_the_next_one_finishes() {
+        // 10 bytes and the FIN are queued: the 10-byte read is short (the source is drained), so
+        // the turn ends without another read; the level-triggered loop calls again because the
+        // direction still wants to read, and that turn reads the EOF and forwards it.
+        let (mut writer, src) = pair();
+        writer.write_all(b"0123456789").unwrap();
+        writer.shutdown(Shutdown::Write).unwrap();
+        let (dst, mut sink) = pair();
+        src.set_nonblocking(true).unwrap();
+        dst.set_nonblocking(true).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let mut pool = PipePool::new(4, 65536);
+        let mut d = Direction::default();
+        let first = d.pump(src.as_raw_fd(), dst.as_raw_fd(), &mut pool, 4096);
+        assert_eq!(first, Ok(10));
+        assert!(!d.eof && !d.pending() && d.wants_read());
+        let second = d.pump(src.as_raw_fd(), dst.as_raw_fd(), &mut pool, 4096);
+        assert_eq!(second, Ok(0));
+        assert!(d.done(), "EOF not forwarded on the next turn");
+        sink.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+            .unwrap();
+        let mut got = Vec::new();
+        sink.read_to_end(&mut got).unwrap();
+        assert_eq!(got, b"0123456789");
     }
 }

@@ -249,6 +249,8 @@ pub fn set_cc(fd: RawFd, name: &str) -> io::Result<()> {
     .map(|_| ())
 }
 
+/// Only tests read it back: the worker knows what it set (see `default_cc`).
+#[cfg(test)]
 pub fn get_cc(fd: RawFd) -> String {
     let mut buf = [0u8; 16];
     let mut len = buf.len() as libc::socklen_t;
@@ -388,9 +390,35 @@ pub fn available_cc() -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The namespace's default congestion control (what a new socket starts with).
+pub fn default_cc() -> String {
+    std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
 pub fn now_f64() -> f64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs_f64())
         .unwrap_or(0.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_cc_is_what_new_sockets_get() {
+        // The worker reports this name for legs it does not tune instead of asking each socket.
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (a, _) = l.accept().unwrap();
+        let want = default_cc();
+        assert!(!want.is_empty());
+        assert_eq!(get_cc(c.as_raw_fd()), want);
+        assert_eq!(get_cc(a.as_raw_fd()), want);
+        let s = socket(false).unwrap();
+        assert_eq!(get_cc(s.as_raw_fd()), want);
+    }
 }

@@ -7,11 +7,13 @@ use super::session::{Direction, Failed, PipePool};
 use super::sys;
 use super::telemetry::{parse_tcp_info, Flow, Legs, TcpInfo};
 use super::{ipc, log};
+use serde::Serialize;
 use serde_json::json;
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::{self, Write};
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 const TOKEN_CONTROL: u64 = 0;
@@ -167,6 +169,36 @@ impl Session {
     }
 }
 
+/// The periodic worker → master message (docs: the master's `report` handler reads these keys).
+#[derive(Serialize)]
+struct Report<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    live: usize,
+    pipes_in_use: usize,
+    pipes_idle: usize,
+    listening: bool,
+    deltas: ReportDeltas,
+    closed: &'a [Flow],
+}
+
+#[derive(Serialize)]
+struct ReportDeltas {
+    flows: u64,
+    failed_connect: u64,
+    bytes_up: u64,
+    bytes_down: u64,
+    cc_fallback: u64,
+    by_action: BTreeMap<&'static str, ActionDeltas>,
+}
+
+#[derive(Serialize)]
+struct ActionDeltas {
+    bytes_up: u64,
+    bytes_down: u64,
+    flows: u64,
+}
+
 /// Counters accumulated since the last report (the master sums them).
 #[derive(Default)]
 struct Deltas {
@@ -183,7 +215,8 @@ pub struct Worker {
     generation: u32,
     seq: u64,
     ep: Epoll,
-    cfg: Option<GatewayConfig>,
+    /// Shared, not cloned, per new flow: a deep copy of the config per accept was measurable.
+    cfg: Option<Rc<GatewayConfig>>,
     listeners: Vec<(u64, OwnedFd)>,
     listen_port: u16,
     listeners_paused: bool,
@@ -194,6 +227,10 @@ pub struct Worker {
     ctl_in: Vec<u8>,
     available_cc: Vec<String>,
     cc_warned: HashSet<String>,
+    /// What a leg runs when we do not set its congestion control: accepted sockets (from a
+    /// listener without TCP_CONGESTION) and new outbound ones get the namespace default. Kept
+    /// here, refreshed each tick, so a new flow costs no getsockopt(TCP_CONGESTION) calls.
+    default_cc: String,
     out: std::io::Stdout,
 }
 
@@ -225,6 +262,7 @@ impl Worker {
             deltas: Deltas::default(),
             ctl_in: Vec::new(),
             available_cc: sys::available_cc(),
+            default_cc: sys::default_cc(),
             cc_warned: HashSet::new(),
             out: std::io::stdout(),
         })
@@ -290,7 +328,7 @@ impl Worker {
                 self.listen_port = port;
             }
         }
-        self.cfg = Some(cfg);
+        self.cfg = Some(Rc::new(cfg));
     }
 
     fn classify<'a>(
@@ -323,8 +361,10 @@ impl Worker {
     }
 
     /// Set the satellite leg's congestion control; fall back to the system default if missing.
-    fn set_cc(&mut self, fd: RawFd, cc: &str) {
-        if sys::set_cc(fd, cc).is_err() {
+    /// Returns whether `cc` is now the socket's congestion control.
+    fn set_cc(&mut self, fd: RawFd, cc: &str) -> bool {
+        let ok = sys::set_cc(fd, cc).is_ok();
+        if !ok {
             self.deltas.cc_fallback += 1;
             if self.cc_warned.insert(cc.to_string()) {
                 log::warn(
@@ -333,6 +373,7 @@ impl Worker {
                 );
             }
         }
+        ok
     }
 
     fn accept_all(&mut self, lfd: RawFd) {
@@ -403,7 +444,7 @@ impl Worker {
         sys::set_transparent(sfd, v6)?;
         sys::set_int(sfd, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
         let sat_fd = if sat_is_client { cfd.as_raw_fd() } else { sfd };
-        self.set_cc(sat_fd, &sat.cc);
+        let sat_cc_set = self.set_cc(sat_fd, &sat.cc);
         sys::set_bufs(sat_fd, sat.sndbuf, sat.rcvbuf);
         if sat.pacing_bps > 0 {
             let _ = sys::set_pacing(sat_fd, sat.pacing_bps);
@@ -421,7 +462,18 @@ impl Worker {
         let id =
             ((self.generation as u64 * 64 + self.index as u64) << 32) | (self.seq & 0xffff_ffff);
         let now = Instant::now();
-        let cc = [sys::get_cc(cfd.as_raw_fd()), sys::get_cc(sfd)];
+        let cc = [
+            if sat_is_client && sat_cc_set {
+                sat.cc.clone()
+            } else {
+                self.default_cc.clone()
+            },
+            if !sat_is_client && sat_cc_set {
+                sat.cc.clone()
+            } else {
+                self.default_cc.clone()
+            },
+        ];
         let s = Session {
             id,
             client: cfd,
@@ -543,11 +595,8 @@ impl Worker {
                 sys::set_linger0(s.fd(bad));
             }
         }
-        for side in [CLIENT, SERVER] {
-            if s.regs[side as usize].registered {
-                let _ = self.ep.ctl(libc::EPOLL_CTL_DEL, s.fd(side), 0, 0);
-            }
-        }
+        // No EPOLL_CTL_DEL: the sockets are closed when `s` drops at the end of this function,
+        // and closing the only descriptor of a socket removes it from the epoll set.
         s.up.release(&mut self.pool);
         s.down.release(&mut self.pool);
         let flow = s.to_flow(Some((reason, sys::now_f64())));
@@ -592,7 +641,6 @@ impl Worker {
                 }
                 if events & libc::EPOLLOUT as u32 != 0 {
                     s.connecting = false;
-                    s.cc[1] = sys::get_cc(s.server.as_raw_fd());
                 }
             } else if events & (libc::EPOLLERR | libc::EPOLLHUP) as u32 != 0 {
                 self.finish(id, "client_reset", Some(CLIENT), libc::ECONNRESET);
@@ -615,6 +663,7 @@ impl Worker {
 
     fn on_tick(&mut self) {
         self.resume_listeners();
+        self.default_cc = sys::default_cc();
         let Some(cfg) = self.cfg.as_ref() else { return };
         let connect_to = Duration::from_millis(cfg.splitter.connect_timeout_ms);
         let idle_to = Duration::from_secs(cfg.splitter.idle_timeout_s);
@@ -648,14 +697,17 @@ impl Worker {
     }
 
     fn send(&mut self, msg: &serde_json::Value) {
-        let mut line = msg.to_string();
-        line.push('\n');
+        self.send_line(msg);
+    }
+
+    /// One JSON line to the master. Serialized straight from typed structs: at thousands of
+    /// closed flows a second, building a `serde_json::Value` tree first was the worker's largest
+    /// userspace cost.
+    fn send_line<T: Serialize>(&mut self, msg: &T) {
+        let mut line = serde_json::to_vec(msg).unwrap_or_default();
+        line.push(b'\n');
         let mut out = self.out.lock();
-        if out
-            .write_all(line.as_bytes())
-            .and_then(|_| out.flush())
-            .is_err()
-        {
+        if out.write_all(&line).and_then(|_| out.flush()).is_err() {
             // The master is gone: nothing left to do for us.
             std::process::exit(0);
         }
@@ -664,24 +716,36 @@ impl Worker {
     fn report(&mut self) {
         let d = std::mem::take(&mut self.deltas);
         let closed = std::mem::take(&mut self.closed);
-        let by_action: serde_json::Map<String, serde_json::Value> = d
-            .by_action
-            .iter()
-            .map(|(k, v)| {
-                (
-                    k.to_string(),
-                    json!({"bytes_up": v.0, "bytes_down": v.1, "flows": v.2}),
-                )
-            })
-            .collect();
-        let msg = json!({
-            "type": "report", "live": self.flows.len(), "pipes_in_use": self.pool.in_use, "pipes_idle": self.pool.idle(),
-            "listening": !self.listeners.is_empty(),
-            "deltas": {"flows": d.flows, "failed_connect": d.failed_connect, "bytes_up": d.bytes_up,
-                       "bytes_down": d.bytes_down, "cc_fallback": d.cc_fallback, "by_action": by_action},
-            "closed": closed,
-        });
-        self.send(&msg);
+        let msg = Report {
+            kind: "report",
+            live: self.flows.len(),
+            pipes_in_use: self.pool.in_use,
+            pipes_idle: self.pool.idle(),
+            listening: !self.listeners.is_empty(),
+            deltas: ReportDeltas {
+                flows: d.flows,
+                failed_connect: d.failed_connect,
+                bytes_up: d.bytes_up,
+                bytes_down: d.bytes_down,
+                cc_fallback: d.cc_fallback,
+                by_action: d
+                    .by_action
+                    .iter()
+                    .map(|(k, v)| {
+                        (
+                            *k,
+                            ActionDeltas {
+                                bytes_up: v.0,
+                                bytes_down: v.1,
+                                flows: v.2,
+                            },
+                        )
+                    })
+                    .collect(),
+            },
+            closed: &closed,
+        };
+        self.send_line(&msg);
     }
 
     fn on_control(&mut self) {
