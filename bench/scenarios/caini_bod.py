@@ -81,6 +81,20 @@ PAPER_T90 = {
 }
 
 
+# Measured while writing this scenario (ss at the hub: rwnd_limited ~80% of the first 5 s; the same
+# hub-only run with the client's tcp_rmem default at 4 MB and route initrwnd 400 reached t90 in 5.0 s).
+WHY_HUB = (
+    "Why Perigee at the hub alone misses the target: RBDC requests follow the rate at which data "
+    "arrives at the sending terminal's queue, and a window-limited sender's arrival rate is its ACK "
+    "rate, i.e. the current grant. The hub's Hybla is held to the client's receive window (a stock "
+    "Linux client opens 64 KB and grows it only as data arrives at CRA speed), so the first request "
+    "covers ~64 KB per superframe and the grant then follows the window's slow growth. With "
+    "Perigee at the terminal too, its satellite socket opens the tuned window (initrwnd) at once, "
+    "the queue sees the carrier rate from the first superframe, and the full grant comes one "
+    "allocation delay later."
+)
+
+
 def variant_name(cond: str, mode: str, cc: str) -> str:
     return f"{cond}/{mode}" if mode in GATEWAY_AT else f"{cond}/{mode}/{cc}"
 
@@ -290,4 +304,6 @@ def doc_extra(recs: list[records.Record]) -> str:
     return (
         "Time to 90% of capacity, the paper (real Skyplex) beside ours (satlab):\n\n"
         + "\n".join(lines)
+        + "\n\n"
+        + WHY_HUB
     )
