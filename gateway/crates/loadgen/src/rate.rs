@@ -78,8 +78,13 @@ impl Loop {
         self.live[fd as usize] = None;
         self.in_flight -= 1;
         sys::close(fd);
-        if now < self.plan.t_start + self.plan.window && self.opened < self.plan.max_conns {
-            self.open_one();
+        if now < self.plan.t_start + self.plan.window {
+            if self.opened < self.plan.max_conns {
+                self.open_one();
+            } else {
+                // The cap, not the path, ended this thread's run: its rate is a lower bound.
+                self.counts.capped = true;
+            }
         }
     }
 

@@ -7,6 +7,8 @@ pub struct Counts {
     pub completed_in_window: u64,
     pub errors: u64,
     pub unfinished: u64,
+    /// A thread ran out of its `max_conns` before the window ended.
+    pub capped: bool,
     pub error_kinds: BTreeMap<String, u64>,
     /// Connect start → echo back, microseconds, one per completed connection.
     pub latencies_us: Vec<u32>,
@@ -23,6 +25,7 @@ impl Counts {
         self.completed_in_window += other.completed_in_window;
         self.errors += other.errors;
         self.unfinished += other.unfinished;
+        self.capped |= other.capped;
         for (k, n) in other.error_kinds {
             *self.error_kinds.entry(k).or_default() += n;
         }
@@ -55,6 +58,7 @@ pub fn summary(mut c: Counts, threads: usize, duration_s: f64) -> serde_json::Va
         "completed_in_window": c.completed_in_window,
         "errors": c.errors,
         "unfinished": c.unfinished,
+        "capped": c.capped,
         "error_kinds": c.error_kinds,
         "duration_s": duration_s,
         "rate_per_s": rate,
@@ -91,6 +95,7 @@ mod tests {
             completed_in_window: 5,
             unfinished: 1,
             latencies_us: vec![30],
+            capped: true,
             ..Default::default()
         };
         b.error("ECONNRESET".into());
@@ -103,6 +108,10 @@ mod tests {
         assert_eq!(a.error_kinds["ECONNRESET"], 2);
         assert_eq!(a.error_kinds["eof"], 1);
         assert_eq!(a.latencies_us.len(), 3);
+        assert!(
+            a.capped,
+            "one capped thread makes the run's rate a lower bound"
+        );
     }
 
     #[test]

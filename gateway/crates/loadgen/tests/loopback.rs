@@ -13,7 +13,7 @@ fn free_port() -> u16 {
         .port()
 }
 
-fn rate(port: u16, max_conns: u32) -> serde_json::Value {
+fn rate(port: u16, max_conns: u32, duration: &str) -> serde_json::Value {
     let out = Command::new(EXE)
         .args([
             "rate",
@@ -22,7 +22,14 @@ fn rate(port: u16, max_conns: u32) -> serde_json::Value {
             "--port",
             &port.to_string(),
         ])
-        .args(["--threads", "2", "--concurrency", "8", "--duration", "0.5"])
+        .args([
+            "--threads",
+            "2",
+            "--concurrency",
+            "8",
+            "--duration",
+            duration,
+        ])
         .args(["--max-conns", &max_conns.to_string(), "--drain", "2"])
         .output()
         .unwrap();
@@ -55,19 +62,21 @@ fn echo_and_rate_on_loopback() {
         .read_line(&mut line)
         .unwrap();
     assert_eq!(line.trim(), "LISTENING");
-    let r = rate(port, 400);
+    // A long window: the run ends when the 400 are done, well inside it, so it is capped.
+    let r = rate(port, 400, "10");
     srv.kill().unwrap();
     srv.wait().unwrap();
     assert_eq!(r["errors"], 0, "{r}");
     assert_eq!(r["completed"], 400, "{r}");
     assert_eq!(r["unfinished"], 0);
+    assert_eq!(r["capped"], true, "{r}");
     assert!(r["completed_in_window"].as_u64().unwrap() > 0);
     assert!(r["latency_p50_us"].as_u64().unwrap() <= r["latency_p99_us"].as_u64().unwrap());
 }
 
 #[test]
 fn refused_connections_are_errors() {
-    let r = rate(free_port(), 50);
+    let r = rate(free_port(), 50, "0.5");
     assert_eq!(r["completed"], 0, "{r}");
     assert_eq!(r["errors"], 50, "{r}");
     assert_eq!(r["error_kinds"]["ECONNREFUSED"], 50, "{r}");
