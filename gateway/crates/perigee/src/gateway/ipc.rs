@@ -1,6 +1,8 @@
 //! Messages between the master and its workers (JSON lines over a socketpair).
 use super::config::GatewayConfig;
+use super::telemetry::Flow;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "lowercase")]
@@ -9,4 +11,85 @@ pub enum ToWorker {
     Config { config: Box<GatewayConfig> },
     /// Ask for the live flow table; answered by `{"type":"snapshot","id":..,"flows":[..]}`.
     Snapshot { id: u64 },
+}
+
+/// Every worker → master line: `type` "report" (once a second: counters since the last one and
+/// the flows closed meanwhile) or "snapshot" (the answer to `ToWorker::Snapshot`). One flat
+/// struct, not a tagged enum or a `serde_json::Value`: both would build an intermediate tree
+/// of every closed flow before the typed one, thousands of flows a second at high new-flow rates.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub struct FromWorker {
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[serde(default)]
+    pub live: u64,
+    #[serde(default)]
+    pub pipes_in_use: u64,
+    #[serde(default)]
+    pub pipes_idle: u64,
+    #[serde(default)]
+    pub listening: bool,
+    #[serde(default)]
+    pub deltas: Deltas,
+    #[serde(default)]
+    pub closed: Vec<Flow>,
+    /// Snapshot answers only.
+    #[serde(default)]
+    pub id: u64,
+    #[serde(default)]
+    pub flows: Vec<Flow>,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub struct Deltas {
+    pub flows: u64,
+    pub failed_connect: u64,
+    pub bytes_up: u64,
+    pub bytes_down: u64,
+    pub cc_fallback: u64,
+    pub by_action: BTreeMap<String, ActionDeltas>,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub struct ActionDeltas {
+    pub bytes_up: u64,
+    pub bytes_down: u64,
+    pub flows: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn report_round_trips_and_snapshot_fills_defaults() {
+        let mut r = FromWorker {
+            kind: "report".into(),
+            live: 3,
+            listening: true,
+            closed: vec![Flow {
+                id: 7,
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        r.deltas.flows = 5;
+        r.deltas.by_action.insert(
+            "accelerate".into(),
+            ActionDeltas {
+                bytes_up: 1,
+                bytes_down: 2,
+                flows: 5,
+            },
+        );
+        let line = serde_json::to_string(&r).unwrap();
+        let back: FromWorker = serde_json::from_str(&line).unwrap();
+        assert_eq!(back.kind, "report");
+        assert_eq!((back.live, back.listening, back.deltas.flows), (3, true, 5));
+        assert_eq!(back.deltas.by_action["accelerate"].bytes_down, 2);
+        assert_eq!(back.closed[0].id, 7);
+        let snap: FromWorker =
+            serde_json::from_str(r#"{"type":"snapshot","id":9,"flows":[]}"#).unwrap();
+        assert_eq!((snap.kind.as_str(), snap.id, snap.live), ("snapshot", 9, 0));
+    }
 }

@@ -7,7 +7,7 @@ use super::render;
 use super::telemetry::Flow;
 use super::{control, ipc, log, metrics, sys};
 use perigee_squid::{RequestCounters, SquidManager};
-use serde_json::{json, Value};
+use serde_json::json;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::io::{BufRead, BufReader, Write};
 use std::os::fd::OwnedFd;
@@ -237,50 +237,39 @@ impl Shared {
         out
     }
 
-    fn on_report(&self, slot: &WorkerSlot, mut v: Value) {
-        match v["type"].as_str() {
-            Some("report") => {
-                slot.live
-                    .store(v["live"].as_u64().unwrap_or(0), Ordering::Relaxed);
-                slot.pipes
-                    .store(v["pipes_in_use"].as_u64().unwrap_or(0), Ordering::Relaxed);
-                slot.listening
-                    .store(v["listening"].as_bool().unwrap_or(false), Ordering::Relaxed);
-                let d = &v["deltas"];
-                let g = |k: &str| d[k].as_u64().unwrap_or(0);
+    fn on_report(&self, slot: &WorkerSlot, m: ipc::FromWorker) {
+        match m.kind.as_str() {
+            "report" => {
+                slot.live.store(m.live, Ordering::Relaxed);
+                slot.pipes.store(m.pipes_in_use, Ordering::Relaxed);
+                slot.listening.store(m.listening, Ordering::Relaxed);
+                let d = &m.deltas;
                 {
                     let mut t = self.totals.lock().unwrap();
-                    t.flows_total += g("flows");
-                    t.failed_connect += g("failed_connect");
-                    t.bytes_up += g("bytes_up");
-                    t.bytes_down += g("bytes_down");
-                    t.cc_fallback += g("cc_fallback");
-                    if let Some(m) = d["by_action"].as_object() {
-                        for (k, a) in m {
-                            let e = t.by_action.entry(k.clone()).or_default();
-                            e.0 += a["bytes_up"].as_u64().unwrap_or(0);
-                            e.1 += a["bytes_down"].as_u64().unwrap_or(0);
-                            e.2 += a["flows"].as_u64().unwrap_or(0);
-                        }
+                    t.flows_total += d.flows;
+                    t.failed_connect += d.failed_connect;
+                    t.bytes_up += d.bytes_up;
+                    t.bytes_down += d.bytes_down;
+                    t.cc_fallback += d.cc_fallback;
+                    for (k, a) in &d.by_action {
+                        let e = t.by_action.entry(k.clone()).or_default();
+                        e.0 += a.bytes_up;
+                        e.1 += a.bytes_down;
+                        e.2 += a.flows;
                     }
                 }
-                if let Ok(closed) = serde_json::from_value::<Vec<Flow>>(v["closed"].take()) {
-                    let mut ring = self.closed.lock().unwrap();
-                    for f in closed {
-                        if ring.len() >= CLOSED_RING {
-                            ring.pop_front();
-                            self.totals.lock().unwrap().closed_dropped += 1;
-                        }
-                        ring.push_back(f);
+                let mut ring = self.closed.lock().unwrap();
+                for f in m.closed {
+                    if ring.len() >= CLOSED_RING {
+                        ring.pop_front();
+                        self.totals.lock().unwrap().closed_dropped += 1;
                     }
+                    ring.push_back(f);
                 }
             }
-            Some("snapshot") => {
-                let id = v["id"].as_u64().unwrap_or(0);
-                if let Ok(flows) = serde_json::from_value::<Vec<Flow>>(v["flows"].take()) {
-                    if let Some(tx) = self.pending.lock().unwrap().get(&id) {
-                        let _ = tx.send(flows);
-                    }
+            "snapshot" => {
+                if let Some(tx) = self.pending.lock().unwrap().get(&m.id) {
+                    let _ = tx.send(m.flows);
                 }
             }
             _ => {}
@@ -385,8 +374,8 @@ fn supervise(shared: Arc<Shared>, index: usize) {
         let started = Instant::now();
         for line in BufReader::new(mine).lines() {
             let Ok(line) = line else { break };
-            if let Ok(v) = serde_json::from_str::<Value>(&line) {
-                shared.on_report(slot, v);
+            if let Ok(m) = serde_json::from_str::<ipc::FromWorker>(&line) {
+                shared.on_report(slot, m);
             }
         }
         slot.alive.store(false, Ordering::Relaxed);

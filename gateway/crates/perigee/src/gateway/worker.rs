@@ -9,7 +9,7 @@ use super::telemetry::{parse_tcp_info, Flow, Legs, TcpInfo};
 use super::{ipc, log};
 use serde::Serialize;
 use serde_json::json;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::io::{self, Write};
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -167,36 +167,6 @@ impl Session {
         self.sampled_bytes = (self.up.bytes, self.down.bytes);
         self.sampled_at = Instant::now();
     }
-}
-
-/// The periodic worker → master message (docs: the master's `report` handler reads these keys).
-#[derive(Serialize)]
-struct Report<'a> {
-    #[serde(rename = "type")]
-    kind: &'static str,
-    live: usize,
-    pipes_in_use: usize,
-    pipes_idle: usize,
-    listening: bool,
-    deltas: ReportDeltas,
-    closed: &'a [Flow],
-}
-
-#[derive(Serialize)]
-struct ReportDeltas {
-    flows: u64,
-    failed_connect: u64,
-    bytes_up: u64,
-    bytes_down: u64,
-    cc_fallback: u64,
-    by_action: BTreeMap<&'static str, ActionDeltas>,
-}
-
-#[derive(Serialize)]
-struct ActionDeltas {
-    bytes_up: u64,
-    bytes_down: u64,
-    flows: u64,
 }
 
 /// Counters accumulated since the last report (the master sums them).
@@ -696,10 +666,6 @@ impl Worker {
         self.report();
     }
 
-    fn send(&mut self, msg: &serde_json::Value) {
-        self.send_line(msg);
-    }
-
     /// One JSON line to the master. Serialized straight from typed structs: at thousands of
     /// closed flows a second, building a `serde_json::Value` tree first was the worker's largest
     /// userspace cost.
@@ -715,14 +681,13 @@ impl Worker {
 
     fn report(&mut self) {
         let d = std::mem::take(&mut self.deltas);
-        let closed = std::mem::take(&mut self.closed);
-        let msg = Report {
-            kind: "report",
-            live: self.flows.len(),
-            pipes_in_use: self.pool.in_use,
-            pipes_idle: self.pool.idle(),
+        let msg = ipc::FromWorker {
+            kind: "report".into(),
+            live: self.flows.len() as u64,
+            pipes_in_use: self.pool.in_use as u64,
+            pipes_idle: self.pool.idle() as u64,
             listening: !self.listeners.is_empty(),
-            deltas: ReportDeltas {
+            deltas: ipc::Deltas {
                 flows: d.flows,
                 failed_connect: d.failed_connect,
                 bytes_up: d.bytes_up,
@@ -732,18 +697,17 @@ impl Worker {
                     .by_action
                     .iter()
                     .map(|(k, v)| {
-                        (
-                            *k,
-                            ActionDeltas {
-                                bytes_up: v.0,
-                                bytes_down: v.1,
-                                flows: v.2,
-                            },
-                        )
+                        let a = ipc::ActionDeltas {
+                            bytes_up: v.0,
+                            bytes_down: v.1,
+                            flows: v.2,
+                        };
+                        (k.to_string(), a)
                     })
                     .collect(),
             },
-            closed: &closed,
+            closed: std::mem::take(&mut self.closed),
+            ..Default::default()
         };
         self.send_line(&msg);
     }
@@ -767,7 +731,12 @@ impl Worker {
                 ipc::ToWorker::Config { config } => self.apply_config(*config),
                 ipc::ToWorker::Snapshot { id } => {
                     let flows: Vec<Flow> = self.flows.values().map(|s| s.to_flow(None)).collect();
-                    self.send(&json!({"type": "snapshot", "id": id, "flows": flows}));
+                    self.send_line(&ipc::FromWorker {
+                        kind: "snapshot".into(),
+                        id,
+                        flows,
+                        ..Default::default()
+                    });
                 }
             }
         }
