@@ -163,9 +163,10 @@ def download(
         last: dict[str, Any] = next(
             (s for s in reversed(ss_samples) if "busy_ms" in s), {}
         )
-        result.limited_ms = {
-            k: float(last[f"{k}_ms"]) for k in LIMITED if f"{k}_ms" in last
-        }
+        # ss prints a limited time only when it is not zero.
+        result.limited_ms = (
+            {k: float(last.get(f"{k}_ms", 0.0)) for k in LIMITED} if last else {}
+        )
     else:
         infos = served.get("tcp_info", [])
         result.cwnd = [

@@ -17,7 +17,7 @@ DESCRIPTION = (
     "sender's congestion control; `gateway-hub` runs satlab with `--gateway hub`, so the splitter at the hub "
     "carries the satellite leg (Hybla) while the server's socket runs the named cc on the short terrestrial "
     "leg; `gateway-both` adds the terminal's splitter, whose satellite socket opens a large receive window "
-    "at once (route initrwnd), where a hub-only gateway waits for the client's own window to grow "
+    "at once (its 2 x BDP receive buffer, with no route initrwnd to lower it), where a hub-only gateway waits for the client's own window to grow "
     "(~3x per RTT from 64 KB). `limit` is the physical limit of a download: 1.5 RTT before the first data byte can leave the "
     "server (handshake + request), size/rate, ½ RTT propagation; `efficiency` = limit / completion. "
     "Where the time went: `rwnd_limited` / `sndbuf_limited` = time the satellite-leg sender (the hub's "

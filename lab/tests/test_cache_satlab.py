@@ -341,7 +341,11 @@ def test_cache_at_the_hub(cslab: CsLab) -> None:
     miss, hit = miss_then_hit(BIG)
     print(f"geo-hts, gateway+cache at hub: MISS {miss.seconds * 1000:.1f} ms, HIT {hit.seconds * 1000:.1f} ms")
     assert miss.x_cache.startswith("MISS") and hit.x_cache.startswith("HIT"), (miss.headers, hit.headers)
-    assert hit.size == 1048576 and hit.seconds < miss.seconds
+    # At the hub the origin is one LAN hop from the cache, so a miss costs no satellite round trip
+    # more than a hit: both are the same delivery over the 600 ms RTT (the client's window ramp) and
+    # equal within noise (measured 3118 vs 3119 ms). The hit must not cost an extra half round trip;
+    # what proves it came from the cache is X-Cache above and the access log below.
+    assert hit.size == 1048576 and hit.seconds < miss.seconds + 0.3, (miss.seconds, hit.seconds)
     recs = records(sock, "/bytes/1048576")
     assert [r["outcome"] for r in recs] == ["miss", "hit"] and recs[0]["client"].startswith(CLIENT + ":"), recs
     who = fetch(f"http://{SERVER}/whoami", keep_body=True)

@@ -22,8 +22,8 @@ def test_hub_sends_forward_paced_with_a_bdp_first_flight() -> None:
     assert t["sndbuf_bytes"] == t["rcvbuf_bytes"] == 7_500_000
     # Hybla scales the initial window by rho = 600 / 25: initcwnd x rho ~ one forward BDP.
     assert 2400 <= t["initcwnd"] * 24 <= 2600
-    # It receives the 5 Mbit/s return direction: one BDP of it, in segments.
-    assert t["initrwnd"] == 258
+    # No route initrwnd: the receive window starts as the whole 2 x BDP buffer.
+    assert t["initrwnd"] == 0
 
 
 def test_terminal_opens_the_forward_window_at_once() -> None:
@@ -31,8 +31,10 @@ def test_terminal_opens_the_forward_window_at_once() -> None:
     t = gateway.link_tuning("terminal", fwd, ret)
     assert t["pacing_rate_bps"] == gateway.pacing_rate(5_000_000) == 4_877_675
     assert t["sndbuf_bytes"] == 7_500_000
-    # The forward BDP (2590 segments) exceeds the config's bound: clamped, never rejected.
-    assert t["initrwnd"] == gateway.ROUTE_WINDOW_MAX
+    # A route initrwnd could only lower the window, and the config's bound (1000 segments) is
+    # below the forward BDP (2590): none, so the hub's first flight fills the pipe.
+    assert t["initrwnd"] == 0
+    assert t["rcvbuf_bytes"] >= 2 * 3_750_000  # 2 x the forward BDP
     assert t["initcwnd"] == 10
 
 
@@ -48,7 +50,7 @@ def test_default_config_carries_the_tuning() -> None:
     fwd, ret = _geo_hts()
     cfg = gateway.default_config("hub", tuning=gateway.link_tuning("hub", fwd, ret))
     sat = cfg["satellite"]
-    assert (sat["initcwnd"], sat["initrwnd"], sat["pacing_rate_bps"]) == (107, 258, 48_776_750)
+    assert (sat["initcwnd"], sat["initrwnd"], sat["pacing_rate_bps"]) == (107, 0, 48_776_750)
     assert cfg["hybla"]["cwnd_max"] == 0
     assert gateway.default_config("hub")["satellite"]["initcwnd"] == 10  # unknown link: defaults
 
