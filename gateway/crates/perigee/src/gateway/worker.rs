@@ -603,7 +603,14 @@ impl Worker {
         }
         if s.connecting {
             if side == SERVER {
-                let e = sys::so_error(s.server.as_raw_fd());
+                // A failed connect always raises EPOLLERR: a plain EPOLLOUT means connected, and
+                // needs no getsockopt(SO_ERROR).
+                let failed = events & (libc::EPOLLERR | libc::EPOLLHUP) as u32 != 0;
+                let e = if failed {
+                    sys::so_error(s.server.as_raw_fd())
+                } else {
+                    0
+                };
                 if e != 0 {
                     self.deltas.failed_connect += 1;
                     self.finish(id, "connect_failed", Some(SERVER), e);
