@@ -15,24 +15,36 @@ Formulas (rates in bit/s, times in s, sizes in bytes; clamp(x, lo, hi) = min(max
   rtt_eff          = base_rtt + allocation_delay                  (the RTT a sender actually sees)
   bdp_forward      = forward_rate × rtt_eff / 8
   bdp_return       = return_rate × rtt_eff / 8
-  send_rate, recv_rate, bdp_send, bdp_recv: the forward values on a hub, the return values on a terminal
-                     (the hub sends forward, the terminal sends return)
-  sndbuf           = clamp(2 × bdp_send, 64 KiB, 64 MiB)   (room for one BDP in flight + one queued)
-  rcvbuf           = clamp(2 × bdp_recv, 64 KiB, 64 MiB)
+  grant_wait       = 2 × superframe + ceil(allocation_delay / superframe) × superframe
+                     (0 without allocation delay; the DAMA worst case until the first full grant: a
+                      flow starting just after a boundary is only measured from the next one, is
+                      measured for one whole superframe, and its request is granted at the first
+                      boundary at least one allocation delay later)
+  window_forward   = forward_rate × (base_rtt + grant_wait) / 8
+  window_return    = return_rate × (base_rtt + grant_wait) / 8
+                     (what must be in flight to keep data arriving at the carrier rate until the first
+                      full grant; never below the BDP, since grant_wait ≥ allocation_delay)
+  send_rate, recv_rate, bdp_send, window_send, window_recv: the forward values on a hub,
+                     the return values on a terminal (the hub sends forward, the terminal sends return)
+  sndbuf           = clamp(2 × window_send, 64 KiB, 64 MiB)   (the kernel charges about twice the
+  rcvbuf           = clamp(2 × window_recv, 64 KiB, 64 MiB)    payload: room for one full window)
   pacing_forward   = forward_rate
   pacing_return    = min(return_rate, return_cra + 8 × terminal_buffer / allocation_delay)
                      (until a grant arrives only CRA drains the modem buffer, so the excess over CRA
                       sent during one allocation delay must fit in the buffer: modem buffer drain bound)
   pacing_cap       = pacing_forward on a hub, pacing_return on a terminal
   initcwnd         = clamp(ceil(bdp_send / (4 × mss)), 10, 100)  (a quarter BDP in the first flight)
-  initrwnd         = clamp(ceil(bdp_recv / mss), 10, 1000)        (let the peer fill one BDP at once)
+  initrwnd         = clamp(ceil(window_recv / mss), 10, 1000)     (let the peer fill the grant-wait
+                     window at once: a one-BDP window stalls the flow before the first full grant)
   hybla_base_rtt   = round(base_rtt in ms)                         (Hybla's ρ = rtt / rtt0 uses it; the
                      allocation delay is left out on purpose: waiting for a grant inflates the
                      measured RTT, and must not inflate ρ and with it Hybla's aggressiveness)
-  hybla_cwnd_max   = clamp(ceil(2 × send_rate × rtt_eff / (8 × mss)), 10, 65536)   segments
+  hybla_cwnd_max   = clamp(max(ceil(2 × send_rate × rtt_eff / (8 × mss)), ceil(window_send / mss)),
+                           10, 65536)   segments
                      (two BDPs of the RTT the flow sees: room for the window plus about one BDP of
                       queue; stops one GEO slow-start ACK, 2^ρ segments, from becoming a line-rate
-                      burst; perigee_hybla::cwnd_ceiling_for_link, docs/hybla.md)
+                      burst; perigee_hybla::cwnd_ceiling_for_link, docs/hybla.md; never below the
+                      grant-wait window, or the ceiling would hold the sender under what the peer opens)
   min_terminal_buffer = return_rate × superframe / 8               (one superframe of return traffic;
                      a smaller buffer drops inside a superframe: reported as a warning)
 
@@ -59,6 +71,9 @@ DerivedKey = Literal[
     "rtt_eff_ms",
     "bdp_forward_bytes",
     "bdp_return_bytes",
+    "grant_wait_ms",
+    "window_forward_bytes",
+    "window_return_bytes",
     "sndbuf_bytes",
     "rcvbuf_bytes",
     "pacing_forward_bps",
@@ -167,23 +182,51 @@ def derive(inputs: BodInputs, overrides: dict[str, float] | None = None) -> Tuni
         f"return rate × RTT_eff / 8 = {_n(ret)} × {_n(rtt_s)} / 8 = {_n(bdp_r)} B",
     )
     hub = i.role == "hub"
-    bdp_send, bdp_recv = (bdp_f, bdp_r) if hub else (bdp_r, bdp_f)
+    if i.allocation_delay_ms >= 0.001:  # below a microsecond counts as no delay (as for the drain bound)
+        sfs = math.ceil(i.allocation_delay_ms / i.superframe_ms - 1e-9)  # float noise must not add one
+        wait_ms = (2 + sfs) * i.superframe_ms
+        wait_text = (
+            f"2 × superframe + ceil(allocation delay / superframe) × superframe = 2 × {_n(i.superframe_ms)}"
+            f" + ceil({_n(i.allocation_delay_ms)} / {_n(i.superframe_ms)}) × {_n(i.superframe_ms)}"
+            f" = {_n(wait_ms)} ms (to the next boundary, one measured superframe, then the grant)"
+        )
+    else:
+        wait_ms = 0.0
+        wait_text = "no allocation delay: nothing waits for a grant = 0 ms"
+    put("grant_wait_ms", wait_ms, "ms", wait_text)
+    win_s = (i.base_rtt_ms + wait_ms) / 1000.0
+    win_f = math.ceil(i.forward_rate_bps * win_s / 8)
+    win_r = math.ceil(ret * win_s / 8)
+    put(
+        "window_forward_bytes",
+        win_f,
+        "bytes",
+        f"forward rate × (base RTT + grant wait) / 8 = {_n(i.forward_rate_bps)} × {_n(win_s)} / 8 = {_n(win_f)} B",
+    )
+    put(
+        "window_return_bytes",
+        win_r,
+        "bytes",
+        f"return rate × (base RTT + grant wait) / 8 = {_n(ret)} × {_n(win_s)} / 8 = {_n(win_r)} B",
+    )
+    bdp_send = bdp_f if hub else bdp_r  # initcwnd: a quarter BDP, not the grant-wait window
+    win_send, win_recv = (win_f, win_r) if hub else (win_r, win_f)
     send_dir, recv_dir = ("forward", "return") if hub else ("return", "forward")
 
-    snd = _clamp(2 * bdp_send, SOCKBUF_MIN, SOCKBUF_MAX)
+    snd = _clamp(2 * win_send, SOCKBUF_MIN, SOCKBUF_MAX)
     put(
         "sndbuf_bytes",
         snd,
         "bytes",
-        f"2 × BDP_{send_dir} = 2 × {_n(bdp_send)} = {_n(2 * bdp_send)} B, clamped to "
+        f"2 × window_{send_dir} = 2 × {_n(win_send)} = {_n(2 * win_send)} B, clamped to "
         f"[{_n(SOCKBUF_MIN)}, {_n(SOCKBUF_MAX)}] = {_n(snd)} B",
     )
-    rcv = _clamp(2 * bdp_recv, SOCKBUF_MIN, SOCKBUF_MAX)
+    rcv = _clamp(2 * win_recv, SOCKBUF_MIN, SOCKBUF_MAX)
     put(
         "rcvbuf_bytes",
         rcv,
         "bytes",
-        f"2 × BDP_{recv_dir} = 2 × {_n(bdp_recv)} = {_n(2 * bdp_recv)} B, clamped to "
+        f"2 × window_{recv_dir} = 2 × {_n(win_recv)} = {_n(2 * win_recv)} B, clamped to "
         f"[{_n(SOCKBUF_MIN)}, {_n(SOCKBUF_MAX)}] = {_n(rcv)} B",
     )
     pf = put("pacing_forward_bps", i.forward_rate_bps, "bit/s", f"forward rate = {_n(i.forward_rate_bps)} bit/s")
@@ -220,13 +263,13 @@ def derive(inputs: BodInputs, overrides: dict[str, float] | None = None) -> Tuni
         f"ceil(BDP_{send_dir} / (4 × MSS)) = ceil({_n(bdp_send)} / (4 × {i.mss_bytes})) = {cw_raw},"
         f" clamped to [10, 100] = {_n(cw)}",
     )
-    rw_raw = math.ceil(bdp_recv / i.mss_bytes)
+    rw_raw = math.ceil(win_recv / i.mss_bytes)
     rw = _clamp(rw_raw, 10, 1000)
     put(
         "initrwnd",
         rw,
         "segments",
-        f"ceil(BDP_{recv_dir} / MSS) = ceil({_n(bdp_recv)} / {i.mss_bytes}) = {rw_raw},"
+        f"ceil(window_{recv_dir} / MSS) = ceil({_n(win_recv)} / {i.mss_bytes}) = {rw_raw},"
         f" clamped to [10, 1000] = {_n(rw)}",
     )
     put(
@@ -239,15 +282,20 @@ def derive(inputs: BodInputs, overrides: dict[str, float] | None = None) -> Tuni
     send_rate = i.forward_rate_bps if hub else ret
     # Integer arithmetic as in cwnd_ceiling_for_link (rtt in µs keeps fractional ms exact enough).
     rtt_us = round(rtt_ms * 1000)
-    cm_raw = -(-(2 * int(send_rate) * rtt_us) // (8 * 1_000_000 * i.mss_bytes))
+    bdp2_raw = -(-(2 * int(send_rate) * rtt_us) // (8 * 1_000_000 * i.mss_bytes))
+    win_segs = math.ceil(win_send / i.mss_bytes)
+    cm_raw = max(bdp2_raw, win_segs)
     cm = _clamp(cm_raw, CWND_MAX_MIN, CWND_MAX_MAX)
     put(
         "hybla_cwnd_max",
         cm,
         "segments",
-        f"ceil(2 × {send_dir} rate × RTT_eff / (8 × MSS)) = ceil(2 × {_n(send_rate)} × {_n(rtt_s)} / "
-        f"(8 × {i.mss_bytes})) = {_n(cm_raw)}, clamped to [{CWND_MAX_MIN}, {_n(CWND_MAX_MAX)}] = {_n(cm)}"
-        " (two BDPs: Hybla's window never bursts far beyond what the link and modem queue hold)",
+        f"max(ceil(2 × {send_dir} rate × RTT_eff / (8 × MSS)), ceil(window_{send_dir} / MSS)) = "
+        f"max(ceil(2 × {_n(send_rate)} × {_n(rtt_s)} / (8 × {i.mss_bytes})), ceil({_n(win_send)} / "
+        f"{i.mss_bytes})) = max({_n(bdp2_raw)}, {_n(win_segs)}) = {_n(cm_raw)}, clamped to "
+        f"[{CWND_MAX_MIN}, {_n(CWND_MAX_MAX)}] = {_n(cm)}"
+        " (two BDPs: Hybla's window never bursts far beyond what the link and modem queue hold;"
+        " at least the grant-wait window the peer opens)",
     )
     need = math.ceil(ret * i.superframe_ms / 1000.0 / 8)
     put(

@@ -22,11 +22,15 @@ def test_hub_numbers() -> None:
     assert t["rtt_eff_ms"].value == 800
     assert t["bdp_forward_bytes"].value == 5_000_000  # 50e6 × 0.8 / 8
     assert t["bdp_return_bytes"].value == 500_000  # 5e6 × 0.8 / 8
-    assert t["sndbuf_bytes"].value == 10_000_000  # 2 × BDP_forward
-    assert t["rcvbuf_bytes"].value == 1_000_000
+    # grant wait = 2 × 26.5 + ceil(250 / 26.5) × 26.5 = 12 × 26.5 = 318 ms; window RTT 550 + 318 = 868 ms
+    assert t["grant_wait_ms"].value == 318
+    assert t["window_forward_bytes"].value == 5_425_000  # 50e6 × 0.868 / 8
+    assert t["window_return_bytes"].value == 542_500  # 5e6 × 0.868 / 8
+    assert t["sndbuf_bytes"].value == 10_850_000  # 2 × window_forward
+    assert t["rcvbuf_bytes"].value == 1_085_000  # 2 × window_return
     assert t["pacing_rate_bps"].value == 50_000_000
     assert t["initcwnd"].value == 100  # ceil(5e6 / 5792) = 864 → clamped
-    assert t["initrwnd"].value == 346  # ceil(500000 / 1448)
+    assert t["initrwnd"].value == 375  # ceil(542500 / 1448)
     assert t["hybla_base_rtt_ms"].value == 550  # the base RTT: allocation delay must not inflate ρ
     # ceil(2 × 50e6 × 0.8 / (8 × 1448)) = ceil(6906.08): two forward BDPs (base RTT + allocation delay)
     assert t["hybla_cwnd_max"].value == 6907
@@ -40,10 +44,49 @@ def test_terminal_pacing_is_bounded_by_modem_buffer_drain() -> None:
     # drain = CRA + 8 × buffer / delay = 1e6 + 400000 / 0.25 = 2.6e6 < return rate 5e6
     assert t["pacing_return_bps"].value == 2_600_000
     assert t["pacing_rate_bps"].value == 2_600_000
-    assert t["sndbuf_bytes"].value == 1_000_000  # terminal sends return: 2 × BDP_return
+    assert t["sndbuf_bytes"].value == 1_085_000  # terminal sends return: 2 × window_return
+    assert t["rcvbuf_bytes"].value == 10_850_000 and t["initrwnd"].value == 1000  # 3747 clamped
     assert "modem buffer drain" in t["pacing_return_bps"].derivation
     # The terminal sends on the return link: ceil(2 × 5e6 × 0.8 / 11584) = ceil(690.6)
     assert t["hybla_cwnd_max"].value == 691
+
+
+# satlab geo-skyplex (Caini et al.): 1.144 Mbit/s both ways, CRA 44k + RBDC, 820 ms superframe,
+# 1346 ms allocation delay, 600 ms base RTT, 1 MB modem buffer (bench/tools/gwconfig.profile_bod_inputs).
+SKYPLEX = {
+    "forward_rate_bps": 1_144_000,
+    "return_cra_bps": 44_000,
+    "return_rbdc_max_bps": 1_100_000,
+    "superframe_ms": 820,
+    "allocation_delay_ms": 1346,
+    "base_rtt_ms": 600,
+    "terminal_buffer_bytes": 1_000_000,
+}
+
+
+@pytest.mark.parametrize("role", ["hub", "terminal"])
+def test_skyplex_receive_window_covers_the_wait_for_the_first_full_grant(role: str) -> None:
+    t = derive(BodInputs(**SKYPLEX, role=role)).values
+    # One RTT of base + allocation delay (1.946 s: 278,278 B, 193 segments) left goodput dipping at
+    # 6-7 s; data must keep arriving until the first full grant: ceil(1346 / 820) = 2 superframes of
+    # allocation delay + 2 of request measurement = 3280 ms, window RTT 600 + 3280 = 3.88 s.
+    assert t["bdp_forward_bytes"].value == 278_278
+    assert t["grant_wait_ms"].value == 3280
+    assert "ceil(1,346 / 820) × 820 = 3,280 ms" in t["grant_wait_ms"].derivation
+    assert t["window_forward_bytes"].value == t["window_return_bytes"].value == 554_840  # 1.144e6 × 3.88 / 8
+    assert t["initrwnd"].value == 384  # ceil(554840 / 1448) = ceil(383.18), was 193
+    assert "ceil(554,840 / 1448) = 384" in t["initrwnd"].derivation
+    assert t["rcvbuf_bytes"].value == t["sndbuf_bytes"].value == 1_109_680  # 2 × window
+    # The cwnd ceiling stays two BDPs (385) and never below the window the peer opens (384).
+    assert t["hybla_cwnd_max"].value == 385 and "max(385, 384)" in t["hybla_cwnd_max"].derivation
+    assert t["initcwnd"].value == 49  # a quarter BDP: unchanged
+
+
+def test_no_allocation_delay_means_no_grant_wait() -> None:
+    t = derive(BodInputs(**{**SKYPLEX, "allocation_delay_ms": 0})).values
+    assert t["grant_wait_ms"].value == 0
+    assert t["window_forward_bytes"].value == t["bdp_forward_bytes"].value == 85_800  # 1.144e6 × 0.6 / 8
+    assert t["initrwnd"].value == 60  # ceil(85800 / 1448)
 
 
 def test_cwnd_max_matches_docs_example_and_clamps() -> None:
@@ -78,7 +121,7 @@ def test_clamps_and_warnings() -> None:
 
 def test_overrides_keep_computed_value() -> None:
     t = derive(BodInputs(**GEO), {"sndbuf_bytes": 8_000_000}).values["sndbuf_bytes"]
-    assert t.value == 8_000_000 and t.computed == 10_000_000 and t.overridden
+    assert t.value == 8_000_000 and t.computed == 10_850_000 and t.overridden
     assert t.derivation.startswith("override 8,000,000")
 
 
@@ -100,7 +143,7 @@ def test_profile_api_and_apply_to_config(operator: TestClient) -> None:
     r = operator.post(f"/api/v1/bod/profiles/{prof['id']}/apply-to-config", json={})
     assert r.status_code == 200, r.text
     cfg = operator.get("/api/v1/config").json()["config"]
-    assert cfg["satellite"]["sndbuf_bytes"] == 10_000_000 and cfg["satellite"]["initcwnd"] == 40
+    assert cfg["satellite"]["sndbuf_bytes"] == 10_850_000 and cfg["satellite"]["initcwnd"] == 40
     assert cfg["hybla"]["base_rtt_ms"] == 550  # base RTT, not base + allocation delay
     assert cfg["hybla"]["cwnd_max"] == 6907
 
