@@ -1,12 +1,16 @@
 # Shared helpers for images/build, images/test and images/vm/*. Sourced, not executed.
-# Why no registry: image registries are unreachable, so every image starts from a Debian
-# bookworm root made by debootstrap and turned into an image with `docker import`.
+# The base image: `docker pull debian:bookworm-slim` when a registry answers; when it can't be pulled
+# (no registry reachable, as on the project's machines) a Debian bookworm root made by debootstrap and
+# turned into an image with `docker import`. Either way the Dockerfiles build FROM $BASE_IMAGE.
 IMAGES_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 ROOT=$(cd "$IMAGES_DIR/.." && pwd)
 CACHE_DIR=${PERIGEE_CACHE_DIR:-/var/cache/perigee}
 DEBIAN_MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 SUITE=bookworm
 BASE_IMAGE=perigee/debian-base:bookworm
+PULL_IMAGE=${PERIGEE_BASE_PULL:-debian:$SUITE-slim}
+# An unreachable registry must cost seconds, not the daemon's minutes of retries.
+PULL_TIMEOUT_S=${PERIGEE_BASE_PULL_TIMEOUT:-30}
 # The Debian client speaks the daemon's API version and has BuildKit built in.
 DOCKER=${DOCKER:-$(command -v /usr/bin/docker || command -v docker)}
 DOCKERD_LOG=${DOCKERD_LOG:-/var/log/perigee/dockerd.log}
@@ -56,16 +60,63 @@ SLIM
   echo "$tar"
 }
 
-# The base image: imported from the cached tarball unless an image with the same tarball digest exists.
+# Which path made $BASE_IMAGE ('' when there is none). A base imported before the label existed carries
+# only org.perigee.rootfs: it is still the debootstrap one (re-making it would void every build cache).
+base_made_by() {
+  "$DOCKER" image inspect -f '{{with .Config.Labels}}{{with index . "org.perigee.base"}}{{.}}{{else}}{{with index . "org.perigee.rootfs"}}debootstrap, rootfs {{.}}{{end}}{{end}}{{end}}' \
+    "$BASE_IMAGE" 2>/dev/null || true
+}
+
+# $BASE_IMAGE, made once and reused (PERIGEE_BASE_REFRESH=1 makes it again): the pulled image when the
+# pull succeeds, else debootstrap + docker import. The label org.perigee.base says which path made it.
 ensure_base_image() {
   mkdir -p "$CACHE_DIR"
-  local tar digest have
+  local made_by
+  made_by=$(base_made_by)
+  if [ -n "$made_by" ] && [ -z "${PERIGEE_BASE_REFRESH:-}" ]; then
+    log "base image: reusing $BASE_IMAGE (made by: $made_by)"
+    return 0
+  fi
+  pull_base_image || import_base_image
+  log "base image: $BASE_IMAGE made by: $(base_made_by)"
+}
+
+# docker pull $PULL_IMAGE, then what the debootstrap root has and slim lacks: ca-certificates (the
+# Dockerfiles run update-ca-certificates) and apt without recommends. Fails (1) with the reason logged.
+pull_base_image() {
+  local out rc=0 reason digest
+  log "base image: trying docker pull $PULL_IMAGE (timeout ${PULL_TIMEOUT_S} s)"
+  out=$(timeout "$PULL_TIMEOUT_S" "$DOCKER" pull -q "$PULL_IMAGE" 2>&1 </dev/null) || rc=$?
+  if [ "$rc" -ne 0 ]; then
+    if [ "$rc" -eq 124 ]; then reason="no answer within ${PULL_TIMEOUT_S} s"
+    else reason="exit $rc: $(printf '%s' "$out" | tail -n 1 | cut -c1-240)"; fi
+    log "base image: pull of $PULL_IMAGE failed ($reason); falling back to debootstrap + docker import"
+    return 1
+  fi
+  digest=$("$DOCKER" image inspect -f '{{index .RepoDigests 0}}' "$PULL_IMAGE" 2>/dev/null || true)
+  log "base image: pulled ${digest:-$PULL_IMAGE}; adding ca-certificates → $BASE_IMAGE"
+  DOCKER_BUILDKIT=1 "$DOCKER" build --network host --progress plain --build-arg "FROM_IMAGE=$PULL_IMAGE" \
+    --label "org.perigee.base=docker pull ${digest:-$PULL_IMAGE}" -t "$BASE_IMAGE" - \
+    >"$CACHE_DIR/base-from-pull.log" 2>&1 <<'DOCKERFILE' || {
+ARG FROM_IMAGE
+FROM ${FROM_IMAGE}
+RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends ca-certificates >/dev/null \
+ && printf 'APT::Install-Recommends "false";\nAPT::Install-Suggests "false";\n' >/etc/apt/apt.conf.d/01-perigee-norecommends \
+ && rm -rf /var/lib/apt/lists/*
+ENV DEBIAN_FRONTEND=noninteractive LANG=C.UTF-8
+CMD ["/bin/bash"]
+DOCKERFILE
+    log "base image: finishing the pulled $PULL_IMAGE failed (log: $CACHE_DIR/base-from-pull.log); falling back to debootstrap + docker import"
+    return 1
+  }
+}
+
+# debootstrap root (cached tarball) → docker import.
+import_base_image() {
+  local tar digest
   tar=$(base_tarball)
   digest=$(sha256sum "$tar" | cut -c1-16)
-  have=$("$DOCKER" image inspect -f '{{index .Config.Labels "org.perigee.rootfs"}}' "$BASE_IMAGE" 2>/dev/null || true)
-  if [ "$have" != "$digest" ]; then
-    log "docker import $tar → $BASE_IMAGE"
-    "$DOCKER" import -c "LABEL org.perigee.rootfs=$digest" -c 'ENV DEBIAN_FRONTEND=noninteractive LANG=C.UTF-8' \
-      -c 'CMD ["/bin/bash"]' "$tar" "$BASE_IMAGE" >/dev/null
-  fi
+  log "base image: docker import $tar → $BASE_IMAGE"
+  "$DOCKER" import -c "LABEL org.perigee.base=\"debootstrap $SUITE minbase, rootfs $digest\" org.perigee.rootfs=$digest" \
+    -c 'ENV DEBIAN_FRONTEND=noninteractive LANG=C.UTF-8' -c 'CMD ["/bin/bash"]' "$tar" "$BASE_IMAGE" >/dev/null
 }
