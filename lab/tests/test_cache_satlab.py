@@ -25,9 +25,11 @@ import pytest
 from conftest import in_ns, satlab
 
 from satlab import gateway
+from satlab.profiles import PROFILES
 
 PREFIX = os.environ.get("CACHE_TEST_PREFIX", "cs-")  # another prefix for a parallel run
 SERVER, CLIENT, OTHER = "10.71.3.10", "10.71.1.10", "10.71.1.11"
+GEO_HTS_FORWARD_BPS = PROFILES["geo-hts"].forward["rate_bps"]
 BIG = f"http://{SERVER}/bytes/1048576"
 PERIGEE = str(gateway.REPO / "bin" / "perigee")
 SOCK = {role: f"/run/satlab/{PREFIX}/gw-{PREFIX}{role}.sock" for role in ("terminal", "hub")}
@@ -224,7 +226,11 @@ def test_200_mb_object_is_cached_and_served_from_the_cache(cslab: CsLab) -> None
     print(f"geo-hts, gateway+cache at terminal, 200 MB: MISS {miss.seconds:.1f} s, HIT {hit.seconds:.2f} s")
     assert miss.status == hit.status == 200 and miss.size == hit.size == size
     assert miss.x_cache.startswith("MISS") and hit.x_cache.startswith("HIT"), (miss.headers, hit.headers)
-    assert hit.seconds < 0.2 * miss.seconds, (miss.seconds, hit.seconds)
+    # The HIT never touches the satellite (upstream_bytes == 0 below); its time is Squid reading its
+    # store on a shared 2-core box, so the bound is physical: under half the time the object needs on
+    # the 50 Mbit/s forward link alone (a fixed fraction of the MISS flaked when the MISS got faster).
+    satellite_wire_s = size * 8 / GEO_HTS_FORWARD_BPS
+    assert hit.seconds < 0.5 * satellite_wire_s < miss.seconds, (miss.seconds, hit.seconds)
     recs = records(sock, f"/bytes/{size}")
     assert [r["outcome"] for r in recs] == ["miss", "hit"], recs
     assert recs[1]["bytes"] >= size and recs[1]["upstream_bytes"] == 0, recs
