@@ -267,11 +267,14 @@ def test_tuned_and_untuned_configs():
     tuned = gwconfig.apply_tuning(base, values)
     flat = gwconfig.tuned_settings(tuned)
     # base RTT, not base RTT + allocation delay, for rho; the carrier rate for pacing;
-    # 2 BDPs of (600 + 1346) ms at 1.144 Mbit/s in 1448-byte segments for the ceiling.
+    # 2 BDPs of (600 + 1346) ms at 1.144 Mbit/s in 1448-byte segments for the ceiling; the receive
+    # window and buffers cover 600 ms + the wait for the first full grant (2 + ceil(1346 / 820)
+    # superframes of 820 ms): 3.88 s at 1.144 Mbit/s = 554,840 B = 384 segments.
     assert flat["hybla.base_rtt_ms"] == 600
     assert flat["satellite.pacing_rate_bps"] == 1_144_000
     assert flat["hybla.cwnd_max"] == 385
-    assert flat["satellite.initrwnd"] == 193
+    assert flat["satellite.initrwnd"] == 384
+    assert flat["satellite.rcvbuf_bytes"] == flat["satellite.sndbuf_bytes"] == 1_109_680
     assert (
         tuned["satellite"]["routes"] == [1] and tuned["revision"] == "bench-bod-tuned"
     )
@@ -294,7 +297,7 @@ def test_tuned_and_untuned_configs():
 TUNED_HUB = {
     "hub": {
         "satellite.initcwnd": 49,
-        "satellite.initrwnd": 193,
+        "satellite.initrwnd": 384,
         "hybla.base_rtt_ms": 600,
         "hybla.cwnd_max": 385,
     }
@@ -316,7 +319,7 @@ def test_settings_note_names_each_role_and_field():
     assert (
         note.startswith("hub: ")
         and "base_rtt_ms=600" in note
-        and "initrwnd=193" in note
+        and "initrwnd=384" in note
     )
 
 
