@@ -40,6 +40,10 @@ class Settings(BaseSettings):
     # Request limits.
     max_body_bytes: int = 1024 * 1024
     max_restore_bytes: int = 16 * 1024 * 1024
+    max_tls_pem_bytes: int = 64 * 1024  # each of the certificate chain and the private key
+
+    # nginx's certificate directory (cert.pem, key.pem): the API writes an uploaded pair there.
+    tls_dir: Path = Path("/etc/perigee/tls")
 
     # Retention (seconds) per rollup table and for closed flows.
     retain_1s_s: int = 2 * 3600

@@ -395,3 +395,36 @@ class RestoreOut(BaseModel):
     users: int
     versions: int
     bod_profiles: int
+
+
+# --- TLS certificate (nginx) ----------------------------------------------------------------------
+class TlsIn(In):
+    certificate: str = Field(description="PEM certificate chain, the server's certificate first")
+    private_key: str = Field(description="PEM private key (unencrypted): RSA 2048+ or EC P-256/P-384")
+
+
+class TlsCertificateOut(BaseModel):
+    subject: str
+    issuer: str
+    sans: list[str] = Field(description="subject alternative names: DNS:name, IP:address")
+    not_before: float = Field(description="Unix seconds")
+    not_after: float = Field(description="Unix seconds")
+    fingerprint_sha256: str
+    key_type: str
+    chain_length: int
+    self_signed: bool
+    source: Literal["uploaded", "generated"] = Field(description="uploaded through the API, or made at first start")
+    uploaded_by: str | None
+    uploaded_at: float | None
+
+
+class TlsReloadOut(BaseModel):
+    state: Literal["none", "pending", "ok", "failed"]
+    message: str | None
+    at: float | None
+
+
+class TlsOut(BaseModel):
+    certificate: TlsCertificateOut | None = Field(description="null while nginx has made no certificate yet")
+    reload: TlsReloadOut
+    backup_available: bool

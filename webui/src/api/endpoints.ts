@@ -36,6 +36,8 @@ export type AuditOut = S['AuditOut'];
 export type FlowPage = S['FlowPage'];
 export type RestoreOut = S['RestoreOut'];
 export type SystemVersions = S['VersionsOut'];
+export type TlsStatus = S['TlsOut'];
+export type TlsCertificate = S['TlsCertificateOut'];
 export type Metric = 'class_bps' | 'action_bps' | 'cache_hit_ratio' | 'leg_rtt_ms' | 'link_bps';
 
 /** Login is an unsafe request too: make sure a CSRF cookie exists first. */
@@ -101,6 +103,8 @@ export const endpoints = {
   health: () => unwrap(api.GET('/api/v1/health')),
   systemVersions: () => unwrap(api.GET('/api/v1/system/versions')),
   audit: (query: { actor?: string; action?: string; limit?: number; offset?: number }) => unwrap(api.GET('/api/v1/audit', { params: { query } })),
+  tls: () => unwrap(api.GET('/api/v1/system/tls')),
+  uploadTls: (certificate: string, private_key: string) => unwrap(api.PUT('/api/v1/system/tls', { body: { certificate, private_key } })),
   backup: () => unwrap(api.GET('/api/v1/system/backup')) as Promise<Record<string, unknown>>,
   restore: (file: File) => {
     const form = new FormData();

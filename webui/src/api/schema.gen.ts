@@ -467,6 +467,24 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/system/tls": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** nginx's current TLS certificate and its last reload */
+        get: operations["tls_get_api_v1_system_tls_get"];
+        /** Upload a certificate chain and its key: validated, written atomically, nginx reloads it */
+        put: operations["tls_put_api_v1_system_tls_put"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/system/versions": {
         parameters: {
             query?: never;
@@ -1491,6 +1509,79 @@ export interface components {
             state?: string | null;
         } & {
             [key: string]: unknown;
+        };
+        /** TlsCertificateOut */
+        TlsCertificateOut: {
+            /** Chain Length */
+            chain_length: number;
+            /** Fingerprint Sha256 */
+            fingerprint_sha256: string;
+            /** Issuer */
+            issuer: string;
+            /** Key Type */
+            key_type: string;
+            /**
+             * Not After
+             * @description Unix seconds
+             */
+            not_after: number;
+            /**
+             * Not Before
+             * @description Unix seconds
+             */
+            not_before: number;
+            /**
+             * Sans
+             * @description subject alternative names: DNS:name, IP:address
+             */
+            sans: string[];
+            /** Self Signed */
+            self_signed: boolean;
+            /**
+             * Source
+             * @description uploaded through the API, or made at first start
+             * @enum {string}
+             */
+            source: "uploaded" | "generated";
+            /** Subject */
+            subject: string;
+            /** Uploaded At */
+            uploaded_at: number | null;
+            /** Uploaded By */
+            uploaded_by: string | null;
+        };
+        /** TlsIn */
+        TlsIn: {
+            /**
+             * Certificate
+             * @description PEM certificate chain, the server's certificate first
+             */
+            certificate: string;
+            /**
+             * Private Key
+             * @description PEM private key (unencrypted): RSA 2048+ or EC P-256/P-384
+             */
+            private_key: string;
+        };
+        /** TlsOut */
+        TlsOut: {
+            /** Backup Available */
+            backup_available: boolean;
+            /** @description null while nginx has made no certificate yet */
+            certificate: components["schemas"]["TlsCertificateOut"] | null;
+            reload: components["schemas"]["TlsReloadOut"];
+        };
+        /** TlsReloadOut */
+        TlsReloadOut: {
+            /** At */
+            at: number | null;
+            /** Message */
+            message: string | null;
+            /**
+             * State
+             * @enum {string}
+             */
+            state: "none" | "pending" | "ok" | "failed";
         };
         /** TokenCreate */
         TokenCreate: {
@@ -3368,6 +3459,113 @@ export interface operations {
             };
             /** @description Unprocessable Entity */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    tls_get_api_v1_system_tls_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TlsOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    tls_put_api_v1_system_tls_put: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TlsIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TlsOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Request Entity Too Large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -1,10 +1,12 @@
-import { Alert, Badge, Group, List, Paper, SimpleGrid, Stack, Title } from '@mantine/core';
+import { Alert, Badge, Box, Group, List, Paper, SimpleGrid, Stack, Title } from '@mantine/core';
 import { useQuery } from '@tanstack/react-query';
 import { endpoints } from '../api/endpoints';
+import { useAuth } from '../auth/useAuth';
 import { keys } from '../api/keys';
 import { KeyValueTable } from '../components/KeyValueTable';
 import { PageHeader } from '../components/PageHeader';
 import { StatCard } from '../components/StatCard';
+import { TlsCertificateCard } from '../components/TlsCertificateCard';
 import { QueryView } from '../components/StateViews';
 import { formatDuration } from '../lib/format';
 import { gatewayHealth } from '../lib/health';
@@ -12,6 +14,7 @@ import { gatewayHealth } from '../lib/health';
 export default function HealthPage() {
   const health = useQuery({ queryKey: keys.health, queryFn: endpoints.health, refetchInterval: 5000 });
   const versions = useQuery({ queryKey: ['system', 'versions'], queryFn: endpoints.systemVersions, retry: false });
+  const { user } = useAuth();
   return (
     <>
       <PageHeader title="System health" description="The API, its database and collector, and the gateway daemon behind it." />
@@ -61,6 +64,9 @@ export default function HealthPage() {
           );
         }}
       </QueryView>
+      <Box mt="md">
+        <TlsCertificateCard canUpload={user?.role === 'admin'} />
+      </Box>
     </>
   );
 }
