@@ -76,3 +76,17 @@ def test_parse_status_reads_rss_and_peak():
     text = "Name:\tperigee\nVmPeak:\t  99999 kB\nVmHWM:\t   8200 kB\nVmRSS:\t   7100 kB\nThreads:\t2\n"
     assert gwproc.parse_status_kib(text) == {"VmHWM": 8200, "VmRSS": 7100}
     assert gwproc.parse_status_kib("Name:\tkthreadd\n") == {}
+
+
+def test_scale_conn_rate_note_says_lower_bound_only_when_capped():
+    from bench.scenarios import scale
+
+    # 10,000 in 2 s: the cap, not the gateway, set the old 5,000/s.
+    assert scale.conn_rate_note({"capped": True}, 10_000) == (
+        "target >= 5000/s; lower bound: the run hit rate_max_conns (10,000)"
+    )
+    assert scale.conn_rate_note({"capped": False}, 60_000) == "target >= 5000/s"
+    assert scale.conn_rate_note({}, 60_000) == "target >= 5000/s"
+    # The caps leave room above the target: at least 3x it over each window.
+    for p in scale.PARAMS.values():
+        assert p["rate_max_conns"] / p["rate_duration_s"] >= 3 * 5000
