@@ -124,9 +124,9 @@ export async function dashboardSteps(steps, { context, baseUrl, user, password, 
     await gotoNav('BoD tuning');
     await heading('BoD tuning').waitFor();
     const derived = page.getByRole('table', { name: 'Derived values' });
-    await derived.getByRole('row').filter({ hasText: 'sndbuf_bytes' }).filter({ hasText: '2 × BDP' }).waitFor();
+    await derived.getByRole('row').filter({ hasText: 'sndbuf_bytes' }).filter({ hasText: '2 × window_' }).waitFor();
     await page.getByRole('button', { name: 'Save profile' }).click();
-    await page.getByRole('textbox', { name: 'Profile' }).and(page.locator('[value="default"]')).waitFor();
+    await page.getByRole('textbox', { name: 'Profile', exact: true }).and(page.locator('[value="default"]')).waitFor();
     await page.getByRole('table', { name: 'Config changes from this profile' }).getByText('(changes)').first().waitFor();
   });
 
