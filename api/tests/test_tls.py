@@ -146,6 +146,30 @@ def test_valid_pair_is_written_backed_up_and_reported(admin: TestClient, tls_dir
     assert audit[0]["detail"]["fingerprint"] == fp(leaf)
 
 
+def test_certificate_from_a_clock_slightly_ahead_accepted(admin: TestClient) -> None:
+    key = make_key()
+    cert = make_cert(key, days=(0, 30))
+    now = datetime.now(UTC)
+    soon = make_cert_at(key, now + timedelta(minutes=10), now + timedelta(days=30))
+    for c in (cert, soon):
+        r = put(admin, cert_pem(c), key_pem(key))
+        assert r.status_code == 200, r.text
+
+
+def make_cert_at(key: Key, not_before: datetime, not_after: datetime) -> x509.Certificate:
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "skewed")])
+    return (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(not_before)
+        .not_valid_after(not_after)
+        .sign(key, hashes.SHA256())
+    )
+
+
 def test_rsa_2048_self_signed_pair_accepted(admin: TestClient) -> None:
     key = make_key("rsa2048")
     r = put(admin, cert_pem(make_cert(key)), key_pem(key))

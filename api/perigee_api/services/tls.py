@@ -14,7 +14,7 @@ import os
 import tempfile
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,9 @@ UPLOAD_RECORD_BACKUP = "upload.json.prev"
 
 ALLOWED_CURVES = {"secp256r1": "P-256", "secp384r1": "P-384"}
 MIN_RSA_BITS = 2048
+# A certificate made a moment ago on a machine whose clock is ahead (or this box's behind: a VM without NTP)
+# is accepted: clients judge validity by their own clocks anyway.
+CLOCK_SKEW = timedelta(hours=1)
 
 
 class TlsInputError(Exception):
@@ -127,7 +130,7 @@ def validate(certificate: str, private_key: str, now: datetime | None = None) ->
         raise TlsInputError("private_key", "private_key: does not match the certificate's public key")
     if now >= leaf.not_valid_after_utc:
         raise TlsInputError("certificate", f"certificate: expired on {leaf.not_valid_after_utc.isoformat()}")
-    if now < leaf.not_valid_before_utc:
+    if now + CLOCK_SKEW < leaf.not_valid_before_utc:
         raise TlsInputError("certificate", f"certificate: not valid before {leaf.not_valid_before_utc.isoformat()}")
 
     # Written back normalized: only the certificates, and the key unencrypted in PKCS#8.
