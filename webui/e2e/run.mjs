@@ -46,6 +46,12 @@ async function startBackend() {
     if (gw.exited !== undefined || Date.now() > deadline) throw new Error(`fake gateway did not start: ${readFileSync(join(tmp, 'gateway.log'), 'utf8')}`);
     await new Promise((r) => setTimeout(r, 100));
   }
+  // nginx's certificate directory, as the demo makes it: the System health page's TLS card shows it.
+  const tlsDir = join(tmp, 'tls');
+  mkdirSync(tlsDir, { mode: 0o700 });
+  execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '825',
+    '-subj', '/CN=perigee-e2e/O=Perigee e2e (self-signed)', '-addext', 'subjectAltName=IP:127.0.0.1,DNS:localhost',
+    '-keyout', join(tlsDir, 'key.pem'), '-out', join(tlsDir, 'cert.pem')], { stdio: 'ignore' });
   const port = await freePort();
   const api = start('api', python, ['-m', 'perigee_api'], {
     cwd: join(repo, 'api'),
@@ -54,6 +60,7 @@ async function startBackend() {
       PERIGEE_DATA_DIR: dataDir,
       PERIGEE_LISTEN: `127.0.0.1:${port}`,
       PERIGEE_GATEWAY_SOCKET: socket,
+      PERIGEE_TLS_DIR: tlsDir,
       PERIGEE_SECURE_COOKIES: 'false', // plain http on loopback in the test
       PERIGEE_ALLOW_ROOT: '1', // the test machine runs as root; production does not
     },
