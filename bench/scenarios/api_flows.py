@@ -13,7 +13,7 @@ KIND = "control-plane"
 TITLE = "Control plane: live-flow listing and closed-flow ingestion (issue 6)"
 DESCRIPTION = (
     "`api/bench/flows_bench.py` runs the real FastAPI app under uvicorn on a Unix socket with a fake "
-    "gateway holding 10,000 live flows (Bearer-token client, as automation uses it). It times "
+    "gateway holding 10,000 live flows (a Bearer-token client in its own process, as automation or a browser would be). It times "
     "`GET /api/v1/flows` unfiltered and filtered by action (targets: p99 under 50 ms), then feeds "
     "1,000 closed flows into the gateway's ring each second through the real collector path (HTTP "
     "collect, SQLite insert, commit) while a second client polls what an open dashboard reads each "
