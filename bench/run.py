@@ -108,13 +108,24 @@ def regenerate_doc(
     )
 
 
+def one_of_each_kind(registry: dict[str, ModuleType]) -> list[str]:
+    """`make bench-quick`: the first scenario (in run order) of each KIND."""
+    seen: set[str] = set()
+    chosen = []
+    for name, mod in registry.items():
+        if mod.KIND not in seen:
+            seen.add(mod.KIND)
+            chosen.append(name)
+    return chosen
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bench.run")
     mode = parser.add_mutually_exclusive_group(required=True)
     mode.add_argument(
         "--quick",
         action="store_true",
-        help="each scenario's quick parameters (< 5 min)",
+        help="one scenario of each kind, with its quick parameters (< 5 min)",
     )
     mode.add_argument(
         "--full", action="store_true", help="each scenario's full parameters (< 30 min)"
@@ -133,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     registry = scenarios.load_all()
-    chosen = args.only or list(registry)
+    chosen = args.only or (one_of_each_kind(registry) if args.quick else list(registry))
     unknown = [n for n in chosen if n not in registry]
     if unknown:
         parser.error(f"unknown scenario(s) {unknown}; known: {', '.join(registry)}")

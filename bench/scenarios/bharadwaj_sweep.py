@@ -13,7 +13,7 @@ from bench.tools import lanes
 from bench.transfer import Transfer, attempt
 
 NAME = "bharadwaj-sweep"
-KIND = "sweep"
+KIND = "transfer"
 TITLE = (
     "File size × link rate × BER, end to end vs split (issue 9 §3, Bharadwaj et al.)"
 )

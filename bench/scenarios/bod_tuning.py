@@ -16,7 +16,7 @@ from bench.tools import gwconfig, lanes
 from bench.transfer import Transfer, attempt
 
 NAME = "bod-tuning"
-KIND = "tuning"
+KIND = "bod"
 TITLE = "BoD tuning: untuned vs tuned from the BoD profile on geo-skyplex (issue 9, issue 3)"
 DESCRIPTION = (
     "satlab `geo-skyplex` (1.144 Mbit/s, 600 ms RTT, DAMA: CRA 44 kbit/s, RBDC per 820 ms superframe, "

@@ -11,7 +11,7 @@ from bench.lab import SERVER_V4
 from bench.tools import gwload, gwproc
 
 NAME = "scale"
-KIND = "scale"
+KIND = "overhead"
 TITLE = "Concurrent flows and connection rate through the gateway (issue 9.5)"
 DESCRIPTION = (
     "satlab `leo` (100 Mbit/s, 30 ms RTT, through the link emulator) with the gateway at the hub, as "
