@@ -17,11 +17,9 @@ from typing import Any
 from bench import hybla, lab, metrics, procs
 from bench.tools import gwconfig
 
-CROSS_V4 = "10.71.4.10"
 SAT_PORT = 5201
 WIRED_PORT0 = 5301  # the wired flows use WIRED_PORT0, +1, ...
 UDP_PORT = 9100
-HUGE = 1 << 40  # flows are bounded by time, not size
 # Caini et al. sec. 6: the wired R1–R2 link is 10 Mbit/s; the wired flows' RTT is 25 ms.
 WIRED_RATE_BPS = 10_000_000
 WIRED_ONE_WAY_MS = 12.5
@@ -219,47 +217,13 @@ def set_wired_link(lb: lab.Lab) -> None:
 
 
 def _serve(lb: lab.Lab, port: int, cc: str, timeout: float) -> procs.Background:
-    srv = procs.Background(
-        lb.exec_argv(
-            "cross",
-            procs.tool_argv(
-                "bench.tools.flow",
-                "serve",
-                "--bind",
-                CROSS_V4,
-                "--port",
-                str(port),
-                "--cc",
-                cc,
-                "--bytes",
-                str(HUGE),
-                "--timeout",
-                str(timeout + 5),
-            ),
-        )
-    )
+    srv = procs.Background(lab.cross_serve_argv(lb, port, cc, timeout))
     srv.wait_line("LISTENING", timeout=15)
     return srv
 
 
 def _fetch(lb: lab.Lab, role: str, port: int, timeout: float) -> procs.Background:
-    return procs.Background(
-        lb.exec_argv(
-            role,
-            procs.tool_argv(
-                "bench.tools.flow",
-                "fetch",
-                "--connect",
-                CROSS_V4,
-                "--port",
-                str(port),
-                "--bytes",
-                str(HUGE),
-                "--timeout",
-                str(timeout),
-            ),
-        )
-    )
+    return procs.Background(lab.cross_fetch_argv(lb, role, port, timeout))
 
 
 def _udp_spike(

@@ -19,6 +19,8 @@ SATLAB = str(procs.REPO / "bin/satlab")
 PREFIX = os.environ.get("BENCH_PREFIX", "bn-")
 CLIENT_V4 = "10.71.1.10"
 SERVER_V4 = "10.71.3.10"
+CROSS_V4 = "10.71.4.10"  # the short-RTT host at the hub's terrestrial side
+ENDLESS_BYTES = 1 << 40  # a flow bounded by time, not size
 # Socket buffer ceilings large enough that no GEO BDP here (50 Mbit/s × 0.6 s = 3.75 MB, plus a
 # 1-BDP queue) is ever window-limited; set in every namespace that terminates TCP.
 BUFFER_MAX = 64 << 20
@@ -139,3 +141,43 @@ def running(
         yield lab
     finally:
         down(prefix)
+
+
+def cross_serve_argv(lb: Lab, port: int, cc: str, timeout: float) -> list[str]:
+    """A bench.tools.flow source on the cross host sending until stopped, with congestion control cc."""
+    return lb.exec_argv(
+        "cross",
+        procs.tool_argv(
+            "bench.tools.flow",
+            "serve",
+            "--bind",
+            CROSS_V4,
+            "--port",
+            str(port),
+            "--cc",
+            cc,
+            "--bytes",
+            str(ENDLESS_BYTES),
+            "--timeout",
+            str(timeout + 5),
+        ),
+    )
+
+
+def cross_fetch_argv(lb: Lab, role: str, port: int, timeout: float) -> list[str]:
+    """A bench.tools.flow sink in `role` reading from the cross host's source on `port`."""
+    return lb.exec_argv(
+        role,
+        procs.tool_argv(
+            "bench.tools.flow",
+            "fetch",
+            "--connect",
+            CROSS_V4,
+            "--port",
+            str(port),
+            "--bytes",
+            str(ENDLESS_BYTES),
+            "--timeout",
+            str(timeout),
+        ),
+    )

@@ -59,36 +59,10 @@ class VethPath:
         for ns in (c, g, s):
             _sh("ip", "netns", "add", ns)
             _sh("ip", "-n", ns, "link", "set", "lo", "up")
-        _sh(
-            "ip",
-            "-n",
-            c,
-            "link",
-            "add",
-            "eth0",
-            "type",
-            "veth",
-            "peer",
-            "name",
-            "lan0",
-            "netns",
-            g,
-        )
-        _sh(
-            "ip",
-            "-n",
-            s,
-            "link",
-            "add",
-            "eth0",
-            "type",
-            "veth",
-            "peer",
-            "name",
-            "sat0",
-            "netns",
-            g,
-        )
+        # One veth pair per side: eth0 in the end host, its peer (lan0 / sat0) in the gateway.
+        for host, peer in ((c, "lan0"), (s, "sat0")):
+            pair = f"link add eth0 type veth peer name {peer} netns {g}".split()
+            _sh("ip", "-n", host, *pair)
         for ns, dev, addr in (
             (c, "eth0", f"{CLIENT_V4}/24"),
             (g, "lan0", f"{GATEWAY_LAN_V4}/24"),

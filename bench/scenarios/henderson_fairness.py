@@ -64,8 +64,6 @@ PARAMS: dict[str, dict[str, Any]] = {
     },
 }
 GEO_PORT, SHORT_PORT = 5201, 5202
-HUGE = 1 << 40  # the flows are bounded by time, not size
-CROSS_V4 = "10.71.4.10"  # the source of both flows
 QUEUE_S = 0.1  # the bottleneck's queue, in seconds at its rate (Henderson: ~100 ms)
 # Henderson, ch. 4 (Fig. 4.20 / 4.23): a single 20 ms-RTT SACK NewReno connection "drastically" reduces
 # the GEO connection's throughput end to end; split at the gateway, the satellite connection "competes
@@ -107,44 +105,6 @@ def window_rate_bps(
     return got * 8 / (t_to - t_from)
 
 
-def serve_argv(lb: lab.Lab, port: int, cc: str, timeout: float) -> list[str]:
-    return lb.exec_argv(
-        "cross",
-        procs.tool_argv(
-            "bench.tools.flow",
-            "serve",
-            "--bind",
-            CROSS_V4,
-            "--port",
-            str(port),
-            "--cc",
-            cc,
-            "--bytes",
-            str(HUGE),
-            "--timeout",
-            str(timeout + 5),
-        ),
-    )
-
-
-def fetch_argv(lb: lab.Lab, role: str, port: int, timeout: float) -> list[str]:
-    return lb.exec_argv(
-        role,
-        procs.tool_argv(
-            "bench.tools.flow",
-            "fetch",
-            "--connect",
-            CROSS_V4,
-            "--port",
-            str(port),
-            "--bytes",
-            str(HUGE),
-            "--timeout",
-            str(timeout),
-        ),
-    )
-
-
 def hub_leg_cc(lb: lab.Lab) -> str:
     """The congestion control of the hub's socket that sends the GEO flow over the satellite, or
     "" when the hub holds no such socket (the flow was not split). The splitter is transparent,
@@ -163,19 +123,21 @@ def pair(lb: lab.Lab, cc: str, params: dict[str, Any]) -> dict[str, Any]:
     duration, lead = float(params["duration_s"]), float(params["short_lead_s"])
     lb.flush_tcp_metrics()
     with (
-        procs.Background(serve_argv(lb, GEO_PORT, cc, duration + lead)) as geo_srv,
         procs.Background(
-            serve_argv(lb, SHORT_PORT, short_cc(cc), duration + lead)
+            lab.cross_serve_argv(lb, GEO_PORT, cc, duration + lead)
+        ) as geo_srv,
+        procs.Background(
+            lab.cross_serve_argv(lb, SHORT_PORT, short_cc(cc), duration + lead)
         ) as short_srv,
     ):
         geo_srv.wait_line("LISTENING", timeout=15)
         short_srv.wait_line("LISTENING", timeout=15)
         with procs.Background(
-            fetch_argv(lb, "server", SHORT_PORT, duration + lead)
+            lab.cross_fetch_argv(lb, "server", SHORT_PORT, duration + lead)
         ) as short_fetch:
             time.sleep(lead)
             with procs.Background(
-                fetch_argv(lb, "client", GEO_PORT, duration)
+                lab.cross_fetch_argv(lb, "client", GEO_PORT, duration)
             ) as geo_fetch:
                 time.sleep(float(params["warmup_s"]))  # both flows up by now
                 split_cc = hub_leg_cc(lb)
