@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench import hybla, metrics, procs
+from bench import hybla, metrics, procs, records
 from bench.lab import SERVER_V4, Lab
 from bench.tools.ss_parse import LIMITED_KEYS as LIMITED
 
@@ -206,3 +206,17 @@ def attempt(
         return download(lab, cc, size_bytes, timeout_s, sample_gateway_leg)
     except procs.ToolError as exc:
         return f"transfer failed: {exc}"[:300]
+
+
+def completion_record(scenario: str, variant: str, tr: Transfer) -> records.Record:
+    """The transfer's completion time, or (not finished) a missing record saying how far it got."""
+    done = tr.completion_s()
+    if done is None:
+        return records.missing(
+            scenario,
+            variant,
+            "completion",
+            "s",
+            f"{tr.bytes_received} of {tr.size_bytes} bytes in {tr.elapsed_s:.0f} s",
+        )
+    return records.measured(scenario, variant, "completion", done, "s")

@@ -13,7 +13,7 @@ from bench.context import Context
 from bench.profiles import LinkFigures, figures
 from bench.scenarios import web_pages
 from bench.tools import gwconfig, lanes
-from bench.transfer import Transfer, attempt
+from bench.transfer import Transfer, attempt, completion_record
 
 NAME = "bod-tuning"
 KIND = "bod"
@@ -182,19 +182,7 @@ def transfer_records(
             )
         )
         out.append(records.measured(NAME, variant, "t90", t90 / link.rtt_s, "RTT"))
-    done = tr.completion_s()
-    if done is None:
-        out.append(
-            records.missing(
-                NAME,
-                variant,
-                "completion",
-                "s",
-                f"{tr.bytes_received} of {tr.size_bytes} bytes in {tr.elapsed_s:.0f} s",
-            )
-        )
-    else:
-        out.append(records.measured(NAME, variant, "completion", done, "s"))
+    out.append(completion_record(NAME, variant, tr))
     return out
 
 

@@ -7,7 +7,7 @@ from typing import Any
 from bench import hybla, lab, metrics, plots, records
 from bench.context import Context
 from bench.profiles import LinkFigures, figures
-from bench.transfer import Transfer, attempt
+from bench.transfer import Transfer, attempt, completion_record
 
 NAME = "geo-hts-50mb"
 KIND = "transfer"
@@ -80,19 +80,9 @@ def transfer_records(
         tr.size_bytes, link.forward_bps, link.rtt_s, DOWNLOAD_RTTS_BEFORE_DATA
     )
     out.append(records.measured(scenario, variant, "limit", limit, "s"))
+    out.append(completion_record(scenario, variant, tr))
     done = tr.completion_s()
-    if done is None:
-        out.append(
-            records.missing(
-                scenario,
-                variant,
-                "completion",
-                "s",
-                f"{tr.bytes_received} of {tr.size_bytes} bytes in {tr.elapsed_s:.0f} s",
-            )
-        )
-    else:
-        out.append(records.measured(scenario, variant, "completion", done, "s"))
+    if done is not None:
         out.append(
             records.measured(scenario, variant, "efficiency", 100.0 * limit / done, "%")
         )
