@@ -46,6 +46,8 @@ def _add_link_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bod-max", type=parse_rate, metavar="RATE", help="RBDC maximum")
     p.add_argument("--bod-superframe", type=float, metavar="MS", help="superframe (request period)")
     p.add_argument("--bod-delay", type=float, metavar="MS", help="allocation delay")
+    p.add_argument("--bod-backlog", type=float, metavar="MS",
+                   help="backlog horizon: also request the rate that drains the queue within MS (0 = rate only)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -101,7 +103,7 @@ def cmd_up(topo: Topology, a: argparse.Namespace) -> int:
     _need_root()
     ov = Overrides(rtt_ms=a.rtt, fwd_rate=a.fwd_rate, ret_rate=a.ret_rate, ber=a.ber, per=a.per,
                    buffer=a.buffer, jitter_ms=a.jitter, bod=a.bod, bod_cra=a.bod_cra, bod_max=a.bod_max,
-                   bod_superframe_ms=a.bod_superframe, bod_delay_ms=a.bod_delay)
+                   bod_superframe_ms=a.bod_superframe, bod_delay_ms=a.bod_delay, bod_backlog_ms=a.bod_backlog)
     fwd, ret = build_link(a.profile, ov)
     lab.up(topo, a.profile, fwd, ret, a.gateway, seed=a.seed, timeout=a.timeout)
     print(f"satlab {topo.prefix}: up, profile {a.profile}: forward {fmt_rate(fwd['rate_bps'])}, "
@@ -205,7 +207,8 @@ def link_patch(a: argparse.Namespace) -> dict[str, Any]:
             patch["gilbert"] = dict(zip(("p_gb", "p_bg", "loss_good", "loss_bad"), vals, strict=True))
     bod: dict[str, Any] = {}
     for key, val in (("cra_bps", a.bod_cra), ("rbdc_max_bps", a.bod_max),
-                     ("superframe_ms", a.bod_superframe), ("allocation_delay_ms", a.bod_delay)):
+                     ("superframe_ms", a.bod_superframe), ("allocation_delay_ms", a.bod_delay),
+                     ("backlog_horizon_ms", a.bod_backlog)):
         if val is not None:
             bod[key] = val
     if a.bod is False:

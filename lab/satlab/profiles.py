@@ -16,6 +16,9 @@ Params = dict[str, Any]
 # Skyplex DAMA figures (Caini et al., "Analysis of TCP live experiments on a real GEO satellite
 # testbed", sec. 3.3): 44 kbit/s slot granularity and static CRA per terminal, RBDC requests once
 # per 820 ms super-frame, 1.346 s theoretical allocation delay.
+# No backlog_horizon_ms here: the emulator's default (820 ms, one superframe; docs/lab.md) applies,
+# so requests also ask for the rate that drains the queued bytes within one superframe (the volume
+# part of a DVB-RCS terminal's requests); `--bod-backlog 0` gives rate-only requests.
 SKYPLEX_BOD: Params = {
     "cra_bps": 44_000,
     "rbdc_max_bps": 1_144_000,
@@ -106,6 +109,7 @@ class Overrides:
     bod_max: int | None = None
     bod_superframe_ms: float | None = None
     bod_delay_ms: float | None = None
+    bod_backlog_ms: float | None = None
 
 
 def build_link(profile_name: str, ov: Overrides) -> tuple[Params, Params]:
@@ -118,7 +122,8 @@ def build_link(profile_name: str, ov: Overrides) -> tuple[Params, Params]:
         fwd["rate_bps"] = ov.fwd_rate
     if ov.ret_rate is not None:
         ret["rate_bps"] = ov.ret_rate
-    bod_touched = any(v is not None for v in (ov.bod_cra, ov.bod_max, ov.bod_superframe_ms, ov.bod_delay_ms))
+    bod_touched = any(v is not None for v in (ov.bod_cra, ov.bod_max, ov.bod_superframe_ms, ov.bod_delay_ms,
+                                              ov.bod_backlog_ms))
     for d in (fwd, ret):
         if ov.rtt_ms is not None:
             d["delay_ms"] = ov.rtt_ms / 2
@@ -135,7 +140,8 @@ def build_link(profile_name: str, ov: Overrides) -> tuple[Params, Params]:
             bod = d["bod"]
             for key, bval in (("cra_bps", ov.bod_cra), ("rbdc_max_bps", ov.bod_max),
                               ("superframe_ms", ov.bod_superframe_ms),
-                              ("allocation_delay_ms", ov.bod_delay_ms)):
+                              ("allocation_delay_ms", ov.bod_delay_ms),
+                              ("backlog_horizon_ms", ov.bod_backlog_ms)):
                 if bval is not None:
                     bod[key] = bval
             # RBDC can never grant more than the carrier.

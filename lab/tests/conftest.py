@@ -15,7 +15,8 @@ import pytest
 LAB = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(LAB))
 
-PREFIX = "st-"
+# SATLAB_TEST_PREFIX lets two people run the suite on one host without sharing a lab.
+PREFIX = os.environ.get("SATLAB_TEST_PREFIX", "st-")
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)")
 
 

@@ -117,8 +117,10 @@ def test_loss_matches_per_and_ber(lab: None, kind: str, value: float) -> None:
 def test_bod_grants_the_rate_after_the_allocation_delay(lab: None) -> None:
     sf, ad, cra, src_rate = 0.2, 0.5, 100_000, 800_000
     set_link("both", delay_ms=20, rate_bps=2_000_000, buffer_bytes=500_000, **CLEAN)
+    # Rate-only requests: this checks the RBDC timing; the backlog term has its own test below.
     set_link("return", bod={"cra_bps": cra, "rbdc_max_bps": 2_000_000, "superframe_ms": sf * 1000,
-                            "allocation_delay_ms": ad * 1000, "granularity_bps": 50_000})
+                            "allocation_delay_ms": ad * 1000, "granularity_bps": 50_000,
+                            "backlog_horizon_ms": 0})
     try:
         sink = Sink("server", 9002, idle=1.0)
         sender = subprocess.Popen(
@@ -157,6 +159,49 @@ def test_bod_grants_the_rate_after_the_allocation_delay(lab: None) -> None:
         assert abs(rate - src_rate) <= 0.03 * src_rate, rate
         early = [n + 42 for t, n in got["arrivals"] if t <= ad]
         assert sum(early) * 8 / ad < 0.6 * src_rate  # before AD, only CRA and partial grants
+    finally:
+        set_link("both", delay_ms=290, rate_bps=1_536_000, buffer_bytes=131_072, **CLEAN)
+
+
+def test_bod_backlog_drains_at_the_granted_rate_after_the_sender_stops(lab: None) -> None:
+    """A UDP source above CRA + the RBDC maximum leaves a queue when it stops; the backlog term keeps
+    requesting, so the queue drains at CRA + max (never more), not at CRA as rate-only requests did."""
+    sf, ad, cra, rbdc_max, src_rate, duration = 0.2, 0.5, 100_000, 400_000, 1_200_000, 2.0
+    full = cra + rbdc_max
+    set_link("both", delay_ms=20, rate_bps=2_000_000, buffer_bytes=500_000, **CLEAN)
+    set_link("return", bod={"cra_bps": cra, "rbdc_max_bps": rbdc_max, "superframe_ms": sf * 1000,
+                            "allocation_delay_ms": ad * 1000, "granularity_bps": 50_000,
+                            "backlog_horizon_ms": sf * 1000})
+    try:
+        sink = Sink("server", 9003, idle=2.0, timeout=40)
+        sender = subprocess.Popen(
+            in_ns("client", [sys.executable, "-m", "satlab.clients", "udp-send", "--to", SERVER, "--port",
+                             "9003", "--rate", str(src_rate), "--size", "1000", "--duration", str(duration)]),
+            stdout=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONPATH=str(LAB)))
+        samples: list[tuple[float, int, int, int]] = []  # (time, rate, grant, queued bytes)
+        deadline = time.monotonic() + duration + 15
+        while time.monotonic() < deadline:
+            st = link_stats()["return"]
+            samples.append((time.monotonic(), st["rate_bps"], st["granted_bps"], st["queue_bytes"]))
+            if sender.poll() is not None and st["queue_bytes"] == 0:
+                break
+            time.sleep(0.005)
+        sent = json.loads(sender.communicate()[0].strip().splitlines()[-1])
+        got = sink.result()
+        t_stop = sent["t0_monotonic"] + duration
+        assert all(g <= rbdc_max and r <= full for _, r, g, _ in samples), "over the maximum"
+        after = [s for s in samples if s[0] >= t_stop + 0.05]
+        queued = after[0][3]
+        assert queued * 8 > 1_000_000, f"no real backlog at the stop: {queued} B"
+        empty = next((t for t, _, _, q in after if q == 0), None)
+        assert empty is not None, f"backlog not drained: {after[-1]}"
+        slow = [(round(t - t_stop, 3), r) for t, r, _, q in after if t < empty and r != full]
+        assert not slow, f"drain below CRA + max: {slow[:10]}"
+        drain = empty - after[0][0]
+        print(f"BoD backlog: {queued} B queued at the stop, drained in {drain:.2f} s "
+              f"(at CRA + max: {queued * 8 / full:.2f} s; at CRA: {queued * 8 / cra:.2f} s)")
+        assert drain <= queued * 8 / full + 0.15, drain
+        assert got["packets"] == sent["sent"], "the backlog was dropped, not drained"
     finally:
         set_link("both", delay_ms=290, rate_bps=1_536_000, buffer_bytes=131_072, **CLEAN)
 

@@ -59,6 +59,9 @@ def test_overrides() -> None:
     assert fwd["bod"] is None and ret["bod"] is None
     fwd, _ = build_link("geo-skyplex", Overrides(bod_delay_ms=500))
     assert fwd["bod"]["allocation_delay_ms"] == 500 and fwd["bod"]["superframe_ms"] == 820
+    fwd, ret = build_link("geo-skyplex", Overrides(bod_backlog_ms=0))
+    assert fwd["bod"]["backlog_horizon_ms"] == ret["bod"]["backlog_horizon_ms"] == 0
+    assert fwd["bod"]["cra_bps"] == 44_000
     with pytest.raises(ValueError):
         build_link("nope", Overrides())
 

@@ -1,4 +1,5 @@
-//! Bandwidth on Demand (DVB-RCS DAMA with CRA + RBDC), as a pure state machine.
+//! Bandwidth on Demand (DVB-RCS DAMA with CRA + RBDC + a backlog/volume term), as a pure
+//! state machine.
 //!
 //! Model:
 //! - Time is cut into superframes of `superframe_ms`, the first starting when BoD is
@@ -6,9 +7,14 @@
 //! - The terminal always owns the Constant Rate Assignment (`cra_bps`).
 //! - At every superframe boundary the terminal measures its input rate: the bits of all
 //!   frames that arrived at its queue during the superframe just ended (dropped ones
-//!   included: it is offered load), divided by the superframe duration. It requests
-//!   RBDC = input rate − CRA, rounded UP to a multiple of `granularity_bps` and clamped
-//!   to [0, `rbdc_max_bps`]. Each request replaces the previous one.
+//!   included: it is offered load), divided by the superframe duration, and its backlog:
+//!   the bits queued at that instant (waiting + in service). It requests
+//!   input rate + backlog / `backlog_horizon_ms` − CRA (the capacity that serves new
+//!   arrivals and drains what is queued within the horizon; no backlog term when the
+//!   horizon is 0), rounded UP to a multiple of `granularity_bps` and clamped to
+//!   [0, `rbdc_max_bps`]: one total, so rate + backlog never exceed the maximum. Each request
+//!   replaces the previous one (absolute, like AVBDC: a backlog still queued at the next
+//!   boundary is asked for again, which can over-allocate for up to one allocation delay).
 //! - A request made at boundary t becomes the granted RBDC at the first boundary at or
 //!   after t + `allocation_delay_ms` (so between AD and AD + one superframe after the request).
 //! - The link transmits at CRA + granted RBDC (further capped by `rate_bps` when nonzero);
@@ -75,13 +81,13 @@ impl Bod {
         self.next_boundary
     }
 
-    /// Processes the boundary at `next_boundary()`: issues a request, then applies the
-    /// grants due at this boundary.
-    pub fn tick(&mut self) {
+    /// Processes the boundary at `next_boundary()` with `queued_bits` in the queue: issues a
+    /// request, then applies the grants due at this boundary.
+    pub fn tick(&mut self, queued_bits: u64) {
         let t = self.next_boundary;
         let input_bps = (self.bits_this_sf as u128 * 1_000_000_000 / self.sf_ns as u128) as u64;
         self.bits_this_sf = 0;
-        self.requested_bps = self.request_for(input_bps);
+        self.requested_bps = self.request_for(input_bps, queued_bits);
         let ad_ns = ms_to_ns(self.params.allocation_delay_ms);
         let superframes = ad_ns.div_ceil(self.sf_ns);
         self.pending
@@ -96,9 +102,20 @@ impl Bod {
         self.next_boundary = t + self.sf_ns;
     }
 
-    /// RBDC request for a measured input rate.
-    pub fn request_for(&self, input_bps: u64) -> u64 {
-        let need = input_bps.saturating_sub(self.params.cra_bps);
+    /// Rate that drains `queued_bits` within the backlog horizon (0 when the term is off).
+    pub fn backlog_bps(&self, queued_bits: u64) -> u64 {
+        let horizon_ns = ms_to_ns(self.params.backlog_horizon_ms);
+        if horizon_ns == 0 {
+            return 0;
+        }
+        (queued_bits as u128 * 1_000_000_000).div_ceil(horizon_ns as u128) as u64
+    }
+
+    /// Request for a measured input rate and backlog.
+    pub fn request_for(&self, input_bps: u64, queued_bits: u64) -> u64 {
+        let need = input_bps
+            .saturating_add(self.backlog_bps(queued_bits))
+            .saturating_sub(self.params.cra_bps);
         let g = self.params.granularity_bps.max(1);
         need.div_ceil(g)
             .saturating_mul(g)
@@ -126,12 +143,35 @@ mod tests {
     #[test]
     fn request_rounding_and_clamp() {
         let b = Bod::new(BodParams::default(), 0);
-        assert_eq!(b.request_for(0), 0);
-        assert_eq!(b.request_for(44_000), 0);
-        assert_eq!(b.request_for(44_001), 44_000);
-        assert_eq!(b.request_for(88_000), 44_000);
-        assert_eq!(b.request_for(88_001), 88_000);
-        assert_eq!(b.request_for(100_000_000), 1_100_000);
+        assert_eq!(b.request_for(0, 0), 0);
+        assert_eq!(b.request_for(44_000, 0), 0);
+        assert_eq!(b.request_for(44_001, 0), 44_000);
+        assert_eq!(b.request_for(88_000, 0), 44_000);
+        assert_eq!(b.request_for(88_001, 0), 88_000);
+        assert_eq!(b.request_for(100_000_000, 0), 1_100_000);
+    }
+
+    #[test]
+    fn backlog_term_adds_the_drain_rate_within_the_maximum() {
+        // Default horizon 820 ms: 82 000 queued bits over 0.82 s = 100 000 bit/s;
+        // − CRA 44 000 = 56 000 → 88 000.
+        let b = Bod::new(BodParams::default(), 0);
+        assert_eq!(b.backlog_bps(82_000), 100_000);
+        assert_eq!(b.request_for(0, 82_000), 88_000);
+        // Both terms add up: 50 000 + 100 000 − 44 000 = 106 000 → 132 000.
+        assert_eq!(b.request_for(50_000, 82_000), 132_000);
+        // Rate and backlog each below the maximum, their sum above: one clamp on the total.
+        assert_eq!(b.request_for(1_000_000, 820_000), 1_100_000);
+        assert_eq!(b.request_for(u64::MAX, u64::MAX / 2), 1_100_000);
+        let off = Bod::new(
+            BodParams {
+                backlog_horizon_ms: 0.0,
+                ..BodParams::default()
+            },
+            0,
+        );
+        assert_eq!(off.backlog_bps(82_000), 0);
+        assert_eq!(off.request_for(0, 82_000), 0);
     }
 
     #[test]
@@ -143,7 +183,7 @@ mod tests {
         };
         let mut b = Bod::new(p, 0);
         b.on_arrival(100_000); // 1 Mbit/s over 100 ms
-        b.tick();
+        b.tick(0);
         assert_eq!(b.requested_bps(), 968_000);
         assert_eq!(b.granted_bps(), 968_000);
     }

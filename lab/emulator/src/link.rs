@@ -274,7 +274,7 @@ impl Link {
 
     fn superframe_tick(&mut self, t: u64) {
         if let Some(b) = self.bod.as_mut() {
-            b.tick();
+            b.tick(self.queue_bytes * 8);
         }
         self.apply_rate(t);
     }

@@ -42,6 +42,11 @@ pub struct BodParams {
     pub allocation_delay_ms: f64,
     /// Requests are rounded up to a multiple of this.
     pub granularity_bps: u64,
+    /// Backlog (volume) term of the request: ask for the rate that drains the bits queued at
+    /// the boundary within this horizon, on top of the input rate; 0 = rate-only requests.
+    /// Default one superframe: a VBDC volume is served in the next burst time plan when
+    /// capacity allows, so the backlog is asked to go within one superframe.
+    pub backlog_horizon_ms: f64,
 }
 
 impl Default for BodParams {
@@ -52,6 +57,7 @@ impl Default for BodParams {
             superframe_ms: 820.0,
             allocation_delay_ms: 1346.0,
             granularity_bps: 44_000,
+            backlog_horizon_ms: 820.0,
         }
     }
 }
@@ -169,6 +175,7 @@ impl BodParams {
                 "superframe_ms" => self.superframe_ms = millis(val, &p, true)?,
                 "allocation_delay_ms" => self.allocation_delay_ms = millis(val, &p, false)?,
                 "granularity_bps" => self.granularity_bps = count(val, &p, true)?,
+                "backlog_horizon_ms" => self.backlog_horizon_ms = millis(val, &p, false)?,
                 _ => return Err(field_err(&p, "unknown field")),
             }
         }
@@ -179,7 +186,8 @@ impl BodParams {
         json!({"cra_bps": self.cra_bps, "rbdc_max_bps": self.rbdc_max_bps,
                "superframe_ms": self.superframe_ms,
                "allocation_delay_ms": self.allocation_delay_ms,
-               "granularity_bps": self.granularity_bps})
+               "granularity_bps": self.granularity_bps,
+               "backlog_horizon_ms": self.backlog_horizon_ms})
     }
 }
 
@@ -331,6 +339,10 @@ mod tests {
             (
                 json!({"bod": {"granularity_bps": 0}}),
                 "bod.granularity_bps",
+            ),
+            (
+                json!({"bod": {"backlog_horizon_ms": -1}}),
+                "bod.backlog_horizon_ms",
             ),
             (json!({"bod": 5}), "bod"),
         ];

@@ -330,6 +330,14 @@ fn bod_link(bod: BodParams, rate_bps: u64) -> Link {
     )
 }
 
+/// The defaults without the backlog term: requests follow the input rate only.
+fn rate_only() -> BodParams {
+    BodParams {
+        backlog_horizon_ms: 0.0,
+        ..BodParams::default()
+    }
+}
+
 /// Constant-rate source: one `len`-byte frame every `every` ns starting at `first`.
 fn source(first: u64, every: u64, len: usize, until: u64) -> Vec<(u64, Vec<u8>)> {
     (0..)
@@ -341,7 +349,7 @@ fn source(first: u64, every: u64, len: usize, until: u64) -> Vec<(u64, Vec<u8>)>
 
 #[test]
 fn bod_constant_source_granted_after_allocation_delay() {
-    let mut l = bod_link(BodParams::default(), 0);
+    let mut l = bod_link(rate_only(), 0);
     assert_eq!(l.rate_bps(), 44_000, "CRA only at start");
     // 200 kbit/s: 4000-bit frames every 20 ms (41 per 820 ms superframe).
     let src = source(10 * MS, 20 * MS, 500, 20_000 * MS);
@@ -381,7 +389,7 @@ fn bod_constant_source_granted_after_allocation_delay() {
 #[test]
 fn bod_granularity_rounding_and_max_clamp() {
     // 100 kbit/s: 2000-bit frames every 20 ms → 56 000 needed → 88 000 requested.
-    let mut l = bod_link(BodParams::default(), 0);
+    let mut l = bod_link(rate_only(), 0);
     feed(&mut l, source(10 * MS, 20 * MS, 250, 820 * MS), 820 * MS);
     assert_eq!(l.requested_bps(), 88_000);
     // Far above the maximum: clamped to rbdc_max_bps.
@@ -395,12 +403,13 @@ fn bod_granularity_rounding_and_max_clamp() {
 #[test]
 fn bod_cra_only_serves_at_cra() {
     // A source below CRA requests nothing.
-    let mut l = bod_link(BodParams::default(), 0);
+    let mut l = bod_link(rate_only(), 0);
     let out = feed(&mut l, source(10 * MS, 100 * MS, 500, 5000 * MS), 6000 * MS);
     assert_eq!(l.requested_bps(), 0);
     assert_eq!(l.granted_bps(), 0);
     assert_eq!(out.len(), 50);
-    // No RBDC allowed: a backlog drains at exactly CRA (4000-bit frames, 90.909 ms each).
+    // No RBDC allowed: a backlog drains at exactly CRA (4000-bit frames, 90.909 ms each), even
+    // with the backlog term on (the default): it is bounded by the same maximum.
     let mut l = bod_link(
         BodParams {
             rbdc_max_bps: 0,
@@ -414,6 +423,91 @@ fn bod_cra_only_serves_at_cra() {
     let out = run(&mut l, 10_000 * MS);
     assert!((109..=110).contains(&out.len()), "{}", out.len());
     assert_eq!(l.rate_bps(), 44_000);
+}
+
+/// 1 Mbit/s into a link that can give at most CRA 44 k + RBDC 400 k, stopped at 4100 ms (a
+/// superframe boundary): ~3.2 Mbit are queued when the sender stops. Samples every 10 ms until
+/// `until`: (t, rate_bps, granted_bps, requested_bps, queue bits).
+fn sender_stops(bod: BodParams, until: u64) -> Vec<(u64, u64, u64, u64, u64)> {
+    let mut l = bod_link(bod, 0);
+    let mut inputs = source(10 * MS, 10 * MS, 1250, 4100 * MS)
+        .into_iter()
+        .peekable();
+    let mut samples = Vec::new();
+    for t in (0..=until).step_by(10 * MS as usize) {
+        while let Some((at, _)) = inputs.peek() {
+            if *at > t {
+                break;
+            }
+            let (at, f) = inputs.next().unwrap();
+            run(&mut l, at);
+            l.enqueue(at, f);
+        }
+        run(&mut l, t);
+        samples.push((
+            t,
+            l.rate_bps(),
+            l.granted_bps(),
+            l.requested_bps(),
+            l.queue_bytes() * 8,
+        ));
+    }
+    samples
+}
+
+#[test]
+fn bod_backlog_left_by_a_stopped_sender_drains_at_the_granted_rate() {
+    const STOP: u64 = 4100 * MS;
+    // The last request that still sees arrivals is made at 4100 ms; the one at 4920 ms sees
+    // none, and is granted one allocation delay later: 4920 + 1346 → boundary 6560 ms.
+    const AFTER_AD: u64 = 6560 * MS;
+    let max = 400_000;
+    let with = |horizon: f64| BodParams {
+        rbdc_max_bps: max,
+        backlog_horizon_ms: horizon,
+        ..BodParams::default()
+    };
+    let full = 44_000 + max;
+    let backlog = sender_stops(with(820.0), 30_000 * MS);
+    for &(t, rate, granted, requested, _) in &backlog {
+        assert!(
+            granted <= max && requested <= max,
+            "over the maximum at {t}"
+        );
+        assert!(rate <= full, "capacity over CRA + max at {t}");
+    }
+    let queued_at_stop = backlog.iter().find(|s| s.0 == STOP).unwrap().4;
+    assert!(queued_at_stop > 3_000_000, "{queued_at_stop}");
+    // From the stop until the queue is empty, every sample is served at CRA + the full grant
+    // (the backlog request keeps the grant up), so the drain takes queue / (CRA + max).
+    let empty_at = backlog
+        .iter()
+        .find(|s| s.0 > STOP && s.4 == 0)
+        .expect("backlog never drained")
+        .0;
+    for &(t, rate, ..) in backlog.iter().filter(|s| s.0 >= STOP && s.0 < empty_at) {
+        assert_eq!(rate, full, "drain slowed at {t} ns");
+    }
+    let drain_ns = queued_at_stop as u128 * 1_000_000_000 / full as u128;
+    let expected = STOP + drain_ns as u64;
+    assert!(
+        empty_at.abs_diff(expected) <= 20 * MS,
+        "drained at {} ms, expected {} ms",
+        empty_at / MS,
+        expected / MS
+    );
+    // The grant past one allocation delay after the last arrival-carrying request is the
+    // backlog's request, made at 4920 ms.
+    let request_4920 = backlog.iter().find(|s| s.0 == 4920 * MS).unwrap().3;
+    assert_eq!(request_4920, max);
+    let at = |s: &[(u64, u64, u64, u64, u64)], t: u64| *s.iter().find(|x| x.0 == t).unwrap();
+    assert_eq!(at(&backlog, AFTER_AD).2, request_4920);
+    // Rate-only requests (the old model): the same backlog falls back to CRA one allocation
+    // delay after the sender stops, and most of it is still queued.
+    let rate_only = sender_stops(with(0.0), 8_000 * MS);
+    assert_eq!(at(&rate_only, AFTER_AD - 10 * MS).1, full);
+    assert_eq!(at(&rate_only, AFTER_AD).1, 44_000);
+    assert!(at(&rate_only, 8_000 * MS).4 > queued_at_stop / 2);
 }
 
 #[test]
