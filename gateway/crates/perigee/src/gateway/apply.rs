@@ -1,9 +1,9 @@
 //! Atomic apply with rollback. Order: nft (one `nft -f -` transaction on stdin), routes,
-//! sysctls, squid (the cache policy, see `CacheStep`), hybla (params and cwnd ceiling, see
-//! `HyblaPlan`). On a failure every step already done is undone in reverse, so the
+//! sysctls, shaping (the satellite interface's root qdisc, see `Shaper`), squid (the cache
+//! policy, see `CacheStep`), hybla (params and cwnd ceiling, see `HyblaPlan`). On a failure every step already done is undone in reverse, so the
 //! previous state stays. Subprocesses get argument vectors only, never shell strings.
 use super::config::GatewayConfig;
-use super::render::{Rendered, RouteOp, TABLE};
+use super::render::{Rendered, RouteOp, Shaper, SHAPER_HANDLE, TABLE};
 use perigee_hybla::{HyblaParams, HyblaStatus, Implementation};
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -234,6 +234,109 @@ fn write_sysctl(key: &str, value: &str) -> Result<(), String> {
     std::fs::write(sysctl_path(key), value).map_err(|e| format!("{key}={value}: {e}"))
 }
 
+fn tc(argv: &[String]) -> Result<(), String> {
+    run("tc", argv, None).map(|_| ())
+}
+
+/// Whose root qdisc an interface has.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RootQdisc {
+    /// The one the kernel attached (handle 0:): deleting ours brings it back.
+    Default,
+    /// Our shaper (`SHAPER_HANDLE`), e.g. left by a daemon that was killed.
+    Ours,
+    /// Somebody else's, described as "kind handle"; never replaced, since we could not put
+    /// it back as it was.
+    Foreign(String),
+}
+
+/// Classify `tc -j qdisc show dev DEV root` output.
+pub fn classify_root(json: &str) -> Result<RootQdisc, String> {
+    let v: serde_json::Value =
+        serde_json::from_str(json).map_err(|e| format!("tc -j qdisc show: {e}"))?;
+    let Some(q) = v
+        .as_array()
+        .and_then(|a| a.iter().find(|q| q["root"] == true))
+    else {
+        return Ok(RootQdisc::Default);
+    };
+    let kind = q["kind"].as_str().unwrap_or("?");
+    Ok(match q["handle"].as_str().unwrap_or("0:") {
+        "0:" => RootQdisc::Default,
+        h if h == SHAPER_HANDLE && kind == "htb" => RootQdisc::Ours,
+        h => RootQdisc::Foreign(format!("{kind} {h}")),
+    })
+}
+
+fn root_qdisc(dev: &str) -> Result<RootQdisc, String> {
+    let argv: Vec<String> = ["-j", "qdisc", "show", "dev", dev, "root"]
+        .iter()
+        .map(|x| x.to_string())
+        .collect();
+    classify_root(&run("tc", &argv, None)?)
+}
+
+/// Install `s` (or change ours in place). A failure part way leaves a half-built tree that the
+/// caller's rollback removes or replaces.
+fn install_shaper(s: &Shaper) -> Result<(), ApplyError> {
+    let shaping_err = |message: String, field: Option<&str>| ApplyError {
+        step: "shaping",
+        message,
+        field: field.map(String::from),
+    };
+    let root = root_qdisc(&s.dev).map_err(|m| shaping_err(m, None))?;
+    if let RootQdisc::Foreign(what) = root {
+        return Err(shaping_err(
+            format!(
+                "{} already has a root qdisc ({what}) that Perigee did not install; remove it \
+                 (tc qdisc del dev {} root) or leave shaping disabled",
+                s.dev, s.dev
+            ),
+            Some("shaping.enabled"),
+        ));
+    }
+    // HTB's root has no change operation (and ours never differs): when it is already there
+    // only the class and the leaf are replaced, in place.
+    let skip = usize::from(root == RootQdisc::Ours);
+    for argv in s.install_argvs().iter().skip(skip) {
+        tc(argv).map_err(|m| shaping_err(m, None))?;
+    }
+    Ok(())
+}
+
+/// Remove our shaper from `s.dev`, only if the root there is ours; best effort.
+fn remove_shaper(s: &Shaper) {
+    if root_qdisc(&s.dev) == Ok(RootQdisc::Ours) {
+        let _ = tc(&s.remove_argv());
+    }
+}
+
+/// Go from `from` to `to` (either None = no shaper): install or change the new one, and take
+/// the old one off an interface the new one is not on.
+fn switch_shaper(to: Option<&Shaper>, from: Option<&Shaper>) -> Result<(), ApplyError> {
+    if let Some(new) = to {
+        install_shaper(new)?;
+    }
+    if let Some(old) = from {
+        if to.is_none_or(|new| new.dev != old.dev) {
+            remove_shaper(old);
+        }
+    }
+    Ok(())
+}
+
+/// Undo `switch_shaper(to, from)`: `from` back as it was, `to` gone where it was new.
+fn restore_shaper(to: Option<&Shaper>, from: Option<&Shaper>) {
+    if let Some(new) = to {
+        if from.is_none_or(|old| old.dev != new.dev) {
+            remove_shaper(new);
+        }
+    }
+    if let Some(old) = from {
+        let _ = install_shaper(old);
+    }
+}
+
 /// What an apply changed, so the next apply (or its rollback) knows what to undo.
 #[derive(Debug, Clone, Default)]
 pub struct AppliedState {
@@ -399,14 +502,26 @@ pub fn apply_with(
         undo.push(Box::new(move || restore_sysctls(&w)));
     }
 
-    // 4. Squid: never replaces a working squid.conf with one Squid rejects.
+    // 4. shaping: our root qdisc on the satellite interface, or none.
+    let prev_shaper = prev.rendered.as_ref().and_then(|r| r.shaper.clone());
+    {
+        let (to, from) = (new.shaper.clone(), prev_shaper.clone());
+        undo.push(Box::new(move || restore_shaper(to.as_ref(), from.as_ref())));
+    }
+    if let Err(e) = switch_shaper(new.shaper.as_ref(), prev_shaper.as_ref()) {
+        let mut failed = fail(e.step, e.message, undo);
+        failed.field = e.field;
+        return Err(failed);
+    }
+
+    // 5. Squid: never replaces a working squid.conf with one Squid rejects.
     if let Err(e) = cache.apply() {
         let mut failed = fail(e.step, e.message, undo);
         failed.field = e.field;
         return Err(failed);
     }
 
-    // 5. Hybla parameters and cwnd ceiling, when an implementation is loaded.
+    // 6. Hybla parameters and cwnd ceiling, when an implementation is loaded.
     if let Some(plan) = hybla {
         if let Err(e) = apply_hybla(hybla_ctl, plan) {
             cache.restore();
@@ -471,6 +586,9 @@ fn restore_sysctls(written: &[(String, String)]) {
 /// Remove everything an apply installed (graceful shutdown).
 pub fn teardown(state: &AppliedState) {
     let _ = delete_table();
+    if let Some(s) = state.rendered.as_ref().and_then(|r| r.shaper.as_ref()) {
+        remove_shaper(s);
+    }
     if let Some(r) = &state.rendered {
         for op in &r.routes {
             remove_route(op, &state.route_originals);
@@ -581,6 +699,24 @@ mod tests {
             self.writes.borrow_mut().push(format!("cwnd_max {n}"));
             Ok(())
         }
+    }
+
+    #[test]
+    fn root_qdisc_is_default_ours_or_foreign() {
+        let root = |kind: &str, handle: &str| {
+            classify_root(&format!(
+                r#"[{{"kind":"{kind}","handle":"{handle}","root":true,"refcnt":2,"options":{{}}}}]"#
+            ))
+            .unwrap()
+        };
+        assert_eq!(root("noqueue", "0:"), RootQdisc::Default);
+        assert_eq!(root("mq", "0:"), RootQdisc::Default);
+        assert_eq!(root("htb", "5047:"), RootQdisc::Ours);
+        assert_eq!(root("htb", "1:"), RootQdisc::Foreign("htb 1:".into()));
+        // Our handle on another kind is not ours.
+        assert_eq!(root("tbf", "5047:"), RootQdisc::Foreign("tbf 5047:".into()));
+        assert_eq!(classify_root("[]").unwrap(), RootQdisc::Default);
+        assert!(classify_root("Cannot find device").is_err());
     }
 
     fn plan_for(hybla: serde_json::Value) -> Option<HyblaPlan> {

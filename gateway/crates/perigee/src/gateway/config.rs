@@ -55,6 +55,8 @@ pub struct GatewayConfig {
     #[serde(default)]
     pub cache: Cache,
     #[serde(default)]
+    pub shaping: Shaping,
+    #[serde(default)]
     pub sysctls: BTreeMap<String, String>,
 }
 
@@ -242,6 +244,45 @@ pub struct Bypass {
 
 /// The `cache` section is the Squid crate's own policy type (same JSON, validated there too).
 pub type Cache = perigee_squid::CacheConfig;
+
+/// Aggregate egress shaper on `interfaces.satellite` (`tc`, docs/control-protocol.md *Shaping*):
+/// an HTB root whose one class holds everything leaving the interface to `rate_bps`, over a
+/// FIFO leaf. Per-socket pacing caps each flow at the link rate, so N flows together send N
+/// times it and overflow the modem's queue; this caps their sum, so the queue that builds is
+/// the gateway's own, where TCP small queues hold each local socket to a couple of packets.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Shaping {
+    /// Default false: the interface keeps the qdisc it had, nothing is shaped.
+    pub enabled: bool,
+    /// Default 0 (none); required when enabled: 8000..100000000000 bit/s, counted over each
+    /// packet as the interface sends it (an Ethernet frame without preamble and FCS) plus
+    /// `overhead_bytes`. Set it to the modem's rate for this direction, not above.
+    pub rate_bps: u64,
+    /// Default 0: bytes added to every packet's length when charging it against `rate_bps`
+    /// (the framing the modem adds and counts, e.g. its encapsulation), 0..256.
+    pub overhead_bytes: u32,
+    /// Default 1000 (the kernel's txqueuelen): the leaf FIFO's length in packets, 16..100000.
+    /// Local TCP senders keep only ~2 packets each in it (TCP small queues), so it fills only
+    /// with forwarded traffic or thousands of flows; when full, new packets are dropped.
+    pub queue_packets: u32,
+}
+
+impl Default for Shaping {
+    fn default() -> Self {
+        Shaping {
+            enabled: false,
+            rate_bps: 0,
+            overhead_bytes: 0,
+            queue_packets: 1000,
+        }
+    }
+}
+
+/// `shaping` bounds (the API's model has the same ones).
+pub const MIN_SHAPING_BPS: u64 = 8_000;
+pub const MAX_SHAPING_OVERHEAD: u32 = 256;
+pub const SHAPING_QUEUE_PACKETS: std::ops::RangeInclusive<u32> = 16..=100_000;
 
 /// Sysctl keys the gateway may write; anything else is rejected so the API cannot reach
 /// arbitrary kernel knobs through us.
@@ -533,6 +574,7 @@ impl GatewayConfig {
         self.validate_classes()?;
         self.validate_bypass()?;
         self.validate_cache()?;
+        self.validate_shaping()?;
         for (k, v) in &self.sysctls {
             let f = format!("sysctls.{k}");
             if !SYSCTL_ALLOW.contains(&k.as_str()) {
@@ -756,6 +798,41 @@ impl GatewayConfig {
             return Err(err(
                 "cache.admin_port",
                 "conflicts with splitter.tproxy_port",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Bounds hold whether or not shaping is enabled (a disabled section is kept as written);
+    /// only an enabled one needs a rate.
+    fn validate_shaping(&self) -> Result<(), ConfigError> {
+        let s = &self.shaping;
+        if s.rate_bps > MAX_PACING_BPS || (s.rate_bps != 0 && s.rate_bps < MIN_SHAPING_BPS) {
+            return Err(err(
+                "shaping.rate_bps",
+                format!("must be {MIN_SHAPING_BPS}..{MAX_PACING_BPS} bit/s (0 = none)"),
+            ));
+        }
+        if s.enabled && s.rate_bps == 0 {
+            return Err(err(
+                "shaping.rate_bps",
+                "required when shaping is enabled (the satellite link's rate in bit/s)",
+            ));
+        }
+        if s.overhead_bytes > MAX_SHAPING_OVERHEAD {
+            return Err(err(
+                "shaping.overhead_bytes",
+                format!("must be 0..{MAX_SHAPING_OVERHEAD}"),
+            ));
+        }
+        if !SHAPING_QUEUE_PACKETS.contains(&s.queue_packets) {
+            return Err(err(
+                "shaping.queue_packets",
+                format!(
+                    "must be {}..{}",
+                    SHAPING_QUEUE_PACKETS.start(),
+                    SHAPING_QUEUE_PACKETS.end()
+                ),
             ));
         }
         Ok(())
@@ -1002,6 +1079,68 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(e.field, "satellite.routes[1].dst");
+    }
+
+    #[test]
+    fn shaping_defaults_off_and_needs_a_rate_when_enabled() {
+        let d = from_value(example_json()).unwrap();
+        assert_eq!(d.shaping, Shaping::default());
+        assert!(!d.shaping.enabled);
+        assert_eq!(d.shaping.queue_packets, 1000);
+        let e = with(&["shaping"], serde_json::json!({"enabled": true})).unwrap_err();
+        assert_eq!(e.field, "shaping.rate_bps");
+        assert!(e.message.contains("required"), "{}", e.message);
+        let c = with(
+            &["shaping"],
+            serde_json::json!({"enabled": true, "rate_bps": 1_536_000}),
+        )
+        .unwrap();
+        assert_eq!(
+            (c.shaping.rate_bps, c.shaping.overhead_bytes),
+            (1_536_000, 0)
+        );
+        // A disabled section may keep its rate for later.
+        with(
+            &["shaping"],
+            serde_json::json!({"enabled": false, "rate_bps": 50_000_000}),
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn shaping_bounds_name_the_field() {
+        let field = |v: serde_json::Value| with(&["shaping"], v).unwrap_err().field;
+        for (bad, name) in [
+            (serde_json::json!({"rate_bps": 7_999}), "shaping.rate_bps"),
+            (
+                serde_json::json!({"rate_bps": 100_000_000_001_u64}),
+                "shaping.rate_bps",
+            ),
+            (serde_json::json!({"rate_bps": -1}), "shaping.rate_bps"),
+            (
+                serde_json::json!({"overhead_bytes": 257}),
+                "shaping.overhead_bytes",
+            ),
+            (
+                serde_json::json!({"queue_packets": 15}),
+                "shaping.queue_packets",
+            ),
+            (
+                serde_json::json!({"queue_packets": 100_001}),
+                "shaping.queue_packets",
+            ),
+            (serde_json::json!({"enabled": 1}), "shaping.enabled"),
+            (serde_json::json!({"rate": 1_536_000}), "shaping.rate"),
+        ] {
+            assert_eq!(field(bad.clone()), name, "{bad}");
+        }
+        for good in [
+            serde_json::json!({"enabled": true, "rate_bps": 8_000, "queue_packets": 16}),
+            serde_json::json!({"enabled": true, "rate_bps": 100_000_000_000_u64,
+                               "overhead_bytes": 256, "queue_packets": 100_000}),
+        ] {
+            with(&["shaping"], good.clone()).unwrap_or_else(|e| panic!("{good}: {e}"));
+        }
     }
 
     #[test]

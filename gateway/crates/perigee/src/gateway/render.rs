@@ -135,11 +135,115 @@ impl RouteOp {
     }
 }
 
+/// Major handle of our root qdisc on the satellite interface (tc reads it as hex, 0x5047 =
+/// "PG"): how apply tells the shaper it installed from one somebody else did.
+pub const SHAPER_HANDLE: &str = "5047:";
+/// The one HTB class that carries everything (the root's `default`), and its FIFO leaf.
+pub const SHAPER_CLASS: &str = "5047:1";
+pub const SHAPER_LEAF: &str = "5048:";
+
+/// The aggregate egress shaper (`shaping` in the config): an HTB root on `dev` whose single
+/// class, the default for every packet, sends at most `rate_bps`, over a `pfifo` leaf.
+/// HTB + FIFO because that is what this appliance's kernels have (no fq, fq_codel or cake
+/// here); with the gateway's sockets behind TCP small queues, each keeps ~2 packets in the
+/// FIFO, so they take turns at the head and share the link.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Shaper {
+    pub dev: String,
+    pub rate_bps: u64,
+    pub overhead_bytes: u32,
+    pub queue_packets: u32,
+}
+
+impl Shaper {
+    /// The `tc` argvs that install (or, run again, change in place) the shaper, in order.
+    /// `replace` with our fixed handles changes an existing qdisc/class of the same kind
+    /// instead of grafting a new one, so a re-apply does not flush the queue.
+    pub fn install_argvs(&self) -> Vec<Vec<String>> {
+        let s = |x: &str| x.to_string();
+        let rate = format!("{}bit", self.rate_bps);
+        let mut class = vec![
+            s("class"),
+            s("replace"),
+            s("dev"),
+            self.dev.clone(),
+            s("parent"),
+            s(SHAPER_HANDLE),
+            s("classid"),
+            s(SHAPER_CLASS),
+            s("htb"),
+            s("rate"),
+            rate.clone(),
+            s("ceil"),
+            rate,
+        ];
+        if self.overhead_bytes > 0 {
+            class.extend([s("overhead"), self.overhead_bytes.to_string()]);
+        }
+        vec![
+            vec![
+                s("qdisc"),
+                s("replace"),
+                s("dev"),
+                self.dev.clone(),
+                s("root"),
+                s("handle"),
+                s(SHAPER_HANDLE),
+                s("htb"),
+                s("default"),
+                s("1"),
+            ],
+            class,
+            vec![
+                s("qdisc"),
+                s("replace"),
+                s("dev"),
+                self.dev.clone(),
+                s("parent"),
+                s(SHAPER_CLASS),
+                s("handle"),
+                s(SHAPER_LEAF),
+                s("pfifo"),
+                s("limit"),
+                self.queue_packets.to_string(),
+            ],
+        ]
+    }
+
+    /// The `tc` argv that removes it: the kernel then attaches the device's default qdisc.
+    pub fn remove_argv(&self) -> Vec<String> {
+        ["qdisc", "del", "dev", &self.dev, "root"]
+            .iter()
+            .map(|x| x.to_string())
+            .collect()
+    }
+
+    pub fn describe(&self) -> Vec<String> {
+        self.install_argvs()
+            .iter()
+            .map(|a| format!("tc {}", a.join(" ")))
+            .collect()
+    }
+}
+
+/// The shaper for `cfg`, or None when shaping is off.
+pub fn render_shaper(cfg: &GatewayConfig) -> Option<Shaper> {
+    let s = &cfg.shaping;
+    s.enabled.then(|| Shaper {
+        dev: cfg.interfaces.satellite.clone(),
+        rate_bps: s.rate_bps,
+        overhead_bytes: s.overhead_bytes,
+        queue_packets: s.queue_packets,
+    })
+}
+
 #[derive(Debug, Clone)]
 pub struct Rendered {
     pub nft: String,
     pub routes: Vec<RouteOp>,
     pub sysctls: BTreeMap<String, String>,
+    /// None: shaping off (no qdisc of ours on the satellite interface).
+    pub shaper: Option<Shaper>,
 }
 
 impl Rendered {
@@ -148,6 +252,7 @@ impl Rendered {
             "nft": self.nft,
             "routes": self.routes.iter().map(|r| r.describe()).collect::<Vec<_>>(),
             "sysctls": self.sysctls,
+            "shaping": self.shaper.as_ref().map(|s| s.describe()),
             "squid_conf": null,
         })
     }
@@ -168,6 +273,7 @@ pub fn render(cfg: &GatewayConfig, available_cc: &[String]) -> Rendered {
         nft: render_nft(cfg),
         routes,
         sysctls: cfg.sysctls.clone(),
+        shaper: render_shaper(cfg),
     }
 }
 
@@ -616,6 +722,42 @@ mod tests {
         let nft = render_nft(&from_value(j).unwrap());
         let first_80 = nft.lines().find(|l| l.contains("dport { 80,")).unwrap();
         assert!(first_80.contains("to :7071"), "{first_80}");
+    }
+
+    #[test]
+    fn shaper_renders_htb_at_the_rate_over_a_fifo_on_the_satellite_interface() {
+        assert_eq!(render_shaper(&cfg()), None, "off by default");
+        let mut j = example_json();
+        j["interfaces"]["satellite"] = "sat1".into();
+        j["shaping"] = serde_json::json!({"enabled": true, "rate_bps": 1_536_000});
+        let r = render(&from_value(j.clone()).unwrap(), &[]);
+        let shaper = r.shaper.clone().unwrap();
+        assert_eq!(
+            shaper.describe(),
+            vec![
+                "tc qdisc replace dev sat1 root handle 5047: htb default 1",
+                "tc class replace dev sat1 parent 5047: classid 5047:1 htb rate 1536000bit ceil 1536000bit",
+                "tc qdisc replace dev sat1 parent 5047:1 handle 5048: pfifo limit 1000",
+            ]
+        );
+        assert_eq!(shaper.remove_argv().join(" "), "qdisc del dev sat1 root");
+        assert_eq!(r.to_json()["shaping"][0], shaper.describe()[0]);
+        // Overhead and queue length when given; every argument is its own argv element.
+        j["shaping"] = serde_json::json!({"enabled": true, "rate_bps": 50_000_000,
+                                          "overhead_bytes": 24, "queue_packets": 64});
+        let shaper = render_shaper(&from_value(j.clone()).unwrap()).unwrap();
+        let argvs = shaper.install_argvs();
+        assert_eq!(
+            argvs[1][argvs[1].len() - 4..],
+            ["ceil", "50000000bit", "overhead", "24"]
+        );
+        assert_eq!(argvs[2][argvs[2].len() - 2..], ["limit", "64"]);
+        assert!(argvs.iter().flatten().all(|a| !a.contains(' ')));
+        // Disabled with a rate kept: nothing installed.
+        j["shaping"]["enabled"] = false.into();
+        let r = render(&from_value(j).unwrap(), &[]);
+        assert_eq!(r.shaper, None);
+        assert!(r.to_json()["shaping"].is_null());
     }
 
     #[test]
