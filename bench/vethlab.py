@@ -102,7 +102,11 @@ def path(prefix: str = PREFIX) -> Iterator[VethPath]:
 
 
 def gateway_config(max_flows: int) -> dict[str, object]:
-    """A terminal-role splitter for everything from the client subnet; plain cubic, kernel buffers."""
+    """A terminal-role splitter for everything from the client subnet; plain cubic, kernel buffers.
+
+    Both legs run cubic like the endpoints: left to the namespace default, the LAN leg would run
+    the host's default (bbr on some machines paces one veth flow at its own bandwidth estimate).
+    """
     return {
         "schema": 1,
         "revision": "bench-overhead",
@@ -115,6 +119,7 @@ def gateway_config(max_flows: int) -> dict[str, object]:
             "sndbuf_bytes": 0,
             "rcvbuf_bytes": 0,
         },
+        "terrestrial": {"congestion_control": "cubic"},
     }
 
 

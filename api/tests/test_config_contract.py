@@ -207,6 +207,13 @@ CASES: list[tuple[str, bool, Mutate]] = [
     ("cc vegas", BAD, at("satellite.congestion_control", "vegas")),
     ("cc empty", BAD, at("satellite.congestion_control", "")),
     ("cc uppercase", BAD, at("satellite.congestion_control", "HYBLA")),
+    # terrestrial
+    *[(f"terrestrial cc {cc}", OK, at("terrestrial.congestion_control", cc)) for cc in ("", "cubic", "bbr")],
+    ("terrestrial cc vegas", BAD, at("terrestrial.congestion_control", "vegas")),
+    ("terrestrial cc null", BAD, at("terrestrial.congestion_control", None)),
+    ("terrestrial missing", OK, at("terrestrial", MISSING)),
+    ("terrestrial empty object", OK, at("terrestrial", {})),
+    ("terrestrial unknown field", BAD, at("terrestrial.cc", "cubic")),
     *bounds("satellite.sndbuf_bytes", 0, 1 << 30),
     *bounds("satellite.rcvbuf_bytes", 0, 1 << 30),
     *bounds("satellite.pacing_rate_bps", 0, 100_000_000_000),
@@ -229,6 +236,26 @@ CASES: list[tuple[str, bool, Mutate]] = [
     *bounds("hybla.cwnd_max", 0, 65536),
     ("hybla empty", OK, at("hybla", {})),
     ("hybla unknown field", BAD, at("hybla.rho", 1)),
+    # shaping
+    ("shaping missing", OK, at("shaping", MISSING)),
+    ("shaping empty", OK, at("shaping", {})),
+    ("shaping enabled without rate", BAD, at("shaping", {"enabled": True})),
+    ("shaping enabled rate 0", BAD, at("shaping", {"enabled": True, "rate_bps": 0})),
+    ("shaping enabled", OK, at("shaping", {"enabled": True, "rate_bps": 1_536_000})),
+    ("shaping disabled keeps a rate", OK, at("shaping", {"enabled": False, "rate_bps": 50_000_000})),
+    ("shaping enabled as 1", BAD, at("shaping", {"enabled": 1, "rate_bps": 1_536_000})),
+    ("shaping enabled null", BAD, at("shaping", {"enabled": None})),
+    ("shaping unknown field", BAD, at("shaping", {"rate": 1_536_000})),
+    *[
+        (name, ok, both(at("shaping", {"enabled": True, "rate_bps": 1_536_000}), m))
+        for name, ok, m in (
+            *bounds("shaping.rate_bps", 8_000, 100_000_000_000),
+            *bounds("shaping.overhead_bytes", 0, 256),
+            *bounds("shaping.queue_packets", 16, 100_000),
+        )
+    ],
+    ("shaping disabled rate 7999", BAD, at("shaping", {"rate_bps": 7_999})),
+    ("shaping disabled rate 0", OK, at("shaping", {"rate_bps": 0})),
     # classes
     ("classes 512", OK, at("classes", many(512, lambda i: {"name": f"c{i}", "priority": i, "action": "accelerate"}))),
     ("classes 513", BAD, at("classes", many(513, lambda i: {"name": f"c{i}", "priority": i, "action": "accelerate"}))),

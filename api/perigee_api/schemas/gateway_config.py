@@ -129,7 +129,12 @@ class Splitter(Strict):
     max_flows: int = Field(default=10000, ge=1, le=1_000_000)
     connect_timeout_ms: int = Field(default=10000, ge=100, le=600_000)
     idle_timeout_s: int = Field(default=600, ge=1, le=86400 * 7)
-    relay_buffer_bytes: int = Field(default=262144, ge=4096, le=64 * 1024 * 1024)
+    relay_buffer_bytes: int = Field(
+        default=1048576,
+        ge=4096,
+        le=64 * 1024 * 1024,
+        description="per flow and direction, the bytes held inside the gateway (pipe capacity, at most 1 MiB)",
+    )
 
 
 class Route(Strict):
@@ -160,6 +165,13 @@ class Satellite(Strict):
         return self
 
 
+class Terrestrial(Strict):
+    congestion_control: CongestionControl | Literal[""] = Field(
+        default="",
+        description="the terrestrial leg's congestion control; empty = the system default",
+    )
+
+
 class Hybla(Strict):
     rtt0_ms: int = Field(default=25, ge=1, le=10000)
     base_rtt_ms: int = Field(default=0, ge=0, le=10000)
@@ -169,6 +181,36 @@ class Hybla(Strict):
         le=CWND_CEILING_MAX,
         description="cwnd ceiling in segments for Perigee's BPF Hybla; 0 = none (the kernel's hybla needs 0)",
     )
+
+
+SHAPING_MIN_BPS = 8_000
+SHAPING_MAX_BPS = 100_000_000_000
+
+
+class Shaping(Strict):
+    """Aggregate egress shaper on the satellite interface (an HTB class at rate_bps over a FIFO):
+    caps the sum of every flow leaving toward the satellite, so they cannot overflow the modem's queue."""
+
+    enabled: bool = Field(default=False, description="false = the interface keeps its own qdisc")
+    rate_bps: int = Field(
+        default=0,
+        ge=0,
+        le=SHAPING_MAX_BPS,
+        description=f"the satellite link's rate for what this gateway sends, bit/s counted over whole frames; "
+        f"{SHAPING_MIN_BPS}..{SHAPING_MAX_BPS}, 0 = none (required when enabled)",
+    )
+    overhead_bytes: int = Field(
+        default=0, ge=0, le=256, description="bytes the modem adds to each packet, charged against the rate"
+    )
+    queue_packets: int = Field(default=1000, ge=16, le=100_000, description="the gateway's own queue (FIFO) in packets")
+
+    @model_validator(mode="after")
+    def _rate(self) -> Shaping:
+        if 0 < self.rate_bps < SHAPING_MIN_BPS:
+            raise ValueError(f"rate_bps: must be {SHAPING_MIN_BPS}..{SHAPING_MAX_BPS} bit/s (0 = none)")
+        if self.enabled and self.rate_bps == 0:
+            raise ValueError("rate_bps: required when shaping is enabled")
+        return self
 
 
 class Match(Strict):
@@ -383,10 +425,12 @@ class GatewayConfig(Strict):
     served_subnets: list[Cidr] = Field(min_length=1, max_length=256)
     splitter: Splitter = Field(default_factory=Splitter)
     satellite: Satellite = Field(default_factory=Satellite)
+    terrestrial: Terrestrial = Field(default_factory=Terrestrial)
     hybla: Hybla = Field(default_factory=Hybla)
     classes: list[TrafficClass] = Field(default_factory=list, max_length=512)
     bypass: list[BypassRule] = Field(default_factory=list, max_length=512)
     cache: Cache = Field(default_factory=Cache)
+    shaping: Shaping = Field(default_factory=Shaping)
     sysctls: Annotated[dict[str, str], AfterValidator(_sysctls)] = Field(default_factory=dict)
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)

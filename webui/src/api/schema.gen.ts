@@ -1193,6 +1193,7 @@ export interface components {
             sysctls?: {
                 [key: string]: string;
             };
+            terrestrial?: components["schemas"]["Terrestrial"];
         };
         /** HealthOut */
         HealthOut: {
@@ -1466,7 +1467,8 @@ export interface components {
             max_flows: number;
             /**
              * Relay Buffer Bytes
-             * @default 262144
+             * @description per flow and direction, the bytes held inside the gateway (pipe capacity, at most 1 MiB)
+             * @default 1048576
              */
             relay_buffer_bytes: number;
             /**
@@ -1509,6 +1511,15 @@ export interface components {
             state?: string | null;
         } & {
             [key: string]: unknown;
+        };
+        /** Terrestrial */
+        Terrestrial: {
+            /**
+             * Congestion Control
+             * @description the terrestrial leg's congestion control; empty = the system default
+             * @default
+             */
+            congestion_control: ("hybla" | "cubic" | "bbr" | "reno") | "";
         };
         /** TlsCertificateOut */
         TlsCertificateOut: {

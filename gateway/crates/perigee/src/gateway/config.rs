@@ -47,6 +47,8 @@ pub struct GatewayConfig {
     #[serde(default)]
     pub satellite: Satellite,
     #[serde(default)]
+    pub terrestrial: Terrestrial,
+    #[serde(default)]
     pub hybla: Hybla,
     #[serde(default)]
     pub classes: Vec<Class>,
@@ -104,7 +106,7 @@ impl Default for Splitter {
             max_flows: 10_000,
             connect_timeout_ms: 10_000,
             idle_timeout_s: 600,
-            relay_buffer_bytes: 262_144,
+            relay_buffer_bytes: 1 << 20,
         }
     }
 }
@@ -140,6 +142,15 @@ impl Default for Satellite {
             routes: Vec::new(),
         }
     }
+}
+
+/// The other leg of each split flow: the client side at a terminal, the server side at a hub.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Terrestrial {
+    /// Congestion control of the terrestrial socket; "" (default) = the namespace's default
+    /// (net.ipv4.tcp_congestion_control), which a container usually cannot change itself.
+    pub congestion_control: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -556,6 +567,13 @@ impl GatewayConfig {
         cidrs("served_subnets", &self.served_subnets)?;
         self.validate_splitter()?;
         self.validate_satellite()?;
+        let t = &self.terrestrial.congestion_control;
+        if !t.is_empty() && !valid_cc_name(t) {
+            return Err(err(
+                "terrestrial.congestion_control",
+                "must be empty (system default) or one of hybla, cubic, bbr, reno",
+            ));
+        }
         if !(1..=10_000).contains(&self.hybla.rtt0_ms) {
             return Err(err("hybla.rtt0_ms", "must be 1..10000"));
         }
@@ -975,6 +993,21 @@ mod tests {
         .unwrap_err();
         assert_eq!(e.field, "classes[0].satellite.congestion_control");
         with(&["satellite", "congestion_control"], "bbr".into()).unwrap();
+    }
+
+    #[test]
+    fn terrestrial_congestion_control_is_empty_or_supported() {
+        let cfg = from_value(example_json()).unwrap();
+        assert_eq!(
+            cfg.terrestrial.congestion_control, "",
+            "default: system default"
+        );
+        let e = with(&["terrestrial", "congestion_control"], "vegas".into()).unwrap_err();
+        assert_eq!(e.field, "terrestrial.congestion_control");
+        let cfg = with(&["terrestrial", "congestion_control"], "cubic".into()).unwrap();
+        assert_eq!(cfg.terrestrial.congestion_control, "cubic");
+        let e = with(&["terrestrial", "cc"], "cubic".into()).unwrap_err();
+        assert!(e.field.starts_with("terrestrial"), "{}", e.field);
     }
 
     #[test]

@@ -6,6 +6,9 @@ use super::sys::{self, Pipe};
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
 
+/// Capacity of the empty pipes a worker keeps for reuse (8 of 1 MiB, 32 of 256 KiB).
+const WARM_BYTES: usize = 8 << 20;
+
 /// Pipes not currently holding data, shared by all flows of a worker. Bounded so the fd budget
 /// holds: 10,000 flows use 20,000 socket fds across the workers, pipes come on top.
 pub struct PipePool {
@@ -40,8 +43,11 @@ impl PipePool {
 
     fn put(&mut self, p: Pipe) {
         self.in_use -= 1;
-        // Keep a few warm pipes; close the rest so idle workers hold few fds.
-        if self.free.len() < 32 && p.cap >= self.pipe_size.min(1 << 20) {
+        // Keep a few warm pipes, up to WARM_BYTES of capacity, so idle workers hold few fds and
+        // little of the user's pipe page allowance; a pipe smaller than asked (the allowance ran
+        // out when it was made, or the size changed) is closed so a full-size one replaces it.
+        let warm: usize = self.free.iter().map(|f| f.cap).sum();
+        if p.cap >= self.pipe_size.min(1 << 20) && warm + p.cap <= WARM_BYTES.max(p.cap) {
             self.free.push(p);
         }
     }

@@ -322,9 +322,16 @@ impl Pipe {
         cvt(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK | libc::O_CLOEXEC) })?;
         // SAFETY: pipe2 returned two new descriptors we own.
         let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-        // SAFETY: fcntl on our own fd; failure leaves the default size.
-        let cap = unsafe { libc::fcntl(w.as_raw_fd(), libc::F_SETPIPE_SZ, want as libc::c_int) };
-        let cap = if cap > 0 { cap as usize } else { 65536 };
+        // SAFETY: fcntl on our own fd; failure leaves the size the pipe was created with.
+        let mut cap =
+            unsafe { libc::fcntl(w.as_raw_fd(), libc::F_SETPIPE_SZ, want as libc::c_int) };
+        if cap <= 0 {
+            // Refused (EPERM past fs.pipe-user-pages-soft for a user without CAP_SYS_ADMIN or
+            // CAP_SYS_RESOURCE, where new pipes may even start at two pages): use what we got.
+            // SAFETY: as above.
+            cap = unsafe { libc::fcntl(w.as_raw_fd(), libc::F_GETPIPE_SZ) };
+        }
+        let cap = if cap > 0 { cap as usize } else { 4096 };
         Ok(Pipe { r, w, cap })
     }
 }

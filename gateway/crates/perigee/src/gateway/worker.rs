@@ -227,7 +227,7 @@ impl Worker {
             listen_port: 0,
             listeners_paused: false,
             flows: HashMap::new(),
-            pool: PipePool::new(max_pipes, 262_144),
+            pool: PipePool::new(max_pipes, 1 << 20),
             closed: Vec::new(),
             deltas: Deltas::default(),
             ctl_in: Vec::new(),
@@ -413,8 +413,14 @@ impl Worker {
         let sfd = srv.as_raw_fd();
         sys::set_transparent(sfd, v6)?;
         sys::set_int(sfd, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
-        let sat_fd = if sat_is_client { cfd.as_raw_fd() } else { sfd };
+        let (sat_fd, terr_fd) = if sat_is_client {
+            (cfd.as_raw_fd(), sfd)
+        } else {
+            (sfd, cfd.as_raw_fd())
+        };
         let sat_cc_set = self.set_cc(sat_fd, &sat.cc);
+        let terr_cc = &cfg.terrestrial.congestion_control;
+        let terr_cc_set = !terr_cc.is_empty() && self.set_cc(terr_fd, terr_cc);
         sys::set_bufs(sat_fd, sat.sndbuf, sat.rcvbuf);
         if sat.pacing_bps > 0 {
             let _ = sys::set_pacing(sat_fd, sat.pacing_bps);
@@ -432,18 +438,22 @@ impl Worker {
         let id =
             ((self.generation as u64 * 64 + self.index as u64) << 32) | (self.seq & 0xffff_ffff);
         let now = Instant::now();
-        let cc = [
-            if sat_is_client && sat_cc_set {
-                sat.cc.clone()
-            } else {
-                self.default_cc.clone()
-            },
-            if !sat_is_client && sat_cc_set {
-                sat.cc.clone()
-            } else {
-                self.default_cc.clone()
-            },
-        ];
+        // What each leg runs: what we set, else the namespace default. [client side, server side]
+        let sat_leg = if sat_cc_set {
+            &sat.cc
+        } else {
+            &self.default_cc
+        };
+        let terr_leg = if terr_cc_set {
+            terr_cc
+        } else {
+            &self.default_cc
+        };
+        let cc = if sat_is_client {
+            [sat_leg.clone(), terr_leg.clone()]
+        } else {
+            [terr_leg.clone(), sat_leg.clone()]
+        };
         let s = Session {
             id,
             client: cfd,
