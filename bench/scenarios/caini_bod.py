@@ -17,7 +17,8 @@ KIND = "bod"
 TITLE = "Caini et al. on Skyplex BoD: time to 90% of capacity, UDP spike, wired cross traffic (issue 9 §1)"
 DESCRIPTION = (
     "satlab `geo-skyplex`: 1.144 Mbit/s, 600 ms RTT, 1 MB satellite buffer, DAMA on the link (CRA 44 kbit/s, "
-    "RBDC requested every 820 ms superframe from the measured input rate, granted 1.346 s later at a "
+    "dynamic capacity requested every 820 ms superframe from the measured input rate plus the queue's "
+    "backlog over one superframe (docs/lab.md, BoD model), granted 1.346 s later at a "
     "superframe boundary). As in the paper's Fig. 1 the sender sits behind a wired link (the hub ↔ cross "
     "emulated link, 10 Mbit/s, 12.5 ms each way, 100 ms drop-tail queue) and the receiver behind the "
     "satellite: one long download cross host → client per variant, each on its own lab (labs run side by "
@@ -84,12 +85,14 @@ PAPER_T90 = {
 # Measured while writing this scenario (ss at the hub: rwnd_limited ~80% of the first 5 s; the same
 # hub-only run with the client's tcp_rmem default at 4 MB and route initrwnd 400 reached t90 in 5.0 s).
 WHY_HUB = (
-    "Why Perigee at the hub alone misses the target: RBDC requests follow the rate at which data "
-    "arrives at the sending terminal's queue, and a window-limited sender's arrival rate is its ACK "
-    "rate, i.e. the current grant. The hub's Hybla is held to the client's receive window (a stock "
-    "Linux client opens 64 KB and grows it only as data arrives at CRA speed), so the first request "
-    "covers ~64 KB per superframe and the grant then follows the window's slow growth. With "
-    "Perigee at the terminal too, its satellite socket opens the tuned window (initrwnd) at once, "
+    "Why Perigee at the hub alone misses the target: the terminal requests what arrives at its queue "
+    "and what is queued there, and a window-limited sender can only put its window there. The hub's "
+    "Hybla is held to the client's receive window (a stock Linux client opens 64 KB and grows it only "
+    "as data arrives), so each flight is drained by the grant it triggered, the queue empties, the "
+    "request falls back to the arrival rate and the grant dips until the window has grown (measured "
+    "with the backlog term: ~0.9 Mbit/s in the 5th second, ~0.45 in the 7th, full from the 8th; with "
+    "rate-only requests the grant followed the window's growth from ~64 KB per superframe, t90 10.6 s). "
+    "With Perigee at the terminal too, its satellite socket opens the tuned window (initrwnd) at once, "
     "the queue sees the carrier rate from the first superframe, and the full grant comes one "
     "allocation delay later."
 )
