@@ -1188,6 +1188,7 @@ export interface components {
             schema: 1;
             /** Served Subnets */
             served_subnets: string[];
+            shaping?: components["schemas"]["Shaping"];
             splitter?: components["schemas"]["Splitter"];
             /** Sysctls */
             sysctls?: {
@@ -1442,6 +1443,37 @@ export interface components {
             max: number;
             /** Ts */
             ts: number;
+        };
+        /**
+         * Shaping
+         * @description Aggregate egress shaper on the satellite interface (an HTB class at rate_bps over a FIFO):
+         *     caps the sum of every flow leaving toward the satellite, so they cannot overflow the modem's queue.
+         */
+        Shaping: {
+            /**
+             * Enabled
+             * @description false = the interface keeps its own qdisc
+             * @default false
+             */
+            enabled: boolean;
+            /**
+             * Overhead Bytes
+             * @description bytes the modem adds to each packet, charged against the rate
+             * @default 0
+             */
+            overhead_bytes: number;
+            /**
+             * Queue Packets
+             * @description the gateway's own queue (FIFO) in packets
+             * @default 1000
+             */
+            queue_packets: number;
+            /**
+             * Rate Bps
+             * @description the satellite link's rate for what this gateway sends, bit/s counted over whole frames; 8000..100000000000, 0 = none (required when enabled)
+             * @default 0
+             */
+            rate_bps: number;
         };
         /** Splitter */
         Splitter: {
