@@ -76,7 +76,7 @@ class TopologyLike(Protocol):
 
 # Satellite-leg tuning when the link is unknown (no satlab state): the daemon's own defaults.
 UNTUNED: dict[str, int] = {"sndbuf_bytes": 4194304, "rcvbuf_bytes": 4194304, "pacing_rate_bps": 0,
-                           "cwnd_max": 0, "initcwnd": 10, "initrwnd": 10}
+                           "cwnd_max": 0, "initcwnd": 10, "initrwnd": 10, "shaping_rate_bps": 0}
 MSS = 1448
 # The emulator's rate counts whole Ethernet frames (1448 B of payload in 1514 B: TCP with
 # timestamps, IPv4, Ethernet), while TCP's pacer counts payload bytes only: paced at the raw link
@@ -101,8 +101,12 @@ def link_tuning(role: str, forward: dict[str, Any], ret: dict[str, Any]) -> dict
     - Buffers: 2 x BDP of the faster direction (the kernel doubles SO_SNDBUF again for its
       bookkeeping), so neither buffer limits a window of BDP + queue.
     - Pacing: the sending direction's rate in payload bytes (the link's frame rate x MSS /
-      frame) plus a little headroom; the pacer, not the cwnd, keeps the emulator's queue from
-      overflowing.
+      frame) plus a little headroom; it keeps one flow from overflowing the emulator's queue.
+    - Shaping: the sending direction's rate, exactly (the gateway's qdisc and the emulator both
+      count whole Ethernet frames). Pacing is per socket, so six connections of a web page
+      (each with Hybla's rho-scaled first flight) together send up to 6x the link rate and
+      overflow the emulator's drop-tail queue; the aggregate shaper keeps that queue in the
+      gateway, where TCP small queues hold it to a few packets per socket and nothing drops.
     - cwnd_max: 0 (Hybla's built-in ceiling). Hybla's parameters are host-wide (one BPF params
       map per kernel), and satlab labs share the kernel: any profile-sized ceiling written by
       one lab's gateway (last writer wins) caps every other lab's flows, e.g. a `--gateway both`
@@ -126,7 +130,7 @@ def link_tuning(role: str, forward: dict[str, Any], ret: dict[str, Any]) -> dict
     send_bdp_segs = rate * rtt_s / 8 / MSS
     initcwnd = min(ROUTE_WINDOW_MAX, max(10, int(send_bdp_segs / rho)))
     return {"sndbuf_bytes": buf, "rcvbuf_bytes": buf, "pacing_rate_bps": pacing_rate(rate),
-            "cwnd_max": 0, "initcwnd": initcwnd, "initrwnd": 0}
+            "cwnd_max": 0, "initcwnd": initcwnd, "initrwnd": 0, "shaping_rate_bps": int(rate)}
 
 
 def tuning_from_state(topo: TopologyLike, role: str) -> dict[str, int]:
@@ -155,6 +159,8 @@ def default_config(role: str, cache: bool = False, tuning: dict[str, int] | None
         "classes": [],
         "bypass": IPSEC_BYPASS,
         "cache": dict(CACHE_CONFIG) if cache else {"enabled": False, "port": 3129},
+        "shaping": ({"enabled": True, "rate_bps": t["shaping_rate_bps"]} if t["shaping_rate_bps"]
+                    else {"enabled": False}),
         "sysctls": {"net.ipv4.tcp_slow_start_after_idle": "0"},
     }
 

@@ -24,6 +24,8 @@ def test_hub_sends_forward_paced_with_a_bdp_first_flight() -> None:
     assert 2400 <= t["initcwnd"] * 24 <= 2600
     # No route initrwnd: the receive window starts as the whole 2 x BDP buffer.
     assert t["initrwnd"] == 0
+    # All its flows together leave at the forward rate, no faster.
+    assert t["shaping_rate_bps"] == 50_000_000
 
 
 def test_terminal_opens_the_forward_window_at_once() -> None:
@@ -36,6 +38,7 @@ def test_terminal_opens_the_forward_window_at_once() -> None:
     assert t["initrwnd"] == 0
     assert t["rcvbuf_bytes"] >= 2 * 3_750_000  # 2 x the forward BDP
     assert t["initcwnd"] == 10
+    assert t["shaping_rate_bps"] == 5_000_000  # the terminal sends on the return link
 
 
 def test_no_host_wide_hybla_ceiling_from_a_profile() -> None:
@@ -52,7 +55,10 @@ def test_default_config_carries_the_tuning() -> None:
     sat = cfg["satellite"]
     assert (sat["initcwnd"], sat["initrwnd"], sat["pacing_rate_bps"]) == (107, 0, 48_776_750)
     assert cfg["hybla"]["cwnd_max"] == 0
-    assert gateway.default_config("hub")["satellite"]["initcwnd"] == 10  # unknown link: defaults
+    assert cfg["shaping"] == {"enabled": True, "rate_bps": 50_000_000}
+    untuned = gateway.default_config("hub")  # unknown link: defaults, nothing shaped
+    assert untuned["satellite"]["initcwnd"] == 10
+    assert untuned["shaping"] == {"enabled": False}
 
 
 def test_gateways_stop_in_reverse_start_order(monkeypatch: pytest.MonkeyPatch) -> None:
