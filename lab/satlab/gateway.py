@@ -151,7 +151,7 @@ def default_config(role: str, cache: bool = False, tuning: dict[str, int] | None
         "interfaces": {"lan": ["lan0"], "satellite": "sat0"},
         "served_subnets": CLIENT_SUBNETS,
         "splitter": {"enabled": True, "tproxy_port": 7071, "max_flows": 10000, "connect_timeout_ms": 10000,
-                     "idle_timeout_s": 600, "relay_buffer_bytes": 262144},
+                     "idle_timeout_s": 600, "relay_buffer_bytes": 1048576},
         "satellite": {"congestion_control": "hybla", "sndbuf_bytes": t["sndbuf_bytes"],
                       "rcvbuf_bytes": t["rcvbuf_bytes"], "pacing_rate_bps": t["pacing_rate_bps"],
                       "initcwnd": t["initcwnd"], "initrwnd": t["initrwnd"], "routes": SAT_ROUTES[role]},
