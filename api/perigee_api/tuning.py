@@ -9,6 +9,8 @@ Inputs (all per satellite link):
   base_rtt_ms           propagation + processing RTT without allocation delay
   terminal_buffer_bytes modem buffer in front of the return carrier
   mss_bytes             segment size used to turn bytes into segments (default 1448)
+  modem_overhead_bytes  bytes the modem's framing adds to each packet and counts against its rate
+                        (0 = not known: only the frame as the interface sends it is counted)
 
 Formulas (rates in bit/s, times in s, sizes in bytes; clamp(x, lo, hi) = min(max(x, lo), hi)):
   return_rate      = return_cra + return_rbdc_max
@@ -45,6 +47,17 @@ Formulas (rates in bit/s, times in s, sizes in bytes; clamp(x, lo, hi) = min(max
                       queue; stops one GEO slow-start ACK, 2^ρ segments, from becoming a line-rate
                       burst; perigee_hybla::cwnd_ceiling_for_link, docs/hybla.md; never below the
                       grant-wait window, or the ceiling would hold the sender under what the peer opens)
+  shaping_rate     = pacing_forward on a hub, pacing_return on a terminal   (the aggregate egress
+                     shaper on the satellite interface, config `shaping`: per-socket pacing caps each flow,
+                     the shaper caps their sum. A terminal's granted rate moves between CRA and CRA + RBDC
+                     max; the shaper sits at the top, not at CRA: the DAMA requests are computed from what
+                     reaches the modem (input rate + backlog), so a CRA shaper would never let the modem ask
+                     for more and would waste every RBDC grant; at the top, the queue stays in the gateway
+                     whenever the grant is at its top, and below it the excess waits in the modem buffer,
+                     which is what makes the modem request more. The modem buffer drain bound caps it like
+                     pacing: together, the flows must not put more into the modem during one allocation
+                     delay than one paced flow may. 0 by override = shaping off)
+  shaping_overhead = modem_overhead_bytes
   min_terminal_buffer = return_rate × superframe / 8               (one superframe of return traffic;
                      a smaller buffer drops inside a superframe: reported as a warning)
 
@@ -65,6 +78,8 @@ SOCKBUF_MIN = 64 * KIB
 SOCKBUF_MAX = 64 * MIB
 CWND_MAX_MIN = 10
 CWND_MAX_MAX = 65536  # the BPF Hybla's built-in clamp (perigee_hybla::MAX_CWND_CEILING)
+SHAPING_MIN_BPS = 8_000  # the config's shaping.rate_bps bounds (0 = off)
+SHAPING_OVERHEAD_MAX = 256  # the config's shaping.overhead_bytes bound
 
 DerivedKey = Literal[
     "return_rate_bps",
@@ -83,6 +98,8 @@ DerivedKey = Literal[
     "initrwnd",
     "hybla_base_rtt_ms",
     "hybla_cwnd_max",
+    "shaping_rate_bps",
+    "shaping_overhead_bytes",
     "min_terminal_buffer_bytes",
 ]
 OVERRIDABLE: tuple[str, ...] = (
@@ -93,6 +110,7 @@ OVERRIDABLE: tuple[str, ...] = (
     "initrwnd",
     "hybla_base_rtt_ms",
     "hybla_cwnd_max",
+    "shaping_rate_bps",
 )
 
 
@@ -107,6 +125,13 @@ class BodInputs(BaseModel):
     base_rtt_ms: float = Field(gt=0, le=60_000)
     terminal_buffer_bytes: int = Field(ge=1500, le=4 * 1024 * MIB)
     mss_bytes: int = Field(default=1448, ge=536, le=65000)
+    modem_overhead_bytes: int = Field(
+        default=0,
+        ge=0,
+        le=SHAPING_OVERHEAD_MAX,
+        description="bytes the modem's framing (its encapsulation) adds to each packet and counts against the "
+        "carrier rate; 0 = not known, only the frame as the interface sends it is counted",
+    )
     role: Literal["hub", "terminal"] = "hub"
 
     @model_validator(mode="after")
@@ -296,6 +321,26 @@ def derive(inputs: BodInputs, overrides: dict[str, float] | None = None) -> Tuni
         f"[{CWND_MAX_MIN}, {_n(CWND_MAX_MAX)}] = {_n(cm)}"
         " (two BDPs: Hybla's window never bursts far beyond what the link and modem queue hold;"
         " at least the grant-wait window the peer opens)",
+    )
+    if hub:
+        shaping_text = f"hub: forward rate = {_n(i.forward_rate_bps)} bit/s (the forward carrier is not on demand)"
+    else:
+        # The top of the grant, not CRA (see the docstring): the modem asks for RBDC only for what reaches
+        # it, so a CRA shaper would pin the grant at CRA; the drain bound holds the sum of all flows to
+        # what one paced flow may put into the modem buffer while it waits for a grant.
+        shaping_text = (
+            f"terminal: pacing_return = min(CRA + RBDC max, modem buffer drain) = {_n(pr_val)} bit/s"
+            " (the top of the grant, not CRA: the modem requests RBDC only for what reaches it, so shaping"
+            " at CRA would never let the grant rise; below the top the excess waits in the modem buffer)"
+        )
+    put("shaping_rate_bps", i.forward_rate_bps if hub else pr_val, "bit/s", shaping_text)
+    put(
+        "shaping_overhead_bytes",
+        i.modem_overhead_bytes,
+        "bytes",
+        f"modem framing per packet = {i.modem_overhead_bytes} B"
+        if i.modem_overhead_bytes
+        else "modem framing not in the profile = 0 B (each packet counted as the interface sends it)",
     )
     need = math.ceil(ret * i.superframe_ms / 1000.0 / 8)
     put(

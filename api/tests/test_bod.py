@@ -146,6 +146,7 @@ def test_profile_api_and_apply_to_config(operator: TestClient) -> None:
     assert cfg["satellite"]["sndbuf_bytes"] == 10_850_000 and cfg["satellite"]["initcwnd"] == 40
     assert cfg["hybla"]["base_rtt_ms"] == 550  # base RTT, not base + allocation delay
     assert cfg["hybla"]["cwnd_max"] == 6907
+    assert cfg["shaping"]["enabled"] and cfg["shaping"]["rate_bps"] == 50_000_000  # a hub sends forward
 
 
 def test_cwnd_max_override_written_to_config_and_bounded(operator: TestClient) -> None:
@@ -160,3 +161,52 @@ def test_cwnd_max_override_written_to_config_and_bounded(operator: TestClient) -
     for bad in (65537, 12.5):
         r = operator.post("/api/v1/bod/derive", json={"name": "x", "inputs": GEO, "overrides": {"hybla_cwnd_max": bad}})
         assert r.status_code == 422 and r.json()["error"]["field"] == "overrides.hybla_cwnd_max", r.text
+
+
+def test_shaping_hub_shapes_at_the_forward_rate() -> None:
+    t = derive(BodInputs(**GEO)).values
+    assert t["shaping_rate_bps"].value == 50_000_000
+    assert t["shaping_rate_bps"].derivation.startswith("hub: forward rate = 50,000,000")
+    assert t["shaping_overhead_bytes"].value == 0
+    assert "not in the profile" in t["shaping_overhead_bytes"].derivation
+
+
+def test_shaping_terminal_shapes_at_the_top_of_the_grant_not_cra() -> None:
+    # 256 kB modem buffer: drain = 1e6 + 8 × 256000 / 0.25 = 9.192 Mbit/s, above CRA + RBDC max.
+    t = derive(BodInputs(**GEO, role="terminal")).values
+    assert t["shaping_rate_bps"].value == 5_000_000  # CRA + RBDC max, not CRA (1 Mbit/s)
+    assert "not CRA" in t["shaping_rate_bps"].derivation
+    # A small modem buffer bounds the sum of the flows as it bounds one paced flow.
+    small = derive(BodInputs(**{**GEO, "terminal_buffer_bytes": 50_000, "role": "terminal"})).values
+    assert small["shaping_rate_bps"].value == small["pacing_return_bps"].value == 2_600_000
+
+
+def test_shaping_overhead_comes_from_the_modem_framing() -> None:
+    t = derive(BodInputs(**GEO, modem_overhead_bytes=16)).values
+    assert t["shaping_overhead_bytes"].value == 16
+    assert t["shaping_overhead_bytes"].derivation == "modem framing per packet = 16 B"
+    with pytest.raises(ValueError, match="modem_overhead_bytes"):
+        BodInputs(**GEO, modem_overhead_bytes=257)
+
+
+def test_apply_to_config_writes_shaping_for_this_gateways_direction(operator: TestClient) -> None:
+    cfg = operator.get("/api/v1/config").json()["config"]
+    cfg["role"] = "terminal"
+    cfg["shaping"] = {"enabled": False, "rate_bps": 0, "overhead_bytes": 0, "queue_packets": 300}
+    assert operator.put("/api/v1/config", json={"config": cfg}).status_code == 200
+    body = {"name": "vsat", "inputs": {**GEO, "modem_overhead_bytes": 12}}
+    r = operator.post("/api/v1/bod/profiles", json=body)
+    assert r.status_code == 201, r.text
+    pid = r.json()["id"]
+    assert operator.post(f"/api/v1/bod/profiles/{pid}/apply-to-config", json={}).status_code == 200
+    shaping = operator.get("/api/v1/config").json()["config"]["shaping"]
+    # The terminal sends return: the top of the grant; the operator's queue length stays.
+    assert shaping == {"enabled": True, "rate_bps": 5_000_000, "overhead_bytes": 12, "queue_packets": 300}
+    # Overridden to 0: shaping off.
+    r = operator.put(f"/api/v1/bod/profiles/{pid}", json={**body, "overrides": {"shaping_rate_bps": 0}})
+    assert r.status_code == 200, r.text
+    assert operator.post(f"/api/v1/bod/profiles/{pid}/apply-to-config", json={}).status_code == 200
+    shaping = operator.get("/api/v1/config").json()["config"]["shaping"]
+    assert shaping["enabled"] is False and shaping["rate_bps"] == 0
+    r = operator.post("/api/v1/bod/derive", json={**body, "overrides": {"shaping_rate_bps": 7999}})
+    assert r.status_code == 422 and r.json()["error"]["field"] == "overrides.shaping_rate_bps", r.text

@@ -744,6 +744,12 @@ export interface components {
             /** Forward Rate Bps */
             forward_rate_bps: number;
             /**
+             * Modem Overhead Bytes
+             * @description bytes the modem's framing (its encapsulation) adds to each packet and counts against the carrier rate; 0 = not known, only the frame as the interface sends it is counted
+             * @default 0
+             */
+            modem_overhead_bytes: number;
+            /**
              * Mss Bytes
              * @default 1448
              */

@@ -5,7 +5,8 @@ import { mockApi } from '../test/fetch-mock';
 import { jsonResponse, renderWithProviders } from '../test/render';
 import BodPage from './BodPage';
 
-const derived = (value: number, unit: string) => ({ value, computed: value, unit, derivation: 'x', overridden: false });
+const derived = (value: number, unit: string, derivation = 'x') => ({ value, computed: value, unit, derivation, overridden: false });
+const TERMINAL_SHAPING = 'terminal: pacing_return = min(CRA + RBDC max, modem buffer drain) = 5,000,000 bit/s (the top of the grant, not CRA)';
 
 const DERIVE = {
   values: {
@@ -16,12 +17,15 @@ const DERIVE = {
     initrwnd: derived(10, 'segments'),
     hybla_base_rtt_ms: derived(600, 'ms'),
     hybla_cwnd_max: derived(2000, 'segments'),
+    shaping_rate_bps: derived(5_000_000, 'bit/s', TERMINAL_SHAPING),
+    shaping_overhead_bytes: derived(12, 'bytes', 'modem framing per packet = 12 B'),
   },
   warnings: [],
 };
 
-function profileOut(id: number, name: string) {
-  return { id, name, inputs: { forward_rate_bps: 20_000_000, return_cra_bps: 1_000_000, return_rbdc_max_bps: 4_000_000, superframe_ms: 26.5, allocation_delay_ms: 250, base_rtt_ms: 600, terminal_buffer_bytes: 262_144, mss_bytes: 1448, role: 'hub' }, overrides: {}, tuning: {}, created_at: 0, updated_at: 0 };
+function profileOut(id: number, name: string, role: 'hub' | 'terminal' = 'hub') {
+  const inputs = { forward_rate_bps: 20_000_000, return_cra_bps: 1_000_000, return_rbdc_max_bps: 4_000_000, superframe_ms: 26.5, allocation_delay_ms: 250, base_rtt_ms: 600, terminal_buffer_bytes: 262_144, mss_bytes: 1448, modem_overhead_bytes: 12, role };
+  return { id, name, inputs, overrides: {}, tuning: {}, created_at: 0, updated_at: 0 };
 }
 
 /** A stateful fake of the BoD endpoints: profiles created by POST show up in the next GET. */
@@ -30,7 +34,8 @@ function bodApi(initial: ReturnType<typeof profileOut>[]) {
   return mockApi({
     'GET /api/v1/bod/profiles': () => jsonResponse(profiles),
     'POST /api/v1/bod/derive': () => jsonResponse(DERIVE),
-    'GET /api/v1/config': () => jsonResponse({ version_id: 1, config: { satellite: { pacing_rate_bps: 0 }, hybla: { base_rtt_ms: 25, cwnd_max: 1000 } } }),
+    'GET /api/v1/config': () =>
+      jsonResponse({ version_id: 1, config: { satellite: { pacing_rate_bps: 0 }, hybla: { base_rtt_ms: 25, cwnd_max: 1000 }, shaping: { enabled: false, rate_bps: 0, overhead_bytes: 0, queue_packets: 1000 } } }),
     'GET /api/v1/versions': () => jsonResponse({ versions: [], total: 1, active_version_id: 1, latest_version_id: 1 }),
     'POST /api/v1/bod/profiles': (_req, body) => {
       const p = profileOut(42, (body as { name: string }).name);
@@ -78,5 +83,35 @@ describe('BodPage', () => {
     expect(within(row).getByText('1000')).toBeInTheDocument();
     expect(within(row).getByText(/2000/)).toBeInTheDocument();
     expect(screen.getByLabelText('hybla_cwnd_max')).toBeInTheDocument();
+  });
+
+  it('shows the derived shaping with its derivation, why it sits at the top of the grant, and the config change', async () => {
+    bodApi([profileOut(5, 'vsat', 'terminal')]);
+    renderWithProviders(<BodPage />);
+    const derivedTable = await screen.findByRole('table', { name: 'Derived values' });
+    const rateRow = within(derivedTable).getByText('shaping_rate_bps').closest('tr') as HTMLElement;
+    expect(within(rateRow).getByText(/5\.0 Mbit\/s/)).toBeInTheDocument();
+    expect(within(rateRow).getByText(TERMINAL_SHAPING)).toBeInTheDocument();
+    const why = document.getElementById('bod-shaping-why') as HTMLElement;
+    expect(why).toHaveTextContent('Shaping (5.0 Mbit/s):');
+    expect(why).toHaveTextContent(/between CRA and CRA \+ RBDC max/);
+    expect(why).toHaveTextContent(/Shaping at CRA would never let the modem see more than CRA/);
+    const changes = screen.getByRole('table', { name: 'Config changes from this profile' });
+    const row = (label: string) => within(changes).getByText(label).closest('tr') as HTMLElement;
+    expect(within(row('shaping.enabled')).getByText('false')).toBeInTheDocument();
+    expect(within(row('shaping.enabled')).getByText('true (changes)')).toBeInTheDocument();
+    expect(within(row('shaping.rate_bps')).getByText('5000000 (changes)')).toBeInTheDocument();
+    expect(within(row('shaping.overhead_bytes')).getByText('12 (changes)')).toBeInTheDocument();
+    expect(screen.getByLabelText('shaping_rate_bps')).toBeInTheDocument();
+    expect(screen.getByRole('textbox', { name: 'Modem framing per packet (0 = unknown) (bytes)' })).toHaveValue('12');
+  });
+
+  it('explains a hub shaper by the forward carrier', async () => {
+    bodApi([profileOut(5, 'hub')]);
+    renderWithProviders(<BodPage />);
+    await screen.findByRole('table', { name: 'Derived values' });
+    const why = document.getElementById('bod-shaping-why') as HTMLElement;
+    expect(why).toHaveTextContent(/A hub sends forward, and the forward carrier is not on demand/);
+    expect(why).not.toHaveTextContent(/RBDC/);
   });
 });

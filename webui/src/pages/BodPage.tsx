@@ -20,6 +20,7 @@ const DEFAULT_INPUTS: BodInputs = {
   base_rtt_ms: 560,
   terminal_buffer_bytes: 262_144,
   mss_bytes: 1448,
+  modem_overhead_bytes: 0,
   role: 'hub',
 };
 
@@ -32,20 +33,43 @@ const INPUT_FIELDS: { key: keyof BodInputs; label: string; unit: string; step?: 
   { key: 'base_rtt_ms', label: 'Base RTT', unit: 'ms' },
   { key: 'terminal_buffer_bytes', label: 'Terminal buffer', unit: 'bytes' },
   { key: 'mss_bytes', label: 'MSS', unit: 'bytes' },
+  { key: 'modem_overhead_bytes', label: 'Modem framing per packet (0 = unknown)', unit: 'bytes' },
 ];
 
-const OVERRIDABLE = ['sndbuf_bytes', 'rcvbuf_bytes', 'pacing_rate_bps', 'initcwnd', 'initrwnd', 'hybla_base_rtt_ms', 'hybla_cwnd_max'] as const;
+const OVERRIDABLE = ['sndbuf_bytes', 'rcvbuf_bytes', 'pacing_rate_bps', 'initcwnd', 'initrwnd', 'hybla_base_rtt_ms', 'hybla_cwnd_max', 'shaping_rate_bps'] as const;
+
+type Values = Record<string, Derived>;
+const whole = (key: string) => (v: Values) => (v[key] ? Math.round(v[key].value) : null);
+const section = (c: Record<string, unknown>, name: string) => c[name] as Record<string, unknown> | undefined;
 
 /** Where each derived value lands in the gateway config (apply-to-config writes exactly these). */
-const CONFIG_TARGETS: { key: (typeof OVERRIDABLE)[number]; label: string; read: (c: Record<string, unknown>) => unknown }[] = [
-  { key: 'sndbuf_bytes', label: 'satellite.sndbuf_bytes', read: (c) => (c.satellite as Record<string, unknown>)?.sndbuf_bytes },
-  { key: 'rcvbuf_bytes', label: 'satellite.rcvbuf_bytes', read: (c) => (c.satellite as Record<string, unknown>)?.rcvbuf_bytes },
-  { key: 'pacing_rate_bps', label: 'satellite.pacing_rate_bps', read: (c) => (c.satellite as Record<string, unknown>)?.pacing_rate_bps },
-  { key: 'initcwnd', label: 'satellite.initcwnd', read: (c) => (c.satellite as Record<string, unknown>)?.initcwnd },
-  { key: 'initrwnd', label: 'satellite.initrwnd', read: (c) => (c.satellite as Record<string, unknown>)?.initrwnd },
-  { key: 'hybla_base_rtt_ms', label: 'hybla.base_rtt_ms', read: (c) => (c.hybla as Record<string, unknown>)?.base_rtt_ms },
-  { key: 'hybla_cwnd_max', label: 'hybla.cwnd_max', read: (c) => (c.hybla as Record<string, unknown>)?.cwnd_max },
+const CONFIG_TARGETS: { label: string; read: (c: Record<string, unknown>) => unknown; next: (v: Values) => unknown }[] = [
+  { label: 'satellite.sndbuf_bytes', read: (c) => section(c, 'satellite')?.sndbuf_bytes, next: whole('sndbuf_bytes') },
+  { label: 'satellite.rcvbuf_bytes', read: (c) => section(c, 'satellite')?.rcvbuf_bytes, next: whole('rcvbuf_bytes') },
+  { label: 'satellite.pacing_rate_bps', read: (c) => section(c, 'satellite')?.pacing_rate_bps, next: whole('pacing_rate_bps') },
+  { label: 'satellite.initcwnd', read: (c) => section(c, 'satellite')?.initcwnd, next: whole('initcwnd') },
+  { label: 'satellite.initrwnd', read: (c) => section(c, 'satellite')?.initrwnd, next: whole('initrwnd') },
+  { label: 'hybla.base_rtt_ms', read: (c) => section(c, 'hybla')?.base_rtt_ms, next: whole('hybla_base_rtt_ms') },
+  { label: 'hybla.cwnd_max', read: (c) => section(c, 'hybla')?.cwnd_max, next: whole('hybla_cwnd_max') },
+  // A shaping rate overridden to 0 turns shaping off.
+  { label: 'shaping.enabled', read: (c) => section(c, 'shaping')?.enabled, next: (v) => (v.shaping_rate_bps ? v.shaping_rate_bps.value > 0 : null) },
+  { label: 'shaping.rate_bps', read: (c) => section(c, 'shaping')?.rate_bps, next: whole('shaping_rate_bps') },
+  { label: 'shaping.overhead_bytes', read: (c) => section(c, 'shaping')?.overhead_bytes, next: whole('shaping_overhead_bytes') },
 ];
+
+/** Why the shaper sits where it does, for the role this gateway plays (tuning.py has the formula). */
+function shapingExplanation(role: 'hub' | 'terminal'): string {
+  const common =
+    'Shaping caps the sum of every flow leaving the satellite interface (pacing caps each flow alone), so the many connections of a busy gateway cannot overflow the modem queue together: the queue builds in the gateway instead. ';
+  if (role === 'hub') return `${common}A hub sends forward, and the forward carrier is not on demand: the shaper runs at the forward rate.`;
+  return (
+    `${common}A terminal sends on the BoD return link, whose grant moves between CRA and CRA + RBDC max. The shaper runs at the top of the grant: ` +
+    'when the grant is at its top the queue stays in the gateway, and below it the excess waits in the modem buffer, which is what makes the modem request more. ' +
+    'Shaping at CRA would never let the modem see more than CRA, so it would never request RBDC and the capacity would be wasted. ' +
+    'Like pacing, the rate is held under the modem buffer drain bound, so the flows together never put more into the modem while it waits for a grant than one paced flow may. ' +
+    'Override the shaping rate with 0 to leave shaping off.'
+  );
+}
 
 /** The config version a profile was last written into; kept above the editor so it survives the re-selection a new profile's save causes. */
 type WriteResult = { profileId: number; versionId: number };
@@ -56,7 +80,7 @@ function formatValue(d: Derived): string {
   return `${Number.isInteger(d.value) ? d.value.toLocaleString() : d.value.toFixed(2)} ${d.unit}`;
 }
 
-function DerivedTable({ values }: { values: Record<string, Derived> }) {
+function DerivedTable({ values }: { values: Values }) {
   return (
     <Table.ScrollContainer minWidth={640}>
       <Table aria-label="Derived values" verticalSpacing={6}>
@@ -248,6 +272,14 @@ function ProfileEditor({
           </Alert>
         ) : null}
         {values ? <DerivedTable values={values} /> : !derived.error && <Text c="dimmed">Deriving…</Text>}
+        {values?.shaping_rate_bps && (
+          <Text size="sm" mt="sm" id="bod-shaping-why">
+            <Text span fw={600}>
+              Shaping ({values.shaping_rate_bps.value > 0 ? formatBps(values.shaping_rate_bps.value) : 'off'}):{' '}
+            </Text>
+            {shapingExplanation(form.inputs.role ?? 'hub')}
+          </Text>
+        )}
       </Paper>
       {values && config && (
         <Paper withBorder p="md" component="section" aria-labelledby="bod-diff">
@@ -265,10 +297,10 @@ function ProfileEditor({
             <Table.Tbody>
               {CONFIG_TARGETS.map((t) => {
                 const current = t.read(config);
-                const next = values[t.key] ? Math.round(values[t.key].value) : null;
+                const next = t.next(values);
                 const changed = current !== next;
                 return (
-                  <Table.Tr key={t.key}>
+                  <Table.Tr key={t.label}>
                     <Table.Td className="mono">{t.label}</Table.Td>
                     <Table.Td>{String(current ?? '—')}</Table.Td>
                     <Table.Td fw={changed ? 700 : undefined} c={changed ? 'orange' : undefined}>

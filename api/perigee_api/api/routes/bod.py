@@ -14,7 +14,7 @@ from perigee_api.core.errors import ApiError, ErrorResponse
 from perigee_api.models import BodProfile
 from perigee_api.schemas.api import BodApplyIn, BodProfileIn, BodProfileOut, ChangeOut, PolicyIssue
 from perigee_api.services import versions
-from perigee_api.tuning import CWND_MAX_MAX, OVERRIDABLE, BodInputs, Tuning, derive
+from perigee_api.tuning import CWND_MAX_MAX, OVERRIDABLE, SHAPING_MIN_BPS, BodInputs, Tuning, derive
 
 router = APIRouter(
     prefix="/bod",
@@ -39,6 +39,13 @@ def _check_overrides(overrides: dict[str, float]) -> None:
                 422,
                 "bad_override",
                 f"overrides.{key}: must be a whole number of segments within 0..{CWND_MAX_MAX} (0 = no ceiling)",
+                f"overrides.{key}",
+            )
+        if key == "shaping_rate_bps" and 0 < value < SHAPING_MIN_BPS:
+            raise ApiError(
+                422,
+                "bad_override",
+                f"overrides.{key}: must be 0 (shaping off) or at least {SHAPING_MIN_BPS} bit/s",
                 f"overrides.{key}",
             )
 
@@ -139,6 +146,11 @@ def apply_to_config(profile_id: Id, body: BodApplyIn, who: Operator, db: Db, req
         hybla = cfg.setdefault("hybla", {})
         hybla["base_rtt_ms"] = int(t["hybla_base_rtt_ms"].value)
         hybla["cwnd_max"] = int(t["hybla_cwnd_max"].value)
+        # queue_packets is not a link property: whatever the config has stays.
+        shaping = cfg.setdefault("shaping", {})
+        shaping["rate_bps"] = int(t["shaping_rate_bps"].value)
+        shaping["enabled"] = shaping["rate_bps"] > 0
+        shaping["overhead_bytes"] = int(t["shaping_overhead_bytes"].value)
 
     v, warnings = versions.change(db, who.name, body.comment or f"BoD profile {p.name}", mutate)
     db.commit()
