@@ -21,7 +21,8 @@
 //!   when that is 0 the transmitter stalls until capacity is granted.
 //!
 //! Consequently a constant-rate source that starts at a boundary s is measured in full at
-//! s + SF and fully served from the boundary at or after s + SF + AD.
+//! s + SF and fully served from the boundary at or after s + SF + AD (with the backlog term,
+//! the queue it built at CRA meanwhile is requested on top, so that grant exceeds its rate).
 
 use crate::params::BodParams;
 use std::collections::VecDeque;
