@@ -10,8 +10,13 @@
  *   outside TCP_CA_Open:    rho = 1, i.e. plain Reno; loss: ssthresh = max(cwnd/2, 2)
  *   every cwnd it sets:     <= min(65536, snd_cwnd_clamp, operator cwnd_max if nonzero)
  *
- * Uses only what BPF TCP CCs may touch since Linux 6.1: reads of tcp_sock/ack_sample,
- * writes of snd_cwnd, snd_ssthresh-return, icsk_ca_priv and sk_pacing_status. No kfuncs.
+ * The operator parameters come from the socket's network namespace's entry in hybla_ns_params
+ * (keyed by the namespace cookie), else from the host-wide entry in hybla_params: two gateways
+ * in two namespaces each tune their own flows.
+ *
+ * Uses only what BPF TCP CCs may touch since Linux 6.1: reads of tcp_sock/ack_sample (and,
+ * through BTF, the socket's struct net), writes of snd_cwnd, snd_ssthresh-return, icsk_ca_priv
+ * and sk_pacing_status. No kfuncs.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -23,7 +28,7 @@
 
 char _license[] SEC("license") = "GPL";
 
-/* Run-time parameters (RTT0, base RTT, cwnd ceiling), pinned by the loader: hybla_params.h. */
+/* Host-wide run-time parameters (RTT0, base RTT, cwnd ceiling), pinned by the loader. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
@@ -31,14 +36,24 @@ struct {
 	__type(value, struct hybla_params);
 } hybla_params SEC(".maps");
 
-/* Per-connection state, lives in icsk_ca_priv (104 bytes on 6.1+; this uses 24). */
+/* Per-network-namespace parameters, keyed by the namespace cookie (SO_NETNS_COOKIE). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, HYBLA_NETNS_MAX);
+	__type(key, __u64);
+	__type(value, struct hybla_params);
+} hybla_ns_params SEC(".maps");
+
+/* Per-connection state, lives in icsk_ca_priv (104 bytes on 6.1+; this uses 40). */
 struct hybla_state {
-	__u32 rho_q16;     /* current rho, Q16 */
-	__u32 min_rtt_us;  /* minimum RTT sample seen, 0 = none yet */
-	__u32 frac;        /* Q32 cwnd remainder carried between ACKs */
-	__u32 generation;  /* params generation rho was computed with */
-	__u32 ca_state;    /* last TCP_CA_* state from set_state */
-	__u32 cwnd_max;    /* operator cwnd ceiling from the params map, 0 = none */
+	__u64 netns_cookie; /* the socket's namespace (fixed for its life): hybla_ns_params key */
+	__u32 rho_q16;      /* current rho, Q16 */
+	__u32 min_rtt_us;   /* minimum RTT sample seen, 0 = none yet */
+	__u32 frac;         /* Q32 cwnd remainder carried between ACKs */
+	__u32 ca_state;     /* last TCP_CA_* state from set_state */
+	__u32 cwnd_max;     /* operator cwnd ceiling in force, 0 = none */
+	__u32 rtt0_us;      /* the RTT0 and base RTT rho was derived from */
+	__u32 base_rtt_us;
 };
 
 static __always_inline struct tcp_sock *hybla_tp(struct sock *sk)
@@ -51,25 +66,37 @@ static __always_inline struct hybla_state *hybla_ca(struct sock *sk)
 	return (struct hybla_state *)((struct inet_connection_sock *)sk)->icsk_ca_priv;
 }
 
+/* The namespace's own parameters if its gateway wrote some, else the host-wide ones. */
+static __always_inline struct hybla_params *hybla_params_of(struct hybla_state *ca)
+{
+	__u64 cookie = ca->netns_cookie;
+	__u32 key = 0;
+	struct hybla_params *p = bpf_map_lookup_elem(&hybla_ns_params, &cookie);
+
+	return p ? p : bpf_map_lookup_elem(&hybla_params, &key);
+}
+
 /*
- * Re-read the params (rho, cwnd ceiling) when forced (new min RTT, init) or when the operator
- * changed them.
+ * Re-read the params on every ACK (one hash lookup): operators retune while flows run, and a
+ * namespace entry that appears or goes away must reach open connections too. rho is derived
+ * again only when forced (new min RTT, init) or when RTT0 / the base RTT in force changed.
+ * Comparing the values, not a generation counter, also covers a switch between two entries.
  */
 static __always_inline void hybla_refresh_params(struct hybla_state *ca, int force)
 {
-	__u32 key = 0, rtt0 = 0, base = 0, gen = 0, cwnd_max = 0, rtt;
-	struct hybla_params *p = bpf_map_lookup_elem(&hybla_params, &key);
+	__u32 rtt0 = 0, base = 0, cwnd_max = 0, rtt;
+	struct hybla_params *p = hybla_params_of(ca);
 
 	if (p) {
 		rtt0 = p->rtt0_us;
 		base = p->base_rtt_us;
-		gen = p->generation;
 		cwnd_max = p->cwnd_max;
 	}
-	if (!force && gen == ca->generation)
-		return;
-	ca->generation = gen;
 	ca->cwnd_max = cwnd_max;
+	if (!force && rtt0 == ca->rtt0_us && base == ca->base_rtt_us)
+		return;
+	ca->rtt0_us = rtt0;
+	ca->base_rtt_us = base;
 	/* A BoD allocation delay inflates measured RTTs; an operator base RTT keeps rho honest. */
 	rtt = base ? base : ca->min_rtt_us;
 	ca->rho_q16 = rtt ? hybla_rho_q16(rtt, rtt0) : HYBLA_RHO_ONE;
@@ -94,6 +121,8 @@ void BPF_PROG(hybla_init, struct sock *sk)
 	struct tcp_sock *tp = hybla_tp(sk);
 	struct hybla_state *ca = hybla_ca(sk);
 
+	/* Read through BTF (struct_ops args are trusted pointers); same value as SO_NETNS_COOKIE. */
+	ca->netns_cookie = sk->__sk_common.skc_net.net->net_cookie;
 	ca->frac = 0;
 	ca->ca_state = TCP_CA_Open;
 	ca->min_rtt_us = tp->srtt_us >> 3; /* SYN/SYN-ACK RTT, 0 if unknown */

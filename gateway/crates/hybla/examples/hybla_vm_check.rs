@@ -1,7 +1,9 @@
 //! Self-check of the BPF Hybla on whatever kernel runs it (used as the payload of
 //! verify/kernel-6.1's VM, and on the host): load (the verifier accepts the program), the CC
 //! list shows `hybla`, a loopback TCP flow with setsockopt(TCP_CONGESTION, "hybla") runs
-//! through it, the params map steers the initial window (base RTT) and the cwnd ceiling.
+//! through it, the params map steers the initial window (base RTT) and the cwnd ceiling, and
+//! this namespace's own entry (looked up by the namespace cookie read through BTF) overrides
+//! the host-wide one until it is removed.
 //! Prints `PERIGEE-HYBLA-CHECK-OK` on success, exits 1 with the reason otherwise. Restores the
 //! previous parameters and unloads only what it loaded itself.
 use std::io::{Read, Write};
@@ -35,6 +37,7 @@ fn run() -> Result<String, String> {
     }
     let result = exercise();
     // Leave the machine as found: previous params, and no registration we added.
+    let _ = perigee_hybla::unset_netns_params(None);
     let _ = perigee_hybla::set_params(HyblaParams {
         rtt0_ms: before.rtt0_ms,
         base_rtt_ms: before.base_rtt_ms,
@@ -96,13 +99,39 @@ fn exercise() -> Result<String, String> {
             capped.first_cwnd, capped.max_cwnd
         ));
     }
+    // This namespace's own entry wins over the host-wide ceiling 20, until it is removed.
+    perigee_hybla::set_netns_params(
+        HyblaParams {
+            rtt0_ms: 25,
+            base_rtt_ms: 600,
+        },
+        12,
+    )
+    .map_err(|e| format!("set_netns_params: {e}"))?;
+    let netns = flow(4 << 20)?;
+    if netns.first_cwnd != 12 || netns.max_cwnd > 12 {
+        return Err(format!(
+            "namespace ceiling 12: initial cwnd {}, max {}",
+            netns.first_cwnd, netns.max_cwnd
+        ));
+    }
+    perigee_hybla::unset_netns_params(None).map_err(|e| format!("unset_netns_params: {e}"))?;
+    let fallback = flow(1 << 20)?;
+    if fallback.first_cwnd != 20 {
+        return Err(format!(
+            "namespace entry removed: initial cwnd {} != host-wide 20",
+            fallback.first_cwnd
+        ));
+    }
     Ok(format!(
-        "kernel={} flows: plain cwnd {}..{} geo initial {} capped max {}",
+        "kernel={} flows: plain cwnd {}..{} geo initial {} capped max {} netns max {} fallback {}",
         kernel_release(),
         plain.first_cwnd,
         plain.max_cwnd,
         geo.first_cwnd,
-        capped.max_cwnd
+        capped.max_cwnd,
+        netns.max_cwnd,
+        fallback.first_cwnd
     ))
 }
 

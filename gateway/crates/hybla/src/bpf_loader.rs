@@ -12,6 +12,9 @@ use crate::HyblaError;
 pub const PIN_DIR: &str = "/sys/fs/bpf/perigee";
 pub const OPS_PIN: &str = "/sys/fs/bpf/perigee/hybla_ops";
 pub const PARAMS_PIN: &str = "/sys/fs/bpf/perigee/hybla_params";
+pub const NETNS_PARAMS_PIN: &str = "/sys/fs/bpf/perigee/hybla_ns_params";
+/// Entries of the per-namespace map: HYBLA_NETNS_MAX in bpf/hybla_params.h.
+pub const NETNS_MAX: u32 = 256;
 
 static BPF_OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/hybla.bpf.o"));
 
@@ -79,10 +82,12 @@ pub fn load(initial: ParamsValue) -> Result<(), HyblaError> {
     libbpf::check(unsafe { libbpf::bpf_object__load(obj.0) })
         .map_err(|e| bpf_err("load BPF object (verifier log above, if any)", e))?;
     let params = obj.map("hybla_params")?;
+    let netns_params = obj.map("hybla_ns_params")?;
     let ops = obj.map("hybla")?;
 
     let result = (|| {
         pin(params, PARAMS_PIN)?;
+        pin(netns_params, NETNS_PARAMS_PIN)?;
         let fd = unsafe { libbpf::bpf_map__fd(params) };
         libbpf::map_update(fd, &0u32, &initial).map_err(|e| bpf_err("write params", e))?;
         pin(ops, OPS_PIN)?;
@@ -119,7 +124,7 @@ pub fn unload() -> Result<(), HyblaError> {
 }
 
 pub fn remove_pins() {
-    for p in [OPS_PIN, PARAMS_PIN] {
+    for p in [OPS_PIN, PARAMS_PIN, NETNS_PARAMS_PIN] {
         let _ = std::fs::remove_file(p);
     }
     let _ = std::fs::remove_dir(PIN_DIR); // only succeeds when empty: others' pins stay
@@ -141,4 +146,65 @@ pub fn update_params(change: impl FnOnce(&mut ParamsValue)) -> Result<ParamsValu
     new.generation = old.generation.wrapping_add(1);
     libbpf::map_update(fd.as_raw_fd(), &0u32, &new).map_err(|e| bpf_err("write params", e))?;
     Ok(new)
+}
+
+/// The per-namespace map, or Outdated when the registered Hybla predates it.
+fn netns_map() -> Result<std::os::fd::OwnedFd, HyblaError> {
+    libbpf::obj_get(NETNS_PARAMS_PIN).map_err(|e| match e.raw_os_error() {
+        Some(libc::ENOENT) => HyblaError::Outdated,
+        _ => bpf_err("open pinned per-namespace params map", e),
+    })
+}
+
+/// Every per-namespace entry, by cookie.
+pub fn read_netns_params() -> Result<Vec<(u64, ParamsValue)>, HyblaError> {
+    let fd = netns_map()?;
+    let mut out = Vec::new();
+    let mut key: Option<u64> = None;
+    // Bounded by the map's capacity, so a concurrent writer cannot keep us looping.
+    for _ in 0..=NETNS_MAX {
+        let next = match libbpf::map_next_key(fd.as_raw_fd(), key.as_ref()) {
+            Ok(Some(k)) => k,
+            Ok(None) => break,
+            Err(e) => return Err(bpf_err("list per-namespace params", e)),
+        };
+        match libbpf::map_lookup::<u64, ParamsValue>(fd.as_raw_fd(), &next) {
+            Ok(v) => out.push((next, v)),
+            // Removed between the two calls.
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+            Err(e) => return Err(bpf_err("read per-namespace params", e)),
+        }
+        key = Some(next);
+    }
+    out.sort_by_key(|(k, _)| *k);
+    Ok(out)
+}
+
+/// Write the entry of namespace `cookie` (created, or replaced with its generation bumped).
+pub fn write_netns_params(cookie: u64, mut value: ParamsValue) -> Result<(), HyblaError> {
+    let fd = netns_map()?;
+    value.generation = match libbpf::map_lookup::<u64, ParamsValue>(fd.as_raw_fd(), &cookie) {
+        Ok(old) => old.generation.wrapping_add(1),
+        Err(_) => 1,
+    };
+    libbpf::map_update(fd.as_raw_fd(), &cookie, &value).map_err(|e| match e.raw_os_error() {
+        // A hash map refuses a new key with E2BIG when all its entries are taken.
+        Some(libc::E2BIG) => HyblaError::NetnsFull(NETNS_MAX),
+        _ => bpf_err("write per-namespace params", e),
+    })
+}
+
+/// Remove the entry of namespace `cookie`; Ok(false) when it had none.
+pub fn remove_netns_params(cookie: u64) -> Result<bool, HyblaError> {
+    let fd = netns_map()?;
+    match libbpf::map_delete(fd.as_raw_fd(), &cookie) {
+        Ok(()) => Ok(true),
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(false),
+        Err(e) => Err(bpf_err("remove per-namespace params", e)),
+    }
+}
+
+/// Ours is registered (pinned) but was loaded by a Perigee without per-namespace parameters.
+pub fn outdated() -> bool {
+    Path::new(OPS_PIN).exists() && !Path::new(NETNS_PARAMS_PIN).exists()
 }

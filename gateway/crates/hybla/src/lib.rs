@@ -9,7 +9,8 @@ mod libbpf;
 pub mod model;
 mod sys;
 
-pub use bpf_loader::{OPS_PIN, PARAMS_PIN, PIN_DIR};
+pub use bpf_loader::{NETNS_MAX, NETNS_PARAMS_PIN, OPS_PIN, PARAMS_PIN, PIN_DIR};
+pub use sys::netns_cookie;
 
 pub const DEFAULT_RTT0_MS: u32 = 25;
 /// Upper bounds accepted by `set_params` (beyond them rho is capped anyway).
@@ -43,6 +44,35 @@ pub enum Implementation {
     None,
 }
 
+/// One network namespace's own parameters (Perigee's BPF Hybla only). Its sockets use them
+/// instead of the host-wide ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct NetnsParams {
+    /// The namespace's cookie (SO_NETNS_COOKIE): unique per namespace until reboot.
+    pub cookie: u64,
+    pub rtt0_ms: u32,
+    pub base_rtt_ms: u32,
+    pub cwnd_max: u32,
+}
+
+impl NetnsParams {
+    fn from_value(cookie: u64, v: bpf_loader::ParamsValue) -> NetnsParams {
+        NetnsParams {
+            cookie,
+            rtt0_ms: rtt0_ms_of(v.rtt0_us),
+            base_rtt_ms: v.base_rtt_us / 1000,
+            cwnd_max: v.cwnd_max,
+        }
+    }
+
+    pub fn params(&self) -> HyblaParams {
+        HyblaParams {
+            rtt0_ms: self.rtt0_ms,
+            base_rtt_ms: self.base_rtt_ms,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct HyblaStatus {
     pub implementation: Implementation,
@@ -58,6 +88,19 @@ pub struct HyblaStatus {
     pub owned: bool,
     /// Where Perigee pins its maps.
     pub pin_dir: String,
+    /// The caller's network namespace cookie (None if the kernel cannot tell, < 5.14).
+    pub netns_cookie: Option<u64>,
+    /// Per-namespace entries (rtt0_ms, base_rtt_ms, cwnd_max above are the host-wide entry,
+    /// which namespaces without one of their own use).
+    pub netns: Vec<NetnsParams>,
+}
+
+impl HyblaStatus {
+    /// The caller's namespace's own entry, if it has one.
+    pub fn own_netns(&self) -> Option<&NetnsParams> {
+        let cookie = self.netns_cookie?;
+        self.netns.iter().find(|e| e.cookie == cookie)
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -70,6 +113,17 @@ pub enum HyblaError {
     NotLoaded,
     #[error("invalid parameter: {0}")]
     InvalidParams(String),
+    #[error(
+        "the registered Perigee Hybla predates per-namespace parameters: run `perigee hybla \
+         load` to re-register it (open connections keep running)"
+    )]
+    Outdated,
+    #[error(
+        "per-namespace Hybla parameters are full ({0} namespaces): list them with `perigee \
+         hybla status` and remove stale ones (namespaces whose gateway did not stop cleanly) \
+         with `perigee hybla unset --cookie N`"
+    )]
+    NetnsFull(u32),
     #[error("BPF {step}: {source}")]
     Bpf {
         step: &'static str,
@@ -104,19 +158,29 @@ pub fn status() -> HyblaStatus {
         problem: None,
         owned,
         pin_dir: PIN_DIR.to_string(),
+        netns_cookie: sys::netns_cookie().ok(),
+        netns: Vec::new(),
     };
     if owned {
         match bpf_loader::read_params() {
             Ok(p) => {
-                st.rtt0_ms = if p.rtt0_us == 0 {
-                    DEFAULT_RTT0_MS
-                } else {
-                    p.rtt0_us / 1000
-                };
+                st.rtt0_ms = rtt0_ms_of(p.rtt0_us);
                 st.base_rtt_ms = p.base_rtt_us / 1000;
                 st.cwnd_max = p.cwnd_max;
             }
             Err(e) => st.problem = Some(format!("cannot read the params map: {e}")),
+        }
+        match bpf_loader::read_netns_params() {
+            Ok(entries) => {
+                st.netns = entries
+                    .into_iter()
+                    .map(|(cookie, v)| NetnsParams::from_value(cookie, v))
+                    .collect()
+            }
+            Err(e) => {
+                st.problem
+                    .get_or_insert_with(|| format!("per-namespace parameters: {e}"));
+            }
         }
     } else if kernel {
         if let Some(v) = kernel_rtt0_ms() {
@@ -138,6 +202,14 @@ pub fn status() -> HyblaStatus {
     st
 }
 
+fn rtt0_ms_of(rtt0_us: u32) -> u32 {
+    if rtt0_us == 0 {
+        DEFAULT_RTT0_MS
+    } else {
+        rtt0_us / 1000
+    }
+}
+
 fn kernel_rtt0_ms() -> Option<u32> {
     std::fs::read_to_string(sys::KERNEL_RTT0_PARAM)
         .ok()?
@@ -151,10 +223,23 @@ pub fn load() -> Result<HyblaStatus, HyblaError> {
     load_with_params(HyblaParams::default())
 }
 
+/// Ours is registered but predates per-namespace parameters: `load` re-registers it.
+pub fn outdated() -> bool {
+    bpf_loader::outdated()
+}
+
 /// Make `hybla` available: the kernel's if it has one, otherwise ours with `params`.
-/// Idempotent: an existing registration is kept as is (use `set_params` to change it).
+/// Idempotent: an existing registration is kept as is (use `set_params` to change it), except
+/// one of ours without per-namespace parameters, which is replaced keeping its host-wide
+/// parameters (open connections keep the old program until they close).
 pub fn load_with_params(params: HyblaParams) -> Result<HyblaStatus, HyblaError> {
-    let (rtt0_us, base_rtt_us) = validate(params)?;
+    let (mut rtt0_us, mut base_rtt_us) = validate(params)?;
+    let mut cwnd_max = 0;
+    if bpf_loader::outdated() {
+        let old = bpf_loader::read_params()?;
+        (rtt0_us, base_rtt_us, cwnd_max) = (old.rtt0_us, old.base_rtt_us, old.cwnd_max);
+        unload()?;
+    }
     if !sys::hybla_available() {
         sys::try_modprobe();
     }
@@ -174,7 +259,7 @@ pub fn load_with_params(params: HyblaParams) -> Result<HyblaStatus, HyblaError> 
         rtt0_us,
         base_rtt_us,
         generation: 1,
-        cwnd_max: 0,
+        cwnd_max,
     };
     bpf_loader::load(initial)?;
     Ok(status())
@@ -236,11 +321,7 @@ pub fn set_params(params: HyblaParams) -> Result<(), HyblaError> {
 /// above a lowered ceiling is cut to it). Use [`cwnd_ceiling_for_link`] to derive it from the
 /// granted rate. The kernel's tcp_hybla has no such parameter: a nonzero value is refused there.
 pub fn set_cwnd_ceiling(segments: u32) -> Result<(), HyblaError> {
-    if segments > MAX_CWND_CEILING {
-        return Err(HyblaError::InvalidParams(format!(
-            "cwnd_max must be 0..={MAX_CWND_CEILING} segments, got {segments}"
-        )));
-    }
+    validate_ceiling(segments)?;
     let st = status();
     if st.owned {
         bpf_loader::update_params(|p| p.cwnd_max = segments)?;
@@ -249,7 +330,9 @@ pub fn set_cwnd_ceiling(segments: u32) -> Result<(), HyblaError> {
     match st.implementation {
         Implementation::Kernel if segments == 0 => Ok(()),
         Implementation::Kernel => Err(HyblaError::Unsupported(
-            "the kernel's tcp_hybla has no cwnd ceiling; cap the route instead              (ip route change ... cwnd N lock), or unload the kernel module (rmmod tcp_hybla)              and `perigee hybla load` the BPF one"
+            "the kernel's tcp_hybla has no cwnd ceiling; cap the route instead \
+             (ip route change ... cwnd N lock), or unload the kernel module (rmmod tcp_hybla) \
+             and `perigee hybla load` the BPF one"
                 .into(),
         )),
         Implementation::Bpf => Err(HyblaError::Unsupported(
@@ -258,6 +341,74 @@ pub fn set_cwnd_ceiling(segments: u32) -> Result<(), HyblaError> {
         )),
         Implementation::None => Err(HyblaError::NotLoaded),
     }
+}
+
+/// Give the calling thread's network namespace its own parameters (Perigee's BPF Hybla only):
+/// its sockets use them instead of the host-wide entry, open connections from their next ACK.
+/// Returns the namespace cookie. At most NETNS_MAX namespaces have entries
+/// ([`HyblaError::NetnsFull`]). The kernel's tcp_hybla has host-wide parameters only.
+pub fn set_netns_params(params: HyblaParams, cwnd_max: u32) -> Result<u64, HyblaError> {
+    let (rtt0_us, base_rtt_us) = validate(params)?;
+    validate_ceiling(cwnd_max)?;
+    require_owned("per-namespace parameters")?;
+    let cookie = sys::netns_cookie().map_err(|e| HyblaError::Io {
+        what: "read this network namespace's cookie (SO_NETNS_COOKIE, Linux 5.14+)".into(),
+        source: e,
+    })?;
+    bpf_loader::write_netns_params(
+        cookie,
+        bpf_loader::ParamsValue {
+            rtt0_us,
+            base_rtt_us,
+            generation: 0,
+            cwnd_max,
+        },
+    )?;
+    Ok(cookie)
+}
+
+/// Remove a namespace's own parameters (the calling thread's when `cookie` is None), so its
+/// sockets fall back to the host-wide entry. Ok(false) when it had none.
+pub fn unset_netns_params(cookie: Option<u64>) -> Result<bool, HyblaError> {
+    if !std::path::Path::new(OPS_PIN).exists() {
+        return Ok(false); // not ours, or not loaded: there are no entries to remove
+    }
+    let cookie = match cookie {
+        Some(c) => c,
+        None => sys::netns_cookie().map_err(|e| HyblaError::Io {
+            what: "read this network namespace's cookie (SO_NETNS_COOKIE, Linux 5.14+)".into(),
+            source: e,
+        })?,
+    };
+    bpf_loader::remove_netns_params(cookie)
+}
+
+/// Ok when the registered hybla is Perigee's BPF one; otherwise why `what` cannot be set.
+fn require_owned(what: &str) -> Result<(), HyblaError> {
+    let st = status();
+    if st.owned {
+        return Ok(());
+    }
+    Err(match st.implementation {
+        Implementation::Kernel => HyblaError::Unsupported(format!(
+            "the kernel's tcp_hybla has no {what} (its rtt0 is host-wide); unload the kernel \
+             module (rmmod tcp_hybla) and `perigee hybla load` the BPF one"
+        )),
+        Implementation::Bpf => HyblaError::Unsupported(
+            st.problem
+                .unwrap_or_else(|| "hybla is not Perigee's".into()),
+        ),
+        Implementation::None => HyblaError::NotLoaded,
+    })
+}
+
+fn validate_ceiling(segments: u32) -> Result<(), HyblaError> {
+    if segments > MAX_CWND_CEILING {
+        return Err(HyblaError::InvalidParams(format!(
+            "cwnd_max must be 0..={MAX_CWND_CEILING} segments, got {segments}"
+        )));
+    }
+    Ok(())
 }
 
 /// Cwnd ceiling for a satellite link, segments: two bandwidth-delay products of the granted

@@ -40,6 +40,7 @@ extern "C" {
     ) -> c_int;
     fn bpf_map_lookup_elem(fd: c_int, key: *const c_void, value: *mut c_void) -> c_int;
     fn bpf_map_delete_elem(fd: c_int, key: *const c_void) -> c_int;
+    fn bpf_map_get_next_key(fd: c_int, key: *const c_void, next_key: *mut c_void) -> c_int;
 }
 
 /// Turn a libbpf int return (negative errno) into io::Result.
@@ -79,4 +80,16 @@ pub fn map_lookup<K: Copy, V: Copy + Default>(fd: c_int, key: &K) -> io::Result<
 
 pub fn map_delete<K: Copy>(fd: c_int, key: &K) -> io::Result<()> {
     check(unsafe { bpf_map_delete_elem(fd, (key as *const K).cast()) }).map(|_| ())
+}
+
+/// The key after `key` (the first one when None); Ok(None) past the last one.
+pub fn map_next_key<K: Copy + Default>(fd: c_int, key: Option<&K>) -> io::Result<Option<K>> {
+    let mut next = K::default();
+    let cur = key.map_or(std::ptr::null(), |k| (k as *const K).cast());
+    let ret = unsafe { bpf_map_get_next_key(fd, cur, (&mut next as *mut K).cast()) };
+    match check(ret) {
+        Ok(_) => Ok(Some(next)),
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(None),
+        Err(e) => Err(e),
+    }
 }

@@ -113,3 +113,35 @@ pub fn bpf_load_problem(prepare: bool) -> Option<String> {
     }
     None
 }
+
+/// SO_NETNS_COOKIE (Linux 5.14+) on x86 and arm; not exported by every libc crate version.
+const SO_NETNS_COOKIE: libc::c_int = 71;
+
+/// The cookie of the calling thread's network namespace: the kernel's `net->net_cookie`, the
+/// key the BPF Hybla looks its per-namespace parameters up by. Read with getsockopt on a
+/// throw-away socket, which lives in the namespace of the thread that opens it.
+pub fn netns_cookie() -> std::io::Result<u64> {
+    // SAFETY: plain socket(2); the fd is owned (and closed) by OwnedFd below.
+    let fd = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: fd is a fresh descriptor nobody else owns.
+    let fd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    let mut cookie: u64 = 0;
+    let mut len = std::mem::size_of::<u64>() as libc::socklen_t;
+    // SAFETY: the out-buffer and its length describe `cookie`.
+    let rc = unsafe {
+        libc::getsockopt(
+            std::os::fd::AsRawFd::as_raw_fd(&fd),
+            libc::SOL_SOCKET,
+            SO_NETNS_COOKIE,
+            (&mut cookie as *mut u64).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(cookie)
+}

@@ -1,4 +1,4 @@
-//! `perigee hybla status|load|unload|set`.
+//! `perigee hybla status|load|unload|set|unset`.
 use clap::{Args as ClapArgs, Subcommand};
 use perigee_hybla::{HyblaParams, HyblaStatus, Implementation};
 
@@ -10,7 +10,8 @@ pub struct Args {
 
 #[derive(Subcommand)]
 enum Action {
-    /// Which implementation is active (kernel|bpf|none) and its parameters.
+    /// Which implementation is active (kernel|bpf|none), its host-wide parameters and the
+    /// per-network-namespace entries.
     Status {
         #[arg(long)]
         json: bool,
@@ -31,6 +32,17 @@ enum Action {
         /// Cwnd ceiling, segments (e.g. 2 x BDP / MSS); 0 = built-in 65536.
         #[arg(long)]
         cwnd_max: Option<u32>,
+        /// Set this network namespace's own entry instead of the host-wide one (omitted
+        /// values come from its current entry, else from the host-wide one).
+        #[arg(long)]
+        netns: bool,
+    },
+    /// Remove a namespace's own entry: its sockets go back to the host-wide parameters.
+    Unset {
+        /// The namespace's cookie (from `status`), e.g. of a namespace that is gone;
+        /// default: this namespace.
+        #[arg(long)]
+        cookie: Option<u64>,
     },
 }
 
@@ -55,6 +67,45 @@ pub fn run(args: Args) -> i32 {
             rtt0_ms,
             base_rtt_ms,
             cwnd_max,
+            netns: true,
+        } => {
+            let cur = perigee_hybla::status();
+            let (p, c) = cur
+                .own_netns()
+                .map(|e| (e.params(), e.cwnd_max))
+                .unwrap_or((
+                    HyblaParams {
+                        rtt0_ms: cur.rtt0_ms,
+                        base_rtt_ms: cur.base_rtt_ms,
+                    },
+                    cur.cwnd_max,
+                ));
+            let params = HyblaParams {
+                rtt0_ms: rtt0_ms.unwrap_or(p.rtt0_ms),
+                base_rtt_ms: base_rtt_ms.unwrap_or(p.base_rtt_ms),
+            };
+            match perigee_hybla::set_netns_params(params, cwnd_max.unwrap_or(c)) {
+                Ok(_) => {
+                    print_status(&perigee_hybla::status(), false);
+                    0
+                }
+                Err(e) => fail("set", e),
+            }
+        }
+        Action::Unset { cookie } => match perigee_hybla::unset_netns_params(cookie) {
+            Ok(removed) => {
+                if !removed {
+                    eprintln!("perigee hybla unset: no per-namespace entry to remove");
+                }
+                0
+            }
+            Err(e) => fail("unset", e),
+        },
+        Action::Set {
+            rtt0_ms,
+            base_rtt_ms,
+            cwnd_max,
+            netns: false,
         } => {
             let cur = perigee_hybla::status();
             let params = HyblaParams {
@@ -115,8 +166,37 @@ fn print_status(st: &HyblaStatus, json: bool) {
             " segments"
         }
     );
+    print_netns(st);
     println!("available:      {}", st.available.join(" "));
     if let Some(p) = &st.problem {
         println!("problem:        {p}");
+    }
+}
+
+/// The per-namespace entries, the caller's marked; namespaces without one use the above.
+fn print_netns(st: &HyblaStatus) {
+    if st.implementation != Implementation::Bpf || !st.owned {
+        return;
+    }
+    if st.netns.is_empty() {
+        println!("netns entries:  none (every namespace uses the host-wide values above)");
+        return;
+    }
+    println!(
+        "netns entries:  {} of {} (namespaces without one use the host-wide values above)",
+        st.netns.len(),
+        perigee_hybla::NETNS_MAX
+    );
+    println!("  cookie                rtt0_ms  base_rtt_ms  cwnd_max");
+    for e in &st.netns {
+        let mark = if Some(e.cookie) == st.netns_cookie {
+            "  (this namespace)"
+        } else {
+            ""
+        };
+        println!(
+            "  {:<20}  {:>7}  {:>11}  {:>8}{mark}",
+            e.cookie, e.rtt0_ms, e.base_rtt_ms, e.cwnd_max
+        );
     }
 }

@@ -32,7 +32,9 @@ impl std::fmt::Display for ApplyError {
 }
 
 /// What the hybla step writes: Hybla's parameters and the operator cwnd ceiling
-/// (`hybla.cwnd_max`). Both are global, so they are only written when the config uses hybla.
+/// (`hybla.cwnd_max`). With Perigee's BPF Hybla they go into this namespace's own entry;
+/// with the kernel's tcp_hybla (host-wide rtt0 only) into the global one. Either way only
+/// when the config uses hybla.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HyblaPlan {
     pub params: HyblaParams,
@@ -81,8 +83,12 @@ impl IntoHyblaPlan for Option<HyblaParams> {
 /// The Hybla implementation the hybla step talks to (the real one, or a test double).
 pub trait HyblaControl {
     fn status(&self) -> HyblaStatus;
+    /// Host-wide parameters (the kernel's tcp_hybla, or a BPF hybla that is not ours).
     fn set_params(&self, params: HyblaParams) -> Result<(), String>;
     fn set_cwnd_ceiling(&self, segments: u32) -> Result<(), String>;
+    /// This network namespace's own entry (Perigee's BPF Hybla).
+    fn set_netns_params(&self, params: HyblaParams, cwnd_max: u32) -> Result<(), String>;
+    fn unset_netns_params(&self) -> Result<(), String>;
 }
 
 /// perigee_hybla itself: the pinned BPF map, or the kernel module's parameter.
@@ -97,6 +103,16 @@ impl HyblaControl for SystemHybla {
     }
     fn set_cwnd_ceiling(&self, segments: u32) -> Result<(), String> {
         perigee_hybla::set_cwnd_ceiling(segments).map_err(|e| e.to_string())
+    }
+    fn set_netns_params(&self, params: HyblaParams, cwnd_max: u32) -> Result<(), String> {
+        perigee_hybla::set_netns_params(params, cwnd_max)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+    fn unset_netns_params(&self) -> Result<(), String> {
+        perigee_hybla::unset_netns_params(None)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
     }
 }
 
@@ -113,6 +129,9 @@ pub fn apply_hybla(ctl: &dyn HyblaControl, plan: HyblaPlan) -> Result<(), ApplyE
         message,
         field: field.map(String::from),
     };
+    if st.owned {
+        return apply_hybla_netns(ctl, &st, plan).map_err(|e| hybla_err(e, None));
+    }
     let p = plan.params;
     let params_changed = st.rtt0_ms != p.rtt0_ms || st.base_rtt_ms != p.base_rtt_ms;
     if let Err(e) = ctl.set_params(p) {
@@ -150,23 +169,62 @@ pub fn apply_hybla(ctl: &dyn HyblaControl, plan: HyblaPlan) -> Result<(), ApplyE
     Ok(())
 }
 
-/// The global Hybla settings before this daemon first wrote them, so a clean stop can put
-/// them back: they are host-wide, and a sender that is not ours (an end-to-end hybla flow)
-/// must not keep the gateway's cwnd ceiling after the gateway is gone.
-pub fn hybla_snapshot(ctl: &dyn HyblaControl) -> Option<HyblaPlan> {
+/// Perigee's BPF Hybla: the plan becomes this namespace's own entry, in one map write (so
+/// nothing to roll back), and gateways in other namespaces (other labs, other containers on
+/// the host) keep theirs. Without a ceiling in the plan the one in force stays.
+fn apply_hybla_netns(
+    ctl: &dyn HyblaControl,
+    st: &HyblaStatus,
+    plan: HyblaPlan,
+) -> Result<(), String> {
+    let current = st.own_netns().copied();
+    let cwnd_max = plan
+        .cwnd_max
+        .or(current.map(|e| e.cwnd_max))
+        .unwrap_or(st.cwnd_max);
+    if current.is_some_and(|e| e.params() == plan.params && e.cwnd_max == cwnd_max) {
+        return Ok(());
+    }
+    ctl.set_netns_params(plan.params, cwnd_max)
+}
+
+/// What a clean stop does about Hybla's parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HyblaRestore {
+    /// Perigee's BPF Hybla: remove this namespace's own entry; whatever else runs hybla in
+    /// the namespace goes back to the host-wide entry, which the daemon never wrote.
+    RemoveNetnsEntry,
+    /// Any other hybla (the kernel's tcp_hybla): its host-wide settings as they were before
+    /// the daemon first wrote them, so a sender that is not ours (an end-to-end hybla flow)
+    /// does not keep the gateway's values after the gateway is gone.
+    Global(HyblaPlan),
+}
+
+/// Taken at start, before the first apply.
+pub fn hybla_snapshot(ctl: &dyn HyblaControl) -> Option<HyblaRestore> {
     let st = ctl.status();
-    (st.loaded && st.problem.is_none()).then_some(HyblaPlan {
+    if st.owned {
+        return Some(HyblaRestore::RemoveNetnsEntry);
+    }
+    (st.loaded && st.problem.is_none()).then_some(HyblaRestore::Global(HyblaPlan {
         params: HyblaParams {
             rtt0_ms: st.rtt0_ms,
             base_rtt_ms: st.base_rtt_ms,
         },
         cwnd_max: (st.implementation == Implementation::Bpf).then_some(st.cwnd_max),
-    })
+    }))
 }
 
 /// Put a snapshot back (on a clean stop); best effort, like the rest of teardown.
-pub fn restore_hybla(ctl: &dyn HyblaControl, before: HyblaPlan) {
-    let _ = apply_hybla(ctl, before);
+pub fn restore_hybla(ctl: &dyn HyblaControl, before: HyblaRestore) {
+    match before {
+        HyblaRestore::RemoveNetnsEntry => {
+            let _ = ctl.unset_netns_params();
+        }
+        HyblaRestore::Global(plan) => {
+            let _ = apply_hybla(ctl, plan);
+        }
+    }
 }
 
 /// Run `prog args...`, optionally feeding `stdin`; Ok(stdout) on exit status 0, Err(stderr) otherwise.
@@ -651,6 +709,9 @@ mod tests {
     use super::*;
     use std::cell::RefCell;
 
+    /// The double's idea of the daemon's namespace cookie.
+    const OWN_COOKIE: u64 = 4242;
+
     /// A Hybla double recording what the step wrote.
     struct FakeHybla {
         st: RefCell<HyblaStatus>,
@@ -671,6 +732,8 @@ mod tests {
                     problem: None,
                     owned: implementation == Implementation::Bpf,
                     pin_dir: String::new(),
+                    netns_cookie: Some(OWN_COOKIE),
+                    netns: Vec::new(),
                 }),
                 refuse_ceiling,
                 writes: RefCell::new(Vec::new()),
@@ -699,6 +762,40 @@ mod tests {
             self.writes.borrow_mut().push(format!("cwnd_max {n}"));
             Ok(())
         }
+        fn set_netns_params(&self, p: HyblaParams, cwnd_max: u32) -> Result<(), String> {
+            let mut st = self.st.borrow_mut();
+            st.netns.retain(|e| e.cookie != OWN_COOKIE);
+            st.netns.push(perigee_hybla::NetnsParams {
+                cookie: OWN_COOKIE,
+                rtt0_ms: p.rtt0_ms,
+                base_rtt_ms: p.base_rtt_ms,
+                cwnd_max,
+            });
+            self.writes
+                .borrow_mut()
+                .push(format!("netns {} {} {cwnd_max}", p.rtt0_ms, p.base_rtt_ms));
+            Ok(())
+        }
+        fn unset_netns_params(&self) -> Result<(), String> {
+            self.st
+                .borrow_mut()
+                .netns
+                .retain(|e| e.cookie != OWN_COOKIE);
+            self.writes.borrow_mut().push("unset netns".into());
+            Ok(())
+        }
+    }
+
+    /// (rtt0_ms, base_rtt_ms, cwnd_max) of an entry.
+    type Entry = (u32, u32, u32);
+
+    /// The host-wide entry and the daemon's own.
+    fn global_and_own(h: &FakeHybla) -> (Entry, Option<Entry>) {
+        let st = h.status();
+        let own = st
+            .own_netns()
+            .map(|e| (e.rtt0_ms, e.base_rtt_ms, e.cwnd_max));
+        ((st.rtt0_ms, st.base_rtt_ms, st.cwnd_max), own)
     }
 
     #[test]
@@ -754,17 +851,29 @@ mod tests {
     }
 
     #[test]
-    fn bpf_hybla_gets_params_and_ceiling() {
+    fn bpf_hybla_gets_params_and_ceiling_in_the_namespace_entry() {
         let h = FakeHybla::new(Implementation::Bpf, false);
+        h.st.borrow_mut().cwnd_max = 700; // host-wide, someone else's
         let plan =
             plan_for(serde_json::json!({"rtt0_ms": 30, "base_rtt_ms": 560, "cwnd_max": 5180}));
         apply_hybla(&h, plan.unwrap()).unwrap();
-        let st = h.status();
-        assert_eq!((st.rtt0_ms, st.base_rtt_ms, st.cwnd_max), (30, 560, 5180));
+        assert_eq!(
+            global_and_own(&h),
+            ((25, 0, 700), Some((30, 560, 5180))),
+            "the host-wide entry is not written"
+        );
         // Back to no ceiling.
         let plan = plan_for(serde_json::json!({"rtt0_ms": 30, "base_rtt_ms": 560, "cwnd_max": 0}));
         apply_hybla(&h, plan.unwrap()).unwrap();
-        assert_eq!(h.status().cwnd_max, 0);
+        assert_eq!(global_and_own(&h).1, Some((30, 560, 0)));
+        // A plan without a ceiling keeps the entry's.
+        let p: Option<HyblaParams> = Some(HyblaParams {
+            rtt0_ms: 20,
+            base_rtt_ms: 0,
+        });
+        apply_hybla(&h, p.into_plan().unwrap()).unwrap();
+        assert_eq!(global_and_own(&h).1, Some((20, 0, 0)));
+        assert_eq!(h.writes.borrow().len(), 3, "{:?}", h.writes.borrow());
     }
 
     #[test]
@@ -793,6 +902,19 @@ mod tests {
         let h = FakeHybla::new(Implementation::Bpf, false);
         let plan = plan_for(serde_json::json!({"rtt0_ms": 25, "base_rtt_ms": 0, "cwnd_max": 0}));
         apply_hybla(&h, plan.unwrap()).unwrap();
+        assert_eq!(
+            h.writes.borrow().len(),
+            1,
+            "the first apply writes the entry"
+        );
+        apply_hybla(&h, plan.unwrap()).unwrap();
+        assert_eq!(
+            h.writes.borrow().len(),
+            1,
+            "an unchanged entry is not rewritten"
+        );
+        let h = FakeHybla::new(Implementation::Kernel, true);
+        apply_hybla(&h, plan.unwrap()).unwrap();
         assert!(
             !h.writes.borrow().iter().any(|w| w.starts_with("cwnd_max")),
             "an unchanged ceiling is not rewritten"
@@ -800,15 +922,27 @@ mod tests {
     }
 
     #[test]
-    fn a_clean_stop_puts_the_host_wide_hybla_settings_back() {
+    fn a_clean_stop_removes_the_namespace_entry_and_leaves_the_host_wide_one() {
         let h = FakeHybla::new(Implementation::Bpf, false);
         h.st.borrow_mut().cwnd_max = 700; // someone else's ceiling, there before the daemon
         let before = hybla_snapshot(&h).expect("a loaded BPF hybla is snapshotted");
+        assert_eq!(before, HyblaRestore::RemoveNetnsEntry);
         let plan = plan_for(serde_json::json!({"rtt0_ms": 40, "base_rtt_ms": 560, "cwnd_max": 0}));
         apply_hybla(&h, plan.unwrap()).unwrap();
         restore_hybla(&h, before);
-        let st = h.status();
-        assert_eq!((st.rtt0_ms, st.base_rtt_ms, st.cwnd_max), (25, 0, 700));
+        assert_eq!(global_and_own(&h), ((25, 0, 700), None));
+    }
+
+    #[test]
+    fn a_clean_stop_puts_the_kernel_hybla_rtt0_back() {
+        let h = FakeHybla::new(Implementation::Kernel, true);
+        let before = hybla_snapshot(&h).unwrap();
+        let plan = plan_for(serde_json::json!({"rtt0_ms": 40, "base_rtt_ms": 0, "cwnd_max": 0}));
+        apply_hybla(&h, plan.unwrap()).unwrap();
+        assert_eq!(h.status().rtt0_ms, 40);
+        restore_hybla(&h, before);
+        assert_eq!(h.status().rtt0_ms, 25);
+        assert!(!h.writes.borrow().iter().any(|w| w.contains("netns")));
     }
 
     #[test]
@@ -819,9 +953,11 @@ mod tests {
         );
         // The kernel module has no ceiling: restoring must not try to write one.
         let k = hybla_snapshot(&FakeHybla::new(Implementation::Kernel, true)).unwrap();
-        assert_eq!(k.cwnd_max, None);
+        assert!(matches!(k, HyblaRestore::Global(p) if p.cwnd_max.is_none()));
+        // A BPF hybla that is not ours and cannot be read.
         let broken = FakeHybla::new(Implementation::Bpf, false);
-        broken.st.borrow_mut().problem = Some("cannot read the params map".into());
+        broken.st.borrow_mut().owned = false;
+        broken.st.borrow_mut().problem = Some("not loaded by perigee".into());
         assert_eq!(
             hybla_snapshot(&broken),
             None,

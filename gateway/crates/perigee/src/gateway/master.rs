@@ -149,7 +149,8 @@ impl Shared {
         cfg.validate().map_err(ConfigFailure::Invalid)?;
         let mut applied = self.applied.lock().unwrap();
         let rendered = render::render(&cfg, &sys::available_cc());
-        // Hybla's parameters and ceiling are global: only touched when this config uses Hybla.
+        // Hybla's parameters and ceiling (this namespace's entry with Perigee's BPF Hybla,
+        // the host-wide ones with the kernel's): only touched when this config uses Hybla.
         let params = apply::HyblaPlan::for_config(&cfg);
         let prev_cfg = self.config.lock().unwrap().clone();
         let mut squid = self.squid.lock().unwrap();
@@ -282,10 +283,11 @@ fn wants_hybla(cfg: &GatewayConfig) -> bool {
     apply::HyblaPlan::for_config(cfg).is_some()
 }
 
-/// Loads Hybla when the kernel does not offer it yet, so the first apply can use it.
+/// Loads Hybla when the kernel does not offer it yet, so the first apply can use it, and
+/// re-registers a Perigee BPF Hybla too old for per-namespace parameters.
 /// Returns why it is still missing (the satellite leg then falls back to the default).
 fn ensure_hybla_loaded() -> Option<String> {
-    if sys::available_cc().iter().any(|c| c == "hybla") {
+    if sys::available_cc().iter().any(|c| c == "hybla") && !perigee_hybla::outdated() {
         return None;
     }
     match perigee_hybla::load() {
@@ -542,7 +544,7 @@ pub fn run(args: RunArgs) -> i32 {
     if wants_hybla(&cfg) {
         *shared.hybla_load_problem.lock().unwrap() = ensure_hybla_loaded();
     }
-    // Hybla's parameters are host-wide: remember them to restore on a clean stop.
+    // What a clean stop undoes: this namespace's Hybla entry, or the kernel tcp_hybla's rtt0.
     let hybla_before = apply::hybla_snapshot(&apply::SystemHybla);
     if let Err(e) = shared.apply_config(cfg) {
         // Stay up with nothing installed (fail-open) so a correct config can be PUT;

@@ -1,0 +1,184 @@
+//! Two real gateways in two namespaces with different Hybla cwnd ceilings: each writes its
+//! own per-namespace entry of Perigee's BPF Hybla, the satellite leg of a flow through each is
+//! capped at its own ceiling at the same time, the host-wide entry is never written, and a
+//! clean stop removes the stopped gateway's entry only. Root only (namespaces, BPF).
+mod common;
+use common::*;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Shared with perigee-hybla's kernel tests: they unload and reload the registration.
+const LOCK: &str = "/run/lock/perigee-hybla-test.lock";
+
+/// Like `start_daemon`, but with `nsenter --net` (as satlab does): `ip netns exec` remounts
+/// /sys, which hides the BPF filesystem and so Perigee's pinned Hybla maps.
+#[allow(clippy::zombie_processes)] // the caller owns (and reaps) the child
+fn start_nsenter(t: &Topo, cfg: &serde_json::Value) -> Child {
+    let path = t.dir.join("gw.json");
+    std::fs::write(&path, cfg.to_string()).unwrap();
+    let log = std::fs::File::create(t.dir.join("gw.log")).unwrap();
+    let mut child = Command::new("nsenter")
+        .arg(format!("--net=/run/netns/{}", t.g))
+        .args([
+            "--",
+            env!("CARGO_BIN_EXE_perigee"),
+            "gateway",
+            "run",
+            "--config",
+        ])
+        .arg(&path)
+        .args([
+            "--control-socket",
+            &t.sock(),
+            "--workers",
+            "1",
+            "--metrics",
+            "off",
+        ])
+        .stderr(Stdio::from(log))
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Ok((200, h)) = control(&t.sock(), "GET", "/v1/health", None) {
+            let alive = h["workers"]
+                .as_array()
+                .is_some_and(|w| w.iter().all(|x| x["alive"] == true));
+            if alive {
+                std::thread::sleep(Duration::from_millis(200));
+                return child;
+            }
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("daemon in {} did not come up: {}", t.g, t.log());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn hybla_config(t: &Topo, cwnd_max: u32) -> serde_json::Value {
+    let mut cfg = t.config();
+    cfg["satellite"]["congestion_control"] = "hybla".into();
+    // rho = 600 / 25 = 24: the initial window (10 x 24) always reaches the ceiling.
+    cfg["hybla"] = serde_json::json!({"rtt0_ms": 25, "base_rtt_ms": 600, "cwnd_max": cwnd_max});
+    cfg
+}
+
+/// cwnd of the gateway's hybla sockets (the satellite leg) in `ss -tin`.
+fn gateway_hybla_cwnds(t: &Topo) -> (Vec<u32>, String) {
+    let out = sh_out(&["ip", "netns", "exec", &t.g, "ss", "-tinH"]);
+    let cwnds = out
+        .lines()
+        .filter(|l| l.split_whitespace().any(|w| w == "hybla"))
+        .filter_map(|l| {
+            l.split_whitespace()
+                .find_map(|w| w.strip_prefix("cwnd:"))
+                .and_then(|v| v.parse().ok())
+        })
+        .collect();
+    (cwnds, out)
+}
+
+fn cookie_of(ns: &str) -> u64 {
+    in_ns(ns, || {
+        perigee_hybla::netns_cookie().expect("SO_NETNS_COOKIE")
+    })
+}
+
+fn entry(cookie: u64) -> Option<(u32, u32, u32)> {
+    perigee_hybla::status()
+        .netns
+        .iter()
+        .find(|e| e.cookie == cookie)
+        .map(|e| (e.rtt0_ms, e.base_rtt_ms, e.cwnd_max))
+}
+
+/// Open a split flow client -> server through `t`'s gateway; kept open by the caller.
+fn open_flow(t: &Topo) -> std::net::TcpStream {
+    let _rx = server(&t.s, SocketAddr::new(SERVER4.parse().unwrap(), 5001));
+    let mut c = connect(&t.c, SocketAddr::new(SERVER4.parse().unwrap(), 5001)).unwrap();
+    c.write_all(b"WHO\n").unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    c
+}
+
+#[test]
+fn two_gateways_each_cap_their_own_flows_and_a_stop_removes_only_its_entry() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        assert!(
+            std::env::var_os("PERIGEE_REQUIRE_ROOT_TESTS").is_none(),
+            "root tests required but not root"
+        );
+        eprintln!("SKIPPED: needs root");
+        return;
+    }
+    let _g = serial();
+    let lock = std::fs::File::create(LOCK).expect("lock file");
+    // SAFETY: valid fd; blocks while perigee-hybla's kernel tests run.
+    assert_eq!(unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) }, 0);
+    let st = perigee_hybla::load().expect("hybla available");
+    if !st.owned {
+        eprintln!("hybla here is not Perigee's BPF one: per-namespace entries do not apply");
+        return;
+    }
+    let global_before = perigee_hybla::status();
+
+    let mut a = Topo::new("hna");
+    let mut b = Topo::new("hnb");
+    a.daemon = Some(start_nsenter(&a, &hybla_config(&a, 77)));
+    b.daemon = Some(start_nsenter(&b, &hybla_config(&b, 55)));
+    let (cookie_a, cookie_b) = (cookie_of(&a.g), cookie_of(&b.g));
+    assert_eq!(entry(cookie_a), Some((25, 600, 77)), "{}", a.log());
+    assert_eq!(entry(cookie_b), Some((25, 600, 55)), "{}", b.log());
+    let (st, v) = control(&a.sock(), "GET", "/v1/hybla", None).unwrap();
+    assert_eq!(st, 200);
+    assert_eq!(v["netns_cookie"], cookie_a, "{v}");
+
+    // Both satellite legs at once, each at its own gateway's ceiling.
+    let fa = open_flow(&a);
+    let fb = open_flow(&b);
+    for (t, want) in [(&a, 77), (&b, 55)] {
+        let (cwnds, out) = gateway_hybla_cwnds(t);
+        assert!(
+            !cwnds.is_empty() && cwnds.iter().all(|&c| c == want),
+            "{}: hybla cwnd should be {want}:\n{out}",
+            t.g
+        );
+    }
+    drop((fa, fb));
+
+    // A new config reaches the entry; the other gateway's and the host-wide one stay.
+    let mut cfg = hybla_config(&a, 66);
+    cfg["revision"] = "t2".into();
+    let (st, v) = control(&a.sock(), "PUT", "/v1/config", Some(&cfg)).unwrap();
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(entry(cookie_a), Some((25, 600, 66)));
+    assert_eq!(entry(cookie_b), Some((25, 600, 55)));
+
+    // A clean stop removes A's entry only.
+    a.stop();
+    assert_eq!(entry(cookie_a), None, "{}", a.log());
+    assert_eq!(entry(cookie_b), Some((25, 600, 55)));
+    b.stop();
+    assert_eq!(entry(cookie_b), None, "{}", b.log());
+    let global_after = perigee_hybla::status();
+    assert_eq!(
+        (
+            global_after.rtt0_ms,
+            global_after.base_rtt_ms,
+            global_after.cwnd_max
+        ),
+        (
+            global_before.rtt0_ms,
+            global_before.base_rtt_ms,
+            global_before.cwnd_max
+        ),
+        "the host-wide entry is never written by a gateway"
+    );
+}
