@@ -821,3 +821,48 @@ fn shaping_applies_rolls_back_and_is_removed() {
     assert_eq!(root_qdisc(&t, "sat0"), "noqueue 0:");
     assert!(sh_out(&["ip", "netns", "exec", &t.g, "nft", "list", "tables"]).is_empty());
 }
+
+#[test]
+fn shaper_left_by_a_killed_daemon_is_taken_over_or_removed_on_restart() {
+    let _g = serial();
+    let mut t = Topo::new("sk");
+    let mut cfg = t.config();
+    cfg["shaping"] = serde_json::json!({"enabled": true, "rate_bps": 16_000_000});
+    t.start(&cfg);
+    assert_eq!(shaper_rate_and_limit(&t, "sat0"), ("16Mbit".into(), 1000));
+    // SIGKILL: no teardown, the shaper stays.
+    t.kill9();
+    assert_eq!(root_qdisc(&t, "sat0"), "htb 5047:");
+    // Restarted with shaping on (another rate, another queue): the leftover is taken over.
+    cfg["shaping"]["rate_bps"] = 8_000_000.into();
+    cfg["shaping"]["queue_packets"] = 300.into();
+    t.start(&cfg);
+    assert_eq!(shaper_rate_and_limit(&t, "sat0"), ("8Mbit".into(), 300));
+    t.kill9();
+    assert_eq!(root_qdisc(&t, "sat0"), "htb 5047:");
+    // Restarted with shaping off: the leftover goes, sat0 is back to the kernel's default.
+    cfg["shaping"]["enabled"] = false.into();
+    t.start(&cfg);
+    let qdiscs = tc_show(&t, "qdisc", "sat0");
+    assert_eq!(qdiscs.len(), 1, "leaf left behind: {qdiscs:?}\n{}", t.log());
+    assert_eq!(root_qdisc(&t, "sat0"), "noqueue 0:", "{}", t.log());
+    assert!(
+        t.log().contains("shaper left by a previous daemon"),
+        "{}",
+        t.log()
+    );
+    t.kill9();
+    // Somebody else's root qdisc, even one with our handle, is never touched by a restart.
+    for handle in ["1:", "5047:"] {
+        sh(&[
+            "ip", "netns", "exec", &t.g, "tc", "qdisc", "add", "dev", "sat0", "root", "handle",
+            handle, "tbf", "rate", "100mbit", "burst", "32kb", "latency", "50ms",
+        ]);
+        t.start(&cfg);
+        assert_eq!(root_qdisc(&t, "sat0"), format!("tbf {handle}"));
+        t.kill9();
+        sh(&[
+            "ip", "netns", "exec", &t.g, "tc", "qdisc", "del", "dev", "sat0", "root",
+        ]);
+    }
+}

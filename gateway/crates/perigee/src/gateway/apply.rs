@@ -3,7 +3,7 @@
 //! policy, see `CacheStep`), hybla (params and cwnd ceiling, see `HyblaPlan`). On a failure every step already done is undone in reverse, so the
 //! previous state stays. Subprocesses get argument vectors only, never shell strings.
 use super::config::GatewayConfig;
-use super::render::{Rendered, RouteOp, Shaper, SHAPER_HANDLE, TABLE};
+use super::render::{remove_root_qdisc_argv, Rendered, RouteOp, Shaper, SHAPER_HANDLE, TABLE};
 use perigee_hybla::{HyblaParams, HyblaStatus, Implementation};
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -383,6 +383,41 @@ fn switch_shaper(to: Option<&Shaper>, from: Option<&Shaper>) -> Result<(), Apply
     Ok(())
 }
 
+/// What the first apply after a start does about the root qdisc on the satellite interface.
+/// A daemon killed by SIGKILL never runs its teardown, so its shaper stays; a restarted daemon
+/// whose config does not shape would otherwise leave it there for good (no later apply has a
+/// previous shaper to remove).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Leftover {
+    /// Not ours: the kernel's default, or somebody else's (never touched).
+    Leave,
+    /// Ours and this config shapes: `install_shaper` changes it in place, as any re-apply.
+    TakeOver,
+    /// Ours and this config does not shape: delete it, the kernel's default comes back.
+    Remove,
+}
+
+pub fn leftover_shaper(root: &RootQdisc, shaping: bool) -> Leftover {
+    match (root, shaping) {
+        (RootQdisc::Ours, true) => Leftover::TakeOver,
+        (RootQdisc::Ours, false) => Leftover::Remove,
+        (RootQdisc::Default | RootQdisc::Foreign(_), _) => Leftover::Leave,
+    }
+}
+
+/// Delete the shaper a previous daemon left on `dev` when this config does not shape there;
+/// best effort, like `remove_shaper` (a failure leaves the leftover, as before).
+fn remove_leftover_shaper(dev: &str, shaping: bool) {
+    let Ok(root) = root_qdisc(dev) else { return };
+    if leftover_shaper(&root, shaping) == Leftover::Remove {
+        let removed = tc(&remove_root_qdisc_argv(dev));
+        super::log::info(
+            "shaper left by a previous daemon",
+            serde_json::json!({"dev": dev, "removed": removed.is_ok(), "error": removed.err()}),
+        );
+    }
+}
+
 /// Undo `switch_shaper(to, from)`: `from` back as it was, `to` gone where it was new.
 fn restore_shaper(to: Option<&Shaper>, from: Option<&Shaper>) {
     if let Some(new) = to {
@@ -589,7 +624,12 @@ pub fn apply_with(
         }
     }
 
-    // Success: drop satellite routes the new config no longer has.
+    // Success. On the first apply, a shaper of ours left by a killed daemon goes when this
+    // config does not shape (only now, so a failed apply leaves the system as it found it).
+    if prev.rendered.is_none() {
+        remove_leftover_shaper(&new.satellite, new.shaper.is_some());
+    }
+    // Drop satellite routes the new config no longer has.
     for old in &prev_routes {
         if matches!(old, RouteOp::SatRoute { .. }) && !new.routes.iter().any(|n| same_route(n, old))
         {
@@ -814,6 +854,23 @@ mod tests {
         assert_eq!(root("tbf", "5047:"), RootQdisc::Foreign("tbf 5047:".into()));
         assert_eq!(classify_root("[]").unwrap(), RootQdisc::Default);
         assert!(classify_root("Cannot find device").is_err());
+    }
+
+    #[test]
+    fn first_apply_removes_only_our_leftover_shaper_and_only_when_not_shaping() {
+        let foreign = RootQdisc::Foreign("tbf 1:".into());
+        assert_eq!(leftover_shaper(&RootQdisc::Ours, false), Leftover::Remove);
+        assert_eq!(leftover_shaper(&RootQdisc::Ours, true), Leftover::TakeOver);
+        for shaping in [false, true] {
+            assert_eq!(
+                leftover_shaper(&RootQdisc::Default, shaping),
+                Leftover::Leave
+            );
+            assert_eq!(leftover_shaper(&foreign, shaping), Leftover::Leave);
+        }
+        // Our handle on a qdisc kind we never install is somebody else's: left alone.
+        let tbf = classify_root(r#"[{"kind":"tbf","handle":"5047:","root":true}]"#).unwrap();
+        assert_eq!(leftover_shaper(&tbf, false), Leftover::Leave);
     }
 
     fn plan_for(hybla: serde_json::Value) -> Option<HyblaPlan> {

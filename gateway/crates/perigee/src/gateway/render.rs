@@ -212,10 +212,7 @@ impl Shaper {
 
     /// The `tc` argv that removes it: the kernel then attaches the device's default qdisc.
     pub fn remove_argv(&self) -> Vec<String> {
-        ["qdisc", "del", "dev", &self.dev, "root"]
-            .iter()
-            .map(|x| x.to_string())
-            .collect()
+        remove_root_qdisc_argv(&self.dev)
     }
 
     pub fn describe(&self) -> Vec<String> {
@@ -224,6 +221,14 @@ impl Shaper {
             .map(|a| format!("tc {}", a.join(" ")))
             .collect()
     }
+}
+
+/// The `tc` argv that deletes `dev`'s root qdisc (callers check first that it is ours).
+pub fn remove_root_qdisc_argv(dev: &str) -> Vec<String> {
+    ["qdisc", "del", "dev", dev, "root"]
+        .iter()
+        .map(|x| x.to_string())
+        .collect()
 }
 
 /// The shaper for `cfg`, or None when shaping is off.
@@ -244,6 +249,8 @@ pub struct Rendered {
     pub sysctls: BTreeMap<String, String>,
     /// None: shaping off (no qdisc of ours on the satellite interface).
     pub shaper: Option<Shaper>,
+    /// `interfaces.satellite`: where the first apply looks for a shaper a killed daemon left.
+    pub satellite: String,
 }
 
 impl Rendered {
@@ -274,6 +281,7 @@ pub fn render(cfg: &GatewayConfig, available_cc: &[String]) -> Rendered {
         routes,
         sysctls: cfg.sysctls.clone(),
         shaper: render_shaper(cfg),
+        satellite: cfg.interfaces.satellite.clone(),
     }
 }
 
