@@ -124,8 +124,10 @@ def configure(
 
 
 def reset_hybla_params() -> None:
-    """Hybla's parameters are host-wide (one BPF map): put the defaults back after a tuned gateway,
-    so a later scenario's Hybla is not held to this link's base RTT and cwnd ceiling."""
+    """Put Hybla's host-wide defaults back after a tuned gateway, so a later scenario's Hybla is
+    not held to this link's base RTT and cwnd ceiling. Only the kernel's tcp_hybla needs it (its
+    rtt0 is host-wide); with Perigee's BPF Hybla a gateway writes its own namespace's entry, which
+    its clean stop removes, and this leaves the (unwritten) host-wide entry at the defaults."""
     if "hybla" in hybla.available_ccs():
         procs.run(
             [

@@ -63,13 +63,22 @@ PHASE_TIMEOUT_S = 240.0
 
 
 def hybla_params(lb: lab.Lab) -> dict[str, int]:
-    """Hybla's host-wide parameters as the hub's gateway reports them now."""
+    """The Hybla parameters in force for the hub's gateway now, as it reports them: its network
+    namespace's own entry (Perigee's BPF Hybla), else the host-wide values (the kernel's)."""
     status, body = gwconfig.request(
         gwconfig.socket_path(lb.prefix, "hub"), "GET", "/v1/hybla"
     )
     if status != 200 or not isinstance(body, dict):
         return {}
-    return {k: int(body.get(k) or 0) for k in ("base_rtt_ms", "cwnd_max")}
+    own = next(
+        (
+            e
+            for e in body.get("netns") or []
+            if isinstance(e, dict) and e.get("cookie") == body.get("netns_cookie")
+        ),
+        body,
+    )
+    return {k: int(own.get(k) or 0) for k in ("base_rtt_ms", "cwnd_max")}
 
 
 def expected_hybla(applied: dict[str, dict[str, int]]) -> dict[str, int]:
@@ -142,7 +151,8 @@ def settings_note(applied: dict[str, dict[str, int]]) -> str:
 
 
 def hybla_note(entry: dict[str, Any]) -> str:
-    """Hybla's parameters are host-wide: say so when another gateway on this host changed them."""
+    """Say so when the hub's Hybla parameters are not the ones applied (with the kernel's
+    tcp_hybla they are host-wide, and another gateway on this host may have changed them)."""
     want, seen = expected_hybla(entry["applied"]), entry["hybla_seen"]
     if seen and seen != want:
         return f"; WARNING: Hybla parameters were {seen} at the end, not {want} (another gateway on this host)"

@@ -314,6 +314,28 @@ def test_hybla_note_flags_parameters_changed_by_another_gateway():
     assert bt.hybla_note({"applied": TUNED_HUB, "hybla_seen": {}}) == ""
 
 
+def test_hybla_params_are_the_hub_namespace_entry_else_host_wide(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    status = {
+        "base_rtt_ms": 0,
+        "cwnd_max": 0,
+        "netns_cookie": 7,
+        "netns": [
+            {"cookie": 3, "base_rtt_ms": 300, "cwnd_max": 100},
+            {"cookie": 7, "base_rtt_ms": 600, "cwnd_max": 385},
+        ],
+    }
+    monkeypatch.setattr(gwconfig, "socket_path", lambda prefix, role: "unused")
+    monkeypatch.setattr(gwconfig, "request", lambda sock, method, path: (200, status))
+    lb = type("Lab", (), {"prefix": "t-"})()
+    # Perigee's BPF Hybla: the hub's own namespace entry, not another lab's nor the host-wide one.
+    assert bt.hybla_params(lb) == {"base_rtt_ms": 600, "cwnd_max": 385}
+    # The kernel's tcp_hybla (or no entry): the host-wide values.
+    status["netns"] = []
+    assert bt.hybla_params(lb) == {"base_rtt_ms": 0, "cwnd_max": 0}
+
+
 def test_settings_note_names_each_role_and_field():
     note = bt.settings_note(TUNED_HUB)
     assert (

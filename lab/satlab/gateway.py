@@ -17,6 +17,7 @@ Only `topo.ns(role)` and `topo.path(name)` of satlab's Topology are used (see th
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import socket
@@ -86,11 +87,18 @@ PACING_HEADROOM = 1.02  # pace a little above the link rate so the link never id
 MIN_BUF = 1 << 20
 RTT0_MS = 25  # Hybla's reference RTT in the default config
 ROUTE_WINDOW_MAX = 1000  # the config's bound on initcwnd (segments)
+CWND_CEILING_MAX = 65536  # Hybla's built-in clamp and the config's bound on hybla.cwnd_max
 
 
 def pacing_rate(link_bps: float) -> int:
     """SO_MAX_PACING_RATE (payload bits/s) that puts link_bps x PACING_HEADROOM on the wire."""
     return int(link_bps * MSS / WIRE_FRAME * PACING_HEADROOM)
+
+
+def cwnd_ceiling(rate_bps: float, rtt_ms: float) -> int:
+    """Hybla cwnd ceiling in segments: 2 x rate x RTT / MSS, within 1..65536 (as
+    perigee_hybla::cwnd_ceiling_for_link)."""
+    return min(CWND_CEILING_MAX, max(1, math.ceil(2 * rate_bps * rtt_ms / (8 * 1000 * MSS))))
 
 
 def link_tuning(role: str, forward: dict[str, Any], ret: dict[str, Any]) -> dict[str, int]:
@@ -107,11 +115,14 @@ def link_tuning(role: str, forward: dict[str, Any], ret: dict[str, Any]) -> dict
       (each with Hybla's rho-scaled first flight) together send up to 6x the link rate and
       overflow the emulator's drop-tail queue; the aggregate shaper keeps that queue in the
       gateway, where TCP small queues hold it to a few packets per socket and nothing drops.
-    - cwnd_max: 0 (Hybla's built-in ceiling). Hybla's parameters are host-wide (one BPF params
-      map per kernel), and satlab labs share the kernel: any profile-sized ceiling written by
-      one lab's gateway (last writer wins) caps every other lab's flows, e.g. a `--gateway both`
-      terminal's 5 Mbit/s value throttling its own hub to a tenth. The per-socket pacing rate
-      does the job instead.
+    - cwnd_max: two BDPs of the sending direction over the RTT its flows see (propagation plus
+      the BoD allocation delay), perigee_hybla::cwnd_ceiling_for_link: at GEO rho one
+      slow-start ACK would otherwise open the window to 65536 segments. Each gateway writes it
+      into its own network namespace's Hybla entry, so labs sharing the kernel (and a
+      `--gateway both` terminal's 5 Mbit/s value vs its hub's 50 Mbit/s one) no longer overwrite
+      each other (docs/hybla.md, per-namespace parameters). Measured (geo-hts-50mb --quick, two
+      runs each, 0 vs 5180): completion hub 12.36/12.21 -> 12.09/12.04 s, both 9.71/10.41 ->
+      9.58/9.58 s, no drops either way, peak emulator queue 14/75 -> 14/7 ms (hub).
     - initcwnd (route): Hybla multiplies it by rho = RTT / RTT0, so BDP / rho segments start
       the first flight at one BDP; it leaves paced at the link rate, never as a burst.
     - initrwnd (route): 0, no route value. Since Linux 5.4 a socket's initial receive window is
@@ -129,8 +140,10 @@ def link_tuning(role: str, forward: dict[str, Any], ret: dict[str, Any]) -> dict
     rho = max(1.0, rtt_ms / RTT0_MS)
     send_bdp_segs = rate * rtt_s / 8 / MSS
     initcwnd = min(ROUTE_WINDOW_MAX, max(10, int(send_bdp_segs / rho)))
+    alloc_ms = float((send.get("bod") or {}).get("allocation_delay_ms", 0))
     return {"sndbuf_bytes": buf, "rcvbuf_bytes": buf, "pacing_rate_bps": pacing_rate(rate),
-            "cwnd_max": 0, "initcwnd": initcwnd, "initrwnd": 0, "shaping_rate_bps": int(rate)}
+            "cwnd_max": cwnd_ceiling(rate, rtt_ms + alloc_ms), "initcwnd": initcwnd, "initrwnd": 0,
+            "shaping_rate_bps": int(rate)}
 
 
 def tuning_from_state(topo: TopologyLike, role: str) -> dict[str, int]:
@@ -298,7 +311,8 @@ def start(topo: TopologyLike, where: str, timeout: float = 45.0, cache: bool | N
 
 
 def stop(topo: TopologyLike, where: str | None = None) -> None:
-    # Last started, first stopped: each daemon puts back the host-wide Hybla settings it found at
-    # its start, so only this order leaves what was there before the first one started.
+    # Last started, first stopped. With the kernel's tcp_hybla each daemon puts back the host-wide
+    # rtt0 it found at its start, so only this order leaves what was there before the first one
+    # started (Perigee's BPF Hybla: each daemon just removes its own namespace's entry).
     for role in reversed(WHERE.get(where or "both", WHERE["both"])):
         _stop_one(topo, role)

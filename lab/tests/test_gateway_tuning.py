@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from satlab import gateway
@@ -41,12 +43,20 @@ def test_terminal_opens_the_forward_window_at_once() -> None:
     assert t["shaping_rate_bps"] == 5_000_000  # the terminal sends on the return link
 
 
-def test_no_host_wide_hybla_ceiling_from_a_profile() -> None:
-    # Hybla's cwnd_max is one value per kernel: a lab must not impose its profile's on others.
-    for name in ("geo-hts", "leo", "geo-acts-t1"):
-        p = PROFILES[name]
-        for role in ("hub", "terminal"):
-            assert gateway.link_tuning(role, dict(p.forward), dict(p.ret))["cwnd_max"] == 0
+def test_hybla_ceiling_is_two_bdps_of_the_sending_direction() -> None:
+    # Written into each gateway's own namespace entry, so a lab's value caps only its own flows.
+    fwd, ret = _geo_hts()
+    # 2 x 50 Mbit/s x 600 ms / 1448 B (perigee_hybla::cwnd_ceiling_for_link's geo-hts example).
+    assert gateway.link_tuning("hub", fwd, ret)["cwnd_max"] == 5180
+    assert gateway.link_tuning("terminal", fwd, ret)["cwnd_max"] == 518
+    # A BoD direction's flows also wait for grants: the allocation delay counts.
+    sky = PROFILES["geo-skyplex"]
+    alloc_ms = sky.ret["bod"]["allocation_delay_ms"]
+    rtt_ms = sky.forward["delay_ms"] + sky.ret["delay_ms"]
+    want = math.ceil(2 * sky.ret["rate_bps"] * (rtt_ms + alloc_ms) / (8 * 1000 * gateway.MSS))
+    assert gateway.link_tuning("terminal", dict(sky.forward), dict(sky.ret))["cwnd_max"] == want
+    assert gateway.cwnd_ceiling(10e9, 10_000) == gateway.CWND_CEILING_MAX
+    assert gateway.cwnd_ceiling(1, 1) == 1
 
 
 def test_default_config_carries_the_tuning() -> None:
@@ -54,7 +64,7 @@ def test_default_config_carries_the_tuning() -> None:
     cfg = gateway.default_config("hub", tuning=gateway.link_tuning("hub", fwd, ret))
     sat = cfg["satellite"]
     assert (sat["initcwnd"], sat["initrwnd"], sat["pacing_rate_bps"]) == (107, 0, 48_776_750)
-    assert cfg["hybla"]["cwnd_max"] == 0
+    assert cfg["hybla"]["cwnd_max"] == 5180
     assert cfg["shaping"] == {"enabled": True, "rate_bps": 50_000_000}
     untuned = gateway.default_config("hub")  # unknown link: defaults, nothing shaped
     assert untuned["satellite"]["initcwnd"] == 10
