@@ -21,12 +21,15 @@ DESCRIPTION = (
     "cubic on both legs whatever the host's default, the default relay buffer) in the same run. "
     "`throughput`: one download server → client (Python sender and receiver, 1 MiB writes), repeated "
     "`reps` times alternating routed and split (the daemon restarted for each split run) so both see "
-    "the same machine load; the median is reported, the spread in the note. `throughput_ratio` = "
+    "the same machine load, with receive flow steering (RPS) on every veth so a bulk flow arrives in order "
+    "as from a NIC (without it the veths reorder segments across CPU backlogs and each TCP hop retransmits "
+    "spuriously); the median is reported, the spread in the note. `throughput_ratio` = "
     "median split / median routed (target ≥ 0.6). `path_cpu`: utime+stime "
     "of sender, receiver and (split) the daemon per Gbit/s moved, over all repetitions — routed "
     "forwarding runs in softirq, charged to the endpoints; `gateway_cpu` is the daemon alone. "
     "`conn_rate`: new connections per second, "
-    "each connect → 1-byte echo → close, so it counts only connections that reached the server (target "
+    "each connect → 1-byte echo → close (steering off: its IPIs cost both variants ~30% here), so it "
+    "counts only connections that reached the server (target "
     "≥ 5,000/s), from the Rust `perigee-loadgen` client and echo server (threads × concurrency in flight; "
     "`conn_latency_p99`: connect start → echo back); the routed figure is their own ceiling on this machine. "
     "`idle_flow_rss`: growth of the daemon's RSS (master + workers) per idle split flow with N flows "
@@ -253,11 +256,13 @@ def run(ctx: Context, params: dict[str, Any]) -> list[records.Record]:
     with vethlab.path(lab.PREFIX) as vp:
         routed_runs: list[dict[str, Any]] = []
         split_runs: list[dict[str, Any]] = []
+        vp.flow_steering(True)
         for i in range(int(params["reps"])):
             ctx.log(f"{NAME}: throughput, repetition {i + 1}: routed, then split")
             routed_runs.append(timed_download(vp, size, None))
             with vethlab.gateway(vp, workers, max_flows) as gw:
                 split_runs.append(timed_download(vp, size, gw.daemon))
+        vp.flow_steering(False)
         ctx.log(f"{NAME}: connection rate, routed")
         routed = {
             "transfer": summarize(routed_runs),
