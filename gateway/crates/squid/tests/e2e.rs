@@ -72,6 +72,32 @@ fn settle() {
     std::thread::sleep(Duration::from_millis(600));
 }
 
+/// Requests `path` again until Squid answers it from the cache, `have` records being logged so far;
+/// returns all its records. The commit after a MISS can take seconds while the disk is busy (right
+/// after a 200 MB object, on a loaded machine), so a fixed pause is not enough to know it is stored.
+fn get_until_hit(
+    mgr: &SquidManager,
+    seen: &mut Vec<AccessRecord>,
+    path: &str,
+    have: usize,
+) -> Vec<AccessRecord> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut n = have;
+    loop {
+        settle();
+        assert_eq!(get(path).status, 200);
+        n += 1;
+        let recs = records_for(mgr, seen, path, n);
+        if recs[n - 1].outcome == CacheOutcome::Hit {
+            return recs;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{path} never came from the cache: {recs:#?}"
+        );
+    }
+}
+
 fn outcomes(recs: &[AccessRecord]) -> Vec<CacheOutcome> {
     recs.iter().map(|r| r.outcome).collect()
 }
@@ -288,6 +314,8 @@ fn tproxy_cache_end_to_end() {
     let recs = records_for(&mgr, &mut seen, one_mb, 3);
     settle();
     assert_eq!(recs[2].outcome, CacheOutcome::Miss, "{recs:#?}");
+    // Stored again (a HIT) before the bad applies, so a MISS after them would mean they lost it.
+    let stored = get_until_hit(&mgr, &mut seen, one_mb, 3).len();
 
     // --- bad applies change nothing and Squid keeps serving ---
     let conf_before = std::fs::read_to_string(mgr.paths().conf()).unwrap();
@@ -333,8 +361,8 @@ fn tproxy_cache_end_to_end() {
         200,
         "still serving after a rejected apply"
     );
-    let recs = records_for(&mgr, &mut seen, one_mb, 4);
-    assert_eq!(recs[3].outcome, CacheOutcome::Hit);
+    let recs = records_for(&mgr, &mut seen, one_mb, stored + 1);
+    assert_eq!(recs[stored].outcome, CacheOutcome::Hit, "{recs:#?}");
 
     // --- the same config again touches nothing ---
     assert_eq!(
@@ -362,7 +390,7 @@ fn tproxy_cache_end_to_end() {
     assert!(mgr.ensure_running().expect("restart"));
     assert!(!mgr.ensure_running().unwrap());
     assert_eq!(get(one_mb).status, 200);
-    records_for(&mgr, &mut seen, one_mb, 5);
+    records_for(&mgr, &mut seen, one_mb, stored + 2);
 
     // --- a good change is applied with reconfigure: never-cache domain (by address) ---
     let never = CacheConfig {
