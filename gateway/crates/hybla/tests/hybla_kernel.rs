@@ -8,13 +8,14 @@ use std::process::Command;
 use std::sync::mpsc;
 use std::thread;
 
+mod common;
+use common::{in_netns, snd_cwnd_of};
 use perigee_hybla::{HyblaParams, Implementation};
 
 const NS_A: &str = "pt-hy-a";
 const NS_B: &str = "pt-hy-b";
 const ADDR_A: &str = "10.213.0.1";
 const ADDR_B: &str = "10.213.0.2";
-const LOCK: &str = "/run/lock/perigee-hybla-test.lock";
 
 fn ip(args: &[&str]) {
     let out = Command::new("ip").args(args).output().expect("run ip");
@@ -69,21 +70,6 @@ impl Drop for Namespaces {
     }
 }
 
-/// Run `f` on a thread that has joined network namespace `ns` (setns is per thread).
-fn in_netns<T: Send + 'static>(
-    ns: &str,
-    f: impl FnOnce() -> T + Send + 'static,
-) -> thread::JoinHandle<T> {
-    let path = format!("/run/netns/{ns}");
-    thread::spawn(move || {
-        let file = std::fs::File::open(&path).expect("open netns");
-        // SAFETY: valid fd; CLONE_NEWNET only switches this thread's network namespace.
-        let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-        assert_eq!(rc, 0, "setns {path}: {}", std::io::Error::last_os_error());
-        f()
-    })
-}
-
 fn congestion_of(fd: i32) -> String {
     let mut buf = [0u8; 16];
     let mut len = buf.len() as libc::socklen_t;
@@ -106,23 +92,6 @@ fn congestion_of(fd: i32) -> String {
     String::from_utf8_lossy(&buf[..len as usize])
         .trim_end_matches('\0')
         .to_string()
-}
-
-fn snd_cwnd_of(fd: i32) -> u32 {
-    // SAFETY: tcp_info is plain data; the kernel fills at most `len` bytes.
-    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
-    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
-    let rc = unsafe {
-        libc::getsockopt(
-            fd,
-            libc::IPPROTO_TCP,
-            libc::TCP_INFO,
-            (&mut info as *mut libc::tcp_info).cast(),
-            &mut len,
-        )
-    };
-    assert_eq!(rc, 0, "getsockopt TCP_INFO");
-    info.tcpi_snd_cwnd
 }
 
 /// Sink: accept `conns` connections and count the bytes each one sends.
@@ -279,18 +248,9 @@ fn check_cwnd_ceiling() {
 
 #[test]
 fn bpf_hybla_load_flow_params_unload() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        assert!(
-            std::env::var_os("PERIGEE_REQUIRE_ROOT_TESTS").is_none(),
-            "root tests required but not root"
-        );
-        eprintln!("SKIPPED: needs root (loads a BPF congestion control and creates namespaces)");
+    let Some(_lock) = common::root_and_lock() else {
         return;
-    }
-    let lock = std::fs::File::create(LOCK).expect("lock file");
-    // SAFETY: valid fd; blocks until other hybla tests finish.
-    assert_eq!(unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) }, 0);
+    };
 
     let before = perigee_hybla::status();
     if before.implementation == Implementation::Kernel {

@@ -10,9 +10,10 @@ use std::process::Command;
 use std::sync::{Arc, Barrier};
 use std::thread;
 
+mod common;
+use common::{in_netns, snd_cwnd_of};
 use perigee_hybla::{HyblaError, HyblaParams, Implementation};
 
-const LOCK: &str = "/run/lock/perigee-hybla-test.lock";
 const NS: [&str; 3] = ["pt-hyn-a", "pt-hyn-b", "pt-hyn-c"];
 /// rho = 600 / 25 = 24: the initial window (10 x 24 = 240) always reaches the ceiling.
 const GEO: HyblaParams = HyblaParams {
@@ -63,21 +64,6 @@ fn run(args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// Run `f` on a thread that has joined network namespace `ns` (setns is per thread).
-fn in_netns<T: Send + 'static>(
-    ns: &str,
-    f: impl FnOnce() -> T + Send + 'static,
-) -> thread::JoinHandle<T> {
-    let path = format!("/run/netns/{ns}");
-    thread::spawn(move || {
-        let file = std::fs::File::open(&path).expect("open netns");
-        // SAFETY: valid fd; CLONE_NEWNET only switches this thread's network namespace.
-        let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-        assert_eq!(rc, 0, "setns {path}: {}", std::io::Error::last_os_error());
-        f()
-    })
-}
-
 fn setsockopt_raw(fd: i32, level: i32, opt: i32, val: &[u8]) {
     // SAFETY: `val` is valid readable memory of the given length.
     let rc = unsafe { libc::setsockopt(fd, level, opt, val.as_ptr().cast(), val.len() as u32) };
@@ -87,23 +73,6 @@ fn setsockopt_raw(fd: i32, level: i32, opt: i32, val: &[u8]) {
         "setsockopt {opt}: {}",
         std::io::Error::last_os_error()
     );
-}
-
-fn snd_cwnd_of(fd: i32) -> u32 {
-    // SAFETY: tcp_info is plain data; the kernel fills at most `len` bytes.
-    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
-    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
-    let rc = unsafe {
-        libc::getsockopt(
-            fd,
-            libc::IPPROTO_TCP,
-            libc::TCP_INFO,
-            (&mut info as *mut libc::tcp_info).cast(),
-            &mut len,
-        )
-    };
-    assert_eq!(rc, 0, "getsockopt TCP_INFO");
-    info.tcpi_snd_cwnd
 }
 
 /// A loopback connection to 127.0.0.1:`port` that uses hybla with a 1448-byte MSS (so a
@@ -241,18 +210,9 @@ fn entry(cookie: u64) -> Option<perigee_hybla::NetnsParams> {
 
 #[test]
 fn per_namespace_parameters() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        assert!(
-            std::env::var_os("PERIGEE_REQUIRE_ROOT_TESTS").is_none(),
-            "root tests required but not root"
-        );
-        eprintln!("SKIPPED: needs root (loads a BPF congestion control and creates namespaces)");
+    let Some(_lock) = common::root_and_lock() else {
         return;
-    }
-    let lock = std::fs::File::create(LOCK).expect("lock file");
-    // SAFETY: valid fd; blocks until other hybla tests finish.
-    assert_eq!(unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) }, 0);
+    };
 
     if perigee_hybla::status().implementation == Implementation::Kernel {
         eprintln!("kernel has its own tcp_hybla: per-namespace parameters are BPF-only");

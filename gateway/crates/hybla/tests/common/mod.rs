@@ -1,0 +1,58 @@
+//! Helpers shared by the kernel tests of this crate (each tests/*.rs file is its own crate).
+#![allow(dead_code)]
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::thread;
+
+/// One lock for every test that loads Hybla or writes its parameters: they share the kernel.
+const LOCK: &str = "/run/lock/perigee-hybla-test.lock";
+
+/// None when not root (the test then says SKIPPED, or fails when root tests are required);
+/// otherwise the held lock, released when dropped.
+pub fn root_and_lock() -> Option<File> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        assert!(
+            std::env::var_os("PERIGEE_REQUIRE_ROOT_TESTS").is_none(),
+            "root tests required but not root"
+        );
+        eprintln!("SKIPPED: needs root (loads a BPF congestion control and creates namespaces)");
+        return None;
+    }
+    let lock = File::create(LOCK).expect("lock file");
+    // SAFETY: valid fd; blocks until other hybla tests finish.
+    assert_eq!(unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) }, 0);
+    Some(lock)
+}
+
+/// Run `f` on a thread that has joined network namespace `ns` (setns is per thread).
+pub fn in_netns<T: Send + 'static>(
+    ns: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> thread::JoinHandle<T> {
+    let path = format!("/run/netns/{ns}");
+    thread::spawn(move || {
+        let file = File::open(&path).expect("open netns");
+        // SAFETY: valid fd; CLONE_NEWNET only switches this thread's network namespace.
+        let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
+        assert_eq!(rc, 0, "setns {path}: {}", std::io::Error::last_os_error());
+        f()
+    })
+}
+
+pub fn snd_cwnd_of(fd: i32) -> u32 {
+    // SAFETY: tcp_info is plain data; the kernel fills at most `len` bytes.
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&mut info as *mut libc::tcp_info).cast(),
+            &mut len,
+        )
+    };
+    assert_eq!(rc, 0, "getsockopt TCP_INFO");
+    info.tcpi_snd_cwnd
+}
