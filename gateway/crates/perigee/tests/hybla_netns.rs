@@ -7,59 +7,10 @@ use common::*;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Shared with perigee-hybla's kernel tests: they unload and reload the registration.
 const LOCK: &str = "/run/lock/perigee-hybla-test.lock";
-
-/// Like `start_daemon`, but with `nsenter --net` (as satlab does): `ip netns exec` remounts
-/// /sys, which hides the BPF filesystem and so Perigee's pinned Hybla maps.
-#[allow(clippy::zombie_processes)] // the caller owns (and reaps) the child
-fn start_nsenter(t: &Topo, cfg: &serde_json::Value) -> Child {
-    let path = t.dir.join("gw.json");
-    std::fs::write(&path, cfg.to_string()).unwrap();
-    let log = std::fs::File::create(t.dir.join("gw.log")).unwrap();
-    let mut child = Command::new("nsenter")
-        .arg(format!("--net=/run/netns/{}", t.g))
-        .args([
-            "--",
-            env!("CARGO_BIN_EXE_perigee"),
-            "gateway",
-            "run",
-            "--config",
-        ])
-        .arg(&path)
-        .args([
-            "--control-socket",
-            &t.sock(),
-            "--workers",
-            "1",
-            "--metrics",
-            "off",
-        ])
-        .stderr(Stdio::from(log))
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        if let Ok((200, h)) = control(&t.sock(), "GET", "/v1/health", None) {
-            let alive = h["workers"]
-                .as_array()
-                .is_some_and(|w| w.iter().all(|x| x["alive"] == true));
-            if alive {
-                std::thread::sleep(Duration::from_millis(200));
-                return child;
-            }
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("daemon in {} did not come up: {}", t.g, t.log());
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
 
 fn hybla_config(t: &Topo, cwnd_max: u32) -> serde_json::Value {
     let mut cfg = t.config();
@@ -131,8 +82,8 @@ fn two_gateways_each_cap_their_own_flows_and_a_stop_removes_only_its_entry() {
 
     let mut a = Topo::new("hna");
     let mut b = Topo::new("hnb");
-    a.daemon = Some(start_nsenter(&a, &hybla_config(&a, 77)));
-    b.daemon = Some(start_nsenter(&b, &hybla_config(&b, 55)));
+    a.start(&hybla_config(&a, 77));
+    b.start(&hybla_config(&b, 55));
     let (cookie_a, cookie_b) = (cookie_of(&a.g), cookie_of(&b.g));
     assert_eq!(entry(cookie_a), Some((25, 600, 77)), "{}", a.log());
     assert_eq!(entry(cookie_b), Some((25, 600, 55)), "{}", b.log());

@@ -253,11 +253,12 @@ pub fn start_daemon_until(
     std::fs::write(&path, cfg.to_string()).unwrap();
     let log_path = dir.join(format!("{name}.log"));
     let log = std::fs::File::create(&log_path).unwrap();
-    let mut child = Command::new("ip")
+    // nsenter --net, as satlab does: `ip netns exec` remounts /sys, which hides the BPF
+    // filesystem and so the pinned maps of Perigee's Hybla (its per-namespace parameters).
+    let mut child = Command::new("nsenter")
+        .arg(format!("--net=/run/netns/{ns}"))
         .args([
-            "netns",
-            "exec",
-            ns,
+            "--",
             env!("CARGO_BIN_EXE_perigee"),
             "gateway",
             "run",
