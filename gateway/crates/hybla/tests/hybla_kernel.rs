@@ -9,7 +9,7 @@ use std::sync::mpsc;
 use std::thread;
 
 mod common;
-use common::{in_netns, snd_cwnd_of};
+use common::{connect_v4, in_netns, snd_cwnd_of};
 use perigee_hybla::{HyblaParams, Implementation};
 
 const NS_A: &str = "pt-hy-a";
@@ -362,22 +362,9 @@ fn bpf_hybla_load_flow_params_unload() {
             "setsockopt TCP_CONGESTION hybla: {}",
             std::io::Error::last_os_error()
         );
-        let sa = libc::sockaddr_in {
-            sin_family: libc::AF_INET as u16,
-            sin_port: 5202u16.to_be(),
-            sin_addr: libc::in_addr {
-                s_addr: u32::from(ADDR_A.parse::<std::net::Ipv4Addr>().unwrap()).to_be(),
-            },
-            sin_zero: [0; 8],
-        };
-        let rc = unsafe {
-            libc::connect(
-                fd,
-                (&sa as *const libc::sockaddr_in).cast(),
-                std::mem::size_of_val(&sa) as u32,
-            )
-        };
-        assert_eq!(rc, 0, "connect B->A: {}", std::io::Error::last_os_error());
+        if let Err(e) = connect_v4(fd, ADDR_A.parse().unwrap(), 5202) {
+            panic!("connect B->A: {e}");
+        }
         let mut s = unsafe { TcpStream::from_raw_fd(fd) };
         s.write_all(&vec![1u8; 4 * CHUNK]).unwrap();
         let out = ss(NS_B);

@@ -11,7 +11,7 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 
 mod common;
-use common::{in_netns, snd_cwnd_of};
+use common::{connect_v4, in_netns, snd_cwnd_of};
 use perigee_hybla::{HyblaError, HyblaParams, Implementation};
 
 const NS: [&str; 3] = ["pt-hyn-a", "pt-hyn-b", "pt-hyn-c"];
@@ -84,23 +84,9 @@ fn hybla_connect(port: u16) -> TcpStream {
     let s = unsafe { TcpStream::from_raw_fd(fd) };
     setsockopt_raw(fd, libc::IPPROTO_TCP, libc::TCP_CONGESTION, b"hybla");
     setsockopt_raw(fd, libc::IPPROTO_TCP, libc::TCP_MAXSEG, &MSS.to_ne_bytes());
-    let sa = libc::sockaddr_in {
-        sin_family: libc::AF_INET as u16,
-        sin_port: port.to_be(),
-        sin_addr: libc::in_addr {
-            s_addr: u32::from(std::net::Ipv4Addr::LOCALHOST).to_be(),
-        },
-        sin_zero: [0; 8],
-    };
-    // SAFETY: `sa` is a valid sockaddr_in of the given size.
-    let rc = unsafe {
-        libc::connect(
-            fd,
-            (&sa as *const libc::sockaddr_in).cast(),
-            std::mem::size_of_val(&sa) as u32,
-        )
-    };
-    assert_eq!(rc, 0, "connect: {}", std::io::Error::last_os_error());
+    if let Err(e) = connect_v4(fd, std::net::Ipv4Addr::LOCALHOST, port) {
+        panic!("connect: {e}");
+    }
     s
 }
 

@@ -56,3 +56,28 @@ pub fn snd_cwnd_of(fd: i32) -> u32 {
     assert_eq!(rc, 0, "getsockopt TCP_INFO");
     info.tcpi_snd_cwnd
 }
+
+/// connect(2) on a socket made with libc (options such as TCP_CONGESTION set before the SYN).
+pub fn connect_v4(fd: i32, addr: std::net::Ipv4Addr, port: u16) -> std::io::Result<()> {
+    let sa = libc::sockaddr_in {
+        sin_family: libc::AF_INET as u16,
+        sin_port: port.to_be(),
+        sin_addr: libc::in_addr {
+            s_addr: u32::from(addr).to_be(),
+        },
+        sin_zero: [0; 8],
+    };
+    // SAFETY: `sa` is a valid sockaddr_in of the given size.
+    let rc = unsafe {
+        libc::connect(
+            fd,
+            (&sa as *const libc::sockaddr_in).cast(),
+            std::mem::size_of_val(&sa) as u32,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
