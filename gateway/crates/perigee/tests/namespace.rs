@@ -151,6 +151,84 @@ fn satellite_leg_congestion_control() {
     assert!(f["legs"]["client"]["srtt_us"].as_u64().unwrap() > 0, "{f}");
 }
 
+/// The congestion control of every TPROXY listener in the gateway (one v4 and one v6 per worker).
+fn listener_ccs(t: &Topo) -> Vec<String> {
+    let out = sh_out(&[
+        "ip", "netns", "exec", &t.g, "ss", "-tlinH", "sport", "=", ":7071",
+    ]);
+    // Each socket line is followed by its info line, which starts with the cc name.
+    out.lines()
+        .filter(|l| l.starts_with(char::is_whitespace))
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .collect()
+}
+
+fn wait_listener_ccs(t: &Topo, want: &str) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        let got = listener_ccs(t);
+        if (got.len() >= 2 && got.iter().all(|c| c == want)) || Instant::now() > deadline {
+            return got;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn accepted_leg_starts_with_its_congestion_control() {
+    // An accepted socket starts with its listener's congestion control, whose init has run before
+    // we could change it (BBR's leaves the socket pacing through a timer for good): the listener
+    // must already hold the cc of the leg it accepts.
+    let _g = serial();
+    let mut t = Topo::new("lcc");
+    let default_cc = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control")
+        .unwrap()
+        .trim()
+        .to_string();
+    let avail =
+        std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control").unwrap();
+    let other = ["reno", "cubic", "bbr"]
+        .into_iter()
+        .find(|c| *c != default_cc && avail.split_whitespace().any(|a| a == *c))
+        .expect("a second congestion control");
+    // Terminal: the listener accepts the client's (terrestrial) leg.
+    let mut cfg = t.config();
+    cfg["terrestrial"] = serde_json::json!({"congestion_control": other});
+    t.start(&cfg);
+    let got = wait_listener_ccs(&t, other);
+    assert!(
+        got.len() >= 2 && got.iter().all(|c| c == other),
+        "terminal listeners: {got:?}"
+    );
+    let _rx = server(&t.s, sa(SERVER4, 5001));
+    let mut c = connect(&t.c, sa(SERVER4, 5001)).unwrap();
+    c.write_all(b"WHO\n").unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(leg_cc(&t, 5001).0, other);
+    drop(c);
+    // Hub: it accepts the satellite leg, so the listener takes the satellite cc (reno here).
+    cfg["role"] = "hub".into();
+    cfg["revision"] = "t2".into();
+    let (st, v) = control(&t.sock(), "PUT", "/v1/config", Some(&cfg)).unwrap();
+    assert_eq!(st, 200, "{v}");
+    let got = wait_listener_ccs(&t, "reno");
+    assert!(
+        got.len() >= 2 && got.iter().all(|c| c == "reno"),
+        "hub listeners: {got:?}"
+    );
+    // Terminal again with the terrestrial leg left to the namespace default.
+    cfg["role"] = "terminal".into();
+    cfg["revision"] = "t3".into();
+    cfg["terrestrial"] = serde_json::json!({"congestion_control": ""});
+    let (st, v) = control(&t.sock(), "PUT", "/v1/config", Some(&cfg)).unwrap();
+    assert_eq!(st, 200, "{v}");
+    let got = wait_listener_ccs(&t, &default_cc);
+    assert!(
+        got.len() >= 2 && got.iter().all(|c| *c == default_cc),
+        "default listeners: {got:?}"
+    );
+}
+
 fn transfer_up(t: &Topo, srv: SocketAddr, n: usize) {
     let data = payload(n);
     let mut c = connect(&t.c, srv).unwrap();

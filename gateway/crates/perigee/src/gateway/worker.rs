@@ -198,10 +198,20 @@ pub struct Worker {
     available_cc: Vec<String>,
     cc_warned: HashSet<String>,
     /// What a leg runs when we do not set its congestion control: accepted sockets (from a
-    /// listener without TCP_CONGESTION) and new outbound ones get the namespace default. Kept
-    /// here, refreshed each tick, so a new flow costs no getsockopt(TCP_CONGESTION) calls.
+    /// listener given this name when the config leaves their leg to the default) and new outbound
+    /// ones get the namespace default. Kept here, refreshed each tick, so a new flow costs no
+    /// getsockopt(TCP_CONGESTION) calls.
     default_cc: String,
     out: std::io::Stdout,
+}
+
+/// The congestion control of the leg the TPROXY listener accepts: the client's leg, which is the
+/// terrestrial one at a terminal and the satellite one at a hub (its default, before any class).
+fn accepted_leg_cc(cfg: &GatewayConfig) -> &str {
+    match cfg.role {
+        Role::Hub => &cfg.satellite.congestion_control,
+        Role::Terminal => &cfg.terrestrial.congestion_control,
+    }
 }
 
 fn flow_token(id: u64, side: u64) -> u64 {
@@ -298,7 +308,32 @@ impl Worker {
                 self.listen_port = port;
             }
         }
+        self.set_listener_cc(accepted_leg_cc(&cfg));
         self.cfg = Some(Rc::new(cfg));
+    }
+
+    /// Give the listeners the congestion control of the leg they accept. An accepted socket
+    /// starts with its listener's, and that one's init has run by the time we could change it:
+    /// BBR's init turns on the kernel's internal pacing for good, so a leg switched from the
+    /// namespace default bbr to cubic afterwards still paced every burst through a high-resolution
+    /// timer (measured on the overhead bench: ~11,000 timer interrupts a second on the gateway's
+    /// core, and under half the routed throughput). "" leaves the namespace default.
+    fn set_listener_cc(&mut self, cc: &str) {
+        let cc = if cc.is_empty() {
+            self.default_cc.clone()
+        } else {
+            cc.to_string()
+        };
+        for (_, l) in &self.listeners {
+            if let Err(e) = sys::set_cc(l.as_raw_fd(), &cc) {
+                if self.cc_warned.insert(format!("listener {cc}")) {
+                    log::warn(
+                        "congestion control unavailable for the listener, accepted legs start with the default",
+                        json!({"wanted": cc, "error": e.to_string(), "available": self.available_cc}),
+                    );
+                }
+            }
+        }
     }
 
     fn classify<'a>(
@@ -650,7 +685,16 @@ impl Worker {
 
     fn on_tick(&mut self) {
         self.resume_listeners();
-        self.default_cc = sys::default_cc();
+        let default_cc = sys::default_cc();
+        if default_cc != self.default_cc {
+            self.default_cc = default_cc;
+            // Listeners that follow the namespace default were given it by name: give the new one.
+            if let Some(cfg) = self.cfg.clone() {
+                if accepted_leg_cc(&cfg).is_empty() {
+                    self.set_listener_cc("");
+                }
+            }
+        }
         let Some(cfg) = self.cfg.as_ref() else { return };
         let connect_to = Duration::from_millis(cfg.splitter.connect_timeout_ms);
         let idle_to = Duration::from_secs(cfg.splitter.idle_timeout_s);
