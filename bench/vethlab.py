@@ -44,6 +44,40 @@ def _sh(*argv: str) -> None:
 
 
 @dataclass(frozen=True)
+class Placement:
+    """Which CPUs run the end hosts (their processes and their veths' receive work) and which the
+    gateway (its daemon and its veths' receive work, where routed forwarding runs too)."""
+
+    name: str
+    endpoint_cpus: frozenset[int]
+    gateway_cpus: frozenset[int]
+
+    def pin(self, role: str, argv: list[str]) -> list[str]:
+        """argv run on the role's CPUs (taskset execs it, so its children inherit the set)."""
+        cpus = self.gateway_cpus if role == "gw" else self.endpoint_cpus
+        return ["taskset", "-c", ",".join(str(c) for c in sorted(cpus)), *argv]
+
+
+def placements(cpu_count: int | None = None) -> dict[str, Placement]:
+    """`shared`: every CPU runs everything (one box holds client, server and gateway).
+    `dedicated`: CPU 0 for both end hosts, the others for the gateway, as when the gateway is its
+    own machine; needs two CPUs at least."""
+    n = cpu_count or os.cpu_count() or 1
+    every = frozenset(range(n))
+    out = {"shared": Placement("shared", every, every)}
+    if n >= 2:
+        out["dedicated"] = Placement(
+            "dedicated", frozenset({0}), frozenset(range(1, n))
+        )
+    return out
+
+
+def cpu_mask(cpus: frozenset[int]) -> str:
+    """The hex mask sysfs takes for a CPU set ("0" for none)."""
+    return format(sum(1 << c for c in cpus), "x")
+
+
+@dataclass(frozen=True)
 class VethPath:
     prefix: str
 
@@ -81,9 +115,9 @@ class VethPath:
                 )
             )
 
-    def flow_steering(self, on: bool) -> None:
-        """RPS over every CPU (or none) on each veth's receive queue: with it, a flow is processed on
-        one CPU.
+    def steer(self, placement: Placement | None) -> None:
+        """Receive flow steering (RPS) on each veth: the end hosts' receive queues to the
+        placement's endpoint CPUs, the gateway's to its gateway CPUs; None turns it off.
 
         A veth hands TCP segments to the per-CPU backlog of whichever CPU transmitted them, and a
         socket transmits both from its process and from the softirq that takes its ACKs: without
@@ -91,14 +125,18 @@ class VethPath:
         reordered (measured: thousands of out-of-order packets and spurious retransmissions per
         second on each TCP hop). Real NICs deliver a flow in order. The steering IPIs cost about
         30% of the connection rate, routed and split alike, where there is nothing to reorder, so
-        the scenario turns it on for bulk transfers only.
+        the overhead scenario steers bulk transfers only.
         """
         c, g, s = self.ns("client"), self.ns("gw"), self.ns("server")
-        for ns, dev in ((c, "eth0"), (g, "lan0"), (g, "sat0"), (s, "eth0")):
-            self._set_rps(ns, dev, on)
+        for ns, dev, cpus in (
+            (c, "eth0", placement.endpoint_cpus if placement else frozenset()),
+            (g, "lan0", placement.gateway_cpus if placement else frozenset()),
+            (g, "sat0", placement.gateway_cpus if placement else frozenset()),
+            (s, "eth0", placement.endpoint_cpus if placement else frozenset()),
+        ):
+            self._set_rps(ns, dev, cpu_mask(cpus))
 
-    def _set_rps(self, ns: str, dev: str, on: bool) -> None:
-        mask = format((1 << (os.cpu_count() or 1)) - 1 if on else 0, "x")
+    def _set_rps(self, ns: str, dev: str, mask: str) -> None:
         rps = f"/sys/class/net/{dev}/queues/rx-0/rps_cpus"
         # `ip netns exec` mounts the namespace's own /sys; tee writes its stdin there.
         argv = procs.in_netns(ns, ["tee", rps])
@@ -157,8 +195,11 @@ class RunningGateway:
 
 
 @contextmanager
-def gateway(vp: VethPath, workers: int, max_flows: int) -> Iterator[RunningGateway]:
-    """`perigee gateway run` in the gateway namespace until exit (SIGTERM: it removes its rules)."""
+def gateway(
+    vp: VethPath, workers: int, max_flows: int, placement: Placement | None = None
+) -> Iterator[RunningGateway]:
+    """`perigee gateway run` in the gateway namespace until exit (SIGTERM: it removes its rules),
+    on the placement's gateway CPUs when one is given."""
     tmp = tempfile.mkdtemp(prefix=f"{vp.prefix}ovh-")
     cfg, sock, log = f"{tmp}/gw.json", f"{tmp}/gw.sock", f"{tmp}/gw.log"
     Path(cfg).write_text(json.dumps(gateway_config(max_flows)))
@@ -166,6 +207,8 @@ def gateway(vp: VethPath, workers: int, max_flows: int) -> Iterator[RunningGatew
         "nsenter", f"--net=/run/netns/{vp.ns('gw')}", "--", PERIGEE, "gateway", "run",
         "--config", cfg, "--control-socket", sock, "--workers", str(workers), "--metrics", "off",
     ]  # fmt: skip
+    if placement is not None:
+        argv = placement.pin("gw", argv)
     with open(log, "ab") as logf:
         proc = subprocess.Popen(
             argv,

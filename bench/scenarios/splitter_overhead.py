@@ -10,7 +10,7 @@ from typing import Any
 
 from bench import lab, procs, records, vethlab
 from bench.context import Context
-from bench.tools import gwload, gwproc
+from bench.tools import cpu, gwload, gwproc
 
 NAME = "splitter-overhead"
 KIND = "overhead"
@@ -19,17 +19,25 @@ DESCRIPTION = (
     "client — gateway — server over plain veth pairs (no emulator, no delay, no rate limit), "
     "measured routed (the gateway namespace only forwards) and split (`perigee gateway run`, 4 workers, "
     "cubic on both legs whatever the host's default, the default relay buffer) in the same run. "
-    "`throughput`: one download server → client (Python sender and receiver, 1 MiB writes), repeated "
-    "`reps` times alternating routed and split (the daemon restarted for each split run) so both see "
-    "the same machine load, with receive flow steering (RPS) on every veth so a bulk flow arrives in order "
-    "as from a NIC (without it the veths reorder segments across CPU backlogs and each TCP hop retransmits "
-    "spuriously); the median is reported, the spread in the note. `throughput_ratio` = "
-    "median split / median routed (target ≥ 0.6). `path_cpu`: utime+stime "
-    "of sender, receiver and (split) the daemon per Gbit/s moved, over all repetitions — routed "
-    "forwarding runs in softirq, charged to the endpoints; `gateway_cpu` is the daemon alone. "
+    "`throughput`: one download server → client (Python sender and receiver, 1 MiB writes; "
+    "`size_bytes` long, so the path's first-second transient, up to 45 Gbit/s routed for a few hundred "
+    "ms, does not decide the figure), repeated `reps` times alternating routed and split (the daemon "
+    "restarted for each split run) so both see the same machine load, with receive flow steering (RPS) "
+    "on every veth so a bulk flow arrives in order as from a NIC (without it the veths reorder segments "
+    "across CPU backlogs and each TCP hop retransmits spuriously); the median is reported, the spread in "
+    "the note. Two CPU placements, each with its own routed baseline: `routed`/`split` (dedicated) put "
+    "both end hosts on CPU 0 and the gateway (its daemon and its veths' receive work) on the others, as "
+    "when the gateway is its own machine; `routed-shared`/`split-shared` let all three share every CPU. "
+    "`throughput_ratio` = median split / median routed, dedicated (target ≥ 0.6); "
+    "`throughput_ratio_shared` the same, shared. `gateway_core_busy` and `gateway_core_cpu` (dedicated "
+    "only, where the gateway's CPUs run nothing else): their busy time (user, system, irq, softirq) "
+    "during the transfers, as a share and per Gbit/s — the whole cost of forwarding (routed) or of both "
+    "TCP legs and the relay (split), kernel included. `path_cpu`: utime+stime of sender, receiver and "
+    "(split) the daemon per Gbit/s; `gateway_cpu` is the daemon alone (softirq work is charged to "
+    "whichever process it interrupts, so these undercount the kernel). "
     "`conn_rate`: new connections per second, "
-    "each connect → 1-byte echo → close (steering off: its IPIs cost both variants ~30% here), so it "
-    "counts only connections that reached the server (target "
+    "each connect → 1-byte echo → close (steering off: its IPIs cost both variants ~30% here; no "
+    "pinning), so it counts only connections that reached the server (target "
     "≥ 5,000/s), from the Rust `perigee-loadgen` client and echo server (threads × concurrency in flight; "
     "`conn_latency_p99`: connect start → echo back); the routed figure is their own ceiling on this machine. "
     "`idle_flow_rss`: growth of the daemon's RSS (master + workers) per idle split flow with N flows "
@@ -38,7 +46,7 @@ DESCRIPTION = (
 )
 PARAMS: dict[str, dict[str, Any]] = {
     "quick": {
-        "size_bytes": 500_000_000,
+        "size_bytes": 2_000_000_000,
         "reps": 3,
         "rate_duration_s": 2.0,
         "rate_procs": 2,
@@ -48,7 +56,7 @@ PARAMS: dict[str, dict[str, Any]] = {
         "workers": 4,
     },
     "full": {
-        "size_bytes": 1_000_000_000,
+        "size_bytes": 4_000_000_000,
         "reps": 5,
         "rate_duration_s": 4.0,
         "rate_procs": 2,
@@ -71,26 +79,29 @@ def _children_cpu_s() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-def download(vp: vethlab.VethPath, size: int) -> dict[str, Any]:
-    """One transfer server → client; bytes, seconds, and the endpoints' CPU seconds.
+def download(
+    vp: vethlab.VethPath, size: int, placement: vethlab.Placement
+) -> dict[str, Any]:
+    """One transfer server → client on the placement's endpoint CPUs; bytes, seconds, and the
+    endpoints' CPU seconds.
 
-    Both endpoints are our children (`ip netns exec` execs the tool), so RUSAGE_CHILDREN grows by
-    exactly their utime+stime once both are reaped.
+    Both endpoints are our children (`taskset` and `ip netns exec` exec the tool), so
+    RUSAGE_CHILDREN grows by exactly their utime+stime once both are reaped.
     """
-    serve = vp.exec_argv(
+    serve = placement.pin("server", vp.exec_argv(
         "server",
         procs.tool_argv(
             "bench.tools.flow", "serve", "--bind", vethlab.SERVER_V4, "--port", str(TRANSFER_PORT),
             "--bytes", str(size), "--timeout", "60",
         ),
-    )  # fmt: skip
-    fetch = vp.exec_argv(
+    ))  # fmt: skip
+    fetch = placement.pin("client", vp.exec_argv(
         "client",
         procs.tool_argv(
             "bench.tools.flow", "fetch", "--connect", vethlab.SERVER_V4, "--port", str(TRANSFER_PORT),
             "--bytes", str(size), "--timeout", "60",
         ),
-    )  # fmt: skip
+    ))  # fmt: skip
     cpu0 = _children_cpu_s()
     with procs.Background(serve) as server:
         server.wait_line("LISTENING", timeout=15)
@@ -107,15 +118,23 @@ def download(vp: vethlab.VethPath, size: int) -> dict[str, Any]:
 
 
 def timed_download(
-    vp: vethlab.VethPath, size: int, daemon: gwproc.Daemon | None
+    vp: vethlab.VethPath,
+    size: int,
+    placement: vethlab.Placement,
+    daemon: gwproc.Daemon | None,
 ) -> dict[str, Any]:
-    """One download, with the daemon's CPU seconds over it (0 when routed)."""
+    """One download, with the daemon's CPU seconds over it (0 when routed) and the busy and total
+    ticks of the gateway's CPUs (daemon and kernel: forwarding or both TCP legs)."""
     hz = os.sysconf("SC_CLK_TCK")
     ticks0 = gwproc.snapshot(daemon.pids).cpu_ticks if daemon else 0
-    tr = download(vp, size)
+    busy0, total0 = cpu.core_busy_ticks(set(placement.gateway_cpus))
+    tr = download(vp, size, placement)
+    busy1, total1 = cpu.core_busy_ticks(set(placement.gateway_cpus))
     tr["daemon_cpu_s"] = (
         (gwproc.snapshot(daemon.pids).cpu_ticks - ticks0) / hz if daemon else 0.0
     )
+    tr["gateway_cores_busy_s"] = (busy1 - busy0) / hz
+    tr["gateway_cores_total_s"] = (total1 - total0) / hz
     return tr
 
 
@@ -129,6 +148,8 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "bytes": sum(r["bytes"] for r in runs),
         "endpoint_cpu_s": sum(r["endpoint_cpu_s"] for r in runs),
         "daemon_cpu_s": sum(r["daemon_cpu_s"] for r in runs),
+        "gateway_cores_busy_s": sum(r["gateway_cores_busy_s"] for r in runs),
+        "gateway_cores_total_s": sum(r["gateway_cores_total_s"] for r in runs),
     }
 
 
@@ -153,49 +174,102 @@ def conn_rate(
     return rate
 
 
-def path_records(variant: str, m: dict[str, Any]) -> list[records.Record]:
-    tr, rate = m["transfer"], m["rate"]
+def transfer_variant(mode: str, placement: str) -> str:
+    """The headline variants (`routed`, `split`) are the dedicated placement; the shared one is
+    `routed-shared`, `split-shared`."""
+    return mode if placement == "dedicated" else f"{mode}-shared"
+
+
+def transfer_records(
+    mode: str, placement: str, tr: dict[str, Any]
+) -> list[records.Record]:
+    variant = transfer_variant(mode, placement)
     gbps = tr["rate_Bps"] * 8 / 1e9
     spread = ", ".join(f"{r * 8 / 1e9:.1f}" for r in tr["rates_Bps"])
     cpu_s = tr["endpoint_cpu_s"] + tr["daemon_cpu_s"]
+    where = (
+        "end hosts on CPU 0, gateway on the others"
+        if placement == "dedicated"
+        else "client, server and gateway share every CPU"
+    )
     out = [
         records.measured(
             NAME, variant, "throughput", gbps, "Gbit/s",
-            f"median of {len(tr['runs'])} alternating runs: {spread}",
+            f"{where}; median of {len(tr['runs'])} alternating runs: {spread}",
         ),
         records.measured(
             NAME, variant, "path_cpu", gwload.cpu_per_gbps(cpu_s, tr["bytes"]), "% core per Gbit/s",
-            "sender + receiver" + (" + gateway daemon" if variant == "split" else " (forwarding in their softirq)"),
+            "utime+stime of sender + receiver"
+            + (" + gateway daemon" if mode == "split" else "")
+            + " (softirq work is charged to whoever it interrupts)",
         ),
+    ]  # fmt: skip
+    if mode == "split":
+        out.append(
+            records.measured(
+                NAME, variant, "gateway_cpu", gwload.cpu_per_gbps(tr["daemon_cpu_s"], tr["bytes"]),
+                "% core per Gbit/s", "utime+stime of the daemon's master + workers only",
+            )
+        )  # fmt: skip
+    if placement == "dedicated" and tr["gateway_cores_total_s"] > 0:
+        # Only here do the gateway's CPUs run nothing else, so their busy time is its whole cost:
+        # the daemon plus the kernel's forwarding (routed) or both TCP legs (split).
+        out += [
+            records.measured(
+                NAME, variant, "gateway_core_busy", 100 * tr["gateway_cores_busy_s"] / tr["gateway_cores_total_s"],
+                "%", "the gateway's CPUs during the transfers (user + system + irq + softirq)",
+            ),
+            records.measured(
+                NAME, variant, "gateway_core_cpu", gwload.cpu_per_gbps(tr["gateway_cores_busy_s"], tr["bytes"]),
+                "% core per Gbit/s", "busy time of the gateway's CPUs, kernel included, per Gbit/s moved",
+            ),
+        ]  # fmt: skip
+    return out
+
+
+def rate_records(mode: str, rate: dict[str, Any]) -> list[records.Record]:
+    out = [
         records.measured(
-            NAME, variant, "conn_rate", rate["rate_per_s"], "conn/s",
-            (f"target through the splitter >= {TARGET_CONN_RATE:.0f}/s" if variant == "split" else "client ceiling")
+            NAME, mode, "conn_rate", rate["rate_per_s"], "conn/s",
+            (f"target through the splitter >= {TARGET_CONN_RATE:.0f}/s" if mode == "split" else "client ceiling")
             + ("; lower bound: the run hit rate_max_conns" if rate.get("capped") else ""),
         ),
-        records.measured(NAME, variant, "conn_errors", rate["errors"], "conn"),
+        records.measured(NAME, mode, "conn_errors", rate["errors"], "conn"),
     ]  # fmt: skip
     if rate.get("latency_p99_us") is not None:
         out.append(
             records.measured(
-                NAME, variant, "conn_latency_p99", rate["latency_p99_us"] / 1000, "ms",
+                NAME, mode, "conn_latency_p99", rate["latency_p99_us"] / 1000, "ms",
                 f"p50 {rate['latency_p50_us'] / 1000:.2f} ms; connect start → echo back, under full load",
             )
         )  # fmt: skip
-    if variant == "split" and rate["completed"] > 0:
+    if mode == "split" and rate["completed"] > 0:
         out.append(
             records.measured(
-                NAME, variant, "gateway_cpu_per_conn", 1e6 * rate["daemon_cpu_s"] / rate["completed"], "µs/conn",
+                NAME, mode, "gateway_cpu_per_conn", 1e6 * rate["daemon_cpu_s"] / rate["completed"], "µs/conn",
                 "daemon utime+stime over the rate run / connections completed",
             )
         )  # fmt: skip
-    if variant == "split":
-        out.append(
-            records.measured(
-                NAME, variant, "gateway_cpu", gwload.cpu_per_gbps(tr["daemon_cpu_s"], tr["bytes"]),
-                "% core per Gbit/s", "the daemon's master + workers only",
-            )
-        )  # fmt: skip
     return out
+
+
+def ratio_record(
+    placement: str, transfers: dict[tuple[str, str], dict[str, Any]]
+) -> records.Record:
+    metric = (
+        "throughput_ratio" if placement == "dedicated" else "throughput_ratio_shared"
+    )
+    routed, split = (
+        transfers.get((placement, "routed")),
+        transfers.get((placement, "split")),
+    )
+    if routed is None or split is None:
+        return records.missing(NAME, "split", metric, "x", "needs two CPUs at least")
+    return records.measured(
+        NAME, "split", metric, split["rate_Bps"] / routed["rate_Bps"], "x",
+        "median split / median routed"
+        + (f"; target >= {TARGET_RATIO}" if placement == "dedicated" else "; every CPU shared"),
+    )  # fmt: skip
 
 
 def idle_records(held: gwload.HeldFlows, wanted: int) -> list[records.Record]:
@@ -253,29 +327,31 @@ def run(ctx: Context, params: dict[str, Any]) -> list[records.Record]:
     size, workers = int(params["size_bytes"]), int(params["workers"])
     # The hold must stay split, not overflow to routed.
     max_flows = 2 * int(params["idle_flows"])
+    transfers: dict[tuple[str, str], dict[str, Any]] = {}
     with vethlab.path(lab.PREFIX) as vp:
-        routed_runs: list[dict[str, Any]] = []
-        split_runs: list[dict[str, Any]] = []
-        vp.flow_steering(True)
-        for i in range(int(params["reps"])):
-            ctx.log(f"{NAME}: throughput, repetition {i + 1}: routed, then split")
-            routed_runs.append(timed_download(vp, size, None))
-            with vethlab.gateway(vp, workers, max_flows) as gw:
-                split_runs.append(timed_download(vp, size, gw.daemon))
-        vp.flow_steering(False)
+        for placement in vethlab.placements().values():
+            runs: dict[str, list[dict[str, Any]]] = {"routed": [], "split": []}
+            vp.steer(placement)
+            for i in range(int(params["reps"])):
+                ctx.log(
+                    f"{NAME}: throughput, {placement.name} CPUs, repetition {i + 1}: routed, then split"
+                )
+                runs["routed"].append(timed_download(vp, size, placement, None))
+                with vethlab.gateway(vp, workers, max_flows, placement) as gw:
+                    runs["split"].append(timed_download(vp, size, placement, gw.daemon))
+            for mode, mode_runs in runs.items():
+                transfers[(placement.name, mode)] = summarize(mode_runs)
+                out += transfer_records(
+                    mode, placement.name, transfers[(placement.name, mode)]
+                )
+        vp.steer(None)
         ctx.log(f"{NAME}: connection rate, routed")
-        routed = {
-            "transfer": summarize(routed_runs),
-            "rate": conn_rate(vp, params, None),
-        }
-        out += path_records("routed", routed)
+        routed_rate = conn_rate(vp, params, None)
+        out += rate_records("routed", routed_rate)
         with vethlab.gateway(vp, workers, max_flows) as gw:
             ctx.log(f"{NAME}: connection rate, split, daemon pids {gw.daemon.pids}")
-            split = {
-                "transfer": summarize(split_runs),
-                "rate": conn_rate(vp, params, gw.daemon),
-            }
-            out += path_records("split", split)
+            split_rate = conn_rate(vp, params, gw.daemon)
+            out += rate_records("split", split_rate)
             ctx.log(f"{NAME}: {params['idle_flows']} idle flows")
             with gwload.echo_server(vp.exec_argv, vethlab.SERVER_V4, ECHO_PROCS):
                 held = gwload.hold_flows(
@@ -287,27 +363,17 @@ def run(ctx: Context, params: dict[str, Any]) -> list[records.Record]:
                     gw.control_socket,
                 )
             out += idle_records(held, int(params["idle_flows"]))
-    ratio = split["transfer"]["rate_Bps"] / routed["transfer"]["rate_Bps"]
-    out.append(
-        records.measured(
-            NAME,
-            "split",
-            "throughput_ratio",
-            ratio,
-            "x",
-            f"median split / median routed; target >= {TARGET_RATIO}",
-        )
-    )
-    if routed["rate"]["rate_per_s"] > 0:
+    out += [ratio_record("dedicated", transfers), ratio_record("shared", transfers)]
+    if routed_rate["rate_per_s"] > 0:
         out.append(
             records.measured(
-                NAME, "split", "conn_rate_ratio", split["rate"]["rate_per_s"] / routed["rate"]["rate_per_s"], "x",
+                NAME, "split", "conn_rate_ratio", split_rate["rate_per_s"] / routed_rate["rate_per_s"], "x",
                 "split / routed with the same client",
             )
         )  # fmt: skip
     ctx.raw[NAME] = {
-        "routed": routed,
-        "split": split,
+        "transfers": {f"{p}/{m}": t for (p, m), t in transfers.items()},
+        "rate": {"routed": routed_rate, "split": split_rate},
         "idle": {"client": held.client, "counters": held.counters, "before": vars(held.before),
                  "plateau": vars(held.plateau)},
     }  # fmt: skip

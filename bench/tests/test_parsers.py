@@ -98,3 +98,16 @@ def test_tcp_info_decoding_reads_the_limited_times():
         info["sndbuf_limited_us"],
     ) == (9_000_000, 2_300_000, 40_000)
     assert "rwnd_limited_us" not in tcpinfo.decode(bytes(raw[:168]))
+
+
+def test_core_busy_ticks_counts_softirq_and_leaves_out_idle_iowait_steal():
+    stat = (
+        "cpu  10 0 10 100 0 0 10 0 0 0\n"
+        "cpu0 1 2 3 40 5 6 7 8 0 0\n"
+        "cpu1 100 0 100 1000 0 0 100 0 0 0\n"
+        "intr 12345\n"
+    )
+    # cpu0: user 1 + nice 2 + system 3 + irq 6 + softirq 7 busy; idle 40, iowait 5, steal 8 not.
+    assert cpu.core_busy_ticks({0}, stat) == (19, 72)
+    assert cpu.core_busy_ticks({0, 1}, stat) == (319, 1372)
+    assert cpu.core_busy_ticks({2}, stat) == (0, 0)
