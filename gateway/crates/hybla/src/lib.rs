@@ -7,9 +7,11 @@ mod bpf_loader;
 pub mod fixed;
 mod libbpf;
 pub mod model;
+mod prune;
 mod sys;
 
 pub use bpf_loader::{NETNS_MAX, NETNS_PARAMS_PIN, OPS_PIN, PARAMS_PIN, PIN_DIR};
+pub use prune::{live_netns_cookies, prune_stale_netns, prune_stale_netns_observed, PruneReport};
 pub use sys::netns_cookie;
 
 pub const DEFAULT_RTT0_MS: u32 = 25;
@@ -120,10 +122,15 @@ pub enum HyblaError {
     Outdated,
     #[error(
         "per-namespace Hybla parameters are full ({0} namespaces): list them with `perigee \
-         hybla status` and remove stale ones (namespaces whose gateway did not stop cleanly) \
-         with `perigee hybla unset --cookie N`"
+         hybla status`; `perigee hybla prune` removes those of namespaces that no longer \
+         exist (a gateway killed without a clean stop), `perigee hybla unset --cookie N` any one"
     )]
     NetnsFull(u32),
+    #[error(
+        "cannot tell which per-namespace Hybla entries are stale, so none was removed (pruning \
+         needs root, in the host's PID namespace): {0}"
+    )]
+    PruneUndecided(String),
     #[error("BPF {step}: {source}")]
     Bpf {
         step: &'static str,

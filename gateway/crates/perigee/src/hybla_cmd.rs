@@ -1,6 +1,6 @@
-//! `perigee hybla status|load|unload|set|unset`.
+//! `perigee hybla status|load|unload|set|unset|prune`.
 use clap::{Args as ClapArgs, Subcommand};
-use perigee_hybla::{HyblaParams, HyblaStatus, Implementation};
+use perigee_hybla::{HyblaParams, HyblaStatus, Implementation, PruneReport};
 
 #[derive(ClapArgs)]
 pub struct Args {
@@ -43,6 +43,12 @@ enum Action {
         /// default: this namespace.
         #[arg(long)]
         cookie: Option<u64>,
+    },
+    /// Remove the entries of namespaces that no longer exist (gateways killed without a clean
+    /// stop); removes nothing when some live namespace cannot be identified (needs root).
+    Prune {
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -101,6 +107,13 @@ pub fn run(args: Args) -> i32 {
             }
             Err(e) => fail("unset", e),
         },
+        Action::Prune { json } => match perigee_hybla::prune_stale_netns() {
+            Ok(report) => {
+                print_prune(&report, json);
+                0
+            }
+            Err(e) => fail("prune", e),
+        },
         Action::Set {
             rtt0_ms,
             base_rtt_ms,
@@ -132,6 +145,33 @@ pub fn run(args: Args) -> i32 {
 fn fail(what: &str, e: perigee_hybla::HyblaError) -> i32 {
     eprintln!("perigee hybla {what}: {e}");
     1
+}
+
+fn print_prune(r: &PruneReport, json: bool) {
+    if json {
+        println!("{}", serde_json::to_string_pretty(r).unwrap_or_default());
+        return;
+    }
+    let list = |cookies: &[u64]| {
+        cookies
+            .iter()
+            .map(u64::to_string)
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    if r.removed.is_empty() {
+        println!("removed:        none");
+    } else {
+        println!(
+            "removed:        {} ({} stale: namespaces that no longer exist)",
+            list(&r.removed),
+            r.removed.len()
+        );
+    }
+    println!("kept:           {} of live namespaces", r.kept.len());
+    if !r.kept.is_empty() {
+        println!("                {}", list(&r.kept));
+    }
 }
 
 fn print_status(st: &HyblaStatus, json: bool) {

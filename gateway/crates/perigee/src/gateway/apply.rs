@@ -89,6 +89,8 @@ pub trait HyblaControl {
     /// This network namespace's own entry (Perigee's BPF Hybla).
     fn set_netns_params(&self, params: HyblaParams, cwnd_max: u32) -> Result<(), String>;
     fn unset_netns_params(&self) -> Result<(), String>;
+    /// Remove the entries of namespaces that no longer exist; the removed cookies.
+    fn prune_stale_netns(&self) -> Result<Vec<u64>, String>;
 }
 
 /// perigee_hybla itself: the pinned BPF map, or the kernel module's parameter.
@@ -112,6 +114,11 @@ impl HyblaControl for SystemHybla {
     fn unset_netns_params(&self) -> Result<(), String> {
         perigee_hybla::unset_netns_params(None)
             .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+    fn prune_stale_netns(&self) -> Result<Vec<u64>, String> {
+        perigee_hybla::prune_stale_netns()
+            .map(|r| r.removed)
             .map_err(|e| e.to_string())
     }
 }
@@ -185,7 +192,26 @@ fn apply_hybla_netns(
     if current.is_some_and(|e| e.params() == plan.params && e.cwnd_max == cwnd_max) {
         return Ok(());
     }
+    prune_stale_netns(ctl);
     ctl.set_netns_params(plan.params, cwnd_max)
+}
+
+/// Entries of namespaces that are gone (gateways killed without a clean stop, their
+/// namespaces deleted) would fill the map until new gateways fall back to the host-wide
+/// values; removing them whenever a gateway writes its own makes a restarted lab heal itself.
+/// Best effort: the gateway's own write does not depend on it.
+fn prune_stale_netns(ctl: &dyn HyblaControl) {
+    match ctl.prune_stale_netns() {
+        Ok(removed) if removed.is_empty() => {}
+        Ok(removed) => super::log::info(
+            "removed the Hybla entries of namespaces that no longer exist",
+            serde_json::json!({"cookies": removed}),
+        ),
+        Err(e) => super::log::warn(
+            "stale per-namespace Hybla entries not pruned",
+            serde_json::json!({"error": e}),
+        ),
+    }
 }
 
 /// What a clean stop does about Hybla's parameters.
@@ -757,6 +783,10 @@ mod tests {
         st: RefCell<HyblaStatus>,
         refuse_ceiling: bool,
         writes: RefCell<Vec<String>>,
+        /// Cookies of entries whose namespaces are gone (what a prune removes).
+        gone: RefCell<Vec<u64>>,
+        prunes: RefCell<u32>,
+        prune_fails: bool,
     }
 
     impl FakeHybla {
@@ -777,6 +807,9 @@ mod tests {
                 }),
                 refuse_ceiling,
                 writes: RefCell::new(Vec::new()),
+                gone: RefCell::new(Vec::new()),
+                prunes: RefCell::new(0),
+                prune_fails: false,
             }
         }
     }
@@ -824,6 +857,57 @@ mod tests {
             self.writes.borrow_mut().push("unset netns".into());
             Ok(())
         }
+        fn prune_stale_netns(&self) -> Result<Vec<u64>, String> {
+            *self.prunes.borrow_mut() += 1;
+            if self.prune_fails {
+                return Err("cannot tell which entries are stale".into());
+            }
+            let gone = self.gone.borrow();
+            let mut st = self.st.borrow_mut();
+            let removed = st
+                .netns
+                .iter()
+                .map(|e| e.cookie)
+                .filter(|c| gone.contains(c))
+                .collect();
+            st.netns.retain(|e| !gone.contains(&e.cookie));
+            Ok(removed)
+        }
+    }
+
+    fn other_entry(cookie: u64) -> perigee_hybla::NetnsParams {
+        perigee_hybla::NetnsParams {
+            cookie,
+            rtt0_ms: 25,
+            base_rtt_ms: 600,
+            cwnd_max: 9,
+        }
+    }
+
+    #[test]
+    fn writing_the_own_entry_prunes_entries_of_gone_namespaces() {
+        let h = FakeHybla::new(Implementation::Bpf, false);
+        // A killed gateway's entry (namespace deleted) and a running one's.
+        h.st.borrow_mut().netns = vec![other_entry(7), other_entry(8)];
+        h.gone.borrow_mut().push(7);
+        let plan = plan_for(serde_json::json!({"rtt0_ms": 25, "base_rtt_ms": 0, "cwnd_max": 0}));
+        apply_hybla(&h, plan.unwrap()).unwrap();
+        let cookies: Vec<u64> = h.status().netns.iter().map(|e| e.cookie).collect();
+        assert_eq!(cookies, vec![8, OWN_COOKIE]);
+        assert_eq!(*h.prunes.borrow(), 1);
+        // An unchanged entry is not rewritten, so nothing is pruned either.
+        apply_hybla(&h, plan.unwrap()).unwrap();
+        assert_eq!(*h.prunes.borrow(), 1);
+    }
+
+    #[test]
+    fn a_failed_prune_does_not_fail_the_apply() {
+        let mut h = FakeHybla::new(Implementation::Bpf, false);
+        h.prune_fails = true;
+        let plan = plan_for(serde_json::json!({"rtt0_ms": 30, "base_rtt_ms": 0, "cwnd_max": 0}));
+        apply_hybla(&h, plan.unwrap()).unwrap();
+        assert_eq!(global_and_own(&h).1, Some((30, 0, 0)));
+        assert_eq!(*h.prunes.borrow(), 1);
     }
 
     /// (rtt0_ms, base_rtt_ms, cwnd_max) of an entry.
