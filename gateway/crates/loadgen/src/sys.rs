@@ -1,16 +1,11 @@
-//! The few raw socket and epoll calls the load generator needs (non-blocking IPv4/IPv6 TCP).
+//! The few raw socket and epoll calls the load generator needs (non-blocking IPv4/IPv6 TCP), on
+//! raw fds with errno results; those on a `SocketAddr` are perigee-netsys's, as in the daemon.
 use std::io;
-use std::mem::{size_of, zeroed};
+use std::mem::zeroed;
 use std::net::SocketAddr;
-use std::os::fd::RawFd;
+use std::os::fd::{AsRawFd, IntoRawFd, RawFd};
 
-fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(r)
-    }
-}
+use perigee_netsys::{cvt, set_int};
 
 pub fn errno() -> i32 {
     io::Error::last_os_error()
@@ -38,51 +33,8 @@ pub fn errno_name(e: i32) -> String {
     name.to_string()
 }
 
-fn sockaddr(a: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
-    // SAFETY: sockaddr_storage is plain old data; zero is a valid bit pattern.
-    let mut ss: libc::sockaddr_storage = unsafe { zeroed() };
-    let len = match a {
-        SocketAddr::V4(v4) => {
-            let sin = libc::sockaddr_in {
-                sin_family: libc::AF_INET as libc::sa_family_t,
-                sin_port: v4.port().to_be(),
-                sin_addr: libc::in_addr {
-                    s_addr: u32::from_ne_bytes(v4.ip().octets()),
-                },
-                sin_zero: [0; 8],
-            };
-            // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in.
-            unsafe { std::ptr::write(&mut ss as *mut _ as *mut libc::sockaddr_in, sin) };
-            size_of::<libc::sockaddr_in>()
-        }
-        SocketAddr::V6(v6) => {
-            let sin6 = libc::sockaddr_in6 {
-                sin6_family: libc::AF_INET6 as libc::sa_family_t,
-                sin6_port: v6.port().to_be(),
-                sin6_flowinfo: 0,
-                sin6_addr: libc::in6_addr {
-                    s6_addr: v6.ip().octets(),
-                },
-                sin6_scope_id: v6.scope_id(),
-            };
-            // SAFETY: as above, for sockaddr_in6.
-            unsafe { std::ptr::write(&mut ss as *mut _ as *mut libc::sockaddr_in6, sin6) };
-            size_of::<libc::sockaddr_in6>()
-        }
-    };
-    (ss, len as libc::socklen_t)
-}
-
 pub fn socket(v6: bool) -> io::Result<RawFd> {
-    let fam = if v6 { libc::AF_INET6 } else { libc::AF_INET };
-    // SAFETY: plain syscall.
-    cvt(unsafe {
-        libc::socket(
-            fam,
-            libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-            0,
-        )
-    })
+    perigee_netsys::socket(v6).map(IntoRawFd::into_raw_fd)
 }
 
 pub fn close(fd: RawFd) {
@@ -92,47 +44,21 @@ pub fn close(fd: RawFd) {
 
 /// Start a non-blocking connect: Ok(()) when connected or in progress.
 pub fn connect(fd: RawFd, a: &SocketAddr) -> Result<(), i32> {
-    let (ss, len) = sockaddr(a);
-    // SAFETY: ss/len describe a valid sockaddr.
-    let r = unsafe { libc::connect(fd, &ss as *const _ as *const libc::sockaddr, len) };
-    if r == 0 {
-        return Ok(());
-    }
-    match errno() {
-        libc::EINPROGRESS => Ok(()),
-        e => Err(e),
-    }
-}
-
-pub fn set_int(fd: RawFd, level: libc::c_int, name: libc::c_int, v: libc::c_int) -> io::Result<()> {
-    // SAFETY: v lives for the call and has the size we pass.
-    cvt(unsafe {
-        libc::setsockopt(
-            fd,
-            level,
-            name,
-            &v as *const libc::c_int as *const libc::c_void,
-            size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    })
-    .map(|_| ())
+    perigee_netsys::connect(fd, a)
+        .map(|_| ())
+        .map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))
 }
 
 /// A non-blocking SO_REUSEPORT listener (one per echo thread, the kernel spreads connections).
 pub fn listener(a: &SocketAddr, backlog: i32) -> io::Result<RawFd> {
-    let fd = socket(a.is_ipv6())?;
-    let setup = || -> io::Result<()> {
-        set_int(fd, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
-        set_int(fd, libc::SOL_SOCKET, libc::SO_REUSEPORT, 1)?;
-        let (ss, len) = sockaddr(a);
-        // SAFETY: ss/len describe a valid sockaddr.
-        cvt(unsafe { libc::bind(fd, &ss as *const _ as *const libc::sockaddr, len) })?;
-        // SAFETY: plain syscall on our fd.
-        cvt(unsafe { libc::listen(fd, backlog) })?;
-        Ok(())
-    };
-    setup().inspect_err(|_| close(fd))?;
-    Ok(fd)
+    let s = perigee_netsys::socket(a.is_ipv6())?;
+    let fd = s.as_raw_fd();
+    set_int(fd, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
+    set_int(fd, libc::SOL_SOCKET, libc::SO_REUSEPORT, 1)?;
+    perigee_netsys::bind(fd, a)?;
+    perigee_netsys::listen(fd, backlog)?;
+    // Owned until set up (closed on any error above); then served until the process exits.
+    Ok(s.into_raw_fd())
 }
 
 pub fn accept(fd: RawFd) -> Result<RawFd, i32> {

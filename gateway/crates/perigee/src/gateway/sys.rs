@@ -1,16 +1,14 @@
-//! Thin, checked wrappers over the socket, splice and pipe syscalls the relay needs.
+//! Thin, checked wrappers over the socket, splice and pipe syscalls the relay needs; those on a
+//! `SocketAddr` live in perigee-netsys (shared with the load generator) and are re-exported here.
 use std::io;
-use std::mem::{size_of, zeroed};
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
+use std::mem::zeroed;
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
-fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(r)
-    }
-}
+use perigee_netsys::cvt;
+pub use perigee_netsys::{
+    accept, bind, connect, local_addr, set_int, setsockopt, so_error, socket,
+};
 
 fn cvt_size(r: libc::ssize_t) -> io::Result<usize> {
     if r < 0 {
@@ -20,118 +18,12 @@ fn cvt_size(r: libc::ssize_t) -> io::Result<usize> {
     }
 }
 
-pub fn to_sockaddr(a: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
-    // SAFETY: sockaddr_storage is plain old data; zero is a valid bit pattern.
-    let mut ss: libc::sockaddr_storage = unsafe { zeroed() };
-    let len = match a {
-        SocketAddr::V4(v4) => {
-            let sin = libc::sockaddr_in {
-                sin_family: libc::AF_INET as libc::sa_family_t,
-                sin_port: v4.port().to_be(),
-                sin_addr: libc::in_addr {
-                    s_addr: u32::from_ne_bytes(v4.ip().octets()),
-                },
-                sin_zero: [0; 8],
-            };
-            // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in.
-            unsafe { std::ptr::write(&mut ss as *mut _ as *mut libc::sockaddr_in, sin) };
-            size_of::<libc::sockaddr_in>()
-        }
-        SocketAddr::V6(v6) => {
-            let sin6 = libc::sockaddr_in6 {
-                sin6_family: libc::AF_INET6 as libc::sa_family_t,
-                sin6_port: v6.port().to_be(),
-                sin6_flowinfo: v6.flowinfo(),
-                sin6_addr: libc::in6_addr {
-                    s6_addr: v6.ip().octets(),
-                },
-                sin6_scope_id: v6.scope_id(),
-            };
-            // SAFETY: as above, for sockaddr_in6.
-            unsafe { std::ptr::write(&mut ss as *mut _ as *mut libc::sockaddr_in6, sin6) };
-            size_of::<libc::sockaddr_in6>()
-        }
-    };
-    (ss, len as libc::socklen_t)
-}
-
-pub fn from_sockaddr(ss: &libc::sockaddr_storage) -> Option<SocketAddr> {
-    match ss.ss_family as libc::c_int {
-        libc::AF_INET => {
-            // SAFETY: family says this storage holds a sockaddr_in.
-            let sin = unsafe { &*(ss as *const _ as *const libc::sockaddr_in) };
-            let ip = Ipv4Addr::from(sin.sin_addr.s_addr.to_ne_bytes());
-            Some(SocketAddr::V4(SocketAddrV4::new(
-                ip,
-                u16::from_be(sin.sin_port),
-            )))
-        }
-        libc::AF_INET6 => {
-            // SAFETY: family says this storage holds a sockaddr_in6.
-            let sin6 = unsafe { &*(ss as *const _ as *const libc::sockaddr_in6) };
-            let ip = Ipv6Addr::from(sin6.sin6_addr.s6_addr);
-            // A v4-mapped peer on a v6 socket is reported as plain v4.
-            if let Some(v4) = ip.to_ipv4_mapped() {
-                return Some(SocketAddr::new(
-                    IpAddr::V4(v4),
-                    u16::from_be(sin6.sin6_port),
-                ));
-            }
-            Some(SocketAddr::V6(SocketAddrV6::new(
-                ip,
-                u16::from_be(sin6.sin6_port),
-                sin6.sin6_flowinfo,
-                sin6.sin6_scope_id,
-            )))
-        }
-        _ => None,
-    }
-}
-
-pub fn setsockopt<T>(fd: RawFd, level: libc::c_int, name: libc::c_int, val: &T) -> io::Result<()> {
-    // SAFETY: val points to a T of the given size for the duration of the call.
-    cvt(unsafe {
-        libc::setsockopt(
-            fd,
-            level,
-            name,
-            val as *const T as *const libc::c_void,
-            size_of::<T>() as libc::socklen_t,
-        )
-    })
-    .map(|_| ())
-}
-
-pub fn set_int(fd: RawFd, level: libc::c_int, name: libc::c_int, v: libc::c_int) -> io::Result<()> {
-    setsockopt(fd, level, name, &v)
-}
-
-pub fn socket(v6: bool) -> io::Result<OwnedFd> {
-    let fam = if v6 { libc::AF_INET6 } else { libc::AF_INET };
-    // SAFETY: plain syscall; the fd is owned right away.
-    let fd = cvt(unsafe {
-        libc::socket(
-            fam,
-            libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-            0,
-        )
-    })?;
-    // SAFETY: fd is a fresh descriptor we own.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
 pub fn set_transparent(fd: RawFd, v6: bool) -> io::Result<()> {
     if v6 {
         set_int(fd, libc::SOL_IPV6, libc::IPV6_TRANSPARENT, 1)
     } else {
         set_int(fd, libc::SOL_IP, libc::IP_TRANSPARENT, 1)
     }
-}
-
-pub fn bind(fd: RawFd, a: &SocketAddr) -> io::Result<()> {
-    let (ss, len) = to_sockaddr(a);
-    // SAFETY: ss/len describe a valid sockaddr.
-    cvt(unsafe { libc::bind(fd, &ss as *const _ as *const libc::sockaddr, len) }).map(|_| ())
 }
 
 /// A TPROXY listener: IP_TRANSPARENT, SO_REUSEPORT (shared by all workers), non-blocking.
@@ -153,68 +45,8 @@ pub fn tproxy_listener(port: u16, v6: bool, bufs: Option<(u64, u64)>) -> io::Res
         (Ipv4Addr::UNSPECIFIED, port).into()
     };
     bind(fd, &addr)?;
-    // SAFETY: plain syscall on our fd.
-    cvt(unsafe { libc::listen(fd, 4096) })?;
+    perigee_netsys::listen(fd, 4096)?;
     Ok(s)
-}
-
-pub fn accept(fd: RawFd) -> io::Result<(OwnedFd, SocketAddr)> {
-    // SAFETY: storage is large enough for any address; accept4 fills at most len bytes.
-    let mut ss: libc::sockaddr_storage = unsafe { zeroed() };
-    let mut len = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-    let c = cvt(unsafe {
-        libc::accept4(
-            fd,
-            &mut ss as *mut _ as *mut libc::sockaddr,
-            &mut len,
-            libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-        )
-    })?;
-    // SAFETY: accept4 returned a new descriptor we own.
-    let owned = unsafe { OwnedFd::from_raw_fd(c) };
-    let peer = from_sockaddr(&ss).ok_or_else(|| io::Error::other("unknown address family"))?;
-    Ok((owned, peer))
-}
-
-pub fn local_addr(fd: RawFd) -> io::Result<SocketAddr> {
-    // SAFETY: as in accept.
-    let mut ss: libc::sockaddr_storage = unsafe { zeroed() };
-    let mut len = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-    cvt(unsafe { libc::getsockname(fd, &mut ss as *mut _ as *mut libc::sockaddr, &mut len) })?;
-    from_sockaddr(&ss).ok_or_else(|| io::Error::other("unknown address family"))
-}
-
-/// Start a non-blocking connect; Ok(true) when already connected.
-pub fn connect(fd: RawFd, a: &SocketAddr) -> io::Result<bool> {
-    let (ss, len) = to_sockaddr(a);
-    // SAFETY: ss/len describe a valid sockaddr.
-    match cvt(unsafe { libc::connect(fd, &ss as *const _ as *const libc::sockaddr, len) }) {
-        Ok(_) => Ok(true),
-        Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => Ok(false),
-        Err(e) => Err(e),
-    }
-}
-
-pub fn so_error(fd: RawFd) -> i32 {
-    let mut v: libc::c_int = 0;
-    let mut len = size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: v/len are valid out-parameters.
-    let r = unsafe {
-        libc::getsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_ERROR,
-            &mut v as *mut _ as *mut libc::c_void,
-            &mut len,
-        )
-    };
-    if r < 0 {
-        io::Error::last_os_error()
-            .raw_os_error()
-            .unwrap_or(libc::EIO)
-    } else {
-        v
-    }
 }
 
 /// Best effort: 0 means "leave the kernel's autotuning alone".
