@@ -3,6 +3,7 @@ import { keepPreviousData, useQuery } from '@tanstack/react-query';
 import { useState } from 'react';
 import { endpoints } from '../api/endpoints';
 import { formatBytes, formatDuration, formatMs, formatTime } from '../lib/format';
+import { ScrollTable } from './ScrollTable';
 import { EmptyState, QueryView } from './StateViews';
 
 const PAGE = 50;
@@ -27,38 +28,21 @@ export function ClosedFlows() {
       <QueryView query={history} isEmpty={(d) => d.flows.length === 0} empty={<EmptyState title="No closed flows recorded yet" />}>
         {(d) => (
           <>
-            <Table.ScrollContainer minWidth={760}>
-              <Table striped aria-label="Closed flows" fz="sm" verticalSpacing={4}>
-                <Table.Thead>
-                  <Table.Tr>
-                    <Table.Th>Ended</Table.Th>
-                    <Table.Th>Client</Table.Th>
-                    <Table.Th>Server</Table.Th>
-                    <Table.Th>Class</Table.Th>
-                    <Table.Th>Action</Table.Th>
-                    <Table.Th>Duration</Table.Th>
-                    <Table.Th>Bytes ↓/↑</Table.Th>
-                    <Table.Th>Sat RTT</Table.Th>
-                    <Table.Th>End</Table.Th>
-                  </Table.Tr>
-                </Table.Thead>
-                <Table.Tbody>
-                  {d.flows.map((f) => (
-                    <Table.Tr key={f.id}>
-                      <Table.Td style={{ whiteSpace: 'nowrap' }}>{formatTime(f.ended_at)}</Table.Td>
-                      <Table.Td className="mono">{f.client}</Table.Td>
-                      <Table.Td className="mono">{f.server}</Table.Td>
-                      <Table.Td>{f.class ?? '—'}</Table.Td>
-                      <Table.Td><Badge size="sm" variant="light">{f.action ?? '—'}</Badge></Table.Td>
-                      <Table.Td>{formatDuration(f.ended_at - f.started_at)}</Table.Td>
-                      <Table.Td>{formatBytes(f.bytes_down)} / {formatBytes(f.bytes_up)}</Table.Td>
-                      <Table.Td>{formatMs(f.sat_srtt_us)}</Table.Td>
-                      <Table.Td>{f.end_reason ?? '—'}</Table.Td>
-                    </Table.Tr>
-                  ))}
-                </Table.Tbody>
-              </Table>
-            </Table.ScrollContainer>
+            <ScrollTable minWidth={760} columns={['Ended', 'Client', 'Server', 'Class', 'Action', 'Duration', 'Bytes ↓/↑', 'Sat RTT', 'End']} striped aria-label="Closed flows" fz="sm" verticalSpacing={4}>
+              {d.flows.map((f) => (
+                <Table.Tr key={f.id}>
+                  <Table.Td style={{ whiteSpace: 'nowrap' }}>{formatTime(f.ended_at)}</Table.Td>
+                  <Table.Td className="mono">{f.client}</Table.Td>
+                  <Table.Td className="mono">{f.server}</Table.Td>
+                  <Table.Td>{f.class ?? '—'}</Table.Td>
+                  <Table.Td><Badge size="sm" variant="light">{f.action ?? '—'}</Badge></Table.Td>
+                  <Table.Td>{formatDuration(f.ended_at - f.started_at)}</Table.Td>
+                  <Table.Td>{formatBytes(f.bytes_down)} / {formatBytes(f.bytes_up)}</Table.Td>
+                  <Table.Td>{formatMs(f.sat_srtt_us)}</Table.Td>
+                  <Table.Td>{f.end_reason ?? '—'}</Table.Td>
+                </Table.Tr>
+              ))}
+            </ScrollTable>
             <Group justify="space-between" mt="sm">
               <Text size="sm" c="dimmed">{d.total.toLocaleString()} closed flows</Text>
               <Pagination total={Math.max(1, Math.ceil(d.total / PAGE))} value={page} onChange={setPage} />

@@ -5,6 +5,7 @@ import { useState } from 'react';
 import { endpoints } from '../api/endpoints';
 import { keys } from '../api/keys';
 import { PageHeader } from '../components/PageHeader';
+import { ScrollTable } from '../components/ScrollTable';
 import { EmptyState, QueryView } from '../components/StateViews';
 import { formatTime } from '../lib/format';
 
@@ -31,40 +32,26 @@ export default function AuditPage() {
       <QueryView query={audit} isEmpty={(d) => d.entries.length === 0} empty={<EmptyState title="No audit entries match" />}>
         {(data) => (
           <>
-            <Table.ScrollContainer minWidth={800}>
-              <Table striped aria-label="Audit entries" verticalSpacing={4} fz="sm">
-                <Table.Thead>
-                  <Table.Tr>
-                    <Table.Th>Time</Table.Th>
-                    <Table.Th>Actor</Table.Th>
-                    <Table.Th>From</Table.Th>
-                    <Table.Th>Action</Table.Th>
-                    <Table.Th>Result</Table.Th>
-                    <Table.Th>Detail</Table.Th>
-                  </Table.Tr>
-                </Table.Thead>
-                <Table.Tbody>
-                  {data.entries.map((e) => (
-                    <Table.Tr key={e.id}>
-                      <Table.Td style={{ whiteSpace: 'nowrap' }}>{formatTime(e.ts)}</Table.Td>
-                      <Table.Td>{e.actor}</Table.Td>
-                      <Table.Td className="mono">{e.address}</Table.Td>
-                      <Table.Td className="mono">{e.action}</Table.Td>
-                      <Table.Td>
-                        <Badge size="sm" variant="light" color={e.result === 'ok' ? 'green' : 'red'}>
-                          {e.result}
-                        </Badge>
-                      </Table.Td>
-                      <Table.Td>
-                        <Text size="xs" className="mono" lineClamp={2} title={e.detail ? JSON.stringify(e.detail) : undefined}>
-                          {e.detail ? JSON.stringify(e.detail) : ''}
-                        </Text>
-                      </Table.Td>
-                    </Table.Tr>
-                  ))}
-                </Table.Tbody>
-              </Table>
-            </Table.ScrollContainer>
+            <ScrollTable minWidth={800} columns={['Time', 'Actor', 'From', 'Action', 'Result', 'Detail']} striped aria-label="Audit entries" verticalSpacing={4} fz="sm">
+              {data.entries.map((e) => (
+                <Table.Tr key={e.id}>
+                  <Table.Td style={{ whiteSpace: 'nowrap' }}>{formatTime(e.ts)}</Table.Td>
+                  <Table.Td>{e.actor}</Table.Td>
+                  <Table.Td className="mono">{e.address}</Table.Td>
+                  <Table.Td className="mono">{e.action}</Table.Td>
+                  <Table.Td>
+                    <Badge size="sm" variant="light" color={e.result === 'ok' ? 'green' : 'red'}>
+                      {e.result}
+                    </Badge>
+                  </Table.Td>
+                  <Table.Td>
+                    <Text size="xs" className="mono" lineClamp={2} title={e.detail ? JSON.stringify(e.detail) : undefined}>
+                      {e.detail ? JSON.stringify(e.detail) : ''}
+                    </Text>
+                  </Table.Td>
+                </Table.Tr>
+              ))}
+            </ScrollTable>
             <Group justify="space-between" mt="md">
               <Text size="sm" c="dimmed">
                 {data.total.toLocaleString()} entries

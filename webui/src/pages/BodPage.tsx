@@ -7,6 +7,7 @@ import { ApiError, errorMessage, type FieldErrors } from '../api/errors';
 import { afterConfigChange, keys } from '../api/keys';
 import { ApplyBanner } from '../components/ApplyBanner';
 import { PageHeader } from '../components/PageHeader';
+import { ScrollTable } from '../components/ScrollTable';
 import { QueryView } from '../components/StateViews';
 import { errorFor } from '../lib/field-errors';
 import { formatBps, formatBytes } from '../lib/format';
@@ -82,32 +83,21 @@ function formatValue(d: Derived): string {
 
 function DerivedTable({ values }: { values: Values }) {
   return (
-    <Table.ScrollContainer minWidth={640}>
-      <Table aria-label="Derived values" verticalSpacing={6}>
-        <Table.Thead>
-          <Table.Tr>
-            <Table.Th>Value</Table.Th>
-            <Table.Th>Result</Table.Th>
-            <Table.Th>How it is derived</Table.Th>
-          </Table.Tr>
-        </Table.Thead>
-        <Table.Tbody>
-          {Object.entries(values).map(([k, d]) => (
-            <Table.Tr key={k}>
-              <Table.Td className="mono">{k}</Table.Td>
-              <Table.Td style={{ whiteSpace: 'nowrap' }}>
-                {formatValue(d)} {d.overridden && <Badge size="xs" color="orange">override</Badge>}
-              </Table.Td>
-              <Table.Td>
-                <Text size="xs" className="mono">
-                  {d.derivation}
-                </Text>
-              </Table.Td>
-            </Table.Tr>
-          ))}
-        </Table.Tbody>
-      </Table>
-    </Table.ScrollContainer>
+    <ScrollTable minWidth={640} columns={['Value', 'Result', 'How it is derived']} aria-label="Derived values" verticalSpacing={6}>
+      {Object.entries(values).map(([k, d]) => (
+        <Table.Tr key={k}>
+          <Table.Td className="mono">{k}</Table.Td>
+          <Table.Td style={{ whiteSpace: 'nowrap' }}>
+            {formatValue(d)} {d.overridden && <Badge size="xs" color="orange">override</Badge>}
+          </Table.Td>
+          <Table.Td>
+            <Text size="xs" className="mono">
+              {d.derivation}
+            </Text>
+          </Table.Td>
+        </Table.Tr>
+      ))}
+    </ScrollTable>
   );
 }
 

@@ -7,6 +7,7 @@ import { ApiError, errorMessage, type FieldErrors } from '../api/errors';
 import { afterConfigChange, keys } from '../api/keys';
 import { ApplyBanner } from '../components/ApplyBanner';
 import { PageHeader } from '../components/PageHeader';
+import { ScrollTable } from '../components/ScrollTable';
 import { QueryView } from '../components/StateViews';
 import { errorFor } from '../lib/field-errors';
 import { checkAll, checkCidr, checkName, checkPortSpec } from '../lib/validate';
@@ -90,71 +91,55 @@ export default function BypassPage() {
                   </Group>
                 </Alert>
               )}
-              <Table.ScrollContainer minWidth={640}>
-                <Table striped aria-label="Bypass rules">
-                  <Table.Thead>
-                    <Table.Tr>
-                      <Table.Th>Name</Table.Th>
-                      <Table.Th>Kind</Table.Th>
-                      <Table.Th>Protocol</Table.Th>
-                      <Table.Th>CIDRs</Table.Th>
-                      <Table.Th>Ports</Table.Th>
-                      <Table.Th>
-                        <span className="visually-hidden">Actions</span>
-                      </Table.Th>
-                    </Table.Tr>
-                  </Table.Thead>
-                  <Table.Tbody>
-                    {data.rules.map(({ rule, enabled, protected: locked }) => (
-                      <Table.Tr key={rule.name} style={{ opacity: enabled ? 1 : 0.6 }}>
-                        <Table.Td fw={600}>{rule.name}</Table.Td>
-                        <Table.Td>
-                          {rule.builtin ? (
-                            <Badge color="gray" variant="light" leftSection="🔒">
-                              built-in{enabled ? '' : ', removed'}
-                            </Badge>
-                          ) : (
-                            <Badge variant="light">custom</Badge>
-                          )}
-                        </Table.Td>
-                        <Table.Td>{rule.protocol}</Table.Td>
-                        <Table.Td className="mono">{(rule.cidrs ?? []).join(', ') || 'any'}</Table.Td>
-                        <Table.Td className="mono">{(rule.ports ?? []).join(', ') || 'any'}</Table.Td>
-                        <Table.Td>
-                          {enabled && !locked && (
-                            <ActionIcon
-                              variant="subtle"
-                              color="red"
-                              aria-label={`Delete bypass rule ${rule.name}`}
-                              onClick={() => {
-                                if (window.confirm(`Delete bypass rule ${rule.name}?`)) remove.mutate({ name: rule.name, force: false });
-                              }}
-                            >
-                              ✕
-                            </ActionIcon>
-                          )}
-                          {enabled && locked && user?.role === 'admin' && (
-                            <Tooltip label="Locked: removing it splits or caches IPsec traffic">
-                              <Button
-                                size="compact-xs"
-                                variant="subtle"
-                                color="red"
-                                aria-label={`Force removal of built-in rule ${rule.name}`}
-                                onClick={() => {
-                                  if (window.confirm(`${rule.name} protects IPsec traffic. Removing it lets the gateway split or cache that traffic. Remove anyway?`))
-                                    remove.mutate({ name: rule.name, force: true });
-                                }}
-                              >
-                                force remove
-                              </Button>
-                            </Tooltip>
-                          )}
-                        </Table.Td>
-                      </Table.Tr>
-                    ))}
-                  </Table.Tbody>
-                </Table>
-              </Table.ScrollContainer>
+              <ScrollTable minWidth={640} columns={['Name', 'Kind', 'Protocol', 'CIDRs', 'Ports']} actions striped aria-label="Bypass rules">
+                {data.rules.map(({ rule, enabled, protected: locked }) => (
+                  <Table.Tr key={rule.name} style={{ opacity: enabled ? 1 : 0.6 }}>
+                    <Table.Td fw={600}>{rule.name}</Table.Td>
+                    <Table.Td>
+                      {rule.builtin ? (
+                        <Badge color="gray" variant="light" leftSection="🔒">
+                          built-in{enabled ? '' : ', removed'}
+                        </Badge>
+                      ) : (
+                        <Badge variant="light">custom</Badge>
+                      )}
+                    </Table.Td>
+                    <Table.Td>{rule.protocol}</Table.Td>
+                    <Table.Td className="mono">{(rule.cidrs ?? []).join(', ') || 'any'}</Table.Td>
+                    <Table.Td className="mono">{(rule.ports ?? []).join(', ') || 'any'}</Table.Td>
+                    <Table.Td>
+                      {enabled && !locked && (
+                        <ActionIcon
+                          variant="subtle"
+                          color="red"
+                          aria-label={`Delete bypass rule ${rule.name}`}
+                          onClick={() => {
+                            if (window.confirm(`Delete bypass rule ${rule.name}?`)) remove.mutate({ name: rule.name, force: false });
+                          }}
+                        >
+                          ✕
+                        </ActionIcon>
+                      )}
+                      {enabled && locked && user?.role === 'admin' && (
+                        <Tooltip label="Locked: removing it splits or caches IPsec traffic">
+                          <Button
+                            size="compact-xs"
+                            variant="subtle"
+                            color="red"
+                            aria-label={`Force removal of built-in rule ${rule.name}`}
+                            onClick={() => {
+                              if (window.confirm(`${rule.name} protects IPsec traffic. Removing it lets the gateway split or cache that traffic. Remove anyway?`))
+                                remove.mutate({ name: rule.name, force: true });
+                            }}
+                          >
+                            force remove
+                          </Button>
+                        </Tooltip>
+                      )}
+                    </Table.Td>
+                  </Table.Tr>
+                ))}
+              </ScrollTable>
             </Stack>
           );
         }}

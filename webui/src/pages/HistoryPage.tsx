@@ -6,6 +6,7 @@ import { errorMessage } from '../api/errors';
 import { afterConfigChange, keys } from '../api/keys';
 import { DiffView } from '../components/DiffView';
 import { PageHeader } from '../components/PageHeader';
+import { ScrollTable } from '../components/ScrollTable';
 import { EmptyState, QueryView } from '../components/StateViews';
 import { formatTime } from '../lib/format';
 
@@ -82,71 +83,55 @@ export default function HistoryPage() {
         {a > 0 && b > 0 && <DiffPanel a={a} b={b} onChange={showDiff} />}
         <QueryView query={versions} isEmpty={(d) => d.versions.length === 0} empty={<EmptyState title="No versions yet" />}>
           {(data) => (
-            <Table.ScrollContainer minWidth={760}>
-              <Table striped highlightOnHover aria-label="Config versions">
-                <Table.Thead>
-                  <Table.Tr>
-                    <Table.Th>Version</Table.Th>
-                    <Table.Th>Created</Table.Th>
-                    <Table.Th>Author</Table.Th>
-                    <Table.Th>Comment</Table.Th>
-                    <Table.Th>Status</Table.Th>
-                    <Table.Th>
-                      <span className="visually-hidden">Actions</span>
-                    </Table.Th>
-                  </Table.Tr>
-                </Table.Thead>
-                <Table.Tbody>
-                  {data.versions.map((v) => (
-                    <Table.Tr key={v.id}>
-                      <Table.Td fw={600}>v{v.id}</Table.Td>
-                      <Table.Td>
-                        <Text size="sm">{formatTime(v.created_at)}</Text>
-                      </Table.Td>
-                      <Table.Td>{v.author}</Table.Td>
-                      <Table.Td>{v.comment}</Table.Td>
-                      <Table.Td>
-                        <StatusBadge v={v} />
-                      </Table.Td>
-                      <Table.Td>
-                        <Group gap={4} justify="flex-end" wrap="nowrap">
-                          {v.id > 1 && (
-                            <Button size="compact-xs" variant="default" aria-label={`Diff version ${v.id} against ${v.id - 1}`} onClick={() => showDiff(v.id - 1, v.id)}>
-                              Diff
-                            </Button>
-                          )}
-                          <Button size="compact-xs" variant="default" loading={validate.isPending && validate.variables === v.id} onClick={() => validate.mutate(v.id)} aria-label={`Dry run version ${v.id}`}>
-                            Dry run
+            <ScrollTable minWidth={760} columns={['Version', 'Created', 'Author', 'Comment', 'Status']} actions striped highlightOnHover aria-label="Config versions">
+              {data.versions.map((v) => (
+                <Table.Tr key={v.id}>
+                  <Table.Td fw={600}>v{v.id}</Table.Td>
+                  <Table.Td>
+                    <Text size="sm">{formatTime(v.created_at)}</Text>
+                  </Table.Td>
+                  <Table.Td>{v.author}</Table.Td>
+                  <Table.Td>{v.comment}</Table.Td>
+                  <Table.Td>
+                    <StatusBadge v={v} />
+                  </Table.Td>
+                  <Table.Td>
+                    <Group gap={4} justify="flex-end" wrap="nowrap">
+                      {v.id > 1 && (
+                        <Button size="compact-xs" variant="default" aria-label={`Diff version ${v.id} against ${v.id - 1}`} onClick={() => showDiff(v.id - 1, v.id)}>
+                          Diff
+                        </Button>
+                      )}
+                      <Button size="compact-xs" variant="default" loading={validate.isPending && validate.variables === v.id} onClick={() => validate.mutate(v.id)} aria-label={`Dry run version ${v.id}`}>
+                        Dry run
+                      </Button>
+                      {!v.active && v.id === data.latest_version_id && (
+                        <Button size="compact-xs" disabled={busy} loading={apply.isPending && apply.variables === v.id} onClick={() => apply.mutate(v.id)} aria-label={`Apply version ${v.id}`}>
+                          Apply
+                        </Button>
+                      )}
+                      {v.id !== data.latest_version_id && (
+                        <Tooltip label="Make a new version equal to this one and apply it">
+                          <Button
+                            size="compact-xs"
+                            color="orange"
+                            variant="light"
+                            disabled={busy}
+                            loading={rollback.isPending && rollback.variables === v.id}
+                            aria-label={`Roll back to version ${v.id}`}
+                            onClick={() => {
+                              if (window.confirm(`Roll back to version ${v.id}? A new version is created and applied.`)) rollback.mutate(v.id);
+                            }}
+                          >
+                            Roll back
                           </Button>
-                          {!v.active && v.id === data.latest_version_id && (
-                            <Button size="compact-xs" disabled={busy} loading={apply.isPending && apply.variables === v.id} onClick={() => apply.mutate(v.id)} aria-label={`Apply version ${v.id}`}>
-                              Apply
-                            </Button>
-                          )}
-                          {v.id !== data.latest_version_id && (
-                            <Tooltip label="Make a new version equal to this one and apply it">
-                              <Button
-                                size="compact-xs"
-                                color="orange"
-                                variant="light"
-                                disabled={busy}
-                                loading={rollback.isPending && rollback.variables === v.id}
-                                aria-label={`Roll back to version ${v.id}`}
-                                onClick={() => {
-                                  if (window.confirm(`Roll back to version ${v.id}? A new version is created and applied.`)) rollback.mutate(v.id);
-                                }}
-                              >
-                                Roll back
-                              </Button>
-                            </Tooltip>
-                          )}
-                        </Group>
-                      </Table.Td>
-                    </Table.Tr>
-                  ))}
-                </Table.Tbody>
-              </Table>
-            </Table.ScrollContainer>
+                        </Tooltip>
+                      )}
+                    </Group>
+                  </Table.Td>
+                </Table.Tr>
+              ))}
+            </ScrollTable>
           )}
         </QueryView>
       </Stack>

@@ -7,6 +7,7 @@ import { afterConfigChange, keys } from '../api/keys';
 import { ApplyBanner } from '../components/ApplyBanner';
 import { IssueList, issuesFromDetails } from '../components/IssueList';
 import { PageHeader } from '../components/PageHeader';
+import { ScrollTable } from '../components/ScrollTable';
 import { EmptyState, QueryView } from '../components/StateViews';
 import { TrafficClassForm } from '../components/TrafficClassForm';
 import { newTrafficClass, normaliseClass, type TrafficClass } from '../lib/config-types';
@@ -81,56 +82,42 @@ export default function PolicyPage() {
             {data.classes.length === 0 ? (
               <EmptyState title="No traffic classes">Unmatched TCP traffic from served subnets is accelerated with the satellite defaults.</EmptyState>
             ) : (
-              <Table.ScrollContainer minWidth={720}>
-                <Table striped highlightOnHover>
-                  <Table.Thead>
-                    <Table.Tr>
-                      <Table.Th>Priority</Table.Th>
-                      <Table.Th>Name</Table.Th>
-                      <Table.Th>Action</Table.Th>
-                      <Table.Th>Match</Table.Th>
-                      <Table.Th>Satellite CC</Table.Th>
-                      <Table.Th><span className="visually-hidden">Actions</span></Table.Th>
-                    </Table.Tr>
-                  </Table.Thead>
-                  <Table.Tbody>
-                    {data.classes.map(normaliseClass).sort((a, b) => a.priority - b.priority).map((c) => (
-                      <Table.Tr key={c.name}>
-                        <Table.Td>{c.priority}</Table.Td>
-                        <Table.Td fw={600}>{c.name}</Table.Td>
-                        <Table.Td><Badge variant="light">{c.action}</Badge></Table.Td>
-                        <Table.Td>
-                          <Text size="sm" className="mono">
-                            {c.match.protocol}
-                            {c.match.dports.length ? ` dport ${c.match.dports.join(',')}` : ''}
-                            {c.match.src.length ? ` src ${c.match.src.join(',')}` : ''}
-                            {c.match.dst.length ? ` dst ${c.match.dst.join(',')}` : ''}
-                          </Text>
-                        </Table.Td>
-                        <Table.Td>{c.satellite.congestion_control ?? 'inherit'}</Table.Td>
-                        <Table.Td>
-                          <Group gap={4} justify="flex-end" wrap="nowrap">
-                            <Button size="xs" variant="default" onClick={() => open({ original: c.name, value: structuredClone(c) })}>
-                              Edit
-                            </Button>
-                            <ActionIcon
-                              variant="subtle"
-                              color="red"
-                              aria-label={`Delete class ${c.name}`}
-                              loading={remove.isPending && remove.variables === c.name}
-                              onClick={() => {
-                                if (window.confirm(`Delete class ${c.name}?`)) remove.mutate(c.name);
-                              }}
-                            >
-                              ✕
-                            </ActionIcon>
-                          </Group>
-                        </Table.Td>
-                      </Table.Tr>
-                    ))}
-                  </Table.Tbody>
-                </Table>
-              </Table.ScrollContainer>
+              <ScrollTable minWidth={720} columns={['Priority', 'Name', 'Action', 'Match', 'Satellite CC']} actions striped highlightOnHover>
+                {data.classes.map(normaliseClass).sort((a, b) => a.priority - b.priority).map((c) => (
+                  <Table.Tr key={c.name}>
+                    <Table.Td>{c.priority}</Table.Td>
+                    <Table.Td fw={600}>{c.name}</Table.Td>
+                    <Table.Td><Badge variant="light">{c.action}</Badge></Table.Td>
+                    <Table.Td>
+                      <Text size="sm" className="mono">
+                        {c.match.protocol}
+                        {c.match.dports.length ? ` dport ${c.match.dports.join(',')}` : ''}
+                        {c.match.src.length ? ` src ${c.match.src.join(',')}` : ''}
+                        {c.match.dst.length ? ` dst ${c.match.dst.join(',')}` : ''}
+                      </Text>
+                    </Table.Td>
+                    <Table.Td>{c.satellite.congestion_control ?? 'inherit'}</Table.Td>
+                    <Table.Td>
+                      <Group gap={4} justify="flex-end" wrap="nowrap">
+                        <Button size="xs" variant="default" onClick={() => open({ original: c.name, value: structuredClone(c) })}>
+                          Edit
+                        </Button>
+                        <ActionIcon
+                          variant="subtle"
+                          color="red"
+                          aria-label={`Delete class ${c.name}`}
+                          loading={remove.isPending && remove.variables === c.name}
+                          onClick={() => {
+                            if (window.confirm(`Delete class ${c.name}?`)) remove.mutate(c.name);
+                          }}
+                        >
+                          ✕
+                        </ActionIcon>
+                      </Group>
+                    </Table.Td>
+                  </Table.Tr>
+                ))}
+              </ScrollTable>
             )}
           </Stack>
         )}

@@ -6,6 +6,7 @@ import { endpoints, type Role, type UserCreated } from '../api/endpoints';
 import { ApiError, errorMessage, type FieldErrors } from '../api/errors';
 import { keys } from '../api/keys';
 import { PageHeader } from '../components/PageHeader';
+import { ScrollTable } from '../components/ScrollTable';
 import { QueryView } from '../components/StateViews';
 import { errorFor } from '../lib/field-errors';
 import { formatTime } from '../lib/format';
@@ -65,57 +66,44 @@ export default function UsersPage() {
         {actionError && <Alert color="red" role="alert">{errorMessage(actionError)}</Alert>}
         <QueryView query={users}>
           {(list) => (
-            <Table.ScrollContainer minWidth={720}>
-              <Table striped aria-label="Users">
-                <Table.Thead>
-                  <Table.Tr>
-                    <Table.Th>User</Table.Th>
-                    <Table.Th>Role</Table.Th>
-                    <Table.Th>Status</Table.Th>
-                    <Table.Th>Created</Table.Th>
-                    <Table.Th><span className="visually-hidden">Actions</span></Table.Th>
-                  </Table.Tr>
-                </Table.Thead>
-                <Table.Tbody>
-                  {list.map((u) => (
-                    <Table.Tr key={u.id}>
-                      <Table.Td fw={600}>{u.username}{u.id === me?.id ? ' (you)' : ''}</Table.Td>
-                      <Table.Td>
-                        <Select
-                          aria-label={`Role of ${u.username}`}
-                          size="xs"
-                          w={130}
-                          allowDeselect={false}
-                          data={['admin', 'operator', 'viewer']}
-                          value={u.role}
-                          onChange={(v) => v && v !== u.role && update.mutate({ id: u.id, patch: { role: v as Role } })}
-                        />
-                      </Table.Td>
-                      <Table.Td>
-                        <Group gap={4}>
-                          {u.disabled ? <Badge color="gray">disabled</Badge> : <Badge color="green" variant="light">active</Badge>}
-                          {u.must_change_password && <Badge color="yellow" variant="light">must change password</Badge>}
-                        </Group>
-                      </Table.Td>
-                      <Table.Td>{formatTime(u.created_at)}</Table.Td>
-                      <Table.Td>
-                        <Group gap={4} justify="flex-end" wrap="nowrap">
-                          <Button size="compact-xs" variant="default" onClick={() => update.mutate({ id: u.id, patch: { disabled: !u.disabled } })} disabled={u.id === me?.id}>
-                            {u.disabled ? 'Enable' : 'Disable'}
-                          </Button>
-                          <Button size="compact-xs" variant="default" onClick={() => window.confirm(`Issue a new one-time password for ${u.username}? Their sessions end.`) && update.mutate({ id: u.id, patch: { reset_password: true } })}>
-                            Reset password
-                          </Button>
-                          <ActionIcon variant="subtle" color="red" aria-label={`Delete user ${u.username}`} disabled={u.id === me?.id} onClick={() => window.confirm(`Delete user ${u.username}?`) && remove.mutate(u.id)}>
-                            ✕
-                          </ActionIcon>
-                        </Group>
-                      </Table.Td>
-                    </Table.Tr>
-                  ))}
-                </Table.Tbody>
-              </Table>
-            </Table.ScrollContainer>
+            <ScrollTable minWidth={720} columns={['User', 'Role', 'Status', 'Created']} actions striped aria-label="Users">
+              {list.map((u) => (
+                <Table.Tr key={u.id}>
+                  <Table.Td fw={600}>{u.username}{u.id === me?.id ? ' (you)' : ''}</Table.Td>
+                  <Table.Td>
+                    <Select
+                      aria-label={`Role of ${u.username}`}
+                      size="xs"
+                      w={130}
+                      allowDeselect={false}
+                      data={['admin', 'operator', 'viewer']}
+                      value={u.role}
+                      onChange={(v) => v && v !== u.role && update.mutate({ id: u.id, patch: { role: v as Role } })}
+                    />
+                  </Table.Td>
+                  <Table.Td>
+                    <Group gap={4}>
+                      {u.disabled ? <Badge color="gray">disabled</Badge> : <Badge color="green" variant="light">active</Badge>}
+                      {u.must_change_password && <Badge color="yellow" variant="light">must change password</Badge>}
+                    </Group>
+                  </Table.Td>
+                  <Table.Td>{formatTime(u.created_at)}</Table.Td>
+                  <Table.Td>
+                    <Group gap={4} justify="flex-end" wrap="nowrap">
+                      <Button size="compact-xs" variant="default" onClick={() => update.mutate({ id: u.id, patch: { disabled: !u.disabled } })} disabled={u.id === me?.id}>
+                        {u.disabled ? 'Enable' : 'Disable'}
+                      </Button>
+                      <Button size="compact-xs" variant="default" onClick={() => window.confirm(`Issue a new one-time password for ${u.username}? Their sessions end.`) && update.mutate({ id: u.id, patch: { reset_password: true } })}>
+                        Reset password
+                      </Button>
+                      <ActionIcon variant="subtle" color="red" aria-label={`Delete user ${u.username}`} disabled={u.id === me?.id} onClick={() => window.confirm(`Delete user ${u.username}?`) && remove.mutate(u.id)}>
+                        ✕
+                      </ActionIcon>
+                    </Group>
+                  </Table.Td>
+                </Table.Tr>
+              ))}
+            </ScrollTable>
           )}
         </QueryView>
         <Paper withBorder p="md" component="section" aria-labelledby="add-user">
