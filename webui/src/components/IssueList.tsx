@@ -1,35 +1,29 @@
-import { Alert, List } from '@mantine/core';
+import { Alert, List, type AlertProps } from '@mantine/core';
 import type { PolicyIssue } from '../api/endpoints';
+
+/** One alert listing issues as "code: message"; nothing when there are none. */
+function IssueAlert({ issues, ...alert }: { issues: PolicyIssue[] } & Omit<AlertProps, 'children'>) {
+  if (issues.length === 0) return null;
+  return (
+    <Alert mb="sm" {...alert}>
+      <List size="sm">
+        {issues.map((i, n) => (
+          <List.Item key={n}>
+            <b>{i.code}</b>: {i.message}
+          </List.Item>
+        ))}
+      </List>
+    </Alert>
+  );
+}
 
 /** Policy conflicts (errors) and overlaps (warnings) reported by the API. */
 export function IssueList({ issues, title }: { issues: PolicyIssue[]; title?: string }) {
   if (issues.length === 0) return null;
-  const errors = issues.filter((i) => i.severity === 'error');
-  const warnings = issues.filter((i) => i.severity === 'warning');
   return (
     <>
-      {errors.length > 0 && (
-        <Alert color="red" title={title ?? 'Conflicts'} role="alert" mb="sm">
-          <List size="sm">
-            {errors.map((i, n) => (
-              <List.Item key={n}>
-                <b>{i.code}</b>: {i.message}
-              </List.Item>
-            ))}
-          </List>
-        </Alert>
-      )}
-      {warnings.length > 0 && (
-        <Alert color="yellow" title="Warnings" mb="sm">
-          <List size="sm">
-            {warnings.map((i, n) => (
-              <List.Item key={n}>
-                <b>{i.code}</b>: {i.message}
-              </List.Item>
-            ))}
-          </List>
-        </Alert>
-      )}
+      <IssueAlert issues={issues.filter((i) => i.severity === 'error')} color="red" title={title ?? 'Conflicts'} role="alert" />
+      <IssueAlert issues={issues.filter((i) => i.severity === 'warning')} color="yellow" title="Warnings" />
     </>
   );
 }
