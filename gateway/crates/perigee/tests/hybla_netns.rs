@@ -58,8 +58,9 @@ fn open_flow(t: &Topo) -> std::net::TcpStream {
     c
 }
 
-#[test]
-fn two_gateways_each_cap_their_own_flows_and_a_stop_removes_only_its_entry() {
+/// None when not root (SKIPPED) or when hybla here is not Perigee's BPF one; otherwise the
+/// held locks (this binary's and the one shared with perigee-hybla's kernel tests).
+fn root_and_hybla_lock() -> Option<(std::sync::MutexGuard<'static, ()>, std::fs::File)> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         assert!(
@@ -67,17 +68,25 @@ fn two_gateways_each_cap_their_own_flows_and_a_stop_removes_only_its_entry() {
             "root tests required but not root"
         );
         eprintln!("SKIPPED: needs root");
-        return;
+        return None;
     }
-    let _g = serial();
+    let g = serial();
     let lock = std::fs::File::create(LOCK).expect("lock file");
     // SAFETY: valid fd; blocks while perigee-hybla's kernel tests run.
     assert_eq!(unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) }, 0);
     let st = perigee_hybla::load().expect("hybla available");
     if !st.owned {
         eprintln!("hybla here is not Perigee's BPF one: per-namespace entries do not apply");
-        return;
+        return None;
     }
+    Some((g, lock))
+}
+
+#[test]
+fn two_gateways_each_cap_their_own_flows_and_a_stop_removes_only_its_entry() {
+    let Some(_locks) = root_and_hybla_lock() else {
+        return;
+    };
     let global_before = perigee_hybla::status();
 
     let mut a = Topo::new("hna");
@@ -132,4 +141,46 @@ fn two_gateways_each_cap_their_own_flows_and_a_stop_removes_only_its_entry() {
         ),
         "the host-wide entry is never written by a gateway"
     );
+}
+
+#[test]
+fn a_starting_gateway_prunes_the_entry_of_a_killed_one_whose_namespace_is_gone() {
+    let Some(_locks) = root_and_hybla_lock() else {
+        return;
+    };
+    let mut a = Topo::new("hnk");
+    let mut c = Topo::new("hnm");
+    a.start(&hybla_config(&a, 44));
+    c.start(&hybla_config(&c, 22));
+    let (cookie_a, cookie_c) = (cookie_of(&a.g), cookie_of(&c.g));
+    assert_eq!(entry(cookie_a), Some((25, 600, 44)), "{}", a.log());
+    // SIGKILL: no clean stop removes the entry; then the lab is torn down.
+    a.kill9();
+    drop(a);
+    assert_eq!(
+        entry(cookie_a),
+        Some((25, 600, 44)),
+        "a killed gateway leaves its entry"
+    );
+
+    // The next gateway's first write of its own entry removes it; the running one's stays.
+    let mut b = Topo::new("hnl");
+    b.start(&hybla_config(&b, 33));
+    let cookie_b = cookie_of(&b.g);
+    assert_eq!(entry(cookie_a), None, "stale entry left:\n{}", b.log());
+    assert!(
+        b.log()
+            .contains("removed the Hybla entries of namespaces that no longer exist"),
+        "{}",
+        b.log()
+    );
+    assert_eq!(entry(cookie_b), Some((25, 600, 33)));
+    assert_eq!(
+        entry(cookie_c),
+        Some((25, 600, 22)),
+        "a live gateway's entry"
+    );
+    b.stop();
+    c.stop();
+    assert_eq!((entry(cookie_b), entry(cookie_c)), (None, None));
 }
