@@ -43,6 +43,54 @@ pub fn sh_out(args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// A fresh namespace with its loopback up.
+fn netns_add(ns: &str) {
+    sh(&["ip", "netns", "add", ns]);
+    sh(&["ip", "-n", ns, "link", "set", "lo", "up"]);
+}
+
+/// Remove a namespace if it exists (cleanup, also of a run that died).
+fn netns_del(ns: &str) {
+    let _ = Command::new("ip")
+        .args(["netns", "del", ns])
+        .stderr(Stdio::null())
+        .status();
+}
+
+/// A veth pair: `dev_a` in namespace `a`, its peer `dev_b` in namespace `b`.
+fn veth(a: &str, dev_a: &str, b: &str, dev_b: &str) {
+    sh(&[
+        "ip", "link", "add", dev_a, "netns", a, "type", "veth", "peer", "name", dev_b, "netns", b,
+    ]);
+}
+
+/// Put the addresses on `dev` (IPv6 ones without duplicate detection) and bring it up.
+fn addrs_up(ns: &str, dev: &str, addrs: &[&str]) {
+    for a in addrs {
+        if a.contains(':') {
+            sh(&["ip", "-n", ns, "addr", "add", a, "dev", dev, "nodad"]);
+        } else {
+            sh(&["ip", "-n", ns, "addr", "add", a, "dev", dev]);
+        }
+    }
+    sh(&["ip", "-n", ns, "link", "set", dev, "up"]);
+}
+
+/// `ip route add dst via gw` in `ns`, IPv6 when the gateway is.
+fn route(ns: &str, dst: &str, via: &str) {
+    if via.contains(':') {
+        sh(&["ip", "-n", ns, "-6", "route", "add", dst, "via", via]);
+    } else {
+        sh(&["ip", "-n", ns, "route", "add", dst, "via", via]);
+    }
+}
+
+fn sysctl(ns: &str, settings: &[&str]) {
+    let mut args = vec!["ip", "netns", "exec", ns, "sysctl", "-qw"];
+    args.extend_from_slice(settings);
+    sh(&args);
+}
+
 pub struct Topo {
     pub c: String,
     pub g: String,
@@ -63,88 +111,28 @@ impl Topo {
         t.cleanup();
         std::fs::create_dir_all(&t.dir).unwrap();
         for n in [&t.c, &t.g, &t.s] {
-            sh(&["ip", "netns", "add", n]);
-            sh(&["ip", "-n", n, "link", "set", "lo", "up"]);
+            netns_add(n);
         }
-        sh(&[
-            "ip", "link", "add", "c0", "netns", &t.c, "type", "veth", "peer", "name", "lan0",
-            "netns", &t.g,
-        ]);
-        sh(&[
-            "ip", "link", "add", "s0", "netns", &t.s, "type", "veth", "peer", "name", "sat0",
-            "netns", &t.g,
-        ]);
-        for (ns, dev, a4, a6) in [
-            (&t.c, "c0", "10.99.1.10/24", "fd99:1::10/64"),
-            (&t.g, "lan0", "10.99.1.1/24", "fd99:1::1/64"),
-            (&t.g, "sat0", "10.99.2.1/24", "fd99:2::1/64"),
-            (&t.s, "s0", "10.99.2.10/24", "fd99:2::10/64"),
-        ] {
-            sh(&["ip", "-n", ns, "addr", "add", a4, "dev", dev]);
-            sh(&["ip", "-n", ns, "addr", "add", a6, "dev", dev, "nodad"]);
-            sh(&["ip", "-n", ns, "link", "set", dev, "up"]);
-        }
-        sh(&[
-            "ip",
-            "-n",
-            &t.c,
-            "route",
-            "add",
-            "default",
-            "via",
-            "10.99.1.1",
-        ]);
-        sh(&[
-            "ip",
-            "-n",
-            &t.c,
-            "-6",
-            "route",
-            "add",
-            "default",
-            "via",
-            "fd99:1::1",
-        ]);
-        sh(&[
-            "ip",
-            "-n",
-            &t.s,
-            "route",
-            "add",
-            "default",
-            "via",
-            "10.99.2.1",
-        ]);
-        sh(&[
-            "ip",
-            "-n",
-            &t.s,
-            "-6",
-            "route",
-            "add",
-            "default",
-            "via",
-            "fd99:2::1",
-        ]);
-        sh(&[
-            "ip",
-            "netns",
-            "exec",
+        veth(&t.c, "c0", &t.g, "lan0");
+        veth(&t.s, "s0", &t.g, "sat0");
+        addrs_up(&t.c, "c0", &["10.99.1.10/24", "fd99:1::10/64"]);
+        addrs_up(&t.g, "lan0", &["10.99.1.1/24", "fd99:1::1/64"]);
+        addrs_up(&t.g, "sat0", &["10.99.2.1/24", "fd99:2::1/64"]);
+        addrs_up(&t.s, "s0", &["10.99.2.10/24", "fd99:2::10/64"]);
+        route(&t.c, "default", "10.99.1.1");
+        route(&t.c, "default", "fd99:1::1");
+        route(&t.s, "default", "10.99.2.1");
+        route(&t.s, "default", "fd99:2::1");
+        sysctl(
             &t.g,
-            "sysctl",
-            "-qw",
-            "net.ipv4.ip_forward=1",
-            "net.ipv6.conf.all.forwarding=1",
-        ]);
+            &["net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1"],
+        );
         t
     }
 
     fn cleanup(&self) {
         for n in [&self.c, &self.g, &self.s] {
-            let _ = Command::new("ip")
-                .args(["netns", "del", n])
-                .stderr(Stdio::null())
-                .status();
+            netns_del(n);
         }
     }
 
@@ -319,92 +307,30 @@ impl Series {
         t.cleanup();
         std::fs::create_dir_all(&t.dir).unwrap();
         for ns in [&t.c, &t.t, &t.h, &t.s] {
-            sh(&["ip", "netns", "add", ns]);
-            sh(&["ip", "-n", ns, "link", "set", "lo", "up"]);
+            netns_add(ns);
         }
-        sh(&[
-            "ip", "link", "add", "c0", "netns", &t.c, "type", "veth", "peer", "name", "lan0",
-            "netns", &t.t,
-        ]);
-        sh(&[
-            "ip", "link", "add", "sat0", "netns", &t.t, "type", "veth", "peer", "name", "sat0",
-            "netns", &t.h,
-        ]);
-        sh(&[
-            "ip", "link", "add", "lan0", "netns", &t.h, "type", "veth", "peer", "name", "s0",
-            "netns", &t.s,
-        ]);
-        for (ns, dev, a4) in [
-            (&t.c, "c0", "10.99.1.10/24"),
-            (&t.t, "lan0", "10.99.1.1/24"),
-            (&t.t, "sat0", "10.99.2.1/24"),
-            (&t.h, "sat0", "10.99.2.2/24"),
-            (&t.h, "lan0", "10.99.3.1/24"),
-            (&t.s, "s0", "10.99.3.10/24"),
-        ] {
-            sh(&["ip", "-n", ns, "addr", "add", a4, "dev", dev]);
-            sh(&["ip", "-n", ns, "link", "set", dev, "up"]);
-        }
-        sh(&[
-            "ip",
-            "-n",
-            &t.c,
-            "route",
-            "add",
-            "default",
-            "via",
-            "10.99.1.1",
-        ]);
-        sh(&[
-            "ip",
-            "-n",
-            &t.t,
-            "route",
-            "add",
-            "default",
-            "via",
-            "10.99.2.2",
-        ]);
-        sh(&[
-            "ip",
-            "-n",
-            &t.h,
-            "route",
-            "add",
-            "10.99.1.0/24",
-            "via",
-            "10.99.2.1",
-        ]);
-        sh(&[
-            "ip",
-            "-n",
-            &t.s,
-            "route",
-            "add",
-            "default",
-            "via",
-            "10.99.3.1",
-        ]);
+        veth(&t.c, "c0", &t.t, "lan0");
+        veth(&t.t, "sat0", &t.h, "sat0");
+        veth(&t.h, "lan0", &t.s, "s0");
+        addrs_up(&t.c, "c0", &["10.99.1.10/24"]);
+        addrs_up(&t.t, "lan0", &["10.99.1.1/24"]);
+        addrs_up(&t.t, "sat0", &["10.99.2.1/24"]);
+        addrs_up(&t.h, "sat0", &["10.99.2.2/24"]);
+        addrs_up(&t.h, "lan0", &["10.99.3.1/24"]);
+        addrs_up(&t.s, "s0", &["10.99.3.10/24"]);
+        route(&t.c, "default", "10.99.1.1");
+        route(&t.t, "default", "10.99.2.2");
+        route(&t.h, "10.99.1.0/24", "10.99.2.1");
+        route(&t.s, "default", "10.99.3.1");
         for ns in [&t.t, &t.h] {
-            sh(&[
-                "ip",
-                "netns",
-                "exec",
-                ns,
-                "sysctl",
-                "-qw",
-                "net.ipv4.ip_forward=1",
-            ]);
+            sysctl(ns, &["net.ipv4.ip_forward=1"]);
         }
         t
     }
 
     fn cleanup(&self) {
         for n in [&self.c, &self.t, &self.h, &self.s] {
-            let _ = Command::new("ip")
-                .args(["netns", "del", n])
-                .stderr(Stdio::null())
-                .status();
+            netns_del(n);
         }
     }
 
@@ -540,20 +466,7 @@ fn serve_one(c: TcpStream, tx: mpsc::Sender<Seen>) {
             }
         }
         "RST" => {
-            let l = libc::linger {
-                l_onoff: 1,
-                l_linger: 0,
-            };
-            // SAFETY: valid linger struct for this socket.
-            unsafe {
-                libc::setsockopt(
-                    w.as_raw_fd(),
-                    libc::SOL_SOCKET,
-                    libc::SO_LINGER,
-                    &l as *const _ as *const libc::c_void,
-                    std::mem::size_of::<libc::linger>() as u32,
-                )
-            };
+            set_linger0(&w);
             "reset sent".into()
         }
         _ => "unknown".into(),
@@ -590,19 +503,11 @@ pub fn control(
     ))
 }
 
+/// Make the next close of `s` send a RST instead of a FIN.
 pub fn set_linger0(s: &TcpStream) {
     let l = libc::linger {
         l_onoff: 1,
         l_linger: 0,
     };
-    // SAFETY: valid linger struct for this socket.
-    unsafe {
-        libc::setsockopt(
-            s.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_LINGER,
-            &l as *const _ as *const libc::c_void,
-            std::mem::size_of::<libc::linger>() as u32,
-        )
-    };
+    let _ = perigee_netsys::setsockopt(s.as_raw_fd(), libc::SOL_SOCKET, libc::SO_LINGER, &l);
 }
