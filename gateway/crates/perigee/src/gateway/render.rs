@@ -27,9 +27,18 @@ pub enum RouteOp {
     },
 }
 
+/// An owned argv from its words (each one argv element, never split on spaces).
+fn argv(words: &[&str]) -> Vec<String> {
+    words.iter().map(|w| w.to_string()).collect()
+}
+
 impl RouteOp {
-    fn fam(v6: bool) -> String {
-        if v6 { "-6" } else { "-4" }.to_string()
+    fn fam(v6: bool) -> &'static str {
+        if v6 {
+            "-6"
+        } else {
+            "-4"
+        }
     }
 
     pub fn is_v6(&self) -> bool {
@@ -39,32 +48,39 @@ impl RouteOp {
         }
     }
 
+    /// `ip route <verb> local <default> dev lo table TABLE`: LocalRoute's add and del.
+    fn local_route_argv(v6: bool, verb: &str) -> Vec<String> {
+        let default = if v6 { "::/0" } else { "0.0.0.0/0" };
+        let table = ROUTE_TABLE.to_string();
+        argv(&[
+            Self::fam(v6),
+            "route",
+            verb,
+            "local",
+            default,
+            "dev",
+            "lo",
+            "table",
+            &table,
+        ])
+    }
+
     /// The `ip` argv that installs this (idempotent for routes; rules are deleted first by apply).
     pub fn add_argv(&self) -> Vec<String> {
-        let s = |x: &str| x.to_string();
+        let table = ROUTE_TABLE.to_string();
         match self {
-            RouteOp::MarkRule { v6 } => vec![
+            RouteOp::MarkRule { v6 } => argv(&[
                 Self::fam(*v6),
-                s("rule"),
-                s("add"),
-                s("fwmark"),
-                format!("{FW_MARK:#x}/{FW_MARK:#x}"),
-                s("lookup"),
-                ROUTE_TABLE.to_string(),
-                s("priority"),
-                ROUTE_TABLE.to_string(),
-            ],
-            RouteOp::LocalRoute { v6 } => vec![
-                Self::fam(*v6),
-                s("route"),
-                s("replace"),
-                s("local"),
-                s(if *v6 { "::/0" } else { "0.0.0.0/0" }),
-                s("dev"),
-                s("lo"),
-                s("table"),
-                ROUTE_TABLE.to_string(),
-            ],
+                "rule",
+                "add",
+                "fwmark",
+                &format!("{FW_MARK:#x}/{FW_MARK:#x}"),
+                "lookup",
+                &table,
+                "priority",
+                &table,
+            ]),
+            RouteOp::LocalRoute { v6 } => Self::local_route_argv(*v6, "replace"),
             RouteOp::SatRoute {
                 dst,
                 via,
@@ -73,24 +89,24 @@ impl RouteOp {
                 initcwnd,
                 initrwnd,
             } => {
-                let mut v = vec![
+                let mut v = argv(&[
                     Self::fam(self.is_v6()),
-                    s("route"),
-                    s("replace"),
-                    dst.clone(),
-                    s("via"),
-                    via.clone(),
-                    s("dev"),
-                    dev.clone(),
-                ];
+                    "route",
+                    "replace",
+                    dst,
+                    "via",
+                    via,
+                    "dev",
+                    dev,
+                ]);
                 if let Some(cc) = cc {
-                    v.extend([s("congctl"), cc.clone()]);
+                    v.extend(argv(&["congctl", cc]));
                 }
                 if *initcwnd > 0 {
-                    v.extend([s("initcwnd"), initcwnd.to_string()]);
+                    v.extend(argv(&["initcwnd", &initcwnd.to_string()]));
                 }
                 if *initrwnd > 0 {
-                    v.extend([s("initrwnd"), initrwnd.to_string()]);
+                    v.extend(argv(&["initrwnd", &initrwnd.to_string()]));
                 }
                 v
             }
@@ -99,34 +115,18 @@ impl RouteOp {
 
     /// The argv that removes it again.
     pub fn del_argv(&self) -> Vec<String> {
-        let s = |x: &str| x.to_string();
         match self {
-            RouteOp::MarkRule { v6 } => vec![
+            RouteOp::MarkRule { v6 } => argv(&[
                 Self::fam(*v6),
-                s("rule"),
-                s("del"),
-                s("priority"),
-                ROUTE_TABLE.to_string(),
-            ],
-            RouteOp::LocalRoute { v6 } => vec![
-                Self::fam(*v6),
-                s("route"),
-                s("del"),
-                s("local"),
-                s(if *v6 { "::/0" } else { "0.0.0.0/0" }),
-                s("dev"),
-                s("lo"),
-                s("table"),
-                ROUTE_TABLE.to_string(),
-            ],
-            RouteOp::SatRoute { dst, dev, .. } => vec![
-                Self::fam(self.is_v6()),
-                s("route"),
-                s("del"),
-                dst.clone(),
-                s("dev"),
-                dev.clone(),
-            ],
+                "rule",
+                "del",
+                "priority",
+                &ROUTE_TABLE.to_string(),
+            ]),
+            RouteOp::LocalRoute { v6 } => Self::local_route_argv(*v6, "del"),
+            RouteOp::SatRoute { dst, dev, .. } => {
+                argv(&[Self::fam(self.is_v6()), "route", "del", dst, "dev", dev])
+            }
         }
     }
 
@@ -160,53 +160,53 @@ impl Shaper {
     /// `replace` with our fixed handles changes an existing qdisc/class of the same kind
     /// instead of grafting a new one, so a re-apply does not flush the queue.
     pub fn install_argvs(&self) -> Vec<Vec<String>> {
-        let s = |x: &str| x.to_string();
         let rate = format!("{}bit", self.rate_bps);
-        let mut class = vec![
-            s("class"),
-            s("replace"),
-            s("dev"),
-            self.dev.clone(),
-            s("parent"),
-            s(SHAPER_HANDLE),
-            s("classid"),
-            s(SHAPER_CLASS),
-            s("htb"),
-            s("rate"),
-            rate.clone(),
-            s("ceil"),
-            rate,
-        ];
+        let dev = self.dev.as_str();
+        let mut class = argv(&[
+            "class",
+            "replace",
+            "dev",
+            dev,
+            "parent",
+            SHAPER_HANDLE,
+            "classid",
+            SHAPER_CLASS,
+            "htb",
+            "rate",
+            &rate,
+            "ceil",
+            &rate,
+        ]);
         if self.overhead_bytes > 0 {
-            class.extend([s("overhead"), self.overhead_bytes.to_string()]);
+            class.extend(argv(&["overhead", &self.overhead_bytes.to_string()]));
         }
         vec![
-            vec![
-                s("qdisc"),
-                s("replace"),
-                s("dev"),
-                self.dev.clone(),
-                s("root"),
-                s("handle"),
-                s(SHAPER_HANDLE),
-                s("htb"),
-                s("default"),
-                s("1"),
-            ],
+            argv(&[
+                "qdisc",
+                "replace",
+                "dev",
+                dev,
+                "root",
+                "handle",
+                SHAPER_HANDLE,
+                "htb",
+                "default",
+                "1",
+            ]),
             class,
-            vec![
-                s("qdisc"),
-                s("replace"),
-                s("dev"),
-                self.dev.clone(),
-                s("parent"),
-                s(SHAPER_CLASS),
-                s("handle"),
-                s(SHAPER_LEAF),
-                s("pfifo"),
-                s("limit"),
-                self.queue_packets.to_string(),
-            ],
+            argv(&[
+                "qdisc",
+                "replace",
+                "dev",
+                dev,
+                "parent",
+                SHAPER_CLASS,
+                "handle",
+                SHAPER_LEAF,
+                "pfifo",
+                "limit",
+                &self.queue_packets.to_string(),
+            ]),
         ]
     }
 
@@ -225,10 +225,7 @@ impl Shaper {
 
 /// The `tc` argv that deletes `dev`'s root qdisc (callers check first that it is ours).
 pub fn remove_root_qdisc_argv(dev: &str) -> Vec<String> {
-    ["qdisc", "del", "dev", dev, "root"]
-        .iter()
-        .map(|x| x.to_string())
-        .collect()
+    argv(&["qdisc", "del", "dev", dev, "root"])
 }
 
 /// The shaper for `cfg`, or None when shaping is off.
@@ -316,12 +313,22 @@ fn set_of<T: std::fmt::Display>(items: &[T]) -> String {
 }
 
 fn quoted_set(items: &[String]) -> String {
-    let v: Vec<String> = items.iter().map(|x| format!("\"{x}\"")).collect();
-    if v.len() == 1 {
-        v[0].clone()
-    } else {
-        format!("{{ {} }}", v.join(", "))
-    }
+    let quoted: Vec<String> = items.iter().map(|x| format!("\"{x}\"")).collect();
+    set_of(&quoted)
+}
+
+/// The port specs that parse (validation has rejected the others), as nft writes them.
+fn ports_of(specs: &[String]) -> Vec<String> {
+    specs
+        .iter()
+        .filter_map(|p| parse_ports(p).ok())
+        .map(|p| p.to_string())
+        .collect()
+}
+
+/// The CIDRs that parse (validation has rejected the others).
+fn cidrs_of(specs: &[String]) -> Vec<Cidr> {
+    specs.iter().filter_map(|c| parse_cidr(c).ok()).collect()
 }
 
 fn split_family(list: &[Cidr]) -> (Vec<Cidr>, Vec<Cidr>) {
@@ -480,13 +487,8 @@ fn elements(list: &[Cidr]) -> String {
 }
 
 fn bypass_rules(b: &super::config::Bypass) -> Vec<String> {
-    let ports: Vec<String> = b
-        .ports
-        .iter()
-        .filter_map(|p| parse_ports(p).ok())
-        .map(|p| p.to_string())
-        .collect();
-    let cidrs: Vec<Cidr> = b.cidrs.iter().filter_map(|c| parse_cidr(c).ok()).collect();
+    let ports = ports_of(&b.ports);
+    let cidrs = cidrs_of(&b.cidrs);
     let proto = match b.protocol.as_str() {
         "any" => String::new(),
         "icmp" => "meta l4proto { icmp, ipv6-icmp }".into(),
@@ -549,18 +551,13 @@ fn class_rules(cfg: &GatewayConfig, c: &super::config::Class, f: &Fam) -> Vec<St
 fn class_rule(cfg: &GatewayConfig, c: &super::config::Class, f: &Fam) -> Option<String> {
     let m = &c.matcher;
     let proto = m.protocol.as_deref().unwrap_or("any");
-    let src: Vec<Cidr> = m
-        .src
-        .iter()
-        .filter_map(|s| parse_cidr(s).ok())
-        .filter(|c| c.is_v4() == f.v4)
-        .collect();
-    let dst: Vec<Cidr> = m
-        .dst
-        .iter()
-        .filter_map(|s| parse_cidr(s).ok())
-        .filter(|c| c.is_v4() == f.v4)
-        .collect();
+    let of_family = |specs: &[String]| -> Vec<Cidr> {
+        cidrs_of(specs)
+            .into_iter()
+            .filter(|c| c.is_v4() == f.v4)
+            .collect()
+    };
+    let (src, dst) = (of_family(&m.src), of_family(&m.dst));
     if (!m.src.is_empty() && src.is_empty()) || (!m.dst.is_empty() && dst.is_empty()) {
         return None;
     }
@@ -577,18 +574,7 @@ fn class_rule(cfg: &GatewayConfig, c: &super::config::Class, f: &Fam) -> Option<
     if !m.dscp.is_empty() {
         parts.push(format!("{} dscp {}", f.ip, set_of(&m.dscp)));
     }
-    let dports: Vec<String> = m
-        .dports
-        .iter()
-        .filter_map(|p| parse_ports(p).ok())
-        .map(|p| p.to_string())
-        .collect();
-    let sports: Vec<String> = m
-        .sports
-        .iter()
-        .filter_map(|p| parse_ports(p).ok())
-        .map(|p| p.to_string())
-        .collect();
+    let (dports, sports) = (ports_of(&m.dports), ports_of(&m.sports));
     match c.action {
         Action::Bypass => {
             if proto != "any" {
