@@ -10,6 +10,7 @@ mod stats;
 mod sys;
 
 use clap::{Parser, Subcommand};
+use perigee_netsys::signals::TermSignals;
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
@@ -55,21 +56,9 @@ enum Cmd {
     },
 }
 
-fn block_term_signals() -> libc::sigset_t {
-    // SAFETY: sigset operations on a local set; the mask is inherited by threads spawned later.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGTERM);
-        libc::sigaddset(&mut set, libc::SIGINT);
-        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-        set
-    }
-}
-
 fn echo(bind: IpAddr, port: u16, threads: usize) -> i32 {
     sys::raise_nofile();
-    let set = block_term_signals();
+    let term = TermSignals::block();
     let addr = SocketAddr::new(bind, port);
     let mut listeners = Vec::new();
     for _ in 0..threads.max(1) {
@@ -93,9 +82,7 @@ fn echo(bind: IpAddr, port: u16, threads: usize) -> i32 {
         });
     }
     println!("LISTENING");
-    let mut sig: libc::c_int = 0;
-    // SAFETY: set holds the blocked signals; sig is a valid out-parameter.
-    unsafe { libc::sigwait(&set, &mut sig) };
+    term.wait();
     0
 }
 

@@ -1,9 +1,12 @@
 //! Checked wrappers over the socket syscalls that take or give a `SocketAddr`, and the
-//! `sockaddr_storage` <-> `SocketAddr` conversion they rest on (IPv4 and IPv6, non-blocking TCP).
+//! `sockaddr_storage` <-> `SocketAddr` conversion they rest on (IPv4 and IPv6, non-blocking TCP);
+//! `signals`: the SIGTERM/SIGINT wait that both of its users, long-running servers, stop on.
 use std::io;
 use std::mem::{size_of, zeroed};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+
+pub mod signals;
 
 /// A syscall's -1 as the `io::Error` of its errno.
 pub fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {

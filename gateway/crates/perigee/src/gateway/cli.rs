@@ -112,14 +112,7 @@ pub fn gateway(cmd: GatewayCmd) -> i32 {
             master_pid,
         } => {
             // The master blocks SIGTERM/SIGINT for its sigwait thread; workers take the defaults.
-            // SAFETY: sigset manipulation on a local set.
-            unsafe {
-                let mut set: libc::sigset_t = std::mem::zeroed();
-                libc::sigemptyset(&mut set);
-                libc::sigaddset(&mut set, libc::SIGTERM);
-                libc::sigaddset(&mut set, libc::SIGINT);
-                libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
-            }
+            perigee_netsys::signals::TermSignals::unblock();
             worker::main(index, generation, master_pid)
         }
     }

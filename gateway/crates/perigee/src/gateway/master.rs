@@ -6,6 +6,7 @@ use super::config::{self, ConfigError, GatewayConfig};
 use super::render;
 use super::telemetry::Flow;
 use super::{control, ipc, log, metrics, sys};
+use perigee_netsys::signals::TermSignals;
 use perigee_squid::{RequestCounters, SquidManager};
 use serde_json::json;
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -472,18 +473,6 @@ fn watch_cache(shared: Arc<Shared>) {
     }
 }
 
-fn block_signals() -> libc::sigset_t {
-    // SAFETY: sigset manipulation on a local set.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGTERM);
-        libc::sigaddset(&mut set, libc::SIGINT);
-        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-        set
-    }
-}
-
 pub struct RunArgs {
     pub config: String,
     pub control_socket: String,
@@ -514,7 +503,7 @@ pub fn run(args: RunArgs) -> i32 {
         }
     };
     sys::raise_nofile();
-    let sigset = block_signals();
+    let term = TermSignals::block();
     let squid_paths = args.squid.paths.clone();
     let squid = SquidManager::new(args.squid);
     let squid_version = squid.version();
@@ -597,9 +586,7 @@ pub fn run(args: RunArgs) -> i32 {
         json!({"control_socket": args.control_socket, "workers": shared.workers.len()}),
     );
     // Wait for SIGTERM/SIGINT, then leave the kernel as we found it.
-    let mut sig: libc::c_int = 0;
-    // SAFETY: sigset was filled by block_signals; sig is a valid out-parameter.
-    unsafe { libc::sigwait(&sigset, &mut sig) };
+    let sig = term.wait();
     shared.shutting_down.store(true, Ordering::Relaxed);
     log::info("shutting down", json!({"signal": sig}));
     for w in &shared.workers {
