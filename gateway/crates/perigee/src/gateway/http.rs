@@ -23,6 +23,25 @@ impl Request {
 
 const MAX_BODY: usize = 4 << 20;
 
+/// Read the header lines up to the blank one (or EOF), handing each Content-Length value,
+/// trimmed, to `on_value`; its error stops the read.
+fn read_content_length<R: BufRead>(
+    r: &mut R,
+    mut on_value: impl FnMut(&str) -> io::Result<()>,
+) -> io::Result<()> {
+    loop {
+        let mut h = String::new();
+        if r.read_line(&mut h)? == 0 || h.trim().is_empty() {
+            return Ok(());
+        }
+        if let Some((k, v)) = h.split_once(':') {
+            if k.trim().eq_ignore_ascii_case("content-length") {
+                on_value(v.trim())?;
+            }
+        }
+    }
+}
+
 pub fn read_request<R: Read>(r: R) -> io::Result<Request> {
     let mut r = BufReader::new(r);
     let mut line = String::new();
@@ -31,20 +50,12 @@ pub fn read_request<R: Read>(r: R) -> io::Result<Request> {
     let method = parts.next().unwrap_or("").to_string();
     let target = parts.next().unwrap_or("/").to_string();
     let mut len = 0usize;
-    loop {
-        let mut h = String::new();
-        if r.read_line(&mut h)? == 0 || h.trim().is_empty() {
-            break;
-        }
-        if let Some((k, v)) = h.split_once(':') {
-            if k.trim().eq_ignore_ascii_case("content-length") {
-                len = v
-                    .trim()
-                    .parse()
-                    .map_err(|_| io::Error::other("bad content-length"))?;
-            }
-        }
-    }
+    read_content_length(&mut r, |v| {
+        len = v
+            .parse()
+            .map_err(|_| io::Error::other("bad content-length"))?;
+        Ok(())
+    })?;
     if len > MAX_BODY {
         return Err(io::Error::other("body too large"));
     }
@@ -120,17 +131,10 @@ pub fn request(
         .and_then(|s| s.parse().ok())
         .ok_or_else(|| io::Error::other("bad status line"))?;
     let mut len: Option<usize> = None;
-    loop {
-        let mut h = String::new();
-        if r.read_line(&mut h)? == 0 || h.trim().is_empty() {
-            break;
-        }
-        if let Some((k, v)) = h.split_once(':') {
-            if k.trim().eq_ignore_ascii_case("content-length") {
-                len = v.trim().parse().ok();
-            }
-        }
-    }
+    read_content_length(&mut r, |v| {
+        len = v.parse().ok();
+        Ok(())
+    })?;
     let mut body = Vec::new();
     match len {
         Some(n) => {
