@@ -85,45 +85,39 @@ pub fn set_cc(fd: RawFd, name: &str) -> io::Result<()> {
 #[cfg(test)]
 pub fn get_cc(fd: RawFd) -> String {
     let mut buf = [0u8; 16];
-    let mut len = buf.len() as libc::socklen_t;
-    // SAFETY: buf/len are valid out-parameters.
-    let r = unsafe {
-        libc::getsockopt(
-            fd,
-            libc::IPPROTO_TCP,
-            libc::TCP_CONGESTION,
-            buf.as_mut_ptr() as *mut libc::c_void,
-            &mut len,
-        )
-    };
-    if r < 0 {
+    let Some(len) = getsockopt_bytes(fd, libc::IPPROTO_TCP, libc::TCP_CONGESTION, &mut buf) else {
         return String::new();
-    }
-    let n = buf[..len as usize]
-        .iter()
-        .position(|b| *b == 0)
-        .unwrap_or(len as usize);
+    };
+    let n = buf[..len].iter().position(|b| *b == 0).unwrap_or(len);
     String::from_utf8_lossy(&buf[..n]).into_owned()
 }
 
 pub fn tcp_info_raw(fd: RawFd) -> Option<Vec<u8>> {
     let mut buf = vec![0u8; 256];
+    let len = getsockopt_bytes(fd, libc::IPPROTO_TCP, libc::TCP_INFO, &mut buf)?;
+    buf.truncate(len);
+    Some(buf)
+}
+
+/// getsockopt(2) of a variable-length option into `buf`: how many bytes the kernel wrote.
+fn getsockopt_bytes(
+    fd: RawFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    buf: &mut [u8],
+) -> Option<usize> {
     let mut len = buf.len() as libc::socklen_t;
     // SAFETY: buf/len are valid out-parameters.
     let r = unsafe {
         libc::getsockopt(
             fd,
-            libc::IPPROTO_TCP,
-            libc::TCP_INFO,
+            level,
+            name,
             buf.as_mut_ptr() as *mut libc::c_void,
             &mut len,
         )
     };
-    if r < 0 {
-        return None;
-    }
-    buf.truncate(len as usize);
-    Some(buf)
+    (r >= 0).then_some(len as usize)
 }
 
 /// Make the next close send a RST instead of a FIN.
