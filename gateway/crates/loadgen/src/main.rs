@@ -9,7 +9,7 @@ mod rate;
 mod stats;
 mod sys;
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 use perigee_netsys::signals::TermSignals;
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
@@ -36,24 +36,27 @@ enum Cmd {
         threads: usize,
     },
     /// connect → 1-byte echo → close, as many as the threads × concurrency in flight allow.
-    Rate {
-        #[arg(long)]
-        connect: IpAddr,
-        #[arg(long)]
-        port: u16,
-        #[arg(long, default_value_t = 2)]
-        threads: usize,
-        #[arg(long, default_value_t = 64)]
-        concurrency: usize,
-        #[arg(long, default_value_t = 5.0)]
-        duration: f64,
-        /// Cap over all threads: every closed connection holds a client port in TIME_WAIT.
-        #[arg(long, default_value_t = 40_000)]
-        max_conns: u64,
-        /// Seconds after the window to let in-flight connections finish.
-        #[arg(long, default_value_t = 2.0)]
-        drain: f64,
-    },
+    Rate(RateArgs),
+}
+
+#[derive(Args)]
+struct RateArgs {
+    #[arg(long)]
+    connect: IpAddr,
+    #[arg(long)]
+    port: u16,
+    #[arg(long, default_value_t = 2)]
+    threads: usize,
+    #[arg(long, default_value_t = 64)]
+    concurrency: usize,
+    #[arg(long, default_value_t = 5.0)]
+    duration: f64,
+    /// Cap over all threads: every closed connection holds a client port in TIME_WAIT.
+    #[arg(long, default_value_t = 40_000)]
+    max_conns: u64,
+    /// Seconds after the window to let in-flight connections finish.
+    #[arg(long, default_value_t = 2.0)]
+    drain: f64,
 }
 
 fn echo(bind: IpAddr, port: u16, threads: usize) -> i32 {
@@ -86,16 +89,16 @@ fn echo(bind: IpAddr, port: u16, threads: usize) -> i32 {
     0
 }
 
-#[allow(clippy::too_many_arguments)]
-fn rate(
-    connect: IpAddr,
-    port: u16,
-    threads: usize,
-    concurrency: usize,
-    duration: f64,
-    max_conns: u64,
-    drain: f64,
-) -> i32 {
+fn rate(args: RateArgs) -> i32 {
+    let RateArgs {
+        connect,
+        port,
+        threads,
+        concurrency,
+        duration,
+        max_conns,
+        drain,
+    } = args;
     sys::raise_nofile();
     let threads = threads.max(1);
     // Every thread starts at once, after all are spawned.
@@ -141,23 +144,7 @@ fn main() {
             port,
             threads,
         } => echo(bind, port, threads),
-        Cmd::Rate {
-            connect,
-            port,
-            threads,
-            concurrency,
-            duration,
-            max_conns,
-            drain,
-        } => rate(
-            connect,
-            port,
-            threads,
-            concurrency,
-            duration,
-            max_conns,
-            drain,
-        ),
+        Cmd::Rate(args) => rate(args),
     };
     std::process::exit(code);
 }
