@@ -82,11 +82,14 @@ def test_scale_conn_rate_note_says_lower_bound_only_when_capped():
     from bench.scenarios import scale
 
     # 10,000 in 2 s: the cap, not the gateway, set the old 5,000/s.
-    assert scale.conn_rate_note({"capped": True}, 10_000) == (
-        "target >= 5000/s; lower bound: the run hit rate_max_conns (10,000)"
+    assert scale.conn_rate_note({"capped": True}, 10_000, True) == (
+        "through the emulator and the hub's splitter (its own rate: splitter-overhead)"
+        "; lower bound: the run hit rate_max_conns (10,000)"
     )
-    assert scale.conn_rate_note({"capped": False}, 60_000) == "target >= 5000/s"
-    assert scale.conn_rate_note({}, 60_000) == "target >= 5000/s"
+    assert scale.conn_rate_note({"capped": False}, 60_000, False) == (
+        "through the emulator only: the baseline"
+    )
+    assert "lower bound" not in scale.conn_rate_note({}, 60_000, True)
     # The caps leave room above the target: at least 3x it over each window.
     for p in scale.PARAMS.values():
         assert p["rate_max_conns"] / p["rate_duration_s"] >= 3 * 5000
