@@ -1,73 +1,49 @@
 //! Root-only: registers the BPF Hybla in the running kernel, runs flows through it in a
 //! namespace pair (pt-hy-a <-> pt-hy-b), changes parameters live and unloads. One test
 //! function plus a lock file, because the congestion-control list is global kernel state.
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, FromRawFd};
-use std::process::Command;
 use std::sync::mpsc;
 use std::thread;
 
 mod common;
 use common::{connect_v4, in_netns, snd_cwnd_of};
 use perigee_hybla::{HyblaParams, Implementation};
+use perigee_testkit::{count_to_eof, run, NetnsGuard};
 
 const NS_A: &str = "pt-hy-a";
 const NS_B: &str = "pt-hy-b";
 const ADDR_A: &str = "10.213.0.1";
 const ADDR_B: &str = "10.213.0.2";
 
-fn ip(args: &[&str]) {
-    let out = Command::new("ip").args(args).output().expect("run ip");
-    assert!(
-        out.status.success(),
-        "ip {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-struct Namespaces;
-
-impl Namespaces {
-    fn create() -> Namespaces {
-        Namespaces::remove();
-        ip(&["netns", "add", NS_A]);
-        ip(&["netns", "add", NS_B]);
-        ip(&[
-            "link", "add", "pthy-a", "netns", NS_A, "type", "veth", "peer", "name", "pthy-b",
-            "netns", NS_B,
-        ]);
-        for (ns, dev, addr) in [(NS_A, "pthy-a", ADDR_A), (NS_B, "pthy-b", ADDR_B)] {
-            ip(&["-n", ns, "addr", "add", &format!("{addr}/30"), "dev", dev]);
-            ip(&["-n", ns, "link", "set", dev, "up"]);
-            ip(&["-n", ns, "link", "set", "lo", "up"]);
-        }
-        // Only A -> B is steered to hybla by the route; B -> A uses setsockopt instead.
-        ip(&[
-            "-n",
-            NS_A,
-            "route",
-            "add",
-            &format!("{ADDR_B}/32"),
-            "dev",
-            "pthy-a",
-            "congctl",
-            "hybla",
-        ]);
-        Namespaces
+/// The namespace pair joined by a veth, A -> B routed with congctl hybla; deleted when dropped.
+fn namespaces() -> NetnsGuard {
+    let nets = NetnsGuard::new(&[NS_A, NS_B]);
+    run(&[
+        "ip", "link", "add", "pthy-a", "netns", NS_A, "type", "veth", "peer", "name", "pthy-b",
+        "netns", NS_B,
+    ]);
+    for (ns, dev, addr) in [(NS_A, "pthy-a", ADDR_A), (NS_B, "pthy-b", ADDR_B)] {
+        let cidr = format!("{addr}/30");
+        run(&["ip", "-n", ns, "addr", "add", &cidr, "dev", dev]);
+        run(&["ip", "-n", ns, "link", "set", dev, "up"]);
+        run(&["ip", "-n", ns, "link", "set", "lo", "up"]);
     }
-
-    fn remove() {
-        for ns in [NS_A, NS_B] {
-            let _ = Command::new("ip").args(["netns", "del", ns]).output();
-        }
-    }
-}
-
-impl Drop for Namespaces {
-    fn drop(&mut self) {
-        Namespaces::remove();
-    }
+    // Only A -> B is steered to hybla by the route; B -> A uses setsockopt instead.
+    run(&[
+        "ip",
+        "-n",
+        NS_A,
+        "route",
+        "add",
+        &format!("{ADDR_B}/32"),
+        "dev",
+        "pthy-a",
+        "congctl",
+        "hybla",
+    ]);
+    nets
 }
 
 fn congestion_of(fd: i32) -> String {
@@ -108,15 +84,7 @@ fn sink(
         (0..conns)
             .map(|_| {
                 let (mut s, _) = l.accept().expect("accept");
-                let mut buf = vec![0u8; 1 << 16];
-                let mut n = 0;
-                loop {
-                    match s.read(&mut buf) {
-                        Ok(0) => break n,
-                        Ok(k) => n += k,
-                        Err(e) => panic!("sink read: {e}"),
-                    }
-                }
+                count_to_eof(&mut s)
             })
             .collect()
     });
@@ -125,11 +93,7 @@ fn sink(
 }
 
 fn ss(ns: &str) -> String {
-    let out = Command::new("ip")
-        .args(["netns", "exec", ns, "ss", "-tin"])
-        .output()
-        .expect("run ss");
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    run(&["ip", "netns", "exec", ns, "ss", "-tin"])
 }
 
 fn available() -> String {
@@ -278,7 +242,7 @@ fn bpf_hybla_load_flow_params_unload() {
     assert!(std::path::Path::new(perigee_hybla::OPS_PIN).exists());
     assert!(std::path::Path::new(perigee_hybla::PARAMS_PIN).exists());
 
-    let nets = Namespaces::create();
+    let nets = namespaces();
 
     // 1. Route congctl: A -> B flow uses hybla; set_params while it runs doesn't disturb it.
     let sink_b = sink(NS_B, ADDR_B, 5201, 2);

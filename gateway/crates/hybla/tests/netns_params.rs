@@ -3,16 +3,16 @@
 //! one without an entry (the host-wide one applies), all checked with `ss -tin` while the
 //! three flows run at once; then a live retune, removal, and the map's capacity. Shares the
 //! lock file of hybla_kernel.rs because the registration is global kernel state.
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, FromRawFd};
-use std::process::Command;
 use std::sync::{Arc, Barrier};
 use std::thread;
 
 mod common;
 use common::{connect_v4, in_netns, snd_cwnd_of};
 use perigee_hybla::{HyblaError, HyblaParams, Implementation};
+use perigee_testkit::{count_to_eof, run, NetnsGuard};
 
 const NS: [&str; 3] = ["pt-hyn-a", "pt-hyn-b", "pt-hyn-c"];
 /// rho = 600 / 25 = 24: the initial window (10 x 24 = 240) always reaches the ceiling.
@@ -26,42 +26,13 @@ const CEILING_GLOBAL: u32 = 30;
 const MSS: libc::c_int = 1448;
 const CHUNK: usize = 1 << 16;
 
-struct Namespaces;
-
-impl Namespaces {
-    fn create() -> Namespaces {
-        Namespaces::remove();
-        for ns in NS {
-            run(&["ip", "netns", "add", ns]);
-            run(&["ip", "-n", ns, "link", "set", "lo", "up"]);
-        }
-        Namespaces
+/// The three namespaces, each with its loopback up; deleted when dropped.
+fn namespaces() -> NetnsGuard {
+    let nets = NetnsGuard::new(&NS);
+    for ns in NS {
+        run(&["ip", "-n", ns, "link", "set", "lo", "up"]);
     }
-
-    fn remove() {
-        for ns in NS {
-            let _ = Command::new("ip").args(["netns", "del", ns]).output();
-        }
-    }
-}
-
-impl Drop for Namespaces {
-    fn drop(&mut self) {
-        Namespaces::remove();
-    }
-}
-
-fn run(args: &[&str]) -> String {
-    let out = Command::new(args[0])
-        .args(&args[1..])
-        .output()
-        .expect("spawn");
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    nets
 }
 
 fn setsockopt_raw(fd: i32, level: i32, opt: i32, val: &[u8]) {
@@ -112,15 +83,7 @@ fn flow_in(
         let l = TcpListener::bind(("127.0.0.1", port)).expect("bind sink");
         let sink = thread::spawn(move || {
             let (mut s, _) = l.accept().expect("accept");
-            let mut buf = vec![0u8; CHUNK];
-            let mut n = 0;
-            loop {
-                match s.read(&mut buf) {
-                    Ok(0) => break n,
-                    Ok(k) => n += k,
-                    Err(e) => panic!("sink read: {e}"),
-                }
-            }
+            count_to_eof(&mut s)
         });
         let mut s = hybla_connect(port);
         let fd = s.as_raw_fd();
@@ -210,7 +173,7 @@ fn per_namespace_parameters() {
     }
     perigee_hybla::unload().expect("clean start");
     perigee_hybla::load().expect("load");
-    let nets = Namespaces::create();
+    let nets = namespaces();
 
     // Host-wide entry: GEO rho, ceiling 30. A and B get their own ceilings; C has none.
     perigee_hybla::set_params(GEO).unwrap();

@@ -14,6 +14,7 @@ use std::thread;
 mod common;
 use common::in_netns;
 use perigee_hybla::{HyblaParams, Implementation, NetnsParams};
+use perigee_testkit::NetnsGuard;
 
 const GONE: &str = "pt-hyp-gone";
 const LIVE: &str = "pt-hyp-live";
@@ -22,31 +23,6 @@ const PARAMS: HyblaParams = HyblaParams {
     base_rtt_ms: 300,
 };
 const CEILING: u32 = 11;
-
-struct Namespaces;
-
-impl Namespaces {
-    fn create() -> Namespaces {
-        Namespaces::remove();
-        for ns in [GONE, LIVE] {
-            let out = Command::new("ip").args(["netns", "add", ns]).output();
-            assert!(out.is_ok_and(|o| o.status.success()), "ip netns add {ns}");
-        }
-        Namespaces
-    }
-
-    fn remove() {
-        for ns in [GONE, LIVE] {
-            let _ = Command::new("ip").args(["netns", "del", ns]).output();
-        }
-    }
-}
-
-impl Drop for Namespaces {
-    fn drop(&mut self) {
-        Namespaces::remove();
-    }
-}
 
 fn write_own() -> u64 {
     perigee_hybla::set_netns_params(PARAMS, CEILING).expect("set_netns_params")
@@ -129,7 +105,7 @@ fn prune_removes_entries_of_gone_namespaces_only() {
         return;
     }
     let _own_restored = OwnEntry(st.own_netns().copied());
-    let nets = Namespaces::create();
+    let nets = NetnsGuard::new(&[GONE, LIVE]);
 
     let gone = write_in(GONE);
     let live = write_in(LIVE);

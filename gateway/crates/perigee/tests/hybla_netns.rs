@@ -22,7 +22,7 @@ fn hybla_config(t: &Topo, cwnd_max: u32) -> serde_json::Value {
 
 /// cwnd of the gateway's hybla sockets (the satellite leg) in `ss -tin`.
 fn gateway_hybla_cwnds(t: &Topo) -> (Vec<u32>, String) {
-    let out = sh_out(&["ip", "netns", "exec", &t.g, "ss", "-tinH"]);
+    let out = run(&["ip", "netns", "exec", &t.g, "ss", "-tinH"]);
     let cwnds = out
         .lines()
         .filter(|l| l.split_whitespace().any(|w| w == "hybla"))

@@ -62,7 +62,7 @@ fn transparency_v4_and_v6() {
 
 fn leg_cc(t: &Topo, port: u16) -> (String, String) {
     // ss -ti in the gateway: the socket toward the server (dport) and the one toward the client (sport).
-    let out = sh_out(&[
+    let out = run(&[
         "ip",
         "netns",
         "exec",
@@ -123,7 +123,7 @@ fn satellite_leg_congestion_control() {
         server_leg,
         sat_cc,
         "ss output:\n{}",
-        sh_out(&["ip", "netns", "exec", &t.g, "ss", "-tin"])
+        run(&["ip", "netns", "exec", &t.g, "ss", "-tin"])
     );
     assert_eq!(client_leg, default_cc);
     drop(c);
@@ -153,7 +153,7 @@ fn satellite_leg_congestion_control() {
 
 /// The congestion control of every TPROXY listener in the gateway (one v4 and one v6 per worker).
 fn listener_ccs(t: &Topo) -> Vec<String> {
-    let out = sh_out(&[
+    let out = run(&[
         "ip", "netns", "exec", &t.g, "ss", "-tlinH", "sport", "=", ":7071",
     ]);
     // Each socket line is followed by its info line, which starts with the cc name.
@@ -341,7 +341,7 @@ fn refused_server_resets_client_quickly() {
     let nft = |args: &[&str]| {
         let mut v = vec!["ip", "netns", "exec", t.s.as_str(), "nft"];
         v.extend_from_slice(args);
-        sh(&v);
+        run(&v);
     };
     nft(&["add", "table", "inet", "t"]);
     nft(&[
@@ -551,7 +551,7 @@ fn failed_apply_keeps_previous_state() {
     let mut t = Topo::new("ap");
     let cfg = t.config();
     t.start(&cfg);
-    let before = sh_out(&[
+    let before = run(&[
         "ip", "netns", "exec", &t.g, "nft", "-s", "list", "table", "inet", "perigee",
     ]);
     let mut bad = cfg.clone();
@@ -562,7 +562,7 @@ fn failed_apply_keeps_previous_state() {
     let (st, v) = control(&t.sock(), "PUT", "/v1/config", Some(&bad)).unwrap();
     assert_eq!(st, 409, "{v}");
     assert_eq!(v["error"]["step"], "routes");
-    let after = sh_out(&[
+    let after = run(&[
         "ip", "netns", "exec", &t.g, "nft", "-s", "list", "table", "inet", "perigee",
     ]);
     assert_eq!(before, after, "nft ruleset changed by a failed apply");
@@ -592,7 +592,7 @@ fn failed_apply_keeps_previous_state() {
     assert_eq!(echo, "still here\n");
     drop(c);
     // A satellite route over an existing one: restored as it was when the daemon stops.
-    sh(&[
+    run(&[
         "ip",
         "-n",
         &t.g,
@@ -606,15 +606,15 @@ fn failed_apply_keeps_previous_state() {
     good["satellite"]["routes"] = serde_json::json!([{"dst": "10.77.0.0/16", "via": "10.99.2.10"}]);
     let (st, v) = control(&t.sock(), "PUT", "/v1/config", Some(&good)).unwrap();
     assert_eq!(st, 200, "{v}");
-    let route = sh_out(&["ip", "-n", &t.g, "route", "show", "10.77.0.0/16"]);
+    let route = run(&["ip", "-n", &t.g, "route", "show", "10.77.0.0/16"]);
     assert!(route.contains("initcwnd 10"), "{route}");
     t.stop();
-    let route = sh_out(&["ip", "-n", &t.g, "route", "show", "10.77.0.0/16"]);
+    let route = run(&["ip", "-n", &t.g, "route", "show", "10.77.0.0/16"]);
     assert!(
         route.contains("via 10.99.2.10") && !route.contains("initcwnd"),
         "{route}"
     );
-    assert!(sh_out(&["ip", "netns", "exec", &t.g, "nft", "list", "tables"]).is_empty());
+    assert!(run(&["ip", "netns", "exec", &t.g, "nft", "list", "tables"]).is_empty());
 }
 
 #[test]
@@ -638,7 +638,7 @@ fn failed_initial_apply_runs_degraded_until_a_good_config() {
     assert!(problems.contains("routes"), "{h}");
     assert!(t.daemon.as_mut().unwrap().try_wait().unwrap().is_none());
     // Nothing installed: no table, and connections pass unsplit.
-    assert!(sh_out(&["ip", "netns", "exec", &t.g, "nft", "list", "tables"]).is_empty());
+    assert!(run(&["ip", "netns", "exec", &t.g, "nft", "list", "tables"]).is_empty());
     let _rx = server(&t.s, sa(SERVER4, 5001));
     let (local, _, seen) = who(&t, sa(SERVER4, 5001));
     assert_eq!(seen, local.to_string());
@@ -754,7 +754,7 @@ fn hub_and_terminal_in_series() {
 
 /// `tc -j <what> show dev <dev>` in the gateway namespace, as JSON.
 fn tc_show(t: &Topo, what: &str, dev: &str) -> Vec<serde_json::Value> {
-    let out = sh_out(&[
+    let out = run(&[
         "ip", "netns", "exec", &t.g, "tc", "-j", what, "show", "dev", dev,
     ]);
     serde_json::from_str::<serde_json::Value>(&out)
@@ -782,7 +782,7 @@ fn root_qdisc(t: &Topo, dev: &str) -> String {
 /// The shaper's class rate as `tc class show` prints it (iproute2 6.1 has no JSON for HTB
 /// classes) and its pfifo leaf's limit.
 fn shaper_rate_and_limit(t: &Topo, dev: &str) -> (String, u64) {
-    let classes = sh_out(&[
+    let classes = run(&[
         "ip", "netns", "exec", &t.g, "tc", "class", "show", "dev", dev,
     ]);
     let class = classes
@@ -835,15 +835,15 @@ fn shaping_applies_rolls_back_and_is_removed() {
     // Moving the satellite to an interface with somebody else's root qdisc fails at the
     // shaping step, after nft and routes applied: all of it rolls back, our shaper on sat0
     // keeps its rate and the other qdisc is left alone.
-    sh(&[
+    run(&[
         "ip", "-n", &t.g, "link", "add", "sat1", "type", "veth", "peer", "name", "sat1p",
     ]);
-    sh(&["ip", "-n", &t.g, "link", "set", "sat1", "up"]);
-    sh(&[
+    run(&["ip", "-n", &t.g, "link", "set", "sat1", "up"]);
+    run(&[
         "ip", "netns", "exec", &t.g, "tc", "qdisc", "add", "dev", "sat1", "root", "handle", "1:",
         "tbf", "rate", "100mbit", "burst", "32kb", "latency", "50ms",
     ]);
-    let nft_before = sh_out(&[
+    let nft_before = run(&[
         "ip", "netns", "exec", &t.g, "nft", "-s", "list", "table", "inet", "perigee",
     ]);
     let mut moved = cfg.clone();
@@ -859,7 +859,7 @@ fn shaping_applies_rolls_back_and_is_removed() {
         v["error"]["message"].as_str().unwrap().contains("tbf 1:"),
         "{v}"
     );
-    let nft_after = sh_out(&[
+    let nft_after = run(&[
         "ip", "netns", "exec", &t.g, "nft", "-s", "list", "table", "inet", "perigee",
     ]);
     assert_eq!(
@@ -871,7 +871,7 @@ fn shaping_applies_rolls_back_and_is_removed() {
     let (_, c) = control(&t.sock(), "GET", "/v1/config", None).unwrap();
     assert_eq!(c["revision"], "t3");
     // With sat1 free, the shaper moves: on sat1 at the new rate, sat0 back to its default.
-    sh(&[
+    run(&[
         "ip", "netns", "exec", &t.g, "tc", "qdisc", "del", "dev", "sat1", "root",
     ]);
     let (st, v) = control(&t.sock(), "PUT", "/v1/config", Some(&moved)).unwrap();
@@ -897,7 +897,7 @@ fn shaping_applies_rolls_back_and_is_removed() {
     assert_eq!(root_qdisc(&t, "sat0"), "htb 5047:");
     t.stop();
     assert_eq!(root_qdisc(&t, "sat0"), "noqueue 0:");
-    assert!(sh_out(&["ip", "netns", "exec", &t.g, "nft", "list", "tables"]).is_empty());
+    assert!(run(&["ip", "netns", "exec", &t.g, "nft", "list", "tables"]).is_empty());
 }
 
 #[test]
@@ -932,14 +932,14 @@ fn shaper_left_by_a_killed_daemon_is_taken_over_or_removed_on_restart() {
     t.kill9();
     // Somebody else's root qdisc, even one with our handle, is never touched by a restart.
     for handle in ["1:", "5047:"] {
-        sh(&[
+        run(&[
             "ip", "netns", "exec", &t.g, "tc", "qdisc", "add", "dev", "sat0", "root", "handle",
             handle, "tbf", "rate", "100mbit", "burst", "32kb", "latency", "50ms",
         ]);
         t.start(&cfg);
         assert_eq!(root_qdisc(&t, "sat0"), format!("tbf {handle}"));
         t.kill9();
-        sh(&[
+        run(&[
             "ip", "netns", "exec", &t.g, "tc", "qdisc", "del", "dev", "sat0", "root",
         ]);
     }

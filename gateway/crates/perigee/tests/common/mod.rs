@@ -10,6 +10,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{mpsc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+pub use perigee_testkit::run;
+
 pub const CLIENT4: &str = "10.99.1.10";
 pub const CLIENT6: &str = "fd99:1::10";
 pub const SERVER4: &str = "10.99.2.10";
@@ -22,31 +24,10 @@ pub fn serial() -> MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-pub fn sh(args: &[&str]) {
-    let out = Command::new(args[0])
-        .args(&args[1..])
-        .output()
-        .expect("spawn");
-    assert!(
-        out.status.success(),
-        "{:?}: {}",
-        args,
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-pub fn sh_out(args: &[&str]) -> String {
-    let out = Command::new(args[0])
-        .args(&args[1..])
-        .output()
-        .expect("spawn");
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 /// A fresh namespace with its loopback up.
 fn netns_add(ns: &str) {
-    sh(&["ip", "netns", "add", ns]);
-    sh(&["ip", "-n", ns, "link", "set", "lo", "up"]);
+    run(&["ip", "netns", "add", ns]);
+    run(&["ip", "-n", ns, "link", "set", "lo", "up"]);
 }
 
 /// Remove a namespace if it exists (cleanup, also of a run that died).
@@ -59,7 +40,7 @@ fn netns_del(ns: &str) {
 
 /// A veth pair: `dev_a` in namespace `a`, its peer `dev_b` in namespace `b`.
 fn veth(a: &str, dev_a: &str, b: &str, dev_b: &str) {
-    sh(&[
+    run(&[
         "ip", "link", "add", dev_a, "netns", a, "type", "veth", "peer", "name", dev_b, "netns", b,
     ]);
 }
@@ -68,27 +49,27 @@ fn veth(a: &str, dev_a: &str, b: &str, dev_b: &str) {
 fn addrs_up(ns: &str, dev: &str, addrs: &[&str]) {
     for a in addrs {
         if a.contains(':') {
-            sh(&["ip", "-n", ns, "addr", "add", a, "dev", dev, "nodad"]);
+            run(&["ip", "-n", ns, "addr", "add", a, "dev", dev, "nodad"]);
         } else {
-            sh(&["ip", "-n", ns, "addr", "add", a, "dev", dev]);
+            run(&["ip", "-n", ns, "addr", "add", a, "dev", dev]);
         }
     }
-    sh(&["ip", "-n", ns, "link", "set", dev, "up"]);
+    run(&["ip", "-n", ns, "link", "set", dev, "up"]);
 }
 
 /// `ip route add dst via gw` in `ns`, IPv6 when the gateway is.
 fn route(ns: &str, dst: &str, via: &str) {
     if via.contains(':') {
-        sh(&["ip", "-n", ns, "-6", "route", "add", dst, "via", via]);
+        run(&["ip", "-n", ns, "-6", "route", "add", dst, "via", via]);
     } else {
-        sh(&["ip", "-n", ns, "route", "add", dst, "via", via]);
+        run(&["ip", "-n", ns, "route", "add", dst, "via", via]);
     }
 }
 
 fn sysctl(ns: &str, settings: &[&str]) {
     let mut args = vec!["ip", "netns", "exec", ns, "sysctl", "-qw"];
     args.extend_from_slice(settings);
-    sh(&args);
+    run(&args);
 }
 
 pub struct Topo {

@@ -12,6 +12,8 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use perigee_testkit::{run, run_stdin, NetnsGuard};
+
 pub const CLIENT_IP: &str = "10.81.1.10";
 /// Same link, outside the served /25.
 pub const OUTSIDER_IP: &str = "10.81.1.200";
@@ -21,39 +23,6 @@ pub const CLIENT_IP6: &str = "fd81:1::10";
 pub const SERVED6: &str = "fd81:1::/64";
 pub const ORIGIN_IP6: &str = "fd81:3::10";
 pub const NAMESPACES: [&str; 3] = ["pq-cli", "pq-gw", "pq-srv"];
-
-fn run(args: &[&str]) {
-    let out = Command::new(args[0])
-        .args(&args[1..])
-        .output()
-        .expect("spawn");
-    assert!(
-        out.status.success(),
-        "{args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-fn run_stdin(args: &[&str], input: &str) {
-    let mut child = Command::new(args[0])
-        .args(&args[1..])
-        .stdin(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 fn nsx(ns: &str, args: &[&str]) {
     let mut v = vec!["ip", "netns", "exec", ns];
@@ -65,6 +34,8 @@ fn nsx(ns: &str, args: &[&str]) {
 /// two runs of this suite (e.g. this crate's and a whole-workspace `cargo test`) never share
 /// the fixed pq- names.
 pub struct Topology {
+    // Fields drop in order: the namespaces go before the lock is released.
+    _nets: NetnsGuard,
     _lock: File,
 }
 
@@ -82,25 +53,15 @@ fn lock_suite() -> File {
     f
 }
 
-impl Drop for Topology {
-    fn drop(&mut self) {
-        for ns in NAMESPACES {
-            let _ = Command::new("ip").args(["netns", "del", ns]).status();
-        }
-    }
-}
-
 /// Builds the three namespaces, routing, and the TPROXY interception of port 80 in pq-gw
 /// (what the splitter's nft renderer will do when cache.enabled).
 pub fn build_topology(tproxy_port: u16) -> Topology {
+    // The lock first: another run may still be using the names.
     let lock = lock_suite();
-    for ns in NAMESPACES {
-        let _ = Command::new("ip").args(["netns", "del", ns]).output();
-    }
-    for ns in NAMESPACES {
-        run(&["ip", "netns", "add", ns]);
-    }
-    let topo = Topology { _lock: lock };
+    let topo = Topology {
+        _nets: NetnsGuard::new(&NAMESPACES),
+        _lock: lock,
+    };
     run(&[
         "ip", "link", "add", "pqc0", "netns", "pq-cli", "type", "veth", "peer", "name", "pqg0",
         "netns", "pq-gw",

@@ -1,0 +1,8 @@
+//! Test helpers shared by the gateway crates' integration tests.
+mod netns;
+mod run;
+mod sink;
+
+pub use netns::NetnsGuard;
+pub use run::{run, run_stdin};
+pub use sink::count_to_eof;
