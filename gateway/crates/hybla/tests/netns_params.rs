@@ -26,15 +26,6 @@ const CEILING_GLOBAL: u32 = 30;
 const MSS: libc::c_int = 1448;
 const CHUNK: usize = 1 << 16;
 
-/// The three namespaces, each with its loopback up; deleted when dropped.
-fn namespaces() -> NetnsGuard {
-    let nets = NetnsGuard::new(&NS);
-    for ns in NS {
-        run(&["ip", "-n", ns, "link", "set", "lo", "up"]);
-    }
-    nets
-}
-
 fn setsockopt_raw(fd: i32, level: i32, opt: i32, val: &[u8]) {
     // SAFETY: `val` is valid readable memory of the given length.
     let rc = unsafe { libc::setsockopt(fd, level, opt, val.as_ptr().cast(), val.len() as u32) };
@@ -173,7 +164,7 @@ fn per_namespace_parameters() {
     }
     perigee_hybla::unload().expect("clean start");
     perigee_hybla::load().expect("load");
-    let nets = namespaces();
+    let nets = NetnsGuard::with_loopback_up(&NS);
 
     // Host-wide entry: GEO rho, ceiling 30. A and B get their own ceilings; C has none.
     perigee_hybla::set_params(GEO).unwrap();

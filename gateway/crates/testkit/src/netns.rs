@@ -23,6 +23,15 @@ impl NetnsGuard {
         guard
     }
 
+    /// `new`, then each namespace's loopback brought up.
+    pub fn with_loopback_up(names: &[&str]) -> NetnsGuard {
+        let guard = NetnsGuard::new(names);
+        for ns in names {
+            run(&["ip", "-n", ns, "link", "set", "lo", "up"]);
+        }
+        guard
+    }
+
     /// Best effort: a name that does not exist is not an error.
     fn delete(&self) {
         for ns in &self.names {
@@ -54,6 +63,18 @@ mod tests {
         run(&["ip", "netns", "add", NAMES[0]]);
         let guard = NetnsGuard::new(&NAMES);
         assert!(NAMES.iter().all(|ns| exists(ns)));
+        drop(guard);
+        assert!(NAMES.iter().all(|ns| !exists(ns)));
+    }
+
+    #[test]
+    fn loopback_up() {
+        const NAMES: [&str; 2] = ["pt-tk-lo-a", "pt-tk-lo-b"];
+        let guard = NetnsGuard::with_loopback_up(&NAMES);
+        for ns in NAMES {
+            let link = run(&["ip", "-n", ns, "-o", "link", "show", "lo"]);
+            assert!(link.contains(",UP"), "{ns}: {link}");
+        }
         drop(guard);
         assert!(NAMES.iter().all(|ns| !exists(ns)));
     }

@@ -11,6 +11,7 @@ use std::sync::{mpsc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 pub use perigee_testkit::run;
+use perigee_testkit::NetnsGuard;
 
 pub const CLIENT4: &str = "10.99.1.10";
 pub const CLIENT6: &str = "fd99:1::10";
@@ -22,20 +23,6 @@ static SERIAL: Mutex<()> = Mutex::new(());
 /// Tests share the kernel: run them one at a time.
 pub fn serial() -> MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// A fresh namespace with its loopback up.
-fn netns_add(ns: &str) {
-    run(&["ip", "netns", "add", ns]);
-    run(&["ip", "-n", ns, "link", "set", "lo", "up"]);
-}
-
-/// Remove a namespace if it exists (cleanup, also of a run that died).
-fn netns_del(ns: &str) {
-    let _ = Command::new("ip")
-        .args(["netns", "del", ns])
-        .stderr(Stdio::null())
-        .status();
 }
 
 /// A veth pair: `dev_a` in namespace `a`, its peer `dev_b` in namespace `b`.
@@ -78,22 +65,22 @@ pub struct Topo {
     pub s: String,
     pub dir: std::path::PathBuf,
     pub daemon: Option<Child>,
+    /// The three namespaces, deleted after Drop has stopped the daemon.
+    _nets: NetnsGuard,
 }
 
 impl Topo {
     pub fn new(tag: &str) -> Topo {
+        let [c, g, s] = ["c", "g", "s"].map(|r| format!("pt-{tag}-{r}"));
         let t = Topo {
-            c: format!("pt-{tag}-c"),
-            g: format!("pt-{tag}-g"),
-            s: format!("pt-{tag}-s"),
+            _nets: NetnsGuard::with_loopback_up(&[&c, &g, &s]),
+            c,
+            g,
+            s,
             dir: std::env::temp_dir().join(format!("pt-{tag}-{}", std::process::id())),
             daemon: None,
         };
-        t.cleanup();
         std::fs::create_dir_all(&t.dir).unwrap();
-        for n in [&t.c, &t.g, &t.s] {
-            netns_add(n);
-        }
         veth(&t.c, "c0", &t.g, "lan0");
         veth(&t.s, "s0", &t.g, "sat0");
         addrs_up(&t.c, "c0", &["10.99.1.10/24", "fd99:1::10/64"]);
@@ -109,12 +96,6 @@ impl Topo {
             &["net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1"],
         );
         t
-    }
-
-    fn cleanup(&self) {
-        for n in [&self.c, &self.g, &self.s] {
-            netns_del(n);
-        }
     }
 
     pub fn sock(&self) -> String {
@@ -189,7 +170,6 @@ impl Topo {
 impl Drop for Topo {
     fn drop(&mut self) {
         self.stop();
-        self.cleanup();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
@@ -272,24 +252,23 @@ pub struct Series {
     pub s: String,
     pub dir: std::path::PathBuf,
     pub daemons: Vec<Child>,
+    /// The four namespaces, deleted after Drop has stopped the daemons.
+    _nets: NetnsGuard,
 }
 
 impl Series {
     pub fn new(tag: &str) -> Series {
-        let n = |r: &str| format!("pt-{tag}-{r}");
+        let [c, t, h, s] = ["c", "t", "h", "s"].map(|r| format!("pt-{tag}-{r}"));
         let t = Series {
-            c: n("c"),
-            t: n("t"),
-            h: n("h"),
-            s: n("s"),
+            _nets: NetnsGuard::with_loopback_up(&[&c, &t, &h, &s]),
+            c,
+            t,
+            h,
+            s,
             dir: std::env::temp_dir().join(format!("pt-{tag}-{}", std::process::id())),
             daemons: Vec::new(),
         };
-        t.cleanup();
         std::fs::create_dir_all(&t.dir).unwrap();
-        for ns in [&t.c, &t.t, &t.h, &t.s] {
-            netns_add(ns);
-        }
         veth(&t.c, "c0", &t.t, "lan0");
         veth(&t.t, "sat0", &t.h, "sat0");
         veth(&t.h, "lan0", &t.s, "s0");
@@ -309,12 +288,6 @@ impl Series {
         t
     }
 
-    fn cleanup(&self) {
-        for n in [&self.c, &self.t, &self.h, &self.s] {
-            netns_del(n);
-        }
-    }
-
     pub fn sock(&self, name: &str) -> String {
         self.dir
             .join(format!("{name}.sock"))
@@ -330,7 +303,6 @@ impl Drop for Series {
             unsafe { libc::kill(d.id() as i32, libc::SIGTERM) };
             let _ = d.wait();
         }
-        self.cleanup();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
