@@ -269,25 +269,7 @@ fn congestion_of(fd: i32) -> Result<String, String> {
 }
 
 fn snd_cwnd_of(fd: i32) -> Result<u32, String> {
-    // SAFETY: tcp_info is plain data; the kernel fills at most `len` bytes.
-    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
-    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
-    let rc = unsafe {
-        libc::getsockopt(
-            fd,
-            libc::IPPROTO_TCP,
-            libc::TCP_INFO,
-            (&mut info as *mut libc::tcp_info).cast(),
-            &mut len,
-        )
-    };
-    if rc != 0 {
-        return Err(format!(
-            "getsockopt TCP_INFO: {}",
-            std::io::Error::last_os_error()
-        ));
-    }
-    Ok(info.tcpi_snd_cwnd)
+    perigee_testkit::snd_cwnd(fd).map_err(|e| format!("getsockopt TCP_INFO: {e}"))
 }
 
 fn kernel_release() -> String {

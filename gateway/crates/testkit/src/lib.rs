@@ -2,7 +2,9 @@
 mod netns;
 mod run;
 mod sink;
+mod tcp;
 
 pub use netns::NetnsGuard;
 pub use run::{run, run_stdin};
 pub use sink::count_to_eof;
+pub use tcp::snd_cwnd;

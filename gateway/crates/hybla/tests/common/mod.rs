@@ -41,20 +41,7 @@ pub fn in_netns<T: Send + 'static>(
 }
 
 pub fn snd_cwnd_of(fd: i32) -> u32 {
-    // SAFETY: tcp_info is plain data; the kernel fills at most `len` bytes.
-    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
-    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
-    let rc = unsafe {
-        libc::getsockopt(
-            fd,
-            libc::IPPROTO_TCP,
-            libc::TCP_INFO,
-            (&mut info as *mut libc::tcp_info).cast(),
-            &mut len,
-        )
-    };
-    assert_eq!(rc, 0, "getsockopt TCP_INFO");
-    info.tcpi_snd_cwnd
+    perigee_testkit::snd_cwnd(fd).expect("getsockopt TCP_INFO")
 }
 
 /// connect(2) on a socket made with libc (options such as TCP_CONGESTION set before the SYN).
