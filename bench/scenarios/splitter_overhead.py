@@ -123,13 +123,13 @@ def timed_download(
     placement: vethlab.Placement,
     daemon: gwproc.Daemon | None,
 ) -> dict[str, Any]:
-    """One download, with the daemon's CPU seconds over it (0 when routed) and the busy and total
+    """One download, with the daemon's CPU seconds over it (0 when routed) and the busy
     ticks of the gateway's CPUs (daemon and kernel: forwarding or both TCP legs)."""
     hz = os.sysconf("SC_CLK_TCK")
     ticks0 = gwproc.snapshot(daemon.pids).cpu_ticks if daemon else 0
-    busy0, _ = cpu.core_busy_ticks(set(placement.gateway_cpus))
+    busy0 = cpu.core_busy_ticks(placement.gateway_cpus)
     tr = download(vp, size, placement)
-    busy1, _ = cpu.core_busy_ticks(set(placement.gateway_cpus))
+    busy1 = cpu.core_busy_ticks(placement.gateway_cpus)
     tr["daemon_cpu_s"] = (
         (gwproc.snapshot(daemon.pids).cpu_ticks - ticks0) / hz if daemon else 0.0
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Set as AbstractSet
 
 
 def parse_stat_cpu_ticks(stat_line: str) -> int:
@@ -27,8 +28,8 @@ def cpu_percent_over(pids: list[int], seconds: float) -> float:
     return 100.0 * (after - before) / hz / (time.monotonic() - t0)
 
 
-def core_busy_ticks(cpus: set[int], stat_text: str | None = None) -> tuple[int, int]:
-    """(busy, total) clock ticks of the given CPUs since boot, from /proc/stat's `cpuN` lines.
+def core_busy_ticks(cpus: AbstractSet[int], stat_text: str | None = None) -> int:
+    """Busy clock ticks of the given CPUs since boot, from /proc/stat's `cpuN` lines.
 
     Busy is user, nice, system, irq and softirq: it includes the softirq time that per-process
     utime+stime never sees (a split flow's TCP work on the gateway runs mostly there), and leaves
@@ -37,13 +38,12 @@ def core_busy_ticks(cpus: set[int], stat_text: str | None = None) -> tuple[int, 
     if stat_text is None:
         with open("/proc/stat") as f:
             stat_text = f.read()
-    busy = total = 0
+    busy = 0
     for line in stat_text.splitlines():
         name, *fields = line.split()
         if not name.startswith("cpu") or name == "cpu" or int(name[3:]) not in cpus:
             continue
         # user nice system idle iowait irq softirq steal
         ticks = [int(v) for v in fields[:8]]
-        total += sum(ticks)
         busy += ticks[0] + ticks[1] + ticks[2] + ticks[5] + ticks[6]
-    return busy, total
+    return busy
