@@ -30,6 +30,16 @@ ensure_dockerd() {
   die "dockerd did not answer within 60 s; see $DOCKERD_LOG"
 }
 
+# For tests that need Docker but should not fail without it (`make test`): exits 0 printing why it skips
+# when no daemon can be started here, else returns with one running. $1 names the test in the message.
+docker_or_skip() {
+  local what=$1 why
+  skip_with() { printf '[%s] SKIPPED: %s\n' "$what" "$*"; exit 0; }
+  [ "$(id -u)" = 0 ] || skip_with "not root: starting a Docker daemon and its containers needs root"
+  { [ -n "$DOCKER" ] && command -v dockerd >/dev/null; } || skip_with "no docker client or dockerd (scripts/apt/images.txt installs docker.io)"
+  why=$( (ensure_dockerd) 2>&1 ) || skip_with "no Docker daemon could be started: $(printf '%s' "$why" | tail -n 1)"
+}
+
 # debootstrap --variant=minbase bookworm → tarball in the cache (built once, reused).
 base_tarball() {
   local tar="$CACHE_DIR/debian-$SUITE-minbase.tar"
