@@ -45,7 +45,10 @@ lint: setup
 	@failed=""; for c in $(COMPONENTS) images; do $(MAKE) --no-print-directory -C $$c lint || failed="$$failed $$c"; done; \
 	if [ -n "$$failed" ]; then echo "lint failed in:$$failed"; exit 1; fi
 
-demo: build
+# Says what it will change on this machine before it installs anything (scripts/demo notice).
+demo:
+	@scripts/demo notice
+	@$(MAKE) --no-print-directory build
 	@scripts/demo up
 
 demo-down:

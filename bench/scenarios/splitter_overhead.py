@@ -1,4 +1,4 @@
-"""Issue 4, performance: what the splitter costs on a path with no delay and no rate limit."""
+"""Performance: what the splitter costs on a path with no delay and no rate limit."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from bench.tools import cpu, gwload, gwproc
 
 NAME = "splitter-overhead"
 KIND = "overhead"
-TITLE = "Splitter overhead on zero-delay veth (issue 4)"
+TITLE = "Splitter overhead on zero-delay veth"
 DESCRIPTION = (
     "client — gateway — server over plain veth pairs (no emulator, no delay, no rate limit), "
     "measured routed (the gateway namespace only forwards) and split (`perigee gateway run`, 4 workers, "

@@ -45,7 +45,7 @@ base_tarball() {
   local tar="$CACHE_DIR/debian-$SUITE-minbase.tar"
   if [ ! -s "$tar" ]; then
     command -v debootstrap >/dev/null || die "debootstrap missing: apt-get install debootstrap"
-    local dir; dir=$(mktemp -d "$CACHE_DIR/rootfs.XXXXXX")
+    local dir; dir=$(mktemp -d "$CACHE_DIR/rootfs.XXXXXX") && chmod 0755 "$dir"   # the image's /
     log "debootstrap --variant=minbase $SUITE (once; cached as $tar)"
     debootstrap --variant=minbase --include=ca-certificates "$SUITE" "$dir" "$DEBIAN_MIRROR" >"$CACHE_DIR/debootstrap.log" 2>&1 \
       || { rm -rf "$dir"; die "debootstrap failed; see $CACHE_DIR/debootstrap.log"; }
