@@ -3,7 +3,7 @@ SHELL := /bin/bash
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 COMPONENTS := lab gateway api webui bench
 
-.PHONY: help setup build test lint demo demo-down bench bench-quick image image-test vm vm-test clean
+.PHONY: help setup build test test-packaging lint demo demo-down bench bench-quick image image-test vm vm-test deb deb-test setup-test clean
 
 help:
 	@echo "make demo        install, build, bring up satlab + the appliance, print the dashboard URL and login"
@@ -12,7 +12,10 @@ help:
 	@echo "make bench       the full benchmark (docs/benchmarks.md, bench/results/latest.json)"
 	@echo "make bench-quick one scenario of each kind"
 	@echo "make lint        clippy, ruff, mypy, eslint, tsc"
-	@echo "make image       build the Docker images;  make vm: build the VM image"
+	@echo "make image       build the Docker images;  make vm: build the VM image (from the .debs)"
+	@echo "make deb         the Debian packages perigee-gateway and perigee-management (+ lintian)"
+	@echo "make deb-test    install, upgrade and purge the packages in a bare bookworm container"
+	@echo "make setup-test  scripts/setup && make build in a bare bookworm container (stock Debian 12)"
 
 setup:
 	@scripts/setup
@@ -20,20 +23,32 @@ setup:
 build: setup
 	@set -e; for c in $(COMPONENTS); do $(MAKE) --no-print-directory -C $$c build; done
 
-# Runs every suite even when one fails, then fails loudly naming the failed ones.
+# Runs every suite even when one fails, then fails loudly naming the failed ones; then the packaging tests,
+# which need Docker and skip (saying why) where no daemon can be started.
 test: build
 	@failed=""; for c in $(COMPONENTS); do \
 	  echo "=== $$c: test ==="; \
 	  $(MAKE) --no-print-directory -C $$c test || failed="$$failed $$c"; \
 	done; \
+	echo "=== packaging: deb, deb-test, setup-test ==="; \
+	$(MAKE) --no-print-directory test-packaging || failed="$$failed packaging"; \
 	if [ -n "$$failed" ]; then echo "FAILED suites:$$failed"; exit 1; fi; \
-	echo "all suites passed: $(COMPONENTS)"
+	echo "all suites passed: $(COMPONENTS) packaging"
+
+# The .debs with lintian, their install/upgrade/purge test and the stock-Debian setup test.
+test-packaging:
+	@images/deb/build
+	@images/deb/upgrade-test --if-docker
+	@images/setup-test --if-docker
 
 lint: setup
 	@failed=""; for c in $(COMPONENTS) images; do $(MAKE) --no-print-directory -C $$c lint || failed="$$failed $$c"; done; \
 	if [ -n "$$failed" ]; then echo "lint failed in:$$failed"; exit 1; fi
 
-demo: build
+# Says what it will change on this machine before it installs anything (scripts/demo notice).
+demo:
+	@scripts/demo notice
+	@$(MAKE) --no-print-directory build
 	@scripts/demo up
 
 demo-down:
@@ -51,11 +66,20 @@ image: build
 image-test: image
 	@images/test
 
-vm: build
+vm: deb
 	@images/vm/build
 
 vm-test: vm
 	@images/vm/test
+
+deb: build
+	@images/deb/build
+
+deb-test: deb
+	@images/deb/upgrade-test
+
+setup-test:
+	@images/setup-test
 
 clean:
 	rm -rf gateway/target lab/emulator/target webui/dist

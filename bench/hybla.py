@@ -1,7 +1,7 @@
 """Is TCP Hybla usable as a congestion control here? Load it with `bin/perigee hybla load` if not.
 
-Hybla (Perigee's BPF struct_ops one on this kernel) is registered machine-wide, and other people's
-tests may load and unload it at any time, so we check before every transfer that needs it and
+Hybla (Perigee's BPF struct_ops one where the kernel has no tcp_hybla) is registered machine-wide,
+and other people's tests may load and unload it at any time, so we check before every transfer that needs it and
 reload if it vanished. A failed load is remembered for the rest of the run.
 """
 

@@ -70,6 +70,38 @@ def merge_latest(
     return [r for r in previous if r.scenario not in ran] + fresh
 
 
+def last_wall_times(latest: list[records.Record]) -> dict[str, float]:
+    """Each scenario's wall time in the last results (the harness's own record), in seconds."""
+    return {
+        r.scenario: r.value
+        for r in latest
+        if r.metric == "scenario_wall_time" and r.value is not None
+    }
+
+
+def time_left(
+    remaining: list[str], last_wall: dict[str, float], done_s: list[float]
+) -> float | None:
+    """Seconds the remaining scenarios should take: each one's last wall time, else the mean of the
+    scenarios run so far; None while neither is known for one of them."""
+    fallback = sum(done_s) / len(done_s) if done_s else None
+    total = 0.0
+    for name in remaining:
+        expected = last_wall.get(name, fallback)
+        if expected is None:
+            return None
+        total += expected
+    return total
+
+
+def progress_line(k: int, n: int, name: str, left_s: float | None) -> str:
+    if left_s is None:
+        eta = "time left unknown: no earlier wall time"
+    else:
+        eta = f"about {max(1, round(left_s / 60))} min left"
+    return f"scenario {k} of {n}: {name} ({eta})"
+
+
 def load_latest(path: Path) -> list[records.Record]:
     if not path.exists():
         return []
@@ -168,10 +200,16 @@ def main(argv: list[str] | None = None) -> int:
         "raw": ctx.raw,
     }
     fresh: list[records.Record] = []
+    last_wall = last_wall_times(load_latest(latest_path))
+    done_s: list[float] = []
     try:
-        for name in chosen:
+        for k, name in enumerate(chosen, 1):
+            left = time_left(chosen[k - 1 :], last_wall, done_s)
+            ctx.log(progress_line(k, len(chosen), name, left))
             run_info["params"][name] = registry[name].PARAMS[mode_name]
+            started = time.monotonic()
             fresh += run_scenario(registry[name], mode_name, ctx)
+            done_s.append(time.monotonic() - started)
     finally:
         lab.down()
         hybla.release()

@@ -1,4 +1,4 @@
-"""Issue 9 §2: Allman et al.'s bit-error experiment: 5 MB over the ACTS/T1 link at several BERs."""
+"""Allman et al.'s bit-error experiment: 5 MB over the ACTS/T1 link at several BERs."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from bench.transfer import Transfer, attempt
 
 NAME = "allman-ber"
 KIND = "bit-errors"
-TITLE = "Goodput under bit errors, ACTS/T1 (issue 9 §2, Allman et al.)"
+TITLE = "Goodput under bit errors, ACTS/T1 (Allman et al.)"
 DESCRIPTION = (
     "5 MB (quick: 2.5 MB) server → client on `geo-acts-t1` (1.536 Mbit/s, 290 ms each way) with the emulator's bit error "
     "rate set in both directions, each BER × congestion control on its own lab, `lanes` labs at once (a T1 costs "
@@ -177,7 +177,7 @@ def run(ctx: Context, params: dict[str, Any]) -> list[records.Record]:
     return out
 
 
-TARGET_PCT, TARGET_BER = 80.0, 1e-6  # issue 9: at BER 1e-6 on T1 GEO, ≥ 80% of optimal
+TARGET_PCT, TARGET_BER = 80.0, 1e-6  # target: at BER 1e-6 on T1 GEO, ≥ 80% of optimal
 
 
 def doc_extra(recs: list[records.Record]) -> str:

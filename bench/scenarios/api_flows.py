@@ -1,4 +1,4 @@
-"""Issue 6: can the control plane list 10,000 live flows quickly and ingest 1,000 closed flows a second?"""
+"""Can the control plane list 10,000 live flows quickly and ingest 1,000 closed flows a second?"""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from bench.context import Context
 
 NAME = "api-flows"
 KIND = "control-plane"
-TITLE = "Control plane: live-flow listing and closed-flow ingestion (issue 6)"
+TITLE = "Control plane: live-flow listing and closed-flow ingestion"
 DESCRIPTION = (
     "`api/bench/flows_bench.py` runs the real FastAPI app under uvicorn on a Unix socket with a fake "
     "gateway holding 10,000 live flows (a Bearer-token client in its own process, as automation or a browser would be). It times "

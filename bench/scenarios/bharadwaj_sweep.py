@@ -1,4 +1,4 @@
-"""Issue 9 §3: Bharadwaj et al.'s sweep: file size × link rate × BER over a 250 ms-each-way link,
+"""Bharadwaj et al.'s sweep: file size × link rate × BER over a 250 ms-each-way link,
 end to end vs split at Perigee gateways."""
 
 from __future__ import annotations
@@ -14,9 +14,7 @@ from bench.transfer import Transfer, attempt
 
 NAME = "bharadwaj-sweep"
 KIND = "transfer"
-TITLE = (
-    "File size × link rate × BER, end to end vs split (issue 9 §3, Bharadwaj et al.)"
-)
+TITLE = "File size × link rate × BER, end to end vs split (Bharadwaj et al.)"
 DESCRIPTION = (
     "One download server → client per cell on satlab (`geo-acts-t1` with `--rtt 500` and both directions "
     "set to the cell's rate; queue = max(128 KiB, 1 BDP); BER on both directions). `e2e`: no gateway, "

@@ -1,4 +1,4 @@
-"""Issue 9 / issue 3 (BoD): Perigee untuned (the daemon's defaults) vs tuned from the operator's BoD
+"""BoD: Perigee untuned (the daemon's defaults) vs tuned from the operator's BoD
 profile on satlab `geo-skyplex`: time to 90% of capacity and a page load, both."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from bench.transfer import Transfer, attempt, completion_record
 
 NAME = "bod-tuning"
 KIND = "bod"
-TITLE = "BoD tuning: untuned vs tuned from the BoD profile on geo-skyplex (issue 9, issue 3)"
+TITLE = "BoD tuning: untuned vs tuned from the BoD profile on geo-skyplex"
 DESCRIPTION = (
     "satlab `geo-skyplex` (1.144 Mbit/s, 600 ms RTT, DAMA: CRA 44 kbit/s, requests per 820 ms superframe "
     "from the input rate plus the queue's backlog, "
@@ -58,7 +58,7 @@ PARAMS: dict[str, dict[str, Any]] = {
 GATEWAY_AT = {"gateway-hub": "hub", "gateway-both": "both"}
 CONFIGS = ("untuned", "tuned")
 SERVER_CC = "reno"  # the origin's socket on the short terrestrial leg
-TARGET_T90_S = 6.0  # issue 9: time to 90% of capacity on geo-skyplex under 6 s
+TARGET_T90_S = 6.0  # target: time to 90% of capacity on geo-skyplex under 6 s
 PHASE_TIMEOUT_S = 240.0
 
 

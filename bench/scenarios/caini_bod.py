@@ -1,4 +1,4 @@
-"""Issue 9 §1: Caini et al., Table 2 and sec. 6 on satlab `geo-skyplex` with DAMA/BoD: time to 90% of
+"""Caini et al., Table 2 and sec. 6 on satlab `geo-skyplex` with DAMA/BoD: time to 90% of
 capacity of a long transfer, the same under a 10 s UDP spike and with five 25 ms wired TCP flows."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from bench.tools import lanes
 
 NAME = "caini-bod"
 KIND = "bod"
-TITLE = "Caini et al. on Skyplex BoD: time to 90% of capacity, UDP spike, wired cross traffic (issue 9 §1)"
+TITLE = "Caini et al. on Skyplex BoD: time to 90% of capacity, UDP spike, wired cross traffic"
 DESCRIPTION = (
     "satlab `geo-skyplex`: 1.144 Mbit/s, 600 ms RTT, 1 MB satellite buffer, DAMA on the link (CRA 44 kbit/s, "
     "dynamic capacity requested every 820 ms superframe from the measured input rate plus the queue's "
@@ -72,7 +72,7 @@ PARAMS: dict[str, dict[str, Any]] = {
 GATEWAY_AT = {"gateway-hub": "hub", "gateway-both": "both"}
 SPIKE = {"rate_bps": 9_500_000, "length_s": 10.0}  # Caini et al. sec. 6.1
 WIRED_FLOWS = 5  # Caini et al. sec. 6.2.1
-TARGET_T90_S = 6.0  # issue 9: time to 90% of capacity on geo-skyplex under 6 s
+TARGET_T90_S = 6.0  # target: time to 90% of capacity on geo-skyplex under 6 s
 # Caini et al., Table 2 (real Skyplex, 180 s transfers, 10 s goodput window), with the variant ours
 # corresponds to: PEPsal = Hybla on the satellite leg of a split connection.
 PAPER_T90 = {

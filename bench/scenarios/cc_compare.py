@@ -1,4 +1,4 @@
-"""Issue 3: one long download per congestion control, end to end, on GEO profiles."""
+"""One long download per congestion control, end to end, on GEO profiles."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from bench.transfer import Transfer, attempt
 
 NAME = "cc-compare"
 KIND = "congestion-control"
-TITLE = "Congestion controls end to end over GEO (issue 3)"
+TITLE = "Congestion controls end to end over GEO"
 DESCRIPTION = (
     "One long download server → client per congestion control (set on the sending socket with "
     "TCP_CONGESTION), no gateway, each on a freshly flushed path. `t90` is the first time the goodput, "

@@ -1,4 +1,4 @@
-"""Issue 2: can the userspace link emulator carry 100 Mbit/s of full-size frames on time, and is it idle when idle?"""
+"""Can the userspace link emulator carry 100 Mbit/s of full-size frames on time, and is it idle when idle?"""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from bench.tools import cpu
 
 NAME = "emulator"
 KIND = "emulator"
-TITLE = "Link emulator capacity and timing (issue 2)"
+TITLE = "Link emulator capacity and timing"
 DESCRIPTION = (
     "A paced UDP source in the server namespace sends 1500-byte Ethernet frames (1486-byte IP packets) at 100 Mbit/s through the "
     "`leo` profile (100 Mbit/s, 15 ms each way) to a sink in the client namespace. We report the rate "

@@ -1,4 +1,4 @@
-"""Issue 4: a 50 MB download on geo-hts, end to end and through the gateway at the hub."""
+"""A 50 MB download on geo-hts, end to end and through the gateway at the hub."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from bench.transfer import Transfer, attempt, completion_record
 
 NAME = "geo-hts-50mb"
 KIND = "transfer"
-TITLE = "50 MB download on geo-hts (issue 4)"
+TITLE = "50 MB download on geo-hts"
 DESCRIPTION = (
     "50 MB server → client on `geo-hts` (50 Mbit/s forward, 600 ms RTT). End-to-end variants set the "
     "sender's congestion control; `gateway-hub` runs satlab with `--gateway hub`, so the splitter at the hub "
@@ -54,7 +54,7 @@ PARAMS: dict[str, dict[str, Any]] = {
 }
 DOWNLOAD_RTTS_BEFORE_DATA = 1.5
 GATEWAY_AT = {"gateway-hub": "hub", "gateway-both": "both"}  # satlab --gateway per mode
-TARGET_FACTOR = 1.15  # issue 4: completion within 1.15 x the physical limit
+TARGET_FACTOR = 1.15  # target: completion within 1.15 x the physical limit
 
 
 def transfer_records(
@@ -93,7 +93,7 @@ def transfer_records(
                 "vs_limit",
                 done / limit,
                 "x",
-                f"issue 4 target through the gateway: <= {TARGET_FACTOR}x",
+                f"target through the gateway: <= {TARGET_FACTOR}x",
             )
         )
     return out

@@ -1,4 +1,4 @@
-"""Issue 9 §4: Henderson's competing-connection experiment: a GEO download and a 20 ms download
+"""Henderson's competing-connection experiment: a GEO download and a 20 ms download
 share the hub's terrestrial bottleneck; throughput of each and Jain's fairness index."""
 
 from __future__ import annotations
@@ -13,9 +13,7 @@ from bench.tools.ss_parse import parse_ss, port_of
 
 NAME = "henderson-fairness"
 KIND = "fairness"
-TITLE = (
-    "A GEO flow and a 20 ms flow on one terrestrial bottleneck (issue 9 §4, Henderson)"
-)
+TITLE = "A GEO flow and a 20 ms flow on one terrestrial bottleneck (Henderson)"
 DESCRIPTION = (
     "satlab `geo-hts` (50 Mbit/s, 600 ms RTT on the satellite). The bottleneck is the hub's terrestrial "
     "link toward the cross host (10.71.4.10, 10 ms each way), set with `satlab link set --link cross` to "

@@ -1,4 +1,4 @@
-"""Issue 9 item 5: 10,000 concurrent flows and the connection rate through the gateway on satlab."""
+"""10,000 concurrent flows and the connection rate through the gateway on satlab."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from bench.tools import gwload, gwproc
 
 NAME = "scale"
 KIND = "overhead"
-TITLE = "Concurrent flows and connection rate through the gateway (issue 9.5)"
+TITLE = "Concurrent flows and connection rate through the gateway"
 DESCRIPTION = (
     "satlab `leo` (100 Mbit/s, 30 ms RTT, through the link emulator) with the gateway at the hub, as "
     "`satlab up --gateway hub` starts it (4 workers, max_flows 10,000). The client opens N flows at once "

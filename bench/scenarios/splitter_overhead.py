@@ -1,4 +1,4 @@
-"""Issue 4, performance: what the splitter costs on a path with no delay and no rate limit."""
+"""Performance: what the splitter costs on a path with no delay and no rate limit."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from bench.tools import cpu, gwload, gwproc
 
 NAME = "splitter-overhead"
 KIND = "overhead"
-TITLE = "Splitter overhead on zero-delay veth (issue 4)"
+TITLE = "Splitter overhead on zero-delay veth"
 DESCRIPTION = (
     "client — gateway — server over plain veth pairs (no emulator, no delay, no rate limit), "
     "measured routed (the gateway namespace only forwards) and split (`perigee gateway run`, 4 workers, "
@@ -39,9 +39,9 @@ DESCRIPTION = (
     "each connect → 1-byte echo → close (steering off: its IPIs cost both variants ~30% here; no "
     "pinning), so it counts only connections that reached the server (target "
     "≥ 5,000/s), from the Rust `perigee-loadgen` client and echo server (threads × concurrency in flight; "
-    "`conn_latency_p99`: connect start → echo back); the routed figure is their own ceiling on this machine. "
+    "`conn_latency_p99`: connect start → echo back); the routed figure is their own ceiling on the machine that ran it. "
     "`idle_flow_rss`: growth of the daemon's RSS (master + workers) per idle split flow with N flows "
-    "open at once (target ≤ 32 KiB), the client's flows spread over several processes (20,000-fd cap). "
+    "open at once (target ≤ 32 KiB), the client's flows spread over several processes (the machine that ran it caps a process at 20,000 fds). "
     "Two shared cores carry client, server and gateway at once: absolute numbers are noisy."
 )
 PARAMS: dict[str, dict[str, Any]] = {

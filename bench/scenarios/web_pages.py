@@ -1,4 +1,4 @@
-"""Issue 5 / issue 9 §3: the two web pages of Bharadwaj et al. on geo-acts-t1, by a browser and a plain
+"""The two web pages of Bharadwaj et al. on geo-acts-t1, by a browser and a plain
 HTTP client, end to end, through the splitter and through the Squid cache (cold and warm).
 
 Several labs run at once (T1 links use little CPU), each under its own satlab prefix and thread.
@@ -24,7 +24,7 @@ from bench.profiles import LinkFigures, figures
 
 NAME = "web-pages"
 KIND = "web"
-TITLE = "Web pages of Bharadwaj et al. on ACTS/T1 (issue 5, issue 9 §3)"
+TITLE = "Web pages of Bharadwaj et al. on ACTS/T1"
 DESCRIPTION = (
     "The two pages of Bharadwaj, Baras, Butts (CSHCN TR 99-11, Figs. 10 and 11), served by satlab at "
     "`http://10.71.3.10/pages/page1/` (356-byte HTML + one 391 KB image) and `/pages/page2/` (1.7 KB HTML + "

@@ -1,5 +1,5 @@
 /* global document -- used inside functions that run in the page */
-// The end-to-end story against the real gateway in satlab: log in, watch a live split flow,
+// The end-to-end story against the real gateway in satlab: log in, watch a live split flow,
 // bypass the next one, cap the pacing with a BoD profile, roll back. The UI does every change; the
 // API's flows JSON and the daemon's control socket are the independent witnesses of what happened.
 import assert from 'node:assert/strict';

@@ -44,7 +44,7 @@ class Collector:
         try:
             cache = gw.cache_stats()
         except GatewayError:
-            cache = None  # the cache is optional (issue 5)
+            cache = None  # the cache is optional
         values = self.builder.build(now, self.ctx.live.flows, counters, cache)
         with self.ctx.db.session() as db:
             stats.store_closed_flows(db, closed, now)

@@ -144,8 +144,8 @@ pub const SHAPER_LEAF: &str = "5048:";
 
 /// The aggregate egress shaper (`shaping` in the config): an HTB root on `dev` whose single
 /// class, the default for every packet, sends at most `rate_bps`, over a `pfifo` leaf.
-/// HTB + FIFO because that is what this appliance's kernels have (no fq, fq_codel or cake
-/// here); with the gateway's sockets behind TCP small queues, each keeps ~2 packets in the
+/// HTB + FIFO because fq, fq_codel and cake are not built into every kernel the appliance
+/// must run on; with the gateway's sockets behind TCP small queues, each keeps ~2 packets in the
 /// FIFO, so they take turns at the head and share the link.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Shaper {

@@ -205,7 +205,7 @@ pub fn send(fd: RawFd, buf: &[u8]) -> io::Result<usize> {
     })
 }
 
-/// Raise the soft fd limit to the hard one (the hard cap is 20,000 here).
+/// Raise the soft fd limit to the hard one (which some hosts cap as low as 20,000).
 pub fn raise_nofile() -> u64 {
     // SAFETY: rlimit is a plain struct filled by the kernel.
     let mut rl: libc::rlimit = unsafe { zeroed() };
