@@ -207,7 +207,7 @@ class LabHandle:
         return [] if gw is None else ["terminal", "hub"] if gw == "both" else [gw]
 
     def socket(self, role: str) -> str:
-        return gwconfig.socket_path(self.lb.prefix, role)
+        return gwconfig.socket_path(self.lb.prefix, role, gwconfig.RUN_ROOT)
 
     def apply(self, variant: Variant) -> str | None:
         """Put the variant's config on every gateway of this lab; the refusal, if any."""
