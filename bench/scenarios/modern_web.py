@@ -560,6 +560,23 @@ def doc_extra(recs: list[records.Record]) -> str:
         + "\n".join(lines)
         + "\n\nThe QUIC policy: `h3-no-gateway` and `h3-both-pass` (QUIC end to end) "
         "against `both` and `tcp-both-fallback` (TCP through Perigee at both ends) in the table below."
+        + gateway_settings(recs)
+    )
+
+
+def gateway_settings(recs: list[records.Record]) -> str:
+    """The mechanisms' values each gateway variant ran with, from its load_time note."""
+    seen: dict[str, str] = {}
+    for r in recs:
+        parts = r.variant.split("/")
+        if r.metric == "load_time" and len(parts) == 3 and "; " in r.note:
+            seen.setdefault(parts[1], r.note.split("; ", 1)[1])
+    if not seen:
+        return ""
+    return (
+        "\n\nThe mechanisms' settings each gateway variant ran with (`GET /v1/config`; `absent`: "
+        "the gateway has no such setting, i.e. today's behaviour):"
+        + "".join(f"\n- `{v}`: {note}" for v, note in seen.items())
     )
 
 

@@ -11,17 +11,19 @@ import socket
 import sys
 import tempfile
 import threading
+from typing import Any
 
 import pytest
 
 from bench import webfloor
 from bench.procs import REPO
+from bench.profiles import figures
 from bench.scenarios import modern_web as mw
 from bench.tools import dnsq, gwconfig
-from bench.webload import LoadError, parse_result
+from bench.webload import LoadError, PageLoad, parse_result
 
 sys.path.insert(0, str(REPO / "lab"))
-from satlab import webnames, webpages
+from satlab import webnames, webpages  # type: ignore[import-not-found,unused-ignore]
 
 MIB = 1024 * 1024
 LABEL = "k3x9q2aa"
@@ -320,7 +322,8 @@ class FakeGateway:
             "revision": "satlab-terminal",
             "splitter": {"enabled": True},
         }
-        self.forbidden, self.puts = forbidden, []
+        self.forbidden = forbidden
+        self.puts: list[dict[str, Any]] = []
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.bind(path)
         self.sock.listen(8)
@@ -337,7 +340,8 @@ class FakeGateway:
                 while b"\r\n\r\n" not in data:
                     data += conn.recv(65536)
                 head, _, body = data.partition(b"\r\n\r\n")
-                length = int(re.search(rb"Content-Length: (\d+)", head).group(1))
+                match = re.search(rb"Content-Length: (\d+)", head)
+                length = int(match.group(1)) if match else 0
                 while len(body) < length:
                     body += conn.recv(65536)
                 if head.startswith(b"GET"):
@@ -416,3 +420,41 @@ def test_dns_query_encoding_and_reply_header():
         dnsq.decode_header(q)  # a query is not a reply
     with pytest.raises(ValueError):
         dnsq.encode_query(1, "x" * 64 + ".test", 1)
+
+
+# --- records and the doc's target table --------------------------------------------------------
+
+
+def fake_load(seconds: float) -> PageLoad:
+    end = seconds * 1000
+    raw = [req(f"https://a/{i}", headers=end - 100, end=end) for i in range(56)]
+    return parse_result(answer(raw, load_ms=end - 50), expect=56)
+
+
+def test_records_compare_each_variant_with_no_gateway_and_the_floor():
+    res = mw.Results()
+    res.loads = {
+        "news/no-gateway/cold": [fake_load(14.0), fake_load(15.0), fake_load(16.0)],
+        "news/both/cold": [fake_load(8.0)],
+        "news/both/warm": [fake_load(6.0)],
+    }
+    res.skipped = {
+        "news/hub/cold": "hub gateway refused the config: unknown field `nodelay`"
+    }
+    res.notes = {"both": "terminal: splitter.nodelay=true"}
+    params = {"pages": ["news"], "variants": ["no-gateway", "hub", "both"]}
+    recs = mw.make_records(res, params, figures("geo-hts"))
+    by = {(r.variant, r.metric): r for r in recs}
+    assert by[("news/no-gateway/cold", "load_time")].value == 15.0
+    assert by[("news/both/cold", "vs_no_gateway")].value == pytest.approx(8 / 15)
+    floor_cold = by[("news/both/cold", "floor")].value
+    floor_warm = by[("news/both/warm", "floor")].value
+    assert floor_cold > floor_warm
+    assert by[("news/both/warm", "ratio_to_floor")].value == pytest.approx(
+        6 / floor_warm
+    )
+    assert by[("news/hub/cold", "skipped")].note.startswith("hub gateway refused")
+    assert "splitter.nodelay=true" in by[("news/both/cold", "load_time")].note
+    doc = mw.doc_extra(recs)
+    assert "0.53×, meets ≤ 0.6×" in doc and "0.40×, meets ≤ 0.45×" in doc
+    assert "- `both`: terminal: splitter.nodelay=true" in doc

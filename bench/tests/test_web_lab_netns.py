@@ -15,7 +15,7 @@ from bench import procs
 from bench.procs import REPO
 
 sys.path.insert(0, str(REPO / "lab"))
-from satlab import webnames, webpages
+from satlab import webnames, webpages  # type: ignore[import-not-found,unused-ignore]
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0, reason="needs root for network namespaces"
