@@ -14,6 +14,7 @@ import json
 import secrets
 import statistics
 import sys
+import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
@@ -200,6 +201,7 @@ class LabHandle:
     refused: dict[str, str] = field(
         default_factory=dict
     )  # variant -> the gateway's answer
+    settle_s: float = 2.0
 
     @property
     def roles(self) -> list[str]:
@@ -210,21 +212,21 @@ class LabHandle:
         return gwconfig.socket_path(self.lb.prefix, role, gwconfig.RUN_ROOT)
 
     def apply(self, variant: Variant) -> str | None:
-        """Put the variant's config on every gateway of this lab; the refusal, if any."""
+        """Put the variant's config on every gateway of this lab; the refusal, if any.
+
+        After a change the gateways get `settle_s` to reach their steady state (the peer path
+        refills its pool of warm connections), so no load measures a config switch.
+        """
         if variant.name in self.refused:
             return self.refused[variant.name]
+        changed = False
         for role in self.roles:
             if self.current.get(role) == variant.name:
                 continue
-            target = (
-                self.base[role]
-                if not variant.settings
-                else desired_config(self.base[role], variant)
-            )
-            if not variant.settings:
-                target = dict(target, revision=f"bench-{NAME}-defaults")
             try:
-                gwconfig.put_config(self.socket(role), target)
+                gwconfig.put_config(
+                    self.socket(role), desired_config(self.base[role], variant)
+                )
             except (gwconfig.GatewayConfigError, OSError) as exc:
                 self.refused[variant.name] = (
                     f"{role} gateway refused the config: {exc}"[:400]
@@ -232,6 +234,9 @@ class LabHandle:
                 self.current.pop(role, None)
                 return self.refused[variant.name]
             self.current[role] = variant.name
+            changed = True
+        if changed:
+            time.sleep(self.settle_s)
         return None
 
     def note(self) -> str:

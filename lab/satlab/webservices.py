@@ -4,6 +4,7 @@ the client namespace's resolver. Called by `satlab up` / `satlab down` (lab.py).
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -28,6 +29,9 @@ def tls_dir(topo: Topology) -> str:
 
 
 def start(topo: Topology, env: dict[str, str]) -> None:
+    missing = [p for p in (dnsserver.NSD, "openssl") if shutil.which(p) is None]
+    if missing:
+        raise WebServiceError(f"{', '.join(missing)} not installed (Debian packages, scripts/apt/lab.txt)")
     try:
         tls = webtls.create(tls_dir(topo))
     except (CommandError, RuntimeError, OSError) as e:
