@@ -9,6 +9,7 @@ import subprocess
 import tempfile
 
 import pytest
+
 from satlab import dnsserver, webnames, webpages, webserver, webtls
 
 LABEL = "test0001"
