@@ -499,13 +499,16 @@ def plot(ctx: Context, params: dict[str, Any], recs: list[records.Record]) -> No
         ]
     }
     for v, d in combos:
-        series[f"{v} {d}"] = [by.get((f"{p}/{v}/{d}", "load_time")) for p in pages]
+        values = [by.get((f"{p}/{v}/{d}", "load_time")) for p in pages]
+        if any(x is not None for x in values):  # skipped variants get no empty slot
+            series[f"{v} {d}"] = values
     plots.grouped_bars(
         ctx.plot_path(f"{NAME}-load-time"),
         f"HTTPS pages on {PROFILE}: load time (median) and the floor",
         "page load time [s]",
         pages,
         series,
+        legend_outside=True,
     )
     page = "news" if "news" in pages else pages[0]
     groups = [
@@ -527,6 +530,7 @@ def plot(ctx: Context, params: dict[str, Any], recs: list[records.Record]) -> No
             "ms (median of loads)",
             groups,
             breakdown,
+            legend_outside=True,
         )
 
 
