@@ -458,3 +458,15 @@ def test_records_compare_each_variant_with_no_gateway_and_the_floor():
     doc = mw.doc_extra(recs)
     assert "0.53×, meets ≤ 0.6×" in doc and "0.40×, meets ≤ 0.45×" in doc
     assert "- `both`: terminal: splitter.nodelay=true" in doc
+
+
+def test_schedule_can_limit_the_dns_states():
+    steps = mw.schedule(["news"], ["no-gateway", "both"], 2, ("cold",))
+    assert [(s.variant, s.dns) for s in steps if s.rep == 0] == [
+        ("no-gateway", "cold"),
+        ("both", "cold"),
+    ]
+    assert [(s.variant, s.dns) for s in steps if s.rep == 1] == [
+        ("both", "cold"),
+        ("no-gateway", "cold"),
+    ]
