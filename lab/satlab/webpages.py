@@ -13,9 +13,8 @@ as on a real page:
     depth 4  images listed in the JSON
 
 Bodies have exact sizes: text objects are padded with a comment, images are valid PNGs of noise.
-(No web fonts or @import: Chromium leaves a font it cannot decode, and @imported stylesheets, out
-of Resource Timing, which the benchmark's breakdown is built from; stylesheet-named background
-images stand for the same CSS dependency.)
+(No web fonts: a browser drops a font it cannot decode, and a valid font of an exact size is more
+than this lab needs; stylesheet-named background images stand for the CSS dependency.)
 Host names carry the load's label (satlab.webnames), whose
 length is fixed, so the sizes hold for every label.
 """
