@@ -55,9 +55,11 @@ def grouped_bars(
     ylabel: str,
     groups: Sequence[str],
     series: Mapping[str, Sequence[float | None]],
+    legend_outside: bool = False,
 ) -> Path:
-    """Bars per group (e.g. BER) with one bar per series (e.g. congestion control); None = no bar."""
-    fig, ax = plt.subplots(figsize=(8, 4))
+    """Bars per group (e.g. BER) with one bar per series (e.g. congestion control); None = no bar.
+    legend_outside: the legend right of the axes (many series would hide the bars)."""
+    fig, ax = plt.subplots(figsize=(10.5 if legend_outside else 8, 4))
     width = 0.8 / max(1, len(series))
     for k, (label, values) in enumerate(series.items()):
         xs = [i + k * width for i, v in enumerate(values) if v is not None]
@@ -68,7 +70,10 @@ def grouped_bars(
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.grid(axis="y", alpha=0.3)
-    ax.legend(fontsize=8)
+    if legend_outside:
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    else:
+        ax.legend(fontsize=8)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)

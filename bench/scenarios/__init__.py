@@ -25,6 +25,7 @@ MODULES = (
     "henderson_fairness",
     "bharadwaj_sweep",
     "web_pages",
+    "modern_web",
     "api_flows",
 )
 

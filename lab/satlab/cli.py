@@ -8,7 +8,7 @@ import os
 import sys
 from typing import Any
 
-from . import lab, linkctl
+from . import lab, linkctl, webservices
 from .profiles import DEFAULT_PROFILE, PROFILES, Overrides, build_link
 from .sysrun import ip
 from .topology import LINKS, ROLES, Topology, resolve_prefix
@@ -165,6 +165,7 @@ def status(topo: Topology) -> dict[str, Any]:
         pid = procs.read_pid(topo.path(f"{name}.pid"))
         out["services"][name] = {"namespace": topo.ns(role), "port": int(args[args.index("--port") + 1]),
                                  "pid": pid, "running": pid is not None and procs.alive(pid)}
+    out["services"].update(webservices.status(topo))
     return out
 
 

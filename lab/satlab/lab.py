@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from . import linkctl, procs
+from . import linkctl, procs, webservices
 from .profiles import CROSS_PARAMS, Params
 from .sysrun import CommandError, ip, list_namespaces, run, run_ns
 from .topology import LINKS, ROLES, ROUTERS, ROUTES, SERVER_V4, SERVER_V6, VETHS, EmulatedLink, Topology
@@ -224,7 +224,9 @@ def up(topo: Topology, profile: str, forward: Params, ret: Params, gateway: str 
             start_emulator(topo, LINKS[0], forward, ret, seed)
             start_emulator(topo, LINKS[1], CROSS_PARAMS, CROSS_PARAMS, seed + 1)
             start_servers(topo)
+            webservices.start(topo, python_env())
             wait_ready(topo, timeout)
+            webservices.wait_ready(topo, time.monotonic() + timeout)
             if gw is not None:
                 try:
                     gw.start(topo, gateway)
@@ -232,6 +234,9 @@ def up(topo: Topology, profile: str, forward: Params, ret: Params, gateway: str 
                     raise LabError(f"gateway on {gateway} did not start: {e}") from e
                 state["gateway"] = gateway
                 save_state(topo, state)
+        except webservices.WebServiceError as e:
+            _teardown(topo)
+            raise LabError(str(e)) from e
         except BaseException:
             _teardown(topo)
             raise
@@ -251,6 +256,7 @@ def _teardown(topo: Topology) -> None:
                 print(f"satlab: gateway.stop failed: {e}", file=sys.stderr)
     for name, _role, _args in SERVICES:
         procs.stop_pidfile(topo.path(f"{name}.pid"), "satlab")
+    webservices.stop(topo)
     for link in LINKS:
         sock = ctl_socket(topo, link.name)
         if os.path.exists(sock):

@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from .webnames import SERVER_EXTRA_V4, SERVER_EXTRA_V6
+
 ROLES = ("client", "terminal", "sat", "hub", "server", "cross")
 DEFAULT_PREFIX = "sl-"
 RUN_ROOT = "/run/satlab"
@@ -56,7 +58,9 @@ VETHS: tuple[Veth, ...] = (
     Veth(Iface("sat", "sh0"),
          Iface("hub", "sat0", ("10.71.2.2/24",), ("fd71:2::2/64",)), emulated=True),
     Veth(Iface("hub", "lan0", ("10.71.3.1/24",), ("fd71:3::1/64",)),
-         Iface("server", "eth0", ("10.71.3.10/24",), ("fd71:3::10/64",))),
+         # The server's own address first (its identity), then the web origins' and the DNS server's.
+         Iface("server", "eth0", ("10.71.3.10/24", *(f"{a}/24" for a in SERVER_EXTRA_V4)),
+               ("fd71:3::10/64", *(f"{a}/64" for a in SERVER_EXTRA_V6)))),
     # The hub <-> cross path also crosses an emulator (in the sat namespace) so cross is short-RTT
     # but not zero-RTT: hub cross0 <-> sat hx0 ... sat cx0 <-> cross eth0.
     Veth(Iface("hub", "cross0", ("10.71.4.1/24",), ("fd71:4::1/64",)),

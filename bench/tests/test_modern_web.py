@@ -1,0 +1,472 @@
+"""modern-web's harness: the page generator, the floor, the load parser, the schedule, the
+gateway config handling (a refused config is a skipped variant), the DNS query codec."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import socket
+import sys
+import tempfile
+import threading
+from typing import Any
+
+import pytest
+
+from bench import webfloor
+from bench.procs import REPO
+from bench.profiles import figures
+from bench.scenarios import modern_web as mw
+from bench.tools import dnsq, gwconfig
+from bench.webload import LoadError, PageLoad, parse_result
+
+sys.path.insert(0, str(REPO / "lab"))
+from satlab import webnames, webpages  # type: ignore[import-not-found,unused-ignore]
+
+MIB = 1024 * 1024
+LABEL = "k3x9q2aa"
+
+
+# --- the page generator ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("page", "objects", "mib", "origins"),
+    [("blog", 15, 0.3, 2), ("news", 56, 1.8, 6), ("shop", 123, 4.9, 6)],
+)
+def test_pages_have_the_declared_counts_sizes_and_origins(page, objects, mib, origins):
+    pg = webpages.page(page)
+    assert len(pg.objects) == objects
+    assert abs(pg.total_bytes / MIB - mib) < 0.001
+    assert len(pg.origins) == origins
+    for obj in pg.objects:
+        assert len(webpages.body(page, obj.path, LABEL)) == obj.size, obj.path
+
+
+def test_bodies_are_deterministic_and_label_length_keeps_sizes():
+    for obj in webpages.page("news").objects:
+        a = webpages.body("news", obj.path, LABEL)
+        assert a == webpages.body("news", obj.path, LABEL)
+        assert len(webpages.body("news", obj.path, "00000000")) == len(a)
+    digest = hashlib.sha256(webpages.body("shop", "img/7.png", LABEL)).hexdigest()
+    assert (
+        digest
+        == hashlib.sha256(webpages.body("shop", "img/7.png", "zzzzzzzz")).hexdigest()
+    )
+
+
+@pytest.mark.parametrize("page", webpages.PAGE_NAMES)
+def test_every_object_is_named_by_its_parent_only(page):
+    """The chains are real: an object's URL appears in its parent's body and in no other
+    object's body, so the browser can find it only when the parent has arrived."""
+    pg = webpages.page(page)
+    bodies = {o.path: webpages.body(page, o.path, LABEL) for o in pg.objects}
+    for obj in pg.objects:
+        if obj.parent is None:
+            assert obj.kind == "html" and obj.depth == 0
+            continue
+        url = pg.url(obj, LABEL).encode()
+        named_by = [p for p, b in bodies.items() if url in b]
+        assert named_by == [obj.parent], (obj.path, named_by)
+        assert obj.depth == pg.by_path()[obj.parent].depth + 1
+
+
+def test_chains_reach_depth_four_with_a_json_fetch():
+    pg = webpages.page("news")
+    kinds_at = {d: {o.kind for o in pg.objects if o.depth == d} for d in range(5)}
+    assert kinds_at[0] == {"html"}
+    assert {"css", "js", "img"} <= kinds_at[1]
+    assert "js" in kinds_at[2] and "json" in kinds_at[3] and kinds_at[4] == {"img"}
+    html = webpages.body("news", "", LABEL).decode()
+    assert '<meta name="pw-objects" content="56">' in html
+
+
+def test_images_are_pngs_and_the_json_parses():
+    img = webpages.body("news", "img/0.png", LABEL)
+    assert img.startswith(b"\x89PNG\r\n\x1a\n") and img.endswith(b"IEND\xaeB`\x82")
+    data = json.loads(webpages.body("news", "json/0.json", LABEL))
+    assert all(u.startswith(f"https://{LABEL}.img.site.test/") for u in data["images"])
+
+
+def test_unknown_pages_objects_and_labels_are_refused():
+    with pytest.raises(webpages.PageError):
+        webpages.page("nope")
+    with pytest.raises(webpages.PageError):
+        webpages.body("news", "img/999.png", LABEL)
+    with pytest.raises(webnames.WebNameError):
+        webnames.host_of("www", "UPPER123")
+    with pytest.raises(webnames.WebNameError):
+        webnames.split_host("www.example.com")
+    origin, label = webnames.split_host(f"{LABEL}.cdn.libs.test:443")
+    assert origin.key == "cdn" and label == LABEL
+
+
+# --- the floor ---------------------------------------------------------------------------------
+
+RATE, RTT = 50e6, 0.6
+
+
+def item(path, origin, size, parent, kind="img"):
+    return webfloor.Item(path, origin, kind, size, parent)
+
+
+def test_floor_of_a_lone_html_is_setup_request_and_bytes():
+    page = [item("", "www", 14480, None, "html")]
+    bytes_s = 14480 * 1514 / 1448 * 8 / RATE
+    cold = webfloor.page_floor(page, RATE, RTT, cold_dns=True)
+    warm = webfloor.page_floor(page, RATE, RTT, cold_dns=False)
+    assert cold.floor_s == pytest.approx(3 * RTT + bytes_s)  # DNS, TLS, request
+    assert warm.floor_s == pytest.approx(2 * RTT + bytes_s)
+
+
+def test_floor_follows_the_chain_and_reuses_an_origins_connection():
+    page = [
+        item("", "www", 1000, None, "html"),
+        item("a.js", "static", 1000, "", "js"),
+        item(
+            "b.js", "static", 1000, "a.js", "js"
+        ),  # same origin: 1 RTT, no new handshake
+        item(
+            "c.png", "img", 1000, "b.js"
+        ),  # new origin: TLS + request (+ DNS when cold)
+    ]
+    b = 1000 * 1514 / 1448 * 8 / RATE
+    f = webfloor.page_floor(page, RATE, RTT, cold_dns=True)
+    # html first byte at 3 RTT; a.js: +3 RTT + b; b.js: +1 RTT + b; c.png: +3 RTT + b.
+    assert f.arrivals["c.png"] == pytest.approx(10 * RTT + 3 * b)
+    assert f.floor_s == pytest.approx(10 * RTT + 3 * b)
+    warm = webfloor.page_floor(page, RATE, RTT, cold_dns=False)
+    assert f.floor_s - warm.floor_s == pytest.approx(
+        3 * RTT
+    )  # one lookup per new origin on the path
+
+
+def test_html_children_start_at_its_first_byte_and_bytes_can_dominate():
+    big = 50_000_000
+    page = [item("", "www", big, None, "html"), item("x.png", "img", 1000, "")]
+    f = webfloor.page_floor(page, RATE, RTT, cold_dns=False)
+    assert f.arrivals["x.png"] < f.arrivals[""]  # found while the HTML still streams
+    assert f.floor_s == pytest.approx(f.bandwidth_s)
+    assert f.bandwidth_s == pytest.approx(
+        2 * RTT + (big + 1000) * 1514 / 1448 * 8 / RATE
+    )
+
+
+def test_an_origin_connects_when_first_needed_by_any_branch():
+    page = [
+        item("", "www", 1000, None, "html"),
+        item("slow.css", "static", 5_000_000, "", "css"),
+        item("quick.js", "static", 1000, "", "js"),
+        item("late.png", "img", 1000, "slow.css"),
+        item("early.png", "img", 1000, "quick.js"),
+    ]
+    f = webfloor.page_floor(page, RATE, RTT, cold_dns=False)
+    # img's connection starts when quick.js arrives, so late.png needs only its request then.
+    assert f.arrivals["late.png"] == pytest.approx(
+        f.arrivals["slow.css"] + RTT + 1000 * 1514 / 1448 * 8 / RATE
+    )
+
+
+def test_floor_rejects_malformed_pages():
+    with pytest.raises(ValueError):
+        webfloor.page_floor([], RATE, RTT, cold_dns=True)
+    with pytest.raises(ValueError):
+        webfloor.page_floor(
+            [item("", "www", 1, None, "html"), item("x", "img", 1, "missing")],
+            RATE,
+            RTT,
+            True,
+        )
+
+
+def test_floor_of_the_generated_pages_via_the_manifest():
+    items = webfloor.items_from_manifest(webpages.manifest("news"))
+    cold = webfloor.page_floor(items, RATE, RTT, cold_dns=True)
+    warm = webfloor.page_floor(items, RATE, RTT, cold_dns=False)
+    # At least: html, head script, inserted script, JSON, image = 5 requests, 2 origins' setup.
+    assert cold.floor_s > 5 * RTT + 2 * 2 * RTT
+    assert 0 < cold.floor_s - warm.floor_s <= 5 * RTT
+
+
+# --- the load parser ---------------------------------------------------------------------------
+
+
+def req(
+    url,
+    *,
+    dns=(0, 600),
+    connect=(600, 1800),
+    tls=(1200, 1800),
+    send=1800,
+    headers=2400,
+    end=2500,
+    status=200,
+    protocol="h2",
+    reused=False,
+):
+    return {
+        "url": url,
+        "status": status,
+        "protocol": protocol,
+        "reused": reused,
+        "dns_start_ms": dns[0],
+        "dns_end_ms": dns[1],
+        "connect_start_ms": connect[0],
+        "connect_end_ms": connect[1],
+        "tls_start_ms": tls[0],
+        "tls_end_ms": tls[1],
+        "send_start_ms": send,
+        "headers_end_ms": headers,
+        "end_ms": end,
+    }
+
+
+def answer(requests, load_ms=3000.0):
+    return {"ok": True, "url": "https://x/", "load_ms": load_ms, "requests": requests}
+
+
+def test_parse_breaks_down_new_connections_and_all_requests():
+    none = (-1, -1)
+    raw = [
+        req("https://a/"),
+        req(
+            "https://a/x",
+            dns=none,
+            connect=none,
+            tls=none,
+            send=2600,
+            headers=3200,
+            end=3900,
+        ),
+    ]
+    ld = parse_result(answer(raw, load_ms=3500), expect=2)
+    assert ld.load_s == pytest.approx(3.9)  # the last byte came after the load event
+    assert ld.load_event_s == pytest.approx(3.5)
+    assert ld.connections == 1
+    bd = ld.breakdown()
+    assert bd["dns_ms"] == 600 and bd["tcp_ms"] == 600 and bd["tls_ms"] == 600
+    assert bd["first_byte_ms"] == pytest.approx((600 + 600) / 2)
+    assert bd["transfer_ms"] == pytest.approx((100 + 700) / 2)
+
+
+def test_parse_counts_quic_handshakes_as_connect_without_tls():
+    ld = parse_result(
+        answer([req("https://a/", tls=(-1, -1), protocol="h3")]), expect=1
+    )
+    assert ld.breakdown()["tcp_ms"] == 1200 and ld.breakdown()["tls_ms"] is None
+    assert ld.protocol_share("h3") == 1.0
+
+
+def test_a_reused_connection_is_not_a_new_one():
+    ld = parse_result(answer([req("https://a/", reused=True)]), expect=1)
+    assert ld.connections == 0 and ld.breakdown()["dns_ms"] is None
+
+
+@pytest.mark.parametrize(
+    ("raw", "expect", "why"),
+    [
+        (
+            {"ok": False, "url": "u", "error": "net::ERR_NAME_NOT_RESOLVED"},
+            1,
+            "ERR_NAME",
+        ),
+        (answer([req("https://a/", status=404)]), 1, "not 200"),
+        (answer([req("https://a/")]), 2, "1 requests, the page has 2"),
+        (answer([req("https://a/")], load_ms=-1), 1, "no load event"),
+        (answer([req("https://a/", send=2000, headers=1000)]), 1, "out of order"),
+    ],
+)
+def test_parse_refuses_incomplete_or_failed_loads(raw, expect, why):
+    with pytest.raises(LoadError, match=why):
+        parse_result(raw, expect)
+
+
+# --- the schedule ------------------------------------------------------------------------------
+
+
+def test_schedule_interleaves_variants_and_rotates_each_repetition():
+    variants = ["no-gateway", "hub", "both"]
+    steps = mw.schedule(["news", "shop"], variants, 3)
+    combos = {
+        ("no-gateway", "cold"),
+        ("hub", "cold"),
+        ("both", "cold"),
+        ("both", "warm"),
+    }
+    for rep in range(3):
+        for page in ("news", "shop"):
+            got = [(s.variant, s.dns) for s in steps if s.rep == rep and s.page == page]
+            assert sorted(got) == sorted(
+                combos
+            )  # each once per repetition: never a block
+    firsts = [
+        next(s for s in steps if s.rep == r).variant
+        + next(s for s in steps if s.rep == r).dns
+        for r in range(3)
+    ]
+    assert len(set(firsts)) == 3  # the order rotates
+    assert len(steps) == 3 * 2 * 4
+
+
+# --- gateway config: set through the control socket, refusals become skipped variants -------
+
+
+class FakeGateway:
+    """A control socket that answers GET /v1/config and refuses any PUT naming `forbidden`."""
+
+    def __init__(self, path: str, forbidden: str) -> None:
+        self.config = {
+            "schema": 1,
+            "revision": "satlab-terminal",
+            "splitter": {"enabled": True},
+        }
+        self.forbidden = forbidden
+        self.puts: list[dict[str, Any]] = []
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.bind(path)
+        self.sock.listen(8)
+        threading.Thread(target=self.serve, daemon=True).start()
+
+    def serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with conn:
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    data += conn.recv(65536)
+                head, _, body = data.partition(b"\r\n\r\n")
+                match = re.search(rb"Content-Length: (\d+)", head)
+                length = int(match.group(1)) if match else 0
+                while len(body) < length:
+                    body += conn.recv(65536)
+                if head.startswith(b"GET"):
+                    status, out = 200, self.config
+                elif self.forbidden.encode() in body:
+                    status, out = 400, {"error": f"unknown field `{self.forbidden}`"}
+                else:
+                    status, out = 200, {"applied": True}
+                    self.config = json.loads(body)
+                    self.puts.append(self.config)
+                payload = json.dumps(out).encode()
+                conn.sendall(
+                    f"HTTP/1.1 {status} X\r\nContent-Length: {len(payload)}\r\n\r\n".encode()
+                    + payload
+                )
+
+
+class FakeLab:
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+
+
+def test_a_refused_config_skips_the_variant_with_the_gateways_error(monkeypatch):
+    with tempfile.TemporaryDirectory() as run_root:
+        monkeypatch.setattr(gwconfig, "RUN_ROOT", run_root)
+        os.makedirs(f"{run_root}/pw-x-")
+        gw = FakeGateway(f"{run_root}/pw-x-/gw-pw-x-hub.sock", forbidden="nodelay")
+        h = mw.LabHandle("hub", FakeLab("pw-x-"), driver=None, settle_s=0)  # type: ignore[arg-type]
+        h.base["hub"] = gwconfig.get_config(h.socket("hub"))
+        refused = h.apply(
+            mw.Variant("hub-nodelay-off", "hub", "off", (("splitter.nodelay", False),))
+        )
+        assert refused and "unknown field `nodelay`" in refused
+        assert (
+            h.apply(
+                mw.Variant(
+                    "hub-nodelay-off", "hub", "off", (("splitter.nodelay", False),)
+                )
+            )
+            == refused
+        )
+        assert (
+            h.apply(mw.VARIANT_BY_NAME["hub"]) is None
+        )  # defaults: the base config back
+        assert gw.puts[-1]["splitter"] == {"enabled": True}
+        assert (
+            h.apply(mw.Variant("quic-fallback", "hub", "race", (("quic", "fallback"),)))
+            is None
+        )
+        assert gw.puts[-1]["quic"] == "fallback"
+        assert 'quic="fallback"' in h.note() and "splitter.nodelay=absent" in h.note()
+        gw.sock.close()
+
+
+def test_set_path_creates_sections_and_refuses_non_objects():
+    cfg = {"splitter": {"enabled": True}, "quic": "pass"}
+    mw.set_path(cfg, "peer.enabled", False)
+    assert cfg["peer"] == {"enabled": False}
+    with pytest.raises(gwconfig.GatewayConfigError):
+        mw.set_path(cfg, "quic.mode", "x")
+
+
+# --- DNS queries -------------------------------------------------------------------------------
+
+
+def test_dns_query_encoding_and_reply_header():
+    q = dnsq.encode_query(0x1234, "ab.site.test", 65)
+    assert (
+        q[:2] == b"\x12\x34"
+        and b"\x02ab\x04site\x04test\x00" in q
+        and q.endswith(b"\x00\x41\x00\x01")
+    )
+    reply = b"\x12\x34\x85\x83" + b"\x00\x01\x00\x00\x00\x00\x00\x00"
+    assert dnsq.decode_header(reply) == (0x1234, 3, 0)
+    with pytest.raises(ValueError):
+        dnsq.decode_header(q)  # a query is not a reply
+    with pytest.raises(ValueError):
+        dnsq.encode_query(1, "x" * 64 + ".test", 1)
+
+
+# --- records and the doc's target table --------------------------------------------------------
+
+
+def fake_load(seconds: float) -> PageLoad:
+    end = seconds * 1000
+    raw = [req(f"https://a/{i}", headers=end - 100, end=end) for i in range(56)]
+    return parse_result(answer(raw, load_ms=end - 50), expect=56)
+
+
+def test_records_compare_each_variant_with_no_gateway_and_the_floor():
+    res = mw.Results()
+    res.loads = {
+        "news/no-gateway/cold": [fake_load(14.0), fake_load(15.0), fake_load(16.0)],
+        "news/both/cold": [fake_load(8.0)],
+        "news/both/warm": [fake_load(6.0)],
+    }
+    res.skipped = {
+        "news/hub/cold": "hub gateway refused the config: unknown field `nodelay`"
+    }
+    res.notes = {"both": "terminal: splitter.nodelay=true"}
+    params = {"pages": ["news"], "variants": ["no-gateway", "hub", "both"]}
+    recs = mw.make_records(res, params, figures("geo-hts"))
+    by = {(r.variant, r.metric): r for r in recs}
+    assert by[("news/no-gateway/cold", "load_time")].value == 15.0
+    assert by[("news/both/cold", "vs_no_gateway")].value == pytest.approx(8 / 15)
+    floor_cold = by[("news/both/cold", "floor")].value
+    floor_warm = by[("news/both/warm", "floor")].value
+    assert floor_cold > floor_warm
+    assert by[("news/both/warm", "ratio_to_floor")].value == pytest.approx(
+        6 / floor_warm
+    )
+    assert by[("news/hub/cold", "skipped")].note.startswith("hub gateway refused")
+    assert "splitter.nodelay=true" in by[("news/both/cold", "load_time")].note
+    doc = mw.doc_extra(recs)
+    assert "0.53×, meets ≤ 0.6×" in doc and "0.40×, meets ≤ 0.45×" in doc
+    assert "- `both`: terminal: splitter.nodelay=true" in doc
+
+
+def test_schedule_can_limit_the_dns_states():
+    steps = mw.schedule(["news"], ["no-gateway", "both"], 2, ("cold",))
+    assert [(s.variant, s.dns) for s in steps if s.rep == 0] == [
+        ("no-gateway", "cold"),
+        ("both", "cold"),
+    ]
+    assert [(s.variant, s.dns) for s in steps if s.rep == 1] == [
+        ("both", "cold"),
+        ("no-gateway", "cold"),
+    ]
