@@ -88,6 +88,10 @@ def front() -> Iterator[Front]:
     (webui / "index.html").write_text("<!doctype html><title>perigee</title>")
     self_signed(tls)
     shutil.copy(IMAGES / "proxy_params.conf", run / "proxy_params.conf")
+    hosts = subprocess.run(
+        [str(IMAGES / "perigee-redirect-hosts"), "127.0.0.1", "localhost"], check=True, capture_output=True, text=True
+    )
+    (run / "redirect_hosts.conf").write_text(hosts.stdout)
     https, http = free_port(), free_port()
     api_sock = root / "api.sock"
     conf = (IMAGES / "perigee.conf.template").read_text()
@@ -173,9 +177,13 @@ def test_a_backup_as_large_as_the_api_accepts_gets_through(front: Front) -> None
 
 
 def test_http_redirect_does_not_reflect_host(front: Front) -> None:
-    r = httpx.get(f"http://127.0.0.1:{front.http}/flows?x=1", headers={"Host": "evil.example"})
-    assert r.status_code == 301
-    assert r.headers["location"] == f"https://127.0.0.1:{front.https}/flows?x=1"
+    for host in ("evil.example", "198.51.100.7", "127.0.0.1.evil.example"):
+        r = httpx.get(f"http://127.0.0.1:{front.http}/flows?x=1", headers={"Host": host})
+        assert r.status_code == 301
+        assert r.headers["location"] == f"https://127.0.0.1:{front.https}/flows?x=1", host
+    # The appliance's own names keep themselves.
+    r = httpx.get(f"http://127.0.0.1:{front.http}/", headers={"Host": f"localhost:{front.http}"})
+    assert r.headers["location"] == f"https://localhost:{front.https}/"
 
 
 def tls12_handshake(front: Front, ciphers: str) -> str:
