@@ -97,7 +97,7 @@ fn direct_connections_to_the_cache_port_are_refused() {
         println!("SKIPPED: squid is not installed (scripts/apt/squid.txt): the cache port case cannot run");
         return;
     }
-    let mut t = Topo::with_prefix("ph", "sq");
+    let t = Topo::with_prefix("ph", "sq");
     let mut cfg = t.config();
     cfg["cache"] = serde_json::json!({"enabled": true, "port": CACHE_PORT, "admin_port": 3130,
                                       "memory_mb": 16, "disk_mb": 0});
@@ -115,16 +115,35 @@ fn direct_connections_to_the_cache_port_are_refused() {
         "--squid-service",
         &service,
     ];
-    // Owned by the topology: stopped (and Squid with it) on drop, also after a failed assertion.
-    t.daemon = Some(start_daemon_with(&t.g, &t.dir, "gw", &cfg, &extra, |h| {
-        h["status"] == "ok"
-    }));
+    let daemon = start_daemon_with(&t.g, &t.dir, "gw", &cfg, &extra, |h| h["status"] == "ok");
+    // SIGTERM, so the daemon stops its Squid (the topology's drop would SIGKILL it and leave Squid
+    // running, outside any namespace); also after a failed assertion.
+    let _stop = TermOnDrop(daemon);
     // Squid listens on the cache port (it is up: health is ok); a direct connection must not reach it.
     let log = || std::fs::read_to_string(t.dir.join("gw.log")).unwrap_or_default();
     for addr in [sa(GATEWAY_LAN4, CACHE_PORT), sa(GATEWAY_LAN6, CACHE_PORT)] {
         assert_refused(&t.c, addr, log);
     }
     assert_refused(&t.g, sa("127.0.0.1", CACHE_PORT), log);
+}
+
+/// Stops a daemon with SIGTERM (its graceful stop, Squid included) and waits for it.
+struct TermOnDrop(std::process::Child);
+
+impl Drop for TermOnDrop {
+    fn drop(&mut self) {
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.0.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 fn which(program: &str) -> Option<std::path::PathBuf> {
