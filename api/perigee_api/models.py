@@ -40,7 +40,10 @@ class ApiToken(Base):
     name: Mapped[str] = mapped_column(String(64))
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)
     prefix: Mapped[str] = mapped_column(String(16))
+    # read (GET only) | operator: the token acts with the lower of this and its owner's role.
+    scope: Mapped[str] = mapped_column(String(16))
     created_at: Mapped[float] = mapped_column(Float)
+    expires_at: Mapped[float] = mapped_column(Float)
     last_used_at: Mapped[float | None] = mapped_column(Float, nullable=True)
 
 

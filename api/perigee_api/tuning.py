@@ -70,7 +70,7 @@ from __future__ import annotations
 import math
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 KIB = 1024
 MIB = 1024 * 1024
@@ -115,14 +115,16 @@ OVERRIDABLE: tuple[str, ...] = (
 
 
 class BodInputs(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    # Strict (no "600" or true for a number) and within physical bounds: a superframe or an RTT under 1 ms is no
+    # satellite link, and a subnormal one (5e-324) turned every division into infinity.
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
 
     forward_rate_bps: int = Field(ge=1000, le=100_000_000_000)
     return_cra_bps: int = Field(ge=0, le=100_000_000_000)
     return_rbdc_max_bps: int = Field(ge=0, le=100_000_000_000)
-    superframe_ms: float = Field(gt=0, le=10_000)
-    allocation_delay_ms: float = Field(ge=0, le=60_000)
-    base_rtt_ms: float = Field(gt=0, le=60_000)
+    superframe_ms: float = Field(ge=1, le=10_000)
+    allocation_delay_ms: float = Field(ge=0, le=60_000, description="0 = no DAMA wait, else at least 1 ms")
+    base_rtt_ms: float = Field(ge=1, le=60_000)
     terminal_buffer_bytes: int = Field(ge=1500, le=4 * 1024 * MIB)
     mss_bytes: int = Field(default=1448, ge=536, le=65000)
     modem_overhead_bytes: int = Field(
@@ -139,6 +141,13 @@ class BodInputs(BaseModel):
         if self.return_cra_bps + self.return_rbdc_max_bps <= 0:
             raise ValueError("return_cra_bps + return_rbdc_max_bps must be above 0")
         return self
+
+    @field_validator("allocation_delay_ms")
+    @classmethod
+    def _no_sub_millisecond_delay(cls, value: float) -> float:
+        if 0 < value < 1:
+            raise ValueError("must be 0 (no DAMA wait) or at least 1 ms")
+        return value
 
 
 class Derived(BaseModel):

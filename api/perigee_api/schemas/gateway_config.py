@@ -51,15 +51,25 @@ def _parse_ip(value: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
         raise ValueError(f"'{value}' is not an IPv4 or IPv6 address") from None
 
 
+V4_MAPPED = ipaddress.IPv6Network("::ffff:0:0/96")
+
+
 def parse_cidr(value: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
-    """'10.0.0.0/8', 'fd00::/8' or a bare address; the prefix length is 1-3 ASCII digits (no netmasks)."""
+    """'10.0.0.0/8', 'fd00::/8' or a bare address; the prefix length is 1-3 ASCII digits (no netmasks).
+
+    IPv4-mapped IPv6 prefixes (inside ::ffff:0:0/96) are refused: no IPv4 packet carries one, so a rule on
+    them would match nothing (and in Squid's ACL, every IPv4 client)."""
     addr_s, slash, prefix_s = value.partition("/")
     addr = _parse_ip(addr_s)
     if not slash:
-        return ipaddress.ip_network(addr)
-    if not re.fullmatch(r"[0-9]{1,3}", prefix_s) or int(prefix_s) > addr.max_prefixlen:
+        net = ipaddress.ip_network(addr)
+    elif not re.fullmatch(r"[0-9]{1,3}", prefix_s) or int(prefix_s) > addr.max_prefixlen:
         raise ValueError(f"'{value}': bad prefix length")
-    return ipaddress.ip_network((addr, int(prefix_s)), strict=False)
+    else:
+        net = ipaddress.ip_network((addr, int(prefix_s)), strict=False)
+    if isinstance(net, ipaddress.IPv6Network) and net.subnet_of(V4_MAPPED):
+        raise ValueError(f"'{value}' is IPv4-mapped IPv6 (::ffff:0:0/96): write the IPv4 address or subnet itself")
+    return net
 
 
 def _cidr(value: str) -> str:
@@ -211,6 +221,42 @@ class Shaping(Strict):
         if self.enabled and self.rate_bps == 0:
             raise ValueError("rate_bps: required when shaping is enabled")
         return self
+
+
+class ServedLimits(Strict):
+    """The most address space the served subnets may cover together (the gateway's perigee_squid::served)."""
+
+    ipv4_prefix: int = Field(
+        default=8, ge=1, le=32, description="IPv4 served subnets together: at most one /N of addresses (8: 16,777,216)"
+    )
+    ipv6_prefix: int = Field(default=32, ge=1, le=128, description="IPv6 served subnets together: at most one /N")
+
+
+def served_problem(served: list[str], limits: ServedLimits) -> tuple[str, str] | None:
+    """(field, message) when the served set is not acceptable address space, as the gateway judges it."""
+    nets = []
+    for i, text in enumerate(served):
+        net = parse_cidr(text)
+        if net.prefixlen == 0:
+            return f"served_subnets[{i}]", "a /0 is every address, never a served subnet"
+        if isinstance(net, ipaddress.IPv6Network) and net.overlaps(V4_MAPPED):
+            return f"served_subnets[{i}]", "overlaps ::ffff:0:0/96 (IPv4-mapped IPv6): write the IPv4 subnet itself"
+        nets.append(net)
+    v4 = [n for n in nets if isinstance(n, ipaddress.IPv4Network)]
+    v6 = [n for n in nets if isinstance(n, ipaddress.IPv6Network)]
+    for version, totals, max_prefix, name in (
+        (4, [n.num_addresses for n in ipaddress.collapse_addresses(v4)], limits.ipv4_prefix, "ipv4_prefix"),
+        (6, [n.num_addresses for n in ipaddress.collapse_addresses(v6)], limits.ipv6_prefix, "ipv6_prefix"),
+    ):
+        total = sum(totals)  # collapsed: nested and adjacent prefixes count once
+        allowed = 2 ** ((32 if version == 4 else 128) - max_prefix)
+        if total > allowed:
+            return (
+                "served_subnets",
+                f"the IPv{version} served subnets cover {total:,} addresses together, more than one /{max_prefix} "
+                f"({allowed:,}; raise served_limits.{name} if this gateway really serves that many)",
+            )
+    return None
 
 
 class Match(Strict):
@@ -423,6 +469,7 @@ class GatewayConfig(Strict):
     role: Literal["hub", "terminal"]
     interfaces: Interfaces
     served_subnets: list[Cidr] = Field(min_length=1, max_length=256)
+    served_limits: ServedLimits = Field(default_factory=ServedLimits)
     splitter: Splitter = Field(default_factory=Splitter)
     satellite: Satellite = Field(default_factory=Satellite)
     terrestrial: Terrestrial = Field(default_factory=Terrestrial)
@@ -450,10 +497,9 @@ class GatewayConfig(Strict):
             raise ValueError("cache.port: conflicts with splitter.tproxy_port")
         if self.cache.admin_port == tproxy:
             raise ValueError("cache.admin_port: conflicts with splitter.tproxy_port")
-        if self.cache.enabled:
-            for i, net in enumerate(self.served_subnets):
-                if net.endswith("/0"):
-                    raise ValueError(f"served_subnets[{i}]: a /0 would make the cache an open proxy")
+        problem = served_problem(self.served_subnets, self.served_limits)
+        if problem:
+            raise ValueError(f"{problem[0]}: {problem[1]}")
         for what, names in (("classes", [c.name for c in self.classes]), ("bypass", [r.name for r in self.bypass])):
             seen: set[str] = set()
             for name in names:

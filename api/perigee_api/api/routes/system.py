@@ -114,8 +114,12 @@ async def restore(
         data = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ApiError(422, "bad_json", f"file: not valid JSON ({exc})", "file") from None
+    except RecursionError:
+        raise ApiError(422, "bad_json", "file: JSON nested too deeply to be a backup", "file") from None
     try:
         parsed = backup_service.Backup.model_validate(data)
+    except RecursionError:
+        raise ApiError(422, "invalid_backup", "file: JSON nested too deeply to be a backup", "file") from None
     except ValidationError as exc:
         details = validation_details(list(exc.errors()))
         first = details[0]

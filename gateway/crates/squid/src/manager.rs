@@ -13,8 +13,9 @@ use std::time::{Duration, Instant};
 use crate::access_log::{parse_access_line, AccessRecord, RequestCounters, RequestRing};
 use crate::admin::{self, StoreInfo};
 use crate::cidr::Cidr;
-use crate::config::{parse_served_subnets, CacheConfig, ConfigError};
+use crate::config::{CacheConfig, ConfigError};
 use crate::render::{render, SquidPaths};
+use crate::served::{parse_served_subnets, ServedLimits};
 use crate::tailer::AccessLogTailer;
 use crate::version::{
     collapsed_forwarding_safe, parse_squid_v, SquidVersion, COLLAPSED_FORWARDING_ADVISORY,
@@ -242,12 +243,13 @@ impl SquidManager {
         &self,
         cfg: &CacheConfig,
         served_subnets: &[String],
+        limits: &ServedLimits,
     ) -> Result<Option<String>, SquidError> {
         cfg.validate()?;
         if !cfg.enabled {
             return Ok(None);
         }
-        let served = parse_served_subnets(served_subnets)?;
+        let served = parse_served_subnets(served_subnets, limits)?;
         Ok(Some(render(cfg, &served, &self.opts.paths, self.version)))
     }
 
@@ -256,8 +258,9 @@ impl SquidManager {
         &mut self,
         cfg: &CacheConfig,
         served_subnets: &[String],
+        limits: &ServedLimits,
     ) -> Result<ApplyReport, SquidError> {
-        self.apply(cfg, served_subnets)
+        self.apply(cfg, served_subnets, limits)
     }
 
     /// Validates, renders, checks the candidate with `squid -k parse`, and only then swaps it in
@@ -267,6 +270,7 @@ impl SquidManager {
         &mut self,
         cfg: &CacheConfig,
         served_subnets: &[String],
+        limits: &ServedLimits,
     ) -> Result<ApplyReport, SquidError> {
         cfg.validate()?;
         if !cfg.enabled {
@@ -278,7 +282,7 @@ impl SquidManager {
                 squid_conf: None,
             });
         }
-        let served = parse_served_subnets(served_subnets)?;
+        let served = parse_served_subnets(served_subnets, limits)?;
         let text = render(cfg, &served, &self.opts.paths, self.version);
         let collapsed_forwarding_effective =
             cfg.collapsed_forwarding && collapsed_forwarding_safe(self.version);

@@ -122,7 +122,7 @@ fn path_str(p: &Path) -> String {
 }
 
 /// Renders squid.conf. `cfg` must have passed `validate()`; `served` comes from
-/// `parse_served_subnets`. `version` decides whether collapsed forwarding may be switched on.
+/// `served::parse_served_subnets` (checked, normalised, merged). `version` decides whether collapsed forwarding may be switched on.
 pub fn render(
     cfg: &CacheConfig,
     served: &[Cidr],
@@ -287,7 +287,7 @@ pub fn render(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::parse_served_subnets;
+    use crate::served::{parse_served_subnets, ServedLimits};
 
     /// Compares with a snapshot file; PERIGEE_UPDATE_SNAPSHOTS=1 rewrites it instead.
     fn check_snapshot(name: &str, text: &str) {
@@ -315,7 +315,11 @@ mod tests {
     }
 
     fn served() -> Vec<Cidr> {
-        parse_served_subnets(&["10.71.1.0/24".into(), "fd71:1::/64".into()]).unwrap()
+        parse_served_subnets(
+            &["10.71.1.0/24".into(), "fd71:1::/64".into()],
+            &ServedLimits::default(),
+        )
+        .unwrap()
     }
 
     #[test]

@@ -6,7 +6,7 @@ mod common;
 use common::*;
 use perigee_squid::{
     api, AccessRecord, ApplyAction, CacheConfig, CacheOutcome, ManagerOptions, RefreshPattern,
-    SquidManager, SquidPaths, Store,
+    ServedLimits, SquidManager, SquidPaths, Store,
 };
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -121,7 +121,9 @@ fn tproxy_cache_end_to_end() {
     let mut seen = Vec::new();
 
     // --- start ---
-    let report = mgr.apply(&cache_config(), &served()).expect("start squid");
+    let report = mgr
+        .apply(&cache_config(), &served(), &ServedLimits::default())
+        .expect("start squid");
     assert_eq!(report.action, ApplyAction::Started);
     assert!(mgr.is_running());
 
@@ -326,6 +328,7 @@ fn tproxy_cache_end_to_end() {
                 ..cache_config()
             },
             &served(),
+            &ServedLimits::default(),
         )
         .unwrap_err();
     assert_eq!(
@@ -333,7 +336,11 @@ fn tproxy_cache_end_to_end() {
         ("invalid_config", Some("cache.memory_mb"))
     );
     let e = mgr
-        .apply(&cache_config(), &["0.0.0.0/0".to_string()])
+        .apply(
+            &cache_config(),
+            &["0.0.0.0/0".to_string()],
+            &ServedLimits::default(),
+        )
         .unwrap_err();
     assert_eq!(e.field.as_deref(), Some("served_subnets[0]"));
     // Passes our checks but Squid's regcomp refuses it: caught by `squid -k parse`.
@@ -348,7 +355,9 @@ fn tproxy_cache_end_to_end() {
         }],
         ..cache_config()
     };
-    let e = mgr.apply(&bad_regex, &served()).unwrap_err();
+    let e = mgr
+        .apply(&bad_regex, &served(), &ServedLimits::default())
+        .unwrap_err();
     assert_eq!(e.code, "squid_parse", "{e:?}");
     assert!(e.message.contains("a{2"), "{e}");
     assert_eq!(
@@ -366,7 +375,9 @@ fn tproxy_cache_end_to_end() {
 
     // --- the same config again touches nothing ---
     assert_eq!(
-        mgr.apply(&cache_config(), &served()).unwrap().action,
+        mgr.apply(&cache_config(), &served(), &ServedLimits::default())
+            .unwrap()
+            .action,
         ApplyAction::Unchanged
     );
 
@@ -398,7 +409,9 @@ fn tproxy_cache_end_to_end() {
         ..cache_config()
     };
     assert_eq!(
-        mgr.apply(&never, &served()).unwrap().action,
+        mgr.apply(&never, &served(), &ServedLimits::default())
+            .unwrap()
+            .action,
         ApplyAction::Reconfigured
     );
     let nc = "/o/3000/public/never";
@@ -429,7 +442,9 @@ fn tproxy_cache_end_to_end() {
         ..cache_config()
     };
     assert_eq!(
-        mgr.apply(&aufs, &served()).unwrap().action,
+        mgr.apply(&aufs, &served(), &ServedLimits::default())
+            .unwrap()
+            .action,
         ApplyAction::Restarted
     );
     assert!(
@@ -467,7 +482,7 @@ fn tproxy_cache_end_to_end() {
 
     // --- disabling stops Squid ---
     assert_eq!(
-        mgr.apply(&CacheConfig::default(), &served())
+        mgr.apply(&CacheConfig::default(), &served(), &ServedLimits::default())
             .unwrap()
             .action,
         ApplyAction::Stopped

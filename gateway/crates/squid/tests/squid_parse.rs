@@ -2,7 +2,8 @@
 
 use perigee_squid::manager::parse_errors;
 use perigee_squid::{
-    parse_served_subnets, render, CacheConfig, RefreshPattern, SquidPaths, SquidVersion, Store,
+    parse_served_subnets, render, CacheConfig, RefreshPattern, ServedLimits, SquidPaths,
+    SquidVersion, Store,
 };
 use std::process::Command;
 
@@ -32,7 +33,11 @@ fn squid_parse(name: &str, text: &str) -> Result<(), String> {
 
 #[test]
 fn rendered_variants_pass_squid_parse() {
-    let served = parse_served_subnets(&["10.71.1.0/24".into(), "fd71:1::/64".into()]).unwrap();
+    let served = parse_served_subnets(
+        &["10.71.1.0/24".into(), "fd71:1::/64".into()],
+        &ServedLimits::default(),
+    )
+    .unwrap();
     let paths = SquidPaths::default();
     let base = CacheConfig {
         enabled: true,
@@ -84,7 +89,7 @@ fn rendered_variants_pass_squid_parse() {
 
 #[test]
 fn parse_check_catches_what_validation_cannot() {
-    let served = parse_served_subnets(&["10.71.1.0/24".into()]).unwrap();
+    let served = parse_served_subnets(&["10.71.1.0/24".into()], &ServedLimits::default()).unwrap();
     let cfg = CacheConfig {
         enabled: true,
         refresh_patterns: vec![RefreshPattern {

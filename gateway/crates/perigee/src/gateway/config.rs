@@ -42,6 +42,9 @@ pub struct GatewayConfig {
     pub role: Role,
     pub interfaces: Interfaces,
     pub served_subnets: Vec<String>,
+    /// The most address space the served subnets may cover together (perigee_squid::served).
+    #[serde(default)]
+    pub served_limits: ServedLimits,
     #[serde(default)]
     pub splitter: Splitter,
     #[serde(default)]
@@ -255,6 +258,9 @@ pub struct Bypass {
 
 /// The `cache` section is the Squid crate's own policy type (same JSON, validated there too).
 pub type Cache = perigee_squid::CacheConfig;
+/// `served_limits`: the Squid crate judges the served set as address space for its ACL; the same
+/// check guards the splitter's sets.
+pub type ServedLimits = perigee_squid::ServedLimits;
 
 /// Aggregate egress shaper on `interfaces.satellite` (`tc`, docs/control-protocol.md *Shaping*):
 /// an HTB root whose one class holds everything leaving the interface to `rate_bps`, over a
@@ -396,6 +402,14 @@ pub fn parse_cidr(s: &str) -> Result<Cidr, String> {
             .filter(|l| *l <= max)
             .ok_or(format!("'{s}': bad prefix length"))?,
     };
+    // IPv4 packets never carry an IPv4-mapped IPv6 address: such a rule would match nothing.
+    if let IpAddr::V6(v6) = addr {
+        if len >= 96 && v6.to_ipv4_mapped().is_some() {
+            return Err(format!(
+                "'{s}' is IPv4-mapped IPv6 (::ffff:0:0/96): write the IPv4 address or subnet itself"
+            ));
+        }
+    }
     Ok(Cidr { addr, len })
 }
 
@@ -565,6 +579,9 @@ impl GatewayConfig {
         }
         at_most("served_subnets", self.served_subnets.len(), MAX_SUBNETS)?;
         cidrs("served_subnets", &self.served_subnets)?;
+        // As address space: no IPv4-mapped range, at most served_limits of each family together.
+        perigee_squid::parse_served_subnets(&self.served_subnets, &self.served_limits)
+            .map_err(|e| err(e.field, e.message))?;
         self.validate_splitter()?;
         self.validate_satellite()?;
         let t = &self.terrestrial.congestion_control;
@@ -803,11 +820,6 @@ impl GatewayConfig {
     /// the rest of the config: the cache's ports must not collide with the splitter's.
     fn validate_cache(&self) -> Result<(), ConfigError> {
         self.cache.validate().map_err(|e| err(e.field, e.message))?;
-        if self.cache.enabled {
-            // Squid's ACL refuses /0 (it would make the cache an open proxy).
-            perigee_squid::parse_served_subnets(&self.served_subnets)
-                .map_err(|e| err(e.field, e.message))?;
-        }
         let tproxy = self.splitter.tproxy_port;
         if u32::from(self.cache.port) == tproxy {
             return Err(err("cache.port", "conflicts with splitter.tproxy_port"));
@@ -856,10 +868,16 @@ impl GatewayConfig {
         Ok(())
     }
 
+    /// The served subnets as rendered: normalised (host bits cleared), merged, sorted. Validation
+    /// has checked them; an invalid set (never rendered) gives an empty list.
     pub fn served(&self) -> Vec<Cidr> {
-        self.served_subnets
+        perigee_squid::parse_served_subnets(&self.served_subnets, &self.served_limits)
+            .unwrap_or_default()
             .iter()
-            .filter_map(|s| parse_cidr(s).ok())
+            .map(|c| Cidr {
+                addr: c.addr,
+                len: c.prefix,
+            })
             .collect()
     }
 }
@@ -980,6 +998,73 @@ mod tests {
         j["cache"]["enabled"] = true.into();
         j["served_subnets"] = serde_json::json!(["10.71.1.0/24", "0.0.0.0/0"]);
         assert_eq!(from_value(j).unwrap_err().field, "served_subnets[1]");
+    }
+
+    #[test]
+    fn served_subnets_are_judged_as_address_space_with_or_without_the_cache() {
+        for cache in [false, true] {
+            let set = |list: serde_json::Value| {
+                let mut j = example_json();
+                j["cache"]["enabled"] = cache.into();
+                j["served_subnets"] = list;
+                from_value(j)
+            };
+            for wide in [
+                serde_json::json!(["0.0.0.0/1", "128.0.0.0/1"]),
+                serde_json::json!(["8000::/2", "c000::/2"]),
+                serde_json::json!(["10.0.0.0/8", "11.0.0.0/8"]),
+            ] {
+                assert_eq!(
+                    set(wide.clone()).unwrap_err().field,
+                    "served_subnets",
+                    "{wide}"
+                );
+            }
+            for mapped in ["::ffff:0:0/96", "::ffff:10.71.1.0/120", "::/64"] {
+                let e = set(serde_json::json!(["10.71.1.0/24", mapped])).unwrap_err();
+                assert_eq!(e.field, "served_subnets[1]", "{mapped}");
+            }
+            let c = set(serde_json::json!([
+                "10.71.1.9/24",
+                "10.71.0.0/16",
+                "fd71:1::5/64"
+            ]))
+            .unwrap();
+            assert_eq!(
+                c.served().iter().map(|c| c.to_string()).collect::<Vec<_>>(),
+                ["10.71.0.0/16", "fd71:1::/64"]
+            );
+        }
+        // The operator may allow more, within bounds.
+        let mut j = example_json();
+        j["served_subnets"] = serde_json::json!(["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"]);
+        assert_eq!(from_value(j.clone()).unwrap_err().field, "served_subnets");
+        j["served_limits"] = serde_json::json!({"ipv4_prefix": 7});
+        from_value(j.clone()).unwrap();
+        j["served_limits"] = serde_json::json!({"ipv4_prefix": 0});
+        assert_eq!(
+            from_value(j.clone()).unwrap_err().field,
+            "served_limits.ipv4_prefix"
+        );
+        j["served_limits"] = serde_json::json!({"ipv6_prefix": 129});
+        assert_eq!(
+            from_value(j).unwrap_err().field,
+            "served_limits.ipv6_prefix"
+        );
+    }
+
+    #[test]
+    fn v4_mapped_prefixes_are_refused_wherever_a_cidr_is_written() {
+        assert!(parse_cidr("::ffff:10.0.0.0/104").is_err());
+        assert!(parse_cidr("::ffff:0:0/96").is_err());
+        assert!(parse_cidr("::ffff:10.0.0.1").is_err());
+        parse_cidr("::/0").unwrap(); // contains the mapped range, but is not written as one
+        let e = with(
+            &["classes", "0", "match", "src", "0"],
+            "::ffff:10.71.1.0/120".into(),
+        )
+        .unwrap_err();
+        assert_eq!(e.field, "classes[0].match.src[0]");
     }
 
     #[test]

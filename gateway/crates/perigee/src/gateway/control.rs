@@ -122,7 +122,7 @@ fn render_squid(shared: &Shared, cfg: &config::GatewayConfig) -> Value {
     if !cfg.cache.enabled {
         return Value::Null;
     }
-    match perigee_squid::parse_served_subnets(&cfg.served_subnets) {
+    match perigee_squid::parse_served_subnets(&cfg.served_subnets, &cfg.served_limits) {
         Ok(served) => perigee_squid::render(
             &cfg.cache,
             &served,

@@ -87,7 +87,11 @@ struct SquidStep<'a> {
 
 impl CacheStep for SquidStep<'_> {
     fn apply(&mut self) -> Result<(), ApplyError> {
-        match self.mgr.apply(&self.new.cache, &self.new.served_subnets) {
+        match self.mgr.apply(
+            &self.new.cache,
+            &self.new.served_subnets,
+            &self.new.served_limits,
+        ) {
             Ok(report) => {
                 log::info(
                     "cache applied",
@@ -105,7 +109,10 @@ impl CacheStep for SquidStep<'_> {
 
     fn restore(&mut self) {
         let result = match self.prev {
-            Some(p) => self.mgr.apply(&p.cache, &p.served_subnets).map(|_| ()),
+            Some(p) => self
+                .mgr
+                .apply(&p.cache, &p.served_subnets, &p.served_limits)
+                .map(|_| ()),
             None => {
                 self.mgr.stop();
                 Ok(())

@@ -468,8 +468,40 @@ pub fn render_nft(cfg: &GatewayConfig) -> String {
             tproxy(f, cfg.splitter.tproxy_port)
         );
     }
-    let _ = writeln!(t, "\t}}\n}}");
+    let _ = writeln!(t, "\t}}");
+    render_own_ports_guard(&mut t, cfg);
+    let _ = writeln!(t, "}}");
     t
+}
+
+/// The TPROXY ports (the splitter's, and Squid's while the cache is on) take only what the rules
+/// above diverted to them, and a diverted connection keeps its original destination, which is
+/// never one of the gateway's own addresses (`fib daddr type local return` above). A connection
+/// addressed to such a port on the gateway itself would make the splitter or Squid take the port
+/// as the destination and connect to it again, endlessly (Squid runs with `via off`, so it cannot
+/// see the loop): it is reset instead. Not by the mark: `socket transparent 1` marks a SYN for the
+/// transparent listener too.
+fn render_own_ports_guard(t: &mut String, cfg: &GatewayConfig) {
+    let mut ports: Vec<u32> = Vec::new();
+    if cfg.splitter.enabled {
+        ports.push(cfg.splitter.tproxy_port);
+    }
+    if cfg.cache.enabled {
+        ports.push(u32::from(cfg.cache.port));
+    }
+    if ports.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        t,
+        "\tchain own_ports {{\n\t\ttype filter hook input priority filter; policy accept;"
+    );
+    let _ = writeln!(
+        t,
+        "\t\tmeta l4proto tcp fib daddr type local tcp dport {} {SYN_ONLY} reject with tcp reset comment \"addressed to a TPROXY port: never relayed to itself\"",
+        set_of(&ports)
+    );
+    let _ = writeln!(t, "\t}}");
 }
 
 fn elements(list: &[Cidr]) -> String {
@@ -635,6 +667,42 @@ mod tests {
         }
         assert!(nft.find("socket transparent 1").unwrap() < nft.find("jump intercept").unwrap());
         assert!(nft.find("fib daddr type local return").unwrap() < first_tproxy);
+    }
+
+    #[test]
+    fn own_tproxy_ports_refuse_what_is_addressed_to_them() {
+        let guard = |nft: &str| {
+            nft.lines()
+                .find(|l| l.contains("reject with tcp reset"))
+                .map(str::trim)
+                .map(String::from)
+        };
+        let off = guard(&render_nft(&cfg())).expect("a guard while the splitter runs");
+        assert!(
+            off.starts_with("meta l4proto tcp fib daddr type local tcp dport 7071 "),
+            "{off}"
+        );
+        let mut j = example_json();
+        j["cache"]["enabled"] = true.into();
+        let on = guard(&render_nft(&from_value(j.clone()).unwrap())).unwrap();
+        assert!(on.contains("tcp dport { 7071, 3129 }"), "{on}");
+        j["splitter"]["enabled"] = false.into();
+        j["cache"]["enabled"] = false.into();
+        assert_eq!(guard(&render_nft(&from_value(j).unwrap())), None);
+    }
+
+    #[test]
+    fn served_sets_are_rendered_normalised_and_merged() {
+        let mut j = example_json();
+        j["served_subnets"] = serde_json::json!(["10.71.1.9/24", "10.71.0.0/16", "fd71:1::7/64"]);
+        let nft = render_nft(&from_value(j).unwrap());
+        assert!(
+            nft.contains(
+                "set served4 { type ipv4_addr; flags interval; elements = { 10.71.0.0/16 }; }"
+            ),
+            "{nft}"
+        );
+        assert!(nft.contains("elements = { fd71:1::/64 }"), "{nft}");
     }
 
     #[test]

@@ -49,6 +49,14 @@ pub fn tproxy_listener(port: u16, v6: bool, bufs: Option<(u64, u64)>) -> io::Res
     Ok(s)
 }
 
+/// Is `ip` one of this namespace's own addresses? A plain (not transparent) socket can bind only
+/// to those (unless net.ipv4.ip_nonlocal_bind is set, when this answers yes for any address).
+pub fn is_local_address(ip: std::net::IpAddr) -> bool {
+    socket(ip.is_ipv6())
+        .and_then(|s| bind(s.as_raw_fd(), &SocketAddr::new(ip, 0)))
+        .is_ok()
+}
+
 /// Best effort: 0 means "leave the kernel's autotuning alone".
 pub fn set_bufs(fd: RawFd, snd: u64, rcv: u64) {
     let clamp = |v: u64| v.min(i32::MAX as u64) as libc::c_int;

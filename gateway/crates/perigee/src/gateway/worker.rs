@@ -431,8 +431,10 @@ impl Worker {
             return Ok(());
         };
         let orig_dst = sys::local_addr(cfd.as_raw_fd())?;
-        if orig_dst.port() == self.listen_port {
-            // Someone connected to the TPROXY port itself: nothing to relay to.
+        if orig_dst.port() == self.listen_port && sys::is_local_address(orig_dst.ip()) {
+            // Someone connected to the TPROXY port itself (the nft ruleset resets such connections
+            // before they get here): relaying would connect to this listener again, endlessly. A
+            // server elsewhere on the same port number is relayed like any other.
             sys::set_linger0(cfd.as_raw_fd());
             return Ok(());
         }

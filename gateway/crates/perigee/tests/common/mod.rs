@@ -71,13 +71,18 @@ pub struct Topo {
 
 impl Topo {
     pub fn new(tag: &str) -> Topo {
-        let [c, g, s] = ["c", "g", "s"].map(|r| format!("pt-{tag}-{r}"));
+        Topo::with_prefix("pt", tag)
+    }
+
+    /// The same topology with namespaces `<prefix>-<tag>-{c,g,s}` (a test file's own prefix).
+    pub fn with_prefix(prefix: &str, tag: &str) -> Topo {
+        let [c, g, s] = ["c", "g", "s"].map(|r| format!("{prefix}-{tag}-{r}"));
         let t = Topo {
             _nets: NetnsGuard::with_loopback_up(&[&c, &g, &s]),
             c,
             g,
             s,
-            dir: std::env::temp_dir().join(format!("pt-{tag}-{}", std::process::id())),
+            dir: std::env::temp_dir().join(format!("{prefix}-{tag}-{}", std::process::id())),
             daemon: None,
         };
         std::fs::create_dir_all(&t.dir).unwrap();
@@ -186,12 +191,24 @@ pub fn start_daemon(ns: &str, dir: &std::path::Path, name: &str, cfg: &serde_jso
 }
 
 /// `start_daemon`, waiting until the /v1/health answer satisfies `ready`.
-#[allow(clippy::zombie_processes)]
 pub fn start_daemon_until(
     ns: &str,
     dir: &std::path::Path,
     name: &str,
     cfg: &serde_json::Value,
+    ready: impl Fn(&serde_json::Value) -> bool,
+) -> Child {
+    start_daemon_with(ns, dir, name, cfg, &[], ready)
+}
+
+/// `start_daemon_until` with `extra` arguments for `perigee gateway run` (e.g. Squid's dirs).
+#[allow(clippy::zombie_processes)]
+pub fn start_daemon_with(
+    ns: &str,
+    dir: &std::path::Path,
+    name: &str,
+    cfg: &serde_json::Value,
+    extra: &[&str],
     ready: impl Fn(&serde_json::Value) -> bool,
 ) -> Child {
     let path = dir.join(format!("{name}.json"));
@@ -222,6 +239,7 @@ pub fn start_daemon_until(
             "--metrics",
             "off",
         ])
+        .args(extra)
         .stderr(Stdio::from(log))
         .spawn()
         .unwrap();
