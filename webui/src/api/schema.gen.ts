@@ -27,7 +27,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Change the own password (required after a one-time password); ends other sessions */
+        /** Change the own password (required after a one-time password); ends other sessions and all API tokens */
         post: operations["change_password_api_v1_auth_change_password_post"];
         delete?: never;
         options?: never;
@@ -284,7 +284,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Server-Sent Events: one `flows` event per collector tick */
+        /** Server-Sent Events: one `flows` event per collector tick, up to max_events; then the stream ends and the client reconnects */
         get: operations["flows_stream_api_v1_flows_stream_get"];
         put?: never;
         post?: never;
@@ -512,7 +512,7 @@ export interface paths {
         /** Own tokens (admins see all) */
         get: operations["list_tokens_api_v1_tokens_get"];
         put?: never;
-        /** New API token for yourself */
+        /** New API token for yourself (from a logged-in session; it expires, and a password change ends it) */
         post: operations["create_token_api_v1_tokens_post"];
         delete?: never;
         options?: never;
@@ -737,7 +737,10 @@ export interface components {
         };
         /** BodInputs */
         BodInputs: {
-            /** Allocation Delay Ms */
+            /**
+             * Allocation Delay Ms
+             * @description 0 = no DAMA wait, else at least 1 ms
+             */
             allocation_delay_ms: number;
             /** Base Rtt Ms */
             base_rtt_ms: number;
@@ -792,7 +795,13 @@ export interface components {
             overrides: {
                 [key: string]: number;
             };
-            tuning: components["schemas"]["Tuning"];
+            /**
+             * Problem
+             * @description why a stored profile cannot be derived (saved under older rules): fix or delete it
+             */
+            problem?: string | null;
+            /** @description null when the stored inputs are no longer valid (see problem) */
+            tuning: components["schemas"]["Tuning"] | null;
             /** Updated At */
             updated_at: number;
         };
@@ -1192,6 +1201,7 @@ export interface components {
              * @constant
              */
             schema: 1;
+            served_limits?: components["schemas"]["ServedLimits"];
             /** Served Subnets */
             served_subnets: string[];
             shaping?: components["schemas"]["Shaping"];
@@ -1451,6 +1461,24 @@ export interface components {
             ts: number;
         };
         /**
+         * ServedLimits
+         * @description The most address space the served subnets may cover together (the gateway's perigee_squid::served).
+         */
+        ServedLimits: {
+            /**
+             * Ipv4 Prefix
+             * @description IPv4 served subnets together: at most one /N of addresses (8: 16,777,216)
+             * @default 8
+             */
+            ipv4_prefix: number;
+            /**
+             * Ipv6 Prefix
+             * @description IPv6 served subnets together: at most one /N
+             * @default 32
+             */
+            ipv6_prefix: number;
+        };
+        /**
          * Shaping
          * @description Aggregate egress shaper on the satellite interface (an HTB class at rate_bps over a FIFO):
          *     caps the sum of every flow leaving toward the satellite, so they cannot overflow the modem's queue.
@@ -1634,8 +1662,20 @@ export interface components {
         };
         /** TokenCreate */
         TokenCreate: {
+            /**
+             * Expires In Days
+             * @description lifetime in days (default 90, at most the server's maximum, 365)
+             */
+            expires_in_days?: number | null;
             /** Name */
             name: string;
+            /**
+             * Scope
+             * @description read: GET requests only; operator: also the operator's writes. Never more than the owner's role, never admin
+             * @default read
+             * @enum {string}
+             */
+            scope: "read" | "operator";
         };
         /** TokenCreated */
         TokenCreated: {
@@ -1650,6 +1690,8 @@ export interface components {
         TokenOut: {
             /** Created At */
             created_at: number;
+            /** Expires At */
+            expires_at: number;
             /** Id */
             id: number;
             /** Last Used At */
@@ -1658,6 +1700,11 @@ export interface components {
             name: string;
             /** Prefix */
             prefix: string;
+            /**
+             * Scope
+             * @enum {string}
+             */
+            scope: "read" | "operator";
             /** User Id */
             user_id: number;
             /** Username */
@@ -1929,6 +1976,15 @@ export interface operations {
             };
             /** @description Unprocessable Entity */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2816,8 +2872,8 @@ export interface operations {
             query?: {
                 /** @description heartbeat when nothing changes */
                 interval_s?: number;
-                /** @description stop after N events (0 = never) */
-                max_events?: number;
+                /** @description stop after N events (default and upper bound: the server's, 3600) */
+                max_events?: number | null;
             };
             header?: never;
             path?: never;
@@ -2859,6 +2915,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
         };
