@@ -2,6 +2,7 @@
 //! stop, purge, and the access-log follower that feeds the request ring and counters.
 
 use serde::Serialize;
+use std::net::IpAddr;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -242,13 +243,21 @@ impl SquidManager {
         &self,
         cfg: &CacheConfig,
         served_subnets: &[String],
+        nameservers: &[IpAddr],
     ) -> Result<Option<String>, SquidError> {
         cfg.validate()?;
         if !cfg.enabled {
             return Ok(None);
         }
         let served = parse_served_subnets(served_subnets)?;
-        Ok(Some(render(cfg, &served, &self.opts.paths, self.version)))
+        check_nameservers(nameservers)?;
+        Ok(Some(render(
+            cfg,
+            &served,
+            nameservers,
+            &self.opts.paths,
+            self.version,
+        )))
     }
 
     /// Same as apply; named for the daemon's first call.
@@ -256,17 +265,20 @@ impl SquidManager {
         &mut self,
         cfg: &CacheConfig,
         served_subnets: &[String],
+        nameservers: &[IpAddr],
     ) -> Result<ApplyReport, SquidError> {
-        self.apply(cfg, served_subnets)
+        self.apply(cfg, served_subnets, nameservers)
     }
 
     /// Validates, renders, checks the candidate with `squid -k parse`, and only then swaps it in
     /// and reconfigures (or starts/restarts). On any failure the running Squid and its
-    /// squid.conf stay as they were.
+    /// squid.conf stay as they were. `nameservers` are Squid's resolvers (never the system's
+    /// /etc/resolv.conf).
     pub fn apply(
         &mut self,
         cfg: &CacheConfig,
         served_subnets: &[String],
+        nameservers: &[IpAddr],
     ) -> Result<ApplyReport, SquidError> {
         cfg.validate()?;
         if !cfg.enabled {
@@ -279,7 +291,8 @@ impl SquidManager {
             });
         }
         let served = parse_served_subnets(served_subnets)?;
-        let text = render(cfg, &served, &self.opts.paths, self.version);
+        check_nameservers(nameservers)?;
+        let text = render(cfg, &served, nameservers, &self.opts.paths, self.version);
         let collapsed_forwarding_effective =
             cfg.collapsed_forwarding && collapsed_forwarding_safe(self.version);
         self.reap();
@@ -781,6 +794,19 @@ impl Drop for SquidManager {
             let _ = h.join();
         }
     }
+}
+
+/// Squid falls back to /etc/resolv.conf without `dns_nameservers`, which in a gateway's
+/// network namespace may name a server it cannot reach: refuse to render without one.
+fn check_nameservers(nameservers: &[IpAddr]) -> Result<(), SquidError> {
+    if nameservers.is_empty() {
+        return Err(SquidError {
+            code: "invalid_config",
+            message: "the cache needs an explicit resolver (dns.enabled, or dns.upstream)".into(),
+            field: Some("dns.upstream".into()),
+        });
+    }
+    Ok(())
 }
 
 /// Store layout or the listening ports changed: a reconfigure cannot do that safely.
