@@ -421,30 +421,39 @@ pub fn render_nft(cfg: &GatewayConfig) -> String {
             );
         }
     }
-    let _ = writeln!(
-        t,
-        "\t\t# 2. packets of established split flows belong to our transparent sockets"
-    );
-    let _ = writeln!(
-        t,
-        "\t\tmeta l4proto tcp socket transparent 1 meta mark set meta mark | {FW_MARK:#x} accept"
-    );
     let mut ifs = cfg.interfaces.lan.clone();
     if cfg.role == Role::Hub {
         ifs.push(cfg.interfaces.satellite.clone());
     }
     let intercept_dns = cfg.dns.enabled && cfg.dns.intercept;
-    if intercept_dns {
+    if cfg.dns.enabled {
         let _ = writeln!(
             t,
-            "\t\t# 3. DNS to any address (UDP, TCP) from served subnets: the gateway's resolver, while it runs"
+            "\t\t# 2. DNS (before the socket rule: the resolver's port-53 listener is transparent and on every address)"
         );
+        if intercept_dns {
+            let _ = writeln!(
+                t,
+                "\t\tiifname {} meta l4proto {{ udp, tcp }} th dport 53 jump dns",
+                quoted_set(&ifs)
+            );
+        }
+        // A TCP packet to port 53 of another host that no intercepted connection owns (only
+        // the resolver's wildcard listener matches it) goes where it was sent, on any
+        // interface: the socket rule below would hand it to that listener.
         let _ = writeln!(
             t,
-            "\t\tiifname {} meta l4proto {{ udp, tcp }} th dport 53 jump dns",
-            quoted_set(&ifs)
+            "\t\ttcp dport 53 fib daddr type != local socket wildcard 1 accept"
         );
     }
+    let _ = writeln!(
+        t,
+        "\t\t# 3. packets of established split flows belong to our transparent sockets"
+    );
+    let _ = writeln!(
+        t,
+        "\t\tmeta l4proto tcp socket transparent 1 meta mark set meta mark | {FW_MARK:#x} accept"
+    );
     if cfg.splitter.enabled {
         let _ = writeln!(
             t,
@@ -770,7 +779,13 @@ mod tests {
         j["dns"] = serde_json::json!({"enabled": true, "upstream": ["10.71.3.53"]});
         let nft = render_nft(&from_value(j.clone()).unwrap());
         let jump = nft.find("jump dns").unwrap_or_else(|| panic!("{nft}"));
-        assert!(jump > nft.find("socket transparent 1").unwrap());
+        let socket_rule = nft.find("socket transparent 1").unwrap();
+        // The resolver's listener is transparent: new connections to port 53 are sorted out
+        // before the socket rule could take them all.
+        let guard = nft
+            .find("tcp dport 53 fib daddr type != local socket wildcard 1 accept")
+            .unwrap_or_else(|| panic!("{nft}"));
+        assert!(jump < guard && guard < socket_rule, "{nft}");
         assert!(jump < nft.find("jump intercept").unwrap());
         assert!(nft.contains("iifname \"lan0\" meta l4proto { udp, tcp } th dport 53 jump dns"));
         let chain: Vec<&str> = nft
