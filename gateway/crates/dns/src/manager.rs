@@ -222,6 +222,19 @@ impl UnboundManager {
         let upstreams: Vec<Upstream> = cfg.upstreams()?;
         self.check_paths()?;
         let text = render(cfg, &served, &upstreams, &self.opts.paths);
+        self.install(cfg, served, text)
+    }
+
+    /// The second half of `apply`: `text` (what `render` made of `cfg`) goes through
+    /// `unbound-checkconf` and only then replaces the running configuration. Public so a test
+    /// can hand it a text this unbound refuses, standing in for what validation cannot see
+    /// (an unbound older than the renderer, a directive it was built without).
+    pub fn install(
+        &mut self,
+        cfg: &DnsConfig,
+        served: Vec<Subnet>,
+        text: String,
+    ) -> Result<ApplyReport, DnsError> {
         self.reap();
         if self.running.is_some()
             && std::fs::read_to_string(self.opts.paths.conf())
