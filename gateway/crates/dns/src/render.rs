@@ -60,6 +60,11 @@ pub const LISTEN_PORT: u16 = 53;
 /// satellite links.
 pub const UNKNOWN_SERVER_TIME_LIMIT_MS: u32 = 1128;
 
+/// Special-use zones unbound would answer locally (NXDOMAIN) although the upstream may serve
+/// them: `test.` (RFC 6761; labs, satlab's web among them) and `home.arpa.` (RFC 8375, the
+/// site's own names). `localhost.`, `invalid.` and `onion.` stay answered locally.
+pub const FORWARDED_SPECIAL_ZONES: [&str; 2] = ["test.", "home.arpa."];
+
 fn quoted(p: &Path) -> String {
     // Paths are the daemon's own (command-line options), never operator strings from the API;
     // a quote in one would end the value, so it is refused by the manager before rendering.
@@ -139,6 +144,14 @@ pub fn render(
         );
     }
     w.push('\n');
+
+    w.push_str("\t# --- names the upstream decides: unbound answers these special-use zones itself by default,\n");
+    w.push_str("\t# as an iterating resolver should; a cache in front of the site's resolver defers to it ---\n");
+    for zone in FORWARDED_SPECIAL_ZONES {
+        let _ = writeln!(w, "\tlocal-zone: \"{zone}\" nodefault");
+    }
+    // The private-address reverse zones (10.in-addr.arpa, ...): the site's resolver knows the LAN.
+    w.push_str("\tunblock-lan-zones: yes\n\tinsecure-lan-zones: yes\n\n");
 
     w.push_str(
         "\t# --- upstream: forward only (never iterate from the root across the satellite) ---\n",
@@ -255,6 +268,25 @@ mod tests {
                 "access-control: 10.71.1.0/24 allow",
                 "access-control: fd71:1::/64 allow",
             ]
+        );
+    }
+
+    #[test]
+    fn special_use_zones_the_upstream_may_serve_are_forwarded() {
+        let text = rendered(&DnsConfig {
+            enabled: true,
+            upstream: vec!["192.0.2.53".into()],
+            ..DnsConfig::default()
+        });
+        assert!(
+            text.contains("\tlocal-zone: \"test.\" nodefault\n"),
+            "{text}"
+        );
+        assert!(text.contains("\tlocal-zone: \"home.arpa.\" nodefault\n"));
+        assert!(text.contains("\tunblock-lan-zones: yes\n"));
+        assert!(
+            !text.contains("\"localhost.\""),
+            "localhost stays answered locally"
         );
     }
 
