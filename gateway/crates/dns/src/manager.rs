@@ -576,14 +576,24 @@ impl UnboundManager {
             .map_err(io_err("opening unbound.log"))?;
         let log2 = log.try_clone().map_err(io_err("opening unbound.log"))?;
         // -d: stay in the foreground as our child (logging to stderr, i.e. unbound.log).
-        let child = Command::new(&self.opts.unbound_bin)
-            .arg("-d")
+        let mut cmd = Command::new(&self.opts.unbound_bin);
+        cmd.arg("-d")
             .arg("-c")
             .arg(self.opts.paths.conf())
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(log2)
-            .process_group(0)
+            .process_group(0);
+        // SAFETY: only pthread_sigmask on the child's own mask between fork and exec. The
+        // daemon blocks SIGTERM/SIGINT for its sigwait; a child inheriting that could not be
+        // stopped by a signal (systemd, an operator's kill).
+        unsafe {
+            cmd.pre_exec(|| {
+                perigee_netsys::signals::TermSignals::unblock();
+                Ok(())
+            });
+        }
+        let child = cmd
             .spawn()
             .map_err(|e| DnsError::new("unbound_start", format!("cannot start unbound: {e}")))?;
         self.last_exit = None;

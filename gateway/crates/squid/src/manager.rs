@@ -734,15 +734,24 @@ impl SquidManager {
             .open(self.opts.paths.log_dir().join("squid.out"))
             .map_err(io_err("opening squid.out"))?;
         let err_log = out_log.try_clone().map_err(io_err("opening squid.out"))?;
-        let child = self
-            .command()
-            .arg("--foreground")
+        let mut cmd = self.command();
+        cmd.arg("--foreground")
             .arg("-f")
             .arg(&conf)
             .stdin(Stdio::null())
             .stdout(out_log)
             .stderr(err_log)
-            .process_group(0)
+            .process_group(0);
+        // SAFETY: only pthread_sigmask on the child's own mask between fork and exec. The
+        // daemon blocks SIGTERM/SIGINT for its sigwait; a Squid inheriting that ignores the
+        // signals everything else uses to stop it.
+        unsafe {
+            cmd.pre_exec(|| {
+                perigee_netsys::signals::TermSignals::unblock();
+                Ok(())
+            });
+        }
+        let child = cmd
             .spawn()
             .map_err(|e| SquidError::new("squid_start", format!("cannot start squid: {e}")))?;
         self.last_exit = None;

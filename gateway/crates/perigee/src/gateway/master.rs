@@ -860,14 +860,15 @@ pub fn run(args: RunArgs) -> i32 {
             unsafe { libc::kill(pid, libc::SIGKILL) };
         }
     }
-    // Table first (ports 53 and 80 back to plain routing), then Squid, then its resolver.
+    // Table first (ports 53 and 80 back to plain routing), then the resolver (quick), then
+    // Squid (it may take seconds to close its connections).
     let applied = shared.applied.lock().unwrap();
     apply::teardown(&applied);
     if let Some(before) = hybla_before {
         apply::restore_hybla(&apply::SystemHybla, before);
     }
-    shared.squid.lock().unwrap().stop();
     shared.dns.lock().unwrap().stop();
+    shared.squid.lock().unwrap().stop();
     drop(applied);
     let _ = std::fs::remove_file(&args.control_socket);
     0

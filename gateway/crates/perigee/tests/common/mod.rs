@@ -177,7 +177,9 @@ impl Topo {
         if let Some(mut c) = self.daemon.take() {
             // SAFETY: signalling our own child.
             unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
-            let deadline = Instant::now() + Duration::from_secs(5);
+            // Squid takes seconds to stop: a daemon killed before it has stopped its children
+            // would leave them behind.
+            let deadline = Instant::now() + Duration::from_secs(20);
             while Instant::now() < deadline {
                 if let Ok(Some(_)) = c.try_wait() {
                     return;
