@@ -47,6 +47,10 @@ fn io_err(what: &str) -> impl FnOnce(std::io::Error) -> DnsError + '_ {
     move |e| DnsError::new("unbound_io", format!("{what}: {e}"))
 }
 
+/// How long one unbound-control call may take (a cache dump of a full 16 GB cache is the
+/// slowest; anything beyond means unbound is hung).
+const CONTROL_TIMEOUT: Duration = Duration::from_secs(60);
+
 #[derive(Debug, Clone)]
 pub struct ManagerOptions {
     pub unbound_bin: PathBuf,
@@ -450,13 +454,29 @@ impl UnboundManager {
         let mut child = cmd
             .spawn()
             .map_err(|e| format!("cannot run {}: {e}", self.opts.control_bin.display()))?;
-        if let (Some(text), Some(mut pipe)) = (input, child.stdin.take()) {
-            pipe.write_all(text.as_bytes())
-                .map_err(|e| format!("unbound-control {}: {e}", args.join(" ")))?;
-        }
-        let out = child
-            .wait_with_output()
-            .map_err(|e| format!("unbound-control {}: {e}", args.join(" ")))?;
+        // A hung unbound must not hang the daemon: feed and reap unbound-control on a thread,
+        // and give up (killing it) after CONTROL_TIMEOUT.
+        let pid = child.id();
+        let stdin = child.stdin.take();
+        let text = input.map(str::to_owned);
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            if let (Some(t), Some(mut pipe)) = (text, stdin) {
+                let _ = pipe.write_all(t.as_bytes());
+            }
+            let _ = tx.send(child.wait_with_output());
+        });
+        let out = match rx.recv_timeout(CONTROL_TIMEOUT) {
+            Ok(r) => r.map_err(|e| format!("unbound-control {}: {e}", args.join(" ")))?,
+            Err(_) => {
+                // SAFETY: kill(2) on the unbound-control child this call started.
+                unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+                return Err(format!(
+                    "unbound-control {} did not finish within {CONTROL_TIMEOUT:?}",
+                    args.join(" ")
+                ));
+            }
+        };
         let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
         // unbound-control exits 0 for some refusals and prints "error ..." instead.
         if out.status.success() && !stdout.starts_with("error") {
