@@ -1,4 +1,4 @@
-"""The real nginx front (images/nginx/perigee.conf.template + perigee-site.conf.template) before the real API on a Unix socket.
+"""The real nginx front (images/nginx/perigee.conf.template with perigee-site.conf.template) before the real API.
 
 What only the pair shows: the client address the API records is nginx's $remote_addr whatever the client puts
 in X-Forwarded-For or X-Real-IP; nginx's own refusals (400, 413, 414) come in the API's JSON error shape; a
@@ -108,7 +108,8 @@ def front() -> Iterator[Front]:
         NGINX_RUN_DIR=str(run),
     )
     render = str(IMAGES / "perigee-nginx-render")
-    subprocess.run([render, str(IMAGES / "perigee-site.conf.template"), str(run / "perigee-site.conf")], env=env, check=True)
+    site = IMAGES / "perigee-site.conf.template"
+    subprocess.run([render, str(site), str(run / "perigee-site.conf")], env=env, check=True)
     subprocess.run([render, str(IMAGES / "perigee.conf.template"), str(run / "nginx.conf")], env=env, check=True)
     conf = (run / "nginx.conf").read_text()
     # As root, the workers must be able to open the API's socket (0770, root's): run them as root here.

@@ -11,6 +11,11 @@ environment (e.g. `SATLAB_GATEWAY_CACHE=1 satlab up --gateway terminal`) enables
 store (CACHE_CONFIG). Each gateway's Squid keeps its files under `<run_dir>/squid-<ns>/` and uses
 the service name `perigee<ns without - and _>`, so gateways in several namespaces never share them.
 
+DNS: the terminal runs the gateway's caching resolver (`dns.enabled`, docs/dns.md), forwarding to
+the lab's DNS server behind the satellite (LAB_RESOLVER, in the server namespace); the hub names
+the same server as `dns.upstream`, which its Squid resolves through when its cache is on. Each
+resolver keeps its files under `<run_dir>/dns-<ns>/`.
+
 Only `topo.ns(role)` and `topo.path(name)` of satlab's Topology are used (see the Protocol below).
 """
 
@@ -57,6 +62,14 @@ CACHE_CONFIG: dict[str, Any] = {"enabled": True, "port": 3129, "admin_port": 313
                                 "disk_mb": 256, "store": "rock", "max_object_mb": 200,
                                 "max_memory_object_mb": 8}
 CACHE_ENV = "SATLAB_GATEWAY_CACHE"
+# The lab's DNS server behind the satellite (server namespace): the terminal's resolver forwards
+# to it, and the hub's Squid resolves through it.
+LAB_RESOLVER = "10.71.3.53"
+
+
+def dns_config(role: str) -> dict[str, Any]:
+    """The terminal caches DNS at the site; the hub only names the resolver (for its Squid)."""
+    return {"enabled": role == "terminal", "upstream": [LAB_RESOLVER]}
 
 
 def cache_from_env() -> bool:
@@ -172,6 +185,7 @@ def default_config(role: str, cache: bool = False, tuning: dict[str, int] | None
         "classes": [],
         "bypass": IPSEC_BYPASS,
         "cache": dict(CACHE_CONFIG) if cache else {"enabled": False, "port": 3129},
+        "dns": dns_config(role),
         "shaping": ({"enabled": True, "rate_bps": t["shaping_rate_bps"]} if t["shaping_rate_bps"]
                     else {"enabled": False}),
         "sysctls": {"net.ipv4.tcp_slow_start_after_idle": "0"},
@@ -232,17 +246,23 @@ def squid_dir(topo: TopologyLike, role: str) -> str:
     return topo.path(f"squid-{topo.ns(role)}")
 
 
+def dns_dir(topo: TopologyLike, role: str) -> str:
+    return topo.path(f"dns-{topo.ns(role)}")
+
+
 def _start_one(topo: TopologyLike, role: str, timeout: float, cache: bool) -> None:
     cfg_path, pidfile, logfile = _files(topo, role)
     sock = socket_path(topo, role)
     cfg = default_config(role, cache, tuning_from_state(topo, role))
     Path(cfg_path).write_text(json.dumps(cfg, indent=2))
     sq = squid_dir(topo, role)
+    dn = dns_dir(topo, role)
     # nsenter --net, not `ip netns exec`: the latter remounts /sys, which hides /sys/fs/bpf and with
     # it the pins of the BPF Hybla loaded on the host (every hybla parameter change would fail).
     argv = ["nsenter", f"--net=/run/netns/{topo.ns(role)}", "--", PERIGEE, "gateway", "run", "--config", cfg_path,
             "--control-socket", sock, "--squid-state-dir", sq, "--squid-run-dir", os.path.join(sq, "run"),
-            "--squid-service", squid_service(topo, role)]
+            "--squid-service", squid_service(topo, role),
+            "--dns-state-dir", dn, "--dns-run-dir", os.path.join(dn, "run")]
     with open(logfile, "ab") as log:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import math
+import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -82,3 +85,22 @@ def test_gateways_stop_in_reverse_start_order(monkeypatch: pytest.MonkeyPatch) -
     starts = [r for what, r in seen if what == "start"]
     stops = [r for what, r in seen if what == "stop"]
     assert len(starts) == 2 and stops == starts[::-1]
+
+
+def test_the_terminal_caches_dns_and_both_name_the_lab_resolver() -> None:
+    term, hub = gateway.default_config("terminal"), gateway.default_config("hub", cache=True)
+    assert term["dns"] == {"enabled": True, "upstream": [gateway.LAB_RESOLVER]}
+    # The hub runs no resolver; its Squid resolves through the lab's server directly.
+    assert hub["dns"] == {"enabled": False, "upstream": [gateway.LAB_RESOLVER]}
+
+
+@pytest.mark.parametrize("role", ["terminal", "hub"])
+@pytest.mark.parametrize("cache", [False, True])
+def test_default_configs_pass_the_gateway_validator(role: str, cache: bool, tmp_path: Path) -> None:
+    perigee = gateway.REPO / "gateway" / "target" / "release" / "perigee"
+    if not perigee.exists():
+        pytest.skip(f"{perigee} not built (make -C gateway build)")
+    path = tmp_path / "gw.json"
+    path.write_text(json.dumps(gateway.default_config(role, cache=cache)))
+    p = subprocess.run([str(perigee), "config", "check", str(path)], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0, p.stderr

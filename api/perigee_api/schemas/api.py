@@ -377,6 +377,18 @@ class PurgeIn(In):
     all: bool = False
 
 
+class DnsFlushIn(In):
+    """One name (and everything below it) or the whole resolver cache."""
+
+    name: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=254,
+        pattern=r"^[A-Za-z0-9_-]{1,63}(\.[A-Za-z0-9_-]{1,63})*\.?$",
+    )
+    all: bool = False
+
+
 class HealthOut(BaseModel):
     status: Literal["ok", "degraded"]
     api: dict[str, Any]

@@ -2,9 +2,9 @@
 
 Shared by the API (validating the desired config) and the fake gateway (validating like the real one).
 It accepts exactly what the gateway's validator accepts (gateway/crates/perigee/src/gateway/config.rs,
-and for `cache` gateway/crates/squid/src/config.rs): same types (strict: no "80" for 80, no 1.0 for 1,
-no 0/1 for booleans), defaults, limits and cross-field checks. tests/test_config_contract.py proves it
-against the real `perigee config check`.
+for `cache` gateway/crates/squid/src/config.rs and for `dns` gateway/crates/dns/src/config.rs): same
+types (strict: no "80" for 80, no 1.0 for 1, no 0/1 for booleans), defaults, limits and cross-field
+checks. tests/test_config_contract.py proves it against the real `perigee config check`.
 """
 
 from __future__ import annotations
@@ -454,6 +454,80 @@ class Cache(Strict):
         return self
 
 
+# --- dns: the resolver crate's DnsConfig (gateway/crates/dns/src/config.rs) ----------------------
+DNS_PORT = 53  # perigee_dns::LISTEN_PORT: the resolver listens on port 53 of every local address
+
+
+def parse_upstream(value: str) -> tuple[ipaddress.IPv4Address | ipaddress.IPv6Address, int]:
+    """'192.0.2.53', '2001:db8::53' or 'addr@port' -> (address, port), as the gateway parses it."""
+    addr_s, at, port_s = value.partition("@")
+    port = DNS_PORT
+    if at:
+        if not re.fullmatch(r"[0-9]{1,5}", port_s) or not 1 <= int(port_s) <= 65535:
+            raise ValueError(f"{value!r}: the port after '@' must be 1-65535")
+        port = int(port_s)
+    try:
+        addr = _parse_ip(addr_s)
+    except ValueError:
+        raise ValueError(
+            f"{value!r} is not an IP address (names cannot be resolved before the resolver exists)"
+        ) from None
+    # Written out rather than is_loopback & co., whose IPv4-mapped handling differs by Python
+    # version; these are exactly Rust's std::net checks.
+    if isinstance(addr, ipaddress.IPv6Address):
+        unspecified, multicast, loopback = int(addr) == 0, addr.packed[0] == 0xFF, int(addr) == 1
+    else:
+        unspecified, multicast, loopback = int(addr) == 0, addr.packed[0] >> 4 == 0xE, addr.packed[0] == 127
+    if unspecified or multicast:
+        raise ValueError(f"{value!r} is not a unicast address")
+    if loopback and port == DNS_PORT:
+        raise ValueError(f"{value!r} is the gateway's own resolver: forwarding there would loop")
+    return addr, port
+
+
+def _upstream(value: str) -> str:
+    parse_upstream(value)
+    return value
+
+
+Upstream = Annotated[str, Field(max_length=64), AfterValidator(_upstream)]
+
+
+class Dns(Strict):
+    """The gateway's caching resolver (unbound); docs/dns.md."""
+
+    enabled: bool = False
+    upstream: list[Upstream] = Field(
+        default_factory=list, max_length=8, description="resolvers to forward to: 'addr' or 'addr@port'"
+    )
+    intercept: bool = Field(default=True, description="answer DNS from the served subnets sent to any address")
+    cache_mb: int = Field(default=64, ge=4, le=16_384)
+    prefetch: bool = True
+    serve_stale: bool = True
+    stale_ttl_s: int = Field(default=86_400, ge=60, le=604_800)
+    stale_reply_ttl_s: int = Field(default=30, ge=1, le=3_600)
+    stale_client_timeout_ms: int = Field(default=0, ge=0, le=10_000)
+    min_ttl_s: int = Field(default=0, ge=0, le=3_600)
+    max_ttl_s: int = Field(default=86_400, ge=60, le=604_800)
+    max_negative_ttl_s: int = Field(default=3_600, ge=0, le=86_400)
+    client_qps_limit: int = Field(default=0, ge=0, le=100_000)
+    probe_timeout_ms: int = Field(default=3_000, ge=100, le=30_000)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Dns:
+        seen: set[tuple[object, int]] = set()
+        for i, u in enumerate(self.upstream):
+            key = parse_upstream(u)
+            if key in seen:
+                raise ValueError(f"upstream[{i}]: {u!r} is listed twice")
+            seen.add(key)
+        if self.enabled and not self.upstream:
+            raise ValueError("upstream: required when dns is enabled (the resolver(s) to forward to)")
+        if self.min_ttl_s > self.max_ttl_s:
+            raise ValueError("min_ttl_s: must not exceed max_ttl_s")
+        return self
+
+
 def _sysctls(value: dict[str, str]) -> dict[str, str]:
     for key, val in value.items():
         if key not in SYSCTL_ALLOW:
@@ -477,6 +551,7 @@ class GatewayConfig(Strict):
     classes: list[TrafficClass] = Field(default_factory=list, max_length=512)
     bypass: list[BypassRule] = Field(default_factory=list, max_length=512)
     cache: Cache = Field(default_factory=Cache)
+    dns: Dns = Field(default_factory=Dns)
     shaping: Shaping = Field(default_factory=Shaping)
     sysctls: Annotated[dict[str, str], AfterValidator(_sysctls)] = Field(default_factory=dict)
 
@@ -500,6 +575,7 @@ class GatewayConfig(Strict):
         problem = served_problem(self.served_subnets, self.served_limits)
         if problem:
             raise ValueError(f"{problem[0]}: {problem[1]}")
+        self._check_dns()
         for what, names in (("classes", [c.name for c in self.classes]), ("bypass", [r.name for r in self.bypass])):
             seen: set[str] = set()
             for name in names:
@@ -507,6 +583,28 @@ class GatewayConfig(Strict):
                     raise ValueError(f"{what}: duplicate name '{name}'")
                 seen.add(name)
         return self
+
+    def _check_dns(self) -> None:
+        if self.dns.enabled:
+            for i, net in enumerate(self.served_subnets):
+                if net.endswith("/0"):
+                    raise ValueError(f"served_subnets[{i}]: a /0 would make the resolver open to everyone")
+            for field, port in (
+                ("splitter.tproxy_port", self.splitter.tproxy_port),
+                ("cache.port", self.cache.port),
+                ("cache.admin_port", self.cache.admin_port),
+            ):
+                if port == DNS_PORT:
+                    raise ValueError(f"{field}: conflicts with the resolver (dns.enabled), which listens on port 53")
+        # Squid's resolver is always explicit: the gateway's own, or the upstreams given.
+        if self.cache.enabled and not self.dns.enabled:
+            if not self.dns.upstream:
+                raise ValueError(
+                    "dns.upstream: the cache needs a resolver: enable dns or list the resolver(s) Squid should use"
+                )
+            for i, u in enumerate(self.dns.upstream):
+                if parse_upstream(u)[1] != DNS_PORT:
+                    raise ValueError(f"dns.upstream[{i}]: Squid can only use resolvers on port 53")
 
     def to_json(self) -> dict[str, object]:
         return self.model_dump(mode="json", by_alias=True)
@@ -520,6 +618,11 @@ BUILTIN_BYPASS: tuple[BypassRule, ...] = (
     BypassRule(name="ike-tcp", builtin=True, protocol="tcp", ports=["4500"]),
 )
 BUILTIN_NAMES = frozenset(r.name for r in BUILTIN_BYPASS)
+
+
+# The resolver behind the satellite in satlab (the server namespace): where Squid and the
+# terminal's resolver forward by default.
+LAB_RESOLVER = "10.71.3.53"
 
 
 def default_config(role: str = "hub") -> GatewayConfig:
@@ -536,5 +639,6 @@ def default_config(role: str = "hub") -> GatewayConfig:
         served_subnets=served,
         satellite=Satellite(routes=routes),
         bypass=list(BUILTIN_BYPASS),
+        dns=Dns(upstream=[LAB_RESOLVER]),
         sysctls={"net.ipv4.tcp_slow_start_after_idle": "0"},
     )

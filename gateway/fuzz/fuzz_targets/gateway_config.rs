@@ -17,7 +17,13 @@ fuzz_target!(|data: &[u8]| {
                     perigee_squid::parse_served_subnets(&cfg.served_subnets, &cfg.served_limits)
                         .expect("validated served subnets parse again");
                 let paths = perigee_squid::SquidPaths::default();
-                let _ = perigee_squid::render(&cfg.cache, &served, &paths, None);
+                let _ = perigee_squid::render(
+                    &cfg.cache,
+                    &served,
+                    &cfg.squid_nameservers(),
+                    &paths,
+                    None,
+                );
             }
         }
         // The message goes back to the API, which shows it: never empty.

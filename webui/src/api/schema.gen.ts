@@ -243,6 +243,40 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/dns/flush": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Flush one name or the whole resolver cache (gateway passthrough) */
+        post: operations["dns_flush_api_v1_dns_flush_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/dns/stats": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Resolver counters: queries, hit ratio, stale answers, time saved (gateway passthrough) */
+        get: operations["dns_stats_api_v1_dns_stats_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/flows": {
         parameters: {
             query?: never;
@@ -1059,6 +1093,96 @@ export interface components {
             /** Changes */
             changes: components["schemas"]["DiffEntry"][];
         };
+        /**
+         * Dns
+         * @description The gateway's caching resolver (unbound); docs/dns.md.
+         */
+        Dns: {
+            /**
+             * Cache Mb
+             * @default 64
+             */
+            cache_mb: number;
+            /**
+             * Client Qps Limit
+             * @default 0
+             */
+            client_qps_limit: number;
+            /**
+             * Enabled
+             * @default false
+             */
+            enabled: boolean;
+            /**
+             * Intercept
+             * @description answer DNS from the served subnets sent to any address
+             * @default true
+             */
+            intercept: boolean;
+            /**
+             * Max Negative Ttl S
+             * @default 3600
+             */
+            max_negative_ttl_s: number;
+            /**
+             * Max Ttl S
+             * @default 86400
+             */
+            max_ttl_s: number;
+            /**
+             * Min Ttl S
+             * @default 0
+             */
+            min_ttl_s: number;
+            /**
+             * Prefetch
+             * @default true
+             */
+            prefetch: boolean;
+            /**
+             * Probe Timeout Ms
+             * @default 3000
+             */
+            probe_timeout_ms: number;
+            /**
+             * Serve Stale
+             * @default true
+             */
+            serve_stale: boolean;
+            /**
+             * Stale Client Timeout Ms
+             * @default 0
+             */
+            stale_client_timeout_ms: number;
+            /**
+             * Stale Reply Ttl S
+             * @default 30
+             */
+            stale_reply_ttl_s: number;
+            /**
+             * Stale Ttl S
+             * @default 86400
+             */
+            stale_ttl_s: number;
+            /**
+             * Upstream
+             * @description resolvers to forward to: 'addr' or 'addr@port'
+             */
+            upstream?: string[];
+        };
+        /**
+         * DnsFlushIn
+         * @description One name (and everything below it) or the whole resolver cache.
+         */
+        DnsFlushIn: {
+            /**
+             * All
+             * @default false
+             */
+            all: boolean;
+            /** Name */
+            name?: string | null;
+        };
         /** ErrorBody */
         ErrorBody: {
             /** Code */
@@ -1182,6 +1306,7 @@ export interface components {
             cache?: components["schemas"]["Cache"];
             /** Classes */
             classes?: components["schemas"]["TrafficClass"][];
+            dns?: components["schemas"]["Dns"];
             hybla?: components["schemas"]["Hybla"];
             interfaces: components["schemas"]["Interfaces"];
             /**
@@ -2757,6 +2882,99 @@ export interface operations {
             };
         };
     };
+    dns_flush_api_v1_dns_flush_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DnsFlushIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    dns_stats_api_v1_dns_stats_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
     live_flows_api_v1_flows_get: {
         parameters: {
             query?: {
@@ -3434,7 +3652,7 @@ export interface operations {
                 /** @description unix s; default now */
                 end?: number | null;
                 key?: string | null;
-                metric: "class_bps" | "action_bps" | "cache_hit_ratio" | "leg_rtt_ms" | "link_bps";
+                metric: "class_bps" | "action_bps" | "cache_hit_ratio" | "dns_hit_ratio" | "dns_qps" | "leg_rtt_ms" | "link_bps";
                 /** @description unix s; default end - 1 h */
                 start?: number | null;
             };

@@ -28,12 +28,32 @@ export interface BypassRule {
   ports: string[];
 }
 
+/** The gateway's caching resolver (docs/dns.md): every field has a default. */
+export interface DnsConfig {
+  enabled?: boolean;
+  /** 'addr' or 'addr@port' */
+  upstream?: string[];
+  intercept?: boolean;
+  cache_mb?: number;
+  prefetch?: boolean;
+  serve_stale?: boolean;
+  stale_ttl_s?: number;
+  stale_reply_ttl_s?: number;
+  stale_client_timeout_ms?: number;
+  min_ttl_s?: number;
+  max_ttl_s?: number;
+  max_negative_ttl_s?: number;
+  client_qps_limit?: number;
+  probe_timeout_ms?: number;
+}
+
 export interface GatewayConfig {
   schema?: number;
   revision?: string;
   role: 'hub' | 'terminal';
   classes: TrafficClass[];
   bypass: BypassRule[];
+  dns?: DnsConfig;
   [key: string]: unknown;
 }
 

@@ -196,7 +196,7 @@ def stats_series(
     who: Viewer,
     db: Db,
     ctx: Ctx,
-    metric: Literal["class_bps", "action_bps", "cache_hit_ratio", "leg_rtt_ms", "link_bps"],
+    metric: Literal["class_bps", "action_bps", "cache_hit_ratio", "dns_hit_ratio", "dns_qps", "leg_rtt_ms", "link_bps"],
     start: int | None = Query(default=None, ge=0, le=10**11, description="unix s; default end - 1 h"),
     end: int | None = Query(default=None, ge=0, le=10**11, description="unix s; default now"),
     key: str | None = Query(default=None, max_length=64),

@@ -21,6 +21,7 @@ from perigee_api.models import AuditEntry
 from perigee_api.schemas.api import (
     AuditOut,
     AuditPage,
+    DnsFlushIn,
     HealthOut,
     PurgeIn,
     RestoreOut,
@@ -84,6 +85,21 @@ def cache_purge(body: PurgeIn, who: Operator, gw: Gateway, request: Request) -> 
         raise ApiError(422, "purge_target", "give exactly one of url or all=true", "url")
     audit_info(request, url=body.url, all=body.all)
     return gw.cache_purge(url=body.url, purge_all=body.all)
+
+
+@router.get(
+    "/dns/stats", summary="Resolver counters: queries, hit ratio, stale answers, time saved (gateway passthrough)"
+)
+def dns_stats(who: Viewer, gw: Gateway) -> dict[str, Any]:
+    return gw.dns_stats()
+
+
+@router.post("/dns/flush", summary="Flush one name or the whole resolver cache (gateway passthrough)")
+def dns_flush(body: DnsFlushIn, who: Operator, gw: Gateway, request: Request) -> dict[str, Any]:
+    if body.all == (body.name is not None):
+        raise ApiError(422, "flush_target", "give exactly one of name or all=true", "name")
+    audit_info(request, name=body.name, all=body.all)
+    return gw.dns_flush(name=body.name, flush_all=body.all)
 
 
 @router.get("/system/backup", summary="Config versions, users (argon2 hashes only) and BoD profiles as JSON")

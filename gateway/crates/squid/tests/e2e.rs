@@ -43,6 +43,12 @@ fn served() -> Vec<String> {
     vec![SERVED.to_string(), SERVED6.to_string()]
 }
 
+/// Squid's resolver: nothing answers there, and nothing needs to (every origin is an IP
+/// literal, so no name is ever looked up).
+fn ns() -> Vec<std::net::IpAddr> {
+    vec![ORIGIN_IP.parse().unwrap()]
+}
+
 /// Collects access-log records until `n` for `path` arrived (Squid logs when a request ends).
 fn records_for(
     mgr: &SquidManager,
@@ -122,7 +128,7 @@ fn tproxy_cache_end_to_end() {
 
     // --- start ---
     let report = mgr
-        .apply(&cache_config(), &served(), &ServedLimits::default())
+        .apply(&cache_config(), &served(), &ServedLimits::default(), &ns())
         .expect("start squid");
     assert_eq!(report.action, ApplyAction::Started);
     assert!(mgr.is_running());
@@ -329,6 +335,7 @@ fn tproxy_cache_end_to_end() {
             },
             &served(),
             &ServedLimits::default(),
+            &ns(),
         )
         .unwrap_err();
     assert_eq!(
@@ -340,9 +347,18 @@ fn tproxy_cache_end_to_end() {
             &cache_config(),
             &["0.0.0.0/0".to_string()],
             &ServedLimits::default(),
+            &ns(),
         )
         .unwrap_err();
     assert_eq!(e.field.as_deref(), Some("served_subnets[0]"));
+    // No resolver: never rendered (Squid would fall back to the system's resolv.conf).
+    let e = mgr
+        .apply(&cache_config(), &served(), &ServedLimits::default(), &[])
+        .unwrap_err();
+    assert_eq!(
+        (e.code, e.field.as_deref()),
+        ("invalid_config", Some("dns.upstream"))
+    );
     // Passes our checks but Squid's regcomp refuses it: caught by `squid -k parse`.
     let bad_regex = CacheConfig {
         refresh_patterns: vec![RefreshPattern {
@@ -356,7 +372,7 @@ fn tproxy_cache_end_to_end() {
         ..cache_config()
     };
     let e = mgr
-        .apply(&bad_regex, &served(), &ServedLimits::default())
+        .apply(&bad_regex, &served(), &ServedLimits::default(), &ns())
         .unwrap_err();
     assert_eq!(e.code, "squid_parse", "{e:?}");
     assert!(e.message.contains("a{2"), "{e}");
@@ -375,7 +391,7 @@ fn tproxy_cache_end_to_end() {
 
     // --- the same config again touches nothing ---
     assert_eq!(
-        mgr.apply(&cache_config(), &served(), &ServedLimits::default())
+        mgr.apply(&cache_config(), &served(), &ServedLimits::default(), &ns())
             .unwrap()
             .action,
         ApplyAction::Unchanged
@@ -409,7 +425,7 @@ fn tproxy_cache_end_to_end() {
         ..cache_config()
     };
     assert_eq!(
-        mgr.apply(&never, &served(), &ServedLimits::default())
+        mgr.apply(&never, &served(), &ServedLimits::default(), &ns())
             .unwrap()
             .action,
         ApplyAction::Reconfigured
@@ -442,7 +458,7 @@ fn tproxy_cache_end_to_end() {
         ..cache_config()
     };
     assert_eq!(
-        mgr.apply(&aufs, &served(), &ServedLimits::default())
+        mgr.apply(&aufs, &served(), &ServedLimits::default(), &ns())
             .unwrap()
             .action,
         ApplyAction::Restarted
@@ -482,9 +498,14 @@ fn tproxy_cache_end_to_end() {
 
     // --- disabling stops Squid ---
     assert_eq!(
-        mgr.apply(&CacheConfig::default(), &served(), &ServedLimits::default())
-            .unwrap()
-            .action,
+        mgr.apply(
+            &CacheConfig::default(),
+            &served(),
+            &ServedLimits::default(),
+            &ns()
+        )
+        .unwrap()
+        .action,
         ApplyAction::Stopped
     );
     assert!(!mgr.is_running());

@@ -83,7 +83,10 @@ fn rendered_variants_pass_squid_parse() {
     ];
     for (name, cfg, version) in variants {
         cfg.validate().unwrap();
-        squid_parse(name, &render(&cfg, &served, &paths, version)).unwrap();
+        // Both address families: the gateway's own resolver, or upstreams on v4 and v6.
+        let ns: Vec<std::net::IpAddr> =
+            vec!["127.0.0.1".parse().unwrap(), "fd71:3::53".parse().unwrap()];
+        squid_parse(name, &render(&cfg, &served, &ns, &paths, version)).unwrap();
     }
 }
 
@@ -105,7 +108,13 @@ fn parse_check_catches_what_validation_cannot() {
     cfg.validate().unwrap();
     let err = squid_parse(
         "bad-regex",
-        &render(&cfg, &served, &SquidPaths::default(), None),
+        &render(
+            &cfg,
+            &served,
+            &["127.0.0.1".parse().unwrap()],
+            &SquidPaths::default(),
+            None,
+        ),
     )
     .unwrap_err();
     assert!(err.contains("a{2"), "{err}");

@@ -1,4 +1,5 @@
 //! Test helpers shared by the gateway crates' integration tests.
+pub mod dns;
 mod netns;
 mod run;
 mod sink;

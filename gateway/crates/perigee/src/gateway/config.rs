@@ -60,6 +60,8 @@ pub struct GatewayConfig {
     #[serde(default)]
     pub cache: Cache,
     #[serde(default)]
+    pub dns: Dns,
+    #[serde(default)]
     pub shaping: Shaping,
     #[serde(default)]
     pub sysctls: BTreeMap<String, String>,
@@ -261,6 +263,9 @@ pub type Cache = perigee_squid::CacheConfig;
 /// `served_limits`: the Squid crate judges the served set as address space for its ACL; the same
 /// check guards the splitter's sets.
 pub type ServedLimits = perigee_squid::ServedLimits;
+
+/// The `dns` section is the resolver crate's own policy type (same JSON, validated there too).
+pub type Dns = perigee_dns::DnsConfig;
 
 /// Aggregate egress shaper on `interfaces.satellite` (`tc`, docs/control-protocol.md *Shaping*):
 /// an HTB root whose one class holds everything leaving the interface to `rate_bps`, over a
@@ -609,6 +614,7 @@ impl GatewayConfig {
         self.validate_classes()?;
         self.validate_bypass()?;
         self.validate_cache()?;
+        self.validate_dns()?;
         self.validate_shaping()?;
         for (k, v) in &self.sysctls {
             let f = format!("sysctls.{k}");
@@ -833,6 +839,60 @@ impl GatewayConfig {
         Ok(())
     }
 
+    /// The resolver crate checks its section (field paths `dns.*`); here what needs the rest of
+    /// the config: the resolver's port against the other listeners, and Squid's resolver.
+    fn validate_dns(&self) -> Result<(), ConfigError> {
+        self.dns.validate().map_err(|e| err(e.field, e.message))?;
+        let upstreams = self.dns.upstreams().map_err(|e| err(e.field, e.message))?;
+        if self.dns.enabled {
+            // unbound's access-control refuses /0 (it would make the resolver open to all).
+            perigee_dns::parse_served_subnets(&self.served_subnets)
+                .map_err(|e| err(e.field, e.message))?;
+            let port = u32::from(perigee_dns::LISTEN_PORT);
+            for (field, p) in [
+                ("splitter.tproxy_port", self.splitter.tproxy_port),
+                ("cache.port", u32::from(self.cache.port)),
+                ("cache.admin_port", u32::from(self.cache.admin_port)),
+            ] {
+                if p == port {
+                    return Err(err(
+                        field,
+                        "conflicts with the resolver (dns.enabled), which listens on port 53",
+                    ));
+                }
+            }
+        }
+        // Squid's resolver is always explicit: the gateway's own, or the upstreams given.
+        if self.cache.enabled && !self.dns.enabled {
+            if upstreams.is_empty() {
+                return Err(err(
+                    "dns.upstream",
+                    "the cache needs a resolver: enable dns (Squid then uses the gateway's own) \
+                     or list the resolver(s) Squid should use in dns.upstream",
+                ));
+            }
+            if let Some(i) = upstreams.iter().position(|u| u.port != 53) {
+                return Err(err(
+                    format!("dns.upstream[{i}]"),
+                    "Squid can only use resolvers on port 53 (enable dns to forward to another port)",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The nameservers Squid resolves through: the gateway's own resolver when it runs,
+    /// otherwise the configured upstreams (validation guarantees one or the other with the cache on).
+    pub fn squid_nameservers(&self) -> Vec<IpAddr> {
+        if self.dns.enabled {
+            return vec![IpAddr::from([127, 0, 0, 1])];
+        }
+        self.dns
+            .upstreams()
+            .map(|u| u.into_iter().map(|u| u.addr).collect())
+            .unwrap_or_default()
+    }
+
     /// Bounds hold whether or not shaping is enabled (a disabled section is kept as written);
     /// only an enabled one needs a rate.
     fn validate_shaping(&self) -> Result<(), ConfigError> {
@@ -921,6 +981,7 @@ pub fn example_json() -> serde_json::Value {
             {"name": "vpn-concentrator", "builtin": false, "protocol": "any", "cidrs": ["203.0.113.7/32"], "ports": []}
         ],
         "cache": {"enabled": false, "port": 3129},
+        "dns": {"enabled": false, "upstream": ["10.71.3.53"]},
         "sysctls": {"net.ipv4.tcp_slow_start_after_idle": "0"}
     })
 }
@@ -990,6 +1051,81 @@ mod tests {
             cache_field(serde_json::json!({"max_memory_object_mb": 10000, "max_object_mb": 100})),
             "cache.max_memory_object_mb"
         );
+    }
+
+    fn dns_field(dns: serde_json::Value) -> String {
+        with(&["dns"], dns).unwrap_err().field
+    }
+
+    #[test]
+    fn dns_section_is_the_resolver_policy_with_field_paths() {
+        let ok = with(
+            &["dns"],
+            serde_json::json!({"enabled": true, "upstream": ["10.71.3.53", "fd71:3::53@5353"],
+                               "cache_mb": 128}),
+        )
+        .unwrap();
+        assert_eq!(ok.dns.cache_mb, 128);
+        assert_eq!(
+            ok.squid_nameservers(),
+            vec![IpAddr::from([127, 0, 0, 1])],
+            "Squid resolves through the gateway's own resolver"
+        );
+        let d = with(&["dns"], serde_json::json!({})).unwrap();
+        assert!(!d.dns.enabled && d.dns.upstream.is_empty());
+        assert_eq!(
+            dns_field(serde_json::json!({"enabled": true})),
+            "dns.upstream"
+        );
+        assert_eq!(
+            dns_field(serde_json::json!({"upstream": ["resolver.example"]})),
+            "dns.upstream[0]"
+        );
+        assert_eq!(
+            dns_field(serde_json::json!({"cache_mb": 0})),
+            "dns.cache_mb"
+        );
+        assert_eq!(dns_field(serde_json::json!({"cach_mb": 1})), "dns.cach_mb");
+        // Port 53 belongs to the resolver when it runs.
+        let mut j = example_json();
+        j["dns"] = serde_json::json!({"enabled": true, "upstream": ["10.71.3.53"]});
+        j["cache"]["admin_port"] = 53.into();
+        assert_eq!(from_value(j.clone()).unwrap_err().field, "cache.admin_port");
+        j["cache"]["admin_port"] = 3130.into();
+        j["splitter"]["tproxy_port"] = 53.into();
+        assert_eq!(
+            from_value(j.clone()).unwrap_err().field,
+            "splitter.tproxy_port"
+        );
+        // Never an open resolver.
+        j["splitter"]["tproxy_port"] = 7071.into();
+        j["served_subnets"] = serde_json::json!(["10.71.1.0/24", "::/0"]);
+        assert_eq!(from_value(j).unwrap_err().field, "served_subnets[1]");
+    }
+
+    #[test]
+    fn the_cache_always_has_an_explicit_resolver() {
+        let mut j = example_json();
+        j["cache"]["enabled"] = true.into();
+        j["dns"] = serde_json::json!({});
+        let e = from_value(j.clone()).unwrap_err();
+        assert_eq!(e.field, "dns.upstream");
+        assert!(e.message.contains("needs a resolver"), "{}", e.message);
+        // dns off: Squid uses the upstreams themselves, which must be on port 53.
+        j["dns"] = serde_json::json!({"upstream": ["10.71.3.53", "fd71:3::53"]});
+        let c = from_value(j.clone()).unwrap();
+        assert_eq!(
+            c.squid_nameservers(),
+            vec![
+                "10.71.3.53".parse::<IpAddr>().unwrap(),
+                "fd71:3::53".parse::<IpAddr>().unwrap()
+            ]
+        );
+        j["dns"] = serde_json::json!({"upstream": ["10.71.3.53", "10.71.3.54@5353"]});
+        assert_eq!(from_value(j.clone()).unwrap_err().field, "dns.upstream[1]");
+        // dns on: any port upstream is fine, Squid asks the gateway's resolver.
+        j["dns"]["enabled"] = true.into();
+        from_value(j).unwrap();
     }
 
     #[test]

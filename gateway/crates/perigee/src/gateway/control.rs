@@ -97,6 +97,18 @@ pub fn problems(shared: &Shared) -> Vec<String> {
     if shared.overflow.load(Ordering::Relaxed) {
         p.push("max_flows reached: new flows are routed unsplit".into());
     }
+    if cfg.dns.enabled && !shared.dns_up.load(Ordering::Relaxed) {
+        let why = shared.dns_problem.lock().unwrap().clone();
+        p.push(format!(
+            "dns: the resolver is not running, DNS from the served subnets goes to the addresses it was sent to{}",
+            why.map(|w| format!(" ({w})")).unwrap_or_default()
+        ));
+    }
+    if cfg.dns.enabled || cfg.cache.enabled {
+        if let Some(why) = shared.resolver.lock().unwrap().reason() {
+            p.push(format!("dns: {why}"));
+        }
+    }
     if cfg.cache.enabled {
         if !shared.cache_up.load(Ordering::Relaxed) {
             let why = shared.cache_problem.lock().unwrap().clone();
@@ -126,12 +138,54 @@ fn render_squid(shared: &Shared, cfg: &config::GatewayConfig) -> Value {
         Ok(served) => perigee_squid::render(
             &cfg.cache,
             &served,
+            &cfg.squid_nameservers(),
             &shared.squid_paths,
             shared.squid_version,
         )
         .into(),
         Err(_) => Value::Null,
     }
+}
+
+/// `rendered.unbound_conf` of /v1/config/validate: what unbound would get (null when disabled).
+fn render_unbound(shared: &Shared, cfg: &config::GatewayConfig) -> Value {
+    if !cfg.dns.enabled {
+        return Value::Null;
+    }
+    match (
+        perigee_dns::parse_served_subnets(&cfg.served_subnets),
+        cfg.dns.upstreams(),
+    ) {
+        (Ok(served), Ok(ups)) => {
+            perigee_dns::render(&cfg.dns, &served, &ups, &shared.dns_paths).into()
+        }
+        _ => Value::Null,
+    }
+}
+
+/// `/v1/dns/*`, served by the resolver crate, with what the daemon knows added to the stats.
+fn dns_endpoint(shared: &Shared, req: &http::Request) -> (u16, Value) {
+    let cfg = shared.config.lock().unwrap().clone();
+    let health = shared.resolver.lock().unwrap().clone();
+    let (intercepted, _) = apply::read_counter("dns_intercepted").unwrap_or((0, 0));
+    let mut extra = serde_json::Map::new();
+    extra.insert(
+        "intercept".into(),
+        (cfg.dns.enabled && cfg.dns.intercept).into(),
+    );
+    extra.insert(
+        "serving".into(),
+        shared.dns_up.load(Ordering::Relaxed).into(),
+    );
+    extra.insert("intercepted_packets".into(), intercepted.into());
+    extra.insert("upstream_healthy".into(), health.healthy.into());
+    extra.insert(
+        "upstream_probe".into(),
+        serde_json::to_value(&health.last).unwrap_or(Value::Null),
+    );
+    let mut mgr = shared.dns.lock().unwrap();
+    perigee_dns::api::handle(&mut mgr, &req.method, &req.path, &req.body, extra)
+        .unwrap_or_else(|| (404, error("not_found", "no such endpoint", None)))
 }
 
 /// `/v1/cache/*`, served by the Squid crate.
@@ -228,6 +282,7 @@ pub fn handle(shared: &Shared, req: &http::Request) -> (u16, Value) {
             Ok(cfg) => {
                 let mut rendered = render::render(&cfg, &sys::available_cc()).to_json();
                 rendered["squid_conf"] = render_squid(shared, &cfg);
+                rendered["unbound_conf"] = render_unbound(shared, &cfg);
                 (200, json!({"ok": true, "rendered": rendered}))
             }
             Err(e) => invalid(&e),
@@ -279,6 +334,7 @@ pub fn handle(shared: &Shared, req: &http::Request) -> (u16, Value) {
         ("GET", "/v1/counters") => (200, counters(shared)),
         ("GET", "/v1/hybla") => (200, hybla_json()),
         (_, p) if p == "/v1/cache" || p.starts_with("/v1/cache/") => cache_endpoint(shared, req),
+        (_, p) if p == "/v1/dns" || p.starts_with("/v1/dns/") => dns_endpoint(shared, req),
         (
             _,
             "/v1/health"

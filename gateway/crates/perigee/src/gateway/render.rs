@@ -258,6 +258,7 @@ impl Rendered {
             "sysctls": self.sysctls,
             "shaping": self.shaper.as_ref().map(|s| s.describe()),
             "squid_conf": null,
+            "unbound_conf": null,
         })
     }
 }
@@ -357,6 +358,9 @@ const FAMS: [Fam; 2] = [
 
 /// nft set that holds `tcp` while Squid is up (see `apply::set_cache_up`).
 pub const CACHE_UP_SET: &str = "cache_up";
+/// nft set that holds `udp` and `tcp` while the resolver is up (see `apply::set_dns_up`).
+pub const DNS_UP_SET: &str = "dns_up";
+const DNS_UP: &str = "meta l4proto @dns_up";
 const CACHE_UP: &str = "meta l4proto @cache_up";
 
 const SYN_ONLY: &str = "tcp flags & (fin | syn | rst | ack) == syn";
@@ -387,6 +391,9 @@ pub fn render_nft(cfg: &GatewayConfig) -> String {
     // started) port 80 fails over to the splitter instead of a dead port.
     let _ = writeln!(t, "\tset {CACHE_UP_SET} {{ type inet_proto; }}");
     let _ = writeln!(t, "\tcounter cache_syns {{}}");
+    // Holds `udp` and `tcp` while the resolver runs (dns.enabled): port 53 goes to it only then.
+    let _ = writeln!(t, "\tset {DNS_UP_SET} {{ type inet_proto; }}");
+    let _ = writeln!(t, "\tcounter dns_intercepted {{}}");
     let _ = writeln!(
         t,
         "\tset served4 {{ type ipv4_addr; flags interval;{} }}",
@@ -414,22 +421,43 @@ pub fn render_nft(cfg: &GatewayConfig) -> String {
             );
         }
     }
+    let mut ifs = cfg.interfaces.lan.clone();
+    if cfg.role == Role::Hub {
+        ifs.push(cfg.interfaces.satellite.clone());
+    }
+    let intercept_dns = cfg.dns.enabled && cfg.dns.intercept;
+    if cfg.dns.enabled {
+        let _ = writeln!(
+            t,
+            "\t\t# 2. DNS (before the socket rule: the resolver's port-53 listener is transparent and on every address)"
+        );
+        if intercept_dns {
+            let _ = writeln!(
+                t,
+                "\t\tiifname {} meta l4proto {{ udp, tcp }} th dport 53 jump dns",
+                quoted_set(&ifs)
+            );
+        }
+        // A TCP packet to port 53 of another host that no intercepted connection owns (only
+        // the resolver's wildcard listener matches it) goes where it was sent, on any
+        // interface: the socket rule below would hand it to that listener.
+        let _ = writeln!(
+            t,
+            "\t\ttcp dport 53 fib daddr type != local socket wildcard 1 accept"
+        );
+    }
     let _ = writeln!(
         t,
-        "\t\t# 2. packets of established split flows belong to our transparent sockets"
+        "\t\t# 3. packets of established split flows belong to our transparent sockets"
     );
     let _ = writeln!(
         t,
         "\t\tmeta l4proto tcp socket transparent 1 meta mark set meta mark | {FW_MARK:#x} accept"
     );
-    let mut ifs = cfg.interfaces.lan.clone();
-    if cfg.role == Role::Hub {
-        ifs.push(cfg.interfaces.satellite.clone());
-    }
     if cfg.splitter.enabled {
         let _ = writeln!(
             t,
-            "\t\t# 3. new connections from served subnets entering on the client-facing interfaces"
+            "\t\t# 4. new connections from served subnets entering on the client-facing interfaces"
         );
         let _ = writeln!(
             t,
@@ -438,6 +466,30 @@ pub fn render_nft(cfg: &GatewayConfig) -> String {
         );
     }
     let _ = writeln!(t, "\t}}");
+    if intercept_dns {
+        // TPROXY keeps the query's destination: the resolver (interface-automatic) answers
+        // from the address the client asked, so any resolver address a client uses works.
+        // Nothing matched (resolver down, client not served): the query goes where it was sent.
+        let _ = writeln!(t, "\tchain dns {{");
+        let port = perigee_dns::LISTEN_PORT;
+        for f in &FAMS {
+            let tp = format!(
+                "counter name dns_intercepted tproxy {} to :{port} meta mark set meta mark | {FW_MARK:#x} accept",
+                f.ip
+            );
+            let _ = writeln!(
+                t,
+                "\t\t{} saddr {} meta l4proto udp {DNS_UP} {tp}",
+                f.ip, f.served
+            );
+            let _ = writeln!(
+                t,
+                "\t\t{} saddr {} {SYN_ONLY} {DNS_UP} {tp}",
+                f.ip, f.served
+            );
+        }
+        let _ = writeln!(t, "\t}}");
+    }
     let _ = writeln!(t, "\tchain intercept {{");
     let _ = writeln!(
         t,
@@ -784,6 +836,47 @@ mod tests {
         let nft = render_nft(&from_value(j).unwrap());
         let first_80 = nft.lines().find(|l| l.contains("dport { 80,")).unwrap();
         assert!(first_80.contains("to :7071"), "{first_80}");
+    }
+
+    #[test]
+    fn dns_goes_to_the_resolver_only_when_enabled_and_before_the_splitter() {
+        let nft = render_nft(&cfg());
+        assert!(!nft.contains("jump dns"), "{nft}");
+        assert!(nft.contains("set dns_up"), "the set always exists");
+        let mut j = example_json();
+        j["dns"] = serde_json::json!({"enabled": true, "upstream": ["10.71.3.53"]});
+        let nft = render_nft(&from_value(j.clone()).unwrap());
+        let jump = nft.find("jump dns").unwrap_or_else(|| panic!("{nft}"));
+        let socket_rule = nft.find("socket transparent 1").unwrap();
+        // The resolver's listener is transparent: new connections to port 53 are sorted out
+        // before the socket rule could take them all.
+        let guard = nft
+            .find("tcp dport 53 fib daddr type != local socket wildcard 1 accept")
+            .unwrap_or_else(|| panic!("{nft}"));
+        assert!(jump < guard && guard < socket_rule, "{nft}");
+        assert!(jump < nft.find("jump intercept").unwrap());
+        assert!(nft.contains("iifname \"lan0\" meta l4proto { udp, tcp } th dport 53 jump dns"));
+        let chain: Vec<&str> = nft
+            .lines()
+            .skip_while(|l| !l.contains("chain dns {"))
+            .skip(1)
+            .take_while(|l| !l.contains('}'))
+            .collect();
+        assert_eq!(chain.len(), 4, "{nft}");
+        for (line, ip) in chain.iter().zip(["ip", "ip", "ip6", "ip6"]) {
+            assert!(line.contains(&format!("{ip} saddr @served")), "{line}");
+            assert!(line.contains("meta l4proto @dns_up"), "{line}");
+            assert!(line.contains(&format!("tproxy {ip} to :53")), "{line}");
+        }
+        assert!(chain[0].contains("meta l4proto udp"));
+        assert!(chain[1].contains("== syn"));
+        // Interception off: the resolver only answers what is sent to the gateway.
+        j["dns"]["intercept"] = false.into();
+        let nft = render_nft(&from_value(j).unwrap());
+        assert!(
+            !nft.contains("jump dns") && !nft.contains("chain dns"),
+            "{nft}"
+        );
     }
 
     #[test]
