@@ -101,6 +101,8 @@ fn direct_connections_to_the_cache_port_are_refused() {
     let mut cfg = t.config();
     cfg["cache"] = serde_json::json!({"enabled": true, "port": CACHE_PORT, "admin_port": 3130,
                                       "memory_mb": 16, "disk_mb": 0});
+    // The cache needs an explicit resolver; none has to answer for this test (Squid listens either way).
+    cfg["dns"] = serde_json::json!({"upstream": [SERVER4]});
     let squid = t.dir.join("squid");
     let (state, run) = (
         squid.to_string_lossy().into_owned(),
