@@ -75,7 +75,9 @@ def test_gateways_stop_in_reverse_start_order(monkeypatch: pytest.MonkeyPatch) -
     # Each daemon restores the host-wide Hybla settings it found at start: the first one started
     # must stop last, or the second's snapshot (the first's values) would be what stays.
     seen: list[tuple[str, str]] = []
-    monkeypatch.setattr(gateway, "_start_one", lambda topo, role, timeout, cache: seen.append(("start", role)))
+    monkeypatch.setattr(gateway, "_start_one",
+                        lambda topo, role, timeout, cache, peer_key=None: seen.append(("start", role)))
+    monkeypatch.setattr(gateway, "new_peer_key", lambda topo: "00" * 32)
     monkeypatch.setattr(gateway, "_stop_one", lambda topo, role: seen.append(("stop", role)))
     gateway.start(object(), "both", cache=False)  # type: ignore[arg-type]
     gateway.stop(object(), "both")  # type: ignore[arg-type]
