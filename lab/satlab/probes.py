@@ -211,6 +211,7 @@ def exchange(addr: str, port: int, rounds: int, parts: list[int], response: int,
         raise ValueError(f"the first part carries the {EXCHANGE_HEADER.size}-byte header")
     s, t0 = _connect(addr, port, timeout)
     connect_s = time.monotonic() - t0
+    local_port = s.getsockname()[1]
     times = []
     with s:
         for _ in range(rounds):
@@ -225,11 +226,12 @@ def exchange(addr: str, port: int, rounds: int, parts: list[int], response: int,
                 off += n
             _recv_exact(s, response + tail)
             times.append(time.monotonic() - start)
-    return {"ok": True, "connect_s": connect_s, "rounds_s": times}
+    return {"ok": True, "connect_s": connect_s, "rounds_s": times, "local_port": local_port}
 
 
 def banner(addr: str, port: int, timeout: float) -> dict[str, Any]:
     s, t0 = _connect(addr, port, timeout)
+    local_port = s.getsockname()[1]
     with s:
         connect_s = time.monotonic() - t0
         got = _recv_line(s)
@@ -239,7 +241,8 @@ def banner(addr: str, port: int, timeout: float) -> dict[str, Any]:
         s.sendall(b"QUIT\r\n")
         bye = _recv_line(s)
     return {"ok": got == BANNER and reply.startswith(b"250") and bye.startswith(b"221"),
-            "connect_s": connect_s, "banner_s": banner_s, "banner": got.decode(errors="replace").strip()}
+            "connect_s": connect_s, "banner_s": banner_s, "banner": got.decode(errors="replace").strip(),
+            "local_port": local_port}
 
 
 def whoami(addr: str, port: int, timeout: float, bind: str | None) -> dict[str, Any]:
@@ -253,6 +256,7 @@ def whoami(addr: str, port: int, timeout: float, bind: str | None) -> dict[str, 
 
 def first_byte(addr: str, port: int, size: int, timeout: float) -> dict[str, Any]:
     s, t0 = _connect(addr, port, timeout)
+    local_port = s.getsockname()[1]
     with s:
         connect_s = time.monotonic() - t0
         s.sendall(f"GET {size}\n".encode())
@@ -262,7 +266,8 @@ def first_byte(addr: str, port: int, size: int, timeout: float) -> dict[str, Any
             raise ConnectionError("closed before the first byte")
         _recv_exact(s, size - len(first))
         last_s = time.monotonic() - t0
-    return {"ok": True, "connect_s": connect_s, "first_byte_s": first_s, "last_byte_s": last_s}
+    return {"ok": True, "connect_s": connect_s, "first_byte_s": first_s, "last_byte_s": last_s,
+            "local_port": local_port}
 
 
 def tls(addr: str, port: int, timeout: float) -> dict[str, Any]:
@@ -271,6 +276,7 @@ def tls(addr: str, port: int, timeout: float) -> dict[str, Any]:
     ctx.verify_mode = ssl.CERT_NONE
     ctx.minimum_version = ssl.TLSVersion.TLSv1_3
     s, t0 = _connect(addr, port, timeout)
+    local_port = s.getsockname()[1]
     with s:
         connect_s = time.monotonic() - t0
         with ctx.wrap_socket(s, server_hostname="perigee-probe") as t:
@@ -280,7 +286,7 @@ def tls(addr: str, port: int, timeout: float) -> dict[str, Any]:
             echo_s = time.monotonic() - t0
             version = t.version()
     return {"ok": echo == b"ping\n", "connect_s": connect_s, "handshake_s": handshake_s, "echo_s": echo_s,
-            "version": version}
+            "version": version, "local_port": local_port}
 
 
 def _port_mode(text: str) -> tuple[int, str]:

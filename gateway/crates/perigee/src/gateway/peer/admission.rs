@@ -12,7 +12,7 @@ use super::super::epoll::Epoll;
 use super::super::satleg::SatLeg;
 use super::super::{log, sys};
 use super::frame::{FrameIn, Outbox};
-use super::wire::{self, Key, Nonce, Open, AUTH_LEN, OPEN_LEN};
+use super::wire::{self, Key, Nonce, Open, Refusal, AUTH_LEN, OPEN_LEN};
 use serde_json::json;
 use std::collections::HashMap;
 use std::io;
@@ -281,7 +281,11 @@ fn step(
     if let Phase::Auth { hello, proof } = &mut c.phase {
         let flushed = hello.flush(fd).map_err(|_| Outcome::Closed)?;
         watch(flushed)?;
-        let Some(f) = proof.read(fd).map_err(|_| Outcome::Closed)? else {
+        let got = proof.read(fd).map_err(|_| Outcome::Closed)?;
+        if !proof.may_start_with(wire::AUTH) {
+            return Err(Outcome::Refused(Refusal::Magic.as_str()));
+        }
+        let Some(f) = got else {
             return Ok(None);
         };
         wire::check_auth(&cfg.key, &c.nonce, &f).map_err(|r| Outcome::Refused(r.as_str()))?;
@@ -295,7 +299,11 @@ fn step(
     };
     let flushed = ok.flush(fd).map_err(|_| Outcome::Closed)?;
     watch(flushed)?;
-    let Some(f) = open.read(fd).map_err(|_| Outcome::Closed)? else {
+    let got = open.read(fd).map_err(|_| Outcome::Closed)?;
+    if !open.may_start_with(wire::OPEN) {
+        return Err(Outcome::Refused(Refusal::Magic.as_str()));
+    }
+    let Some(f) = got else {
         return Ok(None);
     };
     let o = wire::parse_open(&cfg.key, &c.nonce, &f).map_err(|r| Outcome::Refused(r.as_str()))?;

@@ -47,6 +47,13 @@ impl<const N: usize> FrameIn<N> {
     pub fn received(&self) -> usize {
         self.got
     }
+
+    /// Whether what arrived so far can still be a frame starting with `magic` (garbage is
+    /// refused as soon as its first bytes are in, not when a whole frame's worth has come).
+    pub fn may_start_with(&self, magic: &[u8]) -> bool {
+        let n = self.got.min(magic.len());
+        self.buf[..n] == magic[..n]
+    }
 }
 
 /// Bytes to send, sent piecewise as the socket takes them.

@@ -58,9 +58,11 @@ impl Handover {
     /// `rtt`: the peer connection's smoothed RTT; `connect_timeout`: the splitter's.
     pub fn new(open: &[u8], rtt: Duration, connect_timeout: Duration) -> Handover {
         let now = Instant::now();
-        // One round trip brings STATUS back (the hub's terrestrial connect is short); twice
-        // that plus 200 ms leaves room for a queue on the link before we call the peer lost.
-        let ack_wait = (rtt * 2 + Duration::from_millis(200)).max(Duration::from_millis(500));
+        // The hub's TCP acknowledges OPEN one round trip after it left (STATUS follows once the
+        // hub's short terrestrial connect is up). Half a round trip more, plus 100 ms, leaves
+        // room for a queue on the link before we call a silent hub lost; falling back early
+        // only costs the direct path's handshake.
+        let ack_wait = (rtt * 3 / 2 + Duration::from_millis(100)).max(Duration::from_millis(300));
         Handover {
             open: open.to_vec(),
             open_sent: 0,

@@ -26,9 +26,9 @@ pub const OPEN_LEN: usize = OPEN_BODY_LEN + MAC_LEN;
 pub const STATUS_LEN: usize = 8;
 
 const HELLO: &[u8; 4] = b"PGPH";
-const AUTH: &[u8; 4] = b"PGPA";
+pub const AUTH: &[u8; 4] = b"PGPA";
 const AUTH_OK: &[u8; 4] = b"PGPK";
-const OPEN: &[u8; 4] = b"PGPO";
+pub const OPEN: &[u8; 4] = b"PGPO";
 const STATUS: &[u8; 4] = b"PGPS";
 
 /// Labels that keep one proof from standing in for another.
