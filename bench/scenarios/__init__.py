@@ -25,6 +25,7 @@ MODULES = (
     "henderson_fairness",
     "bharadwaj_sweep",
     "web_pages",
+    "peer_path",
     "api_flows",
 )
 

@@ -68,7 +68,9 @@ def first_byte(s: socket.socket, size: int, t0: float) -> tuple[float, float]:
     return t_first, time.monotonic() - t0
 
 
-def one_request(mode: str, to: str, port: int, src: str | None, size: int, request_bytes: int) -> dict[str, Any]:
+def one_request(
+    mode: str, to: str, port: int, src: str | None, size: int, request_bytes: int
+) -> dict[str, Any]:
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     s.settimeout(20)
@@ -82,7 +84,9 @@ def one_request(mode: str, to: str, port: int, src: str | None, size: int, reque
             t0 = time.monotonic()
             s.sendall(req)
         elif mode == "tfo":
-            s.settimeout(None)  # blocking: without a cookie the call waits for the handshake
+            s.settimeout(
+                None
+            )  # blocking: without a cookie the call waits for the handshake
             t0 = time.monotonic()
             sent = s.sendto(req, socket.MSG_FASTOPEN, (to, port))
             s.settimeout(20)
@@ -93,8 +97,13 @@ def one_request(mode: str, to: str, port: int, src: str | None, size: int, reque
             s.connect((to, port))
             s.sendall(req)
         t_first, t_last = first_byte(s, size, t0)
-    return {"mode": mode, "src": src, "request_bytes": len(req), "first_byte_s": round(t_first, 4),
-            "last_byte_s": round(t_last, 4)}
+    return {
+        "mode": mode,
+        "src": src,
+        "request_bytes": len(req),
+        "first_byte_s": round(t_first, 4),
+        "last_byte_s": round(t_last, 4),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -105,10 +114,20 @@ def main(argv: list[str] | None = None) -> int:
     c = sub.add_parser("client")
     c.add_argument("--to", required=True)
     c.add_argument("--port", type=int, default=9300)
-    c.add_argument("--src", action="append", default=[], help="source addresses to try (one cookie each)")
+    c.add_argument(
+        "--src",
+        action="append",
+        default=[],
+        help="source addresses to try (one cookie each)",
+    )
     c.add_argument("--size", type=int, default=10240)
-    c.add_argument("--request-bytes", type=int, action="append", default=[],
-                   help="request sizes (e.g. 300, and 1800 for a ClientHello with a post-quantum key share)")
+    c.add_argument(
+        "--request-bytes",
+        type=int,
+        action="append",
+        default=[],
+        help="request sizes (e.g. 300, and 1800 for a ClientHello with a post-quantum key share)",
+    )
     a = ap.parse_args(argv)
     if a.cmd == "serve":
         serve(a.port)
@@ -117,8 +136,12 @@ def main(argv: list[str] | None = None) -> int:
     for req_bytes in a.request_bytes or [300]:
         for src in a.src or [None]:
             results.append(one_request("plain", a.to, a.port, src, a.size, req_bytes))
-            results.append(one_request("tfo", a.to, a.port, src, a.size, req_bytes))  # first contact
-            results.append(one_request("tfo", a.to, a.port, src, a.size, req_bytes))  # cookie cached
+            results.append(
+                one_request("tfo", a.to, a.port, src, a.size, req_bytes)
+            )  # first contact
+            results.append(
+                one_request("tfo", a.to, a.port, src, a.size, req_bytes)
+            )  # cookie cached
             results.append(one_request("warm", a.to, a.port, src, a.size, req_bytes))
     print(json.dumps({"ok": True, "results": results}))
     return 0
