@@ -124,6 +124,22 @@ impl Admission {
         &self.cfg
     }
 
+    /// Whether `other` needs no new listener or new proofs (same port, key and socket settings).
+    pub fn same_listener(&self, other: &AdmissionConfig) -> bool {
+        (
+            self.cfg.port,
+            &self.cfg.key,
+            &self.cfg.sat,
+            self.cfg.nodelay,
+        ) == (other.port, &other.key, &other.sat, other.nodelay)
+    }
+
+    /// New `allowed` and served subnets: they apply to connections and flows from now on.
+    pub fn set_policy(&mut self, allowed: Vec<Cidr>, served: Vec<Cidr>) {
+        self.cfg.allowed = allowed;
+        self.cfg.served = served;
+    }
+
     pub fn owns(&self, token: u64) -> bool {
         token >= self.token_base
     }

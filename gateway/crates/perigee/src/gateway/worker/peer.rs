@@ -74,6 +74,13 @@ impl Worker {
             }
         }
         let want_adm = admission_config(cfg);
+        if let (Some(a), Some(w)) = (self.admission.as_mut(), want_adm.as_ref()) {
+            // Who may connect and which clients it serves change in place: the terminals'
+            // authenticated idle connections stay.
+            if a.same_listener(w) {
+                a.set_policy(w.allowed.clone(), w.served.clone());
+            }
+        }
         if self.admission.as_ref().map(|a| a.config()) != want_adm.as_ref() {
             self.admission = None; // unbinds before the new one binds the same port
             if let Some(c) = want_adm {
@@ -160,8 +167,13 @@ impl Worker {
             sat: SatLeg::of(&cfg, class),
         };
         let peer_fd = flow.client.as_raw_fd();
-        let listener_sat = SatLeg::of(&cfg, None);
-        let sat_cc = self.tune_satellite_leg(peer_fd, &flow.sat, Some(&listener_sat));
+        // What the accepted connection has from its listener: congestion control and buffers.
+        // Pacing is not a listener's to pass on: it is set here, as on a TPROXY-accepted leg.
+        let inherited = SatLeg {
+            pacing_bps: 0,
+            ..SatLeg::of(&cfg, None)
+        };
+        let sat_cc = self.tune_satellite_leg(peer_fd, &flow.sat, Some(&inherited));
         let (srv, connected, mut cc) =
             match self.connect_outbound(&cfg, (client, server), &flow.sat, peer_fd, true) {
                 Ok(x) => x,
