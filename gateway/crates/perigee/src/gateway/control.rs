@@ -100,6 +100,15 @@ pub fn problems(shared: &Shared) -> Vec<String> {
     if let Some(why) = peer_problem(shared, &cfg) {
         p.push(why);
     }
+    if cfg.peer.enabled
+        && apply::read_sysctl("net.ipv4.tcp_slow_start_after_idle").is_ok_and(|v| v.trim() == "1")
+    {
+        p.push(
+            "peer path: net.ipv4.tcp_slow_start_after_idle is 1, so a warm connection idle past its RTO \
+             loses its initial window; set it to 0 (sysctls)"
+                .into(),
+        );
+    }
     if cfg.cache.enabled {
         if !shared.cache_up.load(Ordering::Relaxed) {
             let why = shared.cache_problem.lock().unwrap().clone();
