@@ -117,6 +117,8 @@ class FlowRecord(Base):
     bytes_down: Mapped[int] = mapped_column(Integer)
     sat_srtt_us: Mapped[int | None] = mapped_column(Integer, nullable=True)
     legs: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    # "direct" or "peer" (docs/splitter.md, the peer path); None for records from older gateways.
+    path: Mapped[str | None] = mapped_column(String(8), nullable=True, index=True)
 
 
 class Sample1s(Base):

@@ -146,6 +146,14 @@ def v4(i: int) -> str:
     return f"10.{i // 256}.{i % 256}.0/24"
 
 
+KEY = "00112233445566778899aabbccddeeff00112233445566778899AABBCCDDEEFF"
+
+
+def terminal_peer(peer: dict[str, Any]) -> Mutate:
+    """The base config as a terminal, with this `peer` section."""
+    return both(at("role", "terminal"), at("peer", peer))
+
+
 CASES: list[tuple[str, bool, Mutate]] = [
     ("base", OK, lambda c: None),
     ("terminal default", OK, lambda c: c.update(default_config("terminal").to_json())),
@@ -295,6 +303,53 @@ CASES: list[tuple[str, bool, Mutate]] = [
     ],
     ("shaping disabled rate 7999", BAD, at("shaping", {"rate_bps": 7_999})),
     ("shaping disabled rate 0", OK, at("shaping", {"rate_bps": 0})),
+    # splitter.nodelay
+    ("splitter nodelay false", OK, at("splitter.nodelay", False)),
+    ("splitter nodelay missing", OK, at("splitter.nodelay", MISSING)),
+    ("splitter nodelay as 1", BAD, at("splitter.nodelay", 1)),
+    ("splitter nodelay null", BAD, at("splitter.nodelay", None)),
+    # quic
+    ("quic fallback", OK, at("quic", "fallback")),
+    ("quic pass", OK, at("quic", "pass")),
+    ("quic missing", OK, at("quic", MISSING)),
+    ("quic block", BAD, at("quic", "block")),
+    ("quic null", BAD, at("quic", None)),
+    ("quic bool", BAD, at("quic", True)),
+    # peer (the base config is a hub)
+    ("peer missing", OK, at("peer", MISSING)),
+    ("peer empty", OK, at("peer", {})),
+    ("peer hub enabled with key", OK, at("peer", {"enabled": True, "key": KEY, "allowed": ["10.71.2.1/32"]})),
+    ("peer enabled without key", BAD, at("peer", {"enabled": True})),
+    ("peer disabled keeps a key", OK, at("peer", {"key": KEY})),
+    ("peer key short", BAD, at("peer", {"key": KEY[:62]})),
+    ("peer key long", BAD, at("peer", {"key": KEY + "00"})),
+    ("peer key not hex", BAD, at("peer", {"key": KEY[:63] + "g"})),
+    ("peer key with space", BAD, at("peer", {"key": " " + KEY[:63]})),
+    ("peer hub at a hub", BAD, at("peer", {"hub": "10.71.2.2"})),
+    ("peer terminal enabled", OK, terminal_peer({"enabled": True, "key": KEY, "hub": "10.71.2.2"})),
+    ("peer terminal v6 hub", OK, terminal_peer({"enabled": True, "key": KEY, "hub": "fd71:2::2"})),
+    ("peer terminal enabled without hub", BAD, terminal_peer({"enabled": True, "key": KEY})),
+    ("peer terminal hub name", BAD, terminal_peer({"hub": "hub.example"})),
+    ("peer terminal hub with port", BAD, terminal_peer({"hub": "10.71.2.2:7072"})),
+    ("peer terminal hub 0.0.0.0", BAD, terminal_peer({"hub": "0.0.0.0"})),  # noqa: S104
+    ("peer terminal hub ::", BAD, terminal_peer({"hub": "::"})),
+    ("peer terminal hub loopback", BAD, terminal_peer({"hub": "127.0.0.1"})),
+    ("peer terminal hub multicast", BAD, terminal_peer({"hub": "ff02::1"})),
+    ("peer terminal hub leading zero", BAD, terminal_peer({"hub": "10.071.2.2"})),
+    ("peer terminal hub scope id", BAD, terminal_peer({"hub": "fe80::1%sat0"})),
+    ("peer terminal port = tproxy", OK, terminal_peer({"port": 7071})),
+    ("peer hub port = tproxy", BAD, at("peer", {"port": 7071})),
+    ("peer hub port = cache", BAD, at("peer", {"port": 3129})),
+    ("peer hub port = cache admin", BAD, at("peer", {"port": 3130})),
+    ("peer unknown field", BAD, at("peer", {"pool": 8})),
+    ("peer enabled as 1", BAD, at("peer", {"enabled": 1})),
+    ("peer allowed 256", OK, at("peer", {"allowed": many(256, v4)})),
+    ("peer allowed 257", BAD, at("peer", {"allowed": many(257, v4)})),
+    *[(name, ok, both(at("peer", {"allowed": ["10.71.2.1/32"]}), m)) for name, ok, m in ip_cases("peer.allowed.0")],
+    *[
+        (name, ok, both(at("peer", {}), m))
+        for name, ok, m in [*bounds("peer.port", 1, 65535), *bounds("peer.pool_size", 1, 256)]
+    ],
     # classes
     ("classes 512", OK, at("classes", many(512, lambda i: {"name": f"c{i}", "priority": i, "action": "accelerate"}))),
     ("classes 513", BAD, at("classes", many(513, lambda i: {"name": f"c{i}", "priority": i, "action": "accelerate"}))),

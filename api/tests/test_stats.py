@@ -23,7 +23,14 @@ def test_collector_ingests_live_closed_counters(app: FastAPI, fake_gw: FakeGatew
         make_flow(2, cls="bulk", client="[fd71:1::10]:40001", server="[fd71:3::10]:5001"),
     ]
     fake_gw.closed_ring = [
-        make_flow(10 + i, state="closed", cls="web", client=f"10.71.1.{10 + i % 2}:4{i:04d}") for i in range(5)
+        make_flow(
+            10 + i,
+            state="closed",
+            cls="web",
+            client=f"10.71.1.{10 + i % 2}:4{i:04d}",
+            path="peer" if i < 3 else "direct",
+        )
+        for i in range(5)
     ]
     ctx.collector.tick(now=t0)
     fake_gw.counters["by_action"]["accelerate"]["bytes_down"] = 1_000_000
@@ -41,6 +48,12 @@ def test_collector_ingests_live_closed_counters(app: FastAPI, fake_gw: FakeGatew
     page = viewer.get("/api/v1/flows/history", params={"limit": 2, "offset": 4}).json()
     assert len(page["flows"]) == 1
     assert viewer.get("/api/v1/flows/history", params={"action": "bypass"}).json()["total"] == 0
+    # How each flow crossed the satellite is kept and filterable (the peer path or not).
+    peer = viewer.get("/api/v1/flows/history", params={"path": "peer"}).json()
+    assert peer["total"] == 3 and {f["path"] for f in peer["flows"]} == {"peer"}
+    assert viewer.get("/api/v1/flows/history", params={"path": "direct"}).json()["total"] == 2
+    assert viewer.get("/api/v1/flows/history", params={"path": "tunnel"}).status_code == 422
+    assert {f["path"] for f in snap["flows"]} == {"direct"}
     with ctx.db.session() as db:
         rows = {(r.metric, r.key): r.avg for r in db.scalars(select(Sample1s).where(Sample1s.ts == t0 + 1))}
     assert rows[("action_bps", "accelerate")] == 8_000_000

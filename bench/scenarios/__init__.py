@@ -26,6 +26,7 @@ MODULES = (
     "bharadwaj_sweep",
     "web_pages",
     "modern_web",
+    "peer_path",
     "api_flows",
 )
 

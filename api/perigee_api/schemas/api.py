@@ -316,6 +316,11 @@ class Flow(BaseModel):
     rate_up_bps: float = 0.0
     rate_down_bps: float = 0.0
     legs: FlowLegs | None = None
+    path: Literal["direct", "peer"] | None = Field(
+        default=None,
+        description="how the flow crossed the satellite: the gateway's own connection (direct) or a warm, "
+        "authenticated connection between the two gateways (peer); null from gateways without the field",
+    )
 
 
 class LiveFlowsOut(BaseModel):
@@ -340,6 +345,7 @@ class FlowRecordOut(BaseModel):
     bytes_up: int
     bytes_down: int
     sat_srtt_us: int | None
+    path: Literal["direct", "peer"] | None
 
 
 class FlowPage(BaseModel):

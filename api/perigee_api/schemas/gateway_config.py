@@ -145,6 +145,11 @@ class Splitter(Strict):
         le=64 * 1024 * 1024,
         description="per flow and direction, the bytes held inside the gateway (pipe capacity, at most 1 MiB)",
     )
+    nodelay: bool = Field(
+        default=True,
+        description="TCP_NODELAY on both legs of every relayed flow and the peer path's connections, so no "
+        "small segment waits a satellite round trip for an ACK (Nagle); false = the kernel's default",
+    )
 
 
 class Route(Strict):
@@ -257,6 +262,54 @@ def served_problem(served: list[str], limits: ServedLimits) -> tuple[str, str] |
                 f"({allowed:,}; raise served_limits.{name} if this gateway really serves that many)",
             )
     return None
+
+
+PEER_KEY_RE = re.compile(r"[0-9A-Fa-f]{64}")
+QuicPolicy = Literal["pass", "fallback"]
+# The one place the API's default QUIC policy is chosen (the gateway's DEFAULT_QUIC mirrors it).
+DEFAULT_QUIC: QuicPolicy = "pass"
+
+
+def _peer_hub(value: str) -> str:
+    if value == "":
+        return value
+    try:
+        addr = _parse_ip(value)
+    except ValueError:
+        raise ValueError(f"'{value}' is not an IPv4/IPv6 address literal") from None
+    if addr.is_unspecified or addr.is_multicast or addr.is_loopback:
+        raise ValueError("must be the hub's unicast address")
+    return value
+
+
+def _peer_key(value: str) -> str:
+    if value and not PEER_KEY_RE.fullmatch(value):
+        raise ValueError("must be 64 hex digits (32 random bytes, e.g. `openssl rand -hex 32`)")
+    return value
+
+
+class Peer(Strict):
+    """The peer path: a terminal keeps warm, authenticated connections to its hub and starts new flows on
+    them, so a client's first bytes cross the satellite without a handshake first (docs/splitter.md)."""
+
+    enabled: bool = False
+    port: int = Field(default=7072, ge=1, le=65535, description="hub: its peer listener; terminal: the hub's")
+    hub: Annotated[str, Field(max_length=64), AfterValidator(_peer_hub)] = Field(
+        default="", description="terminal: the hub's address (an IP literal); empty at a hub"
+    )
+    key: Annotated[str, Field(max_length=64), AfterValidator(_peer_key)] = Field(
+        default="", description="the shared secret, 64 hex digits; required when enabled"
+    )
+    allowed: list[Cidr] = Field(
+        default_factory=list, max_length=256, description="hub: CIDRs terminals may connect from; empty = any"
+    )
+    pool_size: int = Field(default=8, ge=1, le=256, description="terminal: warm connections each worker keeps ready")
+
+    @model_validator(mode="after")
+    def _key_when_enabled(self) -> Peer:
+        if self.enabled and not self.key:
+            raise ValueError("key: required when the peer path is enabled")
+        return self
 
 
 class Match(Strict):
@@ -553,6 +606,12 @@ class GatewayConfig(Strict):
     cache: Cache = Field(default_factory=Cache)
     dns: Dns = Field(default_factory=Dns)
     shaping: Shaping = Field(default_factory=Shaping)
+    peer: Peer = Field(default_factory=Peer)
+    quic: QuicPolicy = Field(
+        default=DEFAULT_QUIC,
+        description="QUIC (UDP 443) from the served subnets: pass (end to end, not accelerated) or fallback "
+        "(answered with ICMP port-unreachable, so browsers use TCP, which is accelerated)",
+    )
     sysctls: Annotated[dict[str, str], AfterValidator(_sysctls)] = Field(default_factory=dict)
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
@@ -576,6 +635,18 @@ class GatewayConfig(Strict):
         if problem:
             raise ValueError(f"{problem[0]}: {problem[1]}")
         self._check_dns()
+        if self.role == "terminal" and self.peer.enabled and not self.peer.hub:
+            raise ValueError("peer.hub: required at a terminal with the peer path enabled")
+        if self.role == "hub" and self.peer.hub:
+            raise ValueError("peer.hub: only a terminal names its hub; leave it empty at a hub")
+        if self.role == "hub":
+            for port, name in (
+                (tproxy, "splitter.tproxy_port"),
+                (self.cache.port, "cache.port"),
+                (self.cache.admin_port, "cache.admin_port"),
+            ):
+                if self.peer.port == port:
+                    raise ValueError(f"peer.port: already used by {name}")
         for what, names in (("classes", [c.name for c in self.classes]), ("bypass", [r.name for r in self.bypass])):
             seen: set[str] = set()
             for name in names:

@@ -23,6 +23,8 @@ from sqlalchemy.orm import Session
 from perigee_api.core.config import Settings
 from perigee_api.models import SAMPLE_TABLES, FlowRecord, Meta, Sample1s
 
+# Which way a flow crossed the satellite (the gateway's `path`): its own connection, or the peer path.
+FLOW_PATHS = ("direct", "peer")
 METRICS = ("class_bps", "action_bps", "cache_hit_ratio", "dns_hit_ratio", "dns_qps", "leg_rtt_ms", "link_bps")
 MAX_POINTS = 720
 
@@ -69,6 +71,7 @@ def store_closed_flows(db: Session, flows: list[dict[str, Any]], now: float) -> 
                     "bytes_down": int(f.get("bytes_down", 0)),
                     "sat_srtt_us": _sat_srtt(f),
                     "legs": f.get("legs"),
+                    "path": f.get("path") if f.get("path") in FLOW_PATHS else None,
                 }
             )
         except (KeyError, TypeError, ValueError):

@@ -43,6 +43,7 @@ def make_flow(
     bytes_up: int = 1000,
     bytes_down: int = 50000,
     rate_down_bps: float = 1e6,
+    path: str = "direct",
 ) -> dict[str, Any]:
     now = time.time() if now is None else now
     leg = {
@@ -79,6 +80,7 @@ def make_flow(
         "rate_up_bps": 1000.0,
         "rate_down_bps": rate_down_bps,
         "legs": {"client": leg, "server": ter, "satellite": "client"},
+        "path": path,
     }
 
 
@@ -103,6 +105,8 @@ class FakeGateway:
                 "cache": {"bytes_up": 0, "bytes_down": 0, "flows": 0},
                 "bypass": {"packets": 0, "bytes": 0},
             },
+            "peer": {"flows": 0, "fallbacks": 0, "refused": 0},
+            "quic_rejected": {"packets": 0, "bytes": 0},
         }
         self.cache_stats: dict[str, Any] = {
             "requests": 0,

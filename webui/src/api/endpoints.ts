@@ -94,7 +94,12 @@ export const endpoints = {
 
   // flows, stats, cache, system
   liveFlows: () => unwrap(api.GET('/api/v1/flows')),
-  flowHistory: (query: { limit?: number; offset?: number; action?: 'accelerate' | 'cache' | 'bypass' }) =>
+  flowHistory: (query: {
+    limit?: number;
+    offset?: number;
+    action?: 'accelerate' | 'cache' | 'bypass';
+    path?: 'direct' | 'peer';
+  }) =>
     unwrap(api.GET('/api/v1/flows/history', { params: { query } })),
   series: (metric: Metric, start?: number, end?: number) => unwrap(api.GET('/api/v1/stats/series', { params: { query: { metric, start, end } } })),
   cacheStats: () => unwrap(api.GET('/api/v1/cache/stats')) as Promise<Record<string, unknown>>,

@@ -1232,6 +1232,11 @@ export interface components {
             id: number;
             legs?: components["schemas"]["FlowLegs"] | null;
             /**
+             * Path
+             * @description how the flow crossed the satellite: the gateway's own connection (direct) or a warm, authenticated connection between the two gateways (peer); null from gateways without the field
+             */
+            path?: ("direct" | "peer") | null;
+            /**
              * Rate Down Bps
              * @default 0
              */
@@ -1292,6 +1297,8 @@ export interface components {
             gateway_id: number;
             /** Id */
             id: number;
+            /** Path */
+            path: ("direct" | "peer") | null;
             /** Sat Srtt Us */
             sat_srtt_us: number | null;
             /** Server */
@@ -1309,6 +1316,14 @@ export interface components {
             dns?: components["schemas"]["Dns"];
             hybla?: components["schemas"]["Hybla"];
             interfaces: components["schemas"]["Interfaces"];
+            peer?: components["schemas"]["Peer"];
+            /**
+             * Quic
+             * @description QUIC (UDP 443) from the served subnets: pass (end to end, not accelerated) or fallback (answered with ICMP port-unreachable, so browsers use TCP, which is accelerated)
+             * @default pass
+             * @enum {string}
+             */
+            quic: "pass" | "fallback";
             /**
              * Revision
              * @default
@@ -1444,6 +1459,47 @@ export interface components {
              * @default true
              */
             ok: boolean;
+        };
+        /**
+         * Peer
+         * @description The peer path: a terminal keeps warm, authenticated connections to its hub and starts new flows on
+         *     them, so a client's first bytes cross the satellite without a handshake first (docs/splitter.md).
+         */
+        Peer: {
+            /**
+             * Allowed
+             * @description hub: CIDRs terminals may connect from; empty = any
+             */
+            allowed?: string[];
+            /**
+             * Enabled
+             * @default false
+             */
+            enabled: boolean;
+            /**
+             * Hub
+             * @description terminal: the hub's address (an IP literal); empty at a hub
+             * @default
+             */
+            hub: string;
+            /**
+             * Key
+             * @description the shared secret, 64 hex digits; required when enabled
+             * @default
+             */
+            key: string;
+            /**
+             * Pool Size
+             * @description terminal: warm connections each worker keeps ready
+             * @default 8
+             */
+            pool_size: number;
+            /**
+             * Port
+             * @description hub: its peer listener; terminal: the hub's
+             * @default 7072
+             */
+            port: number;
         };
         /** PolicyIssue */
         PolicyIssue: {
@@ -1656,6 +1712,12 @@ export interface components {
              * @default 10000
              */
             max_flows: number;
+            /**
+             * Nodelay
+             * @description TCP_NODELAY on both legs of every relayed flow and the peer path's connections, so no small segment waits a satellite round trip for an ACK (Nagle); false = the kernel's default
+             * @default true
+             */
+            nodelay: boolean;
             /**
              * Relay Buffer Bytes
              * @description per flow and direction, the bytes held inside the gateway (pipe capacity, at most 1 MiB)
@@ -3034,6 +3096,8 @@ export interface operations {
                 client?: string | null;
                 limit?: number;
                 offset?: number;
+                /** @description how the flow crossed the satellite */
+                path?: ("direct" | "peer") | null;
                 /** @description server IP (exact) */
                 server?: string | null;
                 /** @description ended at or after (unix s) */

@@ -47,6 +47,37 @@ export interface DnsConfig {
   probe_timeout_ms?: number;
 }
 
+/** QUIC (UDP 443) from the served subnets: forwarded end to end, or refused so browsers use TCP. */
+export type QuicPolicy = 'pass' | 'fallback';
+/** The gateway's and the API's default (DEFAULT_QUIC in both). */
+export const DEFAULT_QUIC: QuicPolicy = 'pass';
+
+/** The peer path between a terminal and its hub (docs/splitter.md). */
+export interface PeerConfig {
+  enabled: boolean;
+  /** Hub: its peer listener; terminal: the hub's. */
+  port: number;
+  /** Terminal: the hub's address (an IP literal); empty at a hub. */
+  hub: string;
+  /** 64 hex digits, shared by both gateways; required when enabled. */
+  key: string;
+  /** Hub: CIDRs terminals may connect from (empty = any holder of the key). */
+  allowed: string[];
+  /** Terminal: warm connections each worker keeps ready. */
+  pool_size: number;
+}
+
+export interface SplitterConfig {
+  enabled: boolean;
+  tproxy_port: number;
+  max_flows: number;
+  connect_timeout_ms: number;
+  idle_timeout_s: number;
+  relay_buffer_bytes: number;
+  /** TCP_NODELAY on both legs (false = the kernel's Nagle, for measurements). */
+  nodelay: boolean;
+}
+
 export interface GatewayConfig {
   schema?: number;
   revision?: string;
@@ -54,6 +85,9 @@ export interface GatewayConfig {
   classes: TrafficClass[];
   bypass: BypassRule[];
   dns?: DnsConfig;
+  splitter?: SplitterConfig;
+  peer?: PeerConfig;
+  quic?: QuicPolicy;
   [key: string]: unknown;
 }
 

@@ -161,6 +161,7 @@ def flow_history(
     server: str | None = Query(default=None, max_length=64, description="server IP (exact)"),
     flow_class: str | None = Query(default=None, alias="class", max_length=64),
     action: Literal["accelerate", "cache", "bypass"] | None = None,
+    path: Literal["direct", "peer"] | None = Query(default=None, description="how the flow crossed the satellite"),
     since: float | None = Query(default=None, ge=0, le=1e11, description="ended at or after (unix s)"),
     until: float | None = Query(default=None, ge=0, le=1e11, description="ended before (unix s)"),
     limit: int = Query(default=100, ge=1, le=1000),
@@ -175,6 +176,8 @@ def flow_history(
         conds.append(FlowRecord.flow_class == flow_class)
     if action:
         conds.append(FlowRecord.action == action)
+    if path:
+        conds.append(FlowRecord.path == path)
     if since is not None:
         conds.append(FlowRecord.ended_at >= since)
     if until is not None:

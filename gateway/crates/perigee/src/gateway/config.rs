@@ -64,6 +64,11 @@ pub struct GatewayConfig {
     #[serde(default)]
     pub shaping: Shaping,
     #[serde(default)]
+    pub peer: Peer,
+    /// What happens to QUIC (UDP 443) from the served subnets; see `QuicPolicy`.
+    #[serde(default = "default_quic")]
+    pub quic: QuicPolicy,
+    #[serde(default)]
     pub sysctls: BTreeMap<String, String>,
 }
 
@@ -101,6 +106,10 @@ pub struct Splitter {
     pub connect_timeout_ms: u64,
     pub idle_timeout_s: u64,
     pub relay_buffer_bytes: u32,
+    /// TCP_NODELAY on both legs of every relayed flow (and the peer path's connections), so a
+    /// small segment never waits a satellite round trip for the ACK of the one before it
+    /// (Nagle). false = the kernel's default (Nagle on), kept as a knob for measurements.
+    pub nodelay: bool,
 }
 
 impl Default for Splitter {
@@ -112,6 +121,7 @@ impl Default for Splitter {
             connect_timeout_ms: 10_000,
             idle_timeout_s: 600,
             relay_buffer_bytes: 1 << 20,
+            nodelay: true,
         }
     }
 }
@@ -299,6 +309,94 @@ impl Default for Shaping {
             queue_packets: 1000,
         }
     }
+}
+
+/// The peer path (docs/splitter.md, *The peer path*): a terminal keeps warm, authenticated
+/// TCP connections to its hub's peer listener and hands each new flow to one of them, so the
+/// client's first bytes cross the satellite at once instead of after a handshake. The hub
+/// re-originates the flow to the server from the client's own address, as on the direct path.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Peer {
+    pub enabled: bool,
+    /// Hub: the TCP port its peer listener binds (all addresses). Terminal: the hub's peer port.
+    pub port: u32,
+    /// Terminal: the hub's address (an IP literal). Empty at a hub.
+    pub hub: String,
+    /// The shared secret: 64 hex digits (32 bytes). Required when enabled.
+    pub key: String,
+    /// Hub: the CIDRs terminals may connect from; empty = any holder of the key.
+    pub allowed: Vec<String>,
+    /// Terminal: warm connections each worker keeps ready (refilled as flows take them).
+    pub pool_size: u32,
+}
+
+impl Default for Peer {
+    fn default() -> Self {
+        Peer {
+            enabled: false,
+            port: 7072,
+            hub: String::new(),
+            key: String::new(),
+            allowed: Vec::new(),
+            pool_size: 8,
+        }
+    }
+}
+
+/// `peer` bounds (the API's model has the same ones).
+pub const PEER_KEY_HEX_LEN: usize = 64;
+pub const PEER_POOL_SIZE: std::ops::RangeInclusive<u32> = 1..=256;
+
+impl Peer {
+    /// The shared key as bytes (None unless it is 64 hex digits: validation guarantees it
+    /// when the peer path is enabled).
+    pub fn key_bytes(&self) -> Option<[u8; 32]> {
+        parse_peer_key(&self.key).ok()
+    }
+
+    /// The hub's address (terminal).
+    pub fn hub_addr(&self) -> Option<IpAddr> {
+        self.hub.parse().ok()
+    }
+
+    pub fn allowed_cidrs(&self) -> Vec<Cidr> {
+        self.allowed
+            .iter()
+            .filter_map(|s| parse_cidr(s).ok())
+            .collect()
+    }
+}
+
+/// 64 hex digits -> 32 bytes.
+pub fn parse_peer_key(s: &str) -> Result<[u8; 32], String> {
+    if s.len() != PEER_KEY_HEX_LEN || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(format!(
+            "must be {PEER_KEY_HEX_LEN} hex digits (32 random bytes, e.g. `openssl rand -hex 32`)"
+        ));
+    }
+    let mut key = [0u8; 32];
+    for (i, k) in key.iter_mut().enumerate() {
+        *k = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).map_err(|e| e.to_string())?;
+    }
+    Ok(key)
+}
+
+/// QUIC (UDP 443) from the served subnets: `pass` forwards it untouched (end to end, not
+/// accelerated: a PEP cannot split QUIC); `fallback` answers it with an ICMP port-unreachable
+/// so browsers switch to TCP at once (which is then split and accelerated).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum QuicPolicy {
+    Pass,
+    Fallback,
+}
+
+/// The one place the default QUIC policy is chosen (the API's model mirrors it).
+pub const DEFAULT_QUIC: QuicPolicy = QuicPolicy::Pass;
+
+fn default_quic() -> QuicPolicy {
+    DEFAULT_QUIC
 }
 
 /// `shaping` bounds (the API's model has the same ones).
@@ -616,6 +714,7 @@ impl GatewayConfig {
         self.validate_cache()?;
         self.validate_dns()?;
         self.validate_shaping()?;
+        self.validate_peer()?;
         for (k, v) in &self.sysctls {
             let f = format!("sysctls.{k}");
             if !SYSCTL_ALLOW.contains(&k.as_str()) {
@@ -810,6 +909,68 @@ impl GatewayConfig {
                     f("cidrs"),
                     "protocol any needs cidrs (it would bypass everything)",
                 ));
+            }
+        }
+        Ok(())
+    }
+
+    fn validate_peer(&self) -> Result<(), ConfigError> {
+        let p = &self.peer;
+        if !(1..=65535).contains(&p.port) {
+            return Err(err("peer.port", "must be 1..65535"));
+        }
+        if !p.key.is_empty() {
+            parse_peer_key(&p.key).map_err(|m| err("peer.key", m))?;
+        } else if p.enabled {
+            return Err(err(
+                "peer.key",
+                "required when the peer path is enabled: 64 hex digits shared by hub and terminal",
+            ));
+        }
+        if !p.hub.is_empty() {
+            // An address literal only: a name would need DNS across the satellite at start.
+            let hub: IpAddr = p.hub.parse().map_err(|_| {
+                err(
+                    "peer.hub",
+                    format!("'{}' is not an IPv4/IPv6 address literal", p.hub),
+                )
+            })?;
+            if hub.is_unspecified() || hub.is_multicast() || hub.is_loopback() {
+                return Err(err("peer.hub", "must be the hub's unicast address"));
+            }
+            if self.role == Role::Hub {
+                return Err(err(
+                    "peer.hub",
+                    "only a terminal names its hub; leave it empty at a hub",
+                ));
+            }
+        } else if p.enabled && self.role == Role::Terminal {
+            return Err(err(
+                "peer.hub",
+                "required at a terminal with the peer path enabled: the hub's address",
+            ));
+        }
+        at_most("peer.allowed", p.allowed.len(), MAX_CIDRS)?;
+        cidrs("peer.allowed", &p.allowed)?;
+        if !PEER_POOL_SIZE.contains(&p.pool_size) {
+            return Err(err(
+                "peer.pool_size",
+                format!(
+                    "must be {}..{}",
+                    PEER_POOL_SIZE.start(),
+                    PEER_POOL_SIZE.end()
+                ),
+            ));
+        }
+        // The hub binds the port on every address: it must not be one of our own listeners.
+        if self.role == Role::Hub {
+            let taken = [
+                (self.splitter.tproxy_port, "splitter.tproxy_port"),
+                (u32::from(self.cache.port), "cache.port"),
+                (u32::from(self.cache.admin_port), "cache.admin_port"),
+            ];
+            if let Some((_, name)) = taken.iter().find(|(port, _)| *port == p.port) {
+                return Err(err("peer.port", format!("already used by {name}")));
             }
         }
         Ok(())
@@ -1395,6 +1556,134 @@ mod tests {
         ] {
             with(&["shaping"], good.clone()).unwrap_or_else(|e| panic!("{good}: {e}"));
         }
+    }
+
+    const KEY: &str = "00112233445566778899aabbccddeeff00112233445566778899AABBCCDDEEFF";
+
+    fn peer(role: &str, peer: serde_json::Value) -> Result<GatewayConfig, ConfigError> {
+        let mut j = example_json();
+        j["role"] = role.into();
+        j["peer"] = peer;
+        from_value(j)
+    }
+
+    #[test]
+    fn peer_defaults_off_and_a_terminal_needs_key_and_hub() {
+        let d = from_value(example_json()).unwrap();
+        assert_eq!(d.peer, Peer::default());
+        assert_eq!((d.peer.port, d.peer.pool_size), (7072, 8));
+        assert!(d.splitter.nodelay, "TCP_NODELAY is on by default");
+        assert_eq!(d.quic, QuicPolicy::Pass);
+        let e = peer(
+            "terminal",
+            serde_json::json!({"enabled": true, "hub": "10.71.2.2"}),
+        )
+        .unwrap_err();
+        assert_eq!(e.field, "peer.key");
+        let e = peer("terminal", serde_json::json!({"enabled": true, "key": KEY})).unwrap_err();
+        assert_eq!(e.field, "peer.hub");
+        let c = peer(
+            "terminal",
+            serde_json::json!({"enabled": true, "key": KEY, "hub": "fd71:2::2"}),
+        )
+        .unwrap();
+        let k = c.peer.key_bytes().unwrap();
+        assert_eq!((k[0], k[1], k[31]), (0x00, 0x11, 0xff));
+        assert_eq!(c.peer.hub_addr(), Some("fd71:2::2".parse().unwrap()));
+        // A hub needs the key only; it must not name a hub.
+        peer(
+            "hub",
+            serde_json::json!({"enabled": true, "key": KEY, "allowed": ["10.71.2.0/24"]}),
+        )
+        .unwrap();
+        let e = peer(
+            "hub",
+            serde_json::json!({"enabled": true, "key": KEY, "hub": "10.71.2.2"}),
+        )
+        .unwrap_err();
+        assert_eq!(e.field, "peer.hub");
+    }
+
+    #[test]
+    fn peer_fields_are_checked_even_when_disabled() {
+        let field = |role: &str, v: serde_json::Value| peer(role, v.clone()).unwrap_err().field;
+        for (role, bad, name) in [
+            ("terminal", serde_json::json!({"key": "abc"}), "peer.key"),
+            (
+                "terminal",
+                serde_json::json!({"key": format!("{}g", &KEY[..63])}),
+                "peer.key",
+            ),
+            (
+                "terminal",
+                serde_json::json!({"key": format!("{KEY}00")}),
+                "peer.key",
+            ),
+            (
+                "terminal",
+                serde_json::json!({"hub": "hub.example"}),
+                "peer.hub",
+            ),
+            (
+                "terminal",
+                serde_json::json!({"hub": "10.71.2.2:7072"}),
+                "peer.hub",
+            ),
+            (
+                "terminal",
+                serde_json::json!({"hub": "0.0.0.0"}),
+                "peer.hub",
+            ),
+            (
+                "terminal",
+                serde_json::json!({"hub": "224.0.0.1"}),
+                "peer.hub",
+            ),
+            ("terminal", serde_json::json!({"port": 0}), "peer.port"),
+            ("terminal", serde_json::json!({"port": 65536}), "peer.port"),
+            (
+                "terminal",
+                serde_json::json!({"pool_size": 0}),
+                "peer.pool_size",
+            ),
+            (
+                "terminal",
+                serde_json::json!({"pool_size": 257}),
+                "peer.pool_size",
+            ),
+            (
+                "hub",
+                serde_json::json!({"allowed": ["10.71.2.0/33"]}),
+                "peer.allowed[0]",
+            ),
+            ("hub", serde_json::json!({"port": 7071}), "peer.port"),
+            ("hub", serde_json::json!({"port": 3129}), "peer.port"),
+            (
+                "terminal",
+                serde_json::json!({"enabled": "yes"}),
+                "peer.enabled",
+            ),
+            ("terminal", serde_json::json!({"pool": 8}), "peer.pool"),
+        ] {
+            assert_eq!(field(role, bad.clone()), name, "{role} {bad}");
+        }
+        // At a terminal the port is the hub's: it may equal the terminal's own listeners.
+        peer("terminal", serde_json::json!({"port": 7071})).unwrap();
+    }
+
+    #[test]
+    fn quic_policy_and_nodelay_parse_strictly() {
+        let c = with(&["quic"], "fallback".into()).unwrap();
+        assert_eq!(c.quic, QuicPolicy::Fallback);
+        assert_eq!(with(&["quic"], "block".into()).unwrap_err().field, "quic");
+        assert_eq!(
+            with(&["quic"], serde_json::Value::Null).unwrap_err().field,
+            "quic"
+        );
+        let c = with(&["splitter", "nodelay"], false.into()).unwrap();
+        assert!(!c.splitter.nodelay);
+        let e = with(&["splitter", "nodelay"], 0.into()).unwrap_err();
+        assert_eq!(e.field, "splitter.nodelay");
     }
 
     #[test]

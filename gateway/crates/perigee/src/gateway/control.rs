@@ -2,7 +2,7 @@
 use super::config::{self, ConfigError};
 use super::master::{ConfigFailure, Shared};
 use super::telemetry::Flow;
-use super::{apply, http, log, render, sys};
+use super::{apply, http, ipc, log, render, sys};
 use serde_json::{json, Value};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -109,6 +109,18 @@ pub fn problems(shared: &Shared) -> Vec<String> {
             p.push(format!("dns: {why}"));
         }
     }
+    if let Some(why) = peer_problem(shared, &cfg) {
+        p.push(why);
+    }
+    if cfg.peer.enabled
+        && apply::read_sysctl("net.ipv4.tcp_slow_start_after_idle").is_ok_and(|v| v.trim() == "1")
+    {
+        p.push(
+            "peer path: net.ipv4.tcp_slow_start_after_idle is 1, so a warm connection idle past its RTO \
+             loses its initial window; set it to 0 (sysctls)"
+                .into(),
+        );
+    }
     if cfg.cache.enabled {
         if !shared.cache_up.load(Ordering::Relaxed) {
             let why = shared.cache_problem.lock().unwrap().clone();
@@ -127,6 +139,54 @@ pub fn problems(shared: &Shared) -> Vec<String> {
         }
     }
     p
+}
+
+/// The peer path's state summed over the workers (`/v1/health` `peer`, null when it is off).
+fn peer_json(shared: &Shared) -> Value {
+    let reports: Vec<ipc::PeerReport> = shared
+        .workers
+        .iter()
+        .filter_map(|w| w.peer.lock().unwrap().clone())
+        .collect();
+    if reports.is_empty() {
+        return Value::Null;
+    }
+    let error = reports.iter().find_map(|r| r.error.clone());
+    json!({
+        "ready": reports.iter().map(|r| r.ready).sum::<u64>(),
+        "listening": reports.iter().any(|r| r.listening),
+        "error": error,
+    })
+}
+
+/// Why the enabled peer path is not carrying new flows, if it is not.
+fn peer_problem(shared: &Shared, cfg: &config::GatewayConfig) -> Option<String> {
+    if !cfg.peer.enabled || !shared.configured.load(Ordering::Relaxed) {
+        return None;
+    }
+    let reports: Vec<ipc::PeerReport> = shared
+        .workers
+        .iter()
+        .filter_map(|w| w.peer.lock().unwrap().clone())
+        .collect();
+    if reports.is_empty() {
+        return None; // workers not reported yet
+    }
+    match cfg.role {
+        config::Role::Terminal if reports.iter().all(|r| r.ready == 0) => {
+            let why = reports.iter().find_map(|r| r.error.clone());
+            Some(format!(
+                "peer path: no connection to the hub {} ready{}; new flows take the direct path",
+                cfg.peer.hub,
+                why.map(|w| format!(" ({w})")).unwrap_or_default()
+            ))
+        }
+        config::Role::Hub if !reports.iter().any(|r| r.listening) => Some(format!(
+            "peer path: cannot listen on port {}; terminals' flows take the direct path",
+            cfg.peer.port
+        )),
+        _ => None,
+    }
 }
 
 /// `rendered.squid_conf` of /v1/config/validate: what Squid would get (null when disabled).
@@ -218,6 +278,7 @@ fn health(shared: &Shared) -> Value {
         "fail_open": !listening || shared.overflow.load(Ordering::Relaxed),
         "hybla": hybla_json(),
         "problems": problems,
+        "peer": peer_json(shared),
         "workers": shared.workers.iter().map(|w| json!({
             "alive": w.alive.load(Ordering::Relaxed), "pid": w.pid.load(Ordering::Relaxed),
             "live": w.live.load(Ordering::Relaxed), "restarts": w.restarts.load(Ordering::Relaxed),
@@ -229,6 +290,7 @@ pub fn counters(shared: &Shared) -> Value {
     let t = shared.totals.lock().unwrap().clone();
     let (bp, bb) = apply::read_counter("bypass").unwrap_or((0, 0));
     let (ovf, _) = apply::read_counter("overflow_syns").unwrap_or((0, 0));
+    let (quic_p, quic_b) = apply::read_counter("quic_rejected").unwrap_or((0, 0));
     let mut by_action = serde_json::Map::new();
     for a in ["accelerate", "cache"] {
         let v = t.by_action.get(a).copied().unwrap_or_default();
@@ -260,6 +322,8 @@ pub fn counters(shared: &Shared) -> Value {
         "by_action": by_action,
         "cc_fallback": t.cc_fallback,
         "closed_dropped": t.closed_dropped,
+        "peer": {"flows": t.peer_flows, "fallbacks": t.peer_fallbacks, "refused": t.peer_refused},
+        "quic_rejected": {"packets": quic_p, "bytes": quic_b},
     })
 }
 

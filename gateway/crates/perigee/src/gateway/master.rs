@@ -39,6 +39,8 @@ pub struct WorkerSlot {
     pub pid: AtomicI32,
     pub restarts: AtomicU64,
     pub pipes: AtomicU64,
+    /// The worker's last peer-path report (None: peer path off).
+    pub peer: Mutex<Option<ipc::PeerReport>>,
 }
 
 #[derive(Default, Clone)]
@@ -50,6 +52,9 @@ pub struct Totals {
     pub cc_fallback: u64,
     pub closed_dropped: u64,
     pub by_action: BTreeMap<String, (u64, u64, u64)>,
+    pub peer_flows: u64,
+    pub peer_fallbacks: u64,
+    pub peer_refused: u64,
 }
 
 pub struct Shared {
@@ -390,6 +395,7 @@ impl Shared {
                 slot.live.store(m.live, Ordering::Relaxed);
                 slot.pipes.store(m.pipes_in_use, Ordering::Relaxed);
                 slot.listening.store(m.listening, Ordering::Relaxed);
+                *slot.peer.lock().unwrap() = m.peer.clone();
                 let d = &m.deltas;
                 {
                     let mut t = self.totals.lock().unwrap();
@@ -398,6 +404,9 @@ impl Shared {
                     t.bytes_up += d.bytes_up;
                     t.bytes_down += d.bytes_down;
                     t.cc_fallback += d.cc_fallback;
+                    t.peer_flows += d.peer_flows;
+                    t.peer_fallbacks += d.peer_fallbacks;
+                    t.peer_refused += d.peer_refused;
                     for (k, a) in &d.by_action {
                         let e = t.by_action.entry(k.clone()).or_default();
                         e.0 += a.bytes_up;
@@ -634,6 +643,7 @@ fn supervise(shared: Arc<Shared>, index: usize) {
         slot.alive.store(false, Ordering::Relaxed);
         slot.listening.store(false, Ordering::Relaxed);
         slot.live.store(0, Ordering::Relaxed);
+        *slot.peer.lock().unwrap() = None;
         *slot.tx.lock().unwrap() = None;
         let _ = child.kill();
         let status = child.wait().map(|s| s.to_string()).unwrap_or_default();

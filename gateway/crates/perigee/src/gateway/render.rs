@@ -1,6 +1,6 @@
 //! Pure rendering of a `GatewayConfig` into kernel state: the nftables ruleset (one table,
 //! `inet perigee`), the policy-routing and satellite routes (as `ip` argument vectors) and sysctls.
-use super::config::{parse_cidr, parse_ports, Action, Cidr, GatewayConfig, Role};
+use super::config::{parse_cidr, parse_ports, Action, Cidr, GatewayConfig, QuicPolicy, Role};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
@@ -16,10 +16,11 @@ pub enum RouteOp {
     MarkRule { v6: bool },
     /// `ip route replace local default dev lo table TABLE`
     LocalRoute { v6: bool },
-    /// A satellite route with per-route congestion control and initial windows.
+    /// A satellite route with per-route congestion control and initial windows; `via` None is a
+    /// host route on the satellite link itself (the peer path's, to the other gateway).
     SatRoute {
         dst: String,
-        via: String,
+        via: Option<String>,
         dev: String,
         cc: Option<String>,
         initcwnd: u32,
@@ -89,16 +90,11 @@ impl RouteOp {
                 initcwnd,
                 initrwnd,
             } => {
-                let mut v = argv(&[
-                    Self::fam(self.is_v6()),
-                    "route",
-                    "replace",
-                    dst,
-                    "via",
-                    via,
-                    "dev",
-                    dev,
-                ]);
+                let mut v = argv(&[Self::fam(self.is_v6()), "route", "replace", dst]);
+                if let Some(via) = via {
+                    v.extend(argv(&["via", via]));
+                }
+                v.extend(argv(&["dev", dev]));
                 if let Some(cc) = cc {
                     v.extend(argv(&["congctl", cc]));
                 }
@@ -291,10 +287,16 @@ pub fn render_routes(cfg: &GatewayConfig, available_cc: &[String]) -> Vec<RouteO
         RouteOp::LocalRoute { v6: true },
     ];
     let cc = effective_cc(&cfg.satellite.congestion_control, available_cc);
-    for r in &cfg.satellite.routes {
+    let routes = cfg
+        .satellite
+        .routes
+        .iter()
+        .map(|r| (r.dst.clone(), Some(r.via.clone())))
+        .chain(peer_routes(cfg));
+    for (dst, via) in routes {
         ops.push(RouteOp::SatRoute {
-            dst: r.dst.clone(),
-            via: r.via.clone(),
+            dst,
+            via,
             dev: cfg.interfaces.satellite.clone(),
             cc: cc.clone(),
             initcwnd: cfg.satellite.initcwnd,
@@ -302,6 +304,57 @@ pub fn render_routes(cfg: &GatewayConfig, available_cc: &[String]) -> Vec<RouteO
         });
     }
     ops
+}
+
+/// Host routes that give the peer path's connections the satellite leg's route settings
+/// (initcwnd, congctl). The other gateway's address is usually on the satellite link's own
+/// connected route, which has none. A terminal routes to its hub (via the satellite route that
+/// covers it, else on the link); a hub routes to the next hops of its satellite routes, which
+/// are its terminals' satellite addresses. Prefixes a satellite route already covers exactly
+/// are left to it.
+pub fn peer_routes(cfg: &GatewayConfig) -> Vec<(String, Option<String>)> {
+    if !cfg.peer.enabled {
+        return Vec::new();
+    }
+    let sat: Vec<(Cidr, &str)> = cfg
+        .satellite
+        .routes
+        .iter()
+        .filter_map(|r| Some((parse_cidr(&r.dst).ok()?.network(), r.via.as_str())))
+        .collect();
+    let host = |ip: std::net::IpAddr| Cidr {
+        addr: ip,
+        len: if ip.is_ipv4() { 32 } else { 128 },
+    };
+    let mut out: Vec<(String, Option<String>)> = Vec::new();
+    let mut add = |ip: std::net::IpAddr, via: Option<String>| {
+        let dst = host(ip);
+        let taken =
+            sat.iter().any(|(c, _)| *c == dst) || out.iter().any(|(d, _)| *d == dst.to_string());
+        if !taken {
+            out.push((dst.to_string(), via));
+        }
+    };
+    match cfg.role {
+        Role::Terminal => {
+            if let Some(hub) = cfg.peer.hub_addr() {
+                let via = sat
+                    .iter()
+                    .filter(|(c, _)| c.contains(hub))
+                    .max_by_key(|(c, _)| c.len)
+                    .map(|(_, via)| via.to_string());
+                add(hub, via);
+            }
+        }
+        Role::Hub => {
+            for (_, via) in &sat {
+                if let Ok(ip) = via.parse() {
+                    add(ip, None);
+                }
+            }
+        }
+    }
+    out
 }
 
 fn set_of<T: std::fmt::Display>(items: &[T]) -> String {
@@ -394,6 +447,7 @@ pub fn render_nft(cfg: &GatewayConfig) -> String {
     // Holds `udp` and `tcp` while the resolver runs (dns.enabled): port 53 goes to it only then.
     let _ = writeln!(t, "\tset {DNS_UP_SET} {{ type inet_proto; }}");
     let _ = writeln!(t, "\tcounter dns_intercepted {{}}");
+    let _ = writeln!(t, "\tcounter quic_rejected {{}}");
     let _ = writeln!(
         t,
         "\tset served4 {{ type ipv4_addr; flags interval;{} }}",
@@ -522,6 +576,9 @@ pub fn render_nft(cfg: &GatewayConfig) -> String {
     }
     let _ = writeln!(t, "\t}}");
     render_own_ports_guard(&mut t, cfg);
+    if cfg.quic == QuicPolicy::Fallback {
+        render_quic_fallback(&mut t, cfg);
+    }
     let _ = writeln!(t, "}}");
     t
 }
@@ -553,6 +610,41 @@ fn render_own_ports_guard(t: &mut String, cfg: &GatewayConfig) {
         "\t\tmeta l4proto tcp fib daddr type local tcp dport {} {SYN_ONLY} reject with tcp reset comment \"addressed to a TPROXY port: never relayed to itself\"",
         set_of(&ports)
     );
+    let _ = writeln!(t, "\t}}");
+}
+
+/// `quic: fallback`: QUIC (UDP 443) from the served subnets is answered with an ICMP
+/// port-unreachable, so a browser gives up on it at once and uses TCP, which we split. In the
+/// forward hook because `reject` is not allowed at prerouting. Bypass entries and bypass
+/// classes that can match UDP come first and are left alone (never reset).
+fn render_quic_fallback(t: &mut String, cfg: &GatewayConfig) {
+    let _ = writeln!(
+        t,
+        "\tchain forward {{\n\t\ttype filter hook forward priority filter; policy accept;"
+    );
+    for b in &cfg.bypass {
+        for rule in bypass_rules(b) {
+            let _ = writeln!(t, "\t\t{rule} accept comment \"bypass {}\"", b.name);
+        }
+    }
+    for f in &FAMS {
+        for c in cfg.sorted_classes() {
+            let udp = matches!(
+                c.matcher.protocol.as_deref(),
+                Some("udp") | Some("any") | None
+            );
+            if c.action == Action::Bypass && udp {
+                if let Some(rule) = class_rule(cfg, c, f) {
+                    let _ = writeln!(t, "\t\t{rule} comment \"class {}\"", c.name);
+                }
+            }
+        }
+        let _ = writeln!(
+            t,
+            "\t\t{} saddr {} udp dport 443 counter name quic_rejected reject with icmpx type port-unreachable comment \"quic fallback\"",
+            f.ip, f.served
+        );
+    }
     let _ = writeln!(t, "\t}}");
 }
 
@@ -913,6 +1005,86 @@ mod tests {
         let r = render(&from_value(j).unwrap(), &[]);
         assert_eq!(r.shaper, None);
         assert!(r.to_json()["shaping"].is_null());
+    }
+
+    #[test]
+    fn quic_fallback_rejects_udp_443_from_served_subnets_after_the_bypass() {
+        let pass = render_nft(&cfg());
+        assert!(
+            !pass.contains("reject with"),
+            "pass: nothing rejected\n{pass}"
+        );
+        assert!(
+            pass.contains("counter quic_rejected"),
+            "the counter always exists"
+        );
+        let mut j = example_json();
+        j["quic"] = "fallback".into();
+        j["classes"].as_array_mut().unwrap().push(
+            serde_json::json!({"name": "quic-ok", "priority": 5, "action": "bypass",
+                "match": {"protocol": "udp", "dst": ["198.51.100.0/24"], "dports": ["443"]}}),
+        );
+        let nft = render_nft(&from_value(j).unwrap());
+        let fwd = &nft[nft.find("chain forward").expect("forward chain")..];
+        assert!(fwd.contains("hook forward"), "{fwd}");
+        for ip in ["ip", "ip6"] {
+            let rule = fwd
+                .lines()
+                .find(|l| l.contains(&format!("{ip} saddr @served")) && l.contains("reject with"))
+                .unwrap_or_else(|| panic!("no {ip} reject in\n{fwd}"));
+            assert!(rule.contains("udp dport 443"), "{rule}");
+            assert!(rule.contains("icmpx type port-unreachable"), "{rule}");
+        }
+        let first_reject = fwd.find("reject with").unwrap();
+        for needle in [
+            "meta l4proto esp",
+            "th dport 500",
+            "ip saddr 203.0.113.7/32",
+            "class quic-ok",
+        ] {
+            let at = fwd
+                .find(needle)
+                .unwrap_or_else(|| panic!("missing {needle} in\n{fwd}"));
+            assert!(at < first_reject, "{needle} must come before the reject");
+        }
+        // The TCP side is untouched: the forward chain holds no tproxy.
+        assert!(!fwd.contains("tproxy"));
+    }
+
+    #[test]
+    fn peer_routes_carry_the_satellite_settings_to_the_other_gateway() {
+        let key = "ab".repeat(32);
+        let mut j = example_json();
+        j["peer"] = serde_json::json!({"enabled": true, "hub": "10.71.2.2", "key": key});
+        let term = render_routes(&from_value(j.clone()).unwrap(), &["hybla".into()]);
+        let hub_route = term.last().unwrap().describe();
+        assert_eq!(
+            hub_route,
+            "ip -4 route replace 10.71.2.2/32 dev sat0 congctl hybla initcwnd 10 initrwnd 10"
+        );
+        // A hub behind a satellite route is reached through that route's next hop.
+        j["peer"]["hub"] = "10.71.3.1".into();
+        let term = render_routes(&from_value(j.clone()).unwrap(), &[]);
+        assert_eq!(
+            term.last().unwrap().describe(),
+            "ip -4 route replace 10.71.3.1/32 via 10.71.2.2 dev sat0 initcwnd 10 initrwnd 10"
+        );
+        // A hub: host routes to its terminals, the next hops of its satellite routes.
+        j["role"] = "hub".into();
+        j["peer"] = serde_json::json!({"enabled": true, "key": key});
+        j["satellite"]["routes"] = serde_json::json!([
+            {"dst": "10.71.1.0/24", "via": "10.71.2.1"}, {"dst": "fd71:1::/64", "via": "fd71:2::1"},
+            {"dst": "10.71.5.0/24", "via": "10.71.2.1"}]);
+        let hub = from_value(j.clone()).unwrap();
+        assert_eq!(
+            peer_routes(&hub),
+            vec![
+                ("10.71.2.1/32".into(), None),
+                ("fd71:2::1/128".into(), None)
+            ]
+        );
+        j["peer"]["enabled"] = false.into();
+        assert!(peer_routes(&from_value(j).unwrap()).is_empty());
     }
 
     #[test]

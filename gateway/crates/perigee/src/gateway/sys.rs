@@ -70,6 +70,20 @@ pub fn set_bufs(fd: RawFd, snd: u64, rcv: u64) {
     }
 }
 
+/// TCP_NODELAY: a small segment leaves at once instead of waiting for the ACK of the previous
+/// one (Nagle), which on a satellite leg is a whole round trip.
+pub fn set_nodelay(fd: RawFd) -> io::Result<()> {
+    set_int(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY, 1)
+}
+
+/// Only tests read it back.
+#[cfg(test)]
+pub fn get_nodelay(fd: RawFd) -> bool {
+    let mut buf = [0u8; 4];
+    getsockopt_bytes(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY, &mut buf)
+        .is_some_and(|_| i32::from_ne_bytes(buf) != 0)
+}
+
 pub fn set_pacing(fd: RawFd, bps: u64) -> io::Result<()> {
     let bytes_per_s: u64 = bps / 8;
     setsockopt(fd, libc::SOL_SOCKET, libc::SO_MAX_PACING_RATE, &bytes_per_s)
@@ -105,6 +119,26 @@ pub fn tcp_info_raw(fd: RawFd) -> Option<Vec<u8>> {
     let len = getsockopt_bytes(fd, libc::IPPROTO_TCP, libc::TCP_INFO, &mut buf)?;
     buf.truncate(len);
     Some(buf)
+}
+
+/// Segments sent and not yet acknowledged (tcp_info.tcpi_unacked).
+pub fn tcp_unacked(fd: RawFd) -> Option<u32> {
+    let raw = tcp_info_raw(fd)?;
+    Some(u32::from_ne_bytes(raw.get(24..28)?.try_into().ok()?))
+}
+
+/// The smoothed RTT (tcp_info.tcpi_rtt, microseconds).
+pub fn tcp_srtt_us(fd: RawFd) -> Option<u32> {
+    let raw = tcp_info_raw(fd)?;
+    Some(u32::from_ne_bytes(raw.get(68..72)?.try_into().ok()?))
+}
+
+/// TCP keepalive: probe after `idle_s` of silence, every `interval_s`, give up after `count`.
+pub fn set_keepalive(fd: RawFd, idle_s: i32, interval_s: i32, count: i32) {
+    let _ = set_int(fd, libc::SOL_SOCKET, libc::SO_KEEPALIVE, 1);
+    let _ = set_int(fd, libc::IPPROTO_TCP, libc::TCP_KEEPIDLE, idle_s);
+    let _ = set_int(fd, libc::IPPROTO_TCP, libc::TCP_KEEPINTVL, interval_s);
+    let _ = set_int(fd, libc::IPPROTO_TCP, libc::TCP_KEEPCNT, count);
 }
 
 /// getsockopt(2) of a variable-length option into `buf`: how many bytes the kernel wrote.
@@ -248,6 +282,14 @@ pub fn now_f64() -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nodelay_is_set() {
+        let s = socket(false).unwrap();
+        assert!(!get_nodelay(s.as_raw_fd()), "Nagle is the kernel's default");
+        set_nodelay(s.as_raw_fd()).unwrap();
+        assert!(get_nodelay(s.as_raw_fd()));
+    }
 
     #[test]
     fn default_cc_is_what_new_sockets_get() {
