@@ -136,7 +136,9 @@ def lab() -> Iterator[None]:
     subprocess.run([PERIGEE, "hybla", "load"], capture_output=True, timeout=60, check=False)
     satlab("up", "--profile", "geo-hts", "--gateway", "both", prefix=PREFIX, timeout=180)
     ports = [f"--port={p}:{mode}" for mode, p in PORTS.items()]
-    server = subprocess.Popen(in_ns("server", [PY, "-m", "satlab.probes", "serve", *ports], PREFIX),
+    # On the server's own addresses: the lab's web origins hold port 443 on theirs.
+    argv = [PY, "-m", "satlab.probes", "serve", *ports, "--bind", SERVER4, "--bind", SERVER6]
+    server = subprocess.Popen(in_ns("server", argv, PREFIX),
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                               env=dict(os.environ, PYTHONPATH=str(gateway.REPO / "lab")))
     try:
