@@ -455,7 +455,8 @@ print(json.dumps([out, time.monotonic() - t0]))
 
 
 def udp_server(family: int) -> subprocess.Popen[str]:
-    addr = "::" if family == socket.AF_INET6 else "0.0.0.0"
+    # The server's own address: the lab's HTTP/3 origins hold UDP 443 on theirs.
+    addr = SERVER6 if family == socket.AF_INET6 else SERVER4
     fam = "AF_INET6" if family == socket.AF_INET6 else "AF_INET"
     code = f"""
 import socket, sys
