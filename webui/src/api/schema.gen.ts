@@ -982,7 +982,7 @@ export interface components {
              */
             buffer_bytes: number;
             /** Congestion Control */
-            congestion_control?: ("hybla" | "cubic" | "bbr" | "reno") | null;
+            congestion_control?: ("hybla" | "hybla_ld" | "cubic" | "bbr" | "reno") | null;
             /**
              * Pacing Rate Bps
              * @default 0
@@ -1386,7 +1386,7 @@ export interface components {
              * @default hybla
              * @enum {string}
              */
-            congestion_control: "hybla" | "cubic" | "bbr" | "reno";
+            congestion_control: "hybla" | "hybla_ld" | "cubic" | "bbr" | "reno";
             /**
              * Initcwnd
              * @description 0 = kernel default
@@ -1557,7 +1557,7 @@ export interface components {
              * @description the terrestrial leg's congestion control; empty = the system default
              * @default
              */
-            congestion_control: ("hybla" | "cubic" | "bbr" | "reno") | "";
+            congestion_control: ("hybla" | "hybla_ld" | "cubic" | "bbr" | "reno") | "";
         };
         /** TlsCertificateOut */
         TlsCertificateOut: {
