@@ -741,6 +741,12 @@ export interface components {
             allocation_delay_ms: number;
             /** Base Rtt Ms */
             base_rtt_ms: number;
+            /**
+             * Ber
+             * @description bit error rate of the satellite link (both directions, after FEC); 0 = clean
+             * @default 0
+             */
+            ber: number;
             /** Forward Rate Bps */
             forward_rate_bps: number;
             /**
@@ -917,6 +923,19 @@ export interface components {
              * @enum {string}
              */
             store: "rock" | "aufs";
+        };
+        /**
+         * CcChoice
+         * @description The satellite-leg congestion control a profile calls for, and why.
+         */
+        CcChoice: {
+            /** Derivation */
+            derivation: string;
+            /**
+             * Value
+             * @enum {string}
+             */
+            value: "hybla" | "hybla_ld";
         };
         /** ChangeOut */
         ChangeOut: {
@@ -1679,6 +1698,7 @@ export interface components {
         };
         /** Tuning */
         Tuning: {
+            congestion_control: components["schemas"]["CcChoice"];
             /** Values */
             values: {
                 [key: string]: components["schemas"]["Derived"];
