@@ -32,7 +32,7 @@ struct {
 	__type(value, struct hybla_params);
 } hybla_ns_params SEC(".maps");
 
-/* Per-connection state, lives in icsk_ca_priv (104 bytes on 6.1+; this uses 88). */
+/* Per-connection state, lives in icsk_ca_priv (104 bytes on 6.1+; this uses 96). */
 struct hybla_state {
 	__u64 netns_cookie; /* the socket's namespace (fixed for its life): hybla_ns_params key */
 	__u32 rho_q16;      /* current rho, Q16 */
@@ -126,7 +126,7 @@ static __always_inline void hybla_do_init(struct sock *sk, int ld)
 	ca->episode_delivered = tp->delivered;
 	ca->loss_random = 0;
 	if (ld)
-		hybla_ld_round_start(&ca->round, tp->tcp_mstamp, tp->delivered);
+		hybla_ld_round_start(&ca->round, tp->tcp_mstamp, tp->delivered + tp->lost);
 	hybla_refresh_params(ca, 1);
 	/* Scale the initial window only for a fresh connection, not on a CC switch mid-flow. */
 	if (tp->data_segs_out == 0)

@@ -3,12 +3,14 @@
  * "hybla_ld": TCP Hybla's growth (hybla_core.bpf.h, as "hybla") with loss differentiation for
  * satellite links with bit errors (formulas and reasoning in hybla_math.h and docs/hybla.md):
  *
- *   rounds of one min RTT measure the delivery rate bw and whether a queue stood all round
+ *   rounds of one min RTT measure the rate bw the path carried (segments delivered or lost)
+ *   and whether a queue stood all round
  *   loss, no standing queue (a bit error):  ssthresh = clamp(bw x (min RTT + thr),
  *                                                            cwnd / 2, min(cwnd + rho^2, ceiling))
  *   loss with a standing queue (congestion): ssthresh = max(cwnd / 2, 2), as "hybla"
  *   standing queue, no loss:                 ssthresh (and in Open cwnd) = clamp(bw x (min RTT +
- *                                                            thr / 2), cwnd / 2, cwnd)
+ *                                                            thr / 2), cwnd / 2, cwnd), at most
+ *                                                            once per RTT
  *   thr = max(min RTT / 8, 5 ms)
  *
  * It owns the window in every state (cong_control): in Open and Disorder Hybla's growth, in
@@ -22,7 +24,7 @@
  *
  * Registered by the loader next to "hybla" (its own pins under /sys/fs/bpf/perigee-hybla-ld),
  * reading the same pinned parameter maps. Besides what "hybla" uses it reads tcp_mstamp,
- * delivered, the in-flight counters, prr_out, prior_cwnd, mss_cache, srtt_us and
+ * delivered, lost, the in-flight counters, prr_out, prior_cwnd, mss_cache, srtt_us and
  * sk_max_pacing_rate and writes snd_ssthresh and sk_pacing_rate, all allowed to BPF congestion
  * controls since Linux 6.1.
  */
@@ -45,22 +47,39 @@ static __always_inline __u32 hybla_ld_bw(const struct hybla_ld_round *r)
 }
 
 /*
- * Every ACK feeds the round. At a round's end a standing queue (congestion without loss)
- * lowers ssthresh to the window that drains it, and in the Open state cuts cwnd to it; then a
- * round passes for the cut to show in the RTTs before the next may follow.
+ * Every ACK feeds the round. At a round's end:
+ * - a standing queue (congestion without loss) lowers ssthresh to the window that drains it
+ *   (also during a repair: a flow recovering from losses is not exempt from a queue it shares),
+ *   and in the Open state cuts cwnd to it, once per RTT;
+ * - no standing queue during a Recovery or Loss episode lets ssthresh grow as Hybla's window
+ *   would have in that RTT, within what the path carried (the ssthresh rule for a bit error):
+ *   a long repair of many losses (lost retransmissions, a burst) does not hold the window at
+ *   the episode's first target.
  */
 static __always_inline void hybla_ld_track(struct sock *sk, const struct ack_sample *sample)
 {
 	struct tcp_sock *tp = hybla_tp(sk);
 	struct hybla_state *ca = hybla_ca(sk);
+	struct hybla_ld_round *r = &ca->round;
 	__u32 cwnd;
 
-	if (!hybla_ld_round_update(&ca->round, tp->tcp_mstamp, tp->delivered, sample->rtt_us,
+	if (!hybla_ld_round_update(r, tp->tcp_mstamp, tp->delivered + tp->lost, sample->rtt_us,
 				   ca->min_rtt_us))
 		return;
-	if (!ca->round.queue || ca->ca_state == TCP_CA_Loss)
+	if (!r->queue) {
+		if (ca->ca_state >= TCP_CA_CWR) {
+			/* Only ever raised here: a round the receiver's window held back carries
+			 * less, and that must not shrink the target. */
+			cwnd = hybla_ld_ssthresh(tp->snd_ssthresh, 0, hybla_ld_bw(r),
+						 ca->min_rtt_us, ca->rho_q16, hybla_ceiling(tp, ca));
+			if (cwnd > tp->snd_ssthresh)
+				tp->snd_ssthresh = cwnd;
+		}
 		return;
-	cwnd = hybla_ld_queue_cut(tp->snd_cwnd, ca->round.bw_q24, ca->min_rtt_us);
+	}
+	if (!hybla_ld_may_cut(r, tp->tcp_mstamp))
+		return;
+	cwnd = hybla_ld_queue_cut(tp->snd_cwnd, r->bw_q24, ca->min_rtt_us);
 	if (ca->ca_state <= TCP_CA_Disorder && cwnd < tp->snd_cwnd) {
 		tp->snd_cwnd = cwnd;
 		ca->frac = 0;
@@ -86,11 +105,16 @@ void BPF_PROG(hybla_ld_pkts_acked, struct sock *sk, const struct ack_sample *sam
 SEC("struct_ops/hybla_ld_set_state")
 void BPF_PROG(hybla_ld_set_state, struct sock *sk, __u8 new_state)
 {
+	struct tcp_sock *tp = hybla_tp(sk);
 	struct hybla_state *ca = hybla_ca(sk);
 
 	/* The kernel reset prr_out and prior_cwnd just before; count deliveries from here. */
 	if ((new_state == TCP_CA_Recovery || new_state == TCP_CA_CWR) && ca->ca_state != new_state)
-		ca->episode_delivered = hybla_tp(sk)->delivered;
+		ca->episode_delivered = tp->delivered;
+	/* A timeout has just marked everything in flight lost at once: that is not what the path
+	 * carried in this round, so the round starts over from here. */
+	if (new_state == TCP_CA_Loss && ca->ca_state != TCP_CA_Loss)
+		hybla_ld_round_start(&ca->round, tp->tcp_mstamp, tp->delivered + tp->lost);
 	hybla_do_set_state(sk, new_state);
 }
 

@@ -192,9 +192,13 @@ static __always_inline __u32 hybla_ssthresh(__u32 cwnd)
 /*
  * Loss differentiation (the `hybla_ld` congestion control; `hybla` does not use any of this).
  *
- * The connection is cut into rounds of one minimum RTT of ACK arrivals. Each round yields
- *   bw      delivery rate: segments delivered (cumulatively ACKed or SACKed) in the round over
- *           its length, Q24 segments per microsecond (50 Mbit/s at MSS 1448 ~ 72,000)
+ * The connection is cut into rounds of about one minimum RTT of ACK arrivals, aligned to the
+ * clock (hybla_ld_round_end). Each round yields
+ *   bw      the rate the path carried: segments delivered (cumulatively ACKed or SACKed) or
+ *           marked lost in the round, over its length, Q24 segments per microsecond (50 Mbit/s at
+ *           MSS 1448 ~ 72,000). Counting the lost ones matters under heavy bit errors: a frame
+ *           corrupted on the link used the link as much as one delivered (at 11% frame loss the
+ *           delivered rate alone would hold the window 11% under the pipe)
  *   queue   whether the smallest RTT sample of the round exceeds the path's minimum RTT by more
  *           than the queue threshold, max(min RTT / 8, 5 ms): a queue that stood for a whole
  *           round (a transient burst does not)
@@ -202,8 +206,9 @@ static __always_inline __u32 hybla_ssthresh(__u32 cwnd)
  * delivered (plus one round of Hybla's growth, within the queue threshold's headroom). A loss
  * with a standing queue, or before any round has measured the path, is congestion: Reno's
  * halving, as `hybla`. A standing queue without loss is congestion too: the window stops
- * growing while the queue stands, and at the round's end is cut to what the round delivered
- * times (min RTT + threshold / 2), never below half.
+ * growing while the queue stands, and at the round's end is cut to what the round carried
+ * times (min RTT + threshold / 2), never below half, at most once per RTT (the RTT with the
+ * queue: hybla_ld_may_cut).
  */
 #define HYBLA_LD_BW_SHIFT 24
 #define HYBLA_LD_QUEUE_SHIFT 3          /* queue threshold = min RTT / 8 ... */
@@ -217,8 +222,8 @@ static __always_inline __u32 hybla_ld_queue_thresh_us(__u32 min_rtt_us)
 	return t > HYBLA_LD_QUEUE_MIN_US ? t : HYBLA_LD_QUEUE_MIN_US;
 }
 
-/* Delivery rate, Q24 segments per microsecond, of `delivered` segments over `elapsed_us`;
- * 0 for an empty interval, saturated at 2^32 - 1. */
+/* Rate, Q24 segments per microsecond, of `delivered` segments over `elapsed_us`; 0 for an
+ * empty interval, saturated at 2^32 - 1. */
 static __always_inline __u32 hybla_ld_bw_q24(__u32 delivered, __u64 elapsed_us)
 {
 	__u64 bw;
@@ -255,45 +260,78 @@ static __always_inline int hybla_ld_standing_queue(__u32 round_min_rtt_us, __u32
 
 /* Round tracking state (lives in the connection's private area). */
 struct hybla_ld_round {
-	__u64 start_us;    /* ACK time the round started at */
-	__u32 delivered;   /* tp->delivered when it started */
-	__u32 min_rtt_us;  /* smallest RTT sample in it so far, 0 = none */
-	__u32 bw_q24;      /* delivery rate of the last completed round */
-	__u32 bw_prev_q24; /* ... and of the one before */
-	__u32 queue;       /* the last completed round showed a standing queue */
-	__u32 reserved;    /* keeps the struct 8-byte aligned, the same natively and in BPF */
+	__u64 start_us;      /* ACK time the round started at */
+	__u64 hold_until_us; /* no queue cut before this time (the last cut's effect is on its way) */
+	__u32 carried;       /* tp->delivered + tp->lost when it started */
+	__u32 min_rtt_us;    /* smallest RTT sample in it so far, 0 = none */
+	__u32 last_min_rtt_us; /* ... and in the last completed round */
+	__u32 bw_q24;        /* rate the path carried in the last completed round */
+	__u32 bw_prev_q24;   /* ... and in the one before */
+	__u32 queue;         /* the last completed round showed a standing queue */
 };
 
-/* Begin a round at now_us with the connection's delivered count. */
+/* Begin a round at now_us with the connection's carried count (delivered + lost). */
 static __always_inline void hybla_ld_round_start(struct hybla_ld_round *r, __u64 now_us,
-						 __u32 delivered)
+						 __u32 carried)
 {
 	r->start_us = now_us;
-	r->delivered = delivered;
+	r->carried = carried;
 	r->min_rtt_us = 0;
 }
 
 /*
- * One ACK at now_us (the connection's delivered count, the ACK's RTT sample or <= 0 for none,
- * the path's minimum RTT). Returns 1 when it completed a round (one minimum RTT long):
+ * The end of the round that started at start_us: the next multiple of min_rtt_us on the
+ * clock (tp->tcp_mstamp, the same for every socket of the host), or the one after when that
+ * is less than half a min RTT away. Aligned to the clock, the rounds of all flows on one path
+ * cover the same intervals, so they see a standing queue in the same rounds and cut together:
+ * synchronous multiplicative decreases are what make additive increase converge to equal
+ * shares. (Rounds counted from each flow's own start would let the flow whose round ends first
+ * take every cut.)
+ */
+static __always_inline __u64 hybla_ld_round_end(__u64 start_us, __u32 min_rtt_us)
+{
+	__u64 end = (start_us / min_rtt_us + 1) * min_rtt_us;
+
+	if (end - start_us < min_rtt_us / 2)
+		end += min_rtt_us;
+	return end;
+}
+
+/*
+ * One ACK at now_us (the connection's carried count, delivered + lost, the ACK's RTT sample or
+ * <= 0 for none, the path's minimum RTT). Returns 1 when it completed a round (hybla_ld_round_end):
  * bw_q24 / bw_prev_q24 / queue then describe it and the next round has begun.
  */
 static __always_inline int hybla_ld_round_update(struct hybla_ld_round *r, __u64 now_us,
-						 __u32 delivered, int rtt_us, __u32 min_rtt_us)
+						 __u32 carried, int rtt_us, __u32 min_rtt_us)
 {
 	__u64 elapsed;
 
 	if (rtt_us > 0 && (r->min_rtt_us == 0 || (__u32)rtt_us < r->min_rtt_us))
 		r->min_rtt_us = (__u32)rtt_us;
-	if (min_rtt_us == 0 || now_us < r->start_us)
+	if (min_rtt_us == 0 || now_us < hybla_ld_round_end(r->start_us, min_rtt_us))
 		return 0;
 	elapsed = now_us - r->start_us;
-	if (elapsed < min_rtt_us)
-		return 0;
 	r->bw_prev_q24 = r->bw_q24;
-	r->bw_q24 = hybla_ld_bw_q24(delivered - r->delivered, elapsed);
+	r->bw_q24 = hybla_ld_bw_q24(carried - r->carried, elapsed);
 	r->queue = hybla_ld_standing_queue(r->min_rtt_us, min_rtt_us);
-	hybla_ld_round_start(r, now_us, delivered);
+	r->last_min_rtt_us = r->min_rtt_us;
+	hybla_ld_round_start(r, now_us, carried);
+	return 1;
+}
+
+/*
+ * Whether a round's end (at now_us) may cut for its standing queue: not while the last cut's
+ * effect is still on its way. A cut reaches the RTTs one RTT later, and that RTT includes the
+ * queue (a whole round's worth when the queue stood all round): cutting again every round
+ * while an earlier, larger queue drains would halve the window round after round. 1 = cut,
+ * and the hold then runs for the round's smallest RTT.
+ */
+static __always_inline int hybla_ld_may_cut(struct hybla_ld_round *r, __u64 now_us)
+{
+	if (now_us < r->hold_until_us)
+		return 0;
+	r->hold_until_us = now_us + r->last_min_rtt_us;
 	return 1;
 }
 

@@ -77,20 +77,25 @@ int perigee_hybla_ld_standing_queue(__u32 round_min_rtt_us, __u32 min_rtt_us)
 	return hybla_ld_standing_queue(round_min_rtt_us, min_rtt_us);
 }
 
-void perigee_hybla_ld_round_start(struct hybla_ld_round *r, __u64 now_us, __u32 delivered)
+void perigee_hybla_ld_round_start(struct hybla_ld_round *r, __u64 now_us, __u32 carried)
 {
-	hybla_ld_round_start(r, now_us, delivered);
+	hybla_ld_round_start(r, now_us, carried);
 }
 
-int perigee_hybla_ld_round_update(struct hybla_ld_round *r, __u64 now_us, __u32 delivered,
+int perigee_hybla_ld_round_update(struct hybla_ld_round *r, __u64 now_us, __u32 carried,
 				  int rtt_us, __u32 min_rtt_us)
 {
-	return hybla_ld_round_update(r, now_us, delivered, rtt_us, min_rtt_us);
+	return hybla_ld_round_update(r, now_us, carried, rtt_us, min_rtt_us);
 }
 
 int perigee_hybla_ld_queue_now(const struct hybla_ld_round *r, __u32 min_rtt_us)
 {
 	return hybla_ld_queue_now(r, min_rtt_us);
+}
+
+int perigee_hybla_ld_may_cut(struct hybla_ld_round *r, __u64 now_us)
+{
+	return hybla_ld_may_cut(r, now_us);
 }
 
 __u32 perigee_hybla_ld_ssthresh(__u32 cwnd, int queue, __u32 bw_q24, __u32 min_rtt_us,

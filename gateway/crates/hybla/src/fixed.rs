@@ -23,12 +23,14 @@ pub const LD_QUEUE_MIN_US: u32 = 5000;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LdRound {
     pub start_us: u64,
-    pub delivered: u32,
+    pub hold_until_us: u64,
+    /// tp->delivered + tp->lost at the round's start.
+    pub carried: u32,
     pub min_rtt_us: u32,
+    pub last_min_rtt_us: u32,
     pub bw_q24: u32,
     pub bw_prev_q24: u32,
     pub queue: u32,
-    pub reserved: u32,
 }
 
 mod ffi {
@@ -52,15 +54,16 @@ mod ffi {
         pub fn perigee_hybla_ld_bw_q24(delivered: u32, elapsed_us: u64) -> u32;
         pub fn perigee_hybla_ld_window(bw_q24: u32, t_us: u32) -> u32;
         pub fn perigee_hybla_ld_standing_queue(round_min_rtt_us: u32, min_rtt_us: u32) -> i32;
-        pub fn perigee_hybla_ld_round_start(r: *mut super::LdRound, now_us: u64, delivered: u32);
+        pub fn perigee_hybla_ld_round_start(r: *mut super::LdRound, now_us: u64, carried: u32);
         pub fn perigee_hybla_ld_round_update(
             r: *mut super::LdRound,
             now_us: u64,
-            delivered: u32,
+            carried: u32,
             rtt_us: i32,
             min_rtt_us: u32,
         ) -> i32;
         pub fn perigee_hybla_ld_queue_now(r: *const super::LdRound, min_rtt_us: u32) -> i32;
+        pub fn perigee_hybla_ld_may_cut(r: *mut super::LdRound, now_us: u64) -> i32;
         pub fn perigee_hybla_ld_ssthresh(
             cwnd: u32,
             queue: i32,
@@ -160,7 +163,7 @@ pub fn ld_queue_thresh_us(min_rtt_us: u32) -> u32 {
     unsafe { ffi::perigee_hybla_ld_queue_thresh_us(min_rtt_us) }
 }
 
-/// Delivery rate, Q24 segments per microsecond.
+/// Rate, Q24 segments per microsecond.
 pub fn ld_bw_q24(delivered: u32, elapsed_us: u64) -> u32 {
     unsafe { ffi::perigee_hybla_ld_bw_q24(delivered, elapsed_us) }
 }
@@ -175,22 +178,27 @@ pub fn ld_standing_queue(round_min_rtt_us: u32, min_rtt_us: u32) -> bool {
 }
 
 impl LdRound {
-    /// A round starting at `now_us` with the connection's delivered count.
-    pub fn started(now_us: u64, delivered: u32) -> LdRound {
+    /// A round starting at `now_us` with the connection's carried count (delivered + lost).
+    pub fn started(now_us: u64, carried: u32) -> LdRound {
         let mut r = LdRound::default();
-        unsafe { ffi::perigee_hybla_ld_round_start(&mut r, now_us, delivered) };
+        unsafe { ffi::perigee_hybla_ld_round_start(&mut r, now_us, carried) };
         r
     }
 
     /// One ACK; true when it completed a round.
-    pub fn update(&mut self, now_us: u64, delivered: u32, rtt_us: i32, min_rtt_us: u32) -> bool {
+    pub fn update(&mut self, now_us: u64, carried: u32, rtt_us: i32, min_rtt_us: u32) -> bool {
         unsafe {
-            ffi::perigee_hybla_ld_round_update(self, now_us, delivered, rtt_us, min_rtt_us) != 0
+            ffi::perigee_hybla_ld_round_update(self, now_us, carried, rtt_us, min_rtt_us) != 0
         }
     }
 
     pub fn queue_now(&self, min_rtt_us: u32) -> bool {
         unsafe { ffi::perigee_hybla_ld_queue_now(self, min_rtt_us) != 0 }
+    }
+
+    /// Whether a queue cut may happen at `now_us` (and if so, the hold that follows it).
+    pub fn may_cut(&mut self, now_us: u64) -> bool {
+        unsafe { ffi::perigee_hybla_ld_may_cut(self, now_us) != 0 }
     }
 }
 

@@ -91,7 +91,7 @@ pub mod ld {
     /// 3 Tbit/s at MSS 1448, beyond any link); faster rounds saturate there.
     pub const BW_MAX: f64 = (u32::MAX as f64) / (1u64 << 24) as f64;
 
-    /// Delivery rate of `delivered` segments over `elapsed_us` (0 for an empty interval).
+    /// Rate of `delivered` segments over `elapsed_us` (0 for an empty interval).
     pub fn bw(delivered: f64, elapsed_us: f64) -> f64 {
         if elapsed_us <= 0.0 {
             0.0
@@ -140,51 +140,73 @@ pub mod ld {
             .min(cwnd)
     }
 
-    /// Rounds of one minimum RTT of ACK arrivals.
+    /// The end of a round that started at `start_us`: the next multiple of the min RTT on the
+    /// clock, or the one after when that is under half a min RTT away (rounds of all flows on
+    /// one path cover the same intervals).
+    pub fn round_end(start_us: f64, min_rtt_us: f64) -> f64 {
+        let end = ((start_us / min_rtt_us).floor() + 1.0) * min_rtt_us;
+        if end - start_us < (min_rtt_us / 2.0).floor() {
+            end + min_rtt_us
+        } else {
+            end
+        }
+    }
+
+    /// Rounds of about one minimum RTT of ACK arrivals, aligned to the clock; their rate counts
+    /// the segments the path carried, delivered or lost.
     #[derive(Debug, Clone, Copy, Default)]
     pub struct Rounds {
         pub start_us: f64,
-        pub delivered: f64,
+        pub hold_until_us: f64,
+        pub carried: f64,
         /// Smallest RTT sample of the round so far, 0 = none.
         pub min_rtt_us: f64,
+        /// Smallest RTT sample of the last completed round.
+        pub last_min_rtt_us: f64,
         pub bw: f64,
         pub bw_prev: f64,
         pub queue: bool,
     }
 
     impl Rounds {
-        pub fn started(now_us: f64, delivered: f64) -> Rounds {
+        pub fn started(now_us: f64, carried: f64) -> Rounds {
             Rounds {
                 start_us: now_us,
-                delivered,
+                carried,
                 ..Rounds::default()
             }
         }
 
-        /// One ACK; true when it ends a round (then bw, bw_prev and queue describe it).
-        pub fn on_ack(
-            &mut self,
-            now_us: f64,
-            delivered: f64,
-            rtt_us: f64,
-            min_rtt_us: f64,
-        ) -> bool {
+        /// One ACK with `carried` = delivered + lost so far; true when it ends a round (then bw,
+        /// bw_prev and queue describe it).
+        pub fn on_ack(&mut self, now_us: f64, carried: f64, rtt_us: f64, min_rtt_us: f64) -> bool {
             if rtt_us > 0.0 && (self.min_rtt_us == 0.0 || rtt_us < self.min_rtt_us) {
                 self.min_rtt_us = rtt_us;
             }
-            let elapsed = now_us - self.start_us;
-            if min_rtt_us <= 0.0 || elapsed < min_rtt_us {
+            if min_rtt_us <= 0.0 || now_us < round_end(self.start_us, min_rtt_us) {
                 return false;
             }
+            let elapsed = now_us - self.start_us;
             self.bw_prev = self.bw;
-            self.bw = bw(delivered - self.delivered, elapsed);
+            self.bw = bw(carried - self.carried, elapsed);
             self.queue = standing_queue(self.min_rtt_us, min_rtt_us);
+            self.last_min_rtt_us = self.min_rtt_us;
             *self = Rounds {
                 start_us: now_us,
-                delivered,
+                carried,
                 min_rtt_us: 0.0,
                 ..*self
             };
+            true
+        }
+
+        /// A queue cut at `now_us`: not before the last one's effect is back (one RTT with the
+        /// queue, the last round's smallest RTT, after it).
+        pub fn may_cut(&mut self, now_us: f64) -> bool {
+            if now_us < self.hold_until_us {
+                return false;
+            }
+            self.hold_until_us = now_us + self.last_min_rtt_us;
             true
         }
 

@@ -163,6 +163,10 @@ fn rounds_match_model() {
             assert_eq!(fx.queue, u32::from(m.queue));
             assert!((bw_f64(fx.bw_q24) - m.bw).abs() < 1.0 / Q24);
             assert_eq!(fx.queue_now(min_rtt), m.queue_now(f64::from(min_rtt)));
+            assert_eq!(fx.last_min_rtt_us, m.last_min_rtt_us as u32);
+            if a {
+                assert_eq!(fx.may_cut(now), m.may_cut(now as f64), "cut hold at {now}");
+            }
             rounds += u32::from(a);
         }
         assert!(rounds >= 3, "min RTT {min_rtt}: {rounds} rounds");
@@ -182,24 +186,58 @@ fn rounds_match_model() {
 }
 
 #[test]
-fn rounds_wait_for_a_minimum_rtt() {
-    let mut r = LdRound::started(1000, 10);
+fn rounds_end_on_the_clock() {
+    // Started 100 ms into a 600 ms interval: ends at the next boundary, 1.2 s.
+    let mut r = LdRound::started(700_000, 10);
     assert!(
         !r.update(500_000, 100, 600_000, 0),
         "no minimum RTT: no round"
     );
-    assert!(
-        !r.update(600_999, 100, 600_000, 600_000),
-        "shorter than one min RTT"
-    );
-    assert!(r.update(601_000, 610, 600_000, 600_000));
-    assert_eq!(r.delivered, 610, "the next round starts at this ACK");
-    assert_eq!(r.start_us, 601_000);
+    assert!(!r.update(1_199_999, 100, 600_000, 600_000));
+    assert!(r.update(1_200_050, 610, 600_000, 600_000));
+    assert_eq!(r.carried, 610, "the next round starts at this ACK");
+    assert_eq!(r.start_us, 1_200_050);
     assert_eq!(r.min_rtt_us, 0);
     assert!(
         !r.update(100, 700, 600_000, 600_000),
         "a clock going back ends nothing"
     );
+    // The next one ends at 1.8 s: every flow with this min RTT ends its rounds there.
+    assert!(!r.update(1_799_999, 700, 600_000, 600_000));
+    assert!(r.update(1_800_000, 700, 600_000, 600_000));
+    // A start less than half a min RTT before a boundary runs on to the one after.
+    let mut r = LdRound::started(1_000_000, 0);
+    assert!(!r.update(1_200_000, 5, 600_000, 600_000));
+    assert!(r.update(1_800_000, 5, 600_000, 600_000));
+    for (start, m) in [
+        (0u64, 1u32),
+        (1_234_567, 600_000),
+        (599_999, 600_000),
+        (7, 40_000),
+    ] {
+        let e = ld::round_end(start as f64, f64::from(m));
+        let mut r = LdRound::started(start, 0);
+        assert!(!r.update(e as u64 - 1, 0, 1, m), "{start} {m}");
+        assert!(r.update(e as u64, 0, 1, m), "{start} {m}: {e}");
+    }
+}
+
+/// A cut waits one RTT with the queue (the last round's smallest RTT) before the next.
+#[test]
+fn queue_cuts_are_one_rtt_apart() {
+    let mut r = LdRound::started(0, 0);
+    // A round of 600 ms of ACKs whose RTTs all carry 1 s of queue.
+    assert!(!r.update(300_000, 10, 1_600_000, 600_000));
+    assert!(r.update(600_000, 20, 1_600_000, 600_000));
+    assert!(r.queue != 0 && r.last_min_rtt_us == 1_600_000);
+    assert!(r.may_cut(600_000), "the first cut");
+    assert_eq!(r.hold_until_us, 2_200_000);
+    assert!(
+        !r.may_cut(1_200_000),
+        "the next round's queue is the one just cut"
+    );
+    assert!(!r.may_cut(2_199_999));
+    assert!(r.may_cut(2_200_000), "one RTT later the cut has shown");
 }
 
 #[test]
