@@ -19,6 +19,7 @@ MODULES = (
     "geo_hts_50mb",
     "splitter_overhead",
     "scale",
+    "geo_ber",
     "allman_ber",
     "caini_bod",
     "bod_tuning",
