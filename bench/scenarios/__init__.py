@@ -24,6 +24,7 @@ MODULES = (
     "caini_bod",
     "bod_tuning",
     "henderson_fairness",
+    "shared_bottleneck",
     "bharadwaj_sweep",
     "web_pages",
     "api_flows",
