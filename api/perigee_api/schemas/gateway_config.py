@@ -110,7 +110,7 @@ IpAddr = Annotated[str, Field(max_length=64), AfterValidator(_ip)]
 PortSpec = Annotated[str, Field(max_length=11), AfterValidator(_port)]
 IfName = Annotated[str, Field(max_length=15), AfterValidator(_ifname)]
 Name = Annotated[str, Field(pattern=NAME_RE)]
-CongestionControl = Literal["hybla", "cubic", "bbr", "reno"]
+CongestionControl = Literal["hybla", "hybla_ld", "cubic", "bbr", "reno"]
 CWND_CEILING_MAX = 65536  # perigee_hybla::MAX_CWND_CEILING
 Action = Literal["accelerate", "cache", "bypass"]
 

@@ -778,6 +778,12 @@ export interface components {
             allocation_delay_ms: number;
             /** Base Rtt Ms */
             base_rtt_ms: number;
+            /**
+             * Ber
+             * @description bit error rate of the satellite link (both directions, after FEC); 0 = clean
+             * @default 0
+             */
+            ber: number;
             /** Forward Rate Bps */
             forward_rate_bps: number;
             /**
@@ -961,6 +967,19 @@ export interface components {
              */
             store: "rock" | "aufs";
         };
+        /**
+         * CcChoice
+         * @description The satellite-leg congestion control a profile calls for, and why.
+         */
+        CcChoice: {
+            /** Derivation */
+            derivation: string;
+            /**
+             * Value
+             * @enum {string}
+             */
+            value: "hybla" | "hybla_ld";
+        };
         /** ChangeOut */
         ChangeOut: {
             /** Issues */
@@ -1025,7 +1044,7 @@ export interface components {
              */
             buffer_bytes: number;
             /** Congestion Control */
-            congestion_control?: ("hybla" | "cubic" | "bbr" | "reno") | null;
+            congestion_control?: ("hybla" | "hybla_ld" | "cubic" | "bbr" | "reno") | null;
             /**
              * Pacing Rate Bps
              * @default 0
@@ -1577,7 +1596,7 @@ export interface components {
              * @default hybla
              * @enum {string}
              */
-            congestion_control: "hybla" | "cubic" | "bbr" | "reno";
+            congestion_control: "hybla" | "hybla_ld" | "cubic" | "bbr" | "reno";
             /**
              * Initcwnd
              * @description 0 = kernel default
@@ -1772,7 +1791,7 @@ export interface components {
              * @description the terrestrial leg's congestion control; empty = the system default
              * @default
              */
-            congestion_control: ("hybla" | "cubic" | "bbr" | "reno") | "";
+            congestion_control: ("hybla" | "hybla_ld" | "cubic" | "bbr" | "reno") | "";
         };
         /** TlsCertificateOut */
         TlsCertificateOut: {
@@ -1913,6 +1932,7 @@ export interface components {
         };
         /** Tuning */
         Tuning: {
+            congestion_control: components["schemas"]["CcChoice"];
             /** Values */
             values: {
                 [key: string]: components["schemas"]["Derived"];

@@ -1,5 +1,5 @@
 // The desired gateway configuration (docs/control-protocol.md, GatewayConfig).
-export type CongestionControl = 'hybla' | 'cubic' | 'bbr' | 'reno';
+export type CongestionControl = 'hybla' | 'hybla_ld' | 'cubic' | 'bbr' | 'reno';
 export type ClassAction = 'accelerate' | 'cache' | 'bypass';
 
 export interface ClassMatch {

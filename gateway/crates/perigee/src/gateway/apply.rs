@@ -46,13 +46,15 @@ pub struct HyblaPlan {
 }
 
 impl HyblaPlan {
-    /// The plan for `cfg`, or None when no satellite leg uses hybla.
+    /// The plan for `cfg`, or None when no satellite leg uses hybla or hybla_ld (both read
+    /// the same parameters).
     pub fn for_config(cfg: &GatewayConfig) -> Option<HyblaPlan> {
-        let uses = cfg.satellite.congestion_control == "hybla"
+        let hybla = |cc: &str| cc == "hybla" || cc == perigee_hybla::LD_NAME;
+        let uses = hybla(&cfg.satellite.congestion_control)
             || cfg
                 .classes
                 .iter()
-                .any(|c| c.satellite.congestion_control.as_deref() == Some("hybla"));
+                .any(|c| c.satellite.congestion_control.as_deref().is_some_and(hybla));
         uses.then_some(HyblaPlan {
             params: HyblaParams {
                 rtt0_ms: cfg.hybla.rtt0_ms,
@@ -832,6 +834,7 @@ mod tests {
                     pin_dir: String::new(),
                     netns_cookie: Some(OWN_COOKIE),
                     netns: Vec::new(),
+                    ld: Default::default(),
                 }),
                 refuse_ceiling,
                 writes: RefCell::new(Vec::new()),
@@ -1014,6 +1017,12 @@ mod tests {
             None,
             "no hybla: global state untouched"
         );
+        // hybla_ld reads the same parameters: a class asking for it gets the plan written.
+        let mut j = super::super::config::example_json();
+        j["satellite"]["congestion_control"] = "cubic".into();
+        j["classes"][0]["satellite"]["congestion_control"] = "hybla_ld".into();
+        let cfg = super::super::config::from_value(j).unwrap();
+        assert_eq!(HyblaPlan::for_config(&cfg).unwrap().cwnd_max, Some(0));
         // Callers that pass only the parameters leave the ceiling alone.
         let p: Option<HyblaParams> = Some(HyblaParams::default());
         assert_eq!(p.into_plan().unwrap().cwnd_max, None);

@@ -609,7 +609,7 @@ fn at_most(field: &str, len: usize, max: usize) -> Result<(), ConfigError> {
 }
 
 /// The congestion controls policy may choose for the satellite leg (the API offers the same set).
-pub const SUPPORTED_CCS: [&str; 4] = ["hybla", "cubic", "bbr", "reno"];
+pub const SUPPORTED_CCS: [&str; 5] = ["hybla", "hybla_ld", "cubic", "bbr", "reno"];
 
 pub fn valid_cc_name(s: &str) -> bool {
     SUPPORTED_CCS.contains(&s)
@@ -691,7 +691,7 @@ impl GatewayConfig {
         if !t.is_empty() && !valid_cc_name(t) {
             return Err(err(
                 "terrestrial.congestion_control",
-                "must be empty (system default) or one of hybla, cubic, bbr, reno",
+                "must be empty (system default) or one of hybla, hybla_ld, cubic, bbr, reno",
             ));
         }
         if !(1..=10_000).contains(&self.hybla.rtt0_ms) {
@@ -757,7 +757,7 @@ impl GatewayConfig {
         if !valid_cc_name(&s.congestion_control) {
             return Err(err(
                 "satellite.congestion_control",
-                "must be one of hybla, cubic, bbr, reno",
+                "must be one of hybla, hybla_ld, cubic, bbr, reno",
             ));
         }
         for (name, v) in [
@@ -863,7 +863,7 @@ impl GatewayConfig {
                 if !valid_cc_name(cc) {
                     return Err(err(
                         f("satellite.congestion_control"),
-                        "must be one of hybla, cubic, bbr, reno",
+                        "must be one of hybla, hybla_ld, cubic, bbr, reno",
                     ));
                 }
             }
@@ -1375,6 +1375,12 @@ mod tests {
         .unwrap_err();
         assert_eq!(e.field, "classes[0].satellite.congestion_control");
         with(&["satellite", "congestion_control"], "bbr".into()).unwrap();
+        with(&["satellite", "congestion_control"], "hybla_ld".into()).unwrap();
+        with(
+            &["classes", "0", "satellite", "congestion_control"],
+            "hybla_ld".into(),
+        )
+        .unwrap();
     }
 
     #[test]

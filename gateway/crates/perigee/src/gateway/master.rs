@@ -538,24 +538,28 @@ fn watch_dns(shared: Arc<Shared>) {
     }
 }
 
-/// Whether the satellite leg or any class asks for hybla.
+/// Whether the satellite leg or any class asks for hybla or hybla_ld.
 fn wants_hybla(cfg: &GatewayConfig) -> bool {
     apply::HyblaPlan::for_config(cfg).is_some()
 }
 
-/// Loads Hybla when the kernel does not offer it yet, so the first apply can use it, and
-/// re-registers a Perigee BPF Hybla too old for per-namespace parameters.
-/// Returns why it is still missing (the satellite leg then falls back to the default).
+/// Loads Hybla (and hybla_ld) when the kernel does not offer them yet, so the first apply can
+/// use them, and re-registers a Perigee BPF Hybla too old for per-namespace parameters or a
+/// stale hybla_ld. Returns why hybla is still missing (the satellite leg then falls back to the
+/// default); a hybla_ld that cannot be loaded is logged (sockets asking for it fall back too).
 fn ensure_hybla_loaded() -> Option<String> {
-    if sys::available_cc().iter().any(|c| c == "hybla") && !perigee_hybla::outdated() {
+    if !perigee_hybla::needs_load() {
         return None;
     }
     match perigee_hybla::load() {
         Ok(st) => {
             log::info(
                 "hybla loaded at startup",
-                json!({"implementation": st.implementation}),
+                json!({"implementation": st.implementation, "hybla_ld": st.ld.registration}),
             );
+            if let Some(problem) = &st.ld.problem {
+                log::error("hybla_ld unavailable", json!({"problem": problem}));
+            }
             None
         }
         Err(e) => {
