@@ -224,7 +224,7 @@ def default_config(role: str, cache: bool = False, tuning: dict[str, int] | None
         "shaping": ({"enabled": True, "rate_bps": t["shaping_rate_bps"]} if t["shaping_rate_bps"]
                     else {"enabled": False}),
         "peer": peer_section(role, peer_key),
-        "quic": "pass",
+        "quic": "fallback",
         # Off, so an idle warm connection of the peer path keeps its initial window.
         "sysctls": {"net.ipv4.tcp_slow_start_after_idle": "0"},
     }

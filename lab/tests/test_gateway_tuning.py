@@ -133,4 +133,4 @@ def test_both_gateways_share_a_fresh_key_and_the_hub_allows_only_the_terminal(tm
     # One gateway only: no peer path.
     alone = gateway.default_config("terminal")
     assert alone["peer"]["enabled"] is False and alone["peer"]["key"] == ""
-    assert alone["splitter"]["nodelay"] is True and alone["quic"] == "pass"
+    assert alone["splitter"]["nodelay"] is True and alone["quic"] == "fallback"

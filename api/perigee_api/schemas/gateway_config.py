@@ -267,7 +267,7 @@ def served_problem(served: list[str], limits: ServedLimits) -> tuple[str, str] |
 PEER_KEY_RE = re.compile(r"[0-9A-Fa-f]{64}")
 QuicPolicy = Literal["pass", "fallback"]
 # The one place the API's default QUIC policy is chosen (the gateway's DEFAULT_QUIC mirrors it).
-DEFAULT_QUIC: QuicPolicy = "pass"
+DEFAULT_QUIC: QuicPolicy = "fallback"
 
 
 def _peer_hub(value: str) -> str:

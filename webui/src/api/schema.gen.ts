@@ -1339,7 +1339,7 @@ export interface components {
             /**
              * Quic
              * @description QUIC (UDP 443) from the served subnets: pass (end to end, not accelerated) or fallback (answered with ICMP port-unreachable, so browsers use TCP, which is accelerated)
-             * @default pass
+             * @default fallback
              * @enum {string}
              */
             quic: "pass" | "fallback";

@@ -50,7 +50,7 @@ export interface DnsConfig {
 /** QUIC (UDP 443) from the served subnets: forwarded end to end, or refused so browsers use TCP. */
 export type QuicPolicy = 'pass' | 'fallback';
 /** The gateway's and the API's default (DEFAULT_QUIC in both). */
-export const DEFAULT_QUIC: QuicPolicy = 'pass';
+export const DEFAULT_QUIC: QuicPolicy = 'fallback';
 
 /** The peer path between a terminal and its hub (docs/splitter.md). */
 export interface PeerConfig {

@@ -1009,7 +1009,9 @@ mod tests {
 
     #[test]
     fn quic_fallback_rejects_udp_443_from_served_subnets_after_the_bypass() {
-        let pass = render_nft(&cfg());
+        let mut p = example_json();
+        p["quic"] = "pass".into();
+        let pass = render_nft(&from_value(p).unwrap());
         assert!(
             !pass.contains("reject with icmpx"),
             "pass: no datagram rejected\n{pass}"
