@@ -39,6 +39,8 @@ pub fn tproxy_listener(port: u16, v6: bool, bufs: Option<(u64, u64)>) -> io::Res
     if let Some((snd, rcv)) = bufs {
         set_bufs(fd, snd, rcv);
     }
+    // Keep each SYN's headers: the client's DSCP is read from them after accept.
+    super::dscp::save_syn(fd);
     let addr: SocketAddr = if v6 {
         (Ipv6Addr::UNSPECIFIED, port).into()
     } else {
@@ -142,7 +144,7 @@ pub fn set_keepalive(fd: RawFd, idle_s: i32, interval_s: i32, count: i32) {
 }
 
 /// getsockopt(2) of a variable-length option into `buf`: how many bytes the kernel wrote.
-fn getsockopt_bytes(
+pub fn getsockopt_bytes(
     fd: RawFd,
     level: libc::c_int,
     name: libc::c_int,
