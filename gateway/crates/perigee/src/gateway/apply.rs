@@ -799,9 +799,11 @@ fn parse_counters(v: &serde_json::Value) -> std::collections::HashMap<String, (u
     let mut m = std::collections::HashMap::new();
     for item in v["nftables"].as_array().into_iter().flatten() {
         if let Some(c) = item.get("counter") {
-            if let (Some(n), Some(p), Some(b)) =
-                (c["name"].as_str(), c["packets"].as_u64(), c["bytes"].as_u64())
-            {
+            if let (Some(n), Some(p), Some(b)) = (
+                c["name"].as_str(),
+                c["packets"].as_u64(),
+                c["bytes"].as_u64(),
+            ) {
                 m.insert(n.to_string(), (p, b));
             }
         }

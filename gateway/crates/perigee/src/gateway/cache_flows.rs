@@ -112,7 +112,12 @@ pub struct CacheFlows {
 impl CacheFlows {
     /// One round: `squid_pgid` is the running Squid's process group (None: not running, every
     /// tracked connection ends), `records` the access-log lines since the last round.
-    pub fn step(&mut self, view: &View, squid_pgid: Option<i32>, records: Vec<AccessRecord>) -> Step {
+    pub fn step(
+        &mut self,
+        view: &View,
+        squid_pgid: Option<i32>,
+        records: Vec<AccessRecord>,
+    ) -> Step {
         let mut out = Step::default();
         let now = Instant::now();
         let dt = self
@@ -175,7 +180,11 @@ impl CacheFlows {
         let listed: Vec<DiagSocket> = diag
             .list(ACTIVE_STATES)?
             .into_iter()
-            .filter(|s| inodes.contains(&s.inode) && !s.local.ip().is_loopback() && !s.remote.ip().is_loopback())
+            .filter(|s| {
+                inodes.contains(&s.inode)
+                    && !s.local.ip().is_loopback()
+                    && !s.remote.ip().is_loopback()
+            })
             .collect();
         let present: HashSet<u64> = listed.iter().map(|s| s.cookie).collect();
         // Gone without a destroy message (none subscribed, or missed): nothing more to count.
@@ -324,7 +333,8 @@ impl CacheFlows {
         for r in records {
             let client: Option<SocketAddr> = r.client.parse().ok();
             if r.outcome == CacheOutcome::Hit {
-                let site = client.map_or(super::telemetry::OTHER_SITE, |c| view.sites.site_of(c.ip()));
+                let site =
+                    client.map_or(super::telemetry::OTHER_SITE, |c| view.sites.site_of(c.ip()));
                 *out.saved_by_site.entry(site.to_string()).or_default() += r.bytes;
             }
             let live = by_client
@@ -424,7 +434,11 @@ fn to_flow(view: &View, t: &Tracked, other: Option<&TcpInfo>, ended: Option<f64>
         ),
     };
     let sat_is_client = view.cfg.role == Role::Hub;
-    let sat = if sat_is_client { &legs.client } else { &legs.server };
+    let sat = if sat_is_client {
+        &legs.client
+    } else {
+        &legs.server
+    };
     // Toward the server / toward the client, as for split flows.
     let (rate_up, rate_down) = if sat_is_client {
         (sat.rx_bps, sat.tx_bps)
@@ -550,16 +564,34 @@ mod tests {
         let mut out = Step::default();
         // Squid's side of the client connection (local = the server the client asked for),
         // and its origin connection from the client's address.
-        t.track(&view, sock(1, "10.71.3.10:80", "10.71.1.10:40000"), &mut out);
-        t.track(&view, sock(2, "10.71.1.10:51000", "10.71.3.10:80"), &mut out);
+        t.track(
+            &view,
+            sock(1, "10.71.3.10:80", "10.71.1.10:40000"),
+            &mut out,
+        );
+        t.track(
+            &view,
+            sock(2, "10.71.1.10:51000", "10.71.3.10:80"),
+            &mut out,
+        );
         // An unrelated origin connection (another client) stays on its own.
-        t.track(&view, sock(3, "10.71.1.11:52000", "10.71.3.10:80"), &mut out);
+        t.track(
+            &view,
+            sock(3, "10.71.1.11:52000", "10.71.3.10:80"),
+            &mut out,
+        );
         t.pair();
         assert_eq!((out.cache.flows, out.by_site["ship"].flows), (1, 1));
         let live = t.live(&view);
         assert_eq!(live.len(), 2);
-        let f = live.iter().find(|f| f.client == "10.71.1.10:40000").unwrap();
-        assert_eq!((f.relay.as_str(), f.action.as_str(), f.site.as_str()), ("squid", "cache", "ship"));
+        let f = live
+            .iter()
+            .find(|f| f.client == "10.71.1.10:40000")
+            .unwrap();
+        assert_eq!(
+            (f.relay.as_str(), f.action.as_str(), f.site.as_str()),
+            ("squid", "cache", "ship")
+        );
         assert_eq!(f.legs.satellite, "server"); // a terminal fetches across the satellite
         t.join(
             &view,
@@ -571,13 +603,20 @@ mod tests {
             &mut out,
         );
         let c = t.socks[&1].cache.clone().unwrap();
-        assert_eq!((c.requests, c.hits, c.misses, c.bytes_from_origin), (2, 1, 1, 900));
+        assert_eq!(
+            (c.requests, c.hits, c.misses, c.bytes_from_origin),
+            (2, 1, 1, 900)
+        );
         assert_eq!(c.result, "TCP_MEM_HIT");
         assert_eq!(out.saved_by_site["ship"], 570);
         // The client connection closes: its flow waits for late log lines, then is closed.
         t.close(&view, 1, None, &mut out);
         assert!(t.socks[&2].pair.is_none());
-        t.join(&view, vec![record("10.71.1.10:40000", "TCP_HIT", 10, 0)], &mut out);
+        t.join(
+            &view,
+            vec![record("10.71.1.10:40000", "TCP_HIT", 10, 0)],
+            &mut out,
+        );
         assert_eq!(t.pending.len(), 1);
         assert_eq!(t.pending[0].1.cache.as_ref().unwrap().requests, 3);
         assert_eq!(t.pending[0].1.state, "closed");
@@ -589,8 +628,16 @@ mod tests {
         let view = View::of(&cfg);
         let mut t = CacheFlows::default();
         let mut out = Step::default();
-        t.track(&view, sock(1, "10.71.3.10:80", "10.71.1.10:40000"), &mut out);
-        t.track(&view, sock(2, "10.71.1.10:51000", "10.71.3.10:80"), &mut out);
+        t.track(
+            &view,
+            sock(1, "10.71.3.10:80", "10.71.1.10:40000"),
+            &mut out,
+        );
+        t.track(
+            &view,
+            sock(2, "10.71.1.10:51000", "10.71.3.10:80"),
+            &mut out,
+        );
         let c = Crossed {
             tx_payload: 100,
             rx_payload: 5000,
@@ -602,7 +649,14 @@ mod tests {
         assert_eq!(out.link, LinkBytes::default());
         account(&view, &t.socks[&2], &c, &mut out);
         assert_eq!((out.link.return_wire, out.link.forward_wire), (166, 5330));
-        assert_eq!((out.cache.bytes_up, out.cache.bytes_down, out.cache.retrans_segments), (100, 5000, 1));
+        assert_eq!(
+            (
+                out.cache.bytes_up,
+                out.cache.bytes_down,
+                out.cache.retrans_segments
+            ),
+            (100, 5000, 1)
+        );
     }
 
     #[test]

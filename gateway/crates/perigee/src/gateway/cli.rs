@@ -299,9 +299,18 @@ mod tests {
 
     #[test]
     fn health_fails_when_degraded_or_open() {
-        assert_eq!(health_exit_code(&json!({"status": "ok", "fail_open": false})), 0);
-        assert_eq!(health_exit_code(&json!({"status": "degraded", "fail_open": false})), 1);
-        assert_eq!(health_exit_code(&json!({"status": "ok", "fail_open": true})), 1);
+        assert_eq!(
+            health_exit_code(&json!({"status": "ok", "fail_open": false})),
+            0
+        );
+        assert_eq!(
+            health_exit_code(&json!({"status": "degraded", "fail_open": false})),
+            1
+        );
+        assert_eq!(
+            health_exit_code(&json!({"status": "ok", "fail_open": true})),
+            1
+        );
         assert_eq!(health_exit_code(&json!({})), 1);
     }
 }

@@ -266,7 +266,11 @@ pub struct Class {
     pub satellite: ClassSatellite,
     /// The DSCP (0..63) this class's re-originated connections carry instead of the client's.
     /// Absent = copy the client's (docs/splitter.md, *DSCP*); null is refused.
-    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub set_dscp: Option<u32>,
 }
 
@@ -945,7 +949,10 @@ impl GatewayConfig {
                 if let Some(other) = prefixes.insert(c.network().to_string(), i) {
                     return Err(err(
                         format!("sites[{i}].prefixes[{j}]"),
-                        format!("{p} is already a prefix of site '{}'", self.sites[other].name),
+                        format!(
+                            "{p} is already a prefix of site '{}'",
+                            self.sites[other].name
+                        ),
                     ));
                 }
             }

@@ -123,7 +123,9 @@ pub fn problems(shared: &Shared) -> Vec<String> {
     }
     if cfg.cache.enabled {
         if let Some(why) = shared.cache_flows_problem.lock().unwrap().clone() {
-            p.push(format!("cache: {why}; its connections are missing from the flows and the link figures"));
+            p.push(format!(
+                "cache: {why}; its connections are missing from the flows and the link figures"
+            ));
         }
         if !shared.cache_up.load(Ordering::Relaxed) {
             let why = shared.cache_problem.lock().unwrap().clone();
@@ -323,9 +325,16 @@ pub fn counters(shared: &Shared) -> Value {
         v["bytes_saved"] = c.hit_bytes.into();
     }
     by_action.insert("bypass".into(), json!({"packets": bp, "bytes": bb}));
-    let by_class: serde_json::Map<String, Value> =
-        t.by_class.iter().map(|(k, u)| (k.clone(), usage(u))).collect();
-    let mut sites: Vec<&String> = t.by_site.keys().chain(t.cache_saved_by_site.keys()).collect();
+    let by_class: serde_json::Map<String, Value> = t
+        .by_class
+        .iter()
+        .map(|(k, u)| (k.clone(), usage(u)))
+        .collect();
+    let mut sites: Vec<&String> = t
+        .by_site
+        .keys()
+        .chain(t.cache_saved_by_site.keys())
+        .collect();
     sites.sort();
     sites.dedup();
     let by_site: serde_json::Map<String, Value> = sites

@@ -598,7 +598,10 @@ fn watch_cache_flows(shared: Arc<Shared>, feed: perigee_squid::RecordFeed) {
         {
             let mut t = shared.totals.lock().unwrap();
             t.link.merge(&step.link);
-            t.by_action.entry("cache".into()).or_default().add(&step.cache);
+            t.by_action
+                .entry("cache".into())
+                .or_default()
+                .add(&step.cache);
             merge(&mut t.by_class, &step.by_class);
             merge(&mut t.by_site, &step.by_site);
             for (site, b) in &step.saved_by_site {

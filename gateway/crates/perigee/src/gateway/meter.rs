@@ -187,7 +187,10 @@ mod tests {
         let prev = counters(1000, 1000, (10, 10, 5), 1000);
         let now = counters(500, 900, (10, 10, 5), 1000);
         let c = crossed(&prev, &now, 54);
-        assert_eq!((c.tx_payload, c.rx_payload, c.tx_wire, c.rx_wire), (0, 0, 0, 0));
+        assert_eq!(
+            (c.tx_payload, c.rx_payload, c.tx_wire, c.rx_wire),
+            (0, 0, 0, 0)
+        );
     }
 
     #[test]

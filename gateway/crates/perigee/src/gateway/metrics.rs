@@ -89,7 +89,9 @@ fn usage_families(e: &mut Exposition, c: &Value, what: &str, label: &str, keys: 
     e.family(
         &format!("perigee_{what}_flows_total"),
         "counter",
-        &format!("Intercepted connections per {label} (split flows and the cache's client connections)."),
+        &format!(
+            "Intercepted connections per {label} (split flows and the cache's client connections)."
+        ),
         flows,
     );
 }
@@ -265,7 +267,12 @@ pub fn render(shared: &Shared) -> String {
         "Segments retransmitted on the satellite leg, per site.",
         sites
             .iter()
-            .map(|s| (labels(&[("site", s)]), n(&c["by_site"][s]["retrans_segments"])))
+            .map(|s| {
+                (
+                    labels(&[("site", s)]),
+                    n(&c["by_site"][s]["retrans_segments"]),
+                )
+            })
             .collect(),
     );
     e.family(
@@ -274,7 +281,12 @@ pub fn render(shared: &Shared) -> String {
         "Bytes the cache served to a site's clients without fetching them over the satellite.",
         sites
             .iter()
-            .map(|s| (labels(&[("site", s)]), n(&c["by_site"][s]["cache_saved_bytes"])))
+            .map(|s| {
+                (
+                    labels(&[("site", s)]),
+                    n(&c["by_site"][s]["cache_saved_bytes"]),
+                )
+            })
             .collect(),
     );
     let rules = c["bypass_rules"].as_array().cloned().unwrap_or_default();
@@ -400,7 +412,12 @@ fn render_cache(
         "Body bytes Squid fetched from origins.",
         n(&cache["bytes_from_origin"]),
     );
-    let store = shared.cache_store.lock().unwrap().clone().unwrap_or_default();
+    let store = shared
+        .cache_store
+        .lock()
+        .unwrap()
+        .clone()
+        .unwrap_or_default();
     let mb = |v: u32| f64::from(v) * 1024.0 * 1024.0;
     let mut used = Vec::new();
     let mut capacity = Vec::new();

@@ -1,7 +1,7 @@
 //! The transparent TCP splitter daemon and its control plane.
 pub mod apply;
-pub mod cli;
 pub mod cache_flows;
+pub mod cli;
 pub mod config;
 pub mod control;
 pub mod dscp;

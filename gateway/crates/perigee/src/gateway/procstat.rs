@@ -31,7 +31,11 @@ fn vm_rss_bytes(status: &str) -> Option<u64> {
 /// The soft limit of `Max open files` in /proc/PID/limits.
 fn max_open_files(limits: &str) -> Option<u64> {
     let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
-    line["Max open files".len()..].split_whitespace().next()?.parse().ok()
+    line["Max open files".len()..]
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
 }
 
 #[cfg(test)]
@@ -40,7 +44,10 @@ mod tests {
 
     #[test]
     fn parses_proc_files() {
-        assert_eq!(vm_rss_bytes("Name:\tx\nVmRSS:\t    2048 kB\n"), Some(2 << 20));
+        assert_eq!(
+            vm_rss_bytes("Name:\tx\nVmRSS:\t    2048 kB\n"),
+            Some(2 << 20)
+        );
         assert_eq!(vm_rss_bytes("Name:\tkthread\n"), None);
         let limits = "Limit                     Soft Limit           Hard Limit           Units     \n\
                       Max open files            20000                20000                files     \n";

@@ -566,7 +566,9 @@ pub fn render_nft(cfg: &GatewayConfig) -> String {
             for rule in class_rules(cfg, c, f) {
                 let rule = match cfg.classes.iter().position(|x| x.name == c.name) {
                     Some(i) if c.action == Action::Bypass => match rule.strip_suffix(" accept") {
-                        Some(head) => format!("{head} counter name {} accept", bypass_class_counter(i)),
+                        Some(head) => {
+                            format!("{head} counter name {} accept", bypass_class_counter(i))
+                        }
                         None => rule,
                     },
                     _ => rule,
@@ -1045,13 +1047,25 @@ mod tests {
         let nft = render_nft(&from_value(j).unwrap());
         // Six bypass entries in the example, and the class (index 1 in the config).
         for i in 0..6 {
-            assert!(nft.contains(&format!("counter {} {{}}", bypass_counter(i))), "{nft}");
-            assert!(nft.contains(&format!("counter name bypass counter name {} accept", bypass_counter(i))));
+            assert!(
+                nft.contains(&format!("counter {} {{}}", bypass_counter(i))),
+                "{nft}"
+            );
+            assert!(nft.contains(&format!(
+                "counter name bypass counter name {} accept",
+                bypass_counter(i)
+            )));
         }
         assert!(!nft.contains(&bypass_counter(6)));
         assert!(nft.contains(&format!("counter {} {{}}", bypass_class_counter(1))));
-        let class = nft.lines().find(|l| l.contains("comment \"class voip\"")).unwrap();
-        assert!(class.contains(&format!("counter name {} accept", bypass_class_counter(1))), "{class}");
+        let class = nft
+            .lines()
+            .find(|l| l.contains("comment \"class voip\""))
+            .unwrap();
+        assert!(
+            class.contains(&format!("counter name {} accept", bypass_class_counter(1))),
+            "{class}"
+        );
         // The web class (accelerate) has none.
         assert!(!nft.contains(&bypass_class_counter(0)));
     }

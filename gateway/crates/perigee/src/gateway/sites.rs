@@ -61,7 +61,10 @@ mod tests {
         assert_eq!(site("fd72:7::10"), "ship-7");
         assert_eq!(site("::ffff:10.72.7.1"), "ship-7");
         assert_eq!(site("10.9.9.9"), "other");
-        assert_eq!(SiteMap::default().site_of("10.72.7.9".parse().unwrap()), "other");
+        assert_eq!(
+            SiteMap::default().site_of("10.72.7.9".parse().unwrap()),
+            "other"
+        );
     }
 
     #[test]
@@ -71,18 +74,33 @@ mod tests {
             j["sites"] = sites;
             from_value(j).unwrap_err().field
         };
-        assert_eq!(bad(serde_json::json!([{"name": "other", "prefixes": ["10.0.0.0/8"]}])), "sites[0].name");
         assert_eq!(
-            bad(serde_json::json!([{"name": "a", "prefixes": ["10.0.0.0/8"]}, {"name": "a", "prefixes": ["10.1.0.0/16"]}])),
+            bad(serde_json::json!([{"name": "other", "prefixes": ["10.0.0.0/8"]}])),
+            "sites[0].name"
+        );
+        assert_eq!(
+            bad(
+                serde_json::json!([{"name": "a", "prefixes": ["10.0.0.0/8"]}, {"name": "a", "prefixes": ["10.1.0.0/16"]}])
+            ),
             "sites[1].name"
         );
-        assert_eq!(bad(serde_json::json!([{"name": "a", "prefixes": []}])), "sites[0].prefixes");
-        assert_eq!(bad(serde_json::json!([{"name": "a", "prefixes": ["10.0.0.0/33"]}])), "sites[0].prefixes[0]");
         assert_eq!(
-            bad(serde_json::json!([{"name": "a", "prefixes": ["10.1.0.0/16"]}, {"name": "b", "prefixes": ["10.1.2.3/16"]}])),
+            bad(serde_json::json!([{"name": "a", "prefixes": []}])),
+            "sites[0].prefixes"
+        );
+        assert_eq!(
+            bad(serde_json::json!([{"name": "a", "prefixes": ["10.0.0.0/33"]}])),
+            "sites[0].prefixes[0]"
+        );
+        assert_eq!(
+            bad(
+                serde_json::json!([{"name": "a", "prefixes": ["10.1.0.0/16"]}, {"name": "b", "prefixes": ["10.1.2.3/16"]}])
+            ),
             "sites[1].prefixes[0]"
         );
-        assert!(bad(serde_json::json!([{"name": "a", "prefixes": ["10.1.0.0/16"], "x": 1}]))
-            .starts_with("sites[0]"));
+        assert!(
+            bad(serde_json::json!([{"name": "a", "prefixes": ["10.1.0.0/16"], "x": 1}]))
+                .starts_with("sites[0]")
+        );
     }
 }

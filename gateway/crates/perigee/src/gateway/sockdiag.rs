@@ -26,7 +26,8 @@ const BATCH: usize = 256;
 
 /// TCP states worth reading: everything that can still move bytes (not LISTEN, TIME_WAIT,
 /// SYN_RECV request socks, or CLOSE).
-pub const ACTIVE_STATES: u32 = (1 << 1) | (1 << 2) | (1 << 4) | (1 << 5) | (1 << 8) | (1 << 9) | (1 << 11);
+pub const ACTIVE_STATES: u32 =
+    (1 << 1) | (1 << 2) | (1 << 4) | (1 << 5) | (1 << 8) | (1 << 9) | (1 << 11);
 
 /// One socket as the kernel lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -93,7 +94,14 @@ fn recv(fd: &OwnedFd, buf: &mut [u8], flags: libc::c_int) -> io::Result<usize> {
 
 fn send(fd: &OwnedFd, buf: &[u8]) -> io::Result<()> {
     // SAFETY: buf is valid for reads of its length.
-    let n = unsafe { libc::send(fd.as_raw_fd(), buf.as_ptr() as *const libc::c_void, buf.len(), 0) };
+    let n = unsafe {
+        libc::send(
+            fd.as_raw_fd(),
+            buf.as_ptr() as *const libc::c_void,
+            buf.len(),
+            0,
+        )
+    };
     if n < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -313,7 +321,13 @@ impl SockDiag {
             let mut batch = Vec::with_capacity(chunk.len() * (NLMSG_HDR + DIAG_REQ));
             for s in chunk {
                 self.seq = self.seq.wrapping_add(1);
-                batch.extend(request(self.seq, s.local.is_ipv6(), u32::MAX, true, Some(s)));
+                batch.extend(request(
+                    self.seq,
+                    s.local.is_ipv6(),
+                    u32::MAX,
+                    true,
+                    Some(s),
+                ));
             }
             send(&self.fd, &batch)?;
             self.read_answers(chunk.len(), false, |s, info| {
@@ -374,7 +388,10 @@ mod tests {
     fn inode_of(fd: i32) -> u32 {
         let link = std::fs::read_link(format!("/proc/self/fd/{fd}")).unwrap();
         let s = link.to_string_lossy();
-        s.trim_start_matches("socket:[").trim_end_matches(']').parse().unwrap()
+        s.trim_start_matches("socket:[")
+            .trim_end_matches(']')
+            .parse()
+            .unwrap()
     }
 
     #[test]
@@ -418,7 +435,10 @@ mod tests {
             loop {
                 let done = w.drain();
                 if let Some((_, info)) = done.iter().find(|(s, _)| s.cookie == cookie) {
-                    let t = crate::gateway::telemetry::parse_tcp_info(&info.as_ref().unwrap().tcp_info, "");
+                    let t = crate::gateway::telemetry::parse_tcp_info(
+                        &info.as_ref().unwrap().tcp_info,
+                        "",
+                    );
                     assert!(t.bytes_acked >= 50_001, "{}", t.bytes_acked);
                     break;
                 }

@@ -69,7 +69,10 @@ impl Deltas {
             flows: 0,
             retrans_segments: c.retrans_segs,
         };
-        self.by_action.entry(s.action.as_str()).or_default().add(&usage);
+        self.by_action
+            .entry(s.action.as_str())
+            .or_default()
+            .add(&usage);
         for (map, key) in [(&mut self.by_class, &s.class), (&mut self.by_site, &s.site)] {
             match map.get_mut(key) {
                 Some(u) => u.add(&usage),
@@ -440,7 +443,8 @@ impl Worker {
             ((self.generation as u64 * 64 + self.index as u64) << 32) | (self.seq & 0xffff_ffff);
         let now = Instant::now();
         let leg_v6 = [
-            sys::local_addr(flow.client.as_raw_fd()).map_or(flow.client_addr.is_ipv6(), |a| a.is_ipv6()),
+            sys::local_addr(flow.client.as_raw_fd())
+                .map_or(flow.client_addr.is_ipv6(), |a| a.is_ipv6()),
             sys::local_addr(server.as_raw_fd()).map_or(flow.server_addr.is_ipv6(), |a| a.is_ipv6()),
         ];
         let site = self.sites.site_of(flow.client_addr.ip()).to_string();

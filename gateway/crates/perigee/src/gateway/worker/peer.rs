@@ -183,21 +183,26 @@ impl Worker {
             ..SatLeg::of(&cfg, None)
         };
         let sat_cc = self.tune_satellite_leg(peer_fd, &flow.sat, Some(&inherited));
-        let (srv, connected, mut cc) =
-            match self.connect_outbound(&cfg, (client, server), (&flow.sat, flow.dscp), peer_fd, true) {
-                Ok(x) => x,
-                Err(e) => {
-                    self.deltas.failed_connect += 1;
-                    let errno = e.raw_os_error().unwrap_or(libc::EIO);
-                    let _ = sys::send(peer_fd, &wire::status(Status::Failed(errno)));
-                    log::warn(
-                        "peer flow: cannot open the server connection",
-                        json!({"terminal": a.terminal.to_string(), "client": client.to_string(),
+        let (srv, connected, mut cc) = match self.connect_outbound(
+            &cfg,
+            (client, server),
+            (&flow.sat, flow.dscp),
+            peer_fd,
+            true,
+        ) {
+            Ok(x) => x,
+            Err(e) => {
+                self.deltas.failed_connect += 1;
+                let errno = e.raw_os_error().unwrap_or(libc::EIO);
+                let _ = sys::send(peer_fd, &wire::status(Status::Failed(errno)));
+                log::warn(
+                    "peer flow: cannot open the server connection",
+                    json!({"terminal": a.terminal.to_string(), "client": client.to_string(),
                            "server": server.to_string(), "error": e.to_string()}),
-                    );
-                    return;
-                }
-            };
+                );
+                return;
+            }
+        };
         cc[0] = sat_cc;
         let id = self.insert_session(flow, srv, !connected, true, cc, Path::Peer);
         if let Some(s) = self.flows.get_mut(&id) {
