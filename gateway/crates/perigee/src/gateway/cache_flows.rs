@@ -13,15 +13,19 @@ use super::sites::SiteMap;
 use super::sockdiag::{DestroyWatch, DiagInfo, DiagSocket, SockDiag, ACTIVE_STATES};
 use super::telemetry::{parse_tcp_info, CacheRequests, Flow, Legs, TcpInfo};
 use perigee_squid::{AccessRecord, CacheOutcome};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 /// Ids of cache flows: above any split flow's ((generation × 64 + worker) << 32), below 2^53
 /// so that JavaScript reads them exactly.
 pub const ID_BASE: u64 = 0xf_ffff << 32;
-/// How long a closed client connection waits for the access-log lines of its last requests.
+/// How long a closed client connection waits for the access-log lines of its last requests, and
+/// how long a destroyed socket never listed waits for a log line that says it was Squid's.
 const LOG_GRACE: Duration = Duration::from_secs(2);
+/// Destroyed sockets waiting for such a line, at most (the rest of the namespace's closing
+/// sockets pass through here too: the splitter's).
+const MAX_ORPHANS: usize = 50_000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Side {
@@ -103,6 +107,11 @@ pub struct CacheFlows {
     watch: Option<DestroyWatch>,
     socks: HashMap<u64, Tracked>,
     pending: Vec<(Instant, Flow)>,
+    /// Destroyed sockets shaped like Squid's that no listing saw (a connection shorter than the
+    /// sampling period): Squid's when a log line names them (`adopt`).
+    orphans: VecDeque<(Instant, DiagSocket, DiagInfo)>,
+    /// Log lines of the last LOG_GRACE, for orphans that are destroyed after their line is read.
+    recent: VecDeque<(Instant, AccessRecord)>,
     seq: u64,
     last_sample: Option<Instant>,
     /// Why the cache's connections cannot be read (None while they can).
@@ -139,6 +148,7 @@ impl CacheFlows {
             }
         }
         self.join(view, records, &mut out);
+        self.adopt(view, &mut out);
         let (ready, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.pending)
             .into_iter()
             .partition(|(at, _)| now.duration_since(*at) >= LOG_GRACE || squid_pgid.is_none());
@@ -157,9 +167,15 @@ impl CacheFlows {
         }
         // Final counters of what closed since the last round.
         let destroyed = self.watch.as_mut().map(|w| w.drain()).unwrap_or_default();
+        let now = Instant::now();
         for (s, info) in destroyed {
             if self.socks.contains_key(&s.cookie) {
                 self.close(view, s.cookie, info, out);
+            } else if let Some(info) = info {
+                let shaped = view.served(s.remote.ip()) || view.served(s.local.ip());
+                if shaped && self.orphans.len() < MAX_ORPHANS {
+                    self.orphans.push_back((now, s, info));
+                }
             }
         }
         let inodes = socket_inodes_of_group(pgid);
@@ -330,7 +346,9 @@ impl CacheFlows {
             .filter(|t| t.side == Side::Client)
             .map(|t| (t.sock.remote.to_string(), t.sock.cookie))
             .collect();
+        let now = Instant::now();
         for r in records {
+            self.recent.push_back((now, r.clone()));
             let client: Option<SocketAddr> = r.client.parse().ok();
             if r.outcome == CacheOutcome::Hit {
                 let site =
@@ -356,6 +374,55 @@ impl CacheFlows {
         }
     }
 
+    /// Destroyed sockets no listing saw that a log line names are Squid's: a client connection
+    /// (its peer is the line's client) or an origin connection (from the line's client address
+    /// to its server). Counted from their final TCP_INFO and closed at once; the others expire.
+    fn adopt(&mut self, view: &View, out: &mut Step) {
+        let now = Instant::now();
+        while self
+            .recent
+            .front()
+            .is_some_and(|(at, _)| now.duration_since(*at) > LOG_GRACE)
+        {
+            self.recent.pop_front();
+        }
+        if self.orphans.is_empty() || self.recent.is_empty() {
+            self.orphans
+                .retain(|(at, _, _)| now.duration_since(*at) <= LOG_GRACE);
+            return;
+        }
+        let mut keep = VecDeque::new();
+        for (at, sock, info) in std::mem::take(&mut self.orphans) {
+            let records: Vec<AccessRecord> = self
+                .recent
+                .iter()
+                .map(|(_, r)| r)
+                .filter(|r| names_socket(r, &sock))
+                .cloned()
+                .collect();
+            if records.is_empty() {
+                if now.duration_since(at) <= LOG_GRACE {
+                    keep.push_back((at, sock, info));
+                }
+                continue;
+            }
+            let cookie = sock.cookie;
+            self.track(view, sock, out);
+            if let Some(t) = self.socks.get_mut(&cookie) {
+                if let Some(c) = t.cache.as_mut() {
+                    for r in records
+                        .iter()
+                        .filter(|r| r.client == t.sock.remote.to_string())
+                    {
+                        add_record(c, r);
+                    }
+                }
+            }
+            self.close(view, cookie, Some(info), out);
+        }
+        self.orphans = keep;
+    }
+
     /// The flows open now, in the control protocol's record.
     pub fn live(&self, view: &View) -> Vec<Flow> {
         let mut flows: Vec<Flow> = self
@@ -370,6 +437,17 @@ impl CacheFlows {
         flows.sort_by_key(|f| f.id);
         flows
     }
+}
+
+/// Whether a log line was about this socket: Squid's side of the line's client connection, or
+/// its connection from the line's client address to the line's server.
+fn names_socket(r: &AccessRecord, sock: &DiagSocket) -> bool {
+    let client: Option<SocketAddr> = r.client.parse().ok();
+    if client == Some(sock.remote) {
+        return true;
+    }
+    let server: Option<std::net::IpAddr> = r.server.as_deref().and_then(|a| a.parse().ok());
+    client.map(|c| c.ip()) == Some(sock.local.ip()) && server == Some(sock.remote.ip())
 }
 
 fn add_record(c: &mut CacheRequests, r: &AccessRecord) {
@@ -546,6 +624,7 @@ mod tests {
 
     fn sock(cookie: u64, local: &str, remote: &str) -> DiagSocket {
         DiagSocket {
+            inet6: false,
             state: 1,
             local: local.parse().unwrap(),
             remote: remote.parse().unwrap(),
@@ -620,6 +699,65 @@ mod tests {
         assert_eq!(t.pending.len(), 1);
         assert_eq!(t.pending[0].1.cache.as_ref().unwrap().requests, 3);
         assert_eq!(t.pending[0].1.state, "closed");
+    }
+
+    #[test]
+    fn a_connection_no_listing_saw_is_adopted_by_its_log_line() {
+        let cfg = from_value(example_json()).unwrap();
+        let view = View::of(&cfg);
+        let mut t = CacheFlows::default();
+        let mut out = Step::default();
+        let info = |acked: u64, received: u64| {
+            let mut raw = vec![0u8; 232];
+            raw[0] = 7;
+            raw[120..128].copy_from_slice(&acked.to_ne_bytes());
+            raw[128..136].copy_from_slice(&received.to_ne_bytes());
+            DiagInfo {
+                tcp_info: raw,
+                cc: "cubic".into(),
+            }
+        };
+        let now = Instant::now();
+        // A short hit (client side), a short miss's origin connection, and a splitter socket.
+        t.orphans.push_back((
+            now,
+            sock(7, "10.71.3.10:80", "10.71.1.10:40100"),
+            info(5000, 100),
+        ));
+        t.orphans.push_back((
+            now,
+            sock(8, "10.71.1.10:51100", "10.71.3.10:80"),
+            info(120, 9000),
+        ));
+        t.orphans.push_back((
+            now,
+            sock(9, "10.71.3.10:5001", "10.71.1.10:40200"),
+            info(1, 1),
+        ));
+        let mut miss = record("10.71.1.10:40100", "TCP_MISS", 5000, 9000);
+        miss.server = Some("10.71.3.10".into());
+        t.join(&view, vec![miss], &mut out);
+        t.adopt(&view, &mut out);
+        assert_eq!(
+            t.orphans.len(),
+            1,
+            "the splitter's socket waits, then expires"
+        );
+        assert_eq!(t.pending.len(), 2);
+        let client = t
+            .pending
+            .iter()
+            .find(|(_, f)| f.client == "10.71.1.10:40100")
+            .unwrap();
+        assert_eq!(client.1.cache.as_ref().unwrap().misses, 1);
+        assert_eq!(client.1.bytes_down, 5000);
+        // The origin connection crossed the satellite (a terminal): counted from its final info.
+        assert_eq!(
+            (out.link.return_payload, out.link.forward_payload),
+            (120, 9000)
+        );
+        assert_eq!(out.cache.flows, 1);
+        assert!(t.socks.is_empty());
     }
 
     #[test]

@@ -581,7 +581,8 @@ fn watch_cache_flows(shared: Arc<Shared>, feed: perigee_squid::RecordFeed) {
     let mut tracker = CacheFlows::default();
     let mut pgid = None;
     loop {
-        std::thread::sleep(CACHE_FLOWS_EVERY);
+        // On the same boundaries as the workers' ticks.
+        std::thread::sleep(sys::until_next_boundary(CACHE_FLOWS_EVERY));
         if shared.shutting_down.load(Ordering::Relaxed) {
             return;
         }

@@ -32,6 +32,9 @@ pub const ACTIVE_STATES: u32 =
 /// One socket as the kernel lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DiagSocket {
+    /// The socket's family is AF_INET6 (it may still carry IPv4: a dual-stack socket's
+    /// addresses below are given as plain IPv4 then, as its packets are).
+    pub inet6: bool,
     pub state: u8,
     pub local: SocketAddr,
     pub remote: SocketAddr,
@@ -138,8 +141,8 @@ fn request(seq: u32, v6: bool, states: u32, info: bool, exact: Option<&DiagSocke
     if let Some(s) = exact {
         id[0..2].copy_from_slice(&s.local.port().to_be_bytes());
         id[2..4].copy_from_slice(&s.remote.port().to_be_bytes());
-        id[4..20].copy_from_slice(&addr16(s.local.ip()));
-        id[20..36].copy_from_slice(&addr16(s.remote.ip()));
+        id[4..20].copy_from_slice(&addr16(s.local.ip(), s.inet6));
+        id[20..36].copy_from_slice(&addr16(s.remote.ip(), s.inet6));
         id[40..44].copy_from_slice(&((s.cookie & 0xffff_ffff) as u32).to_ne_bytes());
         id[44..48].copy_from_slice(&((s.cookie >> 32) as u32).to_ne_bytes());
     } else {
@@ -150,8 +153,11 @@ fn request(seq: u32, v6: bool, states: u32, info: bool, exact: Option<&DiagSocke
     m
 }
 
-fn addr16(ip: IpAddr) -> [u8; 16] {
+/// The address as inet_diag_sockid holds it: IPv4 in the first 4 bytes of an AF_INET socket,
+/// IPv4-mapped in an AF_INET6 one.
+fn addr16(ip: IpAddr, inet6: bool) -> [u8; 16] {
     match ip {
+        IpAddr::V4(a) if inet6 => a.to_ipv6_mapped().octets(),
         IpAddr::V4(a) => {
             let mut b = [0u8; 16];
             b[..4].copy_from_slice(&a.octets());
@@ -165,8 +171,9 @@ fn addr_of(family: u8, b: &[u8]) -> Option<IpAddr> {
     if family == libc::AF_INET as u8 {
         Some(IpAddr::V4(Ipv4Addr::new(b[0], b[1], b[2], b[3])))
     } else if family == libc::AF_INET6 as u8 {
-        let a: [u8; 16] = b.get(..16)?.try_into().ok()?;
-        Some(IpAddr::V6(Ipv6Addr::from(a)))
+        let a = Ipv6Addr::from(<[u8; 16]>::try_from(b.get(..16)?).ok()?);
+        // A dual-stack socket talking IPv4: its address as the packets carry it.
+        Some(a.to_ipv4_mapped().map_or(IpAddr::V6(a), IpAddr::V4))
     } else {
         None
     }
@@ -234,6 +241,7 @@ pub fn parse_diag_msg(p: &[u8]) -> Option<(DiagSocket, Option<DiagInfo>)> {
         i.cc = cc;
     }
     let sock = DiagSocket {
+        inet6: family == libc::AF_INET6 as u8,
         state: p[1],
         local,
         remote,
@@ -321,13 +329,7 @@ impl SockDiag {
             let mut batch = Vec::with_capacity(chunk.len() * (NLMSG_HDR + DIAG_REQ));
             for s in chunk {
                 self.seq = self.seq.wrapping_add(1);
-                batch.extend(request(
-                    self.seq,
-                    s.local.is_ipv6(),
-                    u32::MAX,
-                    true,
-                    Some(s),
-                ));
+                batch.extend(request(self.seq, s.inet6, u32::MAX, true, Some(s)));
             }
             send(&self.fd, &batch)?;
             self.read_answers(chunk.len(), false, |s, info| {

@@ -281,6 +281,30 @@ pub fn now_f64() -> f64 {
         .unwrap_or(0.0)
 }
 
+/// How far the wall clock is from its next multiple of `period` (every process samples on the
+/// same boundaries, so one reading of the counters a little after a boundary sees one round of
+/// every sampler: docs/splitter.md, *Rates*).
+pub fn until_next_boundary(period: std::time::Duration) -> std::time::Duration {
+    let p = period.as_nanos().max(1);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    std::time::Duration::from_nanos((p - now % p) as u64)
+}
+
+#[cfg(test)]
+mod boundary_tests {
+    use super::until_next_boundary;
+    use std::time::Duration;
+
+    #[test]
+    fn next_boundary_is_within_one_period() {
+        let d = until_next_boundary(Duration::from_millis(500));
+        assert!(d > Duration::ZERO && d <= Duration::from_millis(500));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

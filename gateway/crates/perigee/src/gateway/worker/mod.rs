@@ -32,6 +32,8 @@ const TOKEN_CONTROL: u64 = 0;
 const TOKEN_LISTEN4: u64 = 1;
 const TOKEN_LISTEN6: u64 = 2;
 const TOKEN_FLOW_BASE: u64 = 16;
+/// Sampling and reporting period.
+const TICK: Duration = Duration::from_secs(1);
 /// Tokens from here on belong to the peer path (the pool's or the peer listener's sockets).
 const TOKEN_PEER_BASE: u64 = 1 << 62;
 
@@ -794,9 +796,15 @@ impl Worker {
 
     pub fn run(mut self) -> ! {
         let mut evs = vec![libc::epoll_event { events: 0, u64: 0 }; 512];
-        let mut last_tick = Instant::now();
+        // Ticks (sample, report) on whole wall-clock seconds, like every other worker and the
+        // cache's sampler: a reading of the master's counters shortly after a second has one
+        // round of each (docs/splitter.md, *Rates*).
+        let mut next_tick = Instant::now() + sys::until_next_boundary(TICK);
         loop {
-            let n = self.ep.wait(&mut evs, 200);
+            let wait = next_tick
+                .saturating_duration_since(Instant::now())
+                .min(Duration::from_millis(200));
+            let n = self.ep.wait(&mut evs, wait.as_millis() as i32 + 1);
             for ev in evs.iter().take(n).copied() {
                 let (token, events) = (ev.u64, ev.events);
                 match token {
@@ -817,9 +825,9 @@ impl Worker {
             }
             // After the batch: no event of a replaced socket can still be pending.
             self.after_batch();
-            if last_tick.elapsed() >= Duration::from_secs(1) {
-                last_tick = Instant::now();
+            if Instant::now() >= next_tick {
                 self.on_tick();
+                next_tick = Instant::now() + sys::until_next_boundary(TICK);
             }
         }
     }
