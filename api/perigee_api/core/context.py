@@ -86,3 +86,6 @@ class AppContext:
     collector: Collector | None = None
     loop: asyncio.AbstractEventLoop | None = None
     started_at: float = field(default_factory=time.time)
+    # The collector's latest per-second values: metric -> key -> value (what /sites shows as "now").
+    latest: dict[str, dict[str, float]] = field(default_factory=dict)
+    latest_at: float = 0.0

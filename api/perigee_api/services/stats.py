@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from typing import Any
+from typing import Any, Literal, get_args
 
 from sqlalchemy import delete, func, insert, select, text
 from sqlalchemy.orm import Session
@@ -34,7 +34,11 @@ from perigee_api.models import SAMPLE_TABLES, FlowRecord, Meta, Sample1s
 
 # Which way a flow crossed the satellite (the gateway's `path`): its own connection, or the peer path.
 FLOW_PATHS = ("direct", "peer")
-METRICS = (
+# Who terminated the client's connection: a split flow, or the cache (Squid).
+RELAYS = ("splitter", "squid")
+# Live flows of clients no configured site covers (the gateway's name for them).
+OTHER_SITE = "other"
+Metric = Literal[
     "class_bps",
     "action_bps",
     "cache_hit_ratio",
@@ -48,13 +52,12 @@ METRICS = (
     "site_retrans_ps",
     "site_flows",
     "site_rtt_ms",
-)
-# Live flows of clients no configured site covers (the gateway's name for them).
-OTHER_SITE = "other"
+]
+METRICS: tuple[str, ...] = get_args(Metric)
 MAX_POINTS = 720
 
 
-def _host(endpoint: str) -> str:
+def host_of(endpoint: str) -> str:
     """'10.0.0.1:80' → '10.0.0.1'; '[fd00::1]:80' or 'fd00::1:80' → 'fd00::1'."""
     if endpoint.startswith("["):
         return endpoint[1:].split("]", 1)[0]
@@ -83,9 +86,9 @@ def store_closed_flows(db: Session, flows: list[dict[str, Any]], now: float) -> 
                 {
                     "gateway_id": int(f.get("id", 0)),
                     "client": client[:64],
-                    "client_ip": _host(client)[:48],
+                    "client_ip": host_of(client)[:48],
                     "server": server[:64],
-                    "server_ip": _host(server)[:48],
+                    "server_ip": host_of(server)[:48],
                     "family": int(f.get("family", 4)),
                     "flow_class": f.get("class"),
                     "action": f.get("action"),
@@ -97,6 +100,9 @@ def store_closed_flows(db: Session, flows: list[dict[str, Any]], now: float) -> 
                     "sat_srtt_us": _sat_srtt(f),
                     "legs": f.get("legs"),
                     "path": f.get("path") if f.get("path") in FLOW_PATHS else None,
+                    "site": str(f["site"])[:64] if f.get("site") else None,
+                    "relay": f.get("relay") if f.get("relay") in RELAYS else None,
+                    "dscp": f["dscp"] if isinstance(f.get("dscp"), int) and 0 <= f["dscp"] <= 63 else None,
                 }
             )
         except (KeyError, TypeError, ValueError):
@@ -194,7 +200,10 @@ class SampleBuilder:
         cur, old = counters.get("by_site") or {}, self.prev_counters.get("by_site") or {}
         for site, (up, down) in rates.items():
             out += [("site_down_bps", site, down), ("site_up_bps", site, up)]
-            for metric, field, scale in (("site_saved_bps", "cache_saved_bytes", 8), ("site_retrans_ps", "retrans_segments", 1)):
+            for metric, field, scale in (
+                ("site_saved_bps", "cache_saved_bytes", 8),
+                ("site_retrans_ps", "retrans_segments", 1),
+            ):
                 d = _num(cur.get(site) or {}, field) - _num(old.get(site) or {}, field)
                 if d >= 0:
                     out.append((metric, site, d * scale / dt))
@@ -214,9 +223,7 @@ class SampleBuilder:
         return out
 
 
-def _link_rates(
-    counters: dict[str, Any] | None, prev: dict[str, Any] | None, dt: float
-) -> tuple[float, float] | None:
+def _link_rates(counters: dict[str, Any] | None, prev: dict[str, Any] | None, dt: float) -> tuple[float, float] | None:
     """(forward, return) bit/s over the interval from the gateway's `link` counters; None without two readings
     (or when they went back: the gateway restarted)."""
     if not counters or not prev or dt <= 0:

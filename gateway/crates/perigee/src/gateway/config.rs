@@ -265,12 +265,8 @@ pub struct Class {
     #[serde(default)]
     pub satellite: ClassSatellite,
     /// The DSCP (0..63) this class's re-originated connections carry instead of the client's.
-    /// Absent = copy the client's (docs/splitter.md, *DSCP*); null is refused.
-    #[serde(
-        default,
-        deserialize_with = "present",
-        skip_serializing_if = "Option::is_none"
-    )]
+    /// Absent or null = copy the client's (docs/splitter.md, *DSCP*).
+    #[serde(default)]
     pub set_dscp: Option<u32>,
 }
 
