@@ -150,3 +150,16 @@ def test_sites_now_lists_configured_sites_with_the_last_second(
     assert by["ship-a"]["down_bps"] == 1e6 and by["ship-a"]["flows"] == 1 and by["ship-a"]["retrans_ps"] == 2.0
     assert by["ship-a"]["prefixes"] == ["10.71.1.0/24"] and by["ship-a"]["rtt_ms"] == 600.0
     assert by["quiet"]["flows"] == 0 and by["quiet"]["rtt_ms"] is None
+
+
+def test_bypass_counts_per_rule(app: FastAPI, fake_gw: FakeGateway, viewer: TestClient) -> None:
+    fake_gw.counters["bypass_rules"] = [
+        {"name": "ipsec-esp", "kind": "bypass", "builtin": True, "packets": 12, "bytes": 3400},
+        {"name": "voip", "kind": "class", "builtin": False, "packets": 5, "bytes": 500},
+    ]
+    app.state.ctx.collector.tick()
+    body = viewer.get("/api/v1/stats/bypass").json()
+    assert [(r["name"], r["kind"], r["packets"]) for r in body["rules"]] == [
+        ("ipsec-esp", "bypass", 12),
+        ("voip", "class", 5),
+    ]

@@ -89,3 +89,5 @@ class AppContext:
     # The collector's latest per-second values: metric -> key -> value (what /sites shows as "now").
     latest: dict[str, dict[str, float]] = field(default_factory=dict)
     latest_at: float = 0.0
+    # The gateway's counters as last read by the collector (None until the first reading).
+    counters: dict[str, Any] | None = None

@@ -416,6 +416,19 @@ class TopTalkersOut(BaseModel):
     talkers: list[TopTalker]
 
 
+class BypassRuleCount(BaseModel):
+    name: str
+    kind: Literal["bypass", "class"] = Field(description="a bypass entry, or a class whose action is bypass")
+    builtin: bool
+    packets: int
+    bytes: int
+
+
+class BypassCountsOut(BaseModel):
+    rules: list[BypassRuleCount]
+    updated_at: float | None
+
+
 class SeriesPoint(BaseModel):
     ts: int
     avg: float

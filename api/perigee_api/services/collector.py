@@ -65,6 +65,7 @@ class Collector:
         for metric, key, value in values:
             latest.setdefault(metric, {})[key] = value
         self.ctx.latest, self.ctx.latest_at = latest, now
+        self.ctx.counters = counters
         with self.ctx.db.session() as db:
             stats.store_closed_flows(db, closed, now)
             stats.store_samples(db, int(now), values)

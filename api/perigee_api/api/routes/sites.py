@@ -12,7 +12,14 @@ from sqlalchemy import func, select
 from perigee_api.api.deps import Ctx, Db, Viewer
 from perigee_api.core.errors import ApiError, ErrorResponse
 from perigee_api.models import FlowRecord
-from perigee_api.schemas.api import SiteNow, SitesOut, TopTalker, TopTalkersOut
+from perigee_api.schemas.api import (
+    BypassCountsOut,
+    BypassRuleCount,
+    SiteNow,
+    SitesOut,
+    TopTalker,
+    TopTalkersOut,
+)
 from perigee_api.services import stats, versions
 
 router = APIRouter(tags=["sites"], responses={401: {"model": ErrorResponse}, 403: {"model": ErrorResponse}})
@@ -117,3 +124,25 @@ def top_talkers(
             for k, v in ranked
         ],
     )
+
+
+@router.get(
+    "/stats/bypass",
+    response_model=BypassCountsOut,
+    summary="Traffic accepted untouched, per bypass rule (the gateway's nft counters as the collector last read them)",
+)
+def bypass_counts(who: Viewer, ctx: Ctx) -> BypassCountsOut:
+    rules = (ctx.counters or {}).get("bypass_rules") or []
+    out = []
+    for r in rules:
+        if isinstance(r, dict) and r.get("kind") in ("bypass", "class"):
+            out.append(
+                BypassRuleCount(
+                    name=str(r.get("name", "")),
+                    kind=r["kind"],
+                    builtin=bool(r.get("builtin")),
+                    packets=int(r.get("packets") or 0),
+                    bytes=int(r.get("bytes") or 0),
+                )
+            )
+    return BypassCountsOut(rules=out, updated_at=ctx.latest_at or None)
