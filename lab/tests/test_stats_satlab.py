@@ -179,7 +179,8 @@ def test_link_view_matches_what_the_satellite_carried(lab: None) -> None:
                 "highest_window_mean_bps": round(highest_mean), "peak_per_second_bps": round(peak),
                 "link_bps": RATE[direction],
                 "per_second_bps": [round(f[direction]) for f in per_second],
-                "emulator_per_second_bps": [round((b[direction] - a[direction]) * 8) for a, b in zip(emu, emu[1:])]}
+                "emulator_per_second_bps": [round((b[direction] - a[direction]) * 8)
+                                            for a, b in zip(emu, emu[1:], strict=False)]}
             if max(abs(e) for e in errs) > 5.0:
                 failures.append(f"{role} {direction}: window errors {errs}")
             if highest_mean > RATE[direction] * 1.05:
@@ -351,7 +352,8 @@ def test_flows_and_bytes_by_site_at_the_hub(lab: None) -> None:
 # --- metrics, dashboard, alert rules ---------------------------------------------------------------
 
 def scrape(role: str) -> str:
-    code = "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:9464/metrics', timeout=10).read().decode())"
+    code = ("import urllib.request; "
+            "print(urllib.request.urlopen('http://127.0.0.1:9464/metrics', timeout=10).read().decode())")
     p = subprocess.run(in_ns(role, [sys.executable, "-c", code], PREFIX), capture_output=True, text=True, timeout=30)
     assert p.returncode == 0, p.stderr
     return p.stdout

@@ -51,7 +51,7 @@ export async function satlabSteps(steps, { context, baseUrl, password, lab, shot
   /** An unsafe API call as the signed-in browser makes it (its session, the CSRF cookie echoed). */
   const send = async (method, path, data) => {
     const csrf = (await context.cookies()).find((c) => c.name === 'perigee_csrf')?.value ?? '';
-    const res = await context.fetch(`${baseUrl}/api/v1${path}`, { method, data, headers: { 'X-CSRF-Token': csrf } });
+    const res = await context.request.fetch(`${baseUrl}/api/v1${path}`, { method, data, headers: { 'X-CSRF-Token': csrf } });
     assert.ok(res.ok(), `${method} /api/v1${path}: ${res.status()} ${await res.text()}`);
     return res.json();
   };
@@ -249,7 +249,8 @@ export async function satlabSteps(steps, { context, baseUrl, password, lab, shot
     const desired = (await api('/config')).config;
     const cfg = { ...desired, cache: { ...desired.cache, enabled: true, memory_mb: 64, disk_mb: 256, max_object_mb: 200 } };
     const change = await send('PUT', '/config', { config: cfg, comment: 'e2e: cache on' });
-    await send('POST', `/versions/${change.version_id}/apply`, { comment: '' });
+    const applied = await send('POST', `/versions/${change.version_id}/apply`, { comment: '' });
+    assert.ok(applied.ok, `the cache config did not apply: ${JSON.stringify(applied)}`);
     await until('the gateway to serve port 80 from Squid', async () => {
       const h = await lab.gateway('/v1/health');
       return !(h.problems ?? []).some((p) => p.startsWith('cache:'));

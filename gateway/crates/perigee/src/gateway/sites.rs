@@ -22,7 +22,7 @@ impl SiteMap {
                     .map(|c| (c.network(), s.name.clone()))
             })
             .collect();
-        prefixes.sort_by(|a, b| b.0.len.cmp(&a.0.len));
+        prefixes.sort_by_key(|p| std::cmp::Reverse(p.0.len));
         SiteMap { prefixes }
     }
 
