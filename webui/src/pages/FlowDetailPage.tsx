@@ -100,10 +100,14 @@ export default function FlowDetailPage() {
             <Title order={3} size="h5" mb="xs">
               Cache requests on this connection
             </Title>
-            <Text size="sm">
-              {flow.cache.requests} request(s): {flow.cache.hits} from the cache, {flow.cache.misses} from the origin · last {flow.cache.result || '—'}{' '}
-              for {flow.cache.host || '—'} · {formatBytes(flow.cache.bytes_to_client)} to the client, {formatBytes(flow.cache.bytes_from_origin)} fetched
-            </Text>
+            {flow.cache.requests === 0 ? (
+              <Text size="sm">No request has finished yet (Squid logs each one when it ends).</Text>
+            ) : (
+              <Text size="sm">
+                {flow.cache.requests} request(s): {flow.cache.hits} from the cache, {flow.cache.misses} from the origin · last {flow.cache.result || '—'}{' '}
+                for {flow.cache.host || '—'} · {formatBytes(flow.cache.bytes_to_client)} to the client, {formatBytes(flow.cache.bytes_from_origin)} fetched
+              </Text>
+            )}
           </Paper>
         )}
         <SimpleGrid cols={{ base: 1, md: 2 }}>
