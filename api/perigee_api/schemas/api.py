@@ -288,6 +288,27 @@ class TcpInfo(BaseModel):
     bytes_acked: int | None = None
     bytes_received: int | None = None
     notsent_bytes: int | None = None
+    bytes_sent: int | None = None
+    bytes_retrans: int | None = None
+    segs_out: int | None = None
+    segs_in: int | None = None
+    data_segs_out: int | None = None
+    data_segs_in: int | None = None
+    timestamps: bool | None = None
+    tx_bps: float | None = Field(default=None, description="payload the peer acknowledged per second (last sample)")
+    rx_bps: float | None = Field(default=None, description="payload received in order per second (last sample)")
+
+
+class CacheRequests(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    requests: int = 0
+    hits: int = 0
+    misses: int = 0
+    host: str = ""
+    result: str = ""
+    bytes_to_client: int = 0
+    bytes_from_cache: int = 0
+    bytes_from_origin: int = 0
 
 
 class FlowLegs(BaseModel):
@@ -321,6 +342,12 @@ class Flow(BaseModel):
         description="how the flow crossed the satellite: the gateway's own connection (direct) or a warm, "
         "authenticated connection between the two gateways (peer); null from gateways without the field",
     )
+    relay: Literal["splitter", "squid"] | None = Field(
+        default=None, description="who terminated the client's connection: the splitter or the cache (Squid)"
+    )
+    site: str | None = Field(default=None, description="the client's remote site ('other': no configured site)")
+    dscp: int | None = Field(default=None, description="the DSCP the re-originated leg carries")
+    cache: CacheRequests | None = Field(default=None, description="Squid's flows: what the access log recorded")
 
 
 class LiveFlowsOut(BaseModel):
@@ -346,6 +373,9 @@ class FlowRecordOut(BaseModel):
     bytes_down: int
     sat_srtt_us: int | None
     path: Literal["direct", "peer"] | None
+    site: str | None = None
+    relay: Literal["splitter", "squid"] | None = None
+    dscp: int | None = None
 
 
 class FlowPage(BaseModel):
@@ -353,6 +383,50 @@ class FlowPage(BaseModel):
     total: int
     limit: int
     offset: int
+
+
+class SiteNow(BaseModel):
+    site: str
+    prefixes: list[str]
+    down_bps: float = Field(description="satellite payload toward the site's clients, last second")
+    up_bps: float
+    flows: int = Field(description="live flows")
+    rtt_ms: float | None = Field(description="mean smoothed RTT of the live flows' satellite legs")
+    retrans_ps: float = Field(description="satellite segments retransmitted per second")
+    cache_saved_bps: float = Field(description="what the cache served the site's clients without the satellite")
+
+
+class SitesOut(BaseModel):
+    sites: list[SiteNow]
+    updated_at: float | None
+
+
+class TopTalker(BaseModel):
+    key: str = Field(description="the site, or the client address")
+    site: str | None
+    bytes_down: int
+    bytes_up: int
+    flows: int
+
+
+class TopTalkersOut(BaseModel):
+    by: Literal["site", "client"]
+    start: int
+    end: int
+    talkers: list[TopTalker]
+
+
+class BypassRuleCount(BaseModel):
+    name: str
+    kind: Literal["bypass", "class"] = Field(description="a bypass entry, or a class whose action is bypass")
+    builtin: bool
+    packets: int
+    bytes: int
+
+
+class BypassCountsOut(BaseModel):
+    rules: list[BypassRuleCount]
+    updated_at: float | None
 
 
 class SeriesPoint(BaseModel):

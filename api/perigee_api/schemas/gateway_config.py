@@ -171,6 +171,14 @@ class Satellite(Strict):
     initcwnd: int = Field(default=10, ge=0, le=1000, description="0 = kernel default")
     initrwnd: int = Field(default=10, ge=0, le=1000, description="0 = kernel default")
     routes: list[Route] = Field(default_factory=list, max_length=256)
+    forward_rate_bps: int = Field(
+        default=0,
+        ge=0,
+        le=100_000_000_000,
+        description="the link's forward (hub → terminal) rate as the satellite interface counts it, for utilisation "
+        "and the link alert; 0 = unknown (nothing is shaped by it)",
+    )
+    return_rate_bps: int = Field(default=0, ge=0, le=100_000_000_000, description="the return rate; 0 = unknown")
 
     @model_validator(mode="after")
     def _unique_routes(self) -> Satellite:
@@ -340,6 +348,12 @@ class TrafficClass(Strict):
     match: Match = Field(default_factory=Match)
     action: Action
     satellite: ClassSatellite = Field(default_factory=ClassSatellite)
+    set_dscp: int | None = Field(
+        default=None,
+        ge=0,
+        le=63,
+        description="the DSCP the class's re-originated connections carry instead of the client's; null = the client's",
+    )
 
     @model_validator(mode="after")
     def _cache_is_tcp(self) -> TrafficClass:
@@ -347,6 +361,22 @@ class TrafficClass(Strict):
             raise ValueError("name: 'default' is reserved")
         if self.action == "cache" and self.match.protocol != "tcp":
             raise ValueError("action 'cache' needs protocol 'tcp'")
+        return self
+
+
+OTHER_SITE = "other"  # the gateway's name for clients no site covers
+
+
+class Site(Strict):
+    """A remote site (a terminal's LAN) for the per-site stats: its name and client prefixes."""
+
+    name: Name
+    prefixes: list[Cidr] = Field(min_length=1, max_length=256)
+
+    @model_validator(mode="after")
+    def _not_other(self) -> Site:
+        if self.name == OTHER_SITE:
+            raise ValueError(f"name: '{OTHER_SITE}' is reserved (clients no site covers)")
         return self
 
 
@@ -612,6 +642,12 @@ class GatewayConfig(Strict):
         description="QUIC (UDP 443) from the served subnets: pass (end to end, not accelerated) or fallback "
         "(answered with ICMP port-unreachable, so browsers use TCP, which is accelerated)",
     )
+    sites: list[Site] = Field(
+        default_factory=list,
+        max_length=1024,
+        description="remote sites by client prefix (longest match wins), for the per-site stats; clients none "
+        "covers count as 'other'",
+    )
     sysctls: Annotated[dict[str, str], AfterValidator(_sysctls)] = Field(default_factory=dict)
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
@@ -647,12 +683,23 @@ class GatewayConfig(Strict):
             ):
                 if self.peer.port == port:
                     raise ValueError(f"peer.port: already used by {name}")
-        for what, names in (("classes", [c.name for c in self.classes]), ("bypass", [r.name for r in self.bypass])):
+        for what, names in (
+            ("classes", [c.name for c in self.classes]),
+            ("bypass", [r.name for r in self.bypass]),
+            ("sites", [s.name for s in self.sites]),
+        ):
             seen: set[str] = set()
             for name in names:
                 if name in seen:
                     raise ValueError(f"{what}: duplicate name '{name}'")
                 seen.add(name)
+        owner: dict[str, str] = {}
+        for site in self.sites:
+            for prefix in site.prefixes:
+                net = str(ipaddress.ip_network(prefix, strict=False))
+                if net in owner:
+                    raise ValueError(f"sites: {prefix} is already a prefix of site '{owner[net]}'")
+                owner[net] = site.name
         return self
 
     def _check_dns(self) -> None:

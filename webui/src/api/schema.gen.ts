@@ -311,6 +311,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/flows/history.csv": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Closed flows as CSV (newest first), with the filters of /flows/history */
+        get: operations["flow_history_csv_api_v1_flows_history_csv_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/flows/stream": {
         parameters: {
             query?: never;
@@ -450,6 +467,40 @@ export interface paths {
         patch: operations["update_class_api_v1_policy_classes__name__patch"];
         trace?: never;
     };
+    "/api/v1/sites": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Each remote site now: throughput, flows, RTT, retransmissions, cache savings (the collector's last second) */
+        get: operations["sites_now_api_v1_sites_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/stats/bypass": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Traffic accepted untouched, per bypass rule (the gateway's nft counters as the collector last read them) */
+        get: operations["bypass_counts_api_v1_stats_bypass_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/stats/series": {
         parameters: {
             query?: never;
@@ -459,6 +510,23 @@ export interface paths {
         };
         /** Time series, downsampled to ≤ 720 points per key */
         get: operations["stats_series_api_v1_stats_series_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/stats/top-talkers": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The sites or client addresses that moved the most bytes over a time range: flows that ended in it, and the flows open now when it reaches now */
+        get: operations["top_talkers_api_v1_stats_top_talkers_get"];
         put?: never;
         post?: never;
         delete?: never;
@@ -853,6 +921,13 @@ export interface components {
              */
             file: string;
         };
+        /** BypassCountsOut */
+        BypassCountsOut: {
+            /** Rules */
+            rules: components["schemas"]["BypassRuleCount"][];
+            /** Updated At */
+            updated_at: number | null;
+        };
         /** BypassIn */
         BypassIn: {
             /** Cidrs */
@@ -905,6 +980,23 @@ export interface components {
              * @enum {string}
              */
             protocol: "tcp" | "udp" | "esp" | "ah" | "icmp" | "any";
+        };
+        /** BypassRuleCount */
+        BypassRuleCount: {
+            /** Builtin */
+            builtin: boolean;
+            /** Bytes */
+            bytes: number;
+            /**
+             * Kind
+             * @description a bypass entry, or a class whose action is bypass
+             * @enum {string}
+             */
+            kind: "bypass" | "class";
+            /** Name */
+            name: string;
+            /** Packets */
+            packets: number;
         };
         /** Cache */
         Cache: {
@@ -966,6 +1058,51 @@ export interface components {
              * @enum {string}
              */
             store: "rock" | "aufs";
+        };
+        /** CacheRequests */
+        CacheRequests: {
+            /**
+             * Bytes From Cache
+             * @default 0
+             */
+            bytes_from_cache: number;
+            /**
+             * Bytes From Origin
+             * @default 0
+             */
+            bytes_from_origin: number;
+            /**
+             * Bytes To Client
+             * @default 0
+             */
+            bytes_to_client: number;
+            /**
+             * Hits
+             * @default 0
+             */
+            hits: number;
+            /**
+             * Host
+             * @default
+             */
+            host: string;
+            /**
+             * Misses
+             * @default 0
+             */
+            misses: number;
+            /**
+             * Requests
+             * @default 0
+             */
+            requests: number;
+            /**
+             * Result
+             * @default
+             */
+            result: string;
+        } & {
+            [key: string]: unknown;
         };
         /**
          * CcChoice
@@ -1234,10 +1371,17 @@ export interface components {
              * @default 0
              */
             bytes_up: number;
+            /** @description Squid's flows: what the access log recorded */
+            cache?: components["schemas"]["CacheRequests"] | null;
             /** Class */
             class?: string | null;
             /** Client */
             client: string;
+            /**
+             * Dscp
+             * @description the DSCP the re-originated leg carries
+             */
+            dscp?: number | null;
             /** End Reason */
             end_reason?: string | null;
             /** Ended At */
@@ -1265,8 +1409,18 @@ export interface components {
              * @default 0
              */
             rate_up_bps: number;
+            /**
+             * Relay
+             * @description who terminated the client's connection: the splitter or the cache (Squid)
+             */
+            relay?: ("splitter" | "squid") | null;
             /** Server */
             server: string;
+            /**
+             * Site
+             * @description the client's remote site ('other': no configured site)
+             */
+            site?: string | null;
             /** Started At */
             started_at: number;
             /** State */
@@ -1306,6 +1460,8 @@ export interface components {
             class: string | null;
             /** Client */
             client: string;
+            /** Dscp */
+            dscp?: number | null;
             /** End Reason */
             end_reason: string | null;
             /** Ended At */
@@ -1318,10 +1474,14 @@ export interface components {
             id: number;
             /** Path */
             path: ("direct" | "peer") | null;
+            /** Relay */
+            relay?: ("splitter" | "squid") | null;
             /** Sat Srtt Us */
             sat_srtt_us: number | null;
             /** Server */
             server: string;
+            /** Site */
+            site?: string | null;
             /** Started At */
             started_at: number;
         };
@@ -1364,6 +1524,11 @@ export interface components {
             /** Served Subnets */
             served_subnets: string[];
             shaping?: components["schemas"]["Shaping"];
+            /**
+             * Sites
+             * @description remote sites by client prefix (longest match wins), for the per-site stats; clients none covers count as 'other'
+             */
+            sites?: components["schemas"]["Site"][];
             splitter?: components["schemas"]["Splitter"];
             /** Sysctls */
             sysctls?: {
@@ -1598,6 +1763,12 @@ export interface components {
              */
             congestion_control: "hybla" | "hybla_ld" | "cubic" | "bbr" | "reno";
             /**
+             * Forward Rate Bps
+             * @description the link's forward (hub → terminal) rate as the satellite interface counts it, for utilisation and the link alert; 0 = unknown (nothing is shaped by it)
+             * @default 0
+             */
+            forward_rate_bps: number;
+            /**
              * Initcwnd
              * @description 0 = kernel default
              * @default 10
@@ -1620,6 +1791,12 @@ export interface components {
              * @default 4194304
              */
             rcvbuf_bytes: number;
+            /**
+             * Return Rate Bps
+             * @description the return rate; 0 = unknown
+             * @default 0
+             */
+            return_rate_bps: number;
             /** Routes */
             routes?: components["schemas"]["Route"][];
             /**
@@ -1709,6 +1886,57 @@ export interface components {
              */
             rate_bps: number;
         };
+        /**
+         * Site
+         * @description A remote site (a terminal's LAN) for the per-site stats: its name and client prefixes.
+         */
+        Site: {
+            /** Name */
+            name: string;
+            /** Prefixes */
+            prefixes: string[];
+        };
+        /** SiteNow */
+        SiteNow: {
+            /**
+             * Cache Saved Bps
+             * @description what the cache served the site's clients without the satellite
+             */
+            cache_saved_bps: number;
+            /**
+             * Down Bps
+             * @description satellite payload toward the site's clients, last second
+             */
+            down_bps: number;
+            /**
+             * Flows
+             * @description live flows
+             */
+            flows: number;
+            /** Prefixes */
+            prefixes: string[];
+            /**
+             * Retrans Ps
+             * @description satellite segments retransmitted per second
+             */
+            retrans_ps: number;
+            /**
+             * Rtt Ms
+             * @description mean smoothed RTT of the live flows' satellite legs
+             */
+            rtt_ms: number | null;
+            /** Site */
+            site: string;
+            /** Up Bps */
+            up_bps: number;
+        };
+        /** SitesOut */
+        SitesOut: {
+            /** Sites */
+            sites: components["schemas"]["SiteNow"][];
+            /** Updated At */
+            updated_at: number | null;
+        };
         /** Splitter */
         Splitter: {
             /**
@@ -1755,10 +1983,18 @@ export interface components {
             bytes_acked?: number | null;
             /** Bytes Received */
             bytes_received?: number | null;
+            /** Bytes Retrans */
+            bytes_retrans?: number | null;
+            /** Bytes Sent */
+            bytes_sent?: number | null;
             /** Cc */
             cc?: string | null;
             /** Cwnd */
             cwnd?: number | null;
+            /** Data Segs In */
+            data_segs_in?: number | null;
+            /** Data Segs Out */
+            data_segs_out?: number | null;
             /** Delivery Rate Bps */
             delivery_rate_bps?: number | null;
             /** Lost */
@@ -1775,12 +2011,28 @@ export interface components {
             retrans_total?: number | null;
             /** Rttvar Us */
             rttvar_us?: number | null;
+            /**
+             * Rx Bps
+             * @description payload received in order per second (last sample)
+             */
+            rx_bps?: number | null;
+            /** Segs In */
+            segs_in?: number | null;
+            /** Segs Out */
+            segs_out?: number | null;
             /** Srtt Us */
             srtt_us?: number | null;
             /** Ssthresh */
             ssthresh?: number | null;
             /** State */
             state?: string | null;
+            /** Timestamps */
+            timestamps?: boolean | null;
+            /**
+             * Tx Bps
+             * @description payload the peer acknowledged per second (last sample)
+             */
+            tx_bps?: number | null;
         } & {
             [key: string]: unknown;
         };
@@ -1916,6 +2168,36 @@ export interface components {
             /** Username */
             username: string;
         };
+        /** TopTalker */
+        TopTalker: {
+            /** Bytes Down */
+            bytes_down: number;
+            /** Bytes Up */
+            bytes_up: number;
+            /** Flows */
+            flows: number;
+            /**
+             * Key
+             * @description the site, or the client address
+             */
+            key: string;
+            /** Site */
+            site: string | null;
+        };
+        /** TopTalkersOut */
+        TopTalkersOut: {
+            /**
+             * By
+             * @enum {string}
+             */
+            by: "site" | "client";
+            /** End */
+            end: number;
+            /** Start */
+            start: number;
+            /** Talkers */
+            talkers: components["schemas"]["TopTalker"][];
+        };
         /** TrafficClass */
         TrafficClass: {
             /**
@@ -1929,6 +2211,11 @@ export interface components {
             /** Priority */
             priority: number;
             satellite?: components["schemas"]["ClassSatellite"];
+            /**
+             * Set Dscp
+             * @description the DSCP the class's re-originated connections carry instead of the client's; null = the client's
+             */
+            set_dscp?: number | null;
         };
         /** Tuning */
         Tuning: {
@@ -3122,6 +3409,8 @@ export interface operations {
                 server?: string | null;
                 /** @description ended at or after (unix s) */
                 since?: number | null;
+                /** @description the client's remote site ('other': none) */
+                site?: string | null;
                 /** @description ended before (unix s) */
                 until?: number | null;
             };
@@ -3138,6 +3427,68 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["FlowPage"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    flow_history_csv_api_v1_flows_history_csv_get: {
+        parameters: {
+            query?: {
+                action?: ("accelerate" | "cache" | "bypass") | null;
+                class?: string | null;
+                /** @description client IP (exact) */
+                client?: string | null;
+                /** @description at most this many rows */
+                limit?: number;
+                path?: ("direct" | "peer") | null;
+                /** @description server IP (exact) */
+                server?: string | null;
+                /** @description ended at or after (unix s) */
+                since?: number | null;
+                site?: string | null;
+                /** @description ended before (unix s) */
+                until?: number | null;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/csv": unknown;
                 };
             };
             /** @description Unauthorized */
@@ -3730,13 +4081,89 @@ export interface operations {
             };
         };
     };
+    sites_now_api_v1_sites_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SitesOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    bypass_counts_api_v1_stats_bypass_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BypassCountsOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
     stats_series_api_v1_stats_series_get: {
         parameters: {
             query: {
                 /** @description unix s; default now */
                 end?: number | null;
                 key?: string | null;
-                metric: "class_bps" | "action_bps" | "cache_hit_ratio" | "dns_hit_ratio" | "dns_qps" | "leg_rtt_ms" | "link_bps";
+                metric: "class_bps" | "action_bps" | "cache_hit_ratio" | "dns_hit_ratio" | "dns_qps" | "leg_rtt_ms" | "link_bps" | "site_down_bps" | "site_up_bps" | "site_saved_bps" | "site_retrans_ps" | "site_flows" | "site_rtt_ms";
                 /** @description unix s; default end - 1 h */
                 start?: number | null;
             };
@@ -3753,6 +4180,60 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["SeriesOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    top_talkers_api_v1_stats_top_talkers_get: {
+        parameters: {
+            query?: {
+                by?: "site" | "client";
+                /** @description unix s; default now */
+                end?: number | null;
+                limit?: number;
+                /** @description unix s; default end - 1 h */
+                start?: number | null;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TopTalkersOut"];
                 };
             };
             /** @description Unauthorized */

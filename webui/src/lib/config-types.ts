@@ -18,6 +18,25 @@ export interface TrafficClass {
   match: ClassMatch;
   action: ClassAction;
   satellite: { congestion_control: CongestionControl | null; buffer_bytes: number; pacing_rate_bps: number };
+  /** The DSCP (0..63) the class's re-originated connections carry instead of the client's; null = the client's. */
+  set_dscp?: number | null;
+}
+
+/** A remote site for the per-site stats: a terminal's client prefixes. */
+export interface Site {
+  name: string;
+  prefixes: string[];
+}
+
+/** The gateway's name for clients no site covers. */
+export const OTHER_SITE = 'other';
+
+/** The satellite leg's settings; the link's rates (0 = unknown) drive utilisation and the link alert. */
+export interface SatelliteConfig {
+  congestion_control?: CongestionControl;
+  forward_rate_bps?: number;
+  return_rate_bps?: number;
+  [key: string]: unknown;
 }
 
 export interface BypassRule {
@@ -88,6 +107,8 @@ export interface GatewayConfig {
   splitter?: SplitterConfig;
   peer?: PeerConfig;
   quic?: QuicPolicy;
+  sites?: Site[];
+  satellite?: SatelliteConfig;
   [key: string]: unknown;
 }
 
@@ -98,6 +119,7 @@ export function newTrafficClass(priority: number): TrafficClass {
     match: { src: [], dst: [], protocol: 'tcp', dports: [], sports: [], dscp: [], iifname: [] },
     action: 'accelerate',
     satellite: { congestion_control: null, buffer_bytes: 0, pacing_rate_bps: 0 },
+    set_dscp: null,
   };
 }
 
@@ -107,6 +129,7 @@ interface LooseClass {
   action: ClassAction;
   match?: Partial<ClassMatch> & { protocol: ClassMatch['protocol'] };
   satellite?: { congestion_control?: CongestionControl | null; buffer_bytes?: number; pacing_rate_bps?: number };
+  set_dscp?: number | null;
 }
 
 /** Fills the defaults the API may omit, so forms always edit complete classes. */
@@ -118,5 +141,6 @@ export function normaliseClass(c: LooseClass): TrafficClass {
     action: c.action,
     match: { ...blank.match, ...(c.match ?? {}) },
     satellite: { ...blank.satellite, ...(c.satellite ?? {}) },
+    set_dscp: c.set_dscp ?? null,
   };
 }

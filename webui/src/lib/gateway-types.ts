@@ -15,6 +15,10 @@ export interface TcpInfo {
   bytes_acked: number;
   bytes_received: number;
   notsent_bytes: number;
+  /** Payload this socket's peer acknowledged / that arrived in order, per second over the last sample
+   * (docs/splitter.md, Rates); absent from older gateways. */
+  tx_bps?: number;
+  rx_bps?: number;
 }
 
 export type FlowState = 'connecting' | 'established' | 'half_closed' | 'closed';
@@ -41,7 +45,28 @@ export interface Flow {
   legs?: { client?: TcpInfo | null; server?: TcpInfo | null; satellite?: 'client' | 'server' | string } | null;
   /** Absent from gateways older than the peer path: treat as direct. */
   path?: FlowPath | string | null;
+  /** Who terminated the client's connection: a split flow, or the cache (Squid). */
+  relay?: 'splitter' | 'squid' | string | null;
+  /** The client's remote site ('other' when no configured site covers it). */
+  site?: string | null;
+  /** The DSCP of the re-originated leg. */
+  dscp?: number | null;
+  /** Squid's flows: what its access log recorded on this connection. */
+  cache?: CacheRequests | null;
 }
+
+export interface CacheRequests {
+  requests: number;
+  hits: number;
+  misses: number;
+  host: string;
+  result: string;
+  bytes_to_client: number;
+  bytes_from_cache: number;
+  bytes_from_origin: number;
+}
+
+export const RELAY_LABEL: Record<string, string> = { splitter: 'split', squid: 'cache (Squid)' };
 
 export const PATH_LABEL: Record<string, string> = { direct: 'direct', peer: 'peer path' };
 

@@ -21,7 +21,9 @@ pub use access_log::{parse_access_line, AccessRecord, CacheOutcome, RequestCount
 pub use api::{CollectResponse, PurgeRequest, PurgeResponse};
 pub use cidr::Cidr;
 pub use config::{CacheConfig, ConfigError, RefreshPattern, Store};
-pub use manager::{ApplyAction, ApplyReport, CacheStats, ManagerOptions, SquidError, SquidManager};
+pub use manager::{
+    ApplyAction, ApplyReport, CacheStats, ManagerOptions, RecordFeed, SquidError, SquidManager,
+};
 pub use render::{default_refresh_patterns, render, SquidPaths};
 pub use served::{parse_served_subnets, ServedLimits};
 pub use tailer::AccessLogTailer;

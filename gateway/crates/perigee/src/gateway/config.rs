@@ -1,7 +1,7 @@
 //! `GatewayConfig`: the serde types of docs/control-protocol.md and their strict validation.
 //! Every error names the JSON path of the offending field so the API can point at it.
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::IpAddr;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,6 +68,10 @@ pub struct GatewayConfig {
     /// What happens to QUIC (UDP 443) from the served subnets; see `QuicPolicy`.
     #[serde(default = "default_quic")]
     pub quic: QuicPolicy,
+    /// Remote sites by client prefix, for the per-site stats (a hub serving many terminals);
+    /// clients no site covers count under "other".
+    #[serde(default)]
+    pub sites: Vec<Site>,
     #[serde(default)]
     pub sysctls: BTreeMap<String, String>,
 }
@@ -143,6 +147,11 @@ pub struct Satellite {
     pub initcwnd: u32,
     pub initrwnd: u32,
     pub routes: Vec<SatRoute>,
+    /// The link's capacity, bit/s, forward (hub → terminal) and return, as the satellite
+    /// interface counts it (whole frames): for utilisation figures and the link alert
+    /// (docs/operations.md, *Metrics*). 0 = unknown. Nothing is shaped or paced by it.
+    pub forward_rate_bps: u64,
+    pub return_rate_bps: u64,
 }
 
 impl Default for Satellite {
@@ -155,6 +164,8 @@ impl Default for Satellite {
             initcwnd: 10,
             initrwnd: 10,
             routes: Vec::new(),
+            forward_rate_bps: 0,
+            return_rate_bps: 0,
         }
     }
 }
@@ -253,6 +264,18 @@ pub struct Class {
     pub action: Action,
     #[serde(default)]
     pub satellite: ClassSatellite,
+    /// The DSCP (0..63) this class's re-originated connections carry instead of the client's.
+    /// Absent or null = copy the client's (docs/splitter.md, *DSCP*).
+    #[serde(default)]
+    pub set_dscp: Option<u32>,
+}
+
+/// A remote site: the client prefixes it serves (a terminal's LAN).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Site {
+    pub name: String,
+    pub prefixes: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -599,6 +622,8 @@ pub const MAX_BYPASS_CIDRS: usize = 1024;
 pub const MAX_PORTS: usize = 256;
 pub const MAX_DSCP: usize = 64;
 pub const MAX_IIFNAME: usize = 16;
+pub const MAX_SITES: usize = 1024;
+pub const MAX_SITE_PREFIXES: usize = 256;
 /// Pacing caps, bit/s (100 Gbit/s).
 pub const MAX_PACING_BPS: u64 = 100_000_000_000;
 pub const MAX_PRIORITY: u32 = 65_535;
@@ -717,6 +742,7 @@ impl GatewayConfig {
         self.validate_dns()?;
         self.validate_shaping()?;
         self.validate_peer()?;
+        self.validate_sites()?;
         for (k, v) in &self.sysctls {
             let f = format!("sysctls.{k}");
             if !SYSCTL_ALLOW.contains(&k.as_str()) {
@@ -778,6 +804,17 @@ impl GatewayConfig {
                 "satellite.pacing_rate_bps",
                 "must be at most 100000000000 (0 = no cap)",
             ));
+        }
+        for (name, v) in [
+            ("forward_rate_bps", s.forward_rate_bps),
+            ("return_rate_bps", s.return_rate_bps),
+        ] {
+            if v > MAX_PACING_BPS {
+                return Err(err(
+                    format!("satellite.{name}"),
+                    "must be at most 100000000000 (0 = unknown)",
+                ));
+            }
         }
         for (name, v) in [("initcwnd", s.initcwnd), ("initrwnd", s.initrwnd)] {
             if v > 1000 {
@@ -878,6 +915,45 @@ impl GatewayConfig {
                     "must be at most 100000000000 (0 = inherit)",
                 ));
             }
+            if c.set_dscp.is_some_and(|d| d > 63) {
+                return Err(err(f("set_dscp"), "DSCP is 0..63"));
+            }
+        }
+        Ok(())
+    }
+
+    fn validate_sites(&self) -> Result<(), ConfigError> {
+        at_most("sites", self.sites.len(), MAX_SITES)?;
+        let mut names = HashSet::new();
+        let mut prefixes: HashMap<String, usize> = HashMap::new();
+        for (i, site) in self.sites.iter().enumerate() {
+            let f = |x: &str| format!("sites[{i}].{x}");
+            if !valid_name(&site.name) {
+                return Err(err(f("name"), "names are 1-64 of [A-Za-z0-9_.-]"));
+            }
+            if site.name == crate::gateway::telemetry::OTHER_SITE || !names.insert(&site.name) {
+                return Err(err(
+                    f("name"),
+                    format!("duplicate or reserved site name '{}'", site.name),
+                ));
+            }
+            if site.prefixes.is_empty() {
+                return Err(err(f("prefixes"), "a site needs at least one prefix"));
+            }
+            at_most(&f("prefixes"), site.prefixes.len(), MAX_SITE_PREFIXES)?;
+            for (j, p) in site.prefixes.iter().enumerate() {
+                let c = parse_cidr(p).map_err(|m| err(format!("sites[{i}].prefixes[{j}]"), m))?;
+                // Host bits do not make another prefix; one prefix belongs to one site.
+                if let Some(other) = prefixes.insert(c.network().to_string(), i) {
+                    return Err(err(
+                        format!("sites[{i}].prefixes[{j}]"),
+                        format!(
+                            "{p} is already a prefix of site '{}'",
+                            self.sites[other].name
+                        ),
+                    ));
+                }
+            }
         }
         Ok(())
     }
@@ -976,6 +1052,40 @@ impl GatewayConfig {
             }
         }
         Ok(())
+    }
+
+    /// The first class (by priority) that matches a TCP connection from `client` to `server`;
+    /// `dscp`: the client's marking, when known (a class that matches on DSCP never matches a
+    /// connection whose marking is unknown).
+    pub fn classify(
+        &self,
+        client: &std::net::SocketAddr,
+        server: &std::net::SocketAddr,
+        dscp: Option<u8>,
+    ) -> Option<&Class> {
+        self.sorted_classes().into_iter().find(|c| {
+            let m = &c.matcher;
+            let cidr_ok = |list: &[String], ip| {
+                list.is_empty()
+                    || list
+                        .iter()
+                        .filter_map(|s| parse_cidr(s).ok())
+                        .any(|c| c.contains(ip))
+            };
+            let port_ok = |list: &[String], p| {
+                list.is_empty()
+                    || list
+                        .iter()
+                        .filter_map(|s| parse_ports(s).ok())
+                        .any(|r| r.contains(p))
+            };
+            m.protocol.as_deref().unwrap_or("any") != "udp"
+                && cidr_ok(&m.src, client.ip())
+                && cidr_ok(&m.dst, server.ip())
+                && port_ok(&m.dports, server.port())
+                && port_ok(&m.sports, client.port())
+                && (m.dscp.is_empty() || dscp.is_some_and(|d| m.dscp.contains(&u32::from(d))))
+        })
     }
 
     /// Classes sorted by priority (stable: equal priorities keep their listed order).

@@ -122,6 +122,11 @@ pub fn problems(shared: &Shared) -> Vec<String> {
         );
     }
     if cfg.cache.enabled {
+        if let Some(why) = shared.cache_flows_problem.lock().unwrap().clone() {
+            p.push(format!(
+                "cache: {why}; its connections are missing from the flows and the link figures"
+            ));
+        }
         if !shared.cache_up.load(Ordering::Relaxed) {
             let why = shared.cache_problem.lock().unwrap().clone();
             p.push(format!(
@@ -260,13 +265,18 @@ fn cache_endpoint(shared: &Shared, req: &http::Request) -> (u16, Value) {
         .unwrap_or_else(|| (404, error("not_found", "no such endpoint", None)))
 }
 
-fn health(shared: &Shared) -> Value {
-    let problems = problems(shared);
-    let cfg = shared.config.lock().unwrap().clone();
+/// True while new connections pass unsplit: no listening worker, or above max_flows.
+pub fn fail_open(shared: &Shared) -> bool {
     let listening = shared
         .workers
         .iter()
         .any(|w| w.listening.load(Ordering::Relaxed));
+    !listening || shared.overflow.load(Ordering::Relaxed)
+}
+
+fn health(shared: &Shared) -> Value {
+    let problems = problems(shared);
+    let cfg = shared.config.lock().unwrap().clone();
     json!({
         "status": if problems.is_empty() { "ok" } else { "degraded" },
         "version": VERSION,
@@ -275,7 +285,7 @@ fn health(shared: &Shared) -> Value {
         // null while the startup config could not be installed.
         "config_revision": if shared.configured.load(Ordering::Relaxed) { json!(cfg.revision) } else { Value::Null },
         // True while new connections pass unsplit (no listening worker, or above max_flows).
-        "fail_open": !listening || shared.overflow.load(Ordering::Relaxed),
+        "fail_open": fail_open(shared),
         "hybla": hybla_json(),
         "problems": problems,
         "peer": peer_json(shared),
@@ -288,19 +298,22 @@ fn health(shared: &Shared) -> Value {
 
 pub fn counters(shared: &Shared) -> Value {
     let t = shared.totals.lock().unwrap().clone();
-    let (bp, bb) = apply::read_counter("bypass").unwrap_or((0, 0));
-    let (ovf, _) = apply::read_counter("overflow_syns").unwrap_or((0, 0));
-    let (quic_p, quic_b) = apply::read_counter("quic_rejected").unwrap_or((0, 0));
+    let nft = apply::read_counters();
+    let read = |name: &str| nft.get(name).copied().unwrap_or((0, 0));
+    let (bp, bb) = read("bypass");
+    let (ovf, _) = read("overflow_syns");
+    let (quic_p, quic_b) = read("quic_rejected");
+    let usage = |u: &ipc::Usage| {
+        json!({"bytes_up": u.bytes_up, "bytes_down": u.bytes_down, "flows": u.flows,
+               "retrans_segments": u.retrans_segments})
+    };
     let mut by_action = serde_json::Map::new();
     for a in ["accelerate", "cache"] {
         let v = t.by_action.get(a).copied().unwrap_or_default();
-        by_action.insert(
-            a.into(),
-            json!({"bytes_up": v.0, "bytes_down": v.1, "flows": v.2}),
-        );
+        by_action.insert(a.into(), usage(&v));
     }
-    // Squid's side of `cache` (from its access log); bytes/flows above are cache-class flows
-    // the splitter carried while Squid was down.
+    // Squid's side of `cache` (from its access log); bytes/flows above are what the cache's
+    // and cache-class flows carried over the satellite.
     let c = shared.cache_counters();
     if let Some(v) = by_action.get_mut("cache") {
         v["requests"] = c.requests.into();
@@ -312,14 +325,59 @@ pub fn counters(shared: &Shared) -> Value {
         v["bytes_saved"] = c.hit_bytes.into();
     }
     by_action.insert("bypass".into(), json!({"packets": bp, "bytes": bb}));
+    let by_class: serde_json::Map<String, Value> = t
+        .by_class
+        .iter()
+        .map(|(k, u)| (k.clone(), usage(u)))
+        .collect();
+    let mut sites: Vec<&String> = t
+        .by_site
+        .keys()
+        .chain(t.cache_saved_by_site.keys())
+        .collect();
+    sites.sort();
+    sites.dedup();
+    let by_site: serde_json::Map<String, Value> = sites
+        .into_iter()
+        .map(|k| {
+            let mut v = usage(&t.by_site.get(k).copied().unwrap_or_default());
+            v["cache_saved_bytes"] = t.cache_saved_by_site.get(k).copied().unwrap_or(0).into();
+            (k.clone(), v)
+        })
+        .collect();
+    let cfg = shared.config.lock().unwrap().clone();
+    let mut bypass_rules: Vec<Value> = cfg
+        .bypass
+        .iter()
+        .enumerate()
+        .map(|(i, b)| {
+            let (p, by) = read(&render::bypass_counter(i));
+            json!({"name": b.name, "kind": "bypass", "builtin": b.builtin, "packets": p, "bytes": by})
+        })
+        .collect();
+    for (i, c) in cfg.classes.iter().enumerate() {
+        if c.action == config::Action::Bypass {
+            let (p, by) = read(&render::bypass_class_counter(i));
+            bypass_rules.push(json!({"name": c.name, "kind": "class", "builtin": false, "packets": p, "bytes": by}));
+        }
+    }
     json!({
-        "flows_live": shared.live(),
+        "flows_live": shared.live() + shared.cache_live.lock().unwrap().len() as u64,
         "flows_total": t.flows_total,
         "flows_unsplit_overflow": ovf,
         "flows_failed_connect": t.failed_connect,
         "bytes_up": t.bytes_up,
         "bytes_down": t.bytes_down,
+        "link": {
+            "forward_bytes": t.link.forward_wire,
+            "return_bytes": t.link.return_wire,
+            "forward_payload_bytes": t.link.forward_payload,
+            "return_payload_bytes": t.link.return_payload,
+        },
         "by_action": by_action,
+        "by_class": by_class,
+        "by_site": by_site,
+        "bypass_rules": bypass_rules,
         "cc_fallback": t.cc_fallback,
         "closed_dropped": t.closed_dropped,
         "peer": {"flows": t.peer_flows, "fallbacks": t.peer_fallbacks, "refused": t.peer_refused},

@@ -2,7 +2,10 @@
 //! processes, aggregates their reports (counters, closed flows), switches new flows to
 //! "routed unsplit" above `max_flows`, and serves the control socket and metrics.
 use super::apply::{self, AppliedState, ApplyError, ServiceStep};
+use super::cache_flows::{self, CacheFlows};
 use super::config::{self, ConfigError, GatewayConfig};
+use super::ipc::Usage;
+use super::meter::LinkBytes;
 use super::render;
 use super::telemetry::Flow;
 use super::{control, ipc, log, metrics, sys};
@@ -24,11 +27,16 @@ pub const CLOSED_RING: usize = 20_000;
 const CACHE_WATCH_EVERY: Duration = Duration::from_secs(2);
 /// Squid's access.log is rotated beyond this size.
 const SQUID_LOG_MAX_BYTES: u64 = 64 << 20;
+/// How often Squid's storage figures are asked for (a cache manager request each).
+const STORE_INFO_EVERY: Duration = Duration::from_secs(10);
 /// How often the master checks unbound (restart if dead, counters, nft dns_up).
 const DNS_WATCH_EVERY: Duration = Duration::from_secs(2);
 /// Pause between two rounds of the upstream resolver probe (a round takes at most
 /// dns.probe_timeout_ms).
 const PROBE_EVERY: Duration = Duration::from_secs(1);
+/// How often Squid's connections are read from the kernel (a satellite-facing connection lives
+/// at least a round trip, so it is seen at least once before it closes).
+const CACHE_FLOWS_EVERY: Duration = Duration::from_millis(500);
 
 #[derive(Default)]
 pub struct WorkerSlot {
@@ -51,10 +59,28 @@ pub struct Totals {
     pub bytes_down: u64,
     pub cc_fallback: u64,
     pub closed_dropped: u64,
-    pub by_action: BTreeMap<String, (u64, u64, u64)>,
+    /// Satellite-leg payload and flows per action, class and site (docs/control-protocol.md).
+    pub by_action: BTreeMap<String, Usage>,
+    pub by_class: BTreeMap<String, Usage>,
+    pub by_site: BTreeMap<String, Usage>,
+    /// Bytes served from the cache, by the site of the client.
+    pub cache_saved_by_site: BTreeMap<String, u64>,
+    /// What crossed the satellite, split flows and the cache's connections together.
+    pub link: LinkBytes,
     pub peer_flows: u64,
     pub peer_fallbacks: u64,
     pub peer_refused: u64,
+}
+
+fn merge(into: &mut BTreeMap<String, Usage>, from: &BTreeMap<String, Usage>) {
+    for (k, u) in from {
+        match into.get_mut(k) {
+            Some(v) => v.add(u),
+            None => {
+                into.insert(k.clone(), *u);
+            }
+        }
+    }
 }
 
 pub struct Shared {
@@ -98,6 +124,16 @@ pub struct Shared {
     pub apply_problem: Mutex<Option<String>>,
     /// Why loading Hybla at startup failed, for /v1/health (shown while hybla is missing).
     pub hybla_load_problem: Mutex<Option<String>>,
+    /// Squid's connections open now, as flows (docs/cache.md, *Live connections*).
+    pub cache_live: Mutex<Vec<Flow>>,
+    /// Why Squid's connections cannot be read, for /v1/health.
+    pub cache_flows_problem: Mutex<Option<String>>,
+    /// When the config in force was applied (unix seconds).
+    pub applied_at: Mutex<Option<f64>>,
+    /// The resolver's counters as last read (metrics read them without its manager's lock).
+    pub dns_totals: Mutex<perigee_dns::Totals>,
+    /// Squid's storage figures as last read (every STORE_INFO_EVERY).
+    pub cache_store: Mutex<Option<perigee_squid::admin::StoreInfo>>,
 }
 
 /// The `dns` step of an apply: the new resolver policy, and the previous one to go back to.
@@ -277,6 +313,7 @@ impl Shared {
         self.refresh_cache_gate(&in_force, squid_running, true);
         *applied = result.map_err(ConfigFailure::Apply)?;
         *self.config.lock().unwrap() = cfg.clone();
+        *self.applied_at.lock().unwrap() = Some(sys::now_f64());
         *self.apply_problem.lock().unwrap() = None;
         self.configured.store(true, Ordering::Relaxed);
         self.broadcast(&ipc::ToWorker::Config {
@@ -385,6 +422,7 @@ impl Shared {
             }
         }
         self.pending.lock().unwrap().remove(&id);
+        out.extend(self.cache_live.lock().unwrap().iter().cloned());
         out.sort_by_key(|f| f.id);
         out
     }
@@ -407,12 +445,10 @@ impl Shared {
                     t.peer_flows += d.peer_flows;
                     t.peer_fallbacks += d.peer_fallbacks;
                     t.peer_refused += d.peer_refused;
-                    for (k, a) in &d.by_action {
-                        let e = t.by_action.entry(k.clone()).or_default();
-                        e.0 += a.bytes_up;
-                        e.1 += a.bytes_down;
-                        e.2 += a.flows;
-                    }
+                    merge(&mut t.by_action, &d.by_action);
+                    merge(&mut t.by_class, &d.by_class);
+                    merge(&mut t.by_site, &d.by_site);
+                    t.link.merge(&d.link);
                 }
                 let mut ring = self.closed.lock().unwrap();
                 for f in m.closed {
@@ -507,6 +543,7 @@ fn watch_dns(shared: Arc<Shared>) {
         let enabled = shared.config.lock().unwrap().dns.enabled;
         let mut mgr = shared.dns.lock().unwrap();
         mgr.refresh_counters();
+        *shared.dns_totals.lock().unwrap() = mgr.totals();
         if !enabled
             || shared.shutting_down.load(Ordering::Relaxed)
             || !shared.configured.load(Ordering::Relaxed)
@@ -533,6 +570,53 @@ fn watch_dns(shared: Arc<Shared>) {
             Err(e) => {
                 log::error("unbound does not start", json!({"error": e.to_string()}));
                 shared.set_dns_up(false, Some(format!("{}: {}", e.code, e.message)));
+            }
+        }
+    }
+}
+
+/// Reads Squid's connections from the kernel every CACHE_FLOWS_EVERY: live cache flows for
+/// /v1/flows, closed ones into the ring, what they carried over the satellite into the totals.
+fn watch_cache_flows(shared: Arc<Shared>, feed: perigee_squid::RecordFeed) {
+    let mut tracker = CacheFlows::default();
+    let mut pgid = None;
+    loop {
+        // On the same boundaries as the workers' ticks.
+        std::thread::sleep(sys::until_next_boundary(CACHE_FLOWS_EVERY));
+        if shared.shutting_down.load(Ordering::Relaxed) {
+            return;
+        }
+        let cfg = shared.config.lock().unwrap().clone();
+        // The manager is busy during an apply: keep the process group last seen meanwhile.
+        if let Ok(mgr) = shared.squid.try_lock() {
+            pgid = mgr.process_group();
+        }
+        let running = cfg.cache.enabled && shared.configured.load(Ordering::Relaxed);
+        let view = cache_flows::View::of(&cfg);
+        let step = tracker.step(&view, pgid.filter(|_| running), feed.take());
+        *shared.cache_flows_problem.lock().unwrap() = tracker.problem.clone();
+        *shared.cache_live.lock().unwrap() = tracker.live(&view);
+        {
+            let mut t = shared.totals.lock().unwrap();
+            t.link.merge(&step.link);
+            t.by_action
+                .entry("cache".into())
+                .or_default()
+                .add(&step.cache);
+            merge(&mut t.by_class, &step.by_class);
+            merge(&mut t.by_site, &step.by_site);
+            for (site, b) in &step.saved_by_site {
+                *t.cache_saved_by_site.entry(site.clone()).or_default() += b;
+            }
+        }
+        if !step.closed.is_empty() {
+            let mut ring = shared.closed.lock().unwrap();
+            for f in step.closed {
+                if ring.len() >= CLOSED_RING {
+                    ring.pop_front();
+                    shared.totals.lock().unwrap().closed_dropped += 1;
+                }
+                ring.push_back(f);
             }
         }
     }
@@ -695,6 +779,7 @@ fn watch_overflow(shared: Arc<Shared>) {
 /// Keeps Squid serving: restarts it when it died (withdrawing port 80 to the splitter
 /// meanwhile and while it stays down), rotates its logs, refreshes the counters.
 fn watch_cache(shared: Arc<Shared>) {
+    let mut store_read: Option<Instant> = None;
     loop {
         std::thread::sleep(CACHE_WATCH_EVERY);
         if shared.shutting_down.load(Ordering::Relaxed) {
@@ -705,6 +790,10 @@ fn watch_cache(shared: Arc<Shared>) {
         let enabled = shared.config.lock().unwrap().cache.enabled;
         let mut mgr = shared.squid.lock().unwrap();
         *shared.cache_counters.lock().unwrap() = mgr.counters();
+        if store_read.is_none_or(|t| t.elapsed() >= STORE_INFO_EVERY) {
+            *shared.cache_store.lock().unwrap() = mgr.store_info().ok();
+            store_read = Some(Instant::now());
+        }
         // Shutdown stops Squid under these locks: never bring it back afterwards. Nor start
         // it for a config that never got installed.
         if !enabled
@@ -804,6 +893,11 @@ pub fn run(args: RunArgs) -> i32 {
         configured: AtomicBool::new(false),
         apply_problem: Mutex::new(None),
         hybla_load_problem: Mutex::new(None),
+        cache_live: Mutex::new(Vec::new()),
+        cache_flows_problem: Mutex::new(None),
+        applied_at: Mutex::new(None),
+        dns_totals: Mutex::new(perigee_dns::Totals::default()),
+        cache_store: Mutex::new(None),
     });
     if wants_hybla(&cfg) {
         *shared.hybla_load_problem.lock().unwrap() = ensure_hybla_loaded();
@@ -857,6 +951,11 @@ pub fn run(args: RunArgs) -> i32 {
     {
         let s = shared.clone();
         std::thread::spawn(move || watch_resolver(s));
+    }
+    {
+        let s = shared.clone();
+        let feed = s.squid.lock().unwrap().record_feed();
+        std::thread::spawn(move || watch_cache_flows(s, feed));
     }
     if let Some(addr) = args.metrics.clone() {
         let s = shared.clone();

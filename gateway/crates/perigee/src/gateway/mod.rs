@@ -1,19 +1,25 @@
 //! The transparent TCP splitter daemon and its control plane.
 pub mod apply;
+pub mod cache_flows;
 pub mod cli;
 pub mod config;
 pub mod control;
+pub mod dscp;
 pub mod epoll;
 pub mod flow;
 pub mod http;
 pub mod ipc;
 pub mod log;
 pub mod master;
+pub mod meter;
 pub mod metrics;
 pub mod peer;
+pub mod procstat;
 pub mod render;
 pub mod satleg;
 pub mod session;
+pub mod sites;
+pub mod sockdiag;
 pub mod sys;
 pub mod telemetry;
 pub mod worker;
