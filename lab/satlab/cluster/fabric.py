@@ -1,5 +1,6 @@
 """Bringing the cluster's control plane up and down: the routers' hashing, the gateways' guard, FRR in
-every router and gateway, the routers' resilient mirrors, the gateways' announcers (docs/cluster.md).
+every router and gateway, the controller of the routers' bucket tables, the gateways' announcers
+(docs/cluster.md).
 
 Called by `satlab up --hub-gateways N` after the namespaces and links exist (lab.py) and by `down`.
 """
@@ -19,10 +20,13 @@ from . import frr
 from .plan import CLIENT_PREFIXES, SERVER_PREFIXES, members
 
 ROUTER_ROLES = ("hub", EDGE_ROLE)
-TABLE = 7100  # the mirror's routing table and its ip rule's priority
-NH_BASE = 7000
-GROUP_BASE = 7100
-BUCKETS = 128  # a flow's bucket is hash % 128: the share a gateway can gain or lose at a time
+TABLE = 7100  # the controller's routing table and its ip rule's priority
+ID_BASE = 20000  # the controller's next-hop object ids (zebra's own start at 1)
+BUCKETS = 64  # a flow's bucket is hash % 64; 64 one-bucket members fit in one iproute2 request (8 bytes each)
+# Policy 3 hashes the fields below from the packet itself. Policy 1 (L4) would do too, but for a packet
+# that already carries a layer-4 hash it uses that hash instead (the sending socket's random one on a
+# veth, a NIC's receive hash on hardware): not seeded, not symmetric (docs/cluster.md, measured).
+HASH_FIELDS = "0x0037"  # source and destination address, protocol, source and destination port
 DEFAULT_IDLE_TIMER_S = 30
 GUARD_TABLE = "perigee_cluster"
 
@@ -64,8 +68,11 @@ def guard_ruleset() -> str:
 def prepare_network(topo: Topology, seed: int) -> None:
     """Symmetric L4 multipath hashing with one seed on both routers; the guard on every gateway."""
     for role in ROUTER_ROLES:
-        run_ns(topo.ns(role), ["sysctl", "-q", "-w", "net.ipv4.fib_multipath_hash_policy=1",
-                               "net.ipv6.fib_multipath_hash_policy=1",
+        run_ns(topo.ns(role), ["sysctl", "-q", "-w", "net.ipv4.fib_multipath_hash_policy=3",
+                               "net.ipv6.fib_multipath_hash_policy=3",
+                               f"net.ipv4.fib_multipath_hash_fields={HASH_FIELDS}",
+                               f"net.ipv6.fib_multipath_hash_fields={HASH_FIELDS}",
+                               # One seed for both families (IPv6 uses the IPv4 one).
                                f"net.ipv4.fib_multipath_hash_seed={hash_seed(seed)}"])
     for m in members(topo):
         ns = topo.ns(m.role)
@@ -75,19 +82,19 @@ def prepare_network(topo: Topology, seed: int) -> None:
                     "net.netfilter.nf_conntrack_tcp_be_liberal=1"])
 
 
-def _mirror_config(topo: Topology, role: str, idle_timer_s: int) -> dict[str, Any]:
-    hub = role == "hub"
+def controller_config(topo: Topology, idle_timer_s: int) -> dict[str, Any]:
     return {
-        "vty_socket": frr.frr_dir(topo, role),
-        "members": [{"name": m.role, "index": m.index, "dev": m.role,
-                     "v4": m.hub_side_v4 if hub else m.edge_side_v4,
-                     "v6": m.hub_side_v6 if hub else m.edge_side_v6} for m in members(topo)],
         # The hub routes the server side over the gateways, the edge the client side.
-        "prefixes": list(SERVER_PREFIXES if hub else CLIENT_PREFIXES),
-        "table": TABLE, "rule_pref": TABLE, "nh_base": NH_BASE, "group_base": GROUP_BASE,
-        "buckets": BUCKETS, "idle_timer_s": idle_timer_s,
-        "status_file": topo.path(f"mirror-{role}.json"),
-        "vtysh": frr.VTYSH,
+        "routers": [{"role": "hub", "ns": topo.ns("hub"), "vty_socket": frr.frr_dir(topo, "hub"),
+                     "prefixes": list(SERVER_PREFIXES)},
+                    {"role": EDGE_ROLE, "ns": topo.ns(EDGE_ROLE), "vty_socket": frr.frr_dir(topo, EDGE_ROLE),
+                     "prefixes": list(CLIENT_PREFIXES)}],
+        "gateways": [{"name": m.role, "index": m.index,
+                      "via": {"hub": {"v4": m.hub_side_v4, "v6": m.hub_side_v6, "dev": m.role},
+                              EDGE_ROLE: {"v4": m.edge_side_v4, "v6": m.edge_side_v6, "dev": m.role}}}
+                     for m in members(topo)],
+        "table": TABLE, "rule_pref": TABLE, "id_base": ID_BASE, "buckets": BUCKETS,
+        "idle_timer_s": idle_timer_s, "status_file": topo.path("controller.json"), "vtysh": frr.VTYSH,
     }
 
 
@@ -96,7 +103,7 @@ def _python_module(module: str, *args: str) -> list[str]:
 
 
 def start_routing(topo: Topology, idle_timer_s: int, splitters: bool, env: dict[str, str]) -> None:
-    """FRR everywhere, then the mirrors; `splitters`: gateways start not serving (prepended) until
+    """FRR everywhere, then the controller; `splitters`: gateways start not serving (prepended) until
     their announcer sees the daemon serve."""
     why = frr.available()
     if why:
@@ -107,12 +114,11 @@ def start_routing(topo: Topology, idle_timer_s: int, splitters: bool, env: dict[
         frr.write_config(topo, m.role, frr.render_gateway(topo, m, serving=not splitters))
     for role in (*ROUTER_ROLES, *topo.gateway_roles):
         frr.start(topo, role)
-    for role in ROUTER_ROLES:
-        cfg = topo.path(f"mirror-{role}.conf.json")
-        with open(cfg, "w") as f:
-            json.dump(_mirror_config(topo, role, idle_timer_s), f, indent=2)
-        procs.spawn(topo.ns(role), _python_module("satlab.cluster.resilient", cfg),
-                    topo.path(f"mirror-{role}.pid"), topo.path(f"mirror-{role}.log"), env=env)
+    cfg = topo.path("controller.conf.json")
+    with open(cfg, "w") as f:
+        json.dump(controller_config(topo, idle_timer_s), f, indent=2)
+    procs.spawn(topo.ns("hub"), _python_module("satlab.cluster.controller", cfg),
+                topo.path("controller.pid"), topo.path("controller.log"), env=env)
 
 
 def announcer_files(topo: Topology, role: str) -> tuple[str, str, str, str]:
@@ -135,37 +141,31 @@ def stop_announcer(topo: Topology, role: str) -> None:
     procs.stop_pidfile(pid, "satlab.cluster.announcer")
 
 
-def mirror_status(topo: Topology, role: str) -> dict[str, Any] | None:
+def controller_status(topo: Topology) -> dict[str, Any] | None:
     try:
-        with open(topo.path(f"mirror-{role}.json")) as f:
+        with open(topo.path("controller.json")) as f:
             data: dict[str, Any] = json.load(f)
             return data
     except (OSError, ValueError):
         return None
 
 
-def serving_members(topo: Topology, role: str) -> dict[str, set[str]]:
-    """prefix -> gateways in the router's group with full weight (from its mirror's last pass)."""
-    st = mirror_status(topo, role) or {}
-    return {p: {n for n, w in v.get("members", {}).items() if w > 1} for p, v in st.get("prefixes", {}).items()}
-
-
 def wait_converged(topo: Topology, gateways: set[str], timeout: float = 40.0) -> None:
-    """Until both routers route every cluster prefix over exactly `gateways` at full weight."""
+    """Until the controller sees exactly `gateways` up and each holds its share of the buckets."""
     deadline = time.monotonic() + timeout
     while True:
-        views = {role: serving_members(topo, role) for role in ROUTER_ROLES}
-        want = {"hub": SERVER_PREFIXES, EDGE_ROLE: CLIENT_PREFIXES}
-        if all(set(views[r].keys()) >= set(want[r]) and all(views[r][p] == gateways for p in want[r])
-               for r in ROUTER_ROLES):
+        st = controller_status(topo) or {}
+        states, counts = st.get("states") or {}, st.get("counts") or {}
+        up = {g for g, s in states.items() if s == "up"}
+        share = BUCKETS // max(1, len(gateways))
+        if up == gateways and all(counts.get(g, 0) >= share for g in gateways) and st.get("owner"):
             return
         if time.monotonic() > deadline:
-            raise ClusterError(f"cluster routing did not converge on {sorted(gateways)} in {timeout:.0f} s: {views}")
-        for role in ROUTER_ROLES:
-            pid = procs.read_pid(topo.path(f"mirror-{role}.pid"))
-            if pid is None or not procs.alive(pid):
-                log = _tail(topo.path(f"mirror-{role}.log"))
-                raise ClusterError(f"resilient mirror on {topo.ns(role)} is not running; log:\n{log}")
+            raise ClusterError(f"cluster routing did not converge on {sorted(gateways)} in {timeout:.0f} s: "
+                               f"states {states}, buckets {counts}")
+        pid = procs.read_pid(topo.path("controller.pid"))
+        if pid is None or not procs.alive(pid):
+            raise ClusterError(f"the cluster controller is not running; log:\n{_tail(topo.path('controller.log'))}")
         time.sleep(0.1)
 
 
@@ -199,11 +199,10 @@ def _tail(path: str, n: int = 800) -> str:
 
 
 def stop(topo: Topology) -> None:
-    """Announcers, mirrors, FRR: what start_routing and start_announcer started (idempotent)."""
+    """Announcers, the controller, FRR: what start_routing and start_announcer started (idempotent)."""
     for role in topo.gateway_roles:
         stop_announcer(topo, role)
-    for role in ROUTER_ROLES:
-        procs.stop_pidfile(topo.path(f"mirror-{role}.pid"), "satlab.cluster.resilient")
+    procs.stop_pidfile(topo.path("controller.pid"), "satlab.cluster.controller")
     for role in (*topo.gateway_roles, *ROUTER_ROLES):
         if os.path.isdir(frr.frr_dir(topo, role)):
             frr.stop(topo, role)

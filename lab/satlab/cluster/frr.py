@@ -10,8 +10,8 @@ BGP design (docs/cluster.md):
 - a gateway whose splitter is not serving prepends its AS three times (`announcer.py`), so the routers
   prefer the serving gateways and use it only when none serves (the cluster fails open as a whole);
 - a draining gateway sends its routes with the GRACEFUL_SHUTDOWN community (RFC 8326, FRR's
-  `bgp graceful-shutdown`); the routers give them local preference 0, keeping the paths (the resilient
-  mirror keeps the gateway's busy buckets) but taking them out of the equal-cost set.
+  `bgp graceful-shutdown`); the routers give them local preference 0, keeping the paths but taking
+  them out of the equal-cost set (the controller keeps the gateway's busy buckets until they are idle).
 """
 
 from __future__ import annotations
@@ -40,8 +40,11 @@ from .plan import (
 FRR_DIR = Path(os.environ.get("SATLAB_FRR_DIR", "/usr/lib/frr"))
 VTYSH = os.environ.get("SATLAB_VTYSH", "vtysh")
 DAEMONS = ("zebra", "bgpd", "bfdd")
-BFD_INTERVAL_MS = 100
-BFD_MULTIPLIER = 3
+# 150 ms x 4 = 0.6 s to declare a gateway dead: within the 1 s budget with room for BGP, zebra and the
+# controller, and not so tight that a loaded 2-core lab host drops sessions of gateways that are fine.
+BFD_INTERVAL_MS = 150
+BFD_MULTIPLIER = 4
+NICE = "-5"  # above the lab's traffic, below the link emulator (-10): late BFD packets are flaps
 PREPEND = 3  # how many times a gateway that does not serve prepends its AS
 
 
@@ -100,6 +103,11 @@ def render_router(topo: Topology, role: str) -> str:
     else:
         raise ValueError(f"not a cluster router: {role!r}")
     lines = _header(topo, role) + [
+        # zebra installs the equal-cost routes as plain multipath routes in main, with no kernel
+        # next-hop objects of its own: its object ids would be allocated past the highest id it has
+        # seen, i.e. among the cluster controller's, and the two would overwrite each other.
+        "no zebra nexthop kernel enable",
+        "!",
         "bgp community-list standard DRAINING seq 5 permit graceful-shutdown",
         "!",
         "route-map FROM-GATEWAY permit 10",
@@ -181,8 +189,8 @@ def start(topo: Topology, role: str, timeout: float = 10.0) -> None:
     d = frr_dir(topo, role)
     conf, zsock = os.path.join(d, "frr.conf"), os.path.join(d, "zserv.api")
     for daemon in DAEMONS:
-        argv = [str(FRR_DIR / daemon), "-f", conf, "-i", os.path.join(d, f"{daemon}.pid"), "-z", zsock,
-                "--vty_socket", d, "--log", f"file:{d}/{daemon}.log"]
+        argv = ["nice", "-n", NICE, str(FRR_DIR / daemon), "-f", conf, "-i", os.path.join(d, f"{daemon}.pid"),
+                "-z", zsock, "--vty_socket", d, "--log", f"file:{d}/{daemon}.log"]
         if daemon == "bfdd":
             argv += ["--bfdctl", os.path.join(d, "bfdd.sock")]
         if daemon == "bgpd":

@@ -1,5 +1,5 @@
 """What the cluster looks like right now, read from where it lives: the routers' kernel bucket tables,
-FRR's BGP and BFD state (vtysh JSON), the gateways' daemons and the mirrors' and announcers' status files.
+FRR's BGP and BFD state (vtysh JSON), the gateways' daemons and the controller's and announcers' status files.
 """
 
 from __future__ import annotations
@@ -10,35 +10,37 @@ from typing import Any
 from ..sysrun import ip
 from ..topology import EDGE_ROLE, Topology
 from . import fabric, frr
-from .plan import CLIENT_PREFIXES, SERVER_PREFIXES, members
+from .plan import members
 
-# The pairs of groups that must map every flow the same way: a flow from a client to a server is hashed
-# by the hub's group for the server prefix and answered through the edge's group for the client prefix.
+# The pairs of routes that must map every flow the same way: a flow from a client to a server is hashed
+# by the hub's route to the server prefix and answered through the edge's route to the client prefix.
 PAIRED = (("10.71.3.0/24", "10.71.1.0/24"), ("fd71:3::/64", "fd71:1::/64"))
 
 
-def _group_id(role: str, prefix: str) -> int:
-    prefixes = SERVER_PREFIXES if role == "hub" else CLIENT_PREFIXES
-    return fabric.GROUP_BASE + prefixes.index(prefix)
-
-
-def _member_of_nh(topo: Topology) -> dict[int, str]:
-    out = {}
-    for m in members(topo):
-        for v6 in (0, 1):
-            out[fabric.NH_BASE + 2 * m.index + v6] = m.role
-    return out
+def _json(ns: str, *args: str) -> list[dict[str, Any]]:
+    p = ip(ns, "-j", *args, check=False)
+    if p.returncode != 0 or not p.stdout.strip():
+        return []
+    data: list[dict[str, Any]] = json.loads(p.stdout)
+    return data
 
 
 def buckets(topo: Topology, role: str, prefix: str) -> list[str | None]:
-    """The gateway behind each bucket of the router's group for `prefix` (None: no group)."""
-    gid = _group_id(role, prefix)
-    p = ip(topo.ns(role), "-j", "nexthop", "bucket", "show", "id", str(gid), check=False)
-    if p.returncode != 0 or not p.stdout.strip():
+    """The gateway behind each bucket of the router's route to `prefix`, as the kernel has it
+    ([] without a route)."""
+    ns = topo.ns(role)
+    fam = "-6" if ":" in prefix else "-4"
+    route = _json(ns, fam, "route", "show", "table", str(fabric.TABLE), prefix)
+    if not route or "nhid" not in route[0]:
         return []
-    names = _member_of_nh(topo)
-    rows = sorted(json.loads(p.stdout), key=lambda r: int(r["bucket"]["index"]))
-    return [names.get(int(r["bucket"]["nhid"])) for r in rows]
+    rows = sorted(_json(ns, "nexthop", "bucket", "show", "id", str(route[0]["nhid"])),
+                  key=lambda r: int(r["bucket"]["index"]))
+    gw_of_addr = {}
+    for m in members(topo):
+        for a in ((m.hub_side_v4, m.hub_side_v6) if role == "hub" else (m.edge_side_v4, m.edge_side_v6)):
+            gw_of_addr[a] = m.role
+    via = {int(n["id"]): gw_of_addr.get(str(n.get("gateway"))) for n in _json(ns, "nexthop", "show")}
+    return [via.get(int(r["bucket"]["nhid"])) for r in rows]
 
 
 def bucket_counts(table: list[str | None]) -> dict[str, int]:
@@ -98,7 +100,7 @@ def gateway_view(topo: Topology, role: str) -> dict[str, Any]:
 def status(topo: Topology) -> dict[str, Any]:
     return {
         "gateways": {role: gateway_view(topo, role) for role in topo.gateway_roles},
-        "routers": {role: {**router_view(topo, role), "mirror": fabric.mirror_status(topo, role)}
-                    for role in fabric.ROUTER_ROLES},
+        "routers": {role: router_view(topo, role) for role in fabric.ROUTER_ROLES},
+        "controller": fabric.controller_status(topo),
         "buckets": tables_agree(topo),
     }
