@@ -34,19 +34,24 @@ import json
 import os
 import select
 import signal
+import socket
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 BUCKETS_DEFAULT = 64
-# zebra adopts any kernel next-hop group a kernel route uses and re-installs its own copy when someone
-# else changes it, undoing the controller's writes; it ignores notifications of objects carrying its
-# own protocol (it takes them for echoes of its own), so ours carry it.
+# zebra learns every kernel next-hop object, and re-installs its own copy of one it counts as used
+# when someone else changes or deletes it. Three things keep it from counting ours as used: the
+# routes to our groups carry zebra's protocol (it ignores those notifications, taking them for echoes
+# of its own writes); our members are `onlink`, so no next hop of zebra's own routes is equal to one
+# of them (zebra reuses an equal kernel object for its routes); and nothing of ours is changed in
+# place: generations are built whole and deleted group first.
 PROTO = "zebra"
 KERNEL_IDLE_TIMER = 3600  # the group's own migration timer: never reached (no member is ever unbalanced)
-IDLE_RECHECK_S = 5.0
+POLL_S = 0.1
+IDLE_RECHECK_S = 2.0
 BUSY_RECHECK_S = 0.5
 DEBOUNCE_S = 0.01
 
@@ -77,7 +82,6 @@ class ControllerConf:
     buckets: int
     idle_timer_s: float
     status_file: str
-    vtysh: str = "vtysh"
 
     @staticmethod
     def load(path: str) -> ControllerConf:
@@ -108,23 +112,62 @@ def ip_json(ns: str, *args: str) -> list[dict[str, Any]]:
     return data
 
 
-# --- what BGP says ---------------------------------------------------------------------------------
+# --- what BGP and BFD say --------------------------------------------------------------------------
 
-def bgp_routes(conf: ControllerConf, router: RouterConf) -> dict[str, list[dict[str, Any]]]:
-    argv = [conf.vtysh, "--vty_socket", router.vty_socket, "-c", "show bgp ipv4 unicast json",
-            "-c", "show bgp ipv6 unicast json"]
-    p = subprocess.run(argv, capture_output=True, text=True, timeout=10)
-    if p.returncode != 0:
-        raise RuntimeError(f"vtysh on {router.ns}: {(p.stderr or p.stdout).strip()}")
-    dec, i, text = json.JSONDecoder(), 0, p.stdout
-    routes: dict[str, list[dict[str, Any]]] = {}
-    while True:
-        while i < len(text) and text[i].isspace():
-            i += 1
-        if i >= len(text):
-            return routes
-        obj, i = dec.raw_decode(text, i)
-        routes.update(obj.get("routes") or {})
+class Vty:
+    """A daemon's vty socket, kept open: FRR's vtysh protocol (a command and a NUL; the answer, then
+    three NULs and a status byte). Far cheaper than a vtysh process per poll."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.sock: socket.socket | None = None
+
+    def _connect(self) -> socket.socket:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(5.0)
+        s.connect(self.path)
+        self.sock = s
+        self._send(s, "enable")
+        return s
+
+    @staticmethod
+    def _send(s: socket.socket, command: str) -> str:
+        s.sendall(command.encode() + b"\0")
+        buf = b""
+        while not (len(buf) >= 4 and buf[-4:-1] == b"\0\0\0"):
+            data = s.recv(65536)
+            if not data:
+                raise OSError("vty closed")
+            buf += data
+        if buf[-1] != 0:
+            raise RuntimeError(f"{command!r}: {buf[:-4].decode(errors='replace').strip()}")
+        return buf[:-4].decode(errors="replace")
+
+    def json(self, command: str) -> Any:
+        for attempt in (0, 1):
+            try:
+                s = self.sock or self._connect()
+                return json.loads(self._send(s, command))
+            except OSError:
+                self.close()
+                if attempt:
+                    raise
+        return None
+
+    def close(self) -> None:
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+
+
+def bgp_routes(bgpd: Vty) -> dict[str, list[dict[str, Any]]]:
+    routes: dict[str, list[dict[str, Any]]] = dict((bgpd.json("show bgp ipv4 unicast json") or {}).get("routes") or {})
+    return routes
+
+
+def bfd_up(bfdd: Vty) -> set[str]:
+    """Peers whose BFD session is up."""
+    return {str(p.get("peer")) for p in (bfdd.json("show bfd peers json") or []) if p.get("status") == "up"}
 
 
 def path_state(paths: list[dict[str, Any]], addr: str) -> str:
@@ -140,22 +183,20 @@ def path_state(paths: list[dict[str, Any]], addr: str) -> str:
     return state
 
 
-def gateway_states(conf: ControllerConf, routes: dict[str, dict[str, list[dict[str, Any]]]]) -> dict[str, str]:
-    """up only when every cluster prefix is selected via it on both routers; draining when any path of
-    it carries the drain mark (and none is lost); else down."""
+def gateway_states(conf: ControllerConf, routes: dict[str, dict[str, list[dict[str, Any]]]],
+                   bfd: dict[str, set[str]]) -> dict[str, str]:
+    """up when both routers have BFD up to it and BGP selected it for every cluster prefix; draining when
+    any of its paths carries the drain mark (and BFD is up); else down."""
     out = {}
     for g in conf.gateways:
         seen = []
         for r in conf.routers:
-            for prefix in r.prefixes:
-                addr = g.via[r.role]["v6" if is_v6(prefix) else "v4"]
-                seen.append(path_state(routes[r.role].get(prefix, []), addr))
-        if "down" in seen:
-            out[g.name] = "down"
-        elif "draining" in seen:
-            out[g.name] = "draining"
-        else:
-            out[g.name] = "up"
+            addr = g.via[r.role]["v4"]
+            if addr not in bfd[r.role]:
+                seen.append("down")
+                continue
+            seen += [path_state(routes[r.role].get(prefix, []), addr) for prefix in r.prefixes]
+        out[g.name] = "down" if "down" in seen else ("draining" if "draining" in seen else "up")
     return out
 
 
@@ -164,7 +205,6 @@ def gateway_states(conf: ControllerConf, routes: dict[str, dict[str, list[dict[s
 @dataclass
 class Table:
     owner: list[str | None]
-    built_at: float = field(default_factory=time.monotonic)
 
     def counts(self, names: list[str]) -> dict[str, int]:
         c = dict.fromkeys(names, 0)
@@ -190,7 +230,7 @@ def plan(table: Table | None, states: dict[str, str], order: list[str], idle: li
             return None, moves
         t = Table([up[i % len(up)] for i in range(buckets)])
         return t, [(i, None, o, "initial") for i, o in enumerate(t.owner)]
-    t = Table(list(table.owner), table.built_at)
+    t = Table(list(table.owner))
     for i, o in enumerate(t.owner):
         if o in up or o in draining:
             continue
@@ -229,13 +269,18 @@ def plan(table: Table | None, states: dict[str, str], order: list[str], idle: li
 # --- programming the routers ---------------------------------------------------------------------
 
 class RouterGroups:
-    """One router's groups (one per family): bucket -> member object, generation A or B."""
+    """One router's groups, one per family, each built whole: 64 member objects created pointing at
+    their bucket's gateway, the group over them, the routes switched to it, the previous generation
+    deleted. Nothing is ever changed in place: zebra learns every kernel next-hop object and, when one it
+    counts as used (a member of a group) is changed by someone else, re-installs its own copy; objects
+    that are only ever created and deleted it leaves as they are."""
 
     def __init__(self, conf: ControllerConf, router: RouterConf) -> None:
         self.conf, self.router = conf, router
-        self.gen: dict[bool, int] = {}  # v6 -> generation 0/1
-        self.member_of_bucket: dict[bool, dict[int, int]] = {}
-        self.target: dict[bool, dict[int, str]] = {}  # member id -> gateway name
+        self.gen: dict[bool, int] = {}
+        self.built_at: dict[bool, float] = {}
+        # bucket -> member offset in a fresh group: how the kernel fills it (learned, then reused)
+        self.fill: list[int] = [conf.buckets - 1 - b for b in range(conf.buckets)]
 
     def ids(self, v6: bool, gen: int) -> tuple[int, int]:
         """(first member id, group id) of a family's generation."""
@@ -250,83 +295,62 @@ class RouterGroups:
     def families(self) -> list[bool]:
         return sorted({is_v6(p) for p in self.router.prefixes})
 
-    def intact(self, v6: bool) -> bool:
-        if v6 not in self.gen:
-            return False
-        _, gid = self.ids(v6, self.gen[v6])
-        grp = ip_json(self.router.ns, "nexthop", "show", "id", str(gid))
-        return bool(grp) and len(grp[0].get("group", [])) == self.conf.buckets
-
-    def build(self, v6: bool, owner: list[str]) -> None:
-        """A fresh group for the table, then the routes switched to it in one replace each."""
-        old = self.gen.get(v6)
-        gen = 0 if old is None else 1 - old
-        first, gid = self.ids(v6, gen)
-        self._delete_generation(v6, gen)
-        lines = []
-        for i in range(self.conf.buckets):
-            via, dev = self._via(owner[i], v6)
-            lines.append(f"nexthop add id {first + i} via {via} dev {dev} proto {PROTO}")
-        members = "/".join(str(first + i) for i in range(self.conf.buckets))
-        lines.append(f"nexthop add id {gid} group {members} type resilient buckets {self.conf.buckets} "
-                     f"idle_timer {KERNEL_IDLE_TIMER} unbalanced_timer 0 proto {PROTO}")
-        ip(self.router.ns, "-batch", "-", input_text="\n".join(lines) + "\n")
-        # The kernel fills a fresh group's buckets one per member in an order of its own: read it, then
-        # point each bucket's member at the bucket's owner.
-        rows = ip_json(self.router.ns, "nexthop", "bucket", "show", "id", str(gid))
-        mob = {int(r["bucket"]["index"]): int(r["bucket"]["nhid"]) for r in rows}
-        targets = {first + i: owner[i] for i in range(self.conf.buckets)}
-        fix = []
-        for b, m in mob.items():
-            if targets[m] != owner[b]:
-                via, dev = self._via(owner[b], v6)
-                fix.append(f"nexthop replace id {m} via {via} dev {dev} proto {PROTO}")
-                targets[m] = owner[b]
-        if fix:
-            ip(self.router.ns, "-batch", "-", input_text="\n".join(fix) + "\n")
-        fam = "-6" if v6 else "-4"
-        for prefix in self.router.prefixes:
-            if is_v6(prefix) == v6:
-                ip(self.router.ns, fam, "route", "replace", prefix, "nhid", str(gid), "table",
-                   str(self.conf.table), "proto", PROTO)
-        self.gen[v6], self.member_of_bucket[v6], self.target[v6] = gen, mob, targets
-        if old is not None:
-            self._delete_generation(v6, old)
-
-    def _delete_generation(self, v6: bool, gen: int) -> None:
-        first, gid = self.ids(v6, gen)
-        lines = [f"nexthop del id {gid}"] + [f"nexthop del id {first + i}" for i in range(self.conf.buckets)]
-        ip(self.router.ns, "-force", "-batch", "-", input_text="\n".join(lines) + "\n", check=False)
+    def _group_id(self, v6: bool) -> int | None:
+        return self.ids(v6, self.gen[v6])[1] if v6 in self.gen else None
 
     def kernel_owner(self, v6: bool) -> list[str | None]:
-        """The table as the kernel has it: each bucket's member object's gateway."""
-        if v6 not in self.gen:
+        """The table as the kernel has it: each bucket's member object's gateway ([] without a group)."""
+        gid = self._group_id(v6)
+        if gid is None:
             return []
-        _, gid = self.ids(v6, self.gen[v6])
         rows = ip_json(self.router.ns, "nexthop", "bucket", "show", "id", str(gid))
-        gw_of = {}
-        for g in self.conf.gateways:
-            gw_of[g.via[self.router.role]["v6" if v6 else "v4"]] = g.name
+        gw_of = {g.via[self.router.role]["v6" if v6 else "v4"]: g.name for g in self.conf.gateways}
         via = {int(n["id"]): gw_of.get(str(n.get("gateway"))) for n in ip_json(self.router.ns, "nexthop", "show")}
         return [via.get(int(r["bucket"]["nhid"])) for r in sorted(rows, key=lambda r: int(r["bucket"]["index"]))]
 
-    def apply(self, v6: bool, owner: list[str]) -> None:
-        if not self.intact(v6):
-            self.build(v6, owner)
-            return
-        fix = []
-        for b, m in self.member_of_bucket[v6].items():
-            if self.target[v6].get(m) != owner[b]:
-                via, dev = self._via(owner[b], v6)
-                fix.append(f"nexthop replace id {m} via {via} dev {dev} proto {PROTO}")
-                self.target[v6][m] = owner[b]
-        if fix:
-            ip(self.router.ns, "-batch", "-", input_text="\n".join(fix) + "\n")
-        if self.kernel_owner(v6) != owner:
-            # Someone else changed our objects: build the table afresh rather than trust our notes.
-            print(f"controller: {self.router.ns} group differs from the table, rebuilding", file=sys.stderr,
-                  flush=True)
-            self.build(v6, owner)
+    def bucket_members(self, gid: int) -> list[int]:
+        rows = ip_json(self.router.ns, "nexthop", "bucket", "show", "id", str(gid))
+        return [int(r["bucket"]["nhid"]) for r in sorted(rows, key=lambda r: int(r["bucket"]["index"]))]
+
+    def program(self, v6: bool, owner: list[str]) -> bool:
+        """Make the kernel hold `owner`; True when a new generation was built."""
+        if self.kernel_owner(v6) == owner:
+            return False
+        for _attempt in range(2):
+            old = self.gen.get(v6)
+            gen = 0 if old is None else 1 - old
+            first, gid = self.ids(v6, gen)
+            self._delete_generation(v6, gen)
+            member_target = {self.fill[b]: owner[b] for b in range(self.conf.buckets)}
+            lines = []
+            for j in range(self.conf.buckets):
+                via, dev = self._via(member_target[j], v6)
+                lines.append(f"nexthop add id {first + j} via {via} dev {dev} onlink proto {PROTO}")
+            members = "/".join(str(first + j) for j in range(self.conf.buckets))
+            lines.append(f"nexthop add id {gid} group {members} type resilient buckets {self.conf.buckets} "
+                         f"idle_timer {KERNEL_IDLE_TIMER} unbalanced_timer 0 proto {PROTO}")
+            ip(self.router.ns, "-batch", "-", input_text="\n".join(lines) + "\n")
+            seen = [m - first for m in self.bucket_members(gid)]
+            if seen != self.fill:
+                # The kernel filled the buckets in another order: learn it and build again.
+                self.fill = seen
+                self._delete_generation(v6, gen)
+                continue
+            fam = "-6" if v6 else "-4"
+            for prefix in self.router.prefixes:
+                if is_v6(prefix) == v6:
+                    ip(self.router.ns, fam, "route", "replace", prefix, "nhid", str(gid), "table",
+                       str(self.conf.table), "proto", PROTO)
+            self.gen[v6], self.built_at[v6] = gen, time.monotonic()
+            if old is not None:
+                self._delete_generation(v6, old)
+            return True
+        raise RuntimeError(f"{self.router.ns}: the kernel fills a fresh group differently each time")
+
+    def _delete_generation(self, v6: bool, gen: int) -> None:
+        first, gid = self.ids(v6, gen)
+        lines = [f"nexthop del id {gid}"] + [f"nexthop del id {first + j}" for j in range(self.conf.buckets)]
+        ip(self.router.ns, "-force", "-batch", "-", input_text="\n".join(lines) + "\n", check=False)
 
     def withdraw(self) -> None:
         for v6 in self.families():
@@ -338,12 +362,18 @@ class RouterGroups:
                 self._delete_generation(v6, gen)
             self.gen.pop(v6, None)
 
-    def idle_times(self, v6: bool) -> dict[int, float]:
-        if v6 not in self.gen:
+    def last_used(self, v6: bool, now: float) -> dict[int, float]:
+        """bucket -> when it last carried a packet in this generation (absent: not since it was built)."""
+        gid = self._group_id(v6)
+        if gid is None:
             return {}
-        _, gid = self.ids(v6, self.gen[v6])
-        rows = ip_json(self.router.ns, "nexthop", "bucket", "show", "id", str(gid))
-        return {int(r["bucket"]["index"]): float(r["bucket"].get("idle_time", 0.0)) for r in rows}
+        age = now - self.built_at[v6]
+        out = {}
+        for r in ip_json(self.router.ns, "nexthop", "bucket", "show", "id", str(gid)):
+            idle = float(r["bucket"].get("idle_time", 0.0))
+            if idle < age - 0.2:
+                out[int(r["bucket"]["index"])] = now - idle
+        return out
 
 
 class Controller:
@@ -352,7 +382,11 @@ class Controller:
         self.table: Table | None = None
         self.groups = [RouterGroups(conf, r) for r in conf.routers]
         self.states: dict[str, str] = {}
+        self.used = [float("-inf")] * conf.buckets  # when each bucket last carried a packet (monotonic)
+        self.builds = 0
         self.moves_total = 0
+        self.bgpd = {r.role: Vty(os.path.join(r.vty_socket, "bgpd.vty")) for r in conf.routers}
+        self.bfdd = {r.role: Vty(os.path.join(r.vty_socket, "bfdd.vty")) for r in conf.routers}
         self.log: list[dict[str, Any]] = []
 
     def ensure_rules(self) -> None:
@@ -361,26 +395,30 @@ class Controller:
                 if not any(x.get("priority") == self.conf.rule_pref for x in ip_json(r.ns, fam, "rule", "show")):
                     ip(r.ns, fam, "rule", "add", "pref", str(self.conf.rule_pref), "lookup", str(self.conf.table))
 
-    def idle(self) -> list[bool]:
-        """Per bucket: no packet for the idle timer on any router and family, or none since the build."""
-        n = self.conf.buckets
-        if self.table is None:
-            return [True] * n
-        age = time.monotonic() - self.table.built_at
-        limit = min(self.conf.idle_timer_s, max(0.0, age - 0.5))
-        out = [True] * n
+    def observe(self) -> None:
+        """Fold the kernel's per-bucket activity (every router and family) into the controller's own
+        record, which outlives the generations the kernel's idle times restart with."""
+        now = time.monotonic()
         for g in self.groups:
             for v6 in g.families():
-                times = g.idle_times(v6)
-                for b in range(n):
-                    if times.get(b, 0.0) < limit:
-                        out[b] = False
-        return out
+                for b, t in g.last_used(v6, now).items():
+                    if t > self.used[b]:
+                        self.used[b] = t
 
-    def reconcile(self) -> None:
-        routes = {r.role: bgp_routes(self.conf, r) for r in self.conf.routers}
-        self.states = gateway_states(self.conf, routes)
+    def idle(self) -> list[bool]:
+        """Per bucket: no packet on any router, in any family, for the idle timer."""
+        now = time.monotonic()
+        return [now - t >= self.conf.idle_timer_s for t in self.used]
+
+    def poll_states(self) -> dict[str, str]:
+        routes = {r.role: bgp_routes(self.bgpd[r.role]) for r in self.conf.routers}
+        bfd = {r.role: bfd_up(self.bfdd[r.role]) for r in self.conf.routers}
+        return gateway_states(self.conf, routes, bfd)
+
+    def reconcile(self, states: dict[str, str]) -> None:
+        self.states = states
         order = [g.name for g in self.conf.gateways]
+        self.observe()
         table, moves = plan(self.table, self.states, order, self.idle(), self.conf.buckets)
         if table is None:
             if self.table is not None:
@@ -388,17 +426,11 @@ class Controller:
                     g.withdraw()
             self.table = None
         else:
-            rebuilt = self.table is None
             self.table = table
             owner = [o or "" for o in table.owner]
             for g in self.groups:
                 for v6 in g.families():
-                    if rebuilt:
-                        g.build(v6, owner)
-                    else:
-                        g.apply(v6, owner)
-            if rebuilt:
-                self.table.built_at = time.monotonic()
+                    self.builds += g.program(v6, owner)
         if moves:
             self.moves_total += len(moves)
             why: dict[str, int] = {}
@@ -424,7 +456,7 @@ class Controller:
         st = {"at": time.time(), "states": self.states, "buckets": self.conf.buckets,
               "owner": self.table.owner if self.table else None,
               "counts": self.table.counts([g.name for g in self.conf.gateways]) if self.table else {},
-              "moves_total": self.moves_total, "recent": self.log[-10:]}
+              "moves_total": self.moves_total, "builds": self.builds, "recent": self.log[-10:]}
         tmp = self.conf.status_file + ".tmp"
         with open(tmp, "w") as f:
             json.dump(st, f)
@@ -432,33 +464,34 @@ class Controller:
 
 
 def serve(conf: ControllerConf) -> None:
+    """Poll BFD and BGP every 100 ms (a socket round trip each), reconcile on any change of a gateway's
+    state, on any link or next-hop change the kernel reports, and every second (idle buckets move)."""
     ctl = Controller(conf)
     ctl.ensure_rules()
-    # Only "something changed" matters (zebra rewrote a route after BGP or BFD, a link went down),
-    # not what: the pipes are read raw, in whatever chunks arrive.
-    monitors = [subprocess.Popen(["ip", "-n", r.ns, "-o", "monitor", "route", "nexthop", "link"],
+    monitors = [subprocess.Popen(["ip", "-n", r.ns, "-o", "monitor", "nexthop", "link"],
                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, bufsize=0)
                 for r in conf.routers]
     fds = [m.stdout.fileno() for m in monitors if m.stdout is not None]
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    next_check = 0.0
+    next_full, kernel_changed = 0.0, True
     try:
         while True:
-            now = time.monotonic()
-            if now >= next_check:
-                try:
-                    ctl.reconcile()
-                except (RuntimeError, ValueError, OSError, KeyError, subprocess.TimeoutExpired) as e:
-                    print(f"controller: {e}", file=sys.stderr, flush=True)
-                next_check = now + (BUSY_RECHECK_S if ctl.unsettled() else IDLE_RECHECK_S)
-            ready, _, _ = select.select(fds, [], [], max(0.0, next_check - time.monotonic()))
-            if ready:
-                while ready:
-                    for fd in ready:
-                        if not os.read(fd, 65536):
-                            raise RuntimeError("ip monitor ended")
-                    ready, _, _ = select.select(fds, [], [], DEBOUNCE_S)
-                next_check = 0.0
+            try:
+                states = ctl.poll_states()
+                now = time.monotonic()
+                if kernel_changed or states != ctl.states or now >= next_full:
+                    ctl.reconcile(states)
+                    next_full = now + (BUSY_RECHECK_S if ctl.unsettled() else IDLE_RECHECK_S)
+            except (RuntimeError, ValueError, OSError, KeyError, subprocess.TimeoutExpired) as e:
+                print(f"controller: {e}", file=sys.stderr, flush=True)
+            kernel_changed = False
+            ready, _, _ = select.select(fds, [], [], POLL_S)
+            while ready:
+                for fd in ready:
+                    if not os.read(fd, 65536):
+                        raise RuntimeError("ip monitor ended")
+                kernel_changed = True
+                ready, _, _ = select.select(fds, [], [], DEBOUNCE_S)
     finally:
         for m in monitors:
             m.terminate()

@@ -86,15 +86,15 @@ def controller_config(topo: Topology, idle_timer_s: int) -> dict[str, Any]:
     return {
         # The hub routes the server side over the gateways, the edge the client side.
         "routers": [{"role": "hub", "ns": topo.ns("hub"), "vty_socket": frr.frr_dir(topo, "hub"),
-                     "prefixes": list(SERVER_PREFIXES)},
+                     "prefixes": list(frr.v4(SERVER_PREFIXES))},
                     {"role": EDGE_ROLE, "ns": topo.ns(EDGE_ROLE), "vty_socket": frr.frr_dir(topo, EDGE_ROLE),
-                     "prefixes": list(CLIENT_PREFIXES)}],
+                     "prefixes": list(frr.v4(CLIENT_PREFIXES))}],
         "gateways": [{"name": m.role, "index": m.index,
                       "via": {"hub": {"v4": m.hub_side_v4, "v6": m.hub_side_v6, "dev": m.role},
                               EDGE_ROLE: {"v4": m.edge_side_v4, "v6": m.edge_side_v6, "dev": m.role}}}
                      for m in members(topo)],
         "table": TABLE, "rule_pref": TABLE, "id_base": ID_BASE, "buckets": BUCKETS,
-        "idle_timer_s": idle_timer_s, "status_file": topo.path("controller.json"), "vtysh": frr.VTYSH,
+        "idle_timer_s": idle_timer_s, "status_file": topo.path("controller.json"),
     }
 
 

@@ -2,11 +2,12 @@
 own config and runtime directory (`<run_dir>/frr-<role>/`), never the system's `frr` service.
 
 BGP design (docs/cluster.md):
-- the hub router (AS 65001) originates the client subnets, the edge router (AS 65002) the server and
-  cross subnets; each gateway (AS 65100, all alike) peers with both over IPv4 and IPv6 and passes each
-  side's routes to the other with itself as next hop, so each router learns the far side once per
-  gateway and installs them as equal-cost paths;
-- every session has BFD (100 ms x 3): a gateway that stops answering is gone from the routers in 0.3 s;
+- the hub router (AS 65001) originates the client subnet, the edge router (AS 65002) the server and
+  cross subnets; each gateway (AS 65100, all alike) peers with both and passes each side's routes to
+  the other with itself as next hop, so each router learns the far side once per gateway, as
+  equal-cost paths;
+- every gateway link has BFD (200 ms x 4): the cluster controller takes a gateway whose BFD is down off
+  both routers at once, 0.8 s after its last packet;
 - a gateway whose splitter is not serving prepends its AS three times (`announcer.py`), so the routers
   prefer the serving gateways and use it only when none serves (the cluster fails open as a whole);
 - a draining gateway sends its routes with the GRACEFUL_SHUTDOWN community (RFC 8326, FRR's
@@ -39,12 +40,23 @@ from .plan import (
 
 FRR_DIR = Path(os.environ.get("SATLAB_FRR_DIR", "/usr/lib/frr"))
 VTYSH = os.environ.get("SATLAB_VTYSH", "vtysh")
-DAEMONS = ("zebra", "bgpd", "bfdd")
-# 150 ms x 4 = 0.6 s to declare a gateway dead: within the 1 s budget with room for BGP, zebra and the
-# controller, and not so tight that a loaded 2-core lab host drops sessions of gateways that are fine.
-BFD_INTERVAL_MS = 150
+# The routers run bgpd without zebra (and bfdd on its own): zebra learns every kernel next-hop object in
+# its namespace and puts back its own copy of one it counts as used whenever someone else changes or
+# deletes it, which fights the cluster controller's bucket tables (measured: > 1,000 such re-installs and
+# flows sent to the wrong gateway). The routers' forwarding to the gateways is the controller's alone;
+# their BGP only learns and announces. The gateways run all three and install their routes with zebra.
+ROUTER_DAEMONS = ("bgpd", "bfdd")
+GATEWAY_DAEMONS = ("zebra", "bgpd", "bfdd")
+# 200 ms x 4 = 0.8 s to declare a gateway dead: within the 1 s budget with room for the controller's
+# 100 ms poll and its write, and not so tight that a saturated 2-core lab host drops sessions of
+# gateways that are fine (150 ms x 4 did, with 1,000 flows: the packets wait in the softirq backlog).
+BFD_INTERVAL_MS = 200
 BFD_MULTIPLIER = 4
-NICE = "-5"  # above the lab's traffic, below the link emulator (-10): late BFD packets are flaps
+NICE = "-5"  # zebra and bgpd: above the lab's traffic, below the link emulator (-10)
+# bfdd runs real-time (SCHED_FIFO): on a saturated 2-core lab host a bfdd that waits 0.6 s for a core
+# declares every peer dead at once (measured: all six sessions of the hub with 1,000 flows running).
+# It only sleeps and sends a packet every 200 ms, so it cannot starve anything.
+BFDD_RT_PRIORITY = "10"
 PREPEND = 3  # how many times a gateway that does not serve prepends its AS
 
 
@@ -80,34 +92,44 @@ def _bfd_block() -> list[str]:
     ]
 
 
-def _peer_group(name: str, remote_as: int | str) -> list[str]:
+def _peer_group(name: str, remote_as: int | str, bfd: bool = True) -> list[str]:
     return [
         f" neighbor {name} peer-group",
         f" neighbor {name} remote-as {remote_as}",
-        f" neighbor {name} bfd",
-        f" neighbor {name} bfd profile cluster",
+        *([f" neighbor {name} bfd", f" neighbor {name} bfd profile cluster"] if bfd else []),
         f" neighbor {name} timers connect 1",
         f" neighbor {name} advertisement-interval 0",
     ]
 
 
-def render_router(topo: Topology, role: str) -> str:
-    """The hub (satellite side) or edge (internet side) router."""
-    networks: tuple[str, ...]
+def daemons(role: str) -> tuple[str, ...]:
+    return ROUTER_DAEMONS if role in ("hub", EDGE_ROLE) else GATEWAY_DAEMONS
+
+
+def v4(prefixes: tuple[str, ...]) -> tuple[str, ...]:
+    """The cluster routes IPv4 (docs/cluster.md, limits: bgpd without zebra refuses the link-local
+    next hops that IPv6 updates between directly connected peers carry)."""
+    return tuple(p for p in prefixes if ":" not in p)
+
+
+def router_peers(topo: Topology, role: str) -> list[tuple[str, str]]:
+    """(gateway address, router address) of each gateway link of a router."""
     if role == "hub":
-        asn, router_id, networks = HUB_ASN, "10.71.2.2", CLIENT_PREFIXES
-        peers = [(m.hub_side_v4, m.hub_side_v6) for m in members(topo)]
-    elif role == EDGE_ROLE:
-        asn, router_id, networks = EDGE_ASN, "10.71.3.1", SERVER_PREFIXES
-        peers = [(m.edge_side_v4, m.edge_side_v6) for m in members(topo)]
+        return [(m.hub_side_v4, m.hub_v4) for m in members(topo)]
+    if role == EDGE_ROLE:
+        return [(m.edge_side_v4, m.edge_v4) for m in members(topo)]
+    raise ValueError(f"not a cluster router: {role!r}")
+
+
+def render_router(topo: Topology, role: str) -> str:
+    """The hub (satellite side) or edge (internet side) router: BGP learns and announces, BFD watches
+    every gateway link; the cluster controller reads both and programs the forwarding."""
+    if role == "hub":
+        asn, router_id, networks = HUB_ASN, "10.71.2.2", v4(CLIENT_PREFIXES)
     else:
-        raise ValueError(f"not a cluster router: {role!r}")
+        asn, router_id, networks = EDGE_ASN, "10.71.3.1", v4(SERVER_PREFIXES)
+    peers = router_peers(topo, role)
     lines = _header(topo, role) + [
-        # zebra installs the equal-cost routes as plain multipath routes in main, with no kernel
-        # next-hop objects of its own: its object ids would be allocated past the highest id it has
-        # seen, i.e. among the cluster controller's, and the two would overwrite each other.
-        "no zebra nexthop kernel enable",
-        "!",
         "bgp community-list standard DRAINING seq 5 permit graceful-shutdown",
         "!",
         "route-map FROM-GATEWAY permit 10",
@@ -120,17 +142,18 @@ def render_router(topo: Topology, role: str) -> str:
         f" bgp router-id {router_id}",
         " no bgp ebgp-requires-policy",
         " no bgp default ipv4-unicast",
-        *_peer_group("GW4", GATEWAY_ASN),
-        *_peer_group("GW6", GATEWAY_ASN),
+        # Without zebra there is no RIB to check `network` against: the router originates them as given.
+        " no bgp network import-check",
+        *_peer_group("GW4", GATEWAY_ASN, bfd=False),
     ]
-    for v4, v6 in peers:
-        lines += [f" neighbor {v4} peer-group GW4", f" neighbor {v6} peer-group GW6"]
-    for fam, group in (("ipv4", "GW4"), ("ipv6", "GW6")):
-        lines += [f" address-family {fam} unicast"]
-        lines += [f"  network {p}" for p in networks if (":" in p) == (fam == "ipv6")]
-        lines += [f"  neighbor {group} activate", f"  neighbor {group} route-map FROM-GATEWAY in",
-                  "  maximum-paths 16", " exit-address-family"]
-    return "\n".join(lines + ["!", *_bfd_block(), ""])
+    lines += [f" neighbor {gw} peer-group GW4" for gw, _ in peers]
+    lines += [" address-family ipv4 unicast", *[f"  network {p}" for p in networks],
+              "  neighbor GW4 activate", "  neighbor GW4 route-map FROM-GATEWAY in", "  maximum-paths 16",
+              " exit-address-family", "!"]
+    lines += _bfd_block()
+    for gw, local in peers:
+        lines += [f" peer {gw} local-address {local}", "  profile cluster", " !"]
+    return "\n".join(lines + ["!", ""])
 
 
 def render_gateway(topo: Topology, m: Member, serving: bool) -> str:
@@ -144,15 +167,13 @@ def render_gateway(topo: Topology, m: Member, serving: bool) -> str:
         " no bgp ebgp-requires-policy",
         " no bgp default ipv4-unicast",
         *_peer_group("R4", "external"),
-        *_peer_group("R6", "external"),
         f" neighbor {m.hub_v4} peer-group R4",
         f" neighbor {m.edge_v4} peer-group R4",
-        f" neighbor {m.hub_v6} peer-group R6",
-        f" neighbor {m.edge_v6} peer-group R6",
+        " address-family ipv4 unicast",
+        "  neighbor R4 activate",
+        "  neighbor R4 route-map TO-ROUTER out",
+        " exit-address-family",
     ]
-    for fam, group in (("ipv4", "R4"), ("ipv6", "R6")):
-        lines += [f" address-family {fam} unicast", f"  neighbor {group} activate",
-                  f"  neighbor {group} route-map TO-ROUTER out", " exit-address-family"]
     return "\n".join(lines + ["!", *_bfd_block(), ""])
 
 
@@ -166,7 +187,7 @@ def _frr_ids() -> tuple[int, int]:
 
 def available() -> str | None:
     """None when FRR can run here, else why not."""
-    missing = [str(FRR_DIR / d) for d in DAEMONS if not (FRR_DIR / d).is_file()]
+    missing = [str(FRR_DIR / d) for d in GATEWAY_DAEMONS if not (FRR_DIR / d).is_file()]
     if shutil.which(VTYSH) is None:
         missing.append(VTYSH)
     if missing:
@@ -185,16 +206,17 @@ def write_config(topo: Topology, role: str, text: str) -> None:
 
 
 def start(topo: Topology, role: str, timeout: float = 10.0) -> None:
-    """zebra, then bgpd and bfdd, in the role's namespace; returns once vtysh reaches all three."""
+    """zebra (gateways), then bgpd and bfdd, in the role's namespace; returns once vtysh reaches them."""
     d = frr_dir(topo, role)
     conf, zsock = os.path.join(d, "frr.conf"), os.path.join(d, "zserv.api")
-    for daemon in DAEMONS:
-        argv = ["nice", "-n", NICE, str(FRR_DIR / daemon), "-f", conf, "-i", os.path.join(d, f"{daemon}.pid"),
+    for daemon in daemons(role):
+        prio = ["chrt", "-f", BFDD_RT_PRIORITY] if daemon == "bfdd" else ["nice", "-n", NICE]
+        argv = [*prio, str(FRR_DIR / daemon), "-f", conf, "-i", os.path.join(d, f"{daemon}.pid"),
                 "-z", zsock, "--vty_socket", d, "--log", f"file:{d}/{daemon}.log"]
         if daemon == "bfdd":
             argv += ["--bfdctl", os.path.join(d, "bfdd.sock")]
         if daemon == "bgpd":
-            argv += ["--limit-fds", "1024"]
+            argv += ["--limit-fds", "1024", *(["--no_zebra"] if "zebra" not in daemons(role) else [])]
         procs.spawn(topo.ns(role), argv, os.path.join(d, f"{daemon}.run.pid"),
                     os.path.join(d, f"{daemon}.out"))
         if daemon == "zebra":
@@ -221,13 +243,13 @@ def _wait_path(path: str, timeout: float, what: str) -> None:
 
 def stop(topo: Topology, role: str) -> None:
     d = frr_dir(topo, role)
-    for daemon in reversed(DAEMONS):
+    for daemon in reversed(GATEWAY_DAEMONS):
         procs.stop_pidfile(os.path.join(d, f"{daemon}.run.pid"), daemon)
 
 
 def running(topo: Topology, role: str) -> bool:
     d = frr_dir(topo, role)
-    pids = [procs.read_pid(os.path.join(d, f"{daemon}.run.pid")) for daemon in DAEMONS]
+    pids = [procs.read_pid(os.path.join(d, f"{daemon}.run.pid")) for daemon in daemons(role)]
     return all(p is not None and procs.alive(p) for p in pids)
 
 

@@ -14,7 +14,7 @@ from .plan import members
 
 # The pairs of routes that must map every flow the same way: a flow from a client to a server is hashed
 # by the hub's route to the server prefix and answered through the edge's route to the client prefix.
-PAIRED = (("10.71.3.0/24", "10.71.1.0/24"), ("fd71:3::/64", "fd71:1::/64"))
+PAIRED = (("10.71.3.0/24", "10.71.1.0/24"),)  # IPv4: the cluster routes IPv4 (frr.v4)
 
 
 def _json(ns: str, *args: str) -> list[dict[str, Any]]:
