@@ -328,7 +328,7 @@ def _placement(topo: TopologyLike, ns_role: str) -> Placement:
         from .cluster.plan import member
 
         m = member(int(ns_role[2:]))
-        routes = [{"dst": "10.71.1.0/24", "via": m.hub_v4}, {"dst": "fd71:1::/64", "via": m.hub_v6}]
+        routes = [{"dst": "10.71.1.0/24", "via": m.hub_v4}]  # the cluster routes IPv4 (docs/cluster.md)
         return Placement(ns_role, "hub", routes, n, ("--workers", CLUSTER_WORKERS))
     return Placement(ns_role, ns_role, SAT_ROUTES[ns_role])
 

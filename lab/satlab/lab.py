@@ -245,21 +245,17 @@ def up(topo: Topology, profile: str, forward: Params, ret: Params, gateway: str 
             webservices.start(topo, python_env())
             if topo.hub_gateways:
                 fabric.start_routing(topo, idle_timer_s, splitters, python_env())
-                fabric.wait_converged(topo, set(topo.gateway_roles))
-            wait_ready(topo, timeout)
-            webservices.wait_ready(topo, time.monotonic() + timeout)
-            if gw is not None:
-                try:
-                    gw.start(topo, gateway)
-                except Exception as e:  # the hook's own error type: report it as ours
-                    raise LabError(f"gateway on {gateway} did not start: {e}") from e
-                state["gateway"] = gateway
-                save_state(topo, state)
-                if topo.hub_gateways and splitters:
+                if splitters:
+                    # The gateways' BFD stays shut until their daemons serve: start them first.
+                    _start_gateway(topo, gw, gateway, state)
                     for role in topo.gateway_roles:
                         fabric.start_announcer(topo, role, python_env())
                     fabric.wait_serving(topo, set(topo.gateway_roles))
-                    fabric.wait_converged(topo, set(topo.gateway_roles))
+                fabric.wait_converged(topo, set(topo.gateway_roles))
+            wait_ready(topo, timeout)
+            webservices.wait_ready(topo, time.monotonic() + timeout)
+            if gw is not None and not (topo.hub_gateways and splitters):
+                _start_gateway(topo, gw, gateway, state)
         except (fabric.ClusterError, frr.FrrError) as e:
             _teardown(topo)
             raise LabError(str(e)) from e
@@ -270,6 +266,15 @@ def up(topo: Topology, profile: str, forward: Params, ret: Params, gateway: str 
             _teardown(topo)
             raise
     return state
+
+
+def _start_gateway(topo: Topology, gw: Any, gateway: str | None, state: dict[str, Any]) -> None:
+    try:
+        gw.start(topo, gateway)
+    except Exception as e:  # the hook's own error type: report it as ours
+        raise LabError(f"gateway on {gateway} did not start: {e}") from e
+    state["gateway"] = gateway
+    save_state(topo, state)
 
 
 # --- tearing down -----------------------------------------------------------------------------

@@ -3,10 +3,11 @@
 A gateway whose splitter daemon died (or runs without a listening worker, `fail_open` in its health)
 still forwards: its nft table stays, nothing listens, SYNs pass unsplit. In a cluster that is the wrong
 place for new flows while other gateways split. So the announcer polls the daemon's `/v1/health` every
-100 ms on its control socket and, on the first failed poll, makes the gateway's BGP prepend its AS
-(`route-map TO-ROUTER`), which takes it out of the routers' equal-cost set within a BGP update; two good
-polls in a row put it back. Prepending rather than withdrawing keeps the cluster failing open as a whole:
-when no gateway serves, all paths are equally long and the routers still use them all, unsplit.
+100 ms on its control socket and, on the first failed poll, shuts the gateway's BGP sessions with both
+routers: they drop its paths on the NOTIFICATION and the cluster controller moves the gateway's buckets
+to the others; two good polls in a row open the sessions again (BGP is up again within seconds). When no
+gateway serves, the controller keeps its last table: the cluster as a whole fails open, as one gateway
+does.
 
 On a box of its own the same role belongs beside the daemon (e.g. a unit bound to perigee-gateway);
 here one runs per gateway namespace: `python -m satlab.cluster.announcer CONFIG.json`.
@@ -27,8 +28,6 @@ from typing import Any
 
 POLL_S = 0.1
 RECOVER_POLLS = 2
-GATEWAY_ASN = 65100
-PREPEND = 3
 
 
 @dataclass(frozen=True)
@@ -36,8 +35,7 @@ class AnnouncerConf:
     control_socket: str
     vty_socket: str
     status_file: str
-    asn: int = GATEWAY_ASN
-    prepend: int = PREPEND
+    asn: int
     vtysh: str = "vtysh"
 
     @staticmethod
@@ -76,11 +74,8 @@ def serving(h: dict[str, Any] | None) -> bool:
 
 
 def set_announced(conf: AnnouncerConf, serve: bool) -> None:
-    prepend = " ".join([str(conf.asn)] * conf.prepend)
-    line = f"set as-path prepend {prepend}" if not serve else "no set as-path prepend"
     argv = [conf.vtysh, "--vty_socket", conf.vty_socket, "-c", "configure terminal",
-            "-c", "route-map TO-ROUTER permit 10", "-c", line, "-c", "end",
-            "-c", "clear bgp ipv4 unicast * soft out", "-c", "clear bgp ipv6 unicast * soft out"]
+            "-c", f"router bgp {conf.asn}", "-c", ("no " if serve else "") + "neighbor R4 shutdown", "-c", "end"]
     p = subprocess.run(argv, capture_output=True, text=True, timeout=10)
     if p.returncode != 0:
         raise RuntimeError(f"vtysh: {(p.stderr or p.stdout).strip()}")
@@ -94,7 +89,7 @@ def write_status(conf: AnnouncerConf, state: dict[str, Any]) -> None:
 
 
 def serve_forever(conf: AnnouncerConf) -> None:
-    announced: bool | None = None  # unknown: the rendered config starts prepended (not serving)
+    announced: bool | None = None  # unknown: the rendered config starts shut (not serving)
     good = 0
     changed_at = time.time()
     while True:

@@ -10,8 +10,9 @@ the two routers send that bucket to the same gateway, and that is what this cont
   the controller never changes the group, only where each member points (`ip nexthop replace`), so the
   kernel never moves a bucket on its own and both routers hold exactly the controller's table;
 - a gateway is *up* when both routers' BGP selected its paths for every cluster prefix, *draining* when
-  its paths carry local preference 0 (the GRACEFUL_SHUTDOWN community), *down* otherwise (BFD or BGP
-  lost it, or it prepends its AS because its splitter does not serve);
+  its paths carry local preference 0 (the GRACEFUL_SHUTDOWN community), *down* otherwise (BFD is down:
+  the link or the gateway failed, or its announcer shut BFD because its splitter does not serve; or BGP
+  lost it);
 - a down gateway's buckets go to the up gateways at once, evenly (its flows are lost anyway, and new
   ones must not wait); a draining gateway's buckets go one by one as each becomes idle; a gateway that
   comes back (or has fewer than its share) takes buckets only once they are idle: only new flows reach it.
@@ -231,6 +232,10 @@ def plan(table: Table | None, states: dict[str, str], order: list[str], idle: li
         t = Table([up[i % len(up)] for i in range(buckets)])
         return t, [(i, None, o, "initial") for i, o in enumerate(t.owner)]
     t = Table(list(table.owner))
+    if not up and not draining:
+        # No gateway serves: keep the table. The gateways still forward (unsplit), so the cluster fails
+        # open as one gateway does; the kernel itself drops members whose link is gone.
+        return t, moves
     for i, o in enumerate(t.owner):
         if o in up or o in draining:
             continue
@@ -239,7 +244,7 @@ def plan(table: Table | None, states: dict[str, str], order: list[str], idle: li
             t.owner[i] = to
             moves.append((i, o, to, "down"))
     if not up:
-        return (t if any(t.owner) else None), moves
+        return t, moves
     for i, o in enumerate(t.owner):
         if o in draining and idle[i]:
             to = least_loaded(t, up)

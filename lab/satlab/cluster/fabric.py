@@ -17,7 +17,7 @@ from .. import procs
 from ..sysrun import run_ns
 from ..topology import EDGE_ROLE, Topology
 from . import frr
-from .plan import CLIENT_PREFIXES, SERVER_PREFIXES, members
+from .plan import CLIENT_PREFIXES, GATEWAY_ASN, SERVER_PREFIXES, members
 
 ROUTER_ROLES = ("hub", EDGE_ROLE)
 TABLE = 7100  # the controller's routing table and its ip rule's priority
@@ -79,7 +79,9 @@ def prepare_network(topo: Topology, seed: int) -> None:
         run_ns(ns, ["nft", "-f", "-"], input_text=guard_ruleset())
         # Present once the table above made conntrack track this namespace.
         run_ns(ns, ["sysctl", "-q", "-w", "net.netfilter.nf_conntrack_tcp_loose=0",
-                    "net.netfilter.nf_conntrack_tcp_be_liberal=1"])
+                    "net.netfilter.nf_conntrack_tcp_be_liberal=1",
+                    # A link flap must not take the gateway's IPv6 addresses with it.
+                    "net.ipv6.conf.all.keep_addr_on_down=1"])
 
 
 def controller_config(topo: Topology, idle_timer_s: int) -> dict[str, Any]:
@@ -103,7 +105,7 @@ def _python_module(module: str, *args: str) -> list[str]:
 
 
 def start_routing(topo: Topology, idle_timer_s: int, splitters: bool, env: dict[str, str]) -> None:
-    """FRR everywhere, then the controller; `splitters`: gateways start not serving (prepended) until
+    """FRR everywhere, then the controller; `splitters`: gateways start not serving (sessions shut) until
     their announcer sees the daemon serve."""
     why = frr.available()
     if why:
@@ -132,7 +134,7 @@ def start_announcer(topo: Topology, role: str, env: dict[str, str]) -> None:
     cfg, pid, log, status = announcer_files(topo, role)
     with open(cfg, "w") as f:
         json.dump({"control_socket": socket_path(topo, role), "vty_socket": frr.frr_dir(topo, role),
-                   "status_file": status, "vtysh": frr.VTYSH}, f, indent=2)
+                   "status_file": status, "vtysh": frr.VTYSH, "asn": GATEWAY_ASN}, f, indent=2)
     procs.spawn(topo.ns(role), _python_module("satlab.cluster.announcer", cfg), pid, log, env=env)
 
 
@@ -150,16 +152,27 @@ def controller_status(topo: Topology) -> dict[str, Any] | None:
         return None
 
 
-def wait_converged(topo: Topology, gateways: set[str], timeout: float = 40.0) -> None:
-    """Until the controller sees exactly `gateways` up and each holds its share of the buckets."""
+def wait_converged(topo: Topology, gateways: set[str], timeout: float = 40.0, stable_s: float = 1.5) -> None:
+    """Until the controller sees exactly `gateways` up, each holding its share of the buckets, and has
+    seen nothing else for `stable_s` (its status is written at least every 2 s)."""
+    from . import state
+
     deadline = time.monotonic() + timeout
+    since: float | None = None
     while True:
         st = controller_status(topo) or {}
         states, counts = st.get("states") or {}, st.get("counts") or {}
         up = {g for g, s in states.items() if s == "up"}
         share = BUCKETS // max(1, len(gateways))
-        if up == gateways and all(counts.get(g, 0) >= share for g in gateways) and st.get("owner"):
-            return
+        good = up == gateways and all(counts.get(g, 0) >= share for g in gateways) and bool(st.get("owner"))
+        if good and since is None:
+            since = time.monotonic()
+        elif not good:
+            since = None
+        if since is not None and time.monotonic() - since >= stable_s:
+            hub, edge = state.buckets(topo, "hub", "10.71.3.0/24"), state.buckets(topo, EDGE_ROLE, "10.71.1.0/24")
+            if hub == edge == st["owner"]:
+                return
         if time.monotonic() > deadline:
             raise ClusterError(f"cluster routing did not converge on {sorted(gateways)} in {timeout:.0f} s: "
                                f"states {states}, buckets {counts}")

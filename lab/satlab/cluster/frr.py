@@ -8,8 +8,9 @@ BGP design (docs/cluster.md):
   equal-cost paths;
 - every gateway link has BFD (200 ms x 4): the cluster controller takes a gateway whose BFD is down off
   both routers at once, 0.8 s after its last packet;
-- a gateway whose splitter is not serving prepends its AS three times (`announcer.py`), so the routers
-  prefer the serving gateways and use it only when none serves (the cluster fails open as a whole);
+- a gateway whose splitter is not serving shuts its BGP sessions (`announcer.py`): the routers drop its
+  paths on the NOTIFICATION, and the controller gives its buckets to the others; when no gateway is up
+  the controller keeps the last table, so the cluster fails open as a whole (the gateways forward unsplit);
 - a draining gateway sends its routes with the GRACEFUL_SHUTDOWN community (RFC 8326, FRR's
   `bgp graceful-shutdown`); the routers give them local preference 0, keeping the paths but taking
   them out of the equal-cost set (the controller keeps the gateway's busy buckets until they are idle).
@@ -57,7 +58,6 @@ NICE = "-5"  # zebra and bgpd: above the lab's traffic, below the link emulator 
 # declares every peer dead at once (measured: all six sessions of the hub with 1,000 flows running).
 # It only sleeps and sends a packet every 200 ms, so it cannot starve anything.
 BFDD_RT_PRIORITY = "10"
-PREPEND = 3  # how many times a gateway that does not serve prepends its AS
 
 
 class FrrError(RuntimeError):
@@ -157,24 +157,24 @@ def render_router(topo: Topology, role: str) -> str:
 
 
 def render_gateway(topo: Topology, m: Member, serving: bool) -> str:
-    """A gateway: passes each router's routes to the other with itself as next hop."""
+    """A gateway: passes each router's routes to the other with itself as next hop. Its sessions start
+    shut when a splitter will run (`serving` False): its announcer opens them once the daemon serves,
+    and shuts them again whenever it stops serving."""
     lines = _header(topo, m.role) + [
-        "route-map TO-ROUTER permit 10",
-        *([] if serving else [f" set as-path prepend {' '.join([str(GATEWAY_ASN)] * PREPEND)}"]),
-        "!",
         f"router bgp {GATEWAY_ASN}",
         f" bgp router-id {m.router_id}",
         " no bgp ebgp-requires-policy",
         " no bgp default ipv4-unicast",
         *_peer_group("R4", "external"),
+        *([] if serving else [" neighbor R4 shutdown"]),
         f" neighbor {m.hub_v4} peer-group R4",
         f" neighbor {m.edge_v4} peer-group R4",
         " address-family ipv4 unicast",
         "  neighbor R4 activate",
-        "  neighbor R4 route-map TO-ROUTER out",
         " exit-address-family",
+        "!",
     ]
-    return "\n".join(lines + ["!", *_bfd_block(), ""])
+    return "\n".join(lines + _bfd_block() + ["!", ""])
 
 
 def _frr_ids() -> tuple[int, int]:

@@ -42,6 +42,15 @@ def set_links(topo: Topology, role: str, up: bool) -> None:
     _check(topo, role)
     for dev in ("sat0", "lan0"):
         ip(topo.ns(role), "link", "set", dev, "up" if up else "down")
+    if up and _answers(topo, role):
+        # The kernel dropped the daemon's satellite routes with the link (without telling anyone: zebra
+        # still believes in them) and the daemon does not watch links: apply its config again.
+        sock = gateway.socket_path(topo, role)
+        status, cfg = gateway.request(sock, "GET", "/v1/config", timeout=5.0)
+        if status == 200:
+            status, answer = gateway.request(sock, "PUT", "/v1/config", cfg, timeout=30.0)
+        if status != 200:
+            raise MemberError(f"{role}: re-applying its config after the links came back failed: {answer}")
 
 
 def start(topo: Topology, role: str, env: dict[str, str], wait: bool = True) -> None:
