@@ -138,6 +138,11 @@ def start_announcer(topo: Topology, role: str, env: dict[str, str]) -> None:
     procs.spawn(topo.ns(role), _python_module("satlab.cluster.announcer", cfg), pid, log, env=env)
 
 
+def announcer_running(topo: Topology, role: str) -> bool:
+    pid = procs.read_pid(announcer_files(topo, role)[1])
+    return pid is not None and procs.alive(pid) and any("satlab.cluster.announcer" in a for a in procs.cmdline(pid))
+
+
 def stop_announcer(topo: Topology, role: str) -> None:
     _, pid, _, _ = announcer_files(topo, role)
     procs.stop_pidfile(pid, "satlab.cluster.announcer")

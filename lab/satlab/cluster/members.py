@@ -61,8 +61,7 @@ def start(topo: Topology, role: str, env: dict[str, str], wait: bool = True) -> 
     frr.configure(topo, role, f"router bgp {GATEWAY_ASN}", "no bgp graceful-shutdown")
     if not _answers(topo, role):
         gateway.start_one(topo, role)
-    if (fabric.announcer_status(topo, role) or {}).get("polled_at", 0) < time.time() - 2:
-        fabric.stop_announcer(topo, role)
+    if not fabric.announcer_running(topo, role):
         fabric.start_announcer(topo, role, env)
     if wait:
         fabric.wait_serving(topo, {role})
