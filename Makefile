@@ -3,7 +3,7 @@ SHELL := /bin/bash
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 COMPONENTS := lab gateway api webui bench
 
-.PHONY: help setup build test test-packaging lint demo demo-down bench bench-quick image image-test vm vm-test deb deb-test setup-test clean
+.PHONY: help setup build test test-packaging lint fuzz demo demo-down bench bench-quick image image-test vm vm-test deb deb-test setup-test clean
 
 help:
 	@echo "make demo        install, build, bring up satlab + the appliance, print the dashboard URL and login"
@@ -12,6 +12,7 @@ help:
 	@echo "make bench       the full benchmark (docs/benchmarks.md, bench/results/latest.json)"
 	@echo "make bench-quick one scenario of each kind"
 	@echo "make lint        clippy, ruff, mypy, eslint, tsc"
+	@echo "make fuzz        the gateway's parsers under libFuzzer, 10 min each (FUZZ_SECONDS=...)"
 	@echo "make image       build the Docker images;  make vm: build the VM image (from the .debs)"
 	@echo "make deb         the Debian packages perigee-gateway and perigee-management (+ lintian)"
 	@echo "make deb-test    install, upgrade and purge the packages in a bare bookworm container"
@@ -54,6 +55,9 @@ demo:
 demo-down:
 	@scripts/demo down
 
+fuzz: setup
+	@$(MAKE) --no-print-directory -C gateway fuzz
+
 bench: build
 	@.venv/bin/python -m bench.run --full
 
@@ -82,4 +86,4 @@ setup-test:
 	@images/setup-test
 
 clean:
-	rm -rf gateway/target lab/emulator/target webui/dist
+	rm -rf gateway/target gateway/fuzz/target lab/emulator/target webui/dist

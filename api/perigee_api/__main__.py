@@ -19,20 +19,13 @@ def main() -> None:
         sys.exit("perigee-api runs as an unprivileged user; set PERIGEE_ALLOW_ROOT=1 only for development")
     os.umask(0o007)  # data files and the Unix socket: owner and group only
     app = create_app(settings)
-    # X-Forwarded-For is believed only from the front proxy: on a Unix socket that is whoever may open
-    # the socket (nginx, by file permissions), on TCP the addresses in PERIGEE_FORWARDED_ALLOW_IPS.
+    # uvicorn's proxy_headers stay off: it would take the client address from X-Forwarded-For. The API reads
+    # nginx's X-Real-IP itself, and only from the front proxy (core/client_address.py).
     if settings.listen.startswith("unix:"):
-        uvicorn.run(app, uds=settings.listen[5:], proxy_headers=True, forwarded_allow_ips="*", log_level="info")
+        uvicorn.run(app, uds=settings.listen[5:], proxy_headers=False, log_level="info")
     else:
         host, _, port = settings.listen.rpartition(":")
-        uvicorn.run(
-            app,
-            host=host or "127.0.0.1",
-            port=int(port),
-            proxy_headers=True,
-            forwarded_allow_ips=settings.forwarded_allow_ips,
-            log_level="info",
-        )
+        uvicorn.run(app, host=host or "127.0.0.1", port=int(port), proxy_headers=False, log_level="info")
 
 
 if __name__ == "__main__":

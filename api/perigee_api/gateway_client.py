@@ -89,3 +89,10 @@ class GatewayClient:
     def cache_purge(self, url: str | None = None, purge_all: bool = False) -> dict[str, Any]:
         body: dict[str, Any] = {"all": True} if purge_all else {"url": url}
         return dict(self._call("POST", "/v1/cache/purge", json=body))
+
+    def dns_stats(self) -> dict[str, Any]:
+        return dict(self._call("GET", "/v1/dns/stats"))
+
+    def dns_flush(self, name: str | None = None, flush_all: bool = False) -> dict[str, Any]:
+        body: dict[str, Any] = {"all": True} if flush_all else {"name": name}
+        return dict(self._call("POST", "/v1/dns/flush", json=body))

@@ -40,7 +40,10 @@ class ApiToken(Base):
     name: Mapped[str] = mapped_column(String(64))
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)
     prefix: Mapped[str] = mapped_column(String(16))
+    # read (GET only) | operator: the token acts with the lower of this and its owner's role.
+    scope: Mapped[str] = mapped_column(String(16))
     created_at: Mapped[float] = mapped_column(Float)
+    expires_at: Mapped[float] = mapped_column(Float)
     last_used_at: Mapped[float | None] = mapped_column(Float, nullable=True)
 
 
@@ -114,6 +117,8 @@ class FlowRecord(Base):
     bytes_down: Mapped[int] = mapped_column(Integer)
     sat_srtt_us: Mapped[int | None] = mapped_column(Integer, nullable=True)
     legs: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    # "direct" or "peer" (docs/splitter.md, the peer path); None for records from older gateways.
+    path: Mapped[str | None] = mapped_column(String(8), nullable=True, index=True)
 
 
 class Sample1s(Base):

@@ -60,6 +60,8 @@ Formulas (rates in bit/s, times in s, sizes in bytes; clamp(x, lo, hi) = min(max
   shaping_overhead = modem_overhead_bytes
   min_terminal_buffer = return_rate × superframe / 8               (one superframe of return traffic;
                      a smaller buffer drops inside a superframe: reported as a warning)
+  frame_loss_pct, hybla_loss_window, the buffer factor (2, or 4 with a bit error in every window) and
+  the satellite congestion control (hybla or hybla_ld) from the input `ber`: loss_tuning.py
 
 Every derived value is returned with a `derivation` string showing the numbers; any value may be
 overridden (then `overridden` is true and the derivation still shows the computed number).
@@ -70,7 +72,9 @@ from __future__ import annotations
 import math
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from perigee_api import loss_tuning
 
 KIB = 1024
 MIB = 1024 * 1024
@@ -101,6 +105,8 @@ DerivedKey = Literal[
     "shaping_rate_bps",
     "shaping_overhead_bytes",
     "min_terminal_buffer_bytes",
+    "frame_loss_pct",
+    "hybla_loss_window",
 ]
 OVERRIDABLE: tuple[str, ...] = (
     "sndbuf_bytes",
@@ -115,14 +121,16 @@ OVERRIDABLE: tuple[str, ...] = (
 
 
 class BodInputs(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    # Strict (no "600" or true for a number) and within physical bounds: a superframe or an RTT under 1 ms is no
+    # satellite link, and a subnormal one (5e-324) turned every division into infinity.
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
 
     forward_rate_bps: int = Field(ge=1000, le=100_000_000_000)
     return_cra_bps: int = Field(ge=0, le=100_000_000_000)
     return_rbdc_max_bps: int = Field(ge=0, le=100_000_000_000)
-    superframe_ms: float = Field(gt=0, le=10_000)
-    allocation_delay_ms: float = Field(ge=0, le=60_000)
-    base_rtt_ms: float = Field(gt=0, le=60_000)
+    superframe_ms: float = Field(ge=1, le=10_000)
+    allocation_delay_ms: float = Field(ge=0, le=60_000, description="0 = no DAMA wait, else at least 1 ms")
+    base_rtt_ms: float = Field(ge=1, le=60_000)
     terminal_buffer_bytes: int = Field(ge=1500, le=4 * 1024 * MIB)
     mss_bytes: int = Field(default=1448, ge=536, le=65000)
     modem_overhead_bytes: int = Field(
@@ -133,12 +141,25 @@ class BodInputs(BaseModel):
         "carrier rate; 0 = not known, only the frame as the interface sends it is counted",
     )
     role: Literal["hub", "terminal"] = "hub"
+    ber: float = Field(
+        default=0.0,
+        ge=0,
+        le=1e-4,
+        description="bit error rate of the satellite link (both directions, after FEC); 0 = clean",
+    )
 
     @model_validator(mode="after")
     def _return_rate_positive(self) -> BodInputs:
         if self.return_cra_bps + self.return_rbdc_max_bps <= 0:
             raise ValueError("return_cra_bps + return_rbdc_max_bps must be above 0")
         return self
+
+    @field_validator("allocation_delay_ms")
+    @classmethod
+    def _no_sub_millisecond_delay(cls, value: float) -> float:
+        if 0 < value < 1:
+            raise ValueError("must be 0 (no DAMA wait) or at least 1 ms")
+        return value
 
 
 class Derived(BaseModel):
@@ -152,6 +173,7 @@ class Derived(BaseModel):
 class Tuning(BaseModel):
     values: dict[str, Derived]
     warnings: list[str]
+    congestion_control: loss_tuning.CcChoice
 
 
 def _n(x: float) -> str:
@@ -238,21 +260,24 @@ def derive(inputs: BodInputs, overrides: dict[str, float] | None = None) -> Tuni
     win_send, win_recv = (win_f, win_r) if hub else (win_r, win_f)
     send_dir, recv_dir = ("forward", "return") if hub else ("return", "forward")
 
-    snd = _clamp(2 * win_send, SOCKBUF_MIN, SOCKBUF_MAX)
+    p_loss = loss_tuning.frame_loss(i.ber, i.mss_bytes)
+    k_snd = loss_tuning.buffer_factor(p_loss, win_send / i.mss_bytes)
+    k_rcv = loss_tuning.buffer_factor(p_loss, win_recv / i.mss_bytes)
+    snd = _clamp(k_snd * win_send, SOCKBUF_MIN, SOCKBUF_MAX)
     put(
         "sndbuf_bytes",
         snd,
         "bytes",
-        f"2 × window_{send_dir} = 2 × {_n(win_send)} = {_n(2 * win_send)} B, clamped to "
-        f"[{_n(SOCKBUF_MIN)}, {_n(SOCKBUF_MAX)}] = {_n(snd)} B",
+        f"{k_snd} × window_{send_dir} = {k_snd} × {_n(win_send)} = {_n(k_snd * win_send)} B, clamped to "
+        f"[{_n(SOCKBUF_MIN)}, {_n(SOCKBUF_MAX)}] = {_n(snd)} B" + loss_tuning.buffer_note(k_snd),
     )
-    rcv = _clamp(2 * win_recv, SOCKBUF_MIN, SOCKBUF_MAX)
+    rcv = _clamp(k_rcv * win_recv, SOCKBUF_MIN, SOCKBUF_MAX)
     put(
         "rcvbuf_bytes",
         rcv,
         "bytes",
-        f"2 × window_{recv_dir} = 2 × {_n(win_recv)} = {_n(2 * win_recv)} B, clamped to "
-        f"[{_n(SOCKBUF_MIN)}, {_n(SOCKBUF_MAX)}] = {_n(rcv)} B",
+        f"{k_rcv} × window_{recv_dir} = {k_rcv} × {_n(win_recv)} = {_n(k_rcv * win_recv)} B, clamped to "
+        f"[{_n(SOCKBUF_MIN)}, {_n(SOCKBUF_MAX)}] = {_n(rcv)} B" + loss_tuning.buffer_note(k_rcv),
     )
     pf = put("pacing_forward_bps", i.forward_rate_bps, "bit/s", f"forward rate = {_n(i.forward_rate_bps)} bit/s")
     if i.allocation_delay_ms >= 0.001:  # below a microsecond counts as no delay (and avoids x / 0)
@@ -356,4 +381,20 @@ def derive(inputs: BodInputs, overrides: dict[str, float] | None = None) -> Tuni
         )
     if i.allocation_delay_ms and i.allocation_delay_ms < i.superframe_ms:
         warnings.append("allocation_delay_ms is shorter than one superframe: check the scheduler settings")
-    return Tuning(values=out, warnings=warnings)
+    put(
+        "frame_loss_pct",
+        100 * p_loss,
+        "%",
+        f"1 − (1 − BER)^(8 × (MSS + 66)) = 1 − (1 − {i.ber:g})^{8 * (i.mss_bytes + 66)} = {100 * p_loss:.4g}%",
+    )
+    hw = loss_tuning.hybla_loss_window(p_loss, i.base_rtt_ms)
+    put(
+        "hybla_loss_window",
+        round(hw),
+        "segments",
+        f"max(base RTT / 25 ms, 1) × sqrt(3 / (2 × {p_loss:.4g})) = {_n(round(hw))} segments"
+        if p_loss > 0
+        else "no bit errors: Hybla's window is not bounded by loss (shown as 65,536)",
+    )
+    cc = loss_tuning.choose(p_loss, hw, bdp_send / i.mss_bytes, i.ber)
+    return Tuning(values=out, warnings=warnings, congestion_control=cc)

@@ -81,7 +81,7 @@ def test_csrf_token_bound_to_session(app: FastAPI, admin: TestClient) -> None:
 
 
 def test_bearer_token_needs_no_csrf_and_is_stored_hashed(app: FastAPI, admin: TestClient) -> None:
-    r = admin.post("/api/v1/tokens", json={"name": "ci"})
+    r = admin.post("/api/v1/tokens", json={"name": "ci", "scope": "operator"})
     assert r.status_code == 201
     secret = r.json()["secret"]
     with app.state.ctx.db.session() as db:
@@ -95,24 +95,88 @@ def test_bearer_token_needs_no_csrf_and_is_stored_hashed(app: FastAPI, admin: Te
     assert bad.get("/api/v1/versions").status_code == 401
 
 
-def test_lockout_per_user(app: FastAPI, admin: TestClient, settings: Settings) -> None:
-    c = new_client(app)
-    for _ in range(settings.login_max_failures_user):
-        assert login(c, "admin", "wrong-password!").status_code == 401
-    r = login(c, "admin", STRONG)  # even the right password is refused while locked
-    assert r.status_code == 429 and r.json()["error"]["code"] == "user_locked"
-    assert int(r.headers["Retry-After"]) > 0
+def client_from(app: FastAPI, address: str) -> TestClient:
+    """A client whose TCP peer is `address`: the address the API keys its throttle and audit on."""
+    return TestClient(app, base_url="https://testserver", client=(address, 40000))
+
+
+def fail_logins(app: FastAPI, address: str, username: str, n: int) -> list[int]:
+    c = client_from(app, address)
+    return [login(c, username, "wrong-password!").status_code for _ in range(n)]
+
+
+def test_failures_elsewhere_never_lock_the_user_out(app: FastAPI, admin: TestClient, settings: Settings) -> None:
+    """An attacker hammering admin's name from one address slows down only that address."""
+    attacker = "198.51.100.66"
+    codes = fail_logins(app, attacker, "admin", settings.login_free_failures + 6)
+    assert codes[: settings.login_free_failures] == [401] * settings.login_free_failures
+    assert 429 in codes  # the attacker's own address now waits
+    r = login(client_from(app, attacker), "admin", STRONG)  # even with the right password, from there
+    assert r.status_code == 429 and r.json()["error"]["code"] == "login_throttled"
+    assert int(r.headers["Retry-After"]) >= 1
+    # The operator, from their own address, is not affected at all.
+    assert login(client_from(app, "192.0.2.10"), "admin", STRONG).status_code == 200
     entries = admin.get("/api/v1/audit", params={"action": "login"}).json()["entries"]
-    assert any(e["result"] == "user_locked" for e in entries)
-    assert any(e["result"] == "bad_credentials" for e in entries)
+    assert any(e["result"] == "login_throttled" and e["address"] == attacker for e in entries)
+    assert any(e["result"] == "bad_credentials" and e["address"] == attacker for e in entries)
 
 
-def test_lockout_per_address(app: FastAPI, admin: TestClient, settings: Settings) -> None:
-    c = new_client(app)
-    for i in range(settings.login_max_failures_address):
-        assert login(c, f"nobody{i}", "wrong-password!").status_code == 401
+def test_backoff_doubles_and_a_success_resets_the_pair(app: FastAPI, admin: TestClient, settings: Settings) -> None:
+    import time as clock
+
+    from perigee_api.services import throttle
+
+    free = settings.login_free_failures
+    assert [throttle.backoff_s(n, free, 1.0, 900.0) for n in (0, free - 1, free, free + 1, free + 3)] == [
+        0.0,
+        0.0,
+        1.0,
+        2.0,
+        8.0,
+    ]
+    assert throttle.backoff_s(free + 400, free, 1.0, 900.0) == 900.0  # capped, no overflow
+    address = "203.0.113.5"
+    with app.state.ctx.db.session() as db:
+        now = clock.time()
+        for i in range(free + 3):  # the last failure just now: 2^3 s to wait
+            throttle.note(db, "admin", address, False, now=now - 0.001 * (free + 3 - i))
+        db.commit()
+        v = throttle.check(db, settings, "admin", address, now)
+        assert not v.allowed and v.reason == "login_throttled" and v.retry_after_s == 8
+        # After the wait, one more try is allowed; an older success does not reset newer failures.
+        assert throttle.check(db, settings, "admin", address, now + 9).allowed
+        throttle.note(db, "admin", address, True, now=now + 9)
+        db.commit()
+        assert throttle.check(db, settings, "admin", address, now + 9.5).allowed
+
+
+def test_spraying_many_users_from_one_address_slows_that_address(
+    app: FastAPI, admin: TestClient, settings: Settings
+) -> None:
+    address = "198.51.100.99"
+    c = client_from(app, address)
+    codes = [
+        login(c, f"nobody{i}", "wrong-password!").status_code for i in range(settings.login_free_failures_address + 1)
+    ]
+    assert codes[: settings.login_free_failures_address] == [401] * settings.login_free_failures_address
     r = login(c, "someone-else", "whatever-password")
-    assert r.status_code == 429 and r.json()["error"]["code"] == "address_locked"
+    assert r.status_code == 429 and r.json()["error"]["code"] == "address_throttled"
+    assert login(client_from(app, "192.0.2.11"), "admin", STRONG).status_code == 200
+
+
+def test_change_password_is_throttled_like_login(app: FastAPI, admin: TestClient, settings: Settings) -> None:
+    codes = []
+    for _ in range(settings.login_free_failures + 3):
+        r = admin.post(
+            "/api/v1/auth/change-password",
+            json={"current_password": "not-the-password", "new_password": "a-new-orbit-for-perigee"},
+        )
+        codes.append(r.status_code)
+    assert codes[: settings.login_free_failures] == [422] * settings.login_free_failures
+    assert codes[-1] == 429, codes
+    # The guesses count for logging in from that address too: it is the same secret.
+    r = login(new_client(app), "admin", STRONG)
+    assert r.status_code == 429 and r.json()["error"]["code"] == "login_throttled"
 
 
 def test_logout_ends_session(admin: TestClient) -> None:

@@ -123,6 +123,18 @@ def test_cache_passthrough(operator: TestClient, viewer: TestClient, fake_gw) ->
     assert fake_gw.purges == [{"url": "http://10.71.3.10/big.bin"}, {"all": True}]
 
 
+def test_dns_passthrough(operator: TestClient, viewer: TestClient, fake_gw) -> None:  # type: ignore[no-untyped-def]
+    fake_gw.dns_stats.update(queries=40, cache_hits=30, satellite_time_saved_s=18.0)
+    stats = viewer.get("/api/v1/dns/stats").json()
+    assert (stats["queries"], stats["satellite_time_saved_s"]) == (40, 18.0)
+    assert operator.post("/api/v1/dns/flush", json={"name": "www.example.com"}).json() == {"ok": True}
+    assert operator.post("/api/v1/dns/flush", json={"all": True}).json() == {"ok": True}
+    for bad in ({}, {"all": True, "name": "a.example"}, {"name": "bad name"}, {"name": "a..b"}, {"zone": "x"}):
+        assert operator.post("/api/v1/dns/flush", json=bad).status_code == 422, bad
+    assert viewer.post("/api/v1/dns/flush", json={"all": True}).status_code == 403
+    assert fake_gw.flushes == [{"name": "www.example.com"}, {"all": True}]
+
+
 def test_rejected_writes_are_audited(admin: TestClient, operator: TestClient, settings: Settings) -> None:
     operator.post("/api/v1/policy/classes", content=b"x" * (settings.max_body_bytes + 1))
     token = operator.headers.pop("X-CSRF-Token")

@@ -1,7 +1,8 @@
 """Property-based fuzzing of every documented operation, in-process over ASGI: no 5xx allowed.
 
-Authenticated as an admin with a Bearer token (no CSRF needed). Operations that could cut our own
-access (deleting tokens or users, changing users) still run: access is re-established before each case.
+Authenticated as an admin through a browser session (cookie and CSRF header; API tokens never act as admin).
+Operations that could cut our own access (logging out, deleting users, changing users or passwords) still run:
+access is re-established before each case.
 The live SSE stream is excluded (it never ends by design; tests/test_stats.py covers it).
 """
 
@@ -20,12 +21,17 @@ from schemathesis.checks import not_a_server_error
 
 from perigee_api.core import security
 from perigee_api.main import create_app
-from perigee_api.models import ApiToken, LoginAttempt, User
+from perigee_api.models import BrowserSession, LoginAttempt, User
 from perigee_api.testing.fake_gateway import FakeGateway
 from tests.conftest import make_settings
 
-TOKEN = security.TOKEN_PREFIX + "schemathesis-fuzzing-token-0123456789"
+SESSION_ID = "schemathesis-fuzzing-session-0123456789"
+CSRF = "schemathesis-fuzzing-csrf-0123456789"
 HASH = security.hash_password("fuzz-password-not-used-0123")
+AUTH = {
+    "Cookie": f"{security.SESSION_COOKIE}={SESSION_ID}; {security.CSRF_COOKIE}={CSRF}",
+    security.CSRF_HEADER: CSRF,
+}
 
 
 @pytest.fixture(scope="module")
@@ -49,14 +55,17 @@ def ensure_access(app: FastAPI) -> None:
             db.add(user)
             db.flush()
         user.role, user.disabled, user.must_change_password = "admin", False, False
-        if db.query(ApiToken).filter(ApiToken.token_hash == security.digest(TOKEN)).one_or_none() is None:
+        user.password_hash = HASH
+        if db.get(BrowserSession, security.digest(SESSION_ID)) is None:
+            now = time.time()
             db.add(
-                ApiToken(
+                BrowserSession(
+                    id_hash=security.digest(SESSION_ID),
                     user_id=user.id,
-                    name="fuzz",
-                    token_hash=security.digest(TOKEN),
-                    prefix="pgt_",
-                    created_at=time.time(),
+                    csrf_token=CSRF,
+                    created_at=now,
+                    expires_at=now + 3600,
+                    address="fuzz",
                 )
             )
         db.query(LoginAttempt).delete()
@@ -86,7 +95,7 @@ def test_no_server_errors(api_schema: Any, fuzz_app: FastAPI) -> None:
         )
         def run(case: Any) -> None:
             ensure_access(fuzz_app)
-            case.call_and_validate(headers={"Authorization": f"Bearer {TOKEN}"}, checks=[not_a_server_error])
+            case.call_and_validate(headers=AUTH, checks=[not_a_server_error])
 
         try:
             run()
@@ -94,7 +103,7 @@ def test_no_server_errors(api_schema: Any, fuzz_app: FastAPI) -> None:
             failures.append(f"{operation.label}: {str(exc)[:2000]}")
         ran += 1
     assert ran >= 40
-    # The fuzzing really was authenticated: the admin token made successful writes.
+    # The fuzzing really was authenticated: the admin's session made successful writes.
     from perigee_api.models import AuditEntry
 
     with fuzz_app.state.ctx.db.session() as db:

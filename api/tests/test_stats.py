@@ -23,12 +23,20 @@ def test_collector_ingests_live_closed_counters(app: FastAPI, fake_gw: FakeGatew
         make_flow(2, cls="bulk", client="[fd71:1::10]:40001", server="[fd71:3::10]:5001"),
     ]
     fake_gw.closed_ring = [
-        make_flow(10 + i, state="closed", cls="web", client=f"10.71.1.{10 + i % 2}:4{i:04d}") for i in range(5)
+        make_flow(
+            10 + i,
+            state="closed",
+            cls="web",
+            client=f"10.71.1.{10 + i % 2}:4{i:04d}",
+            path="peer" if i < 3 else "direct",
+        )
+        for i in range(5)
     ]
     ctx.collector.tick(now=t0)
     fake_gw.counters["by_action"]["accelerate"]["bytes_down"] = 1_000_000
     fake_gw.counters["by_action"]["bypass"]["bytes"] = 250_000
     fake_gw.cache_stats.update(requests=10, hits=4)
+    fake_gw.dns_stats.update(queries=20, cache_hits=15)
     ctx.collector.tick(now=t0 + 1)
     assert fake_gw.closed_ring == []  # drained
     snap = viewer.get("/api/v1/flows").json()
@@ -40,13 +48,37 @@ def test_collector_ingests_live_closed_counters(app: FastAPI, fake_gw: FakeGatew
     page = viewer.get("/api/v1/flows/history", params={"limit": 2, "offset": 4}).json()
     assert len(page["flows"]) == 1
     assert viewer.get("/api/v1/flows/history", params={"action": "bypass"}).json()["total"] == 0
+    # How each flow crossed the satellite is kept and filterable (the peer path or not).
+    peer = viewer.get("/api/v1/flows/history", params={"path": "peer"}).json()
+    assert peer["total"] == 3 and {f["path"] for f in peer["flows"]} == {"peer"}
+    assert viewer.get("/api/v1/flows/history", params={"path": "direct"}).json()["total"] == 2
+    assert viewer.get("/api/v1/flows/history", params={"path": "tunnel"}).status_code == 422
+    assert {f["path"] for f in snap["flows"]} == {"direct"}
     with ctx.db.session() as db:
         rows = {(r.metric, r.key): r.avg for r in db.scalars(select(Sample1s).where(Sample1s.ts == t0 + 1))}
     assert rows[("action_bps", "accelerate")] == 8_000_000
     assert rows[("action_bps", "bypass")] == 2_000_000
     assert rows[("cache_hit_ratio", "")] == 0.4
+    assert rows[("dns_hit_ratio", "")] == 0.75
+    assert rows[("dns_qps", "")] == 20
     assert rows[("leg_rtt_ms", "satellite")] == 600 and rows[("leg_rtt_ms", "terrestrial")] == 20
     assert rows[("class_bps", "web")] == 1_001_000
+
+
+def test_dns_samples_skip_a_gateway_restart_and_a_missing_resolver() -> None:
+    b = stats.SampleBuilder()
+
+    def dns_samples(ts: int, reading: dict[str, int] | None) -> list[tuple[str, str, float]]:
+        return [s for s in b.build(ts, [], None, None, reading) if s[0].startswith("dns_")]
+
+    assert dns_samples(T0, {"queries": 100, "cache_hits": 80}) == []
+    assert dns_samples(T0 + 2, {"queries": 110, "cache_hits": 89}) == [("dns_qps", "", 5.0), ("dns_hit_ratio", "", 0.9)]
+    # Counters went back (the gateway restarted): no sample rather than a negative one.
+    assert dns_samples(T0 + 3, {"queries": 3, "cache_hits": 1}) == []
+    # No queries in the interval: a rate of 0, no ratio.
+    assert dns_samples(T0 + 4, {"queries": 3, "cache_hits": 1}) == [("dns_qps", "", 0.0)]
+    # An older gateway without /v1/dns: nothing.
+    assert dns_samples(T0 + 5, None) == []
 
 
 def test_live_flows_filtered_and_limited_match_the_snapshot(

@@ -19,13 +19,16 @@ MODULES = (
     "geo_hts_50mb",
     "splitter_overhead",
     "scale",
+    "geo_ber",
     "allman_ber",
     "caini_bod",
     "bod_tuning",
     "henderson_fairness",
+    "shared_bottleneck",
     "bharadwaj_sweep",
     "web_pages",
     "modern_web",
+    "peer_path",
     "api_flows",
 )
 

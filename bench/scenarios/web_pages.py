@@ -588,8 +588,8 @@ def doc_extra(recs: list[records.Record]) -> str:
         + "\n\n"
         + ("Target check: " + "; ".join(verdict) + ".\n\n" if verdict else "")
         + "What limits each variant (the modem queue overflowing under six Hybla connections at the "
-        "hub, Nagle in the splitter, Chromium's late extra connections), with a shaper diagnostic: "
-        'docs/cache.md, "Web pages over GEO".\n\n'
+        "hub, Nagle in the splitter before `splitter.nodelay`, Chromium's late extra connections), with a "
+        'shaper diagnostic: docs/cache.md, "Web pages over GEO".\n\n'
         + "Paper (Figs. 10 and 11): Netscape Communicator 4.05 (one persistent connection, one object at a "
         "time) against an NT 4.0 web server over a channel simulator, 250 ms each way, error-free, "
         "stopwatch-timed, gateways as plain IP routers vs. connection splitting. The extracted text keeps "

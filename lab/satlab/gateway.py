@@ -11,6 +11,16 @@ environment (e.g. `SATLAB_GATEWAY_CACHE=1 satlab up --gateway terminal`) enables
 store (CACHE_CONFIG). Each gateway's Squid keeps its files under `<run_dir>/squid-<ns>/` and uses
 the service name `perigee<ns without - and _>`, so gateways in several namespaces never share them.
 
+DNS: the terminal runs the gateway's caching resolver (`dns.enabled`, docs/dns.md), forwarding to
+the lab's DNS server behind the satellite (LAB_RESOLVER, in the server namespace); the hub names
+the same server as `dns.upstream`, which its Squid resolves through when its cache is on. Each
+resolver keeps its files under `<run_dir>/dns-<ns>/`.
+
+With `--gateway both` the peer path is on (docs/splitter.md, *The peer path*): the terminal keeps
+warm, authenticated connections to the hub's peer port (PEER_PORT) and new flows start on them. The
+shared key is fresh and random per lab, written to `<run_dir>/peer.key` (mode 0600), and the hub
+accepts peer connections from the terminal's satellite addresses only.
+
 Only `topo.ns(role)` and `topo.path(name)` of satlab's Topology are used (see the Protocol below).
 """
 
@@ -19,6 +29,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -28,7 +39,8 @@ from typing import Any, Protocol
 
 REPO = Path(__file__).resolve().parents[2]
 PERIGEE = str(REPO / "bin" / "perigee")
-WHERE = {"hub": ("hub",), "terminal": ("terminal",), "both": ("terminal", "hub")}
+# `both`: the hub first, so its peer listener is up when the terminal's pool connects.
+WHERE = {"hub": ("hub",), "terminal": ("terminal",), "both": ("hub", "terminal")}
 CLIENT_SUBNETS = ["10.71.1.0/24", "fd71:1::/64"]
 IPSEC_BYPASS = [
     {"name": "ipsec-esp", "builtin": True, "protocol": "esp"},
@@ -52,11 +64,46 @@ SAT_ROUTES = {
 }
 
 
+# The peer path between the two gateways of `--gateway both` (satlab addressing, DEVELOPERS.md).
+PEER_PORT = 7072
+PEER_HUB = "10.71.2.2"
+PEER_TERMINAL_ADDRS = ["10.71.2.1/32", "fd71:2::1/128"]
+PEER_POOL_SIZE = 8
+PEER_KEY_FILE = "peer.key"
+
+
+def peer_section(role: str, key: str | None) -> dict[str, Any]:
+    """The `peer` config of a gateway; key None: the peer path is off (one gateway only)."""
+    if key is None:
+        return {"enabled": False, "port": PEER_PORT, "hub": "", "key": "", "allowed": [],
+                "pool_size": PEER_POOL_SIZE}
+    return {"enabled": True, "port": PEER_PORT, "hub": PEER_HUB if role == "terminal" else "", "key": key,
+            "allowed": PEER_TERMINAL_ADDRS if role == "hub" else [], "pool_size": PEER_POOL_SIZE}
+
+
+def new_peer_key(topo: TopologyLike) -> str:
+    """A fresh random key for this lab's two gateways, kept in its run dir (owner-only)."""
+    key = secrets.token_hex(32)
+    path = topo.path(PEER_KEY_FILE)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(key + "\n")
+    return key
+
+
 # The cache when enabled: small memory/disk budgets (the store lives in the run dir, on tmpfs).
 CACHE_CONFIG: dict[str, Any] = {"enabled": True, "port": 3129, "admin_port": 3130, "memory_mb": 64,
                                 "disk_mb": 256, "store": "rock", "max_object_mb": 200,
                                 "max_memory_object_mb": 8}
 CACHE_ENV = "SATLAB_GATEWAY_CACHE"
+# The lab's DNS server behind the satellite (server namespace): the terminal's resolver forwards
+# to it, and the hub's Squid resolves through it.
+LAB_RESOLVER = "10.71.3.53"
+
+
+def dns_config(role: str) -> dict[str, Any]:
+    """The terminal caches DNS at the site; the hub only names the resolver (for its Squid)."""
+    return {"enabled": role == "terminal", "upstream": [LAB_RESOLVER]}
 
 
 def cache_from_env() -> bool:
@@ -155,7 +202,8 @@ def tuning_from_state(topo: TopologyLike, role: str) -> dict[str, int]:
         return dict(UNTUNED)
 
 
-def default_config(role: str, cache: bool = False, tuning: dict[str, int] | None = None) -> dict[str, Any]:
+def default_config(role: str, cache: bool = False, tuning: dict[str, int] | None = None,
+                   peer_key: str | None = None) -> dict[str, Any]:
     t = tuning or UNTUNED
     return {
         "schema": 1,
@@ -164,7 +212,7 @@ def default_config(role: str, cache: bool = False, tuning: dict[str, int] | None
         "interfaces": {"lan": ["lan0"], "satellite": "sat0"},
         "served_subnets": CLIENT_SUBNETS,
         "splitter": {"enabled": True, "tproxy_port": 7071, "max_flows": 10000, "connect_timeout_ms": 10000,
-                     "idle_timeout_s": 600, "relay_buffer_bytes": 1048576},
+                     "idle_timeout_s": 600, "relay_buffer_bytes": 1048576, "nodelay": True},
         "satellite": {"congestion_control": "hybla", "sndbuf_bytes": t["sndbuf_bytes"],
                       "rcvbuf_bytes": t["rcvbuf_bytes"], "pacing_rate_bps": t["pacing_rate_bps"],
                       "initcwnd": t["initcwnd"], "initrwnd": t["initrwnd"], "routes": SAT_ROUTES[role]},
@@ -172,8 +220,12 @@ def default_config(role: str, cache: bool = False, tuning: dict[str, int] | None
         "classes": [],
         "bypass": IPSEC_BYPASS,
         "cache": dict(CACHE_CONFIG) if cache else {"enabled": False, "port": 3129},
+        "dns": dns_config(role),
         "shaping": ({"enabled": True, "rate_bps": t["shaping_rate_bps"]} if t["shaping_rate_bps"]
                     else {"enabled": False}),
+        "peer": peer_section(role, peer_key),
+        "quic": "fallback",
+        # Off, so an idle warm connection of the peer path keeps its initial window.
         "sysctls": {"net.ipv4.tcp_slow_start_after_idle": "0"},
     }
 
@@ -232,18 +284,24 @@ def squid_dir(topo: TopologyLike, role: str) -> str:
     return topo.path(f"squid-{topo.ns(role)}")
 
 
-def _start_one(topo: TopologyLike, role: str, timeout: float, cache: bool) -> None:
+def dns_dir(topo: TopologyLike, role: str) -> str:
+    return topo.path(f"dns-{topo.ns(role)}")
+
+
+def _start_one(topo: TopologyLike, role: str, timeout: float, cache: bool, peer_key: str | None = None) -> None:
     place = _placement(topo, role)
     cfg_path, pidfile, logfile = _files(topo, role)
     sock = socket_path(topo, role)
-    cfg = place.config(cache, tuning_from_state(topo, place.config_role))
+    cfg = place.config(cache, tuning_from_state(topo, place.config_role), peer_key)
     Path(cfg_path).write_text(json.dumps(cfg, indent=2))
     sq = squid_dir(topo, role)
+    dn = dns_dir(topo, role)
     # nsenter --net, not `ip netns exec`: the latter remounts /sys, which hides /sys/fs/bpf and with
     # it the pins of the BPF Hybla loaded on the host (every hybla parameter change would fail).
     argv = ["nsenter", f"--net=/run/netns/{topo.ns(role)}", "--", PERIGEE, "gateway", "run", "--config", cfg_path,
             "--control-socket", sock, "--squid-state-dir", sq, "--squid-run-dir", os.path.join(sq, "run"),
-            "--squid-service", squid_service(topo, role), *place.extra_args]
+            "--squid-service", squid_service(topo, role),
+            "--dns-state-dir", dn, "--dns-run-dir", os.path.join(dn, "run"), *place.extra_args]
     with open(logfile, "ab") as log:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True)
@@ -310,8 +368,8 @@ class Placement:
         self.ns_role, self.config_role, self.routes = ns_role, config_role, routes
         self.shaping_share, self.extra_args = shaping_share, extra_args
 
-    def config(self, cache: bool, tuning: dict[str, int]) -> dict[str, Any]:
-        cfg = default_config(self.config_role, cache, tuning)
+    def config(self, cache: bool, tuning: dict[str, int], peer_key: str | None = None) -> dict[str, Any]:
+        cfg = default_config(self.config_role, cache, tuning, peer_key)
         cfg["satellite"]["routes"] = self.routes
         if self.shaping_share > 1 and cfg["shaping"].get("enabled"):
             # Each of N gateways shapes its share of the carrier: together they fill it, not N times it.
@@ -347,15 +405,39 @@ def start(topo: TopologyLike, where: str, timeout: float = 45.0, cache: bool | N
     if where not in WHERE:
         raise GatewayError(f"--gateway must be one of {', '.join(WHERE)}, not {where!r}")
     with_cache = cache_from_env() if cache is None else cache
+    # The peer path pairs one terminal with one hub address; a cluster's gateways take plain splitting.
+    peer_key = new_peer_key(topo) if where == "both" and not cluster_size(topo) else None
     started: list[str] = []
     try:
         for role in placements(topo, where):
-            _start_one(topo, role, timeout, with_cache)
+            _start_one(topo, role, timeout, with_cache, peer_key)
             started.append(role)
     except BaseException:
         for role in reversed(started):
             _stop_one(topo, role)
         raise
+    if peer_key is not None:
+        wait_peer_pool(socket_path(topo, "terminal"))
+
+
+def wait_peer_pool(sock: str, timeout: float = 15.0) -> int:
+    """Wait until every worker of the terminal has its warm pool full (a few round trips after
+    start), so the lab's first flows already take the peer path; returns how many are ready
+    (fewer after `timeout`: those flows then go direct, which is correct, only slower)."""
+    deadline = time.monotonic() + timeout
+    ready = 0
+    while time.monotonic() < deadline:
+        try:
+            status, health = request(sock, "GET", "/v1/health", timeout=2.0)
+        except (OSError, ValueError, IndexError):
+            status, health = 0, {}
+        if status == 200:
+            workers = len(health.get("workers") or []) or 1
+            ready = int((health.get("peer") or {}).get("ready") or 0)
+            if ready >= workers * PEER_POOL_SIZE:
+                break
+        time.sleep(0.2)
+    return ready
 
 
 def stop(topo: TopologyLike, where: str | None = None) -> None:

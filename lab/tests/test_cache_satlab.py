@@ -18,9 +18,11 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
 
+import labresolver
 import pytest
 from conftest import in_ns, satlab
 
@@ -42,17 +44,37 @@ class CsLab:
 
     def __init__(self) -> None:
         self.where: str | None = None
+        self.resolver = ExitStack()
 
     def ensure(self, where: str) -> str:
         if self.where != where:
+            self.resolver.close()
             satlab("down", prefix=PREFIX, check=False)
             self.where = None
             # The satellite routes get `congctl hybla` only when the kernel has Hybla (BPF here).
             subprocess.run([PERIGEE, "hybla", "load"], capture_output=True, timeout=60, check=True)
             satlab("up", "--profile", "geo-hts", "--gateway", where, prefix=PREFIX, timeout=180,
                    env={gateway.CACHE_ENV: "1"})
+            # The cache serves only while its resolver answers.
+            self.resolver.enter_context(labresolver.standing_in(PREFIX))
+            for role in ("terminal", "hub") if where == "both" else (where,):
+                wait_cache_serving(SOCK[role])
             self.where = where
         return SOCK.get(where, "")
+
+    def close(self) -> None:
+        self.resolver.close()
+
+
+def wait_cache_serving(sock: str, within: float = 20.0) -> None:
+    deadline = time.monotonic() + within
+    while True:
+        _, health = gateway.request(sock, "GET", "/v1/health", timeout=10)
+        problems = [p for p in health.get("problems", []) if p.startswith("cache:")]
+        if not problems:
+            return
+        assert time.monotonic() < deadline, problems
+        time.sleep(0.2)
 
 
 @pytest.fixture(scope="module")
@@ -61,6 +83,7 @@ def cslab() -> Iterator[CsLab]:
     try:
         yield lab
     finally:
+        lab.close()
         satlab("down", prefix=PREFIX, check=False)
 
 

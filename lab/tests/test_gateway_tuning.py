@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import math
+import stat
+import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -75,10 +79,58 @@ def test_gateways_stop_in_reverse_start_order(monkeypatch: pytest.MonkeyPatch) -
     # Each daemon restores the host-wide Hybla settings it found at start: the first one started
     # must stop last, or the second's snapshot (the first's values) would be what stays.
     seen: list[tuple[str, str]] = []
-    monkeypatch.setattr(gateway, "_start_one", lambda topo, role, timeout, cache: seen.append(("start", role)))
+    monkeypatch.setattr(gateway, "_start_one",
+                        lambda topo, role, timeout, cache, peer_key=None: seen.append(("start", role)))
+    monkeypatch.setattr(gateway, "new_peer_key", lambda topo: "00" * 32)
+    monkeypatch.setattr(gateway, "wait_peer_pool", lambda sock, timeout=15.0: 0)
+    monkeypatch.setattr(gateway, "socket_path", lambda topo, role: f"/nonexistent/{role}.sock")
     monkeypatch.setattr(gateway, "_stop_one", lambda topo, role: seen.append(("stop", role)))
     gateway.start(object(), "both", cache=False)  # type: ignore[arg-type]
     gateway.stop(object(), "both")  # type: ignore[arg-type]
     starts = [r for what, r in seen if what == "start"]
     stops = [r for what, r in seen if what == "stop"]
     assert len(starts) == 2 and stops == starts[::-1]
+
+
+def test_the_terminal_caches_dns_and_both_name_the_lab_resolver() -> None:
+    term, hub = gateway.default_config("terminal"), gateway.default_config("hub", cache=True)
+    assert term["dns"] == {"enabled": True, "upstream": [gateway.LAB_RESOLVER]}
+    # The hub runs no resolver; its Squid resolves through the lab's server directly.
+    assert hub["dns"] == {"enabled": False, "upstream": [gateway.LAB_RESOLVER]}
+
+
+@pytest.mark.parametrize("role", ["terminal", "hub"])
+@pytest.mark.parametrize("cache", [False, True])
+def test_default_configs_pass_the_gateway_validator(role: str, cache: bool, tmp_path: Path) -> None:
+    perigee = gateway.REPO / "gateway" / "target" / "release" / "perigee"
+    if not perigee.exists():
+        pytest.skip(f"{perigee} not built (make -C gateway build)")
+    path = tmp_path / "gw.json"
+    path.write_text(json.dumps(gateway.default_config(role, cache=cache)))
+    p = subprocess.run([str(perigee), "config", "check", str(path)], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0, p.stderr
+
+
+def test_both_gateways_share_a_fresh_key_and_the_hub_allows_only_the_terminal(tmp_path: Path) -> None:
+    class Topo:
+        def ns(self, role: str) -> str:
+            return f"t-{role}"
+
+        def path(self, name: str) -> str:
+            return str(tmp_path / name)
+
+    key = gateway.new_peer_key(Topo())
+    assert len(key) == 64 and int(key, 16) >= 0
+    stored = tmp_path / gateway.PEER_KEY_FILE
+    assert stored.read_text().strip() == key
+    assert stat.S_IMODE(stored.stat().st_mode) == 0o600
+    assert gateway.new_peer_key(Topo()) != key  # a new lab, a new key
+    term = gateway.default_config("terminal", peer_key=key)["peer"]
+    hub = gateway.default_config("hub", peer_key=key)["peer"]
+    assert term == {"enabled": True, "port": 7072, "hub": "10.71.2.2", "key": key, "allowed": [], "pool_size": 8}
+    assert hub["enabled"] and hub["key"] == key and hub["hub"] == ""
+    assert hub["allowed"] == ["10.71.2.1/32", "fd71:2::1/128"]
+    # One gateway only: no peer path.
+    alone = gateway.default_config("terminal")
+    assert alone["peer"]["enabled"] is False and alone["peer"]["key"] == ""
+    assert alone["splitter"]["nodelay"] is True and alone["quic"] == "fallback"

@@ -35,6 +35,8 @@ def flows_at(tick: int, count: int) -> list[dict]:
             bytes_up=1000 + 200 * i + 50 * tick,
             bytes_down=50_000 + 10_000 * i * (tick + 1),
             rate_down_bps=5e4 * wave * (1 + i % 7),
+            # Most accelerated flows take the peer path (a terminal with its hub), a few go direct.
+            path="peer" if action == "accelerate" and i % 5 else "direct",
         )
         sat = f["legs"]["client"]
         sat["srtt_us"] = int(600_000 + 40_000 * math.sin((tick + i) / 3))

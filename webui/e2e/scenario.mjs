@@ -10,6 +10,7 @@ const PAGES = [
   { nav: 'IPsec bypass', heading: 'IPsec bypass', shot: 'bypass' },
   { nav: 'BoD tuning', heading: 'BoD tuning', shot: 'bod' },
   { nav: 'Cache', heading: 'Cache', shot: 'cache' },
+  { nav: 'DNS', heading: 'DNS', shot: 'dns' },
   { nav: 'Config history', heading: 'Config history', shot: 'history' },
   { nav: 'Users and roles', heading: 'Users and roles', shot: 'users' },
   { nav: 'Audit log', heading: 'Audit log', shot: 'audit' },

@@ -14,6 +14,7 @@ const PolicyPage = lazy(() => import('./pages/PolicyPage'));
 const BypassPage = lazy(() => import('./pages/BypassPage'));
 const BodPage = lazy(() => import('./pages/BodPage'));
 const CachePage = lazy(() => import('./pages/CachePage'));
+const DnsPage = lazy(() => import('./pages/DnsPage'));
 const HistoryPage = lazy(() => import('./pages/HistoryPage'));
 const UsersPage = lazy(() => import('./pages/UsersPage'));
 const AuditPage = lazy(() => import('./pages/AuditPage'));
@@ -47,6 +48,7 @@ export function App() {
           <Route path="bypass" element={<BypassPage />} />
           <Route path="bod" element={<BodPage />} />
           <Route path="cache" element={<CachePage />} />
+          <Route path="dns" element={<DnsPage />} />
           <Route path="history" element={<HistoryPage />} />
           <Route path="users" element={<UsersPage />} />
           <Route path="audit" element={<AuditPage />} />

@@ -16,7 +16,7 @@ from perigee_api.core.context import AppContext
 from perigee_api.core.errors import ApiError
 from perigee_api.core.middleware import client_address
 from perigee_api.gateway_client import GatewayClient
-from perigee_api.models import BrowserSession, User
+from perigee_api.models import ApiToken, BrowserSession, User
 from perigee_api.services import auth as auth_service
 
 
@@ -57,10 +57,18 @@ class Principal:
     via: str  # "session" | "token"
     session: BrowserSession | None
     address: str
+    token: ApiToken | None = None
 
     @property
     def name(self) -> str:
         return self.user.username
+
+    @property
+    def role(self) -> str:
+        """The role this request acts with: a token's is capped by its scope."""
+        if self.token is not None:
+            return auth_service.token_role(self.user, self.token)
+        return self.user.role
 
 
 def audit_info(request: Request, **detail: Any) -> None:
@@ -78,11 +86,13 @@ def _authenticate(request: Request, db: Session) -> Principal:
             raise ApiError(
                 401,
                 "invalid_token",
-                "API token is unknown or revoked",
+                "API token is unknown, expired or revoked",
                 headers={"WWW-Authenticate": "Bearer"},
             )
         db.commit()  # last_used_at
-        principal = Principal(found[0], "token", None, address)
+        if found[1].scope == "read" and request.method not in ("GET", "HEAD", "OPTIONS"):
+            raise ApiError(403, "token_scope", "this API token has scope 'read': GET requests only")
+        principal = Principal(found[0], "token", None, address, token=found[1])
     else:
         sid = request.cookies.get(security.SESSION_COOKIE)
         sess = auth_service.session_for(db, sid) if sid else None
@@ -123,7 +133,10 @@ AnyPrincipal = Annotated[Principal, Depends(current_user_pending_ok)]
 def require(role: str) -> Callable[..., Principal]:
     def dep(request: Request, db: Db) -> Principal:
         p = current_user(request, db)
-        if not auth_service.role_at_least(p.user.role, role):
+        if not auth_service.role_at_least(p.role, role):
+            if p.token is not None and auth_service.role_at_least(p.user.role, role):
+                message = f"this needs role '{role}': more than the API token's scope '{p.token.scope}' allows"
+                raise ApiError(403, "token_scope", message)
             raise ApiError(403, "forbidden_role", f"this needs role '{role}' (you are '{p.user.role}')")
         return p
 

@@ -24,22 +24,35 @@ class Settings(BaseSettings):
     secure_cookies: bool = True
     listen: str = "127.0.0.1:8000"  # "host:port" or "unix:/path/to.sock"
     allow_root: bool = False
-    forwarded_allow_ips: str = "127.0.0.1"  # proxies whose X-Forwarded-For is believed (TCP listen only)
+    # On TCP, the front proxies (addresses or CIDRs, comma-separated) whose X-Real-IP header names the client;
+    # on a Unix socket, the one nginx uses, it is always believed. X-Forwarded-For is never read.
+    forwarded_allow_ips: str = "127.0.0.1"
 
     # Background collector (polls the gateway every collect_interval_s).
     collector_enabled: bool = True
     collect_interval_s: float = 1.0
 
-    # Sessions and login throttling.
+    # Sessions and login throttling (services/throttle.py): failed logins (and wrong current passwords) of one
+    # user from one address, and of one address for any user, within the window; past the free ones each
+    # further failure doubles the wait before the next attempt, from backoff_base_s up to backoff_max_s.
     session_ttl_s: int = 8 * 3600
-    login_window_s: int = 900
-    login_max_failures_user: int = 5
-    login_max_failures_address: int = 20
-    lockout_s: int = 900
+    login_window_s: int = 86400
+    login_free_failures: int = Field(default=5, ge=1)
+    login_free_failures_address: int = Field(default=20, ge=1)
+    login_backoff_base_s: float = Field(default=1.0, gt=0)
+    login_backoff_max_s: float = Field(default=900.0, gt=0)
+
+    # API tokens: lifetime when the request names none, and the longest allowed.
+    token_default_days: int = Field(default=90, ge=1)
+    token_max_days: int = Field(default=365, ge=1)
+
+    # Live flow streams (SSE): events per stream at most, concurrent streams per user at most.
+    stream_max_events: int = Field(default=3600, ge=1)
+    streams_per_user: int = Field(default=4, ge=1)
 
     # Request limits.
     max_body_bytes: int = 1024 * 1024
-    max_restore_bytes: int = 16 * 1024 * 1024
+    max_restore_bytes: int = 16 * 1024 * 1024  # the backup file; the request may add MULTIPART_SLACK_BYTES
     max_tls_pem_bytes: int = 64 * 1024  # each of the certificate chain and the private key
 
     # nginx's certificate directory (cert.pem, key.pem): the API writes an uploaded pair there.

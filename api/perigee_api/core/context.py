@@ -48,12 +48,41 @@ class LiveFlows:
             return self.flows, self.now, self.seq
 
 
+class StreamSlots:
+    """Open live streams per user: a cap, so one account cannot hold the API's connections open by the thousand."""
+
+    def __init__(self) -> None:
+        self._open: dict[int, int] = {}
+        self._lock = threading.Lock()
+
+    def take(self, user_id: int, limit: int) -> bool:
+        with self._lock:
+            n = self._open.get(user_id, 0)
+            if n >= limit:
+                return False
+            self._open[user_id] = n + 1
+            return True
+
+    def give_back(self, user_id: int) -> None:
+        with self._lock:
+            n = self._open.get(user_id, 0) - 1
+            if n > 0:
+                self._open[user_id] = n
+            else:
+                self._open.pop(user_id, None)
+
+    def open_for(self, user_id: int) -> int:
+        with self._lock:
+            return self._open.get(user_id, 0)
+
+
 @dataclass
 class AppContext:
     settings: Settings
     db: Database
     gateway: GatewayClient
     live: LiveFlows = field(default_factory=LiveFlows)
+    streams: StreamSlots = field(default_factory=StreamSlots)
     collector: Collector | None = None
     loop: asyncio.AbstractEventLoop | None = None
     started_at: float = field(default_factory=time.time)

@@ -88,6 +88,11 @@ def install(app: FastAPI) -> None:
         first = details[0] if details else {"field": None, "message": "invalid"}
         return error_json(422, "validation_error", f"{first['field']}: {first['message']}", first["field"], details)
 
+    @app.exception_handler(RecursionError)
+    async def _too_deep(_req: Request, _exc: RecursionError) -> JSONResponse:
+        # Parsing or validating absurdly nested input (e.g. 100,000 brackets): the input's fault, not ours.
+        return error_json(400, "nested_too_deep", "the request is nested too deeply")
+
     @app.exception_handler(StarletteHTTPException)
     async def _http(_req: Request, exc: StarletteHTTPException) -> JSONResponse:
         code = {404: "not_found", 405: "method_not_allowed", 401: "unauthorized", 403: "forbidden"}.get(

@@ -1,4 +1,4 @@
-"""ASGI middleware: body size limit (413), CSRF double-submit check, audit of every write."""
+"""ASGI middleware: the real client address, body size limit (413), CSRF double-submit check, audit of writes."""
 
 from __future__ import annotations
 
@@ -9,12 +9,15 @@ from typing import Any
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from perigee_api.core import client_address as addresses
 from perigee_api.core import security
 from perigee_api.core.context import AppContext
 from perigee_api.services import audit
 
 UNSAFE = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 RESTORE_PATH = "/api/v1/system/restore"
+# A restore request is the backup file plus its multipart framing (boundaries, part headers).
+MULTIPART_SLACK_BYTES = 64 * 1024
 
 
 async def _reply(send: Send, status: int, code: str, message: str, field: str | None = None) -> None:
@@ -43,23 +46,26 @@ def _cookies(header: str) -> dict[str, str]:
 
 
 def client_address(scope: Scope) -> str:
-    client = scope.get("client")
-    return str(client[0]) if client else "local"
+    """The address GuardMiddleware resolved for this request (core/client_address.py)."""
+    return addresses.resolve(scope, addresses.FrontProxies(()))
 
 
 class GuardMiddleware:
     def __init__(self, app: ASGIApp, ctx: AppContext) -> None:
         self.app = app
         self.ctx = ctx
+        self.proxies = addresses.FrontProxies.parse(ctx.settings.forwarded_allow_ips)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        addresses.resolve(scope, self.proxies)
         method = scope["method"]
         path: str = scope["path"]
         headers = _headers(scope)
-        limit = self.ctx.settings.max_restore_bytes if path == RESTORE_PATH else self.ctx.settings.max_body_bytes
+        settings = self.ctx.settings
+        limit = settings.max_restore_bytes + MULTIPART_SLACK_BYTES if path == RESTORE_PATH else settings.max_body_bytes
 
         # 1. Body size: refuse by Content-Length, else buffer up to the limit and replay.
         declared = headers.get("content-length")

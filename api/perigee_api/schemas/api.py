@@ -1,4 +1,8 @@
-"""Request and response models of the HTTP API (pydantic v2). Unknown fields are rejected."""
+"""Request and response models of the HTTP API (pydantic v2).
+
+Request models are strict: unknown fields are rejected, and JSON types are taken as they are (no "5" or true
+for an integer, no 1 for a boolean); numbers must be finite.
+"""
 
 from __future__ import annotations
 
@@ -24,7 +28,7 @@ Username = str
 
 
 class In(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
 
 
 # --- auth ---------------------------------------------------------------------------------------
@@ -82,8 +86,19 @@ class UserUpdate(In):
     reset_password: bool = Field(default=False, description="issue a new one-time password")
 
 
+TokenScope = Literal["read", "operator"]
+
+
 class TokenCreate(In):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9 _.-]{0,63}$")
+    scope: TokenScope = Field(
+        default="read",
+        description="read: GET requests only; operator: also the operator's writes. Never more than the owner's role, "
+        "never admin",
+    )
+    expires_in_days: int | None = Field(
+        default=None, ge=1, le=3650, description="lifetime in days (default 90, at most the server's maximum, 365)"
+    )
 
 
 class TokenOut(BaseModel):
@@ -92,7 +107,9 @@ class TokenOut(BaseModel):
     prefix: str
     user_id: int
     username: str
+    scope: TokenScope
     created_at: float
+    expires_at: float
     last_used_at: float | None
 
 
@@ -172,7 +189,10 @@ class BodProfileOut(BaseModel):
     name: str
     inputs: BodInputs
     overrides: dict[str, float]
-    tuning: Tuning
+    tuning: Tuning | None = Field(description="null when the stored inputs are no longer valid (see problem)")
+    problem: str | None = Field(
+        default=None, description="why a stored profile cannot be derived (saved under older rules): fix or delete it"
+    )
     created_at: float
     updated_at: float
 
@@ -296,6 +316,11 @@ class Flow(BaseModel):
     rate_up_bps: float = 0.0
     rate_down_bps: float = 0.0
     legs: FlowLegs | None = None
+    path: Literal["direct", "peer"] | None = Field(
+        default=None,
+        description="how the flow crossed the satellite: the gateway's own connection (direct) or a warm, "
+        "authenticated connection between the two gateways (peer); null from gateways without the field",
+    )
 
 
 class LiveFlowsOut(BaseModel):
@@ -320,6 +345,7 @@ class FlowRecordOut(BaseModel):
     bytes_up: int
     bytes_down: int
     sat_srtt_us: int | None
+    path: Literal["direct", "peer"] | None
 
 
 class FlowPage(BaseModel):
@@ -354,6 +380,18 @@ class SeriesOut(BaseModel):
 
 class PurgeIn(In):
     url: str | None = Field(default=None, min_length=1, max_length=4096, pattern=r"^https?://\S+$")
+    all: bool = False
+
+
+class DnsFlushIn(In):
+    """One name (and everything below it) or the whole resolver cache."""
+
+    name: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=254,
+        pattern=r"^[A-Za-z0-9_-]{1,63}(\.[A-Za-z0-9_-]{1,63})*\.?$",
+    )
     all: bool = False
 
 

@@ -2,9 +2,9 @@
 
 Shared by the API (validating the desired config) and the fake gateway (validating like the real one).
 It accepts exactly what the gateway's validator accepts (gateway/crates/perigee/src/gateway/config.rs,
-and for `cache` gateway/crates/squid/src/config.rs): same types (strict: no "80" for 80, no 1.0 for 1,
-no 0/1 for booleans), defaults, limits and cross-field checks. tests/test_config_contract.py proves it
-against the real `perigee config check`.
+for `cache` gateway/crates/squid/src/config.rs and for `dns` gateway/crates/dns/src/config.rs): same
+types (strict: no "80" for 80, no 1.0 for 1, no 0/1 for booleans), defaults, limits and cross-field
+checks. tests/test_config_contract.py proves it against the real `perigee config check`.
 """
 
 from __future__ import annotations
@@ -51,15 +51,25 @@ def _parse_ip(value: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
         raise ValueError(f"'{value}' is not an IPv4 or IPv6 address") from None
 
 
+V4_MAPPED = ipaddress.IPv6Network("::ffff:0:0/96")
+
+
 def parse_cidr(value: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
-    """'10.0.0.0/8', 'fd00::/8' or a bare address; the prefix length is 1-3 ASCII digits (no netmasks)."""
+    """'10.0.0.0/8', 'fd00::/8' or a bare address; the prefix length is 1-3 ASCII digits (no netmasks).
+
+    IPv4-mapped IPv6 prefixes (inside ::ffff:0:0/96) are refused: no IPv4 packet carries one, so a rule on
+    them would match nothing (and in Squid's ACL, every IPv4 client)."""
     addr_s, slash, prefix_s = value.partition("/")
     addr = _parse_ip(addr_s)
     if not slash:
-        return ipaddress.ip_network(addr)
-    if not re.fullmatch(r"[0-9]{1,3}", prefix_s) or int(prefix_s) > addr.max_prefixlen:
+        net = ipaddress.ip_network(addr)
+    elif not re.fullmatch(r"[0-9]{1,3}", prefix_s) or int(prefix_s) > addr.max_prefixlen:
         raise ValueError(f"'{value}': bad prefix length")
-    return ipaddress.ip_network((addr, int(prefix_s)), strict=False)
+    else:
+        net = ipaddress.ip_network((addr, int(prefix_s)), strict=False)
+    if isinstance(net, ipaddress.IPv6Network) and net.subnet_of(V4_MAPPED):
+        raise ValueError(f"'{value}' is IPv4-mapped IPv6 (::ffff:0:0/96): write the IPv4 address or subnet itself")
+    return net
 
 
 def _cidr(value: str) -> str:
@@ -100,7 +110,7 @@ IpAddr = Annotated[str, Field(max_length=64), AfterValidator(_ip)]
 PortSpec = Annotated[str, Field(max_length=11), AfterValidator(_port)]
 IfName = Annotated[str, Field(max_length=15), AfterValidator(_ifname)]
 Name = Annotated[str, Field(pattern=NAME_RE)]
-CongestionControl = Literal["hybla", "cubic", "bbr", "reno"]
+CongestionControl = Literal["hybla", "hybla_ld", "cubic", "bbr", "reno"]
 CWND_CEILING_MAX = 65536  # perigee_hybla::MAX_CWND_CEILING
 Action = Literal["accelerate", "cache", "bypass"]
 
@@ -134,6 +144,11 @@ class Splitter(Strict):
         ge=4096,
         le=64 * 1024 * 1024,
         description="per flow and direction, the bytes held inside the gateway (pipe capacity, at most 1 MiB)",
+    )
+    nodelay: bool = Field(
+        default=True,
+        description="TCP_NODELAY on both legs of every relayed flow and the peer path's connections, so no "
+        "small segment waits a satellite round trip for an ACK (Nagle); false = the kernel's default",
     )
 
 
@@ -210,6 +225,90 @@ class Shaping(Strict):
             raise ValueError(f"rate_bps: must be {SHAPING_MIN_BPS}..{SHAPING_MAX_BPS} bit/s (0 = none)")
         if self.enabled and self.rate_bps == 0:
             raise ValueError("rate_bps: required when shaping is enabled")
+        return self
+
+
+class ServedLimits(Strict):
+    """The most address space the served subnets may cover together (the gateway's perigee_squid::served)."""
+
+    ipv4_prefix: int = Field(
+        default=8, ge=1, le=32, description="IPv4 served subnets together: at most one /N of addresses (8: 16,777,216)"
+    )
+    ipv6_prefix: int = Field(default=32, ge=1, le=128, description="IPv6 served subnets together: at most one /N")
+
+
+def served_problem(served: list[str], limits: ServedLimits) -> tuple[str, str] | None:
+    """(field, message) when the served set is not acceptable address space, as the gateway judges it."""
+    nets = []
+    for i, text in enumerate(served):
+        net = parse_cidr(text)
+        if net.prefixlen == 0:
+            return f"served_subnets[{i}]", "a /0 is every address, never a served subnet"
+        if isinstance(net, ipaddress.IPv6Network) and net.overlaps(V4_MAPPED):
+            return f"served_subnets[{i}]", "overlaps ::ffff:0:0/96 (IPv4-mapped IPv6): write the IPv4 subnet itself"
+        nets.append(net)
+    v4 = [n for n in nets if isinstance(n, ipaddress.IPv4Network)]
+    v6 = [n for n in nets if isinstance(n, ipaddress.IPv6Network)]
+    for version, totals, max_prefix, name in (
+        (4, [n.num_addresses for n in ipaddress.collapse_addresses(v4)], limits.ipv4_prefix, "ipv4_prefix"),
+        (6, [n.num_addresses for n in ipaddress.collapse_addresses(v6)], limits.ipv6_prefix, "ipv6_prefix"),
+    ):
+        total = sum(totals)  # collapsed: nested and adjacent prefixes count once
+        allowed = 2 ** ((32 if version == 4 else 128) - max_prefix)
+        if total > allowed:
+            return (
+                "served_subnets",
+                f"the IPv{version} served subnets cover {total:,} addresses together, more than one /{max_prefix} "
+                f"({allowed:,}; raise served_limits.{name} if this gateway really serves that many)",
+            )
+    return None
+
+
+PEER_KEY_RE = re.compile(r"[0-9A-Fa-f]{64}")
+QuicPolicy = Literal["pass", "fallback"]
+# The one place the API's default QUIC policy is chosen (the gateway's DEFAULT_QUIC mirrors it).
+DEFAULT_QUIC: QuicPolicy = "fallback"
+
+
+def _peer_hub(value: str) -> str:
+    if value == "":
+        return value
+    try:
+        addr = _parse_ip(value)
+    except ValueError:
+        raise ValueError(f"'{value}' is not an IPv4/IPv6 address literal") from None
+    if addr.is_unspecified or addr.is_multicast or addr.is_loopback:
+        raise ValueError("must be the hub's unicast address")
+    return value
+
+
+def _peer_key(value: str) -> str:
+    if value and not PEER_KEY_RE.fullmatch(value):
+        raise ValueError("must be 64 hex digits (32 random bytes, e.g. `openssl rand -hex 32`)")
+    return value
+
+
+class Peer(Strict):
+    """The peer path: a terminal keeps warm, authenticated connections to its hub and starts new flows on
+    them, so a client's first bytes cross the satellite without a handshake first (docs/splitter.md)."""
+
+    enabled: bool = False
+    port: int = Field(default=7072, ge=1, le=65535, description="hub: its peer listener; terminal: the hub's")
+    hub: Annotated[str, Field(max_length=64), AfterValidator(_peer_hub)] = Field(
+        default="", description="terminal: the hub's address (an IP literal); empty at a hub"
+    )
+    key: Annotated[str, Field(max_length=64), AfterValidator(_peer_key)] = Field(
+        default="", description="the shared secret, 64 hex digits; required when enabled"
+    )
+    allowed: list[Cidr] = Field(
+        default_factory=list, max_length=256, description="hub: CIDRs terminals may connect from; empty = any"
+    )
+    pool_size: int = Field(default=8, ge=1, le=256, description="terminal: warm connections each worker keeps ready")
+
+    @model_validator(mode="after")
+    def _key_when_enabled(self) -> Peer:
+        if self.enabled and not self.key:
+            raise ValueError("key: required when the peer path is enabled")
         return self
 
 
@@ -408,6 +507,80 @@ class Cache(Strict):
         return self
 
 
+# --- dns: the resolver crate's DnsConfig (gateway/crates/dns/src/config.rs) ----------------------
+DNS_PORT = 53  # perigee_dns::LISTEN_PORT: the resolver listens on port 53 of every local address
+
+
+def parse_upstream(value: str) -> tuple[ipaddress.IPv4Address | ipaddress.IPv6Address, int]:
+    """'192.0.2.53', '2001:db8::53' or 'addr@port' -> (address, port), as the gateway parses it."""
+    addr_s, at, port_s = value.partition("@")
+    port = DNS_PORT
+    if at:
+        if not re.fullmatch(r"[0-9]{1,5}", port_s) or not 1 <= int(port_s) <= 65535:
+            raise ValueError(f"{value!r}: the port after '@' must be 1-65535")
+        port = int(port_s)
+    try:
+        addr = _parse_ip(addr_s)
+    except ValueError:
+        raise ValueError(
+            f"{value!r} is not an IP address (names cannot be resolved before the resolver exists)"
+        ) from None
+    # Written out rather than is_loopback & co., whose IPv4-mapped handling differs by Python
+    # version; these are exactly Rust's std::net checks.
+    if isinstance(addr, ipaddress.IPv6Address):
+        unspecified, multicast, loopback = int(addr) == 0, addr.packed[0] == 0xFF, int(addr) == 1
+    else:
+        unspecified, multicast, loopback = int(addr) == 0, addr.packed[0] >> 4 == 0xE, addr.packed[0] == 127
+    if unspecified or multicast:
+        raise ValueError(f"{value!r} is not a unicast address")
+    if loopback and port == DNS_PORT:
+        raise ValueError(f"{value!r} is the gateway's own resolver: forwarding there would loop")
+    return addr, port
+
+
+def _upstream(value: str) -> str:
+    parse_upstream(value)
+    return value
+
+
+Upstream = Annotated[str, Field(max_length=64), AfterValidator(_upstream)]
+
+
+class Dns(Strict):
+    """The gateway's caching resolver (unbound); docs/dns.md."""
+
+    enabled: bool = False
+    upstream: list[Upstream] = Field(
+        default_factory=list, max_length=8, description="resolvers to forward to: 'addr' or 'addr@port'"
+    )
+    intercept: bool = Field(default=True, description="answer DNS from the served subnets sent to any address")
+    cache_mb: int = Field(default=64, ge=4, le=16_384)
+    prefetch: bool = True
+    serve_stale: bool = True
+    stale_ttl_s: int = Field(default=86_400, ge=60, le=604_800)
+    stale_reply_ttl_s: int = Field(default=30, ge=1, le=3_600)
+    stale_client_timeout_ms: int = Field(default=0, ge=0, le=10_000)
+    min_ttl_s: int = Field(default=0, ge=0, le=3_600)
+    max_ttl_s: int = Field(default=86_400, ge=60, le=604_800)
+    max_negative_ttl_s: int = Field(default=3_600, ge=0, le=86_400)
+    client_qps_limit: int = Field(default=0, ge=0, le=100_000)
+    probe_timeout_ms: int = Field(default=3_000, ge=100, le=30_000)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Dns:
+        seen: set[tuple[object, int]] = set()
+        for i, u in enumerate(self.upstream):
+            key = parse_upstream(u)
+            if key in seen:
+                raise ValueError(f"upstream[{i}]: {u!r} is listed twice")
+            seen.add(key)
+        if self.enabled and not self.upstream:
+            raise ValueError("upstream: required when dns is enabled (the resolver(s) to forward to)")
+        if self.min_ttl_s > self.max_ttl_s:
+            raise ValueError("min_ttl_s: must not exceed max_ttl_s")
+        return self
+
+
 def _sysctls(value: dict[str, str]) -> dict[str, str]:
     for key, val in value.items():
         if key not in SYSCTL_ALLOW:
@@ -423,6 +596,7 @@ class GatewayConfig(Strict):
     role: Literal["hub", "terminal"]
     interfaces: Interfaces
     served_subnets: list[Cidr] = Field(min_length=1, max_length=256)
+    served_limits: ServedLimits = Field(default_factory=ServedLimits)
     splitter: Splitter = Field(default_factory=Splitter)
     satellite: Satellite = Field(default_factory=Satellite)
     terrestrial: Terrestrial = Field(default_factory=Terrestrial)
@@ -430,7 +604,14 @@ class GatewayConfig(Strict):
     classes: list[TrafficClass] = Field(default_factory=list, max_length=512)
     bypass: list[BypassRule] = Field(default_factory=list, max_length=512)
     cache: Cache = Field(default_factory=Cache)
+    dns: Dns = Field(default_factory=Dns)
     shaping: Shaping = Field(default_factory=Shaping)
+    peer: Peer = Field(default_factory=Peer)
+    quic: QuicPolicy = Field(
+        default=DEFAULT_QUIC,
+        description="QUIC (UDP 443) from the served subnets: pass (end to end, not accelerated) or fallback "
+        "(answered with ICMP port-unreachable, so browsers use TCP, which is accelerated)",
+    )
     sysctls: Annotated[dict[str, str], AfterValidator(_sysctls)] = Field(default_factory=dict)
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
@@ -450,10 +631,22 @@ class GatewayConfig(Strict):
             raise ValueError("cache.port: conflicts with splitter.tproxy_port")
         if self.cache.admin_port == tproxy:
             raise ValueError("cache.admin_port: conflicts with splitter.tproxy_port")
-        if self.cache.enabled:
-            for i, net in enumerate(self.served_subnets):
-                if net.endswith("/0"):
-                    raise ValueError(f"served_subnets[{i}]: a /0 would make the cache an open proxy")
+        problem = served_problem(self.served_subnets, self.served_limits)
+        if problem:
+            raise ValueError(f"{problem[0]}: {problem[1]}")
+        self._check_dns()
+        if self.role == "terminal" and self.peer.enabled and not self.peer.hub:
+            raise ValueError("peer.hub: required at a terminal with the peer path enabled")
+        if self.role == "hub" and self.peer.hub:
+            raise ValueError("peer.hub: only a terminal names its hub; leave it empty at a hub")
+        if self.role == "hub":
+            for port, name in (
+                (tproxy, "splitter.tproxy_port"),
+                (self.cache.port, "cache.port"),
+                (self.cache.admin_port, "cache.admin_port"),
+            ):
+                if self.peer.port == port:
+                    raise ValueError(f"peer.port: already used by {name}")
         for what, names in (("classes", [c.name for c in self.classes]), ("bypass", [r.name for r in self.bypass])):
             seen: set[str] = set()
             for name in names:
@@ -461,6 +654,28 @@ class GatewayConfig(Strict):
                     raise ValueError(f"{what}: duplicate name '{name}'")
                 seen.add(name)
         return self
+
+    def _check_dns(self) -> None:
+        if self.dns.enabled:
+            for i, net in enumerate(self.served_subnets):
+                if net.endswith("/0"):
+                    raise ValueError(f"served_subnets[{i}]: a /0 would make the resolver open to everyone")
+            for field, port in (
+                ("splitter.tproxy_port", self.splitter.tproxy_port),
+                ("cache.port", self.cache.port),
+                ("cache.admin_port", self.cache.admin_port),
+            ):
+                if port == DNS_PORT:
+                    raise ValueError(f"{field}: conflicts with the resolver (dns.enabled), which listens on port 53")
+        # Squid's resolver is always explicit: the gateway's own, or the upstreams given.
+        if self.cache.enabled and not self.dns.enabled:
+            if not self.dns.upstream:
+                raise ValueError(
+                    "dns.upstream: the cache needs a resolver: enable dns or list the resolver(s) Squid should use"
+                )
+            for i, u in enumerate(self.dns.upstream):
+                if parse_upstream(u)[1] != DNS_PORT:
+                    raise ValueError(f"dns.upstream[{i}]: Squid can only use resolvers on port 53")
 
     def to_json(self) -> dict[str, object]:
         return self.model_dump(mode="json", by_alias=True)
@@ -474,6 +689,11 @@ BUILTIN_BYPASS: tuple[BypassRule, ...] = (
     BypassRule(name="ike-tcp", builtin=True, protocol="tcp", ports=["4500"]),
 )
 BUILTIN_NAMES = frozenset(r.name for r in BUILTIN_BYPASS)
+
+
+# The resolver behind the satellite in satlab (the server namespace): where Squid and the
+# terminal's resolver forward by default.
+LAB_RESOLVER = "10.71.3.53"
 
 
 def default_config(role: str = "hub") -> GatewayConfig:
@@ -490,5 +710,6 @@ def default_config(role: str = "hub") -> GatewayConfig:
         served_subnets=served,
         satellite=Satellite(routes=routes),
         bypass=list(BUILTIN_BYPASS),
+        dns=Dns(upstream=[LAB_RESOLVER]),
         sysctls={"net.ipv4.tcp_slow_start_after_idle": "0"},
     )

@@ -1,4 +1,7 @@
-"""Users, browser sessions, API tokens, login throttling and the first admin's one-time password."""
+"""Users, browser sessions, API tokens and the first admin's one-time password.
+
+Login throttling: services/throttle.py; what a password must be: services/password_policy.py.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +9,6 @@ import logging
 import os
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from sqlalchemy import delete, func, select
@@ -15,54 +17,22 @@ from sqlalchemy.orm import Session
 from perigee_api.core import security
 from perigee_api.core.config import Settings
 from perigee_api.models import ApiToken, BrowserSession, LoginAttempt, User
+from perigee_api.services import password_policy, throttle
 
 log = logging.getLogger("perigee_api.auth")
 
 ROLES = ("viewer", "operator", "admin")
 ROLE_RANK = {r: i for i, r in enumerate(ROLES)}
+# An API token acts with the lower of its owner's role and its scope's: never as an admin.
+TOKEN_SCOPES = {"read": "viewer", "operator": "operator"}
 
 
 def role_at_least(role: str, needed: str) -> bool:
     return ROLE_RANK.get(role, -1) >= ROLE_RANK[needed]
 
 
-@dataclass
-class Throttle:
-    locked: bool
-    reason: str = ""
-    retry_after_s: int = 0
-
-
-def check_throttle(db: Session, settings: Settings, username: str, address: str, now: float) -> Throttle:
-    """Lock a user after N failures in the window, and an address after M (both for lockout_s)."""
-    since = now - max(settings.login_window_s, settings.lockout_s)
-
-    def failures(column: str, value: str) -> tuple[int, float | None]:
-        col = getattr(LoginAttempt, column)
-        last_ok = db.scalar(select(func.max(LoginAttempt.ts)).where(col == value, LoginAttempt.success.is_(True)))
-        start = max(since, last_ok or 0.0)
-        row = db.execute(
-            select(func.count(), func.max(LoginAttempt.ts)).where(
-                col == value, LoginAttempt.success.is_(False), LoginAttempt.ts > start
-            )
-        ).one()
-        return int(row[0]), row[1]
-
-    n_user, last_user = failures("username", username)
-    if n_user >= settings.login_max_failures_user and last_user is not None:
-        left = int(last_user + settings.lockout_s - now) + 1
-        if left > 0:
-            return Throttle(True, "user_locked", left)
-    n_addr, last_addr = failures("address", address)
-    if n_addr >= settings.login_max_failures_address and last_addr is not None:
-        left = int(last_addr + settings.lockout_s - now) + 1
-        if left > 0:
-            return Throttle(True, "address_locked", left)
-    return Throttle(False)
-
-
-def note_attempt(db: Session, username: str, address: str, success: bool) -> None:
-    db.add(LoginAttempt(ts=time.time(), username=username[:64], address=address[:64], success=success))
+def lower_role(a: str, b: str) -> str:
+    return a if ROLE_RANK.get(a, -1) <= ROLE_RANK.get(b, -1) else b
 
 
 def authenticate(db: Session, username: str, password: str) -> User | None:
@@ -110,24 +80,30 @@ def drop_user_sessions(db: Session, user_id: int, keep_hash: str | None = None) 
 
 
 def token_user(db: Session, token: str) -> tuple[User, ApiToken] | None:
+    """The live token's owner and the token: None when unknown, expired or its owner disabled."""
     tok = db.scalar(select(ApiToken).where(ApiToken.token_hash == security.digest(token)))
-    if tok is None:
+    now = time.time()
+    if tok is None or tok.expires_at <= now:
         return None
     user = db.get(User, tok.user_id)
     if user is None or user.disabled:
         return None
-    tok.last_used_at = time.time()
+    tok.last_used_at = now
     return user, tok
 
 
+def token_role(user: User, tok: ApiToken) -> str:
+    return lower_role(user.role, TOKEN_SCOPES.get(tok.scope, "viewer"))
+
+
+def revoke_user_tokens(db: Session, user_id: int) -> int:
+    """A new password ends every API token of the user (a token is as good as the password it came with)."""
+    result = db.execute(delete(ApiToken).where(ApiToken.user_id == user_id))
+    return int(getattr(result, "rowcount", 0) or 0)
+
+
 def validate_new_password(password: str, username: str) -> str | None:
-    if len(password) < 12:
-        return "password must be at least 12 characters"
-    if len(password) > 256:
-        return "password must be at most 256 characters"
-    if password.lower() == username.lower():
-        return "password must differ from the username"
-    return None
+    return password_policy.problem(password, username)
 
 
 def write_secret_file(path: Path, text: str) -> None:
@@ -143,8 +119,9 @@ def write_secret_file(path: Path, text: str) -> None:
 def bootstrap_admin(db: Session, settings: Settings) -> str | None:
     """On first start (no users): create `admin` with a one-time password that must be changed.
 
-    The password is logged, printed to the console and written to a 0600 file in the data dir.
-    Returns the password, or None when users already exist.
+    The password goes only into a 0600 file in the data dir; the log and the console name the file, never the
+    password (logs are often readable by more people than the appliance's admin). Returns the password, or
+    None when users already exist.
     """
     if db.scalar(select(func.count()).select_from(User)):
         return None
@@ -161,8 +138,8 @@ def bootstrap_admin(db: Session, settings: Settings) -> str | None:
     db.flush()
     write_secret_file(settings.initial_password_file, password + "\n")
     msg = (
-        f"first start: created user 'admin' with one-time password {password} "
-        f"(also in {settings.initial_password_file}); it must be changed at first login"
+        f"first start: created user 'admin'; its one-time password is in {settings.initial_password_file} "
+        "(readable by this service's user only) and must be changed at first login"
     )
     log.warning(msg)
     print(msg, file=sys.stderr, flush=True)
@@ -174,6 +151,6 @@ def housekeeping(db: Session, settings: Settings, now: float) -> None:
     from perigee_api.models import AuditEntry
 
     db.execute(delete(BrowserSession).where(BrowserSession.expires_at < now))
-    keep = max(settings.login_window_s, settings.lockout_s) * 2
-    db.execute(delete(LoginAttempt).where(LoginAttempt.ts < now - keep))
+    db.execute(delete(ApiToken).where(ApiToken.expires_at < now))
+    db.execute(delete(LoginAttempt).where(LoginAttempt.ts < throttle.forget_before(settings, now)))
     db.execute(delete(AuditEntry).where(AuditEntry.ts < now - settings.retain_audit_s))

@@ -21,7 +21,7 @@ FORMAT = "perigee-backup"
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
 
 
 class BackupUser(_Strict):

@@ -24,7 +24,7 @@ class Collector:
         self.last_error: str | None = None
 
     def tick(self, now: float | None = None) -> None:
-        """One poll: live flows, closed flows, counters, cache stats → snapshot, history, samples."""
+        """One poll: live flows, closed flows, counters, cache and DNS stats → snapshot, history, samples."""
         now = time.time() if now is None else now
         gw = self.ctx.gateway
         try:
@@ -45,7 +45,11 @@ class Collector:
             cache = gw.cache_stats()
         except GatewayError:
             cache = None  # the cache is optional
-        values = self.builder.build(now, self.ctx.live.flows, counters, cache)
+        try:
+            dns = gw.dns_stats()
+        except GatewayError:
+            dns = None  # so is the resolver (and an older gateway has no /v1/dns)
+        values = self.builder.build(now, self.ctx.live.flows, counters, cache, dns)
         with self.ctx.db.session() as db:
             stats.store_closed_flows(db, closed, now)
             stats.store_samples(db, int(now), values)

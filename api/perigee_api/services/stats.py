@@ -4,6 +4,8 @@ Metrics (one row per metric and key per second):
   class_bps        key = class name    sum of live flows' rate_up + rate_down
   action_bps       key = accelerate|cache|bypass   from counter deltas (bytes × 8 / dt)
   cache_hit_ratio  key = ""            hits / requests over the interval (from cache stats deltas)
+  dns_hit_ratio    key = ""            resolver cache hits / queries over the interval (from DNS stats deltas)
+  dns_qps          key = ""            queries per second the resolver answered over the interval
   leg_rtt_ms       key = satellite|terrestrial     mean smoothed RTT over live flows' legs
   link_bps         key = down|up       total rate over live flows
 Rollups store avg, max and the number of samples; a rollup bucket is written once it is complete.
@@ -21,7 +23,9 @@ from sqlalchemy.orm import Session
 from perigee_api.core.config import Settings
 from perigee_api.models import SAMPLE_TABLES, FlowRecord, Meta, Sample1s
 
-METRICS = ("class_bps", "action_bps", "cache_hit_ratio", "leg_rtt_ms", "link_bps")
+# Which way a flow crossed the satellite (the gateway's `path`): its own connection, or the peer path.
+FLOW_PATHS = ("direct", "peer")
+METRICS = ("class_bps", "action_bps", "cache_hit_ratio", "dns_hit_ratio", "dns_qps", "leg_rtt_ms", "link_bps")
 MAX_POINTS = 720
 
 
@@ -67,6 +71,7 @@ def store_closed_flows(db: Session, flows: list[dict[str, Any]], now: float) -> 
                     "bytes_down": int(f.get("bytes_down", 0)),
                     "sat_srtt_us": _sat_srtt(f),
                     "legs": f.get("legs"),
+                    "path": f.get("path") if f.get("path") in FLOW_PATHS else None,
                 }
             )
         except (KeyError, TypeError, ValueError):
@@ -82,6 +87,7 @@ class SampleBuilder:
     def __init__(self) -> None:
         self.prev_counters: dict[str, Any] | None = None
         self.prev_cache: dict[str, Any] | None = None
+        self.prev_dns: dict[str, Any] | None = None
         self.prev_ts: float | None = None
 
     def build(
@@ -90,6 +96,7 @@ class SampleBuilder:
         live: list[dict[str, Any]],
         counters: dict[str, Any] | None,
         cache: dict[str, Any] | None,
+        dns: dict[str, Any] | None = None,
     ) -> list[tuple[str, str, float]]:
         out: list[tuple[str, str, float]] = []
         by_class: dict[str, float] = defaultdict(float)
@@ -130,7 +137,21 @@ class SampleBuilder:
                 reqs = hits + _num(cache, "misses") - _num(self.prev_cache, "misses")
             if reqs > 0 and hits >= 0:
                 out.append(("cache_hit_ratio", "", min(1.0, hits / reqs)))
-        self.prev_counters, self.prev_cache, self.prev_ts = counters, cache, now
+        out += self._dns(dns, dt)
+        self.prev_counters, self.prev_cache, self.prev_dns, self.prev_ts = counters, cache, dns, now
+        return out
+
+    def _dns(self, dns: dict[str, Any] | None, dt: float) -> list[tuple[str, str, float]]:
+        """The resolver's hit ratio and query rate over the interval (its counters are cumulative)."""
+        if not dns or not self.prev_dns or dt <= 0:
+            return []
+        queries = _num(dns, "queries") - _num(self.prev_dns, "queries")
+        hits = _num(dns, "cache_hits") - _num(self.prev_dns, "cache_hits")
+        if queries < 0 or hits < 0:  # the gateway restarted: skip one sample
+            return []
+        out = [("dns_qps", "", queries / dt)]
+        if queries > 0:
+            out.append(("dns_hit_ratio", "", min(1.0, hits / queries)))
         return out
 
 

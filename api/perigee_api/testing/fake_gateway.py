@@ -43,6 +43,7 @@ def make_flow(
     bytes_up: int = 1000,
     bytes_down: int = 50000,
     rate_down_bps: float = 1e6,
+    path: str = "direct",
 ) -> dict[str, Any]:
     now = time.time() if now is None else now
     leg = {
@@ -79,6 +80,7 @@ def make_flow(
         "rate_up_bps": 1000.0,
         "rate_down_bps": rate_down_bps,
         "legs": {"client": leg, "server": ter, "satellite": "client"},
+        "path": path,
     }
 
 
@@ -103,6 +105,8 @@ class FakeGateway:
                 "cache": {"bytes_up": 0, "bytes_down": 0, "flows": 0},
                 "bypass": {"packets": 0, "bytes": 0},
             },
+            "peer": {"flows": 0, "fallbacks": 0, "refused": 0},
+            "quic_rejected": {"packets": 0, "bytes": 0},
         }
         self.cache_stats: dict[str, Any] = {
             "requests": 0,
@@ -111,7 +115,33 @@ class FakeGateway:
             "bytes_hit": 0,
             "objects": 0,
         }
+        self.dns_stats: dict[str, Any] = {
+            "enabled": False,
+            "running": False,
+            "unbound_version": None,
+            "upstreams": [],
+            "queries": 0,
+            "cache_hits": 0,
+            "cache_misses": 0,
+            "hit_ratio": 0.0,
+            "stale_answers": 0,
+            "prefetches": 0,
+            "upstream_resolutions": 0,
+            "servfail_answers": 0,
+            "ratelimited_queries": 0,
+            "mean_upstream_ms": None,
+            "satellite_time_saved_s": 0.0,
+            "cache_memory_used_bytes": None,
+            "cache_memory_capacity_bytes": None,
+            "problems": [],
+            "intercept": False,
+            "serving": False,
+            "intercepted_packets": 0,
+            "upstream_healthy": True,
+            "upstream_probe": [],
+        }
         self.purges: list[dict[str, Any]] = []
+        self.flushes: list[dict[str, Any]] = []
         self._fail_step: str | None = None
         self._lock = threading.Lock()
         self.started = time.time()
@@ -249,6 +279,20 @@ class FakeGateway:
             return JSONResponse({"ok": True, "purged": 1})
         return _err(422, "invalid_purge", "url must be a non-empty string", "url")
 
+    async def _dns_stats(self, _r: Request) -> JSONResponse:
+        return JSONResponse(self.dns_stats)
+
+    async def _dns_flush(self, r: Request) -> JSONResponse:
+        body, bad = await self._body(r)
+        if bad:
+            return bad
+        if not isinstance(body, dict) or set(body) - {"name", "all"}:
+            return _err(400, "invalid_json", "body must be {name} or {all: true}", None)
+        if (body.get("all") is True) == isinstance(body.get("name"), str):
+            return _err(400, "invalid_request", 'give exactly one of "name" or "all": true', "name")
+        self.flushes.append({"all": True} if body.get("all") is True else {"name": body["name"]})
+        return JSONResponse({"ok": True})
+
     def app(self) -> Starlette:
         return Starlette(
             routes=[
@@ -263,6 +307,8 @@ class FakeGateway:
                 Route("/v1/cache/stats", self._cache_stats),
                 Route("/v1/cache/requests/collect", self._cache_collect, methods=["POST"]),
                 Route("/v1/cache/purge", self._purge, methods=["POST"]),
+                Route("/v1/dns/stats", self._dns_stats),
+                Route("/v1/dns/flush", self._dns_flush, methods=["POST"]),
             ]
         )
 

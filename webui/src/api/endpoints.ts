@@ -38,7 +38,7 @@ export type RestoreOut = S['RestoreOut'];
 export type SystemVersions = S['VersionsOut'];
 export type TlsStatus = S['TlsOut'];
 export type TlsCertificate = S['TlsCertificateOut'];
-export type Metric = 'class_bps' | 'action_bps' | 'cache_hit_ratio' | 'leg_rtt_ms' | 'link_bps';
+export type Metric = 'class_bps' | 'action_bps' | 'cache_hit_ratio' | 'dns_hit_ratio' | 'dns_qps' | 'leg_rtt_ms' | 'link_bps';
 
 /** Login is an unsafe request too: make sure a CSRF cookie exists first. */
 async function ensureCsrf(): Promise<void> {
@@ -94,12 +94,20 @@ export const endpoints = {
 
   // flows, stats, cache, system
   liveFlows: () => unwrap(api.GET('/api/v1/flows')),
-  flowHistory: (query: { limit?: number; offset?: number; action?: 'accelerate' | 'cache' | 'bypass' }) =>
+  flowHistory: (query: {
+    limit?: number;
+    offset?: number;
+    action?: 'accelerate' | 'cache' | 'bypass';
+    path?: 'direct' | 'peer';
+  }) =>
     unwrap(api.GET('/api/v1/flows/history', { params: { query } })),
   series: (metric: Metric, start?: number, end?: number) => unwrap(api.GET('/api/v1/stats/series', { params: { query: { metric, start, end } } })),
   cacheStats: () => unwrap(api.GET('/api/v1/cache/stats')) as Promise<Record<string, unknown>>,
   cachePurge: (target: { url: string } | { all: true }) =>
     unwrap(api.POST('/api/v1/cache/purge', { body: 'all' in target ? { all: true } : { all: false, url: target.url } })) as Promise<Record<string, unknown>>,
+  dnsStats: () => unwrap(api.GET('/api/v1/dns/stats')) as Promise<Record<string, unknown>>,
+  dnsFlush: (target: { name: string } | { all: true }) =>
+    unwrap(api.POST('/api/v1/dns/flush', { body: 'all' in target ? { all: true } : { all: false, name: target.name } })) as Promise<Record<string, unknown>>,
   health: () => unwrap(api.GET('/api/v1/health')),
   systemVersions: () => unwrap(api.GET('/api/v1/system/versions')),
   audit: (query: { actor?: string; action?: string; limit?: number; offset?: number }) => unwrap(api.GET('/api/v1/audit', { params: { query } })),

@@ -13,6 +13,7 @@ export const keys = {
   tls: ['system', 'tls'] as const,
   overview: ['overview'] as const,
   cache: ['cache'] as const,
+  dns: ['dns'] as const,
   series: (q: unknown) => ['series', q] as const,
 };
 

@@ -27,7 +27,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Change the own password (required after a one-time password); ends other sessions */
+        /** Change the own password (required after a one-time password); ends other sessions and all API tokens */
         post: operations["change_password_api_v1_auth_change_password_post"];
         delete?: never;
         options?: never;
@@ -243,6 +243,40 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/dns/flush": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Flush one name or the whole resolver cache (gateway passthrough) */
+        post: operations["dns_flush_api_v1_dns_flush_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/dns/stats": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Resolver counters: queries, hit ratio, stale answers, time saved (gateway passthrough) */
+        get: operations["dns_stats_api_v1_dns_stats_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/flows": {
         parameters: {
             query?: never;
@@ -284,7 +318,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Server-Sent Events: one `flows` event per collector tick */
+        /** Server-Sent Events: one `flows` event per collector tick, up to max_events; then the stream ends and the client reconnects */
         get: operations["flows_stream_api_v1_flows_stream_get"];
         put?: never;
         post?: never;
@@ -512,7 +546,7 @@ export interface paths {
         /** Own tokens (admins see all) */
         get: operations["list_tokens_api_v1_tokens_get"];
         put?: never;
-        /** New API token for yourself */
+        /** New API token for yourself (from a logged-in session; it expires, and a password change ends it) */
         post: operations["create_token_api_v1_tokens_post"];
         delete?: never;
         options?: never;
@@ -737,10 +771,19 @@ export interface components {
         };
         /** BodInputs */
         BodInputs: {
-            /** Allocation Delay Ms */
+            /**
+             * Allocation Delay Ms
+             * @description 0 = no DAMA wait, else at least 1 ms
+             */
             allocation_delay_ms: number;
             /** Base Rtt Ms */
             base_rtt_ms: number;
+            /**
+             * Ber
+             * @description bit error rate of the satellite link (both directions, after FEC); 0 = clean
+             * @default 0
+             */
+            ber: number;
             /** Forward Rate Bps */
             forward_rate_bps: number;
             /**
@@ -792,7 +835,13 @@ export interface components {
             overrides: {
                 [key: string]: number;
             };
-            tuning: components["schemas"]["Tuning"];
+            /**
+             * Problem
+             * @description why a stored profile cannot be derived (saved under older rules): fix or delete it
+             */
+            problem?: string | null;
+            /** @description null when the stored inputs are no longer valid (see problem) */
+            tuning: components["schemas"]["Tuning"] | null;
             /** Updated At */
             updated_at: number;
         };
@@ -918,6 +967,19 @@ export interface components {
              */
             store: "rock" | "aufs";
         };
+        /**
+         * CcChoice
+         * @description The satellite-leg congestion control a profile calls for, and why.
+         */
+        CcChoice: {
+            /** Derivation */
+            derivation: string;
+            /**
+             * Value
+             * @enum {string}
+             */
+            value: "hybla" | "hybla_ld";
+        };
         /** ChangeOut */
         ChangeOut: {
             /** Issues */
@@ -982,7 +1044,7 @@ export interface components {
              */
             buffer_bytes: number;
             /** Congestion Control */
-            congestion_control?: ("hybla" | "cubic" | "bbr" | "reno") | null;
+            congestion_control?: ("hybla" | "hybla_ld" | "cubic" | "bbr" | "reno") | null;
             /**
              * Pacing Rate Bps
              * @default 0
@@ -1050,6 +1112,96 @@ export interface components {
             /** Changes */
             changes: components["schemas"]["DiffEntry"][];
         };
+        /**
+         * Dns
+         * @description The gateway's caching resolver (unbound); docs/dns.md.
+         */
+        Dns: {
+            /**
+             * Cache Mb
+             * @default 64
+             */
+            cache_mb: number;
+            /**
+             * Client Qps Limit
+             * @default 0
+             */
+            client_qps_limit: number;
+            /**
+             * Enabled
+             * @default false
+             */
+            enabled: boolean;
+            /**
+             * Intercept
+             * @description answer DNS from the served subnets sent to any address
+             * @default true
+             */
+            intercept: boolean;
+            /**
+             * Max Negative Ttl S
+             * @default 3600
+             */
+            max_negative_ttl_s: number;
+            /**
+             * Max Ttl S
+             * @default 86400
+             */
+            max_ttl_s: number;
+            /**
+             * Min Ttl S
+             * @default 0
+             */
+            min_ttl_s: number;
+            /**
+             * Prefetch
+             * @default true
+             */
+            prefetch: boolean;
+            /**
+             * Probe Timeout Ms
+             * @default 3000
+             */
+            probe_timeout_ms: number;
+            /**
+             * Serve Stale
+             * @default true
+             */
+            serve_stale: boolean;
+            /**
+             * Stale Client Timeout Ms
+             * @default 0
+             */
+            stale_client_timeout_ms: number;
+            /**
+             * Stale Reply Ttl S
+             * @default 30
+             */
+            stale_reply_ttl_s: number;
+            /**
+             * Stale Ttl S
+             * @default 86400
+             */
+            stale_ttl_s: number;
+            /**
+             * Upstream
+             * @description resolvers to forward to: 'addr' or 'addr@port'
+             */
+            upstream?: string[];
+        };
+        /**
+         * DnsFlushIn
+         * @description One name (and everything below it) or the whole resolver cache.
+         */
+        DnsFlushIn: {
+            /**
+             * All
+             * @default false
+             */
+            all: boolean;
+            /** Name */
+            name?: string | null;
+        };
         /** ErrorBody */
         ErrorBody: {
             /** Code */
@@ -1098,6 +1250,11 @@ export interface components {
             /** Id */
             id: number;
             legs?: components["schemas"]["FlowLegs"] | null;
+            /**
+             * Path
+             * @description how the flow crossed the satellite: the gateway's own connection (direct) or a warm, authenticated connection between the two gateways (peer); null from gateways without the field
+             */
+            path?: ("direct" | "peer") | null;
             /**
              * Rate Down Bps
              * @default 0
@@ -1159,6 +1316,8 @@ export interface components {
             gateway_id: number;
             /** Id */
             id: number;
+            /** Path */
+            path: ("direct" | "peer") | null;
             /** Sat Srtt Us */
             sat_srtt_us: number | null;
             /** Server */
@@ -1173,8 +1332,17 @@ export interface components {
             cache?: components["schemas"]["Cache"];
             /** Classes */
             classes?: components["schemas"]["TrafficClass"][];
+            dns?: components["schemas"]["Dns"];
             hybla?: components["schemas"]["Hybla"];
             interfaces: components["schemas"]["Interfaces"];
+            peer?: components["schemas"]["Peer"];
+            /**
+             * Quic
+             * @description QUIC (UDP 443) from the served subnets: pass (end to end, not accelerated) or fallback (answered with ICMP port-unreachable, so browsers use TCP, which is accelerated)
+             * @default fallback
+             * @enum {string}
+             */
+            quic: "pass" | "fallback";
             /**
              * Revision
              * @default
@@ -1192,6 +1360,7 @@ export interface components {
              * @constant
              */
             schema: 1;
+            served_limits?: components["schemas"]["ServedLimits"];
             /** Served Subnets */
             served_subnets: string[];
             shaping?: components["schemas"]["Shaping"];
@@ -1310,6 +1479,47 @@ export interface components {
              */
             ok: boolean;
         };
+        /**
+         * Peer
+         * @description The peer path: a terminal keeps warm, authenticated connections to its hub and starts new flows on
+         *     them, so a client's first bytes cross the satellite without a handshake first (docs/splitter.md).
+         */
+        Peer: {
+            /**
+             * Allowed
+             * @description hub: CIDRs terminals may connect from; empty = any
+             */
+            allowed?: string[];
+            /**
+             * Enabled
+             * @default false
+             */
+            enabled: boolean;
+            /**
+             * Hub
+             * @description terminal: the hub's address (an IP literal); empty at a hub
+             * @default
+             */
+            hub: string;
+            /**
+             * Key
+             * @description the shared secret, 64 hex digits; required when enabled
+             * @default
+             */
+            key: string;
+            /**
+             * Pool Size
+             * @description terminal: warm connections each worker keeps ready
+             * @default 8
+             */
+            pool_size: number;
+            /**
+             * Port
+             * @description hub: its peer listener; terminal: the hub's
+             * @default 7072
+             */
+            port: number;
+        };
         /** PolicyIssue */
         PolicyIssue: {
             /** Classes */
@@ -1386,7 +1596,7 @@ export interface components {
              * @default hybla
              * @enum {string}
              */
-            congestion_control: "hybla" | "cubic" | "bbr" | "reno";
+            congestion_control: "hybla" | "hybla_ld" | "cubic" | "bbr" | "reno";
             /**
              * Initcwnd
              * @description 0 = kernel default
@@ -1451,6 +1661,24 @@ export interface components {
             ts: number;
         };
         /**
+         * ServedLimits
+         * @description The most address space the served subnets may cover together (the gateway's perigee_squid::served).
+         */
+        ServedLimits: {
+            /**
+             * Ipv4 Prefix
+             * @description IPv4 served subnets together: at most one /N of addresses (8: 16,777,216)
+             * @default 8
+             */
+            ipv4_prefix: number;
+            /**
+             * Ipv6 Prefix
+             * @description IPv6 served subnets together: at most one /N
+             * @default 32
+             */
+            ipv6_prefix: number;
+        };
+        /**
          * Shaping
          * @description Aggregate egress shaper on the satellite interface (an HTB class at rate_bps over a FIFO):
          *     caps the sum of every flow leaving toward the satellite, so they cannot overflow the modem's queue.
@@ -1503,6 +1731,12 @@ export interface components {
              * @default 10000
              */
             max_flows: number;
+            /**
+             * Nodelay
+             * @description TCP_NODELAY on both legs of every relayed flow and the peer path's connections, so no small segment waits a satellite round trip for an ACK (Nagle); false = the kernel's default
+             * @default true
+             */
+            nodelay: boolean;
             /**
              * Relay Buffer Bytes
              * @description per flow and direction, the bytes held inside the gateway (pipe capacity, at most 1 MiB)
@@ -1557,7 +1791,7 @@ export interface components {
              * @description the terrestrial leg's congestion control; empty = the system default
              * @default
              */
-            congestion_control: ("hybla" | "cubic" | "bbr" | "reno") | "";
+            congestion_control: ("hybla" | "hybla_ld" | "cubic" | "bbr" | "reno") | "";
         };
         /** TlsCertificateOut */
         TlsCertificateOut: {
@@ -1634,8 +1868,20 @@ export interface components {
         };
         /** TokenCreate */
         TokenCreate: {
+            /**
+             * Expires In Days
+             * @description lifetime in days (default 90, at most the server's maximum, 365)
+             */
+            expires_in_days?: number | null;
             /** Name */
             name: string;
+            /**
+             * Scope
+             * @description read: GET requests only; operator: also the operator's writes. Never more than the owner's role, never admin
+             * @default read
+             * @enum {string}
+             */
+            scope: "read" | "operator";
         };
         /** TokenCreated */
         TokenCreated: {
@@ -1650,6 +1896,8 @@ export interface components {
         TokenOut: {
             /** Created At */
             created_at: number;
+            /** Expires At */
+            expires_at: number;
             /** Id */
             id: number;
             /** Last Used At */
@@ -1658,6 +1906,11 @@ export interface components {
             name: string;
             /** Prefix */
             prefix: string;
+            /**
+             * Scope
+             * @enum {string}
+             */
+            scope: "read" | "operator";
             /** User Id */
             user_id: number;
             /** Username */
@@ -1679,6 +1932,7 @@ export interface components {
         };
         /** Tuning */
         Tuning: {
+            congestion_control: components["schemas"]["CcChoice"];
             /** Values */
             values: {
                 [key: string]: components["schemas"]["Derived"];
@@ -1929,6 +2183,15 @@ export interface operations {
             };
             /** @description Unprocessable Entity */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2701,6 +2964,99 @@ export interface operations {
             };
         };
     };
+    dns_flush_api_v1_dns_flush_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DnsFlushIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    dns_stats_api_v1_dns_stats_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
     live_flows_api_v1_flows_get: {
         parameters: {
             query?: {
@@ -2760,6 +3116,8 @@ export interface operations {
                 client?: string | null;
                 limit?: number;
                 offset?: number;
+                /** @description how the flow crossed the satellite */
+                path?: ("direct" | "peer") | null;
                 /** @description server IP (exact) */
                 server?: string | null;
                 /** @description ended at or after (unix s) */
@@ -2816,8 +3174,8 @@ export interface operations {
             query?: {
                 /** @description heartbeat when nothing changes */
                 interval_s?: number;
-                /** @description stop after N events (0 = never) */
-                max_events?: number;
+                /** @description stop after N events (default and upper bound: the server's, 3600) */
+                max_events?: number | null;
             };
             header?: never;
             path?: never;
@@ -2859,6 +3217,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
         };
@@ -3369,7 +3736,7 @@ export interface operations {
                 /** @description unix s; default now */
                 end?: number | null;
                 key?: string | null;
-                metric: "class_bps" | "action_bps" | "cache_hit_ratio" | "leg_rtt_ms" | "link_bps";
+                metric: "class_bps" | "action_bps" | "cache_hit_ratio" | "dns_hit_ratio" | "dns_qps" | "leg_rtt_ms" | "link_bps";
                 /** @description unix s; default end - 1 h */
                 start?: number | null;
             };

@@ -49,6 +49,22 @@ describe('FlowsTable', () => {
     expect(within(bodyRows()[0]).getByRole('link')).toHaveTextContent(/^299$/);
   });
 
+  it('shows the path each flow took', () => {
+    renderWithProviders(<FlowsTable flows={makeFlows(8)} height={10 * ROW_HEIGHT} />);
+    expect(screen.getByRole('columnheader', { name: /Path/ })).toBeInTheDocument();
+    expect(screen.getByRole('textbox', { name: 'Path' })).toBeInTheDocument();
+    const rows = bodyRows();
+    expect(rows.filter((r) => r.textContent?.includes('peer path'))).toHaveLength(6);
+    expect(rows.filter((r) => r.textContent?.includes('direct'))).toHaveLength(2);
+  });
+
+  it('sorts by path and counts flows without one as direct', () => {
+    const flows = makeFlows(8).map((f, i) => (i === 1 ? { ...f, path: undefined } : f));
+    const sorted = filterAndSortFlows(flows, { search: '', action: null, state: null, path: null, sort: 'path', dir: 'asc' });
+    expect(sorted.slice(0, 3).map((f) => f.id)).toEqual([1, 2, 5]);
+    expect(filterAndSortFlows(flows, { search: '', action: null, state: null, path: 'direct', sort: 'id', dir: 'asc' }).map((f) => f.id)).toEqual([1, 2, 5]);
+  });
+
   it('shows an empty state with no flows', () => {
     renderWithProviders(<FlowsTable flows={[]} />);
     expect(screen.getByText(/No flows yet/)).toBeInTheDocument();

@@ -3,10 +3,10 @@ import { useVirtualizer } from '@tanstack/react-virtual';
 import { useMemo, useRef, useState } from 'react';
 import { Link } from 'react-router-dom';
 import { formatBps, formatBytes, formatMs } from '../lib/format';
-import { legsOf, type Flow } from '../lib/gateway-types';
+import { legsOf, PATH_LABEL, pathOf, type Flow } from '../lib/gateway-types';
 import classes from './FlowsTable.module.css';
 
-export type SortKey = 'id' | 'client' | 'server' | 'class' | 'action' | 'state' | 'bytes' | 'rate' | 'rtt';
+export type SortKey = 'id' | 'client' | 'server' | 'class' | 'action' | 'path' | 'state' | 'bytes' | 'rate' | 'rtt';
 type SortDir = 'asc' | 'desc';
 
 const COLUMNS: { key: SortKey; label: string }[] = [
@@ -15,6 +15,7 @@ const COLUMNS: { key: SortKey; label: string }[] = [
   { key: 'server', label: 'Server' },
   { key: 'class', label: 'Class' },
   { key: 'action', label: 'Action' },
+  { key: 'path', label: 'Path' },
   { key: 'state', label: 'State' },
   { key: 'bytes', label: 'Bytes ↓/↑' },
   { key: 'rate', label: 'Rate ↓' },
@@ -33,6 +34,8 @@ function sortValue(f: Flow, key: SortKey): number | string {
       return legsOf(f).satellite?.srtt_us ?? -1;
     case 'id':
       return f.id;
+    case 'path':
+      return pathOf(f);
     default:
       return String(f[key] ?? '');
   }
@@ -40,12 +43,13 @@ function sortValue(f: Flow, key: SortKey): number | string {
 
 export function filterAndSortFlows(
   flows: Flow[],
-  opts: { search: string; action: string | null; state: string | null; sort: SortKey; dir: SortDir },
+  opts: { search: string; action: string | null; state: string | null; path?: string | null; sort: SortKey; dir: SortDir },
 ): Flow[] {
   const q = opts.search.trim().toLowerCase();
   const out = flows.filter(
     (f) =>
       (!opts.action || f.action === opts.action) &&
+      (!opts.path || pathOf(f) === opts.path) &&
       (!opts.state || f.state === opts.state) &&
       (!q || f.client.toLowerCase().includes(q) || f.server.toLowerCase().includes(q) || f.class.toLowerCase().includes(q) || String(f.id) === q),
   );
@@ -61,14 +65,19 @@ export function filterAndSortFlows(
 }
 
 const ACTION_COLOR: Record<string, string> = { accelerate: 'indigo', cache: 'teal', bypass: 'gray' };
+const PATH_COLOR: Record<string, string> = { direct: 'gray', peer: 'violet' };
 
 export function FlowsTable({ flows, height = 560 }: { flows: Flow[]; height?: number }) {
   const [search, setSearch] = useState('');
   const [action, setAction] = useState<string | null>(null);
   const [state, setState] = useState<string | null>(null);
+  const [path, setPath] = useState<string | null>(null);
   const [sort, setSort] = useState<SortKey>('rate');
   const [dir, setDir] = useState<SortDir>('desc');
-  const rows = useMemo(() => filterAndSortFlows(flows, { search, action, state, sort, dir }), [flows, search, action, state, sort, dir]);
+  const rows = useMemo(
+    () => filterAndSortFlows(flows, { search, action, state, path, sort, dir }),
+    [flows, search, action, state, path, sort, dir],
+  );
 
   const scrollRef = useRef<HTMLDivElement>(null);
   const virtualizer = useVirtualizer({
@@ -83,7 +92,7 @@ export function FlowsTable({ flows, height = 560 }: { flows: Flow[]; height?: nu
     if (key === sort) setDir(dir === 'asc' ? 'desc' : 'asc');
     else {
       setSort(key);
-      setDir(key === 'id' || key === 'client' || key === 'server' || key === 'class' ? 'asc' : 'desc');
+      setDir(key === 'id' || key === 'client' || key === 'server' || key === 'class' || key === 'path' ? 'asc' : 'desc');
     }
   };
 
@@ -105,6 +114,18 @@ export function FlowsTable({ flows, height = 560 }: { flows: Flow[]; height?: nu
           value={action}
           onChange={setAction}
           w={160}
+        />
+        <Select
+          label="Path"
+          clearable
+          placeholder="any"
+          data={[
+            { value: 'direct', label: PATH_LABEL.direct },
+            { value: 'peer', label: PATH_LABEL.peer },
+          ]}
+          value={path}
+          onChange={setPath}
+          w={140}
         />
         <Select
           label="State"
@@ -166,6 +187,11 @@ export function FlowsTable({ flows, height = 560 }: { flows: Flow[]; height?: nu
                     <div role="cell" className={classes.cell}>
                       <Badge size="sm" variant="light" color={ACTION_COLOR[f.action] ?? 'gray'}>
                         {f.action}
+                      </Badge>
+                    </div>
+                    <div role="cell" className={classes.cell}>
+                      <Badge size="sm" variant="outline" color={PATH_COLOR[pathOf(f)] ?? 'gray'}>
+                        {PATH_LABEL[pathOf(f)] ?? pathOf(f)}
                       </Badge>
                     </div>
                     <div role="cell" className={classes.cell}>{f.state}</div>

@@ -12,6 +12,7 @@ export const NAV_ITEMS: NavItem[] = [
   { to: '/bypass', label: 'IPsec bypass' },
   { to: '/bod', label: 'BoD tuning' },
   { to: '/cache', label: 'Cache' },
+  { to: '/dns', label: 'DNS' },
   { to: '/history', label: 'Config history' },
   { to: '/users', label: 'Users and roles', adminOnly: true },
   { to: '/audit', label: 'Audit log' },

@@ -27,5 +27,6 @@ export function makeFlows(n: number): Flow[] {
     rate_up_bps: 1000 * (i % 50),
     rate_down_bps: 100_000 * ((i * 13) % 97),
     legs: { client: tcp(600_000, 10 + (i % 90), 2e6), server: tcp(20_000, 10, 5e6), satellite: 'client' },
+    path: i % 4 === 0 ? 'direct' : 'peer',
   }));
 }

@@ -19,6 +19,9 @@ export interface TcpInfo {
 
 export type FlowState = 'connecting' | 'established' | 'half_closed' | 'closed';
 export type Action = 'accelerate' | 'cache' | 'bypass';
+/** How a flow crossed the satellite: the gateway's own connection, or the peer path (a warm,
+ * authenticated connection between terminal and hub, docs/splitter.md). */
+export type FlowPath = 'direct' | 'peer';
 
 export interface Flow {
   id: number;
@@ -36,6 +39,14 @@ export interface Flow {
   rate_up_bps: number;
   rate_down_bps: number;
   legs?: { client?: TcpInfo | null; server?: TcpInfo | null; satellite?: 'client' | 'server' | string } | null;
+  /** Absent from gateways older than the peer path: treat as direct. */
+  path?: FlowPath | string | null;
+}
+
+export const PATH_LABEL: Record<string, string> = { direct: 'direct', peer: 'peer path' };
+
+export function pathOf(flow: { path?: string | null }): FlowPath | string {
+  return flow.path ?? 'direct';
 }
 
 export interface ActionBytes {
@@ -54,6 +65,9 @@ export interface Counters {
   bytes_up: number;
   bytes_down: number;
   by_action: Record<string, ActionBytes>;
+  /** Flows started on the peer path, those that fell back to the direct path, peer connections refused. */
+  peer?: { flows: number; fallbacks: number; refused: number };
+  quic_rejected?: { packets: number; bytes: number };
 }
 
 export interface HyblaStatus {

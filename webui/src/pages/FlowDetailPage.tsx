@@ -4,7 +4,7 @@ import { LazyTimeSeriesChart } from '../charts/LazyChart';
 import { PageHeader } from '../components/PageHeader';
 import { LoadingState } from '../components/StateViews';
 import { formatBps, formatBytes, formatDuration, formatMs, formatTime } from '../lib/format';
-import { legsOf, type TcpInfo } from '../lib/gateway-types';
+import { legsOf, PATH_LABEL, pathOf, type TcpInfo } from '../lib/gateway-types';
 import { useLiveFlows } from '../live/LiveFlowsContext';
 import { useFlowSamples } from '../live/useFlowSamples';
 
@@ -70,6 +70,17 @@ export default function FlowDetailPage() {
           <Badge variant="light">{flow.class}</Badge>
           <Badge variant="light" color="grape">{flow.action}</Badge>
           <Badge variant="outline">{flow.state}</Badge>
+          <Badge
+            variant="outline"
+            color={pathOf(flow) === 'peer' ? 'violet' : 'gray'}
+            title={
+              pathOf(flow) === 'peer'
+                ? 'Carried across the satellite on a warm, authenticated connection between the two gateways: no handshake before the first bytes'
+                : 'Carried across the satellite on its own connection'
+            }
+          >
+            {PATH_LABEL[pathOf(flow)] ?? pathOf(flow)}
+          </Badge>
           <Text size="sm" c="dimmed">
             started {formatTime(flow.started_at)} · up {formatDuration((live.now ?? Date.now() / 1000) - flow.started_at)} · ↓ {formatBytes(flow.bytes_down)} ({formatBps(flow.rate_down_bps)}) · ↑ {formatBytes(flow.bytes_up)} ({formatBps(flow.rate_up_bps)})
           </Text>

@@ -7,6 +7,7 @@ import { LazyTimeSeriesChart } from '../charts/LazyChart';
 import { PageHeader } from '../components/PageHeader';
 import { StatCard } from '../components/StatCard';
 import { ErrorState } from '../components/StateViews';
+import { dnsView, formatWait } from '../lib/dns';
 import { formatBps, formatBytes, formatMs, formatPercent } from '../lib/format';
 import { legsOf } from '../lib/gateway-types';
 import { alertsFrom, gatewayHealth } from '../lib/health';
@@ -43,6 +44,7 @@ export default function OverviewPage() {
   const live = useLiveFlows();
   const health = useQuery({ queryKey: keys.health, queryFn: endpoints.health, refetchInterval: 5000 });
   const cache = useQuery({ queryKey: keys.cache, queryFn: endpoints.cacheStats, refetchInterval: 5000, retry: false });
+  const dns = useQuery({ queryKey: keys.dns, queryFn: endpoints.dnsStats, refetchInterval: 5000, retry: false });
   const desired = useQuery({ queryKey: keys.desired, queryFn: endpoints.desiredConfig });
   const profiles = useQuery({ queryKey: keys.bodProfiles, queryFn: endpoints.bodProfiles });
   const link = useSeries('link_bps');
@@ -81,6 +83,7 @@ export default function OverviewPage() {
   const cacheEnabled = Boolean((desired.data?.config.cache as { enabled?: boolean } | undefined)?.enabled);
   const alerts = alertsFrom(health.data, stats, cacheEnabled);
   const gw = gatewayHealth(health.data);
+  const resolver = dnsView(dns.data);
   const hybla = gw?.hybla;
 
   const linkRows = useMemo(
@@ -130,7 +133,9 @@ export default function OverviewPage() {
             hint={hybla ? `RTT0 ${hybla.rtt0_ms} ms, base RTT ${hybla.base_rtt_ms ? `${hybla.base_rtt_ms} ms` : 'measured'}` : undefined}
           />
         </SimpleGrid>
-        <SimpleGrid cols={{ base: 2, sm: 4 }}>
+        <SimpleGrid cols={{ base: 2, sm: 3, lg: 6 }}>
+          <StatCard label="DNS hit ratio" value={formatPercent(resolver.hitRatio)} hint={resolver.enabled ? `${resolver.hits.toLocaleString()} of ${resolver.queries.toLocaleString()} lookups` : 'resolver off'} />
+          <StatCard label="DNS time saved" value={formatWait(resolver.savedSeconds)} hint="lookups that did not cross the satellite" />
           <StatCard label="Satellite leg RTT" value={formatMs(now.sat)} hint="mean over live flows" />
           <StatCard label="Terrestrial leg RTT" value={formatMs(now.ter)} hint="mean over live flows" />
           <StatCard label="Gateway" value={health.data ? (health.data.gateway_reachable ? gw?.status ?? 'ok' : 'down') : '—'} color={health.data && !health.data.gateway_reachable ? 'red' : undefined} hint={gw?.version ? `version ${gw.version}` : undefined} />

@@ -8,14 +8,14 @@ import time
 from fastapi import APIRouter, Request, Response
 from sqlalchemy import select
 
-from perigee_api.api.deps import AnyPrincipal, Db, SettingsDep
+from perigee_api.api.deps import AnyPrincipal, Db, SettingsDep, audit_info
 from perigee_api.core import security
 from perigee_api.core.config import Settings
 from perigee_api.core.errors import ApiError, ErrorResponse
 from perigee_api.core.middleware import client_address
 from perigee_api.models import User
 from perigee_api.schemas.api import ChangePasswordIn, CsrfOut, LoginIn, LoginOut, OkOut, UserOut
-from perigee_api.services import audit
+from perigee_api.services import audit, throttle
 from perigee_api.services import auth as svc
 
 router = APIRouter(prefix="/auth", tags=["auth"], responses={401: {"model": ErrorResponse}})
@@ -50,6 +50,16 @@ def csrf(request: Request, response: Response, settings: SettingsDep) -> CsrfOut
     return CsrfOut(csrf_token=token)
 
 
+def _throttled(verdict: throttle.Verdict) -> ApiError:
+    whom = "this user from your address" if verdict.reason == "login_throttled" else "your address"
+    return ApiError(
+        429,
+        verdict.reason,
+        f"too many wrong passwords for {whom}: retry in {verdict.retry_after_s} s (each failure doubles the wait)",
+        headers={"Retry-After": str(verdict.retry_after_s)},
+    )
+
+
 @router.post(
     "/login",
     response_model=LoginOut,
@@ -58,19 +68,13 @@ def csrf(request: Request, response: Response, settings: SettingsDep) -> CsrfOut
 )
 def login(body: LoginIn, request: Request, response: Response, db: Db, settings: SettingsDep) -> LoginOut:
     address = client_address(request.scope)
-    now = time.time()
-    throttle = svc.check_throttle(db, settings, body.username, address, now)
-    if throttle.locked:
-        audit.record(db, actor=body.username, address=address, action="login", result=throttle.reason)
+    verdict = throttle.check(db, settings, body.username, address)
+    if not verdict.allowed:
+        audit.record(db, actor=body.username, address=address, action="login", result=verdict.reason)
         db.commit()
-        raise ApiError(
-            429,
-            throttle.reason,
-            f"too many failed logins ({throttle.reason.replace('_', ' ')}); retry in {throttle.retry_after_s} s",
-            headers={"Retry-After": str(throttle.retry_after_s)},
-        )
+        raise _throttled(verdict)
     user = svc.authenticate(db, body.username, body.password)
-    svc.note_attempt(db, body.username, address, user is not None)
+    throttle.note(db, body.username, address, user is not None)
     if user is None:
         audit.record(db, actor=body.username, address=address, action="login", result="bad_credentials")
         db.commit()
@@ -114,13 +118,24 @@ def me(who: AnyPrincipal) -> UserOut:
 @router.post(
     "/change-password",
     response_model=OkOut,
-    responses={422: {"model": ErrorResponse}},
-    summary="Change the own password (required after a one-time password); ends other sessions",
+    responses={422: {"model": ErrorResponse}, 429: {"model": ErrorResponse}},
+    summary="Change the own password (required after a one-time password); ends other sessions and all API tokens",
 )
-def change_password(body: ChangePasswordIn, who: AnyPrincipal, db: Db, settings: SettingsDep) -> OkOut:
+def change_password(
+    body: ChangePasswordIn, request: Request, who: AnyPrincipal, db: Db, settings: SettingsDep
+) -> OkOut:
+    if who.token is not None:
+        raise ApiError(403, "token_scope", "passwords are changed from a logged-in session, not with an API token")
     user = db.get(User, who.user.id)
     assert user is not None
+    address = client_address(request.scope)
+    # Guessing the current password here is guessing the login password: the same throttle, the same count.
+    verdict = throttle.check(db, settings, user.username, address)
+    if not verdict.allowed:
+        raise _throttled(verdict)
     if not security.verify_password(body.current_password, user.password_hash):
+        throttle.note(db, user.username, address, False)
+        db.commit()  # the failure counts although the request fails (the middleware audits it)
         raise ApiError(422, "bad_current_password", "current_password is wrong", "current_password")
     problem = svc.validate_new_password(body.new_password, user.username)
     if problem:
@@ -131,7 +146,10 @@ def change_password(body: ChangePasswordIn, who: AnyPrincipal, db: Db, settings:
     was_pending = user.must_change_password
     user.must_change_password = False
     user.password_changed_at = time.time()
+    throttle.note(db, user.username, address, True)
     svc.drop_user_sessions(db, user.id, keep_hash=who.session.id_hash if who.session else None)
+    revoked = svc.revoke_user_tokens(db, user.id)
+    audit_info(request, api_tokens_revoked=revoked)
     db.commit()
     if was_pending and user.username == "admin":
         remaining = db.scalar(select(User).where(User.must_change_password.is_(True), User.username == "admin"))

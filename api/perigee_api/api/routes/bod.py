@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 from fastapi import APIRouter, Request
+from pydantic import ValidationError
 from sqlalchemy import select
 
 from perigee_api.api.deps import Db, Id, Operator, Viewer, audit_info
@@ -50,14 +51,34 @@ def _check_overrides(overrides: dict[str, float]) -> None:
             )
 
 
+def _derived(p: BodProfile) -> tuple[BodInputs, Tuning | None, str | None]:
+    """The stored profile's inputs and tuning, or why it cannot be derived. A row saved under older, looser rules
+    (or edited by hand) must not turn every listing into a 500: it is shown with its problem, to fix or delete."""
+    try:
+        inputs = BodInputs.model_validate(p.inputs)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(x) for x in first.get("loc", ())) or "inputs"
+        raw = p.inputs if isinstance(p.inputs, dict) else {}
+        return BodInputs.model_construct(**raw), None, f"stored inputs are not valid: {where}: {first.get('msg')}"
+    try:
+        _check_overrides(p.overrides)
+        return inputs, derive(inputs, p.overrides), None
+    except ApiError as exc:
+        return inputs, None, f"stored overrides are not valid: {exc.message}"
+    except (ArithmeticError, ValueError) as exc:
+        return inputs, None, f"tuning cannot be derived: {exc}"
+
+
 def _out(p: BodProfile) -> BodProfileOut:
-    inputs = BodInputs.model_validate(p.inputs)
+    inputs, tuning, problem = _derived(p)
     return BodProfileOut(
         id=p.id,
         name=p.name,
         inputs=inputs,
         overrides=p.overrides,
-        tuning=derive(inputs, p.overrides),
+        tuning=tuning,
+        problem=problem,
         created_at=p.created_at,
         updated_at=p.updated_at,
     )
@@ -132,12 +153,17 @@ def delete_profile(profile_id: Id, who: Operator, db: Db) -> None:
 )
 def apply_to_config(profile_id: Id, body: BodApplyIn, who: Operator, db: Db, request: Request) -> ChangeOut:
     p = _profile(db, profile_id)
+    _inputs, tuning, problem = _derived(p)
+    if tuning is None:
+        raise ApiError(422, "invalid_profile", f"BoD profile {p.name}: {problem}; fix or delete it", "profile_id")
     role = str(versions.latest(db).config.get("role", "hub"))
     inputs = BodInputs.model_validate({**p.inputs, "role": role})
-    t = derive(inputs, p.overrides).values
+    tuning = derive(inputs, p.overrides)
+    t = tuning.values
 
     def mutate(cfg: dict[str, Any]) -> None:
         sat = cfg["satellite"]
+        sat["congestion_control"] = tuning.congestion_control.value
         sat["sndbuf_bytes"] = int(t["sndbuf_bytes"].value)
         sat["rcvbuf_bytes"] = int(t["rcvbuf_bytes"].value)
         sat["pacing_rate_bps"] = int(t["pacing_rate_bps"].value)

@@ -5,16 +5,17 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any, Literal
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response, StreamingResponse
 from sqlalchemy import func, select
+from starlette.types import Receive, Scope, Send
 
 from perigee_api.api.deps import Ctx, Db, Viewer
 from perigee_api.core.context import LiveFlows
-from perigee_api.core.errors import ErrorResponse
+from perigee_api.core.errors import ApiError, ErrorResponse
 from perigee_api.gateway_client import GatewayError
 from perigee_api.models import FlowRecord
 from perigee_api.schemas.api import FlowPage, FlowRecordOut, LiveFlowsOut, Series, SeriesOut, SeriesPoint
@@ -78,19 +79,47 @@ def _encoded_flows(live: LiveFlows, flows: list[dict[str, Any]], seq: int) -> li
     return items
 
 
+class _SlotResponse(StreamingResponse):
+    """Gives the user's stream slot back however the response ends (done, client gone, error); the generator's
+    own `finally` would not run if the client left before the first chunk was asked for."""
+
+    def __init__(self, content: AsyncIterator[bytes], release: Callable[[], None], **kw: Any) -> None:
+        super().__init__(content, **kw)
+        self._release = release
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self._release()
+
+
 @router.get(
     "/flows/stream",
-    summary="Server-Sent Events: one `flows` event per collector tick",
+    summary="Server-Sent Events: one `flows` event per collector tick, up to max_events; then the stream ends "
+    "and the client reconnects",
     response_class=StreamingResponse,
-    responses={200: {"content": {"text/event-stream": {}}}},
+    responses={200: {"content": {"text/event-stream": {}}}, 429: {"model": ErrorResponse}},
 )
 async def flows_stream(
     request: Request,
     who: Viewer,
     ctx: Ctx,
-    max_events: int = Query(default=0, ge=0, le=1_000_000, description="stop after N events (0 = never)"),
+    max_events: int | None = Query(
+        default=None, ge=1, le=86_400, description="stop after N events (default and upper bound: the server's, 3600)"
+    ),
     interval_s: float = Query(default=1.0, ge=0.1, le=60.0, description="heartbeat when nothing changes"),
 ) -> StreamingResponse:
+    limit = min(max_events or ctx.settings.stream_max_events, ctx.settings.stream_max_events)
+    user_id = who.user.id
+    if not ctx.streams.take(user_id, ctx.settings.streams_per_user):
+        raise ApiError(
+            429,
+            "too_many_streams",
+            f"at most {ctx.settings.streams_per_user} live streams per user are open at once: close one first",
+            headers={"Retry-After": "5"},
+        )
+
     async def events() -> AsyncIterator[bytes]:
         ev = asyncio.Event()
         _listeners.add(ev)
@@ -98,7 +127,7 @@ async def flows_stream(
         last_seq = -1
         try:
             yield b"retry: 2000\n\n"
-            while max_events == 0 or sent < max_events:
+            while sent < limit:
                 flows, now, seq = ctx.live.snapshot()
                 if seq != last_seq or sent == 0:
                     data = json.dumps({"flows": flows, "now": now, "seq": seq, "error": ctx.live.error})
@@ -116,8 +145,9 @@ async def flows_stream(
         finally:
             _listeners.discard(ev)
 
-    return StreamingResponse(
+    return _SlotResponse(
         events(),
+        lambda: ctx.streams.give_back(user_id),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
     )
@@ -131,6 +161,7 @@ def flow_history(
     server: str | None = Query(default=None, max_length=64, description="server IP (exact)"),
     flow_class: str | None = Query(default=None, alias="class", max_length=64),
     action: Literal["accelerate", "cache", "bypass"] | None = None,
+    path: Literal["direct", "peer"] | None = Query(default=None, description="how the flow crossed the satellite"),
     since: float | None = Query(default=None, ge=0, le=1e11, description="ended at or after (unix s)"),
     until: float | None = Query(default=None, ge=0, le=1e11, description="ended before (unix s)"),
     limit: int = Query(default=100, ge=1, le=1000),
@@ -145,6 +176,8 @@ def flow_history(
         conds.append(FlowRecord.flow_class == flow_class)
     if action:
         conds.append(FlowRecord.action == action)
+    if path:
+        conds.append(FlowRecord.path == path)
     if since is not None:
         conds.append(FlowRecord.ended_at >= since)
     if until is not None:
@@ -166,7 +199,7 @@ def stats_series(
     who: Viewer,
     db: Db,
     ctx: Ctx,
-    metric: Literal["class_bps", "action_bps", "cache_hit_ratio", "leg_rtt_ms", "link_bps"],
+    metric: Literal["class_bps", "action_bps", "cache_hit_ratio", "dns_hit_ratio", "dns_qps", "leg_rtt_ms", "link_bps"],
     start: int | None = Query(default=None, ge=0, le=10**11, description="unix s; default end - 1 h"),
     end: int | None = Query(default=None, ge=0, le=10**11, description="unix s; default now"),
     key: str | None = Query(default=None, max_length=64),
@@ -175,8 +208,6 @@ def stats_series(
     end_ = end if end is not None else int(now) + 1
     start_ = start if start is not None else end_ - 3600
     if start_ >= end_:
-        from perigee_api.core.errors import ApiError
-
         raise ApiError(422, "bad_range", "start must be before end", "start")
     res, step, data = stats.series(db, ctx.settings, metric, start_, end_, now, key)
     return SeriesOut(

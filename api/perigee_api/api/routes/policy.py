@@ -144,7 +144,7 @@ def delete_bypass(
                 "pass force=true as an admin if you really mean it",
                 "force",
             )
-        if not auth_service.role_at_least(who.user.role, "admin"):
+        if not auth_service.role_at_least(who.role, "admin"):
             raise ApiError(403, "forbidden_role", "removing a built-in bypass rule needs role 'admin'")
 
     def mutate(cfg: dict[str, Any]) -> None:

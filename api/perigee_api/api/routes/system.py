@@ -21,6 +21,7 @@ from perigee_api.models import AuditEntry
 from perigee_api.schemas.api import (
     AuditOut,
     AuditPage,
+    DnsFlushIn,
     HealthOut,
     PurgeIn,
     RestoreOut,
@@ -86,6 +87,21 @@ def cache_purge(body: PurgeIn, who: Operator, gw: Gateway, request: Request) -> 
     return gw.cache_purge(url=body.url, purge_all=body.all)
 
 
+@router.get(
+    "/dns/stats", summary="Resolver counters: queries, hit ratio, stale answers, time saved (gateway passthrough)"
+)
+def dns_stats(who: Viewer, gw: Gateway) -> dict[str, Any]:
+    return gw.dns_stats()
+
+
+@router.post("/dns/flush", summary="Flush one name or the whole resolver cache (gateway passthrough)")
+def dns_flush(body: DnsFlushIn, who: Operator, gw: Gateway, request: Request) -> dict[str, Any]:
+    if body.all == (body.name is not None):
+        raise ApiError(422, "flush_target", "give exactly one of name or all=true", "name")
+    audit_info(request, name=body.name, all=body.all)
+    return gw.dns_flush(name=body.name, flush_all=body.all)
+
+
 @router.get("/system/backup", summary="Config versions, users (argon2 hashes only) and BoD profiles as JSON")
 def backup(who: Admin, db: Db) -> dict[str, Any]:
     data = backup_service.make_backup(db)
@@ -114,8 +130,12 @@ async def restore(
         data = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ApiError(422, "bad_json", f"file: not valid JSON ({exc})", "file") from None
+    except RecursionError:
+        raise ApiError(422, "bad_json", "file: JSON nested too deeply to be a backup", "file") from None
     try:
         parsed = backup_service.Backup.model_validate(data)
+    except RecursionError:
+        raise ApiError(422, "invalid_backup", "file: JSON nested too deeply to be a backup", "file") from None
     except ValidationError as exc:
         details = validation_details(list(exc.errors()))
         first = details[0]

@@ -7,7 +7,7 @@ import time
 from fastapi import APIRouter, Request
 from sqlalchemy import select
 
-from perigee_api.api.deps import Admin, Db, Id, Operator, audit_info
+from perigee_api.api.deps import Admin, Db, Id, Operator, SettingsDep, audit_info
 from perigee_api.api.routes.auth import user_out
 from perigee_api.core import security
 from perigee_api.core.errors import ApiError, ErrorResponse
@@ -93,6 +93,7 @@ def update_user(user_id: Id, body: UserUpdate, who: Admin, db: Db, request: Requ
         user.password_hash = security.hash_password(otp)
         user.must_change_password = True
         svc.drop_user_sessions(db, user.id)
+        svc.revoke_user_tokens(db, user.id)
     db.commit()
     audit_info(request, user=user.username, role=body.role, disabled=body.disabled, reset=body.reset_password)
     return UserCreated(user=user_out(user), one_time_password=otp)
@@ -118,7 +119,9 @@ def _token_out(tok: ApiToken, username: str) -> TokenOut:
         prefix=tok.prefix,
         user_id=tok.user_id,
         username=username,
+        scope=tok.scope,
         created_at=tok.created_at,
+        expires_at=tok.expires_at,
         last_used_at=tok.last_used_at,
     )
 
@@ -126,31 +129,45 @@ def _token_out(tok: ApiToken, username: str) -> TokenOut:
 @router.get("/tokens", response_model=list[TokenOut], summary="Own tokens (admins see all)")
 def list_tokens(who: Operator, db: Db) -> list[TokenOut]:
     stmt = select(ApiToken, User.username).join(User, User.id == ApiToken.user_id).order_by(ApiToken.id)
-    if who.user.role != "admin":
+    if who.role != "admin":
         stmt = stmt.where(ApiToken.user_id == who.user.id)
     return [_token_out(t, name) for t, name in db.execute(stmt)]
 
 
-@router.post("/tokens", response_model=TokenCreated, status_code=201, summary="New API token for yourself")
-def create_token(body: TokenCreate, who: Operator, db: Db, request: Request) -> TokenCreated:
+@router.post(
+    "/tokens",
+    response_model=TokenCreated,
+    status_code=201,
+    summary="New API token for yourself (from a logged-in session; it expires, and a password change ends it)",
+)
+def create_token(body: TokenCreate, who: Operator, db: Db, request: Request, settings: SettingsDep) -> TokenCreated:
+    if who.token is not None:
+        # A token minting tokens could outlive its own expiry and its owner's next password change.
+        raise ApiError(403, "token_scope", "API tokens are made from a logged-in session, not with another token")
+    days = body.expires_in_days or settings.token_default_days
+    if days > settings.token_max_days:
+        raise ApiError(422, "token_lifetime", f"expires_in_days: at most {settings.token_max_days}", "expires_in_days")
     secret = security.new_api_token()
+    now = time.time()
     tok = ApiToken(
         user_id=who.user.id,
         name=body.name,
         token_hash=security.digest(secret),
         prefix=secret[:10],
-        created_at=time.time(),
+        scope=body.scope,
+        created_at=now,
+        expires_at=now + days * 86400,
     )
     db.add(tok)
     db.commit()
-    audit_info(request, token=body.name)
+    audit_info(request, token=body.name, scope=body.scope, days=days)
     return TokenCreated(token=_token_out(tok, who.name), secret=secret)
 
 
 @router.delete("/tokens/{token_id}", response_model=OkOut)
 def delete_token(token_id: Id, who: Operator, db: Db) -> OkOut:
     tok = db.get(ApiToken, token_id)
-    if tok is None or (tok.user_id != who.user.id and who.user.role != "admin"):
+    if tok is None or (tok.user_id != who.user.id and who.role != "admin"):
         raise ApiError(404, "token_not_found", f"token {token_id} does not exist", "token_id")
     db.delete(tok)
     db.commit()

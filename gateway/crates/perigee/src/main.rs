@@ -1,10 +1,9 @@
 //! `perigee`: the gateway's CLI and daemon.
 use clap::{Parser, Subcommand};
 
-mod gateway;
 mod hybla_cmd;
 
-use gateway::cli;
+use perigee::gateway::cli;
 
 #[derive(Parser)]
 #[command(name = "perigee", version, about = "Perigee satellite gateway")]

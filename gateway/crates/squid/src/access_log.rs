@@ -86,6 +86,21 @@ fn num<T: std::str::FromStr + Default>(s: &str) -> Result<T, String> {
     }
 }
 
+/// Squid's `%ts.%03tu`: seconds and milliseconds in digits. Rust's float parser also takes "inf",
+/// "NaN" and "1e763" (infinite): none of them is a time, and a non-finite one would reach the
+/// JSON of `/v1/cache/collect` as null (found by the squid_access_log fuzz target).
+fn unix_time(s: &str) -> Result<f64, String> {
+    let digits = |p: &str| !p.is_empty() && p.len() <= 20 && p.bytes().all(|b| b.is_ascii_digit());
+    let (secs, frac) = s.split_once('.').unwrap_or((s, "0"));
+    if !digits(secs) || !digits(frac) {
+        return Err(format!("bad time: {s:?}"));
+    }
+    s.parse::<f64>()
+        .ok()
+        .filter(|t| t.is_finite())
+        .ok_or_else(|| format!("bad time: {s:?}"))
+}
+
 fn join_host_port(ip: &str, port: &str) -> String {
     if ip.contains(':') {
         format!("[{ip}]:{port}")
@@ -103,7 +118,7 @@ pub fn parse_access_line(line: &str) -> Result<AccessRecord, String> {
     if tag != "P1" {
         return Err(format!("not a perigee P1 line (starts with {tag:?})"));
     }
-    let ts: f64 = next("time")?.parse().map_err(|_| "bad time".to_string())?;
+    let ts = unix_time(next("time")?)?;
     let duration_ms: u64 = num(next("duration")?)?;
     let client_ip = next("client_ip")?.to_string();
     let client_port = next("client_port")?.to_string();
@@ -247,6 +262,26 @@ impl RequestRing {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn time_must_be_digits_and_finite() {
+        // The squid_access_log fuzz target's crash: "1e763" parsed as an infinite time.
+        let tail = "42 10.81.1.10 40112 GET TCP_MISS ORIGINAL_DST 200 10 10 - h http://h/";
+        for bad in [
+            "1e763", "inf", "NaN", "-1.5", "+1.5", "1.2.3", ".5", "1.", "0x10",
+        ] {
+            assert!(
+                parse_access_line(&format!("P1 {bad} {tail}")).is_err(),
+                "{bad}"
+            );
+        }
+        let ok = parse_access_line(&format!("P1 1763780000.123 {tail}")).unwrap();
+        assert_eq!(ok.ts, 1_763_780_000.123);
+        assert_eq!(
+            parse_access_line(&format!("P1 17 {tail}")).unwrap().ts,
+            17.0
+        );
+    }
 
     const MISS: &str = "P1 1763780000.123 42 10.81.1.10 40112 GET TCP_MISS ORIGINAL_DST 200 1048789 1048576 10.81.3.10 10.81.3.10 http://10.81.3.10/obj/1m\n";
     const HIT: &str = "P1 1763780001.004 3 10.81.1.10 40114 GET TCP_MEM_HIT HIER_NONE 200 1048790 - - 10.81.3.10 http://10.81.3.10/obj/1m";

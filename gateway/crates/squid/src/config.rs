@@ -6,8 +6,6 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
-use crate::cidr::Cidr;
-
 /// Which Squid disk store backs the cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
@@ -360,32 +358,10 @@ pub fn normalize_domain(d: &str) -> Result<String, String> {
     Ok(format!(".{trimmed}"))
 }
 
-/// The served subnets as parsed CIDRs. Refuses /0 and an empty list: the cache must never be
-/// an open proxy.
-pub fn parse_served_subnets(subnets: &[String]) -> Result<Vec<Cidr>, ConfigError> {
-    if subnets.is_empty() {
-        return Err(err(
-            "served_subnets",
-            "the cache needs at least one served subnet",
-        ));
-    }
-    subnets
-        .iter()
-        .enumerate()
-        .map(|(i, s)| {
-            let field = format!("served_subnets[{i}]");
-            let c: Cidr = s.parse().map_err(|m: String| err(&field, m))?;
-            if c.prefix == 0 {
-                return Err(err(&field, "a /0 would make the cache an open proxy"));
-            }
-            Ok(c)
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::served::{parse_served_subnets, ServedLimits};
 
     fn field_of(cfg: &CacheConfig) -> String {
         cfg.validate().expect_err("should be rejected").field
@@ -546,15 +522,24 @@ mod tests {
     #[test]
     fn served_subnets_never_open() {
         assert_eq!(
-            parse_served_subnets(&[]).unwrap_err().field,
+            parse_served_subnets(&[], &ServedLimits::default())
+                .unwrap_err()
+                .field,
             "served_subnets"
         );
-        let e = parse_served_subnets(&["10.0.0.0/8".into(), "0.0.0.0/0".into()]).unwrap_err();
+        let e = parse_served_subnets(
+            &["10.0.0.0/8".into(), "0.0.0.0/0".into()],
+            &ServedLimits::default(),
+        )
+        .unwrap_err();
         assert_eq!(e.field, "served_subnets[1]");
-        let e = parse_served_subnets(&["10.0.0.0/33".into()]).unwrap_err();
+        let e =
+            parse_served_subnets(&["10.0.0.0/33".into()], &ServedLimits::default()).unwrap_err();
         assert_eq!(e.field, "served_subnets[0]");
         assert_eq!(
-            parse_served_subnets(&["fd71:1::/64".into()]).unwrap().len(),
+            parse_served_subnets(&["fd71:1::/64".into()], &ServedLimits::default())
+                .unwrap()
+                .len(),
             1
         );
     }

@@ -13,15 +13,17 @@ pub mod cidr;
 pub mod config;
 pub mod manager;
 pub mod render;
+pub mod served;
 pub mod tailer;
 pub mod version;
 
 pub use access_log::{parse_access_line, AccessRecord, CacheOutcome, RequestCounters, RequestRing};
 pub use api::{CollectResponse, PurgeRequest, PurgeResponse};
 pub use cidr::Cidr;
-pub use config::{parse_served_subnets, CacheConfig, ConfigError, RefreshPattern, Store};
+pub use config::{CacheConfig, ConfigError, RefreshPattern, Store};
 pub use manager::{ApplyAction, ApplyReport, CacheStats, ManagerOptions, SquidError, SquidManager};
 pub use render::{default_refresh_patterns, render, SquidPaths};
+pub use served::{parse_served_subnets, ServedLimits};
 pub use tailer::AccessLogTailer;
 pub use version::{
     collapsed_forwarding_safe, parse_squid_v, SquidVersion, COLLAPSED_FORWARDING_ADVISORY,

@@ -2,6 +2,7 @@
 //! stop, purge, and the access-log follower that feeds the request ring and counters.
 
 use serde::Serialize;
+use std::net::IpAddr;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -13,8 +14,9 @@ use std::time::{Duration, Instant};
 use crate::access_log::{parse_access_line, AccessRecord, RequestCounters, RequestRing};
 use crate::admin::{self, StoreInfo};
 use crate::cidr::Cidr;
-use crate::config::{parse_served_subnets, CacheConfig, ConfigError};
+use crate::config::{CacheConfig, ConfigError};
 use crate::render::{render, SquidPaths};
+use crate::served::{parse_served_subnets, ServedLimits};
 use crate::tailer::AccessLogTailer;
 use crate::version::{
     collapsed_forwarding_safe, parse_squid_v, SquidVersion, COLLAPSED_FORWARDING_ADVISORY,
@@ -242,13 +244,22 @@ impl SquidManager {
         &self,
         cfg: &CacheConfig,
         served_subnets: &[String],
+        limits: &ServedLimits,
+        nameservers: &[IpAddr],
     ) -> Result<Option<String>, SquidError> {
         cfg.validate()?;
         if !cfg.enabled {
             return Ok(None);
         }
-        let served = parse_served_subnets(served_subnets)?;
-        Ok(Some(render(cfg, &served, &self.opts.paths, self.version)))
+        let served = parse_served_subnets(served_subnets, limits)?;
+        check_nameservers(nameservers)?;
+        Ok(Some(render(
+            cfg,
+            &served,
+            nameservers,
+            &self.opts.paths,
+            self.version,
+        )))
     }
 
     /// Same as apply; named for the daemon's first call.
@@ -256,17 +267,22 @@ impl SquidManager {
         &mut self,
         cfg: &CacheConfig,
         served_subnets: &[String],
+        limits: &ServedLimits,
+        nameservers: &[IpAddr],
     ) -> Result<ApplyReport, SquidError> {
-        self.apply(cfg, served_subnets)
+        self.apply(cfg, served_subnets, limits, nameservers)
     }
 
     /// Validates, renders, checks the candidate with `squid -k parse`, and only then swaps it in
     /// and reconfigures (or starts/restarts). On any failure the running Squid and its
-    /// squid.conf stay as they were.
+    /// squid.conf stay as they were. `nameservers` are Squid's resolvers (never the system's
+    /// /etc/resolv.conf).
     pub fn apply(
         &mut self,
         cfg: &CacheConfig,
         served_subnets: &[String],
+        limits: &ServedLimits,
+        nameservers: &[IpAddr],
     ) -> Result<ApplyReport, SquidError> {
         cfg.validate()?;
         if !cfg.enabled {
@@ -278,8 +294,9 @@ impl SquidManager {
                 squid_conf: None,
             });
         }
-        let served = parse_served_subnets(served_subnets)?;
-        let text = render(cfg, &served, &self.opts.paths, self.version);
+        let served = parse_served_subnets(served_subnets, limits)?;
+        check_nameservers(nameservers)?;
+        let text = render(cfg, &served, nameservers, &self.opts.paths, self.version);
         let collapsed_forwarding_effective =
             cfg.collapsed_forwarding && collapsed_forwarding_safe(self.version);
         self.reap();
@@ -721,15 +738,24 @@ impl SquidManager {
             .open(self.opts.paths.log_dir().join("squid.out"))
             .map_err(io_err("opening squid.out"))?;
         let err_log = out_log.try_clone().map_err(io_err("opening squid.out"))?;
-        let child = self
-            .command()
-            .arg("--foreground")
+        let mut cmd = self.command();
+        cmd.arg("--foreground")
             .arg("-f")
             .arg(&conf)
             .stdin(Stdio::null())
             .stdout(out_log)
             .stderr(err_log)
-            .process_group(0)
+            .process_group(0);
+        // SAFETY: only pthread_sigmask on the child's own mask between fork and exec. The
+        // daemon blocks SIGTERM/SIGINT for its sigwait; a Squid inheriting that ignores the
+        // signals everything else uses to stop it.
+        unsafe {
+            cmd.pre_exec(|| {
+                perigee_netsys::signals::TermSignals::unblock();
+                Ok(())
+            });
+        }
+        let child = cmd
             .spawn()
             .map_err(|e| SquidError::new("squid_start", format!("cannot start squid: {e}")))?;
         self.last_exit = None;
@@ -781,6 +807,19 @@ impl Drop for SquidManager {
             let _ = h.join();
         }
     }
+}
+
+/// Squid falls back to /etc/resolv.conf without `dns_nameservers`, which in a gateway's
+/// network namespace may name a server it cannot reach: refuse to render without one.
+fn check_nameservers(nameservers: &[IpAddr]) -> Result<(), SquidError> {
+    if nameservers.is_empty() {
+        return Err(SquidError {
+            code: "invalid_config",
+            message: "the cache needs an explicit resolver (dns.enabled, or dns.upstream)".into(),
+            field: Some("dns.upstream".into()),
+        });
+    }
+    Ok(())
 }
 
 /// Store layout or the listening ports changed: a reconfigure cannot do that safely.

@@ -1,6 +1,7 @@
 //! squid.conf rendering: a pure function of policy, served subnets, paths and Squid's version.
 
 use std::fmt::Write as _;
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
 use crate::access_log::{LOGFORMAT_NAME, LOGFORMAT_SPEC};
@@ -121,11 +122,24 @@ fn path_str(p: &Path) -> String {
     p.display().to_string()
 }
 
+/// How long Squid waits for its resolver, and between retransmissions to it. Squid's defaults
+/// (30 s, 5 s) are what an intercepted request stalls for when the resolver is gone; the
+/// gateway's own probe steps the cache aside within a few seconds, this bounds the requests
+/// caught in between. A legitimate lookup (a local cache, or one satellite round trip to the
+/// hub's resolver) takes well under a second.
+pub const DNS_TIMEOUT_S: u32 = 5;
+pub const DNS_RETRANSMIT_S: u32 = 1;
+/// How long Squid tries to open a connection to an origin (Squid's default: 1 minute). Across
+/// a geostationary hop a handshake takes 0.6 s, with two SYN retransmissions about 4 s.
+pub const CONNECT_TIMEOUT_S: u32 = 10;
+
 /// Renders squid.conf. `cfg` must have passed `validate()`; `served` comes from
-/// `parse_served_subnets`. `version` decides whether collapsed forwarding may be switched on.
+/// `served::parse_served_subnets` (checked, normalised, merged); `nameservers` are Squid's resolvers (at
+/// least one). `version` decides whether collapsed forwarding may be switched on.
 pub fn render(
     cfg: &CacheConfig,
     served: &[Cidr],
+    nameservers: &[IpAddr],
     paths: &SquidPaths,
     version: Option<SquidVersion>,
 ) -> String {
@@ -158,6 +172,20 @@ pub fn render(
         cfg.admin_port
     );
     w.push_str("icp_port 0\nhtcp_port 0\nsnmp_port 0\n\n");
+
+    w.push_str(
+        "# --- resolver: always explicit, never the /etc/resolv.conf or /etc/hosts the gateway's\n",
+    );
+    w.push_str("# mount namespace happens to show; short timeouts so a dead resolver cannot stall a request ---\n");
+    w.push_str("dns_nameservers");
+    for n in nameservers {
+        let _ = write!(w, " {n}");
+    }
+    w.push('\n');
+    w.push_str("hosts_file none\n");
+    let _ = writeln!(w, "dns_timeout {DNS_TIMEOUT_S} seconds");
+    let _ = writeln!(w, "dns_retransmit_interval {DNS_RETRANSMIT_S} seconds");
+    let _ = writeln!(w, "connect_timeout {CONNECT_TIMEOUT_S} seconds\n");
 
     w.push_str("# --- access: only the served subnets, never an open proxy ---\n");
     w.push_str("acl perigee_served src");
@@ -287,7 +315,7 @@ pub fn render(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::parse_served_subnets;
+    use crate::served::{parse_served_subnets, ServedLimits};
 
     /// Compares with a snapshot file; PERIGEE_UPDATE_SNAPSHOTS=1 rewrites it instead.
     fn check_snapshot(name: &str, text: &str) {
@@ -315,7 +343,15 @@ mod tests {
     }
 
     fn served() -> Vec<Cidr> {
-        parse_served_subnets(&["10.71.1.0/24".into(), "fd71:1::/64".into()]).unwrap()
+        parse_served_subnets(
+            &["10.71.1.0/24".into(), "fd71:1::/64".into()],
+            &ServedLimits::default(),
+        )
+        .unwrap()
+    }
+
+    fn ns() -> Vec<IpAddr> {
+        vec![IpAddr::from([127, 0, 0, 1])]
     }
 
     #[test]
@@ -327,6 +363,7 @@ mod tests {
         let text = render(
             &cfg,
             &served(),
+            &ns(),
             &test_paths(),
             Some(SquidVersion::new(5, 7, 0)),
         );
@@ -348,6 +385,7 @@ mod tests {
         let text = render(
             &cfg,
             &served(),
+            &ns(),
             &test_paths(),
             Some(SquidVersion::new(6, 6, 0)),
         );
@@ -364,16 +402,18 @@ mod tests {
         let affected = render(
             &cfg,
             &served(),
+            &ns(),
             &test_paths(),
             Some(SquidVersion::new(5, 9, 0)),
         );
         assert!(!affected.contains("\ncollapsed_forwarding on"));
         assert!(affected.contains("affected by CVE-2023-49288"));
-        let unknown = render(&cfg, &served(), &test_paths(), None);
+        let unknown = render(&cfg, &served(), &ns(), &test_paths(), None);
         assert!(!unknown.contains("\ncollapsed_forwarding on"));
         let fixed = render(
             &cfg,
             &served(),
+            &ns(),
             &test_paths(),
             Some(SquidVersion::new(6, 0, 1)),
         );
@@ -382,7 +422,13 @@ mod tests {
 
     #[test]
     fn never_open_proxy() {
-        let text = render(&CacheConfig::default(), &served(), &test_paths(), None);
+        let text = render(
+            &CacheConfig::default(),
+            &served(),
+            &ns(),
+            &test_paths(),
+            None,
+        );
         let access: Vec<&str> = text
             .lines()
             .filter(|l| l.starts_with("http_access"))
@@ -404,13 +450,35 @@ mod tests {
     }
 
     #[test]
+    fn the_resolver_is_explicit_with_short_timeouts() {
+        let two = vec![
+            "10.71.3.53".parse::<IpAddr>().unwrap(),
+            "fd71:3::53".parse::<IpAddr>().unwrap(),
+        ];
+        let text = render(
+            &CacheConfig::default(),
+            &served(),
+            &two,
+            &test_paths(),
+            None,
+        );
+        assert!(
+            text.contains("\ndns_nameservers 10.71.3.53 fd71:3::53\n"),
+            "{text}"
+        );
+        assert!(text.contains("\nhosts_file none\n"));
+        assert!(text.contains("\ndns_timeout 5 seconds\n"));
+        assert!(text.contains("\nconnect_timeout 10 seconds\n"));
+    }
+
+    #[test]
     fn memory_only_and_range_settings() {
         let cfg = CacheConfig {
             disk_mb: 0,
             range_offset_limit_mb: 0,
             ..CacheConfig::default()
         };
-        let text = render(&cfg, &served(), &test_paths(), None);
+        let text = render(&cfg, &served(), &ns(), &test_paths(), None);
         assert!(!text.contains("cache_dir"));
         assert!(text.contains("range_offset_limit 0\n"));
         assert!(!text.contains("quick_abort_min"));

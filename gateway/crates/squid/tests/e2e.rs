@@ -6,7 +6,7 @@ mod common;
 use common::*;
 use perigee_squid::{
     api, AccessRecord, ApplyAction, CacheConfig, CacheOutcome, ManagerOptions, RefreshPattern,
-    SquidManager, SquidPaths, Store,
+    ServedLimits, SquidManager, SquidPaths, Store,
 };
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -41,6 +41,12 @@ fn cache_config() -> CacheConfig {
 
 fn served() -> Vec<String> {
     vec![SERVED.to_string(), SERVED6.to_string()]
+}
+
+/// Squid's resolver: nothing answers there, and nothing needs to (every origin is an IP
+/// literal, so no name is ever looked up).
+fn ns() -> Vec<std::net::IpAddr> {
+    vec![ORIGIN_IP.parse().unwrap()]
 }
 
 /// Collects access-log records until `n` for `path` arrived (Squid logs when a request ends).
@@ -121,7 +127,9 @@ fn tproxy_cache_end_to_end() {
     let mut seen = Vec::new();
 
     // --- start ---
-    let report = mgr.apply(&cache_config(), &served()).expect("start squid");
+    let report = mgr
+        .apply(&cache_config(), &served(), &ServedLimits::default(), &ns())
+        .expect("start squid");
     assert_eq!(report.action, ApplyAction::Started);
     assert!(mgr.is_running());
 
@@ -326,6 +334,8 @@ fn tproxy_cache_end_to_end() {
                 ..cache_config()
             },
             &served(),
+            &ServedLimits::default(),
+            &ns(),
         )
         .unwrap_err();
     assert_eq!(
@@ -333,9 +343,22 @@ fn tproxy_cache_end_to_end() {
         ("invalid_config", Some("cache.memory_mb"))
     );
     let e = mgr
-        .apply(&cache_config(), &["0.0.0.0/0".to_string()])
+        .apply(
+            &cache_config(),
+            &["0.0.0.0/0".to_string()],
+            &ServedLimits::default(),
+            &ns(),
+        )
         .unwrap_err();
     assert_eq!(e.field.as_deref(), Some("served_subnets[0]"));
+    // No resolver: never rendered (Squid would fall back to the system's resolv.conf).
+    let e = mgr
+        .apply(&cache_config(), &served(), &ServedLimits::default(), &[])
+        .unwrap_err();
+    assert_eq!(
+        (e.code, e.field.as_deref()),
+        ("invalid_config", Some("dns.upstream"))
+    );
     // Passes our checks but Squid's regcomp refuses it: caught by `squid -k parse`.
     let bad_regex = CacheConfig {
         refresh_patterns: vec![RefreshPattern {
@@ -348,7 +371,9 @@ fn tproxy_cache_end_to_end() {
         }],
         ..cache_config()
     };
-    let e = mgr.apply(&bad_regex, &served()).unwrap_err();
+    let e = mgr
+        .apply(&bad_regex, &served(), &ServedLimits::default(), &ns())
+        .unwrap_err();
     assert_eq!(e.code, "squid_parse", "{e:?}");
     assert!(e.message.contains("a{2"), "{e}");
     assert_eq!(
@@ -366,7 +391,9 @@ fn tproxy_cache_end_to_end() {
 
     // --- the same config again touches nothing ---
     assert_eq!(
-        mgr.apply(&cache_config(), &served()).unwrap().action,
+        mgr.apply(&cache_config(), &served(), &ServedLimits::default(), &ns())
+            .unwrap()
+            .action,
         ApplyAction::Unchanged
     );
 
@@ -398,7 +425,9 @@ fn tproxy_cache_end_to_end() {
         ..cache_config()
     };
     assert_eq!(
-        mgr.apply(&never, &served()).unwrap().action,
+        mgr.apply(&never, &served(), &ServedLimits::default(), &ns())
+            .unwrap()
+            .action,
         ApplyAction::Reconfigured
     );
     let nc = "/o/3000/public/never";
@@ -429,7 +458,9 @@ fn tproxy_cache_end_to_end() {
         ..cache_config()
     };
     assert_eq!(
-        mgr.apply(&aufs, &served()).unwrap().action,
+        mgr.apply(&aufs, &served(), &ServedLimits::default(), &ns())
+            .unwrap()
+            .action,
         ApplyAction::Restarted
     );
     assert!(
@@ -467,9 +498,14 @@ fn tproxy_cache_end_to_end() {
 
     // --- disabling stops Squid ---
     assert_eq!(
-        mgr.apply(&CacheConfig::default(), &served())
-            .unwrap()
-            .action,
+        mgr.apply(
+            &CacheConfig::default(),
+            &served(),
+            &ServedLimits::default(),
+            &ns()
+        )
+        .unwrap()
+        .action,
         ApplyAction::Stopped
     );
     assert!(!mgr.is_running());

@@ -2,7 +2,8 @@
 
 use perigee_squid::manager::parse_errors;
 use perigee_squid::{
-    parse_served_subnets, render, CacheConfig, RefreshPattern, SquidPaths, SquidVersion, Store,
+    parse_served_subnets, render, CacheConfig, RefreshPattern, ServedLimits, SquidPaths,
+    SquidVersion, Store,
 };
 use std::process::Command;
 
@@ -32,7 +33,11 @@ fn squid_parse(name: &str, text: &str) -> Result<(), String> {
 
 #[test]
 fn rendered_variants_pass_squid_parse() {
-    let served = parse_served_subnets(&["10.71.1.0/24".into(), "fd71:1::/64".into()]).unwrap();
+    let served = parse_served_subnets(
+        &["10.71.1.0/24".into(), "fd71:1::/64".into()],
+        &ServedLimits::default(),
+    )
+    .unwrap();
     let paths = SquidPaths::default();
     let base = CacheConfig {
         enabled: true,
@@ -78,13 +83,16 @@ fn rendered_variants_pass_squid_parse() {
     ];
     for (name, cfg, version) in variants {
         cfg.validate().unwrap();
-        squid_parse(name, &render(&cfg, &served, &paths, version)).unwrap();
+        // Both address families: the gateway's own resolver, or upstreams on v4 and v6.
+        let ns: Vec<std::net::IpAddr> =
+            vec!["127.0.0.1".parse().unwrap(), "fd71:3::53".parse().unwrap()];
+        squid_parse(name, &render(&cfg, &served, &ns, &paths, version)).unwrap();
     }
 }
 
 #[test]
 fn parse_check_catches_what_validation_cannot() {
-    let served = parse_served_subnets(&["10.71.1.0/24".into()]).unwrap();
+    let served = parse_served_subnets(&["10.71.1.0/24".into()], &ServedLimits::default()).unwrap();
     let cfg = CacheConfig {
         enabled: true,
         refresh_patterns: vec![RefreshPattern {
@@ -100,7 +108,13 @@ fn parse_check_catches_what_validation_cannot() {
     cfg.validate().unwrap();
     let err = squid_parse(
         "bad-regex",
-        &render(&cfg, &served, &SquidPaths::default(), None),
+        &render(
+            &cfg,
+            &served,
+            &["127.0.0.1".parse().unwrap()],
+            &SquidPaths::default(),
+            None,
+        ),
     )
     .unwrap_err();
     assert!(err.contains("a{2"), "{err}");

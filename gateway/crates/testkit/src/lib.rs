@@ -1,4 +1,5 @@
 //! Test helpers shared by the gateway crates' integration tests.
+pub mod dns;
 mod netns;
 mod run;
 mod sink;
@@ -7,4 +8,4 @@ mod tcp;
 pub use netns::NetnsGuard;
 pub use run::{run, run_stdin};
 pub use sink::count_to_eof;
-pub use tcp::snd_cwnd;
+pub use tcp::{snd_cwnd, tcp_info};

@@ -1,7 +1,9 @@
 //! Atomic apply with rollback. Order: nft (one `nft -f -` transaction on stdin), routes,
-//! sysctls, shaping (the satellite interface's root qdisc, see `Shaper`), squid (the cache
-//! policy, see `CacheStep`), hybla (params and cwnd ceiling, see `HyblaPlan`). On a failure every step already done is undone in reverse, so the
-//! previous state stays. Subprocesses get argument vectors only, never shell strings.
+//! sysctls, shaping (the satellite interface's root qdisc, see `Shaper`), the child services in
+//! the order given (the resolver, then Squid, which resolves through it; see `ServiceStep`),
+//! hybla (params and cwnd ceiling, see `HyblaPlan`). On a failure every step already done is
+//! undone in reverse, so the previous state stays. Subprocesses get argument vectors only,
+//! never shell strings.
 use super::config::GatewayConfig;
 use super::render::{remove_root_qdisc_argv, Rendered, RouteOp, Shaper, SHAPER_HANDLE, TABLE};
 use perigee_hybla::{HyblaParams, HyblaStatus, Implementation};
@@ -13,15 +15,16 @@ use std::process::{Command, Stdio};
 pub struct ApplyError {
     pub step: &'static str,
     pub message: String,
-    /// The config field at fault, when the step can name one (squid does).
+    /// The config field at fault, when the step can name one (squid and dns do).
     pub field: Option<String>,
 }
 
-/// The Squid step of an apply. The master implements it around its SquidManager.
-pub trait CacheStep {
-    /// Applies the new cache policy (parse-checked by Squid before it replaces anything).
+/// A child service's step of an apply (unbound, Squid). The master implements it around each
+/// manager.
+pub trait ServiceStep {
+    /// Applies the new policy (checked by the service's own tool before it replaces anything).
     fn apply(&mut self) -> Result<(), ApplyError>;
-    /// Puts the previous cache policy back because a later step failed.
+    /// Puts the previous policy back because a later step failed.
     fn restore(&mut self);
 }
 
@@ -43,13 +46,15 @@ pub struct HyblaPlan {
 }
 
 impl HyblaPlan {
-    /// The plan for `cfg`, or None when no satellite leg uses hybla.
+    /// The plan for `cfg`, or None when no satellite leg uses hybla or hybla_ld (both read
+    /// the same parameters).
     pub fn for_config(cfg: &GatewayConfig) -> Option<HyblaPlan> {
-        let uses = cfg.satellite.congestion_control == "hybla"
+        let hybla = |cc: &str| cc == "hybla" || cc == perigee_hybla::LD_NAME;
+        let uses = hybla(&cfg.satellite.congestion_control)
             || cfg
                 .classes
                 .iter()
-                .any(|c| c.satellite.congestion_control.as_deref() == Some("hybla"));
+                .any(|c| c.satellite.congestion_control.as_deref().is_some_and(hybla));
         uses.then_some(HyblaPlan {
             params: HyblaParams {
                 rtt0_ms: cfg.hybla.rtt0_ms,
@@ -522,14 +527,22 @@ fn remove_route(op: &RouteOp, originals: &BTreeMap<String, Option<Vec<String>>>)
     }
 }
 
-/// Apply `new` on top of `prev`. On error the system is back at `prev`.
+/// Apply `new` on top of `prev`, the child services in the order given. On error the system
+/// is back at `prev`.
 pub fn apply(
     new: &Rendered,
     prev: &AppliedState,
     hybla: impl IntoHyblaPlan,
-    cache: &mut dyn CacheStep,
+    services: &mut [&mut dyn ServiceStep],
 ) -> Result<AppliedState, ApplyError> {
-    apply_with(new, prev, hybla.into_plan(), cache, &SystemHybla)
+    apply_with(new, prev, hybla.into_plan(), services, &SystemHybla)
+}
+
+/// Puts back the services that were applied, last first.
+fn restore_services(applied: &mut [&mut dyn ServiceStep]) {
+    for s in applied.iter_mut().rev() {
+        s.restore();
+    }
 }
 
 /// `apply` with the Hybla implementation given (tests use a double).
@@ -537,7 +550,7 @@ pub fn apply_with(
     new: &Rendered,
     prev: &AppliedState,
     hybla: Option<HyblaPlan>,
-    cache: &mut dyn CacheStep,
+    services: &mut [&mut dyn ServiceStep],
     hybla_ctl: &dyn HyblaControl,
 ) -> Result<AppliedState, ApplyError> {
     let mut undo: Vec<Box<dyn FnOnce()>> = Vec::new();
@@ -633,17 +646,21 @@ pub fn apply_with(
         return Err(failed);
     }
 
-    // 5. Squid: never replaces a working squid.conf with one Squid rejects.
-    if let Err(e) = cache.apply() {
-        let mut failed = fail(e.step, e.message, undo);
-        failed.field = e.field;
-        return Err(failed);
+    // 5. Child services (unbound, then Squid): neither replaces a working config with one its
+    // own checker rejects; a failing one puts back those applied before it.
+    for i in 0..services.len() {
+        if let Err(e) = services[i].apply() {
+            restore_services(&mut services[..i]);
+            let mut failed = fail(e.step, e.message, undo);
+            failed.field = e.field;
+            return Err(failed);
+        }
     }
 
     // 6. Hybla parameters and cwnd ceiling, when an implementation is loaded.
     if let Some(plan) = hybla {
         if let Err(e) = apply_hybla(hybla_ctl, plan) {
-            cache.restore();
+            restore_services(services);
             let mut failed = fail(e.step, e.message, undo);
             failed.field = e.field;
             return Err(failed);
@@ -734,6 +751,19 @@ pub fn set_overflow(on: bool) -> Result<(), String> {
     nft(&text)
 }
 
+/// Put `udp` and `tcp` into / take them out of the dns_up set: the port-53 rules toward the
+/// resolver only match while they are there, so while it is down queries go where they were
+/// sent.
+pub fn set_dns_up(on: bool) -> Result<(), String> {
+    let set = super::render::DNS_UP_SET;
+    let text = if on {
+        format!("add element inet {TABLE} {set} {{ udp, tcp }}\n")
+    } else {
+        format!("flush set inet {TABLE} {set}\n")
+    };
+    nft(&text)
+}
+
 /// Put `tcp` into / take it out of the cache_up set: the port-80 rules toward Squid only match
 /// while it is there, so a dead Squid fails over to the splitter.
 pub fn set_cache_up(on: bool) -> Result<(), String> {
@@ -804,6 +834,7 @@ mod tests {
                     pin_dir: String::new(),
                     netns_cookie: Some(OWN_COOKIE),
                     netns: Vec::new(),
+                    ld: Default::default(),
                 }),
                 refuse_ceiling,
                 writes: RefCell::new(Vec::new()),
@@ -986,6 +1017,12 @@ mod tests {
             None,
             "no hybla: global state untouched"
         );
+        // hybla_ld reads the same parameters: a class asking for it gets the plan written.
+        let mut j = super::super::config::example_json();
+        j["satellite"]["congestion_control"] = "cubic".into();
+        j["classes"][0]["satellite"]["congestion_control"] = "hybla_ld".into();
+        let cfg = super::super::config::from_value(j).unwrap();
+        assert_eq!(HyblaPlan::for_config(&cfg).unwrap().cwnd_max, Some(0));
         // Callers that pass only the parameters leave the ceiling alone.
         let p: Option<HyblaParams> = Some(HyblaParams::default());
         assert_eq!(p.into_plan().unwrap().cwnd_max, None);

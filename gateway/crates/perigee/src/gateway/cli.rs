@@ -46,6 +46,45 @@ impl SquidArgs {
     }
 }
 
+/// Where the daemon's resolver lives (docs/dns.md); two gateways on one host need their own.
+#[derive(Args)]
+pub struct DnsArgs {
+    /// unbound binary.
+    #[arg(long, default_value = "unbound")]
+    pub unbound_bin: String,
+    /// unbound-checkconf binary (checks every rendered unbound.conf before it is used).
+    #[arg(long, default_value = "unbound-checkconf")]
+    pub unbound_checkconf_bin: String,
+    /// unbound-control binary (stats, cache dump/load, flush, stop).
+    #[arg(long, default_value = "unbound-control")]
+    pub unbound_control_bin: String,
+    /// unbound.conf and unbound.log.
+    #[arg(long, default_value = "/var/lib/perigee/dns")]
+    pub dns_state_dir: String,
+    /// unbound's pid file and control socket.
+    #[arg(long, default_value = "/run/perigee/dns")]
+    pub dns_run_dir: String,
+    /// The user unbound drops to once its sockets are open.
+    #[arg(long, default_value = perigee_dns::render::DEFAULT_USER)]
+    pub dns_user: String,
+}
+
+impl DnsArgs {
+    pub fn options(self) -> perigee_dns::ManagerOptions {
+        perigee_dns::ManagerOptions {
+            unbound_bin: self.unbound_bin.into(),
+            checkconf_bin: self.unbound_checkconf_bin.into(),
+            control_bin: self.unbound_control_bin.into(),
+            paths: perigee_dns::UnboundPaths {
+                state_dir: self.dns_state_dir.into(),
+                run_dir: self.dns_run_dir.into(),
+                user: self.dns_user,
+            },
+            ..perigee_dns::ManagerOptions::default()
+        }
+    }
+}
+
 #[derive(Subcommand)]
 pub enum GatewayCmd {
     /// Run the splitter daemon (master + workers) in the foreground.
@@ -62,6 +101,9 @@ pub enum GatewayCmd {
         metrics: String,
         #[command(flatten)]
         squid: SquidArgs,
+        /// Boxed: the daemon's options would make every other command as large.
+        #[command(flatten)]
+        dns: Box<DnsArgs>,
     },
     /// Internal: one relay worker (spawned by `run`; stdin/stdout is its master link).
     #[command(hide = true)]
@@ -99,12 +141,14 @@ pub fn gateway(cmd: GatewayCmd) -> i32 {
             workers,
             metrics,
             squid,
+            dns,
         } => master::run(master::RunArgs {
             config,
             control_socket,
             workers,
             metrics: (metrics != "off").then_some(metrics),
             squid: squid.options(),
+            dns: (*dns).options(),
         }),
         GatewayCmd::Worker {
             index,

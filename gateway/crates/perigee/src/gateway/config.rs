@@ -42,6 +42,9 @@ pub struct GatewayConfig {
     pub role: Role,
     pub interfaces: Interfaces,
     pub served_subnets: Vec<String>,
+    /// The most address space the served subnets may cover together (perigee_squid::served).
+    #[serde(default)]
+    pub served_limits: ServedLimits,
     #[serde(default)]
     pub splitter: Splitter,
     #[serde(default)]
@@ -57,7 +60,14 @@ pub struct GatewayConfig {
     #[serde(default)]
     pub cache: Cache,
     #[serde(default)]
+    pub dns: Dns,
+    #[serde(default)]
     pub shaping: Shaping,
+    #[serde(default)]
+    pub peer: Peer,
+    /// What happens to QUIC (UDP 443) from the served subnets; see `QuicPolicy`.
+    #[serde(default = "default_quic")]
+    pub quic: QuicPolicy,
     #[serde(default)]
     pub sysctls: BTreeMap<String, String>,
 }
@@ -96,6 +106,10 @@ pub struct Splitter {
     pub connect_timeout_ms: u64,
     pub idle_timeout_s: u64,
     pub relay_buffer_bytes: u32,
+    /// TCP_NODELAY on both legs of every relayed flow (and the peer path's connections), so a
+    /// small segment never waits a satellite round trip for the ACK of the one before it
+    /// (Nagle). false = the kernel's default (Nagle on), kept as a knob for measurements.
+    pub nodelay: bool,
 }
 
 impl Default for Splitter {
@@ -107,6 +121,7 @@ impl Default for Splitter {
             connect_timeout_ms: 10_000,
             idle_timeout_s: 600,
             relay_buffer_bytes: 1 << 20,
+            nodelay: true,
         }
     }
 }
@@ -255,6 +270,12 @@ pub struct Bypass {
 
 /// The `cache` section is the Squid crate's own policy type (same JSON, validated there too).
 pub type Cache = perigee_squid::CacheConfig;
+/// `served_limits`: the Squid crate judges the served set as address space for its ACL; the same
+/// check guards the splitter's sets.
+pub type ServedLimits = perigee_squid::ServedLimits;
+
+/// The `dns` section is the resolver crate's own policy type (same JSON, validated there too).
+pub type Dns = perigee_dns::DnsConfig;
 
 /// Aggregate egress shaper on `interfaces.satellite` (`tc`, docs/control-protocol.md *Shaping*):
 /// an HTB root whose one class holds everything leaving the interface to `rate_bps`, over a
@@ -288,6 +309,96 @@ impl Default for Shaping {
             queue_packets: 1000,
         }
     }
+}
+
+/// The peer path (docs/splitter.md, *The peer path*): a terminal keeps warm, authenticated
+/// TCP connections to its hub's peer listener and hands each new flow to one of them, so the
+/// client's first bytes cross the satellite at once instead of after a handshake. The hub
+/// re-originates the flow to the server from the client's own address, as on the direct path.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Peer {
+    pub enabled: bool,
+    /// Hub: the TCP port its peer listener binds (all addresses). Terminal: the hub's peer port.
+    pub port: u32,
+    /// Terminal: the hub's address (an IP literal). Empty at a hub.
+    pub hub: String,
+    /// The shared secret: 64 hex digits (32 bytes). Required when enabled.
+    pub key: String,
+    /// Hub: the CIDRs terminals may connect from; empty = any holder of the key.
+    pub allowed: Vec<String>,
+    /// Terminal: warm connections each worker keeps ready (refilled as flows take them).
+    pub pool_size: u32,
+}
+
+impl Default for Peer {
+    fn default() -> Self {
+        Peer {
+            enabled: false,
+            port: 7072,
+            hub: String::new(),
+            key: String::new(),
+            allowed: Vec::new(),
+            pool_size: 8,
+        }
+    }
+}
+
+/// `peer` bounds (the API's model has the same ones).
+pub const PEER_KEY_HEX_LEN: usize = 64;
+pub const PEER_POOL_SIZE: std::ops::RangeInclusive<u32> = 1..=256;
+
+impl Peer {
+    /// The shared key as bytes (None unless it is 64 hex digits: validation guarantees it
+    /// when the peer path is enabled).
+    pub fn key_bytes(&self) -> Option<[u8; 32]> {
+        parse_peer_key(&self.key).ok()
+    }
+
+    /// The hub's address (terminal).
+    pub fn hub_addr(&self) -> Option<IpAddr> {
+        self.hub.parse().ok()
+    }
+
+    pub fn allowed_cidrs(&self) -> Vec<Cidr> {
+        self.allowed
+            .iter()
+            .filter_map(|s| parse_cidr(s).ok())
+            .collect()
+    }
+}
+
+/// 64 hex digits -> 32 bytes.
+pub fn parse_peer_key(s: &str) -> Result<[u8; 32], String> {
+    if s.len() != PEER_KEY_HEX_LEN || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(format!(
+            "must be {PEER_KEY_HEX_LEN} hex digits (32 random bytes, e.g. `openssl rand -hex 32`)"
+        ));
+    }
+    let mut key = [0u8; 32];
+    for (i, k) in key.iter_mut().enumerate() {
+        *k = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).map_err(|e| e.to_string())?;
+    }
+    Ok(key)
+}
+
+/// QUIC (UDP 443) from the served subnets: `pass` forwards it untouched (end to end, not
+/// accelerated: a PEP cannot split QUIC); `fallback` answers it with an ICMP port-unreachable
+/// so browsers switch to TCP at once (which is then split and accelerated).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum QuicPolicy {
+    Pass,
+    Fallback,
+}
+
+/// The one place the default QUIC policy is chosen (the API's model mirrors it). `fallback`, by
+/// measurement: on geo-hts the modern-web benchmark loaded every page faster over TCP through
+/// Perigee at both ends than over QUIC end to end (docs/benchmarks.md, modern-web).
+pub const DEFAULT_QUIC: QuicPolicy = QuicPolicy::Fallback;
+
+fn default_quic() -> QuicPolicy {
+    DEFAULT_QUIC
 }
 
 /// `shaping` bounds (the API's model has the same ones).
@@ -396,6 +507,14 @@ pub fn parse_cidr(s: &str) -> Result<Cidr, String> {
             .filter(|l| *l <= max)
             .ok_or(format!("'{s}': bad prefix length"))?,
     };
+    // IPv4 packets never carry an IPv4-mapped IPv6 address: such a rule would match nothing.
+    if let IpAddr::V6(v6) = addr {
+        if len >= 96 && v6.to_ipv4_mapped().is_some() {
+            return Err(format!(
+                "'{s}' is IPv4-mapped IPv6 (::ffff:0:0/96): write the IPv4 address or subnet itself"
+            ));
+        }
+    }
     Ok(Cidr { addr, len })
 }
 
@@ -492,7 +611,7 @@ fn at_most(field: &str, len: usize, max: usize) -> Result<(), ConfigError> {
 }
 
 /// The congestion controls policy may choose for the satellite leg (the API offers the same set).
-pub const SUPPORTED_CCS: [&str; 4] = ["hybla", "cubic", "bbr", "reno"];
+pub const SUPPORTED_CCS: [&str; 5] = ["hybla", "hybla_ld", "cubic", "bbr", "reno"];
 
 pub fn valid_cc_name(s: &str) -> bool {
     SUPPORTED_CCS.contains(&s)
@@ -565,13 +684,16 @@ impl GatewayConfig {
         }
         at_most("served_subnets", self.served_subnets.len(), MAX_SUBNETS)?;
         cidrs("served_subnets", &self.served_subnets)?;
+        // As address space: no IPv4-mapped range, at most served_limits of each family together.
+        perigee_squid::parse_served_subnets(&self.served_subnets, &self.served_limits)
+            .map_err(|e| err(e.field, e.message))?;
         self.validate_splitter()?;
         self.validate_satellite()?;
         let t = &self.terrestrial.congestion_control;
         if !t.is_empty() && !valid_cc_name(t) {
             return Err(err(
                 "terrestrial.congestion_control",
-                "must be empty (system default) or one of hybla, cubic, bbr, reno",
+                "must be empty (system default) or one of hybla, hybla_ld, cubic, bbr, reno",
             ));
         }
         if !(1..=10_000).contains(&self.hybla.rtt0_ms) {
@@ -592,7 +714,9 @@ impl GatewayConfig {
         self.validate_classes()?;
         self.validate_bypass()?;
         self.validate_cache()?;
+        self.validate_dns()?;
         self.validate_shaping()?;
+        self.validate_peer()?;
         for (k, v) in &self.sysctls {
             let f = format!("sysctls.{k}");
             if !SYSCTL_ALLOW.contains(&k.as_str()) {
@@ -635,7 +759,7 @@ impl GatewayConfig {
         if !valid_cc_name(&s.congestion_control) {
             return Err(err(
                 "satellite.congestion_control",
-                "must be one of hybla, cubic, bbr, reno",
+                "must be one of hybla, hybla_ld, cubic, bbr, reno",
             ));
         }
         for (name, v) in [
@@ -741,7 +865,7 @@ impl GatewayConfig {
                 if !valid_cc_name(cc) {
                     return Err(err(
                         f("satellite.congestion_control"),
-                        "must be one of hybla, cubic, bbr, reno",
+                        "must be one of hybla, hybla_ld, cubic, bbr, reno",
                     ));
                 }
             }
@@ -792,6 +916,68 @@ impl GatewayConfig {
         Ok(())
     }
 
+    fn validate_peer(&self) -> Result<(), ConfigError> {
+        let p = &self.peer;
+        if !(1..=65535).contains(&p.port) {
+            return Err(err("peer.port", "must be 1..65535"));
+        }
+        if !p.key.is_empty() {
+            parse_peer_key(&p.key).map_err(|m| err("peer.key", m))?;
+        } else if p.enabled {
+            return Err(err(
+                "peer.key",
+                "required when the peer path is enabled: 64 hex digits shared by hub and terminal",
+            ));
+        }
+        if !p.hub.is_empty() {
+            // An address literal only: a name would need DNS across the satellite at start.
+            let hub: IpAddr = p.hub.parse().map_err(|_| {
+                err(
+                    "peer.hub",
+                    format!("'{}' is not an IPv4/IPv6 address literal", p.hub),
+                )
+            })?;
+            if hub.is_unspecified() || hub.is_multicast() || hub.is_loopback() {
+                return Err(err("peer.hub", "must be the hub's unicast address"));
+            }
+            if self.role == Role::Hub {
+                return Err(err(
+                    "peer.hub",
+                    "only a terminal names its hub; leave it empty at a hub",
+                ));
+            }
+        } else if p.enabled && self.role == Role::Terminal {
+            return Err(err(
+                "peer.hub",
+                "required at a terminal with the peer path enabled: the hub's address",
+            ));
+        }
+        at_most("peer.allowed", p.allowed.len(), MAX_CIDRS)?;
+        cidrs("peer.allowed", &p.allowed)?;
+        if !PEER_POOL_SIZE.contains(&p.pool_size) {
+            return Err(err(
+                "peer.pool_size",
+                format!(
+                    "must be {}..{}",
+                    PEER_POOL_SIZE.start(),
+                    PEER_POOL_SIZE.end()
+                ),
+            ));
+        }
+        // The hub binds the port on every address: it must not be one of our own listeners.
+        if self.role == Role::Hub {
+            let taken = [
+                (self.splitter.tproxy_port, "splitter.tproxy_port"),
+                (u32::from(self.cache.port), "cache.port"),
+                (u32::from(self.cache.admin_port), "cache.admin_port"),
+            ];
+            if let Some((_, name)) = taken.iter().find(|(port, _)| *port == p.port) {
+                return Err(err("peer.port", format!("already used by {name}")));
+            }
+        }
+        Ok(())
+    }
+
     /// Classes sorted by priority (stable: equal priorities keep their listed order).
     pub fn sorted_classes(&self) -> Vec<&Class> {
         let mut v: Vec<&Class> = self.classes.iter().collect();
@@ -803,11 +989,6 @@ impl GatewayConfig {
     /// the rest of the config: the cache's ports must not collide with the splitter's.
     fn validate_cache(&self) -> Result<(), ConfigError> {
         self.cache.validate().map_err(|e| err(e.field, e.message))?;
-        if self.cache.enabled {
-            // Squid's ACL refuses /0 (it would make the cache an open proxy).
-            perigee_squid::parse_served_subnets(&self.served_subnets)
-                .map_err(|e| err(e.field, e.message))?;
-        }
         let tproxy = self.splitter.tproxy_port;
         if u32::from(self.cache.port) == tproxy {
             return Err(err("cache.port", "conflicts with splitter.tproxy_port"));
@@ -819,6 +1000,60 @@ impl GatewayConfig {
             ));
         }
         Ok(())
+    }
+
+    /// The resolver crate checks its section (field paths `dns.*`); here what needs the rest of
+    /// the config: the resolver's port against the other listeners, and Squid's resolver.
+    fn validate_dns(&self) -> Result<(), ConfigError> {
+        self.dns.validate().map_err(|e| err(e.field, e.message))?;
+        let upstreams = self.dns.upstreams().map_err(|e| err(e.field, e.message))?;
+        if self.dns.enabled {
+            // unbound's access-control refuses /0 (it would make the resolver open to all).
+            perigee_dns::parse_served_subnets(&self.served_subnets)
+                .map_err(|e| err(e.field, e.message))?;
+            let port = u32::from(perigee_dns::LISTEN_PORT);
+            for (field, p) in [
+                ("splitter.tproxy_port", self.splitter.tproxy_port),
+                ("cache.port", u32::from(self.cache.port)),
+                ("cache.admin_port", u32::from(self.cache.admin_port)),
+            ] {
+                if p == port {
+                    return Err(err(
+                        field,
+                        "conflicts with the resolver (dns.enabled), which listens on port 53",
+                    ));
+                }
+            }
+        }
+        // Squid's resolver is always explicit: the gateway's own, or the upstreams given.
+        if self.cache.enabled && !self.dns.enabled {
+            if upstreams.is_empty() {
+                return Err(err(
+                    "dns.upstream",
+                    "the cache needs a resolver: enable dns (Squid then uses the gateway's own) \
+                     or list the resolver(s) Squid should use in dns.upstream",
+                ));
+            }
+            if let Some(i) = upstreams.iter().position(|u| u.port != 53) {
+                return Err(err(
+                    format!("dns.upstream[{i}]"),
+                    "Squid can only use resolvers on port 53 (enable dns to forward to another port)",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The nameservers Squid resolves through: the gateway's own resolver when it runs,
+    /// otherwise the configured upstreams (validation guarantees one or the other with the cache on).
+    pub fn squid_nameservers(&self) -> Vec<IpAddr> {
+        if self.dns.enabled {
+            return vec![IpAddr::from([127, 0, 0, 1])];
+        }
+        self.dns
+            .upstreams()
+            .map(|u| u.into_iter().map(|u| u.addr).collect())
+            .unwrap_or_default()
     }
 
     /// Bounds hold whether or not shaping is enabled (a disabled section is kept as written);
@@ -856,10 +1091,16 @@ impl GatewayConfig {
         Ok(())
     }
 
+    /// The served subnets as rendered: normalised (host bits cleared), merged, sorted. Validation
+    /// has checked them; an invalid set (never rendered) gives an empty list.
     pub fn served(&self) -> Vec<Cidr> {
-        self.served_subnets
+        perigee_squid::parse_served_subnets(&self.served_subnets, &self.served_limits)
+            .unwrap_or_default()
             .iter()
-            .filter_map(|s| parse_cidr(s).ok())
+            .map(|c| Cidr {
+                addr: c.addr,
+                len: c.prefix,
+            })
             .collect()
     }
 }
@@ -903,6 +1144,7 @@ pub fn example_json() -> serde_json::Value {
             {"name": "vpn-concentrator", "builtin": false, "protocol": "any", "cidrs": ["203.0.113.7/32"], "ports": []}
         ],
         "cache": {"enabled": false, "port": 3129},
+        "dns": {"enabled": false, "upstream": ["10.71.3.53"]},
         "sysctls": {"net.ipv4.tcp_slow_start_after_idle": "0"}
     })
 }
@@ -974,12 +1216,154 @@ mod tests {
         );
     }
 
+    fn dns_field(dns: serde_json::Value) -> String {
+        with(&["dns"], dns).unwrap_err().field
+    }
+
+    #[test]
+    fn dns_section_is_the_resolver_policy_with_field_paths() {
+        let ok = with(
+            &["dns"],
+            serde_json::json!({"enabled": true, "upstream": ["10.71.3.53", "fd71:3::53@5353"],
+                               "cache_mb": 128}),
+        )
+        .unwrap();
+        assert_eq!(ok.dns.cache_mb, 128);
+        assert_eq!(
+            ok.squid_nameservers(),
+            vec![IpAddr::from([127, 0, 0, 1])],
+            "Squid resolves through the gateway's own resolver"
+        );
+        let d = with(&["dns"], serde_json::json!({})).unwrap();
+        assert!(!d.dns.enabled && d.dns.upstream.is_empty());
+        assert_eq!(
+            dns_field(serde_json::json!({"enabled": true})),
+            "dns.upstream"
+        );
+        assert_eq!(
+            dns_field(serde_json::json!({"upstream": ["resolver.example"]})),
+            "dns.upstream[0]"
+        );
+        assert_eq!(
+            dns_field(serde_json::json!({"cache_mb": 0})),
+            "dns.cache_mb"
+        );
+        assert_eq!(dns_field(serde_json::json!({"cach_mb": 1})), "dns.cach_mb");
+        // Port 53 belongs to the resolver when it runs.
+        let mut j = example_json();
+        j["dns"] = serde_json::json!({"enabled": true, "upstream": ["10.71.3.53"]});
+        j["cache"]["admin_port"] = 53.into();
+        assert_eq!(from_value(j.clone()).unwrap_err().field, "cache.admin_port");
+        j["cache"]["admin_port"] = 3130.into();
+        j["splitter"]["tproxy_port"] = 53.into();
+        assert_eq!(
+            from_value(j.clone()).unwrap_err().field,
+            "splitter.tproxy_port"
+        );
+        // Never an open resolver.
+        j["splitter"]["tproxy_port"] = 7071.into();
+        j["served_subnets"] = serde_json::json!(["10.71.1.0/24", "::/0"]);
+        assert_eq!(from_value(j).unwrap_err().field, "served_subnets[1]");
+    }
+
+    #[test]
+    fn the_cache_always_has_an_explicit_resolver() {
+        let mut j = example_json();
+        j["cache"]["enabled"] = true.into();
+        j["dns"] = serde_json::json!({});
+        let e = from_value(j.clone()).unwrap_err();
+        assert_eq!(e.field, "dns.upstream");
+        assert!(e.message.contains("needs a resolver"), "{}", e.message);
+        // dns off: Squid uses the upstreams themselves, which must be on port 53.
+        j["dns"] = serde_json::json!({"upstream": ["10.71.3.53", "fd71:3::53"]});
+        let c = from_value(j.clone()).unwrap();
+        assert_eq!(
+            c.squid_nameservers(),
+            vec![
+                "10.71.3.53".parse::<IpAddr>().unwrap(),
+                "fd71:3::53".parse::<IpAddr>().unwrap()
+            ]
+        );
+        j["dns"] = serde_json::json!({"upstream": ["10.71.3.53", "10.71.3.54@5353"]});
+        assert_eq!(from_value(j.clone()).unwrap_err().field, "dns.upstream[1]");
+        // dns on: any port upstream is fine, Squid asks the gateway's resolver.
+        j["dns"]["enabled"] = true.into();
+        from_value(j).unwrap();
+    }
+
     #[test]
     fn enabled_cache_refuses_a_served_slash_zero() {
         let mut j = example_json();
         j["cache"]["enabled"] = true.into();
         j["served_subnets"] = serde_json::json!(["10.71.1.0/24", "0.0.0.0/0"]);
         assert_eq!(from_value(j).unwrap_err().field, "served_subnets[1]");
+    }
+
+    #[test]
+    fn served_subnets_are_judged_as_address_space_with_or_without_the_cache() {
+        for cache in [false, true] {
+            let set = |list: serde_json::Value| {
+                let mut j = example_json();
+                j["cache"]["enabled"] = cache.into();
+                j["served_subnets"] = list;
+                from_value(j)
+            };
+            for wide in [
+                serde_json::json!(["0.0.0.0/1", "128.0.0.0/1"]),
+                serde_json::json!(["8000::/2", "c000::/2"]),
+                serde_json::json!(["10.0.0.0/8", "11.0.0.0/8"]),
+            ] {
+                assert_eq!(
+                    set(wide.clone()).unwrap_err().field,
+                    "served_subnets",
+                    "{wide}"
+                );
+            }
+            for mapped in ["::ffff:0:0/96", "::ffff:10.71.1.0/120", "::/64"] {
+                let e = set(serde_json::json!(["10.71.1.0/24", mapped])).unwrap_err();
+                assert_eq!(e.field, "served_subnets[1]", "{mapped}");
+            }
+            let c = set(serde_json::json!([
+                "10.71.1.9/24",
+                "10.71.0.0/16",
+                "fd71:1::5/64"
+            ]))
+            .unwrap();
+            assert_eq!(
+                c.served().iter().map(|c| c.to_string()).collect::<Vec<_>>(),
+                ["10.71.0.0/16", "fd71:1::/64"]
+            );
+        }
+        // The operator may allow more, within bounds.
+        let mut j = example_json();
+        j["served_subnets"] = serde_json::json!(["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"]);
+        assert_eq!(from_value(j.clone()).unwrap_err().field, "served_subnets");
+        j["served_limits"] = serde_json::json!({"ipv4_prefix": 7});
+        from_value(j.clone()).unwrap();
+        j["served_limits"] = serde_json::json!({"ipv4_prefix": 0});
+        assert_eq!(
+            from_value(j.clone()).unwrap_err().field,
+            "served_limits.ipv4_prefix"
+        );
+        j["served_limits"] = serde_json::json!({"ipv6_prefix": 129});
+        assert_eq!(
+            from_value(j).unwrap_err().field,
+            "served_limits.ipv6_prefix"
+        );
+    }
+
+    #[test]
+    fn v4_mapped_prefixes_are_refused_wherever_a_cidr_is_written() {
+        assert!(parse_cidr("::ffff:10.0.0.0/104").is_err());
+        assert!(parse_cidr("::ffff:0:0/96").is_err());
+        assert!(parse_cidr("::ffff:10.0.0.1").is_err());
+        parse_cidr("::/0").unwrap(); // contains the mapped range, but is not written as one
+        let e = with(
+            &["classes", "0", "match", "src", "0"],
+            "::ffff:10.71.1.0/120".into(),
+        )
+        .unwrap_err();
+        assert_eq!(e.field, "classes[0].match.src[0]");
     }
 
     #[test]
@@ -993,6 +1377,12 @@ mod tests {
         .unwrap_err();
         assert_eq!(e.field, "classes[0].satellite.congestion_control");
         with(&["satellite", "congestion_control"], "bbr".into()).unwrap();
+        with(&["satellite", "congestion_control"], "hybla_ld".into()).unwrap();
+        with(
+            &["classes", "0", "satellite", "congestion_control"],
+            "hybla_ld".into(),
+        )
+        .unwrap();
     }
 
     #[test]
@@ -1174,6 +1564,134 @@ mod tests {
         ] {
             with(&["shaping"], good.clone()).unwrap_or_else(|e| panic!("{good}: {e}"));
         }
+    }
+
+    const KEY: &str = "00112233445566778899aabbccddeeff00112233445566778899AABBCCDDEEFF";
+
+    fn peer(role: &str, peer: serde_json::Value) -> Result<GatewayConfig, ConfigError> {
+        let mut j = example_json();
+        j["role"] = role.into();
+        j["peer"] = peer;
+        from_value(j)
+    }
+
+    #[test]
+    fn peer_defaults_off_and_a_terminal_needs_key_and_hub() {
+        let d = from_value(example_json()).unwrap();
+        assert_eq!(d.peer, Peer::default());
+        assert_eq!((d.peer.port, d.peer.pool_size), (7072, 8));
+        assert!(d.splitter.nodelay, "TCP_NODELAY is on by default");
+        assert_eq!(d.quic, QuicPolicy::Fallback, "the benchmark chose fallback");
+        let e = peer(
+            "terminal",
+            serde_json::json!({"enabled": true, "hub": "10.71.2.2"}),
+        )
+        .unwrap_err();
+        assert_eq!(e.field, "peer.key");
+        let e = peer("terminal", serde_json::json!({"enabled": true, "key": KEY})).unwrap_err();
+        assert_eq!(e.field, "peer.hub");
+        let c = peer(
+            "terminal",
+            serde_json::json!({"enabled": true, "key": KEY, "hub": "fd71:2::2"}),
+        )
+        .unwrap();
+        let k = c.peer.key_bytes().unwrap();
+        assert_eq!((k[0], k[1], k[31]), (0x00, 0x11, 0xff));
+        assert_eq!(c.peer.hub_addr(), Some("fd71:2::2".parse().unwrap()));
+        // A hub needs the key only; it must not name a hub.
+        peer(
+            "hub",
+            serde_json::json!({"enabled": true, "key": KEY, "allowed": ["10.71.2.0/24"]}),
+        )
+        .unwrap();
+        let e = peer(
+            "hub",
+            serde_json::json!({"enabled": true, "key": KEY, "hub": "10.71.2.2"}),
+        )
+        .unwrap_err();
+        assert_eq!(e.field, "peer.hub");
+    }
+
+    #[test]
+    fn peer_fields_are_checked_even_when_disabled() {
+        let field = |role: &str, v: serde_json::Value| peer(role, v.clone()).unwrap_err().field;
+        for (role, bad, name) in [
+            ("terminal", serde_json::json!({"key": "abc"}), "peer.key"),
+            (
+                "terminal",
+                serde_json::json!({"key": format!("{}g", &KEY[..63])}),
+                "peer.key",
+            ),
+            (
+                "terminal",
+                serde_json::json!({"key": format!("{KEY}00")}),
+                "peer.key",
+            ),
+            (
+                "terminal",
+                serde_json::json!({"hub": "hub.example"}),
+                "peer.hub",
+            ),
+            (
+                "terminal",
+                serde_json::json!({"hub": "10.71.2.2:7072"}),
+                "peer.hub",
+            ),
+            (
+                "terminal",
+                serde_json::json!({"hub": "0.0.0.0"}),
+                "peer.hub",
+            ),
+            (
+                "terminal",
+                serde_json::json!({"hub": "224.0.0.1"}),
+                "peer.hub",
+            ),
+            ("terminal", serde_json::json!({"port": 0}), "peer.port"),
+            ("terminal", serde_json::json!({"port": 65536}), "peer.port"),
+            (
+                "terminal",
+                serde_json::json!({"pool_size": 0}),
+                "peer.pool_size",
+            ),
+            (
+                "terminal",
+                serde_json::json!({"pool_size": 257}),
+                "peer.pool_size",
+            ),
+            (
+                "hub",
+                serde_json::json!({"allowed": ["10.71.2.0/33"]}),
+                "peer.allowed[0]",
+            ),
+            ("hub", serde_json::json!({"port": 7071}), "peer.port"),
+            ("hub", serde_json::json!({"port": 3129}), "peer.port"),
+            (
+                "terminal",
+                serde_json::json!({"enabled": "yes"}),
+                "peer.enabled",
+            ),
+            ("terminal", serde_json::json!({"pool": 8}), "peer.pool"),
+        ] {
+            assert_eq!(field(role, bad.clone()), name, "{role} {bad}");
+        }
+        // At a terminal the port is the hub's: it may equal the terminal's own listeners.
+        peer("terminal", serde_json::json!({"port": 7071})).unwrap();
+    }
+
+    #[test]
+    fn quic_policy_and_nodelay_parse_strictly() {
+        let c = with(&["quic"], "fallback".into()).unwrap();
+        assert_eq!(c.quic, QuicPolicy::Fallback);
+        assert_eq!(with(&["quic"], "block".into()).unwrap_err().field, "quic");
+        assert_eq!(
+            with(&["quic"], serde_json::Value::Null).unwrap_err().field,
+            "quic"
+        );
+        let c = with(&["splitter", "nodelay"], false.into()).unwrap();
+        assert!(!c.splitter.nodelay);
+        let e = with(&["splitter", "nodelay"], 0.into()).unwrap_err();
+        assert_eq!(e.field, "splitter.nodelay");
     }
 
     #[test]

@@ -2,7 +2,7 @@
 use super::config::{self, ConfigError};
 use super::master::{ConfigFailure, Shared};
 use super::telemetry::Flow;
-use super::{apply, http, log, render, sys};
+use super::{apply, http, ipc, log, render, sys};
 use serde_json::{json, Value};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -97,6 +97,30 @@ pub fn problems(shared: &Shared) -> Vec<String> {
     if shared.overflow.load(Ordering::Relaxed) {
         p.push("max_flows reached: new flows are routed unsplit".into());
     }
+    if cfg.dns.enabled && !shared.dns_up.load(Ordering::Relaxed) {
+        let why = shared.dns_problem.lock().unwrap().clone();
+        p.push(format!(
+            "dns: the resolver is not running, DNS from the served subnets goes to the addresses it was sent to{}",
+            why.map(|w| format!(" ({w})")).unwrap_or_default()
+        ));
+    }
+    if cfg.dns.enabled || cfg.cache.enabled {
+        if let Some(why) = shared.resolver.lock().unwrap().reason() {
+            p.push(format!("dns: {why}"));
+        }
+    }
+    if let Some(why) = peer_problem(shared, &cfg) {
+        p.push(why);
+    }
+    if cfg.peer.enabled
+        && apply::read_sysctl("net.ipv4.tcp_slow_start_after_idle").is_ok_and(|v| v.trim() == "1")
+    {
+        p.push(
+            "peer path: net.ipv4.tcp_slow_start_after_idle is 1, so a warm connection idle past its RTO \
+             loses its initial window; set it to 0 (sysctls)"
+                .into(),
+        );
+    }
     if cfg.cache.enabled {
         if !shared.cache_up.load(Ordering::Relaxed) {
             let why = shared.cache_problem.lock().unwrap().clone();
@@ -117,21 +141,111 @@ pub fn problems(shared: &Shared) -> Vec<String> {
     p
 }
 
+/// The peer path's state summed over the workers (`/v1/health` `peer`, null when it is off).
+fn peer_json(shared: &Shared) -> Value {
+    let reports: Vec<ipc::PeerReport> = shared
+        .workers
+        .iter()
+        .filter_map(|w| w.peer.lock().unwrap().clone())
+        .collect();
+    if reports.is_empty() {
+        return Value::Null;
+    }
+    let error = reports.iter().find_map(|r| r.error.clone());
+    json!({
+        "ready": reports.iter().map(|r| r.ready).sum::<u64>(),
+        "listening": reports.iter().any(|r| r.listening),
+        "error": error,
+    })
+}
+
+/// Why the enabled peer path is not carrying new flows, if it is not.
+fn peer_problem(shared: &Shared, cfg: &config::GatewayConfig) -> Option<String> {
+    if !cfg.peer.enabled || !shared.configured.load(Ordering::Relaxed) {
+        return None;
+    }
+    let reports: Vec<ipc::PeerReport> = shared
+        .workers
+        .iter()
+        .filter_map(|w| w.peer.lock().unwrap().clone())
+        .collect();
+    if reports.is_empty() {
+        return None; // workers not reported yet
+    }
+    match cfg.role {
+        config::Role::Terminal if reports.iter().all(|r| r.ready == 0) => {
+            let why = reports.iter().find_map(|r| r.error.clone());
+            Some(format!(
+                "peer path: no connection to the hub {} ready{}; new flows take the direct path",
+                cfg.peer.hub,
+                why.map(|w| format!(" ({w})")).unwrap_or_default()
+            ))
+        }
+        config::Role::Hub if !reports.iter().any(|r| r.listening) => Some(format!(
+            "peer path: cannot listen on port {}; terminals' flows take the direct path",
+            cfg.peer.port
+        )),
+        _ => None,
+    }
+}
+
 /// `rendered.squid_conf` of /v1/config/validate: what Squid would get (null when disabled).
 fn render_squid(shared: &Shared, cfg: &config::GatewayConfig) -> Value {
     if !cfg.cache.enabled {
         return Value::Null;
     }
-    match perigee_squid::parse_served_subnets(&cfg.served_subnets) {
+    match perigee_squid::parse_served_subnets(&cfg.served_subnets, &cfg.served_limits) {
         Ok(served) => perigee_squid::render(
             &cfg.cache,
             &served,
+            &cfg.squid_nameservers(),
             &shared.squid_paths,
             shared.squid_version,
         )
         .into(),
         Err(_) => Value::Null,
     }
+}
+
+/// `rendered.unbound_conf` of /v1/config/validate: what unbound would get (null when disabled).
+fn render_unbound(shared: &Shared, cfg: &config::GatewayConfig) -> Value {
+    if !cfg.dns.enabled {
+        return Value::Null;
+    }
+    match (
+        perigee_dns::parse_served_subnets(&cfg.served_subnets),
+        cfg.dns.upstreams(),
+    ) {
+        (Ok(served), Ok(ups)) => {
+            perigee_dns::render(&cfg.dns, &served, &ups, &shared.dns_paths).into()
+        }
+        _ => Value::Null,
+    }
+}
+
+/// `/v1/dns/*`, served by the resolver crate, with what the daemon knows added to the stats.
+fn dns_endpoint(shared: &Shared, req: &http::Request) -> (u16, Value) {
+    let cfg = shared.config.lock().unwrap().clone();
+    let health = shared.resolver.lock().unwrap().clone();
+    let (intercepted, _) = apply::read_counter("dns_intercepted").unwrap_or((0, 0));
+    let mut extra = serde_json::Map::new();
+    extra.insert(
+        "intercept".into(),
+        (cfg.dns.enabled && cfg.dns.intercept).into(),
+    );
+    extra.insert(
+        "serving".into(),
+        shared.dns_up.load(Ordering::Relaxed).into(),
+    );
+    extra.insert("intercepted_packets".into(), intercepted.into());
+    extra.insert("upstream_healthy".into(), health.healthy.into());
+    extra.insert(
+        "upstream_probe".into(),
+        serde_json::to_value(&health.last).unwrap_or(Value::Null),
+    );
+    let mut mgr = shared.dns.lock().unwrap();
+    perigee_dns::api::handle(&mut mgr, &req.method, &req.path, &req.body, extra)
+        .unwrap_or_else(|| (404, error("not_found", "no such endpoint", None)))
 }
 
 /// `/v1/cache/*`, served by the Squid crate.
@@ -164,6 +278,7 @@ fn health(shared: &Shared) -> Value {
         "fail_open": !listening || shared.overflow.load(Ordering::Relaxed),
         "hybla": hybla_json(),
         "problems": problems,
+        "peer": peer_json(shared),
         "workers": shared.workers.iter().map(|w| json!({
             "alive": w.alive.load(Ordering::Relaxed), "pid": w.pid.load(Ordering::Relaxed),
             "live": w.live.load(Ordering::Relaxed), "restarts": w.restarts.load(Ordering::Relaxed),
@@ -175,6 +290,7 @@ pub fn counters(shared: &Shared) -> Value {
     let t = shared.totals.lock().unwrap().clone();
     let (bp, bb) = apply::read_counter("bypass").unwrap_or((0, 0));
     let (ovf, _) = apply::read_counter("overflow_syns").unwrap_or((0, 0));
+    let (quic_p, quic_b) = apply::read_counter("quic_rejected").unwrap_or((0, 0));
     let mut by_action = serde_json::Map::new();
     for a in ["accelerate", "cache"] {
         let v = t.by_action.get(a).copied().unwrap_or_default();
@@ -206,6 +322,8 @@ pub fn counters(shared: &Shared) -> Value {
         "by_action": by_action,
         "cc_fallback": t.cc_fallback,
         "closed_dropped": t.closed_dropped,
+        "peer": {"flows": t.peer_flows, "fallbacks": t.peer_fallbacks, "refused": t.peer_refused},
+        "quic_rejected": {"packets": quic_p, "bytes": quic_b},
     })
 }
 
@@ -228,6 +346,7 @@ pub fn handle(shared: &Shared, req: &http::Request) -> (u16, Value) {
             Ok(cfg) => {
                 let mut rendered = render::render(&cfg, &sys::available_cc()).to_json();
                 rendered["squid_conf"] = render_squid(shared, &cfg);
+                rendered["unbound_conf"] = render_unbound(shared, &cfg);
                 (200, json!({"ok": true, "rendered": rendered}))
             }
             Err(e) => invalid(&e),
@@ -279,6 +398,7 @@ pub fn handle(shared: &Shared, req: &http::Request) -> (u16, Value) {
         ("GET", "/v1/counters") => (200, counters(shared)),
         ("GET", "/v1/hybla") => (200, hybla_json()),
         (_, p) if p == "/v1/cache" || p.starts_with("/v1/cache/") => cache_endpoint(shared, req),
+        (_, p) if p == "/v1/dns" || p.starts_with("/v1/dns/") => dns_endpoint(shared, req),
         (
             _,
             "/v1/health"

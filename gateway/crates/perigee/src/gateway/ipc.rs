@@ -38,6 +38,20 @@ pub struct FromWorker {
     pub id: u64,
     #[serde(default)]
     pub flows: Vec<Flow>,
+    /// Reports only, when the peer path is on.
+    #[serde(default)]
+    pub peer: Option<PeerReport>,
+}
+
+/// A worker's side of the peer path, for /v1/health.
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+pub struct PeerReport {
+    /// Terminal: warm connections ready for new flows.
+    pub ready: u64,
+    /// Terminal: why the last connection attempt failed (None once one is ready again).
+    pub error: Option<String>,
+    /// Hub: the peer listener is bound.
+    pub listening: bool,
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -47,6 +61,12 @@ pub struct Deltas {
     pub bytes_up: u64,
     pub bytes_down: u64,
     pub cc_fallback: u64,
+    #[serde(default)]
+    pub peer_flows: u64,
+    #[serde(default)]
+    pub peer_fallbacks: u64,
+    #[serde(default)]
+    pub peer_refused: u64,
     pub by_action: BTreeMap<String, ActionDeltas>,
 }
 

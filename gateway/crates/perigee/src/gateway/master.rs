@@ -1,11 +1,12 @@
 //! The daemon's master process: applies the configuration, spawns and supervises the worker
 //! processes, aggregates their reports (counters, closed flows), switches new flows to
 //! "routed unsplit" above `max_flows`, and serves the control socket and metrics.
-use super::apply::{self, AppliedState, ApplyError, CacheStep};
+use super::apply::{self, AppliedState, ApplyError, ServiceStep};
 use super::config::{self, ConfigError, GatewayConfig};
 use super::render;
 use super::telemetry::Flow;
 use super::{control, ipc, log, metrics, sys};
+use perigee_dns::{ResolverHealth, UnboundManager};
 use perigee_netsys::signals::TermSignals;
 use perigee_squid::{RequestCounters, SquidManager};
 use serde_json::json;
@@ -23,6 +24,11 @@ pub const CLOSED_RING: usize = 20_000;
 const CACHE_WATCH_EVERY: Duration = Duration::from_secs(2);
 /// Squid's access.log is rotated beyond this size.
 const SQUID_LOG_MAX_BYTES: u64 = 64 << 20;
+/// How often the master checks unbound (restart if dead, counters, nft dns_up).
+const DNS_WATCH_EVERY: Duration = Duration::from_secs(2);
+/// Pause between two rounds of the upstream resolver probe (a round takes at most
+/// dns.probe_timeout_ms).
+const PROBE_EVERY: Duration = Duration::from_secs(1);
 
 #[derive(Default)]
 pub struct WorkerSlot {
@@ -33,6 +39,8 @@ pub struct WorkerSlot {
     pub pid: AtomicI32,
     pub restarts: AtomicU64,
     pub pipes: AtomicU64,
+    /// The worker's last peer-path report (None: peer path off).
+    pub peer: Mutex<Option<ipc::PeerReport>>,
 }
 
 #[derive(Default, Clone)]
@@ -44,6 +52,9 @@ pub struct Totals {
     pub cc_fallback: u64,
     pub closed_dropped: u64,
     pub by_action: BTreeMap<String, (u64, u64, u64)>,
+    pub peer_flows: u64,
+    pub peer_fallbacks: u64,
+    pub peer_refused: u64,
 }
 
 pub struct Shared {
@@ -68,6 +79,18 @@ pub struct Shared {
     pub cache_problem: Mutex<Option<String>>,
     /// The last Squid request counters read (used while the manager is busy).
     pub cache_counters: Mutex<RequestCounters>,
+    /// Whether Squid was running when last looked at (the probe thread's gate decisions).
+    pub squid_running: AtomicBool,
+    /// The gateway's caching resolver (docs/dns.md).
+    pub dns: Mutex<UnboundManager>,
+    /// unbound's paths, readable without the manager's lock (validate renders).
+    pub dns_paths: perigee_dns::UnboundPaths,
+    /// Whether port 53 currently goes to the resolver (the nft dns_up set holds udp and tcp).
+    pub dns_up: AtomicBool,
+    /// Why the enabled resolver is not serving, for /v1/health.
+    pub dns_problem: Mutex<Option<String>>,
+    /// The upstream probe's verdict: Squid's resolver answers (the cache's port-80 gate).
+    pub resolver: Mutex<ResolverHealth>,
     /// True once a config has been applied; until then nothing is installed and no worker
     /// runs (fail-open), and workers are only spawned after it turns true.
     pub configured: AtomicBool,
@@ -75,6 +98,49 @@ pub struct Shared {
     pub apply_problem: Mutex<Option<String>>,
     /// Why loading Hybla at startup failed, for /v1/health (shown while hybla is missing).
     pub hybla_load_problem: Mutex<Option<String>>,
+}
+
+/// The `dns` step of an apply: the new resolver policy, and the previous one to go back to.
+struct DnsStep<'a> {
+    mgr: &'a mut UnboundManager,
+    new: &'a GatewayConfig,
+    /// None on the first apply: going back means stopping unbound.
+    prev: Option<&'a GatewayConfig>,
+}
+
+impl ServiceStep for DnsStep<'_> {
+    fn apply(&mut self) -> Result<(), ApplyError> {
+        match self.mgr.apply(&self.new.dns, &self.new.served_subnets) {
+            Ok(report) => {
+                log::info(
+                    "resolver applied",
+                    json!({"action": report.action, "cache_records_kept": report.cache_records_kept}),
+                );
+                Ok(())
+            }
+            Err(e) => Err(ApplyError {
+                step: "dns",
+                message: format!("{}: {}", e.code, e.message),
+                field: e.field,
+            }),
+        }
+    }
+
+    fn restore(&mut self) {
+        let result = match self.prev {
+            Some(p) => self.mgr.apply(&p.dns, &p.served_subnets).map(|_| ()),
+            None => {
+                self.mgr.stop();
+                Ok(())
+            }
+        };
+        if let Err(e) = result {
+            log::error(
+                "could not restore the previous resolver policy",
+                json!({"error": e.to_string()}),
+            );
+        }
+    }
 }
 
 /// The `squid` step of an apply: the new cache policy, and the previous one to go back to.
@@ -85,9 +151,15 @@ struct SquidStep<'a> {
     prev: Option<&'a GatewayConfig>,
 }
 
-impl CacheStep for SquidStep<'_> {
+impl ServiceStep for SquidStep<'_> {
     fn apply(&mut self) -> Result<(), ApplyError> {
-        match self.mgr.apply(&self.new.cache, &self.new.served_subnets) {
+        let ns = self.new.squid_nameservers();
+        match self.mgr.apply(
+            &self.new.cache,
+            &self.new.served_subnets,
+            &self.new.served_limits,
+            &ns,
+        ) {
             Ok(report) => {
                 log::info(
                     "cache applied",
@@ -105,7 +177,15 @@ impl CacheStep for SquidStep<'_> {
 
     fn restore(&mut self) {
         let result = match self.prev {
-            Some(p) => self.mgr.apply(&p.cache, &p.served_subnets).map(|_| ()),
+            Some(p) => self
+                .mgr
+                .apply(
+                    &p.cache,
+                    &p.served_subnets,
+                    &p.served_limits,
+                    &p.squid_nameservers(),
+                )
+                .map(|_| ()),
             None => {
                 self.mgr.stop();
                 Ok(())
@@ -154,26 +234,47 @@ impl Shared {
         // the host-wide ones with the kernel's): only touched when this config uses Hybla.
         let params = apply::HyblaPlan::for_config(&cfg);
         let prev_cfg = self.config.lock().unwrap().clone();
+        let prev = applied.rendered.is_some().then_some(&prev_cfg);
+        // Lock order everywhere: applied, dns, squid.
+        let mut dns = self.dns.lock().unwrap();
         let mut squid = self.squid.lock().unwrap();
-        let mut step = SquidStep {
+        let mut dns_step = DnsStep {
+            mgr: &mut dns,
+            new: &cfg,
+            prev,
+        };
+        let mut squid_step = SquidStep {
             mgr: &mut squid,
             new: &cfg,
-            prev: applied.rendered.is_some().then_some(&prev_cfg),
+            prev,
         };
-        let result = apply::apply(&rendered, &applied, params, &mut step);
+        let result = apply::apply(
+            &rendered,
+            &applied,
+            params,
+            &mut [&mut dns_step, &mut squid_step],
+        );
         // Either way the table was replaced (new one, or the previous one re-applied by the
-        // rollback), which empties its sets: re-arm the overflow switch and port 80 → Squid.
+        // rollback), which empties its sets: re-arm the overflow switch, port 53 → the
+        // resolver and port 80 → Squid.
         if self.overflow.load(Ordering::Relaxed) {
             let _ = apply::set_overflow(true);
         }
-        let enabled = match &result {
-            Ok(_) => cfg.cache.enabled,
-            Err(_) => self.config.lock().unwrap().cache.enabled,
+        let in_force = match &result {
+            Ok(_) => cfg.clone(),
+            Err(_) => prev_cfg.clone(),
         };
-        let up = enabled && squid.is_running();
-        let problem = self.cache_problem.lock().unwrap().clone();
-        self.set_cache_up(up, if up { None } else { problem });
+        let dns_running = in_force.dns.enabled && dns.is_running();
+        self.set_dns_up(dns_running, None);
+        let squid_running = squid.is_running();
+        self.squid_running.store(squid_running, Ordering::Relaxed);
         drop(squid);
+        drop(dns);
+        if result.is_ok() && upstreams_changed(&prev_cfg, &cfg) {
+            // A verdict about other servers says nothing about these.
+            *self.resolver.lock().unwrap() = ResolverHealth::default();
+        }
+        self.refresh_cache_gate(&in_force, squid_running, true);
         *applied = result.map_err(ConfigFailure::Apply)?;
         *self.config.lock().unwrap() = cfg.clone();
         *self.apply_problem.lock().unwrap() = None;
@@ -186,6 +287,55 @@ impl Shared {
             json!({"revision": self.config.lock().unwrap().revision}),
         );
         Ok(())
+    }
+
+    /// Port 80 goes to Squid only while the cache is enabled, Squid runs and its resolver
+    /// answers; otherwise to the splitter, with the reason kept for /v1/health.
+    /// `rearm`: the table was just replaced (its sets are empty), so write the set whatever
+    /// the last known state.
+    pub fn refresh_cache_gate(&self, cfg: &GatewayConfig, squid_running: bool, rearm: bool) {
+        if !cfg.cache.enabled {
+            if rearm || self.cache_up.load(Ordering::Relaxed) {
+                self.set_cache_up(false, None);
+            }
+            return;
+        }
+        let resolver_reason = self.resolver.lock().unwrap().reason();
+        let why = if !squid_running {
+            Some(
+                self.cache_problem
+                    .lock()
+                    .unwrap()
+                    .clone()
+                    .filter(|p| !p.starts_with("resolver:"))
+                    .unwrap_or_else(|| "squid is not running".into()),
+            )
+        } else {
+            resolver_reason.map(|r| format!("resolver: {r}"))
+        };
+        let up = why.is_none();
+        if rearm
+            || up != self.cache_up.load(Ordering::Relaxed)
+            || *self.cache_problem.lock().unwrap() != why
+        {
+            self.set_cache_up(up, why);
+        }
+    }
+
+    /// Points port 53 at the resolver (up) or lets it through to where it was sent.
+    fn set_dns_up(&self, up: bool, problem: Option<String>) {
+        if let Err(e) = apply::set_dns_up(up) {
+            log::error("cannot switch port 53", json!({"dns_up": up, "error": e}));
+            return;
+        }
+        let was = self.dns_up.swap(up, Ordering::Relaxed);
+        if was != up {
+            log::info(
+                "port 53 switched",
+                json!({"to": if up { "resolver" } else { "original destinations" }}),
+            );
+        }
+        *self.dns_problem.lock().unwrap() = problem;
     }
 
     /// Points port 80 at Squid (up) or fails it over to the splitter, and records why.
@@ -245,6 +395,7 @@ impl Shared {
                 slot.live.store(m.live, Ordering::Relaxed);
                 slot.pipes.store(m.pipes_in_use, Ordering::Relaxed);
                 slot.listening.store(m.listening, Ordering::Relaxed);
+                *slot.peer.lock().unwrap() = m.peer.clone();
                 let d = &m.deltas;
                 {
                     let mut t = self.totals.lock().unwrap();
@@ -253,6 +404,9 @@ impl Shared {
                     t.bytes_up += d.bytes_up;
                     t.bytes_down += d.bytes_down;
                     t.cc_fallback += d.cc_fallback;
+                    t.peer_flows += d.peer_flows;
+                    t.peer_fallbacks += d.peer_fallbacks;
+                    t.peer_refused += d.peer_refused;
                     for (k, a) in &d.by_action {
                         let e = t.by_action.entry(k.clone()).or_default();
                         e.0 += a.bytes_up;
@@ -279,24 +433,133 @@ impl Shared {
     }
 }
 
-/// Whether the satellite leg or any class asks for hybla.
+/// Whether an apply moved the resolver(s) the probe asks.
+fn upstreams_changed(a: &GatewayConfig, b: &GatewayConfig) -> bool {
+    a.dns.upstream != b.dns.upstream || a.dns.enabled != b.dns.enabled
+}
+
+/// Whether the resolver must be probed: Squid needs it, or the operator runs one.
+fn probe_wanted(cfg: &GatewayConfig) -> bool {
+    cfg.cache.enabled || cfg.dns.enabled
+}
+
+/// The upstream probe: every PROBE_EVERY, asks each upstream once; two failed rounds in a
+/// row mark the resolver down (port 80 steps aside to the splitter), one answer brings it back.
+fn watch_resolver(shared: Arc<Shared>) {
+    loop {
+        std::thread::sleep(PROBE_EVERY);
+        if shared.shutting_down.load(Ordering::Relaxed) {
+            return;
+        }
+        let cfg = shared.config.lock().unwrap().clone();
+        if !shared.configured.load(Ordering::Relaxed) || !probe_wanted(&cfg) {
+            continue;
+        }
+        let upstreams = cfg.dns.upstreams().unwrap_or_default();
+        let timeout = Duration::from_millis(u64::from(cfg.dns.probe_timeout_ms));
+        let mut round = perigee_dns::probe_all(&upstreams, timeout);
+        // With the gateway's own resolver in between, Squid also needs that one running.
+        if cfg.dns.enabled && !shared.dns_up.load(Ordering::Relaxed) {
+            for r in &mut round {
+                r.ok = false;
+                r.error
+                    .get_or_insert_with(|| "the gateway's resolver is not running".into());
+            }
+            if round.is_empty() {
+                round.push(perigee_dns::ProbeResult {
+                    upstream: "127.0.0.1@53".into(),
+                    ok: false,
+                    rtt_ms: None,
+                    error: Some("the gateway's resolver is not running".into()),
+                });
+            }
+        }
+        // The config may have changed while the round ran: its verdict is about old servers.
+        if shared.config.lock().unwrap().dns.upstream != cfg.dns.upstream {
+            continue;
+        }
+        let changed = shared.resolver.lock().unwrap().record(round);
+        if let Some(healthy) = changed {
+            let reason = shared.resolver.lock().unwrap().reason();
+            if healthy {
+                log::info("resolver answers again", json!({}));
+            } else {
+                log::error("resolver does not answer", json!({"why": reason}));
+            }
+            // Under the apply lock, with the config in force now (an apply may have run).
+            let _applied = shared.applied.lock().unwrap();
+            let now = shared.config.lock().unwrap().clone();
+            let running = shared.squid_running.load(Ordering::Relaxed);
+            shared.refresh_cache_gate(&now, running, false);
+        }
+    }
+}
+
+/// Keeps unbound serving: restarts it when it died (port 53 passes through meanwhile), and
+/// refreshes its counters so a crash loses at most one period.
+fn watch_dns(shared: Arc<Shared>) {
+    loop {
+        std::thread::sleep(DNS_WATCH_EVERY);
+        if shared.shutting_down.load(Ordering::Relaxed) {
+            return;
+        }
+        let _applied = shared.applied.lock().unwrap();
+        let enabled = shared.config.lock().unwrap().dns.enabled;
+        let mut mgr = shared.dns.lock().unwrap();
+        mgr.refresh_counters();
+        if !enabled
+            || shared.shutting_down.load(Ordering::Relaxed)
+            || !shared.configured.load(Ordering::Relaxed)
+            || !mgr.wanted()
+        {
+            continue;
+        }
+        if !mgr.is_running() && shared.dns_up.load(Ordering::Relaxed) {
+            log::error(
+                "unbound is down: DNS goes to the addresses it was sent to",
+                json!({}),
+            );
+            shared.set_dns_up(false, Some("unbound exited".into()));
+        }
+        match mgr.ensure_running() {
+            Ok(restarted) => {
+                if restarted {
+                    log::warn("unbound restarted", json!({}));
+                }
+                if mgr.is_running() && !shared.dns_up.load(Ordering::Relaxed) {
+                    shared.set_dns_up(true, None);
+                }
+            }
+            Err(e) => {
+                log::error("unbound does not start", json!({"error": e.to_string()}));
+                shared.set_dns_up(false, Some(format!("{}: {}", e.code, e.message)));
+            }
+        }
+    }
+}
+
+/// Whether the satellite leg or any class asks for hybla or hybla_ld.
 fn wants_hybla(cfg: &GatewayConfig) -> bool {
     apply::HyblaPlan::for_config(cfg).is_some()
 }
 
-/// Loads Hybla when the kernel does not offer it yet, so the first apply can use it, and
-/// re-registers a Perigee BPF Hybla too old for per-namespace parameters.
-/// Returns why it is still missing (the satellite leg then falls back to the default).
+/// Loads Hybla (and hybla_ld) when the kernel does not offer them yet, so the first apply can
+/// use them, and re-registers a Perigee BPF Hybla too old for per-namespace parameters or a
+/// stale hybla_ld. Returns why hybla is still missing (the satellite leg then falls back to the
+/// default); a hybla_ld that cannot be loaded is logged (sockets asking for it fall back too).
 fn ensure_hybla_loaded() -> Option<String> {
-    if sys::available_cc().iter().any(|c| c == "hybla") && !perigee_hybla::outdated() {
+    if !perigee_hybla::needs_load() {
         return None;
     }
     match perigee_hybla::load() {
         Ok(st) => {
             log::info(
                 "hybla loaded at startup",
-                json!({"implementation": st.implementation}),
+                json!({"implementation": st.implementation, "hybla_ld": st.ld.registration}),
             );
+            if let Some(problem) = &st.ld.problem {
+                log::error("hybla_ld unavailable", json!({"problem": problem}));
+            }
             None
         }
         Err(e) => {
@@ -384,6 +647,7 @@ fn supervise(shared: Arc<Shared>, index: usize) {
         slot.alive.store(false, Ordering::Relaxed);
         slot.listening.store(false, Ordering::Relaxed);
         slot.live.store(0, Ordering::Relaxed);
+        *slot.peer.lock().unwrap() = None;
         *slot.tx.lock().unwrap() = None;
         let _ = child.kill();
         let status = child.wait().map(|s| s.to_string()).unwrap_or_default();
@@ -451,6 +715,7 @@ fn watch_cache(shared: Arc<Shared>) {
         }
         if !mgr.is_running() && shared.cache_up.load(Ordering::Relaxed) {
             log::error("squid is down: port 80 goes to the splitter", json!({}));
+            shared.squid_running.store(false, Ordering::Relaxed);
             shared.set_cache_up(false, Some("squid exited".into()));
         }
         match mgr.ensure_running() {
@@ -458,15 +723,16 @@ fn watch_cache(shared: Arc<Shared>) {
                 if restarted {
                     log::warn("squid restarted", json!({}));
                 }
-                if mgr.is_running() && !shared.cache_up.load(Ordering::Relaxed) {
-                    shared.set_cache_up(true, None);
-                }
             }
             Err(e) => {
                 log::error("squid does not start", json!({"error": e.to_string()}));
                 shared.set_cache_up(false, Some(format!("{}: {}", e.code, e.message)));
             }
         }
+        let running = mgr.is_running();
+        shared.squid_running.store(running, Ordering::Relaxed);
+        let cfg = shared.config.lock().unwrap().clone();
+        shared.refresh_cache_gate(&cfg, running, false);
         if let Err(e) = mgr.rotate_logs_if_larger(SQUID_LOG_MAX_BYTES) {
             log::warn("squid log rotation failed", json!({"error": e.to_string()}));
         }
@@ -479,6 +745,7 @@ pub struct RunArgs {
     pub workers: usize,
     pub metrics: Option<String>,
     pub squid: perigee_squid::ManagerOptions,
+    pub dns: perigee_dns::ManagerOptions,
 }
 
 pub fn run(args: RunArgs) -> i32 {
@@ -507,6 +774,8 @@ pub fn run(args: RunArgs) -> i32 {
     let squid_paths = args.squid.paths.clone();
     let squid = SquidManager::new(args.squid);
     let squid_version = squid.version();
+    let dns = UnboundManager::new(args.dns);
+    let dns_paths = dns.paths().clone();
     let shared = Arc::new(Shared {
         started: Instant::now(),
         config: Mutex::new(cfg.clone()),
@@ -526,6 +795,12 @@ pub fn run(args: RunArgs) -> i32 {
         cache_up: AtomicBool::new(false),
         cache_problem: Mutex::new(None),
         cache_counters: Mutex::new(RequestCounters::default()),
+        squid_running: AtomicBool::new(false),
+        dns: Mutex::new(dns),
+        dns_paths,
+        dns_up: AtomicBool::new(false),
+        dns_problem: Mutex::new(None),
+        resolver: Mutex::new(ResolverHealth::default()),
         configured: AtomicBool::new(false),
         apply_problem: Mutex::new(None),
         hybla_load_problem: Mutex::new(None),
@@ -547,6 +822,7 @@ pub fn run(args: RunArgs) -> i32 {
             json!({"error": why}),
         );
         shared.squid.lock().unwrap().stop();
+        shared.dns.lock().unwrap().stop();
         *shared.apply_problem.lock().unwrap() = Some(why);
     }
     let listener = match control::bind(&args.control_socket) {
@@ -558,6 +834,7 @@ pub fn run(args: RunArgs) -> i32 {
             );
             apply::teardown(&shared.applied.lock().unwrap());
             shared.squid.lock().unwrap().stop();
+            shared.dns.lock().unwrap().stop();
             return 1;
         }
     };
@@ -572,6 +849,14 @@ pub fn run(args: RunArgs) -> i32 {
     {
         let s = shared.clone();
         std::thread::spawn(move || watch_cache(s));
+    }
+    {
+        let s = shared.clone();
+        std::thread::spawn(move || watch_dns(s));
+    }
+    {
+        let s = shared.clone();
+        std::thread::spawn(move || watch_resolver(s));
     }
     if let Some(addr) = args.metrics.clone() {
         let s = shared.clone();
@@ -596,12 +881,14 @@ pub fn run(args: RunArgs) -> i32 {
             unsafe { libc::kill(pid, libc::SIGKILL) };
         }
     }
-    // Table first (port 80 back to plain routing), then Squid.
+    // Table first (ports 53 and 80 back to plain routing), then the resolver (quick), then
+    // Squid (it may take seconds to close its connections).
     let applied = shared.applied.lock().unwrap();
     apply::teardown(&applied);
     if let Some(before) = hybla_before {
         apply::restore_hybla(&apply::SystemHybla, before);
     }
+    shared.dns.lock().unwrap().stop();
     shared.squid.lock().unwrap().stop();
     drop(applied);
     let _ = std::fs::remove_file(&args.control_socket);

@@ -65,6 +65,31 @@ pub fn render(shared: &Shared) -> String {
             c["by_action"]["bypass"]["packets"].as_u64().unwrap_or(0),
         )],
     );
+    let peer = |k: &str| c["peer"][k].as_u64().unwrap_or(0);
+    metric(
+        "perigee_peer_flows_total",
+        "counter",
+        "Flows by way of the peer path, by outcome (fallback: lost the peer connection before the hub's status and went direct).",
+        vec![
+            ("{outcome=\"started\"}".into(), peer("flows")),
+            ("{outcome=\"fallback\"}".into(), peer("fallbacks")),
+        ],
+    );
+    metric(
+        "perigee_peer_refused_total",
+        "counter",
+        "Peer connections the hub refused (not allowed, failed authentication, garbage, too slow).",
+        vec![(String::new(), peer("refused"))],
+    );
+    metric(
+        "perigee_quic_rejected_packets_total",
+        "counter",
+        "QUIC packets answered with port-unreachable (quic: fallback).",
+        vec![(
+            String::new(),
+            c["quic_rejected"]["packets"].as_u64().unwrap_or(0),
+        )],
+    );
     let alive = shared
         .workers
         .iter()

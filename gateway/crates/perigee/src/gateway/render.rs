@@ -1,6 +1,6 @@
 //! Pure rendering of a `GatewayConfig` into kernel state: the nftables ruleset (one table,
 //! `inet perigee`), the policy-routing and satellite routes (as `ip` argument vectors) and sysctls.
-use super::config::{parse_cidr, parse_ports, Action, Cidr, GatewayConfig, Role};
+use super::config::{parse_cidr, parse_ports, Action, Cidr, GatewayConfig, QuicPolicy, Role};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
@@ -16,10 +16,11 @@ pub enum RouteOp {
     MarkRule { v6: bool },
     /// `ip route replace local default dev lo table TABLE`
     LocalRoute { v6: bool },
-    /// A satellite route with per-route congestion control and initial windows.
+    /// A satellite route with per-route congestion control and initial windows; `via` None is a
+    /// host route on the satellite link itself (the peer path's, to the other gateway).
     SatRoute {
         dst: String,
-        via: String,
+        via: Option<String>,
         dev: String,
         cc: Option<String>,
         initcwnd: u32,
@@ -89,16 +90,11 @@ impl RouteOp {
                 initcwnd,
                 initrwnd,
             } => {
-                let mut v = argv(&[
-                    Self::fam(self.is_v6()),
-                    "route",
-                    "replace",
-                    dst,
-                    "via",
-                    via,
-                    "dev",
-                    dev,
-                ]);
+                let mut v = argv(&[Self::fam(self.is_v6()), "route", "replace", dst]);
+                if let Some(via) = via {
+                    v.extend(argv(&["via", via]));
+                }
+                v.extend(argv(&["dev", dev]));
                 if let Some(cc) = cc {
                     v.extend(argv(&["congctl", cc]));
                 }
@@ -258,6 +254,7 @@ impl Rendered {
             "sysctls": self.sysctls,
             "shaping": self.shaper.as_ref().map(|s| s.describe()),
             "squid_conf": null,
+            "unbound_conf": null,
         })
     }
 }
@@ -290,10 +287,16 @@ pub fn render_routes(cfg: &GatewayConfig, available_cc: &[String]) -> Vec<RouteO
         RouteOp::LocalRoute { v6: true },
     ];
     let cc = effective_cc(&cfg.satellite.congestion_control, available_cc);
-    for r in &cfg.satellite.routes {
+    let routes = cfg
+        .satellite
+        .routes
+        .iter()
+        .map(|r| (r.dst.clone(), Some(r.via.clone())))
+        .chain(peer_routes(cfg));
+    for (dst, via) in routes {
         ops.push(RouteOp::SatRoute {
-            dst: r.dst.clone(),
-            via: r.via.clone(),
+            dst,
+            via,
             dev: cfg.interfaces.satellite.clone(),
             cc: cc.clone(),
             initcwnd: cfg.satellite.initcwnd,
@@ -301,6 +304,57 @@ pub fn render_routes(cfg: &GatewayConfig, available_cc: &[String]) -> Vec<RouteO
         });
     }
     ops
+}
+
+/// Host routes that give the peer path's connections the satellite leg's route settings
+/// (initcwnd, congctl). The other gateway's address is usually on the satellite link's own
+/// connected route, which has none. A terminal routes to its hub (via the satellite route that
+/// covers it, else on the link); a hub routes to the next hops of its satellite routes, which
+/// are its terminals' satellite addresses. Prefixes a satellite route already covers exactly
+/// are left to it.
+pub fn peer_routes(cfg: &GatewayConfig) -> Vec<(String, Option<String>)> {
+    if !cfg.peer.enabled {
+        return Vec::new();
+    }
+    let sat: Vec<(Cidr, &str)> = cfg
+        .satellite
+        .routes
+        .iter()
+        .filter_map(|r| Some((parse_cidr(&r.dst).ok()?.network(), r.via.as_str())))
+        .collect();
+    let host = |ip: std::net::IpAddr| Cidr {
+        addr: ip,
+        len: if ip.is_ipv4() { 32 } else { 128 },
+    };
+    let mut out: Vec<(String, Option<String>)> = Vec::new();
+    let mut add = |ip: std::net::IpAddr, via: Option<String>| {
+        let dst = host(ip);
+        let taken =
+            sat.iter().any(|(c, _)| *c == dst) || out.iter().any(|(d, _)| *d == dst.to_string());
+        if !taken {
+            out.push((dst.to_string(), via));
+        }
+    };
+    match cfg.role {
+        Role::Terminal => {
+            if let Some(hub) = cfg.peer.hub_addr() {
+                let via = sat
+                    .iter()
+                    .filter(|(c, _)| c.contains(hub))
+                    .max_by_key(|(c, _)| c.len)
+                    .map(|(_, via)| via.to_string());
+                add(hub, via);
+            }
+        }
+        Role::Hub => {
+            for (_, via) in &sat {
+                if let Ok(ip) = via.parse() {
+                    add(ip, None);
+                }
+            }
+        }
+    }
+    out
 }
 
 fn set_of<T: std::fmt::Display>(items: &[T]) -> String {
@@ -357,6 +411,9 @@ const FAMS: [Fam; 2] = [
 
 /// nft set that holds `tcp` while Squid is up (see `apply::set_cache_up`).
 pub const CACHE_UP_SET: &str = "cache_up";
+/// nft set that holds `udp` and `tcp` while the resolver is up (see `apply::set_dns_up`).
+pub const DNS_UP_SET: &str = "dns_up";
+const DNS_UP: &str = "meta l4proto @dns_up";
 const CACHE_UP: &str = "meta l4proto @cache_up";
 
 const SYN_ONLY: &str = "tcp flags & (fin | syn | rst | ack) == syn";
@@ -387,6 +444,10 @@ pub fn render_nft(cfg: &GatewayConfig) -> String {
     // started) port 80 fails over to the splitter instead of a dead port.
     let _ = writeln!(t, "\tset {CACHE_UP_SET} {{ type inet_proto; }}");
     let _ = writeln!(t, "\tcounter cache_syns {{}}");
+    // Holds `udp` and `tcp` while the resolver runs (dns.enabled): port 53 goes to it only then.
+    let _ = writeln!(t, "\tset {DNS_UP_SET} {{ type inet_proto; }}");
+    let _ = writeln!(t, "\tcounter dns_intercepted {{}}");
+    let _ = writeln!(t, "\tcounter quic_rejected {{}}");
     let _ = writeln!(
         t,
         "\tset served4 {{ type ipv4_addr; flags interval;{} }}",
@@ -414,22 +475,43 @@ pub fn render_nft(cfg: &GatewayConfig) -> String {
             );
         }
     }
+    let mut ifs = cfg.interfaces.lan.clone();
+    if cfg.role == Role::Hub {
+        ifs.push(cfg.interfaces.satellite.clone());
+    }
+    let intercept_dns = cfg.dns.enabled && cfg.dns.intercept;
+    if cfg.dns.enabled {
+        let _ = writeln!(
+            t,
+            "\t\t# 2. DNS (before the socket rule: the resolver's port-53 listener is transparent and on every address)"
+        );
+        if intercept_dns {
+            let _ = writeln!(
+                t,
+                "\t\tiifname {} meta l4proto {{ udp, tcp }} th dport 53 jump dns",
+                quoted_set(&ifs)
+            );
+        }
+        // A TCP packet to port 53 of another host that no intercepted connection owns (only
+        // the resolver's wildcard listener matches it) goes where it was sent, on any
+        // interface: the socket rule below would hand it to that listener.
+        let _ = writeln!(
+            t,
+            "\t\ttcp dport 53 fib daddr type != local socket wildcard 1 accept"
+        );
+    }
     let _ = writeln!(
         t,
-        "\t\t# 2. packets of established split flows belong to our transparent sockets"
+        "\t\t# 3. packets of established split flows belong to our transparent sockets"
     );
     let _ = writeln!(
         t,
         "\t\tmeta l4proto tcp socket transparent 1 meta mark set meta mark | {FW_MARK:#x} accept"
     );
-    let mut ifs = cfg.interfaces.lan.clone();
-    if cfg.role == Role::Hub {
-        ifs.push(cfg.interfaces.satellite.clone());
-    }
     if cfg.splitter.enabled {
         let _ = writeln!(
             t,
-            "\t\t# 3. new connections from served subnets entering on the client-facing interfaces"
+            "\t\t# 4. new connections from served subnets entering on the client-facing interfaces"
         );
         let _ = writeln!(
             t,
@@ -438,6 +520,30 @@ pub fn render_nft(cfg: &GatewayConfig) -> String {
         );
     }
     let _ = writeln!(t, "\t}}");
+    if intercept_dns {
+        // TPROXY keeps the query's destination: the resolver (interface-automatic) answers
+        // from the address the client asked, so any resolver address a client uses works.
+        // Nothing matched (resolver down, client not served): the query goes where it was sent.
+        let _ = writeln!(t, "\tchain dns {{");
+        let port = perigee_dns::LISTEN_PORT;
+        for f in &FAMS {
+            let tp = format!(
+                "counter name dns_intercepted tproxy {} to :{port} meta mark set meta mark | {FW_MARK:#x} accept",
+                f.ip
+            );
+            let _ = writeln!(
+                t,
+                "\t\t{} saddr {} meta l4proto udp {DNS_UP} {tp}",
+                f.ip, f.served
+            );
+            let _ = writeln!(
+                t,
+                "\t\t{} saddr {} {SYN_ONLY} {DNS_UP} {tp}",
+                f.ip, f.served
+            );
+        }
+        let _ = writeln!(t, "\t}}");
+    }
     let _ = writeln!(t, "\tchain intercept {{");
     let _ = writeln!(
         t,
@@ -468,8 +574,78 @@ pub fn render_nft(cfg: &GatewayConfig) -> String {
             tproxy(f, cfg.splitter.tproxy_port)
         );
     }
-    let _ = writeln!(t, "\t}}\n}}");
+    let _ = writeln!(t, "\t}}");
+    render_own_ports_guard(&mut t, cfg);
+    if cfg.quic == QuicPolicy::Fallback {
+        render_quic_fallback(&mut t, cfg);
+    }
+    let _ = writeln!(t, "}}");
     t
+}
+
+/// The TPROXY ports (the splitter's, and Squid's while the cache is on) take only what the rules
+/// above diverted to them, and a diverted connection keeps its original destination, which is
+/// never one of the gateway's own addresses (`fib daddr type local return` above). A connection
+/// addressed to such a port on the gateway itself would make the splitter or Squid take the port
+/// as the destination and connect to it again, endlessly (Squid runs with `via off`, so it cannot
+/// see the loop): it is reset instead. Not by the mark: `socket transparent 1` marks a SYN for the
+/// transparent listener too.
+fn render_own_ports_guard(t: &mut String, cfg: &GatewayConfig) {
+    let mut ports: Vec<u32> = Vec::new();
+    if cfg.splitter.enabled {
+        ports.push(cfg.splitter.tproxy_port);
+    }
+    if cfg.cache.enabled {
+        ports.push(u32::from(cfg.cache.port));
+    }
+    if ports.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        t,
+        "\tchain own_ports {{\n\t\ttype filter hook input priority filter; policy accept;"
+    );
+    let _ = writeln!(
+        t,
+        "\t\tmeta l4proto tcp fib daddr type local tcp dport {} {SYN_ONLY} reject with tcp reset comment \"addressed to a TPROXY port: never relayed to itself\"",
+        set_of(&ports)
+    );
+    let _ = writeln!(t, "\t}}");
+}
+
+/// `quic: fallback`: QUIC (UDP 443) from the served subnets is answered with an ICMP
+/// port-unreachable, so a browser gives up on it at once and uses TCP, which we split. In the
+/// forward hook because `reject` is not allowed at prerouting. Bypass entries and bypass
+/// classes that can match UDP come first and are left alone (never reset).
+fn render_quic_fallback(t: &mut String, cfg: &GatewayConfig) {
+    let _ = writeln!(
+        t,
+        "\tchain forward {{\n\t\ttype filter hook forward priority filter; policy accept;"
+    );
+    for b in &cfg.bypass {
+        for rule in bypass_rules(b) {
+            let _ = writeln!(t, "\t\t{rule} accept comment \"bypass {}\"", b.name);
+        }
+    }
+    for f in &FAMS {
+        for c in cfg.sorted_classes() {
+            let udp = matches!(
+                c.matcher.protocol.as_deref(),
+                Some("udp") | Some("any") | None
+            );
+            if c.action == Action::Bypass && udp {
+                if let Some(rule) = class_rule(cfg, c, f) {
+                    let _ = writeln!(t, "\t\t{rule} comment \"class {}\"", c.name);
+                }
+            }
+        }
+        let _ = writeln!(
+            t,
+            "\t\t{} saddr {} udp dport 443 counter name quic_rejected reject with icmpx type port-unreachable comment \"quic fallback\"",
+            f.ip, f.served
+        );
+    }
+    let _ = writeln!(t, "\t}}");
 }
 
 fn elements(list: &[Cidr]) -> String {
@@ -638,6 +814,42 @@ mod tests {
     }
 
     #[test]
+    fn own_tproxy_ports_refuse_what_is_addressed_to_them() {
+        let guard = |nft: &str| {
+            nft.lines()
+                .find(|l| l.contains("reject with tcp reset"))
+                .map(str::trim)
+                .map(String::from)
+        };
+        let off = guard(&render_nft(&cfg())).expect("a guard while the splitter runs");
+        assert!(
+            off.starts_with("meta l4proto tcp fib daddr type local tcp dport 7071 "),
+            "{off}"
+        );
+        let mut j = example_json();
+        j["cache"]["enabled"] = true.into();
+        let on = guard(&render_nft(&from_value(j.clone()).unwrap())).unwrap();
+        assert!(on.contains("tcp dport { 7071, 3129 }"), "{on}");
+        j["splitter"]["enabled"] = false.into();
+        j["cache"]["enabled"] = false.into();
+        assert_eq!(guard(&render_nft(&from_value(j).unwrap())), None);
+    }
+
+    #[test]
+    fn served_sets_are_rendered_normalised_and_merged() {
+        let mut j = example_json();
+        j["served_subnets"] = serde_json::json!(["10.71.1.9/24", "10.71.0.0/16", "fd71:1::7/64"]);
+        let nft = render_nft(&from_value(j).unwrap());
+        assert!(
+            nft.contains(
+                "set served4 { type ipv4_addr; flags interval; elements = { 10.71.0.0/16 }; }"
+            ),
+            "{nft}"
+        );
+        assert!(nft.contains("elements = { fd71:1::/64 }"), "{nft}");
+    }
+
+    #[test]
     fn both_families_and_syn_only() {
         let nft = render_nft(&cfg());
         assert!(nft.contains("tproxy ip to :7071"));
@@ -719,6 +931,47 @@ mod tests {
     }
 
     #[test]
+    fn dns_goes_to_the_resolver_only_when_enabled_and_before_the_splitter() {
+        let nft = render_nft(&cfg());
+        assert!(!nft.contains("jump dns"), "{nft}");
+        assert!(nft.contains("set dns_up"), "the set always exists");
+        let mut j = example_json();
+        j["dns"] = serde_json::json!({"enabled": true, "upstream": ["10.71.3.53"]});
+        let nft = render_nft(&from_value(j.clone()).unwrap());
+        let jump = nft.find("jump dns").unwrap_or_else(|| panic!("{nft}"));
+        let socket_rule = nft.find("socket transparent 1").unwrap();
+        // The resolver's listener is transparent: new connections to port 53 are sorted out
+        // before the socket rule could take them all.
+        let guard = nft
+            .find("tcp dport 53 fib daddr type != local socket wildcard 1 accept")
+            .unwrap_or_else(|| panic!("{nft}"));
+        assert!(jump < guard && guard < socket_rule, "{nft}");
+        assert!(jump < nft.find("jump intercept").unwrap());
+        assert!(nft.contains("iifname \"lan0\" meta l4proto { udp, tcp } th dport 53 jump dns"));
+        let chain: Vec<&str> = nft
+            .lines()
+            .skip_while(|l| !l.contains("chain dns {"))
+            .skip(1)
+            .take_while(|l| !l.contains('}'))
+            .collect();
+        assert_eq!(chain.len(), 4, "{nft}");
+        for (line, ip) in chain.iter().zip(["ip", "ip", "ip6", "ip6"]) {
+            assert!(line.contains(&format!("{ip} saddr @served")), "{line}");
+            assert!(line.contains("meta l4proto @dns_up"), "{line}");
+            assert!(line.contains(&format!("tproxy {ip} to :53")), "{line}");
+        }
+        assert!(chain[0].contains("meta l4proto udp"));
+        assert!(chain[1].contains("== syn"));
+        // Interception off: the resolver only answers what is sent to the gateway.
+        j["dns"]["intercept"] = false.into();
+        let nft = render_nft(&from_value(j).unwrap());
+        assert!(
+            !nft.contains("jump dns") && !nft.contains("chain dns"),
+            "{nft}"
+        );
+    }
+
+    #[test]
     fn shaper_renders_htb_at_the_rate_over_a_fifo_on_the_satellite_interface() {
         assert_eq!(render_shaper(&cfg()), None, "off by default");
         let mut j = example_json();
@@ -752,6 +1005,88 @@ mod tests {
         let r = render(&from_value(j).unwrap(), &[]);
         assert_eq!(r.shaper, None);
         assert!(r.to_json()["shaping"].is_null());
+    }
+
+    #[test]
+    fn quic_fallback_rejects_udp_443_from_served_subnets_after_the_bypass() {
+        let mut p = example_json();
+        p["quic"] = "pass".into();
+        let pass = render_nft(&from_value(p).unwrap());
+        assert!(
+            !pass.contains("reject with icmpx"),
+            "pass: no datagram rejected\n{pass}"
+        );
+        assert!(
+            pass.contains("counter quic_rejected"),
+            "the counter always exists"
+        );
+        let mut j = example_json();
+        j["quic"] = "fallback".into();
+        j["classes"].as_array_mut().unwrap().push(
+            serde_json::json!({"name": "quic-ok", "priority": 5, "action": "bypass",
+                "match": {"protocol": "udp", "dst": ["198.51.100.0/24"], "dports": ["443"]}}),
+        );
+        let nft = render_nft(&from_value(j).unwrap());
+        let fwd = &nft[nft.find("chain forward").expect("forward chain")..];
+        assert!(fwd.contains("hook forward"), "{fwd}");
+        for ip in ["ip", "ip6"] {
+            let rule = fwd
+                .lines()
+                .find(|l| l.contains(&format!("{ip} saddr @served")) && l.contains("reject with"))
+                .unwrap_or_else(|| panic!("no {ip} reject in\n{fwd}"));
+            assert!(rule.contains("udp dport 443"), "{rule}");
+            assert!(rule.contains("icmpx type port-unreachable"), "{rule}");
+        }
+        let first_reject = fwd.find("reject with").unwrap();
+        for needle in [
+            "meta l4proto esp",
+            "th dport 500",
+            "ip saddr 203.0.113.7/32",
+            "class quic-ok",
+        ] {
+            let at = fwd
+                .find(needle)
+                .unwrap_or_else(|| panic!("missing {needle} in\n{fwd}"));
+            assert!(at < first_reject, "{needle} must come before the reject");
+        }
+        // The TCP side is untouched: the forward chain holds no tproxy.
+        assert!(!fwd.contains("tproxy"));
+    }
+
+    #[test]
+    fn peer_routes_carry_the_satellite_settings_to_the_other_gateway() {
+        let key = "ab".repeat(32);
+        let mut j = example_json();
+        j["peer"] = serde_json::json!({"enabled": true, "hub": "10.71.2.2", "key": key});
+        let term = render_routes(&from_value(j.clone()).unwrap(), &["hybla".into()]);
+        let hub_route = term.last().unwrap().describe();
+        assert_eq!(
+            hub_route,
+            "ip -4 route replace 10.71.2.2/32 dev sat0 congctl hybla initcwnd 10 initrwnd 10"
+        );
+        // A hub behind a satellite route is reached through that route's next hop.
+        j["peer"]["hub"] = "10.71.3.1".into();
+        let term = render_routes(&from_value(j.clone()).unwrap(), &[]);
+        assert_eq!(
+            term.last().unwrap().describe(),
+            "ip -4 route replace 10.71.3.1/32 via 10.71.2.2 dev sat0 initcwnd 10 initrwnd 10"
+        );
+        // A hub: host routes to its terminals, the next hops of its satellite routes.
+        j["role"] = "hub".into();
+        j["peer"] = serde_json::json!({"enabled": true, "key": key});
+        j["satellite"]["routes"] = serde_json::json!([
+            {"dst": "10.71.1.0/24", "via": "10.71.2.1"}, {"dst": "fd71:1::/64", "via": "fd71:2::1"},
+            {"dst": "10.71.5.0/24", "via": "10.71.2.1"}]);
+        let hub = from_value(j.clone()).unwrap();
+        assert_eq!(
+            peer_routes(&hub),
+            vec![
+                ("10.71.2.1/32".into(), None),
+                ("fd71:2::1/128".into(), None)
+            ]
+        );
+        j["peer"]["enabled"] = false.into();
+        assert!(peer_routes(&from_value(j).unwrap()).is_empty());
     }
 
     #[test]

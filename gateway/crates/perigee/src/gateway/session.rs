@@ -95,6 +95,16 @@ impl Direction {
         !self.eof && !self.pending()
     }
 
+    /// Bytes to deliver before anything read from the source: a peer frame, or client bytes
+    /// taken before the flow had its destination (the peer path's handover and replay).
+    pub fn preload(&mut self, bytes: Vec<u8>) {
+        debug_assert!(!self.pending(), "preload over pending bytes");
+        if !bytes.is_empty() {
+            self.buf = bytes;
+            self.off = 0;
+        }
+    }
+
     /// Release everything held (flow teardown).
     pub fn release(&mut self, pool: &mut PipePool) {
         // A held pipe still has data in it: close it rather than reuse it.

@@ -49,6 +49,14 @@ pub fn tproxy_listener(port: u16, v6: bool, bufs: Option<(u64, u64)>) -> io::Res
     Ok(s)
 }
 
+/// Is `ip` one of this namespace's own addresses? A plain (not transparent) socket can bind only
+/// to those (unless net.ipv4.ip_nonlocal_bind is set, when this answers yes for any address).
+pub fn is_local_address(ip: std::net::IpAddr) -> bool {
+    socket(ip.is_ipv6())
+        .and_then(|s| bind(s.as_raw_fd(), &SocketAddr::new(ip, 0)))
+        .is_ok()
+}
+
 /// Best effort: 0 means "leave the kernel's autotuning alone".
 pub fn set_bufs(fd: RawFd, snd: u64, rcv: u64) {
     let clamp = |v: u64| v.min(i32::MAX as u64) as libc::c_int;
@@ -60,6 +68,20 @@ pub fn set_bufs(fd: RawFd, snd: u64, rcv: u64) {
         let _ = set_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, clamp(rcv))
             .or_else(|_| set_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, clamp(rcv)));
     }
+}
+
+/// TCP_NODELAY: a small segment leaves at once instead of waiting for the ACK of the previous
+/// one (Nagle), which on a satellite leg is a whole round trip.
+pub fn set_nodelay(fd: RawFd) -> io::Result<()> {
+    set_int(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY, 1)
+}
+
+/// Only tests read it back.
+#[cfg(test)]
+pub fn get_nodelay(fd: RawFd) -> bool {
+    let mut buf = [0u8; 4];
+    getsockopt_bytes(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY, &mut buf)
+        .is_some_and(|_| i32::from_ne_bytes(buf) != 0)
 }
 
 pub fn set_pacing(fd: RawFd, bps: u64) -> io::Result<()> {
@@ -97,6 +119,26 @@ pub fn tcp_info_raw(fd: RawFd) -> Option<Vec<u8>> {
     let len = getsockopt_bytes(fd, libc::IPPROTO_TCP, libc::TCP_INFO, &mut buf)?;
     buf.truncate(len);
     Some(buf)
+}
+
+/// Segments sent and not yet acknowledged (tcp_info.tcpi_unacked).
+pub fn tcp_unacked(fd: RawFd) -> Option<u32> {
+    let raw = tcp_info_raw(fd)?;
+    Some(u32::from_ne_bytes(raw.get(24..28)?.try_into().ok()?))
+}
+
+/// The smoothed RTT (tcp_info.tcpi_rtt, microseconds).
+pub fn tcp_srtt_us(fd: RawFd) -> Option<u32> {
+    let raw = tcp_info_raw(fd)?;
+    Some(u32::from_ne_bytes(raw.get(68..72)?.try_into().ok()?))
+}
+
+/// TCP keepalive: probe after `idle_s` of silence, every `interval_s`, give up after `count`.
+pub fn set_keepalive(fd: RawFd, idle_s: i32, interval_s: i32, count: i32) {
+    let _ = set_int(fd, libc::SOL_SOCKET, libc::SO_KEEPALIVE, 1);
+    let _ = set_int(fd, libc::IPPROTO_TCP, libc::TCP_KEEPIDLE, idle_s);
+    let _ = set_int(fd, libc::IPPROTO_TCP, libc::TCP_KEEPINTVL, interval_s);
+    let _ = set_int(fd, libc::IPPROTO_TCP, libc::TCP_KEEPCNT, count);
 }
 
 /// getsockopt(2) of a variable-length option into `buf`: how many bytes the kernel wrote.
@@ -240,6 +282,14 @@ pub fn now_f64() -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nodelay_is_set() {
+        let s = socket(false).unwrap();
+        assert!(!get_nodelay(s.as_raw_fd()), "Nagle is the kernel's default");
+        set_nodelay(s.as_raw_fd()).unwrap();
+        assert!(get_nodelay(s.as_raw_fd()));
+    }
 
     #[test]
     fn default_cc_is_what_new_sockets_get() {

@@ -95,6 +95,13 @@ pub struct Flow {
     pub rate_up_bps: f64,
     pub rate_down_bps: f64,
     pub legs: Legs,
+    /// "direct" or "peer": which way the flow crossed the satellite (docs/splitter.md).
+    #[serde(default = "direct")]
+    pub path: String,
+}
+
+fn direct() -> String {
+    "direct".into()
 }
 
 #[cfg(test)]

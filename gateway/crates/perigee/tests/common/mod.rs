@@ -1,5 +1,6 @@
-//! Namespace test topology: pt-<tag>-c (client) — pt-<tag>-g (gateway) — pt-<tag>-s (server),
-//! joined by veth pairs, no emulator. Everything is removed on drop, also after a panic.
+//! Namespace test topology: <prefix>-<tag>-c (client) — <prefix>-<tag>-g (gateway) —
+//! <prefix>-<tag>-s (server), joined by veth pairs, no emulator (prefix `pt`, or `pd` for the
+//! resolver tests). Everything is removed on drop, also after a panic.
 #![allow(dead_code)]
 use sha2::{Digest, Sha256};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -71,13 +72,18 @@ pub struct Topo {
 
 impl Topo {
     pub fn new(tag: &str) -> Topo {
-        let [c, g, s] = ["c", "g", "s"].map(|r| format!("pt-{tag}-{r}"));
+        Topo::with_prefix("pt", tag)
+    }
+
+    /// The same topology with namespaces `<prefix>-<tag>-{c,g,s}` (a test file's own prefix).
+    pub fn with_prefix(prefix: &str, tag: &str) -> Topo {
+        let [c, g, s] = ["c", "g", "s"].map(|r| format!("{prefix}-{tag}-{r}"));
         let t = Topo {
             _nets: NetnsGuard::with_loopback_up(&[&c, &g, &s]),
             c,
             g,
             s,
-            dir: std::env::temp_dir().join(format!("pt-{tag}-{}", std::process::id())),
+            dir: std::env::temp_dir().join(format!("{prefix}-{tag}-{}", std::process::id())),
             daemon: None,
         };
         std::fs::create_dir_all(&t.dir).unwrap();
@@ -127,6 +133,36 @@ impl Topo {
         self.daemon = Some(child);
     }
 
+    /// `start`, with Squid's and the resolver's files in this topology's directory (so the
+    /// daemon never touches the host's /var/lib/perigee or /run/perigee).
+    pub fn start_with_services(&mut self, cfg: &serde_json::Value) {
+        let d = |x: &str| self.dir.join(x).to_string_lossy().into_owned();
+        let service: String = format!("perigee{}", self.g)
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric())
+            .collect();
+        let args: Vec<String> = vec![
+            "--squid-state-dir".into(),
+            d("squid"),
+            "--squid-run-dir".into(),
+            d("squid/run"),
+            "--squid-service".into(),
+            service,
+            "--dns-state-dir".into(),
+            d("dns"),
+            "--dns-run-dir".into(),
+            d("dns/run"),
+        ];
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let child = start_daemon_with(&self.g, &self.dir, "gw", cfg, &args, |h| {
+            h["workers"]
+                .as_array()
+                .map(|w| w.iter().all(|x| x["alive"] == true))
+                .unwrap_or(false)
+        });
+        self.daemon = Some(child);
+    }
+
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.join("gw.log")).unwrap_or_default()
     }
@@ -142,7 +178,9 @@ impl Topo {
         if let Some(mut c) = self.daemon.take() {
             // SAFETY: signalling our own child.
             unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
-            let deadline = Instant::now() + Duration::from_secs(5);
+            // Squid takes seconds to stop: a daemon killed before it has stopped its children
+            // would leave them behind.
+            let deadline = Instant::now() + Duration::from_secs(20);
             while Instant::now() < deadline {
                 if let Ok(Some(_)) = c.try_wait() {
                     return;
@@ -186,12 +224,24 @@ pub fn start_daemon(ns: &str, dir: &std::path::Path, name: &str, cfg: &serde_jso
 }
 
 /// `start_daemon`, waiting until the /v1/health answer satisfies `ready`.
-#[allow(clippy::zombie_processes)]
 pub fn start_daemon_until(
     ns: &str,
     dir: &std::path::Path,
     name: &str,
     cfg: &serde_json::Value,
+    ready: impl Fn(&serde_json::Value) -> bool,
+) -> Child {
+    start_daemon_with(ns, dir, name, cfg, &[], ready)
+}
+
+/// `start_daemon_until` with `extra` arguments for `perigee gateway run` (e.g. Squid's dirs).
+#[allow(clippy::zombie_processes)]
+pub fn start_daemon_with(
+    ns: &str,
+    dir: &std::path::Path,
+    name: &str,
+    cfg: &serde_json::Value,
+    extra: &[&str],
     ready: impl Fn(&serde_json::Value) -> bool,
 ) -> Child {
     let path = dir.join(format!("{name}.json"));
@@ -222,10 +272,12 @@ pub fn start_daemon_until(
             "--metrics",
             "off",
         ])
+        .args(extra)
         .stderr(Stdio::from(log))
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
+    // Squid and unbound, when enabled, start before the first answer.
+    let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         if let Ok((200, h)) = control(&sock, "GET", "/v1/health", None) {
             if ready(&h) {

@@ -1,11 +1,19 @@
 //! A worker process: owns its share of split flows. It listens on the TPROXY port (v4 and v6,
 //! SO_REUSEPORT shared with the other workers), opens the spoofed outbound connection for each
 //! accepted one, relays both directions in a level-triggered epoll loop, samples TCP_INFO and
-//! reports to the master over its stdin/stdout socketpair (JSON lines).
-use super::config::{parse_cidr, parse_ports, Action, GatewayConfig, Role};
+//! reports to the master over its stdin/stdout socketpair (JSON lines). The peer path's flows
+//! (a terminal's warm connections, a hub's peer listener) are set up in `peer`.
+mod peer;
+
+use super::config::{parse_cidr, parse_ports, Action, Class, GatewayConfig, Role};
+use super::epoll::Epoll;
+use super::flow::{Path, Session, CLIENT, SERVER};
+use super::peer::admission::Admission;
+use super::peer::pool::Pool;
+use super::satleg::SatLeg;
 use super::session::{Direction, Failed, PipePool};
 use super::sys;
-use super::telemetry::{parse_tcp_info, Flow, Legs, TcpInfo};
+use super::telemetry::Flow;
 use super::{ipc, log};
 use serde::Serialize;
 use serde_json::json;
@@ -20,154 +28,8 @@ const TOKEN_CONTROL: u64 = 0;
 const TOKEN_LISTEN4: u64 = 1;
 const TOKEN_LISTEN6: u64 = 2;
 const TOKEN_FLOW_BASE: u64 = 16;
-
-const CLIENT: u64 = 0;
-const SERVER: u64 = 1;
-
-struct Epoll(OwnedFd);
-
-impl Epoll {
-    fn new() -> io::Result<Epoll> {
-        // SAFETY: plain syscall; the fd is owned right away.
-        let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: fresh descriptor we own.
-        Ok(Epoll(unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) }))
-    }
-
-    fn ctl(&self, op: libc::c_int, fd: RawFd, token: u64, events: u32) -> io::Result<()> {
-        let mut ev = libc::epoll_event { events, u64: token };
-        // SAFETY: ev is a valid epoll_event for the call.
-        if unsafe { libc::epoll_ctl(self.0.as_raw_fd(), op, fd, &mut ev) } < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(())
-    }
-
-    fn wait(&self, evs: &mut [libc::epoll_event], timeout_ms: i32) -> usize {
-        // SAFETY: evs is a valid buffer of its length.
-        let n = unsafe {
-            libc::epoll_wait(
-                self.0.as_raw_fd(),
-                evs.as_mut_ptr(),
-                evs.len() as i32,
-                timeout_ms,
-            )
-        };
-        n.max(0) as usize
-    }
-}
-
-/// Per-socket epoll registration state.
-#[derive(Default)]
-struct Reg {
-    registered: bool,
-    mask: u32,
-    /// The kernel reported HUP: with an empty mask the socket would wake us forever.
-    hup: bool,
-}
-
-struct Sat {
-    cc: String,
-    sndbuf: u64,
-    rcvbuf: u64,
-    pacing_bps: u64,
-}
-
-struct Session {
-    id: u64,
-    client: OwnedFd,
-    server: OwnedFd,
-    client_addr: SocketAddr,
-    server_addr: SocketAddr,
-    connecting: bool,
-    started: Instant,
-    started_at: f64,
-    last_active: Instant,
-    up: Direction,
-    down: Direction,
-    class: String,
-    action: Action,
-    sat_is_client: bool,
-    cc: [String; 2],
-    info: [TcpInfo; 2],
-    sampled_bytes: (u64, u64),
-    sampled_at: Instant,
-    rates: (f64, f64),
-    regs: [Reg; 2],
-}
-
-impl Session {
-    fn fd(&self, side: u64) -> RawFd {
-        if side == CLIENT {
-            self.client.as_raw_fd()
-        } else {
-            self.server.as_raw_fd()
-        }
-    }
-
-    fn state(&self) -> &'static str {
-        if self.connecting {
-            "connecting"
-        } else if self.up.eof || self.down.eof {
-            "half_closed"
-        } else {
-            "established"
-        }
-    }
-
-    fn to_flow(&self, ended: Option<(&str, f64)>) -> Flow {
-        Flow {
-            id: self.id,
-            state: if ended.is_some() {
-                "closed".into()
-            } else {
-                self.state().into()
-            },
-            class: self.class.clone(),
-            action: self.action.as_str().into(),
-            client: self.client_addr.to_string(),
-            server: self.server_addr.to_string(),
-            family: if self.client_addr.is_ipv4() { 4 } else { 6 },
-            started_at: self.started_at,
-            ended_at: ended.map(|e| e.1),
-            end_reason: ended.map(|e| e.0.to_string()),
-            bytes_up: self.up.bytes,
-            bytes_down: self.down.bytes,
-            rate_up_bps: self.rates.0,
-            rate_down_bps: self.rates.1,
-            legs: Legs {
-                client: self.info[0].clone(),
-                server: self.info[1].clone(),
-                satellite: if self.sat_is_client {
-                    "client"
-                } else {
-                    "server"
-                }
-                .into(),
-            },
-        }
-    }
-
-    fn sample(&mut self) {
-        for side in [CLIENT, SERVER] {
-            if let Some(raw) = sys::tcp_info_raw(self.fd(side)) {
-                self.info[side as usize] = parse_tcp_info(&raw, &self.cc[side as usize]);
-            }
-        }
-        let dt = self.sampled_at.elapsed().as_secs_f64();
-        if dt > 0.0 {
-            self.rates = (
-                (self.up.bytes - self.sampled_bytes.0) as f64 * 8.0 / dt,
-                (self.down.bytes - self.sampled_bytes.1) as f64 * 8.0 / dt,
-            );
-        }
-        self.sampled_bytes = (self.up.bytes, self.down.bytes);
-        self.sampled_at = Instant::now();
-    }
-}
+/// Tokens from here on belong to the peer path (the pool's or the peer listener's sockets).
+const TOKEN_PEER_BASE: u64 = 1 << 62;
 
 /// Counters accumulated since the last report (the master sums them).
 #[derive(Default)]
@@ -178,6 +40,11 @@ struct Deltas {
     bytes_down: u64,
     cc_fallback: u64,
     by_action: HashMap<&'static str, (u64, u64, u64)>,
+    /// Flows started on the peer path, of them those that fell back to the direct path before
+    /// the hub's status, and peer connections the hub refused.
+    peer_flows: u64,
+    peer_fallbacks: u64,
+    peer_refused: u64,
 }
 
 pub struct Worker {
@@ -192,6 +59,14 @@ pub struct Worker {
     listeners_paused: bool,
     flows: HashMap<u64, Session>,
     pool: PipePool,
+    /// Terminal with the peer path on: the warm connections to the hub.
+    warm: Option<Pool>,
+    /// Hub with the peer path on: the peer listener and its connections.
+    admission: Option<Admission>,
+    /// Flows in their handover phase (waiting for the hub's status), and those that lost their
+    /// peer connection in the current batch of events and go to the direct path after it.
+    handovers: HashSet<u64>,
+    fall_back: Vec<(u64, &'static str)>,
     closed: Vec<Flow>,
     deltas: Deltas,
     ctl_in: Vec<u8>,
@@ -238,6 +113,10 @@ impl Worker {
             listeners_paused: false,
             flows: HashMap::new(),
             pool: PipePool::new(max_pipes, 1 << 20),
+            warm: None,
+            admission: None,
+            handovers: HashSet::new(),
+            fall_back: Vec::new(),
             closed: Vec::new(),
             deltas: Deltas::default(),
             ctl_in: Vec::new(),
@@ -246,34 +125,6 @@ impl Worker {
             cc_warned: HashSet::new(),
             out: std::io::stdout(),
         })
-    }
-
-    fn sat_settings(&self, cfg: &GatewayConfig, class: Option<&super::config::Class>) -> Sat {
-        let s = &cfg.satellite;
-        let mut sat = Sat {
-            cc: s.congestion_control.clone(),
-            sndbuf: s.sndbuf_bytes,
-            rcvbuf: s.rcvbuf_bytes,
-            pacing_bps: s.pacing_rate_bps,
-        };
-        if let Some(c) = class {
-            if let Some(cc) = c
-                .satellite
-                .congestion_control
-                .as_ref()
-                .filter(|c| !c.is_empty())
-            {
-                sat.cc = cc.clone();
-            }
-            if c.satellite.buffer_bytes > 0 {
-                sat.sndbuf = c.satellite.buffer_bytes;
-                sat.rcvbuf = c.satellite.buffer_bytes;
-            }
-            if c.satellite.pacing_rate_bps > 0 {
-                sat.pacing_bps = c.satellite.pacing_rate_bps;
-            }
-        }
-        sat
     }
 
     fn apply_config(&mut self, cfg: GatewayConfig) {
@@ -309,6 +160,7 @@ impl Worker {
             }
         }
         self.set_listener_cc(accepted_leg_cc(&cfg));
+        self.configure_peer(&cfg);
         self.cfg = Some(Rc::new(cfg));
     }
 
@@ -340,7 +192,7 @@ impl Worker {
         cfg: &'a GatewayConfig,
         client: &SocketAddr,
         server: &SocketAddr,
-    ) -> Option<&'a super::config::Class> {
+    ) -> Option<&'a Class> {
         cfg.sorted_classes().into_iter().find(|c| {
             let m = &c.matcher;
             let cidr_ok = |list: &[String], ip| {
@@ -431,8 +283,10 @@ impl Worker {
             return Ok(());
         };
         let orig_dst = sys::local_addr(cfd.as_raw_fd())?;
-        if orig_dst.port() == self.listen_port {
-            // Someone connected to the TPROXY port itself: nothing to relay to.
+        if orig_dst.port() == self.listen_port && sys::is_local_address(orig_dst.ip()) {
+            // Someone connected to the TPROXY port itself (the nft ruleset resets such connections
+            // before they get here): relaying would connect to this listener again, endlessly. A
+            // server elsewhere on the same port number is relayed like any other.
             sys::set_linger0(cfd.as_raw_fd());
             return Ok(());
         }
@@ -441,70 +295,140 @@ impl Worker {
             Some(Action::Cache) if cfg.cache.enabled => Action::Cache,
             _ => Action::Accelerate,
         };
-        let sat = self.sat_settings(&cfg, class);
+        if cfg.splitter.nodelay {
+            // Both legs: the relay writes whatever it has read; big splices still leave in
+            // full segments (docs/splitter.md, *Nagle*).
+            let _ = sys::set_nodelay(cfd.as_raw_fd());
+        }
+        let flow = NewFlow {
+            client: cfd,
+            client_addr: peer,
+            server_addr: orig_dst,
+            class: class.map(|c| c.name.clone()),
+            action,
+            sat: SatLeg::of(&cfg, class),
+        };
+        // A terminal with a warm connection to its hub: the client's bytes leave at once.
+        if let Some(warm) = self.take_warm() {
+            self.start_peer_flow(&cfg, flow, warm);
+            return Ok(());
+        }
         let sat_is_client = cfg.role == Role::Hub;
-        let v6 = orig_dst.is_ipv6();
+        let addrs = (flow.client_addr, flow.server_addr);
+        let (srv, connected, cc) = match self.connect_outbound(
+            &cfg,
+            addrs,
+            &flow.sat,
+            flow.client.as_raw_fd(),
+            sat_is_client,
+        ) {
+            Ok(x) => x,
+            Err(e) => {
+                self.deltas.failed_connect += 1;
+                sys::set_linger0(flow.client.as_raw_fd());
+                return Err(e);
+            }
+        };
+        let id = self.insert_session(flow, srv, !connected, sat_is_client, cc, Path::Direct);
+        self.progress(id);
+        Ok(())
+    }
+
+    /// The spoofed outbound socket to the server: bound to the client's address and port (the
+    /// server sees the client), tuned, connect started. `other` is the flow's other socket;
+    /// `sat_is_client` says which of the two faces the satellite. Returns the socket, whether it
+    /// connected at once, and the congestion control each leg runs [client side, server side].
+    fn connect_outbound(
+        &mut self,
+        cfg: &GatewayConfig,
+        (client, server): (SocketAddr, SocketAddr),
+        sat: &SatLeg,
+        other: RawFd,
+        sat_is_client: bool,
+    ) -> io::Result<(OwnedFd, bool, [String; 2])> {
+        let v6 = server.is_ipv6();
         let srv = sys::socket(v6)?;
         let sfd = srv.as_raw_fd();
         sys::set_transparent(sfd, v6)?;
         sys::set_int(sfd, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
-        let (sat_fd, terr_fd) = if sat_is_client {
-            (cfd.as_raw_fd(), sfd)
-        } else {
-            (sfd, cfd.as_raw_fd())
-        };
-        let sat_cc_set = self.set_cc(sat_fd, &sat.cc);
-        let terr_cc = &cfg.terrestrial.congestion_control;
-        let terr_cc_set = !terr_cc.is_empty() && self.set_cc(terr_fd, terr_cc);
-        sys::set_bufs(sat_fd, sat.sndbuf, sat.rcvbuf);
-        if sat.pacing_bps > 0 {
-            let _ = sys::set_pacing(sat_fd, sat.pacing_bps);
+        if cfg.splitter.nodelay {
+            let _ = sys::set_nodelay(sfd);
         }
-        // The server must see the client's own address and port.
-        let connected = match sys::bind(sfd, &peer).and_then(|_| sys::connect(sfd, &orig_dst)) {
-            Ok(c) => c,
-            Err(e) => {
-                self.deltas.failed_connect += 1;
-                sys::set_linger0(cfd.as_raw_fd());
-                return Err(e);
-            }
+        let (sat_fd, terr_fd) = if sat_is_client {
+            (other, sfd)
+        } else {
+            (sfd, other)
         };
+        let sat_cc = self.tune_satellite_leg(sat_fd, sat, None);
+        let terr_cc = self.tune_terrestrial_leg(cfg, terr_fd);
+        let connected = sys::bind(sfd, &client).and_then(|_| sys::connect(sfd, &server))?;
+        let cc = if sat_is_client {
+            [sat_cc, terr_cc]
+        } else {
+            [terr_cc, sat_cc]
+        };
+        Ok((srv, connected, cc))
+    }
+
+    /// Congestion control, buffers and pacing of a satellite-facing socket; `already`: what the
+    /// socket got before (a peer connection), so only a class's differences are set again.
+    /// Returns the congestion control it runs.
+    fn tune_satellite_leg(&mut self, fd: RawFd, sat: &SatLeg, already: Option<&SatLeg>) -> String {
+        let cc_set = match already {
+            Some(a) if a.cc == sat.cc => true,
+            _ => self.set_cc(fd, &sat.cc),
+        };
+        if already.is_none_or(|a| (a.sndbuf, a.rcvbuf) != (sat.sndbuf, sat.rcvbuf)) {
+            sys::set_bufs(fd, sat.sndbuf, sat.rcvbuf);
+        }
+        if sat.pacing_bps > 0 && already.is_none_or(|a| a.pacing_bps != sat.pacing_bps) {
+            let _ = sys::set_pacing(fd, sat.pacing_bps);
+        }
+        if cc_set {
+            sat.cc.clone()
+        } else {
+            self.default_cc.clone()
+        }
+    }
+
+    /// The terrestrial leg: only its congestion control, when the config names one.
+    fn tune_terrestrial_leg(&mut self, cfg: &GatewayConfig, fd: RawFd) -> String {
+        let cc = &cfg.terrestrial.congestion_control;
+        if !cc.is_empty() && self.set_cc(fd, cc) {
+            cc.clone()
+        } else {
+            self.default_cc.clone()
+        }
+    }
+
+    /// A new flow's record, counted; returns its id.
+    fn insert_session(
+        &mut self,
+        flow: NewFlow,
+        server: OwnedFd,
+        connecting: bool,
+        sat_is_client: bool,
+        cc: [String; 2],
+        path: Path,
+    ) -> u64 {
         self.seq += 1;
         let id =
             ((self.generation as u64 * 64 + self.index as u64) << 32) | (self.seq & 0xffff_ffff);
         let now = Instant::now();
-        // What each leg runs: what we set, else the namespace default. [client side, server side]
-        let sat_leg = if sat_cc_set {
-            &sat.cc
-        } else {
-            &self.default_cc
-        };
-        let terr_leg = if terr_cc_set {
-            terr_cc
-        } else {
-            &self.default_cc
-        };
-        let cc = if sat_is_client {
-            [sat_leg.clone(), terr_leg.clone()]
-        } else {
-            [terr_leg.clone(), sat_leg.clone()]
-        };
         let s = Session {
             id,
-            client: cfd,
-            server: srv,
-            client_addr: peer,
-            server_addr: orig_dst,
-            connecting: !connected,
+            client: flow.client,
+            server,
+            client_addr: flow.client_addr,
+            server_addr: flow.server_addr,
+            connecting,
             started: now,
             started_at: sys::now_f64(),
             last_active: now,
             up: Direction::default(),
             down: Direction::default(),
-            class: class
-                .map(|c| c.name.clone())
-                .unwrap_or_else(|| "default".into()),
-            action,
+            class: flow.class.unwrap_or_else(|| "default".into()),
+            action: flow.action,
             sat_is_client,
             cc,
             info: Default::default(),
@@ -512,16 +436,28 @@ impl Worker {
             sampled_at: now,
             rates: (0.0, 0.0),
             regs: Default::default(),
+            path,
+            handover: None,
+            status_owed: false,
         };
         self.deltas.flows += 1;
-        self.deltas.by_action.entry(action.as_str()).or_default().2 += 1;
+        self.deltas
+            .by_action
+            .entry(flow.action.as_str())
+            .or_default()
+            .2 += 1;
+        if path == Path::Peer {
+            self.deltas.peer_flows += 1;
+        }
         self.flows.insert(id, s);
-        self.progress(id);
-        Ok(())
+        id
     }
 
     /// Pump both directions of a flow and update its epoll interest; close it when done.
     fn progress(&mut self, id: u64) {
+        if self.handovers.contains(&id) && !self.progress_handover(id) {
+            return;
+        }
         let buf_size = self
             .cfg
             .as_ref()
@@ -575,25 +511,7 @@ impl Worker {
                 0
             }),
         ];
-        for side in [CLIENT, SERVER] {
-            let fd = s.fd(side);
-            let reg = &mut s.regs[side as usize];
-            let mask = want[side as usize] as u32;
-            let token = flow_token(id, side);
-            if mask == 0 && reg.hup {
-                if reg.registered {
-                    let _ = self.ep.ctl(libc::EPOLL_CTL_DEL, fd, token, 0);
-                    reg.registered = false;
-                }
-            } else if !reg.registered {
-                let _ = self.ep.ctl(libc::EPOLL_CTL_ADD, fd, token, mask);
-                reg.registered = true;
-                reg.mask = mask;
-            } else if reg.mask != mask {
-                let _ = self.ep.ctl(libc::EPOLL_CTL_MOD, fd, token, mask);
-                reg.mask = mask;
-            }
-        }
+        set_interest(&self.ep, s, [want[0] as u32, want[1] as u32]);
     }
 
     /// Close a flow. `reset_from`: the side that failed; the other side gets a RST.
@@ -646,6 +564,12 @@ impl Worker {
         if events & libc::EPOLLHUP as u32 != 0 {
             s.regs[side as usize].hup = true;
         }
+        if s.handover.is_some() {
+            // Errors show up in the handover's own reads and writes (a lost peer connection
+            // falls back to the direct path rather than resetting the client).
+            self.progress(id);
+            return;
+        }
         if s.connecting {
             if side == SERVER {
                 // A failed connect always raises EPOLLERR: a plain EPOLLOUT means connected, and
@@ -657,12 +581,14 @@ impl Worker {
                     0
                 };
                 if e != 0 {
-                    self.deltas.failed_connect += 1;
-                    self.finish(id, "connect_failed", Some(SERVER), e);
+                    self.connect_failed(id, "connect_failed", e);
                     return;
                 }
                 if events & libc::EPOLLOUT as u32 != 0 {
                     s.connecting = false;
+                    if s.status_owed {
+                        peer::owe_status_connected(s);
+                    }
                 }
             } else if events & (libc::EPOLLERR | libc::EPOLLHUP) as u32 != 0 {
                 self.finish(id, "client_reset", Some(CLIENT), libc::ECONNRESET);
@@ -704,7 +630,9 @@ impl Worker {
             let before = s.sampled_bytes;
             s.sample();
             bytes.push((s.action, s.up.bytes - before.0, s.down.bytes - before.1));
-            if s.connecting && s.started.elapsed() > connect_to {
+            if s.handover.is_some() {
+                // Its own deadlines (peer::check_handovers).
+            } else if s.connecting && s.started.elapsed() > connect_to {
                 expired.push((s.id, "connect_timeout"));
             } else if !s.connecting && s.last_active.elapsed() > idle_to {
                 expired.push((s.id, "idle_timeout"));
@@ -715,8 +643,7 @@ impl Worker {
         }
         for (id, why) in expired {
             if why == "connect_timeout" {
-                self.deltas.failed_connect += 1;
-                self.finish(id, why, Some(SERVER), libc::ETIMEDOUT);
+                self.connect_failed(id, why, libc::ETIMEDOUT);
             } else {
                 if let Some(s) = self.flows.get(&id) {
                     sys::set_linger0(s.fd(CLIENT));
@@ -724,7 +651,24 @@ impl Worker {
                 self.finish(id, why, Some(SERVER), libc::ETIMEDOUT);
             }
         }
+        self.tick_peer();
         self.report();
+    }
+
+    /// The connect to the server failed: the client gets a RST (today's behaviour), or, for a
+    /// flow a terminal opened on the peer path, the terminal gets STATUS(failed) and resets its
+    /// client itself.
+    fn connect_failed(&mut self, id: u64, reason: &str, errno: i32) {
+        self.deltas.failed_connect += 1;
+        let owed = self.flows.get(&id).is_some_and(|s| s.status_owed);
+        if owed {
+            if let Some(s) = self.flows.get(&id) {
+                peer::send_status_failed(s, errno);
+            }
+            self.finish(id, reason, None, errno);
+        } else {
+            self.finish(id, reason, Some(SERVER), errno);
+        }
     }
 
     /// One JSON line to the master. Serialized straight from typed structs: at thousands of
@@ -753,7 +697,18 @@ impl Worker {
                 failed_connect: d.failed_connect,
                 bytes_up: d.bytes_up,
                 bytes_down: d.bytes_down,
-                cc_fallback: d.cc_fallback,
+                cc_fallback: d.cc_fallback
+                    + self
+                        .warm
+                        .as_mut()
+                        .map_or(0, |p| std::mem::take(&mut p.cc_fallback)),
+                peer_flows: d.peer_flows,
+                peer_fallbacks: d.peer_fallbacks,
+                peer_refused: d.peer_refused
+                    + self
+                        .admission
+                        .as_mut()
+                        .map_or(0, |a| std::mem::take(&mut a.refused)),
                 by_action: d
                     .by_action
                     .iter()
@@ -768,6 +723,7 @@ impl Worker {
                     .collect(),
             },
             closed: std::mem::take(&mut self.closed),
+            peer: self.peer_report(),
             ..Default::default()
         };
         self.send_line(&msg);
@@ -822,13 +778,49 @@ impl Worker {
                             self.accept_all(fd);
                         }
                     }
+                    t if t >= TOKEN_PEER_BASE => self.on_peer_event(token, events),
                     _ => self.on_flow_event(token, events),
                 }
             }
+            // After the batch: no event of a replaced socket can still be pending.
+            self.after_batch();
             if last_tick.elapsed() >= Duration::from_secs(1) {
                 last_tick = Instant::now();
                 self.on_tick();
             }
+        }
+    }
+}
+
+/// What a new flow is before it has its second socket.
+struct NewFlow {
+    client: OwnedFd,
+    client_addr: SocketAddr,
+    server_addr: SocketAddr,
+    class: Option<String>,
+    action: Action,
+    sat: SatLeg,
+}
+
+/// Bring a flow's epoll registrations to `want` [client side, server side].
+fn set_interest(ep: &Epoll, s: &mut Session, want: [u32; 2]) {
+    for side in [CLIENT, SERVER] {
+        let fd = s.fd(side);
+        let reg = &mut s.regs[side as usize];
+        let mask = want[side as usize];
+        let token = flow_token(s.id, side);
+        if mask == 0 && reg.hup {
+            if reg.registered {
+                let _ = ep.ctl(libc::EPOLL_CTL_DEL, fd, token, 0);
+                reg.registered = false;
+            }
+        } else if !reg.registered {
+            let _ = ep.ctl(libc::EPOLL_CTL_ADD, fd, token, mask);
+            reg.registered = true;
+            reg.mask = mask;
+        } else if reg.mask != mask {
+            let _ = ep.ctl(libc::EPOLL_CTL_MOD, fd, token, mask);
+            reg.mask = mask;
         }
     }
 }

@@ -1,0 +1,298 @@
+"""A new connection's first round trips on geo-hts: TLS handshake, first byte of a small object, the
+Bharadwaj page 2 with six connections, and a 50 MB download, with no gateway, Perigee at the hub, at
+both ends, and at both ends with the peer path (docs/splitter.md, *The peer path*)."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from typing import Any
+
+from bench import hybla, lab, metrics, plots, procs, records
+from bench.context import Context
+from bench.profiles import LinkFigures, figures
+from bench.scenarios import web_pages
+
+NAME = "peer-path"
+KIND = "web"
+TITLE = "New connections across GEO: the peer path between two gateways"
+DESCRIPTION = (
+    "One `geo-hts` lab (50/5 Mbit/s, 600 ms RTT) with Perigee at both ends; each variant is a config "
+    "pushed to the two running gateways (`PUT /v1/config`), and the variants take turns in every round "
+    "(interleaved): `no-gateway` (both splitters off, no shaper: plain routing), `hub` (the terminal's "
+    "splitter off), `both` (both splitters, the terminal's peer path off: it opens its own connection "
+    "across the satellite when the client's arrives), `both-peer` (the terminal starts each new flow on "
+    "a warm, authenticated connection to the hub). Measured from the client namespace, each on a new "
+    "connection: `tls_handshake` (Python's ssl, TLS 1.3, against a TLS server in the server namespace: "
+    "connect() to the handshake's end), `first_byte` (connect() to the first byte of a 10 KB answer), "
+    "`page2` (`bench/browser/http_page.py`: the Bharadwaj page 2, HTML then 16 images over up to six "
+    "HTTP/1.1 connections, no cache) and `bulk` (satlab's 50 MB download). Medians over the rounds; "
+    "`*_rtt` in round trips of the link's 600 ms. Targets with the peer path: TLS handshake and first "
+    "byte <= 1 RTT + 50 ms, page 2 <= 2.9 s, bulk no slower than `both` (its `vs_limit` against the "
+    "download's physical limit, 1.5 RTT + size/rate + 0.5 RTT, which counts a handshake the peer path "
+    "no longer pays)."
+)
+VARIANTS = ("no-gateway", "hub", "both", "both-peer")
+PARAMS: dict[str, dict[str, Any]] = {
+    "quick": {
+        "profile": "geo-hts",
+        "rounds": 2,
+        "samples": 2,
+        "bulk_rounds": 1,
+        "bulk_bytes": 50_000_000,
+    },
+    "full": {
+        "profile": "geo-hts",
+        "rounds": 5,
+        "samples": 3,
+        "bulk_rounds": 2,
+        "bulk_bytes": 50_000_000,
+    },
+}
+OBJECT_PORT, TLS_PORT = 9104, 9105
+OBJECT_BYTES = 10_240
+TARGET_EXTRA_S = 0.050  # the peer path's targets: one round trip plus 50 ms
+PAGE2_TARGET_S = 2.9
+DOWNLOAD_RTTS_BEFORE_DATA = 1.5
+
+
+def variant_configs(
+    base: dict[str, dict[str, Any]], variant: str
+) -> dict[str, dict[str, Any]]:
+    """The hub's and the terminal's config for a variant, from the lab's own (`both-peer`) ones."""
+    out = {role: json.loads(json.dumps(cfg)) for role, cfg in base.items()}
+    term, hub = out["terminal"], out["hub"]
+    term["peer"]["enabled"] = variant == "both-peer"
+    if variant in ("no-gateway", "hub"):
+        term["splitter"]["enabled"] = False
+        term["shaping"]["enabled"] = False
+    if variant == "no-gateway":
+        hub["splitter"]["enabled"] = False
+        hub["shaping"]["enabled"] = False
+    for role, cfg in out.items():
+        cfg["revision"] = f"bench-{NAME}-{variant}-{role}"
+    return out
+
+
+def apply_variant(lb: lab.Lab, base: dict[str, dict[str, Any]], variant: str) -> None:
+    gw = web_pages._satlab_gateway()
+    cfgs = variant_configs(base, variant)
+    for role in ("hub", "terminal"):
+        web_pages.control(
+            web_pages.control_socket(lb, role), "PUT", "/v1/config", cfgs[role]
+        )
+    if variant == "both-peer":
+        ready = gw.wait_peer_pool(web_pages.control_socket(lb, "terminal"), timeout=30)
+        if not ready:
+            raise lab.LabUnavailable("the terminal's peer pool did not come up")
+    lb.flush_tcp_metrics()
+    time.sleep(0.5)
+
+
+def probe(lb: lab.Lab, *args: str, timeout: float = 60) -> dict[str, Any]:
+    argv = lb.exec_argv(
+        "client",
+        [
+            "env",
+            f"PYTHONPATH={procs.REPO / 'lab'}",
+            procs.PYTHON,
+            "-m",
+            "satlab.probes",
+            *args,
+        ],
+    )
+    out = procs.run(argv, timeout=timeout, check=False)
+    try:
+        result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError) as exc:
+        raise procs.ToolError(f"probe {args[0]}: {out.stderr.strip()[-300:]}") from exc
+    if not result.get("ok"):
+        raise procs.ToolError(f"probe {args[0]}: {result.get('error')}")
+    return result
+
+
+def bulk_s(lb: lab.Lab, size: int) -> float:
+    out = lab.satlab(
+        "bulk", "client", "get", str(size), "--json", timeout=120, prefix=lb.prefix
+    )
+    data = json.loads(out.strip().splitlines()[-1])
+    if not data.get("complete"):
+        raise procs.ToolError(f"bulk download incomplete: {data}")
+    return float(data["duration_s"])
+
+
+def measure_round(
+    lb: lab.Lab, params: dict[str, Any], variant: str, bulk: bool
+) -> dict[str, list[float]]:
+    got: dict[str, list[float]] = {
+        "tls_handshake": [],
+        "first_byte": [],
+        "page2": [],
+        "bulk": [],
+    }
+    server = web_pages.SERVER.removeprefix("http://")
+    for _ in range(int(params["samples"])):
+        got["tls_handshake"].append(
+            float(probe(lb, "tls", server, str(TLS_PORT))["handshake_s"])
+        )
+        got["first_byte"].append(
+            float(
+                probe(
+                    lb,
+                    "first-byte",
+                    server,
+                    str(OBJECT_PORT),
+                    "--size",
+                    str(OBJECT_BYTES),
+                )["first_byte_s"]
+            )
+        )
+    got["page2"].append(
+        web_pages.http_load(lb, web_pages.page_urls("page2")[0], 30).load_s
+    )
+    if bulk:
+        got["bulk"].append(bulk_s(lb, int(params["bulk_bytes"])))
+    return got
+
+
+def variant_records(
+    variant: str, got: dict[str, list[float]], link: LinkFigures, size: int
+) -> list[records.Record]:
+    out: list[records.Record] = []
+    for metric in ("tls_handshake", "first_byte", "page2", "bulk"):
+        values = got.get(metric) or []
+        if not values:
+            continue
+        med = statistics.median(values)
+        runs = ", ".join(f"{v:.3f}" for v in values)
+        out.append(records.measured(NAME, variant, metric, med, "s", f"runs: {runs}"))
+        if metric in ("tls_handshake", "first_byte"):
+            note = ""
+            if variant == "both-peer":
+                target = link.rtt_s + TARGET_EXTRA_S
+                note = f"target <= 1 RTT + 50 ms ({target:.3f} s): {'met' if med <= target else 'missed'}"
+            out.append(
+                records.measured(
+                    NAME, variant, f"{metric}_rtt", med / link.rtt_s, "RTT", note
+                )
+            )
+        if metric == "page2" and variant == "both-peer":
+            ok = "met" if med <= PAGE2_TARGET_S else "missed"
+            out.append(
+                records.measured(
+                    NAME, variant, "page2_target", PAGE2_TARGET_S, "s", f"target {ok}"
+                )
+            )
+        if metric == "bulk":
+            limit = metrics.physical_limit_s(
+                size, link.forward_bps, link.rtt_s, DOWNLOAD_RTTS_BEFORE_DATA
+            )
+            out.append(
+                records.measured(
+                    NAME,
+                    variant,
+                    "bulk_vs_limit",
+                    med / limit,
+                    "x",
+                    f"limit {limit:.2f} s",
+                )
+            )
+    return out
+
+
+def run(ctx: Context, params: dict[str, Any]) -> list[records.Record]:
+    link = figures(params["profile"])
+    no_hybla = hybla.ensure()
+    if no_hybla:
+        return [
+            records.skipped(
+                NAME, v, f"the gateways' satellite legs need hybla: {no_hybla}"
+            )
+            for v in VARIANTS
+        ]
+    got: dict[str, dict[str, list[float]]] = {v: {} for v in VARIANTS}
+    try:
+        with lab.running(params["profile"], gateway="both") as lb:
+            base = {
+                r: web_pages.control(
+                    web_pages.control_socket(lb, r), "GET", "/v1/config"
+                )
+                for r in ("hub", "terminal")
+            }
+            server_argv = lb.exec_argv(
+                "server",
+                [
+                    "env",
+                    f"PYTHONPATH={procs.REPO / 'lab'}",
+                    procs.PYTHON,
+                    "-m",
+                    "satlab.probes",
+                    "serve",
+                    f"--port={OBJECT_PORT}:object",
+                    f"--port={TLS_PORT}:tls",
+                ],
+            )
+            with procs.Background(server_argv) as srv:
+                srv.wait_line(
+                    json.dumps({"ready": True, "ports": [OBJECT_PORT, TLS_PORT]}), 30
+                )
+                for rnd in range(int(params["rounds"])):
+                    bulk = rnd < int(params["bulk_rounds"])
+                    for variant in VARIANTS:
+                        ctx.log(f"{NAME}: round {rnd + 1} {variant}")
+                        apply_variant(lb, base, variant)
+                        for metric, values in measure_round(
+                            lb, params, variant, bulk
+                        ).items():
+                            got[variant].setdefault(metric, []).extend(values)
+    except (lab.LabUnavailable, procs.ToolError, OSError, ValueError) as exc:
+        return [
+            records.skipped(NAME, v, f"{type(exc).__name__}: {exc}"[:300])
+            for v in VARIANTS
+        ]
+    out: list[records.Record] = []
+    for variant in VARIANTS:
+        out += variant_records(variant, got[variant], link, int(params["bulk_bytes"]))
+        ctx.raw.setdefault(NAME, {})[variant] = got[variant]
+    plot(ctx, out, link)
+    return out
+
+
+def plot(ctx: Context, recs: list[records.Record], link: LinkFigures) -> None:
+    by = {(r.variant, r.metric): r.value for r in recs}
+    metrics_shown = ("tls_handshake", "first_byte", "page2")
+    plots.grouped_bars(
+        ctx.plot_path(f"{NAME}-latency"),
+        f"New connections on {link.name}: median time (s)",
+        "seconds",
+        [m.replace("_", " ") for m in metrics_shown],
+        {v: [by.get((v, m)) for m in metrics_shown] for v in VARIANTS},
+    )
+
+
+def doc_extra(recs: list[records.Record]) -> str:
+    by = {(r.variant, r.metric): r.value for r in recs}
+    rows = [
+        ("TLS handshake", "tls_handshake", "s"),
+        ("first byte of 10 KB", "first_byte", "s"),
+        ("page 2, six connections", "page2", "s"),
+        ("50 MB download", "bulk", "s"),
+        ("50 MB vs its limit", "bulk_vs_limit", "x"),
+    ]
+    lines = ["| | " + " | ".join(VARIANTS) + " |", "|---|" + "---|" * len(VARIANTS)]
+    for label, metric, unit in rows:
+        cells = []
+        for v in VARIANTS:
+            val = by.get((v, metric))
+            if val is None:
+                cells.append("not run")
+            elif unit == "x":
+                cells.append(f"{val:.2f}×")
+            else:
+                rtt = by.get((v, f"{metric}_rtt"))
+                cells.append(
+                    f"{val:.3f} s" + (f" ({rtt:.2f} RTT)" if rtt is not None else "")
+                )
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "Medians, variants interleaved in each round:\n\n" + "\n".join(lines)

@@ -1,0 +1,505 @@
+//! The `dns` section of GatewayConfig: types, defaults and validation.
+//!
+//! Every value that reaches unbound.conf is checked here first: addresses are parsed into
+//! `IpAddr`s and numbers are bounded, so nothing an operator writes can add a directive.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::net::IpAddr;
+use std::str::FromStr;
+
+/// The `dns` section. Every field has a default, so `{}` is a valid (disabled) section.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DnsConfig {
+    /// false: no resolver runs and DNS from the served subnets passes untouched.
+    pub enabled: bool,
+    /// Resolvers the cache forwards to ("192.0.2.53", "2001:db8::53", "192.0.2.53@5353"),
+    /// tried in unbound's order (fastest first). Also Squid's nameservers when `enabled` is
+    /// false and the cache is on.
+    pub upstream: Vec<String>,
+    /// true: queries from the served subnets to any address on port 53 (UDP and TCP) are
+    /// answered by the gateway's resolver. false: only queries addressed to the gateway are.
+    pub intercept: bool,
+    /// Memory for cached answers, MB: one third for whole messages, two thirds for RRsets.
+    pub cache_mb: u32,
+    /// Refresh a popular name in the background when a query arrives in the last tenth of
+    /// its TTL, so it never expires while in use.
+    pub prefetch: bool,
+    /// Serve expired answers (RFC 8767) instead of waiting for the upstream.
+    pub serve_stale: bool,
+    /// How long past its expiry an answer may still be served (RFC 8767 "maximum stale timer").
+    pub stale_ttl_s: u32,
+    /// The TTL a stale answer carries to the client (RFC 8767 recommends 30 s).
+    pub stale_reply_ttl_s: u32,
+    /// How long to try the upstream before answering stale; 0 answers stale at once and
+    /// refreshes in the background (RFC 8767's "client response timer").
+    pub stale_client_timeout_ms: u32,
+    /// Lower bound on a cached TTL (cache-min-ttl); 0 keeps the origin's.
+    pub min_ttl_s: u32,
+    /// Upper bound on a cached TTL (cache-max-ttl).
+    pub max_ttl_s: u32,
+    /// Upper bound on how long a negative answer (NXDOMAIN, NODATA) is cached.
+    pub max_negative_ttl_s: u32,
+    /// Queries per second one client address may send (unbound's ip-ratelimit); 0 = no limit.
+    pub client_qps_limit: u32,
+    /// How long the gateway waits for an upstream's answer to its health probe before
+    /// counting the probe as failed (the port-80 cache steps aside after two in a row).
+    pub probe_timeout_ms: u32,
+}
+
+impl Default for DnsConfig {
+    fn default() -> Self {
+        DnsConfig {
+            enabled: false,
+            upstream: Vec::new(),
+            intercept: true,
+            cache_mb: 64,
+            prefetch: true,
+            serve_stale: true,
+            stale_ttl_s: 86_400,
+            stale_reply_ttl_s: 30,
+            stale_client_timeout_ms: 0,
+            min_ttl_s: 0,
+            max_ttl_s: 86_400,
+            max_negative_ttl_s: 3_600,
+            client_qps_limit: 0,
+            probe_timeout_ms: 3_000,
+        }
+    }
+}
+
+/// A rejected value, named by its JSON path (e.g. `dns.upstream[1]`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ConfigError {
+    pub field: String,
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.field, self.message)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+fn err(field: impl Into<String>, message: impl Into<String>) -> ConfigError {
+    ConfigError {
+        field: field.into(),
+        message: message.into(),
+    }
+}
+
+/// One upstream resolver: an IP literal and a port (53 unless written as `addr@port`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Upstream {
+    pub addr: IpAddr,
+    pub port: u16,
+}
+
+impl FromStr for Upstream {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (addr_s, port) = match s.split_once('@') {
+            None => (s, 53),
+            Some((a, p)) => {
+                let port = Some(p)
+                    .filter(|p| (1..=5).contains(&p.len()) && p.bytes().all(|b| b.is_ascii_digit()))
+                    .and_then(|p| p.parse::<u16>().ok())
+                    .filter(|p| *p > 0)
+                    .ok_or_else(|| format!("{s:?}: the port after '@' must be 1-65535"))?;
+                (a, port)
+            }
+        };
+        let addr: IpAddr = addr_s.parse().map_err(|_| {
+            format!("{s:?} is not an IP address (write \"192.0.2.53\", \"2001:db8::53\" or \"192.0.2.53@5353\"; names cannot be resolved before the resolver exists)")
+        })?;
+        if addr.is_unspecified() || addr.is_multicast() {
+            return Err(format!("{s:?} is not a unicast address"));
+        }
+        if addr.is_loopback() && port == 53 {
+            return Err(format!(
+                "{s:?} is the gateway's own resolver (it listens on port 53 of every local address): forwarding there would loop"
+            ));
+        }
+        Ok(Upstream { addr, port })
+    }
+}
+
+impl fmt::Display for Upstream {
+    /// unbound's `forward-addr` syntax: `addr@port`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}@{}", self.addr, self.port)
+    }
+}
+
+impl Upstream {
+    pub fn socket_addr(&self) -> std::net::SocketAddr {
+        std::net::SocketAddr::new(self.addr, self.port)
+    }
+}
+
+/// Bounds (the API's model has the same ones).
+pub const MAX_UPSTREAMS: usize = 8;
+pub const CACHE_MB: std::ops::RangeInclusive<u32> = 4..=16_384;
+pub const STALE_TTL_S: std::ops::RangeInclusive<u32> = 60..=604_800;
+pub const STALE_REPLY_TTL_S: std::ops::RangeInclusive<u32> = 1..=3_600;
+pub const STALE_CLIENT_TIMEOUT_MS: std::ops::RangeInclusive<u32> = 0..=10_000;
+pub const MIN_TTL_S: std::ops::RangeInclusive<u32> = 0..=3_600;
+pub const MAX_TTL_S: std::ops::RangeInclusive<u32> = 60..=604_800;
+pub const MAX_NEGATIVE_TTL_S: std::ops::RangeInclusive<u32> = 0..=86_400;
+pub const CLIENT_QPS_LIMIT: std::ops::RangeInclusive<u32> = 0..=100_000;
+pub const PROBE_TIMEOUT_MS: std::ops::RangeInclusive<u32> = 100..=30_000;
+
+fn within(
+    field: &str,
+    value: u32,
+    range: std::ops::RangeInclusive<u32>,
+    unit: &str,
+) -> Result<(), ConfigError> {
+    if range.contains(&value) {
+        return Ok(());
+    }
+    Err(err(
+        format!("dns.{field}"),
+        format!("must be {}..{}{unit}", range.start(), range.end()),
+    ))
+}
+
+impl DnsConfig {
+    /// Checks every field; the first problem found is returned with its field path.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.upstreams()?;
+        if self.enabled && self.upstream.is_empty() {
+            return Err(err(
+                "dns.upstream",
+                "required when dns is enabled: the resolver(s) to forward to, e.g. the hub's",
+            ));
+        }
+        within("cache_mb", self.cache_mb, CACHE_MB, " MB")?;
+        within("stale_ttl_s", self.stale_ttl_s, STALE_TTL_S, " s")?;
+        within(
+            "stale_reply_ttl_s",
+            self.stale_reply_ttl_s,
+            STALE_REPLY_TTL_S,
+            " s",
+        )?;
+        within(
+            "stale_client_timeout_ms",
+            self.stale_client_timeout_ms,
+            STALE_CLIENT_TIMEOUT_MS,
+            " ms",
+        )?;
+        within("min_ttl_s", self.min_ttl_s, MIN_TTL_S, " s")?;
+        within("max_ttl_s", self.max_ttl_s, MAX_TTL_S, " s")?;
+        if self.min_ttl_s > self.max_ttl_s {
+            return Err(err("dns.min_ttl_s", "must not exceed dns.max_ttl_s"));
+        }
+        within(
+            "max_negative_ttl_s",
+            self.max_negative_ttl_s,
+            MAX_NEGATIVE_TTL_S,
+            " s",
+        )?;
+        within(
+            "client_qps_limit",
+            self.client_qps_limit,
+            CLIENT_QPS_LIMIT,
+            " queries/s",
+        )?;
+        within(
+            "probe_timeout_ms",
+            self.probe_timeout_ms,
+            PROBE_TIMEOUT_MS,
+            " ms",
+        )?;
+        Ok(())
+    }
+
+    /// The upstreams as parsed addresses (errors name `dns.upstream[i]`).
+    pub fn upstreams(&self) -> Result<Vec<Upstream>, ConfigError> {
+        if self.upstream.len() > MAX_UPSTREAMS {
+            return Err(err(
+                "dns.upstream",
+                format!("at most {MAX_UPSTREAMS} entries"),
+            ));
+        }
+        let mut out: Vec<Upstream> = Vec::new();
+        for (i, s) in self.upstream.iter().enumerate() {
+            let field = format!("dns.upstream[{i}]");
+            let u: Upstream = s.parse().map_err(|m: String| err(&field, m))?;
+            if out.contains(&u) {
+                return Err(err(field, format!("{s:?} is listed twice")));
+            }
+            out.push(u);
+        }
+        Ok(out)
+    }
+}
+
+/// A served subnet as unbound's access-control takes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Subnet {
+    pub addr: IpAddr,
+    pub prefix: u8,
+}
+
+impl fmt::Display for Subnet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.addr, self.prefix)
+    }
+}
+
+/// The served subnets as parsed prefixes. Refuses /0 and an empty list: the resolver must
+/// never be open to the world (an open resolver is an amplifier).
+pub fn parse_served_subnets(subnets: &[String]) -> Result<Vec<Subnet>, ConfigError> {
+    if subnets.is_empty() {
+        return Err(err(
+            "served_subnets",
+            "the resolver needs at least one served subnet",
+        ));
+    }
+    subnets
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let field = format!("served_subnets[{i}]");
+            let (a, p) = s.split_once('/').unwrap_or((s, ""));
+            let addr: IpAddr = a
+                .parse()
+                .map_err(|_| err(&field, format!("{s:?} is not an IP prefix")))?;
+            let max = if addr.is_ipv4() { 32 } else { 128 };
+            let prefix = if p.is_empty() {
+                max
+            } else {
+                p.parse::<u8>()
+                    .ok()
+                    .filter(|n| *n <= max && p.bytes().all(|b| b.is_ascii_digit()))
+                    .ok_or_else(|| err(&field, format!("{s:?}: bad prefix length")))?
+            };
+            if prefix == 0 {
+                return Err(err(&field, "a /0 would make the resolver open to everyone"));
+            }
+            Ok(Subnet { addr, prefix })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn field_of(cfg: &DnsConfig) -> String {
+        cfg.validate().expect_err("should be rejected").field
+    }
+
+    #[test]
+    fn defaults_are_valid_and_match_the_protocol_doc() {
+        let cfg: DnsConfig = serde_json::from_str("{}").unwrap();
+        assert_eq!(cfg, DnsConfig::default());
+        cfg.validate().unwrap();
+        assert!(!cfg.enabled && cfg.intercept && cfg.prefetch && cfg.serve_stale);
+        assert_eq!(
+            (cfg.cache_mb, cfg.stale_ttl_s, cfg.stale_reply_ttl_s),
+            (64, 86_400, 30)
+        );
+        assert_eq!(
+            (cfg.stale_client_timeout_ms, cfg.min_ttl_s, cfg.max_ttl_s),
+            (0, 0, 86_400)
+        );
+        assert_eq!(
+            (
+                cfg.max_negative_ttl_s,
+                cfg.client_qps_limit,
+                cfg.probe_timeout_ms
+            ),
+            (3_600, 0, 3_000)
+        );
+    }
+
+    #[test]
+    fn unknown_fields_are_rejected() {
+        let e = serde_json::from_str::<DnsConfig>(r#"{"upstreams": []}"#).unwrap_err();
+        assert!(e.to_string().contains("upstreams"), "{e}");
+    }
+
+    #[test]
+    fn upstreams_parse_with_an_optional_port() {
+        let u: Upstream = "192.0.2.53".parse().unwrap();
+        assert_eq!((u.to_string(), u.port), ("192.0.2.53@53".into(), 53));
+        let u: Upstream = "2001:db8::53@5353".parse().unwrap();
+        assert_eq!(u.to_string(), "2001:db8::53@5353");
+        assert_eq!(u.socket_addr().to_string(), "[2001:db8::53]:5353");
+        let u: Upstream = "127.0.0.1@5300".parse().unwrap();
+        assert_eq!(u.port, 5300);
+        for bad in [
+            "resolver.example",
+            "192.0.2.53@",
+            "192.0.2.53@0",
+            "192.0.2.53@65536",
+            "192.0.2.53@+53",
+            "0.0.0.0",
+            "::",
+            "224.0.0.251",
+            "127.0.0.1",
+            "::1@53",
+            "192.0.2.53 ",
+            "192.0.2.53\nserver:",
+        ] {
+            assert!(bad.parse::<Upstream>().is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn invalid_values_name_their_field() {
+        let on = DnsConfig {
+            enabled: true,
+            upstream: vec!["192.0.2.53".into()],
+            ..DnsConfig::default()
+        };
+        on.validate().unwrap();
+        let cases: Vec<(DnsConfig, &str)> = vec![
+            (
+                DnsConfig {
+                    upstream: vec![],
+                    ..on.clone()
+                },
+                "dns.upstream",
+            ),
+            (
+                DnsConfig {
+                    upstream: vec!["192.0.2.53".into(), "nope".into()],
+                    ..on.clone()
+                },
+                "dns.upstream[1]",
+            ),
+            (
+                DnsConfig {
+                    upstream: vec!["192.0.2.53".into(), "192.0.2.53@53".into()],
+                    ..on.clone()
+                },
+                "dns.upstream[1]",
+            ),
+            (
+                DnsConfig {
+                    upstream: (0..9).map(|i| format!("192.0.2.{i}")).collect(),
+                    ..on.clone()
+                },
+                "dns.upstream",
+            ),
+            (
+                DnsConfig {
+                    cache_mb: 3,
+                    ..on.clone()
+                },
+                "dns.cache_mb",
+            ),
+            (
+                DnsConfig {
+                    stale_ttl_s: 59,
+                    ..on.clone()
+                },
+                "dns.stale_ttl_s",
+            ),
+            (
+                DnsConfig {
+                    stale_reply_ttl_s: 0,
+                    ..on.clone()
+                },
+                "dns.stale_reply_ttl_s",
+            ),
+            (
+                DnsConfig {
+                    stale_client_timeout_ms: 10_001,
+                    ..on.clone()
+                },
+                "dns.stale_client_timeout_ms",
+            ),
+            (
+                DnsConfig {
+                    min_ttl_s: 3_601,
+                    ..on.clone()
+                },
+                "dns.min_ttl_s",
+            ),
+            (
+                DnsConfig {
+                    min_ttl_s: 600,
+                    max_ttl_s: 300,
+                    ..on.clone()
+                },
+                "dns.min_ttl_s",
+            ),
+            (
+                DnsConfig {
+                    max_ttl_s: 59,
+                    ..on.clone()
+                },
+                "dns.max_ttl_s",
+            ),
+            (
+                DnsConfig {
+                    max_negative_ttl_s: 86_401,
+                    ..on.clone()
+                },
+                "dns.max_negative_ttl_s",
+            ),
+            (
+                DnsConfig {
+                    client_qps_limit: 100_001,
+                    ..on.clone()
+                },
+                "dns.client_qps_limit",
+            ),
+            (
+                DnsConfig {
+                    probe_timeout_ms: 99,
+                    ..on.clone()
+                },
+                "dns.probe_timeout_ms",
+            ),
+        ];
+        for (cfg, field) in cases {
+            assert_eq!(field_of(&cfg), field, "{cfg:?}");
+        }
+        // A disabled section may keep its upstreams (they may feed Squid), but they must parse.
+        DnsConfig {
+            enabled: false,
+            ..on.clone()
+        }
+        .validate()
+        .unwrap();
+        assert_eq!(
+            field_of(&DnsConfig {
+                upstream: vec!["x".into()],
+                ..DnsConfig::default()
+            }),
+            "dns.upstream[0]"
+        );
+    }
+
+    #[test]
+    fn served_subnets_never_open_the_resolver() {
+        let s = parse_served_subnets(&["10.71.1.0/24".into(), "fd71:1::/64".into()]).unwrap();
+        assert_eq!(s[0].to_string(), "10.71.1.0/24");
+        assert_eq!(s[1].to_string(), "fd71:1::/64");
+        assert_eq!(
+            parse_served_subnets(&["10.0.0.1".into()]).unwrap()[0].prefix,
+            32
+        );
+        assert_eq!(
+            parse_served_subnets(&[]).unwrap_err().field,
+            "served_subnets"
+        );
+        assert_eq!(
+            parse_served_subnets(&["10.0.0.0/8".into(), "::/0".into()])
+                .unwrap_err()
+                .field,
+            "served_subnets[1]"
+        );
+        assert!(parse_served_subnets(&["10.0.0.0/33".into()]).is_err());
+        assert!(parse_served_subnets(&["10.0.0.0/+8".into()]).is_err());
+    }
+}

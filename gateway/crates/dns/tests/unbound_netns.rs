@@ -1,0 +1,219 @@
+//! UnboundManager against the installed unbound (root): namespaces pd-mgr-g (the resolver)
+//! and pd-mgr-s (its upstream, a counting responder), joined by a veth. Also: every rendered
+//! variant passes the installed unbound-checkconf.
+use perigee_dns::{
+    parse_served_subnets, render, ApplyAction, DnsConfig, ManagerOptions, UnboundManager,
+    UnboundPaths,
+};
+use perigee_testkit::dns::{address_of, query, Responder, TYPE_A};
+use perigee_testkit::{run, NetnsGuard};
+use std::fs::File;
+use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+const GW: &str = "pd-mgr-g";
+const UP: &str = "pd-mgr-s";
+const UPSTREAM: &str = "10.98.2.10";
+
+/// Runs `f` on a thread inside namespace `ns`; processes it starts live there too.
+fn in_ns<T: Send + 'static>(ns: &'static str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    std::thread::spawn(move || {
+        let file = File::open(format!("/run/netns/{ns}")).unwrap();
+        // SAFETY: setns on this thread only, with a valid namespace fd.
+        let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
+        assert_eq!(rc, 0, "setns {ns}");
+        f()
+    })
+    .join()
+    .unwrap_or_else(|e| std::panic::resume_unwind(e))
+}
+
+fn topology() -> NetnsGuard {
+    let g = NetnsGuard::with_loopback_up(&[GW, UP]);
+    run(&[
+        "ip", "link", "add", "g0", "netns", GW, "type", "veth", "peer", "name", "s0", "netns", UP,
+    ]);
+    run(&["ip", "-n", GW, "addr", "add", "10.98.2.1/24", "dev", "g0"]);
+    run(&["ip", "-n", UP, "addr", "add", "10.98.2.10/24", "dev", "s0"]);
+    run(&["ip", "-n", GW, "link", "set", "g0", "up"]);
+    run(&["ip", "-n", UP, "link", "set", "s0", "up"]);
+    g
+}
+
+fn temp_dir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("pd-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn paths(dir: &Path) -> UnboundPaths {
+    UnboundPaths {
+        state_dir: dir.join("state"),
+        run_dir: dir.join("run"),
+        ..UnboundPaths::default()
+    }
+}
+
+fn config(cache_mb: u32) -> DnsConfig {
+    DnsConfig {
+        enabled: true,
+        upstream: vec![UPSTREAM.into()],
+        cache_mb,
+        ..DnsConfig::default()
+    }
+}
+
+fn served() -> Vec<String> {
+    vec!["10.98.1.0/24".into()]
+}
+
+/// Asks the resolver on the gateway's loopback (the calling thread must be in GW).
+fn ask(name: &str) -> std::io::Result<Vec<std::net::IpAddr>> {
+    let server: SocketAddr = "127.0.0.1:53".parse().unwrap();
+    query(server, name, TYPE_A, false, Duration::from_secs(3)).map(|r| r.addrs)
+}
+
+#[test]
+fn a_refused_config_leaves_the_running_one_serving_and_changes_keep_the_cache() {
+    let _nets = topology();
+    let dir = temp_dir("mgr");
+    let up = in_ns(UP, || {
+        Responder::bind(&[format!("{UPSTREAM}:53").parse().unwrap()], Duration::ZERO)
+    });
+    let name = "keep.pd.example";
+    let want = vec![address_of(name, TYPE_A)];
+    let count = move || up.count(name);
+    let p = paths(&dir);
+    in_ns(GW, move || {
+        let mut mgr = UnboundManager::new(ManagerOptions {
+            paths: p.clone(),
+            ..ManagerOptions::default()
+        });
+        let r = mgr.apply(&config(64), &served()).unwrap();
+        assert_eq!(r.action, ApplyAction::Started);
+        assert!(mgr.is_running());
+        assert_eq!(ask(name).unwrap(), want);
+        assert_eq!(count(), 1);
+
+        // --- a config unbound-checkconf refuses: the old one keeps serving ---
+        let conf_before = std::fs::read_to_string(p.conf()).unwrap();
+        let served_nets = parse_served_subnets(&served()).unwrap();
+        let good = render(
+            &config(32),
+            &served_nets,
+            &config(32).upstreams().unwrap(),
+            &p,
+        );
+        let refused = good.replacen("server:\n", "server:\n\tno-such-directive: yes\n", 1);
+        let e = mgr
+            .install(&config(32), served_nets.clone(), refused)
+            .unwrap_err();
+        assert_eq!(e.code, "unbound_checkconf", "{e:?}");
+        assert!(e.message.contains("no-such-directive"), "{e}");
+        assert_eq!(std::fs::read_to_string(p.conf()).unwrap(), conf_before);
+        assert!(!p.candidate_conf().exists(), "the candidate is removed");
+        assert!(mgr.is_running());
+        assert_eq!(ask(name).unwrap(), want, "still serving, from its cache");
+        assert_eq!(count(), 1);
+
+        // --- a real change: restarted on the new config, the cache carried over ---
+        let r = mgr.apply(&config(32), &served()).unwrap();
+        assert_eq!(r.action, ApplyAction::Restarted);
+        assert!(r.cache_records_kept.unwrap_or(0) > 0, "{r:?}");
+        assert!(std::fs::read_to_string(p.conf())
+            .unwrap()
+            .contains("rrset-cache-size: 21846k"));
+        assert_eq!(ask(name).unwrap(), want);
+        assert_eq!(count(), 1, "answered from the carried-over cache");
+        assert_eq!(
+            mgr.apply(&config(32), &served()).unwrap().action,
+            ApplyAction::Unchanged
+        );
+
+        // --- unbound killed: noticed, brought back, counters kept ---
+        let before = mgr.stats().queries;
+        assert!(before >= 3, "{before}");
+        let pid: i32 = std::fs::read_to_string(p.pid_file())
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        // SAFETY: killing the unbound this test's manager started.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(!mgr.is_running());
+        assert!(mgr
+            .stats()
+            .problems
+            .iter()
+            .any(|x| x.contains("exited unexpectedly")));
+        assert!(mgr.ensure_running().unwrap(), "restarted");
+        assert_eq!(ask(name).unwrap(), want);
+        let s = mgr.stats();
+        assert!(s.queries > before, "cumulative across runs: {s:?}");
+
+        // --- flush: the next query goes to the upstream again ---
+        let asked = count();
+        mgr.flush(Some(name)).unwrap();
+        assert_eq!(ask(name).unwrap(), want);
+        assert_eq!(count(), asked + 1);
+
+        // --- disabled: stopped, port 53 free ---
+        assert_eq!(
+            mgr.apply(&DnsConfig::default(), &served()).unwrap().action,
+            ApplyAction::Stopped
+        );
+        assert!(!mgr.is_running());
+        assert!(ask(name).is_err());
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn rendered_variants_pass_unbound_checkconf() {
+    let dir = temp_dir("checkconf");
+    let p = paths(&dir);
+    std::fs::create_dir_all(&p.state_dir).unwrap();
+    std::fs::create_dir_all(&p.run_dir).unwrap();
+    let served = parse_served_subnets(&["10.71.1.0/24".into(), "fd71:1::/64".into()]).unwrap();
+    let operator: DnsConfig = serde_json::from_str(
+        r#"{"enabled": true, "upstream": ["192.0.2.53", "2001:db8::53@5353", "127.0.0.1@5300"],
+            "intercept": false, "cache_mb": 16384, "prefetch": false, "serve_stale": true,
+            "stale_ttl_s": 604800, "stale_reply_ttl_s": 3600, "stale_client_timeout_ms": 10000,
+            "min_ttl_s": 3600, "max_ttl_s": 604800, "max_negative_ttl_s": 0,
+            "client_qps_limit": 100000}"#,
+    )
+    .unwrap();
+    let variants = [
+        ("default", config(64)),
+        ("operator", operator),
+        (
+            "no-stale-small",
+            DnsConfig {
+                serve_stale: false,
+                cache_mb: 4,
+                ..config(4)
+            },
+        ),
+    ];
+    for (name, cfg) in variants {
+        cfg.validate().unwrap();
+        let text = render(&cfg, &served, &cfg.upstreams().unwrap(), &p);
+        let file = dir.join(format!("{name}.conf"));
+        std::fs::write(&file, text).unwrap();
+        let out = std::process::Command::new("unbound-checkconf")
+            .arg(&file)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{name}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,140 @@
+//! One split flow's record: its two sockets, the relay state of each direction, its class and
+//! path, and what its telemetry reports.
+use super::config::Action;
+use super::peer::handover::Handover;
+use super::session::Direction;
+use super::sys;
+use super::telemetry::{parse_tcp_info, Flow, Legs, TcpInfo};
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::time::Instant;
+
+pub const CLIENT: u64 = 0;
+pub const SERVER: u64 = 1;
+
+/// Which way a flow crossed the satellite: `Direct` (the terminal's own connection, intercepted
+/// again at a hub), or `Peer` (a warm, authenticated connection between the two gateways).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Path {
+    Direct,
+    Peer,
+}
+
+impl Path {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Path::Direct => "direct",
+            Path::Peer => "peer",
+        }
+    }
+}
+
+/// Per-socket epoll registration state.
+#[derive(Default)]
+pub struct Reg {
+    pub registered: bool,
+    pub mask: u32,
+    /// The kernel reported HUP: with an empty mask the socket would wake us forever.
+    pub hup: bool,
+}
+
+pub struct Session {
+    pub id: u64,
+    pub client: OwnedFd,
+    pub server: OwnedFd,
+    pub client_addr: SocketAddr,
+    pub server_addr: SocketAddr,
+    pub connecting: bool,
+    pub started: Instant,
+    pub started_at: f64,
+    pub last_active: Instant,
+    pub up: Direction,
+    pub down: Direction,
+    pub class: String,
+    pub action: Action,
+    pub sat_is_client: bool,
+    pub cc: [String; 2],
+    pub info: [TcpInfo; 2],
+    pub sampled_bytes: (u64, u64),
+    pub sampled_at: Instant,
+    pub rates: (f64, f64),
+    pub regs: [Reg; 2],
+    /// Which way the flow crossed the satellite.
+    pub path: Path,
+    /// Terminal, peer path: until the hub's status (and the replay buffer for a fallback).
+    pub handover: Option<Box<Handover>>,
+    /// Hub, a flow that came on the peer listener: the terminal is owed a status once the
+    /// connect to the server has finished.
+    pub status_owed: bool,
+}
+
+impl Session {
+    pub fn fd(&self, side: u64) -> RawFd {
+        if side == CLIENT {
+            self.client.as_raw_fd()
+        } else {
+            self.server.as_raw_fd()
+        }
+    }
+
+    pub fn state(&self) -> &'static str {
+        if self.connecting || self.handover.is_some() {
+            "connecting"
+        } else if self.up.eof || self.down.eof {
+            "half_closed"
+        } else {
+            "established"
+        }
+    }
+
+    pub fn to_flow(&self, ended: Option<(&str, f64)>) -> Flow {
+        Flow {
+            id: self.id,
+            state: if ended.is_some() {
+                "closed".into()
+            } else {
+                self.state().into()
+            },
+            class: self.class.clone(),
+            action: self.action.as_str().into(),
+            client: self.client_addr.to_string(),
+            server: self.server_addr.to_string(),
+            family: if self.client_addr.is_ipv4() { 4 } else { 6 },
+            started_at: self.started_at,
+            ended_at: ended.map(|e| e.1),
+            end_reason: ended.map(|e| e.0.to_string()),
+            bytes_up: self.up.bytes,
+            bytes_down: self.down.bytes,
+            rate_up_bps: self.rates.0,
+            rate_down_bps: self.rates.1,
+            legs: Legs {
+                client: self.info[0].clone(),
+                server: self.info[1].clone(),
+                satellite: if self.sat_is_client {
+                    "client"
+                } else {
+                    "server"
+                }
+                .into(),
+            },
+            path: self.path.as_str().into(),
+        }
+    }
+
+    pub fn sample(&mut self) {
+        for side in [CLIENT, SERVER] {
+            if let Some(raw) = sys::tcp_info_raw(self.fd(side)) {
+                self.info[side as usize] = parse_tcp_info(&raw, &self.cc[side as usize]);
+            }
+        }
+        let dt = self.sampled_at.elapsed().as_secs_f64();
+        if dt > 0.0 {
+            self.rates = (
+                (self.up.bytes - self.sampled_bytes.0) as f64 * 8.0 / dt,
+                (self.down.bytes - self.sampled_bytes.1) as f64 * 8.0 / dt,
+            );
+        }
+        self.sampled_bytes = (self.up.bytes, self.down.bytes);
+        self.sampled_at = Instant::now();
+    }
+}
