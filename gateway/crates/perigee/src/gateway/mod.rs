@@ -3,6 +3,7 @@ pub mod apply;
 pub mod cli;
 pub mod config;
 pub mod control;
+pub mod control_tls;
 pub mod epoll;
 pub mod flow;
 pub mod http;
