@@ -8,8 +8,10 @@ client certificate from the fleet CA (test_fleet_real_gateway.py does the same w
 from __future__ import annotations
 
 import json
+import shutil
 import socket
 import ssl
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +25,7 @@ from perigee_api.core.config import Settings
 from perigee_api.services import fleet_pki
 from perigee_api.testing.fake_gateway import FakeGateway, FakeTls, make_flow
 
+REPO = Path(__file__).resolve().parents[2]
 WEB = {"name": "web", "priority": 100, "action": "accelerate", "match": {"protocol": "tcp", "dports": ["80"]}}
 
 
@@ -221,3 +224,31 @@ def test_only_an_admin_registers(operator: TestClient, viewer: TestClient) -> No
     for c in (operator, viewer):
         assert c.post("/api/v1/fleet/gateways", json={"name": "gw-c", "address": "10.0.0.1:7443"}).status_code == 403
     assert viewer.get("/api/v1/fleet/gateways").status_code == 200
+
+
+def test_prometheus_discovers_the_fleet_the_api_wrote(
+    remotes: list[Remote], settings: Settings, tmp_path: Path
+) -> None:
+    """The shipped scrape config (images/prometheus) reads the API's file: Prometheus' own service discovery
+    (promtool) finds one target per gateway, named by the gateway."""
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool missing (Debian package prometheus): Prometheus' reading of the file not checked")
+    shipped = (REPO / "images" / "prometheus" / "prometheus.yml").read_text()
+    assert "/var/lib/perigee/prometheus/fleet.json" in shipped
+    assert Settings(data_dir=Path("/var/lib/perigee")).sd_file == Path("/var/lib/perigee/prometheus/fleet.json")
+    cfg = tmp_path / "prometheus.yml"
+    cfg.write_text(shipped.replace("/var/lib/perigee/prometheus/fleet.json", str(settings.sd_file)))
+    p = subprocess.run(
+        [promtool, "check", "service-discovery", "--timeout=5s", str(cfg), "perigee-gateway"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert p.returncode == 0, p.stderr
+    found = json.loads(p.stdout)
+    assert sorted((t["labels"]["instance"], t["labels"]["__address__"]) for t in found) == [
+        ("gw-a", "127.0.0.1:9464"),
+        ("gw-b", "127.0.0.1:9464"),
+        ("local", "127.0.0.1:9464"),
+    ]
