@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from . import lab, linkctl, webservices
@@ -119,6 +120,11 @@ def build_parser() -> argparse.ArgumentParser:
         c.add_argument("gateway", help="gw1 .. gwN")
         if name == "drain":
             c.add_argument("--timeout", type=float, default=300.0)
+    en = csub.add_parser("enroll", help="make a gateway a member of the API's fleet: management link, the TLS "
+                                        "credentials the API issued (JSON file), daemon restarted with its TLS "
+                                        "control listener; prints the address")
+    en.add_argument("gateway")
+    en.add_argument("--credentials", required=True, help="JSON with ca_pem, cert_pem, key_pem")
     lk2 = csub.add_parser("links", help="take both links of a gateway down or up")
     lk2.add_argument("gateway")
     lk2.add_argument("state", choices=("up", "down"))
@@ -166,6 +172,9 @@ def cmd_cluster(topo: Topology, a: argparse.Namespace) -> int:
             members.set_links(topo, a.gateway, a.state == "up")
         elif a.action == "start":
             members.start(topo, a.gateway, lab.python_env())
+        elif a.action == "enroll":
+            creds = json.loads(Path(a.credentials).read_text())
+            print(members.enroll(topo, a.gateway, creds, lab.python_env()))
         else:
             r = members.drain(topo, a.gateway, timeout=a.timeout)
             print(f"{a.gateway}: drained in {r.drained_s:.1f} s ({r.flows_at_start} flows at the start), "

@@ -20,7 +20,7 @@ from typing import Any
 from .. import gateway
 from ..sysrun import ip
 from ..topology import EDGE_ROLE, Topology
-from . import fabric, frr, state
+from . import fabric, fleet, frr, state
 from .plan import GATEWAY_ASN, SERVER_PREFIXES
 
 
@@ -65,6 +65,16 @@ def start(topo: Topology, role: str, env: dict[str, str], wait: bool = True) -> 
         fabric.start_announcer(topo, role, env)
     if wait:
         fabric.wait_serving(topo, {role})
+
+
+def enroll(topo: Topology, role: str, credentials: dict[str, str], env: dict[str, str]) -> str:
+    """Make the gateway a fleet member (cluster/fleet.py): management link, credentials, daemon restarted with
+    its TLS control listener. Returns the address the API registered it at."""
+    _check(topo, role)
+    addr = fleet.prepare(topo, role, credentials["ca_pem"], credentials["cert_pem"], credentials["key_pem"])
+    gateway.stop_one(topo, role)
+    start(topo, role, env)
+    return addr
 
 
 def _answers(topo: Topology, role: str) -> bool:
