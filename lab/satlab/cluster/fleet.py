@@ -4,6 +4,8 @@
 gateway `mgmt0` 10.79.(10+K).2/30), stores the TLS credentials the API issued when it registered the gateway
 at `address(K)`, and restarts its daemon with the TLS control listener on the management address. The
 splitter never sees the management link: it is neither a LAN nor the satellite interface of its config.
+It also gives the cluster one next hop toward the clients, 10.71.10.1, that every gateway reaches, so that
+one config (satellite route `10.71.1.0/24 via 10.71.10.1`) fits every member.
 """
 
 from __future__ import annotations
@@ -76,8 +78,27 @@ def store(topo: Topology, role: str, ca_pem: str, cert_pem: str, key_pem: str) -
             f.write(text)
 
 
+# One config for every member needs one next hop toward the clients that every gateway reaches, as a router
+# pair's virtual address would be: the hub router answers for it on all its gateway links (a local address,
+# answered by ARP on any interface), and each gateway's sat0 gets an address in its subnet.
+SHARED_NEXT_HOP = "10.71.10.1"
+
+
+def shared_next_hop(topo: Topology) -> None:
+    """Idempotent: the hub router's shared next hop, and each gateway's address beside it."""
+    hub = topo.ns("hub")
+    if SHARED_NEXT_HOP not in ip(hub, "-4", "addr", "show", "dev", "lo").stdout:
+        ip(hub, "addr", "add", f"{SHARED_NEXT_HOP}/32", "dev", "lo")
+    for role in topo.gateway_roles:
+        mine = f"10.71.10.{1 + _index(role)}"
+        if mine not in ip(topo.ns(role), "-4", "addr", "show", "dev", "sat0").stdout:
+            ip(topo.ns(role), "addr", "add", f"{mine}/24", "dev", "sat0")
+
+
 def prepare(topo: Topology, role: str, ca_pem: str, cert_pem: str, key_pem: str) -> str:
-    """The management link and the credentials; the daemon takes them at its next start. Returns the address."""
+    """The management link, the shared next hop and the credentials; the daemon takes them at its next start.
+    Returns the address."""
     _link(topo, role)
+    shared_next_hop(topo)
     store(topo, role, ca_pem, cert_pem, key_pem)
     return address(role)
