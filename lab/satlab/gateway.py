@@ -298,9 +298,10 @@ def dns_dir(topo: TopologyLike, role: str) -> str:
 
 
 def _start_one(topo: TopologyLike, role: str, timeout: float, cache: bool, peer_key: str | None = None) -> None:
+    place = _placement(topo, role)
     cfg_path, pidfile, logfile = _files(topo, role)
     sock = socket_path(topo, role)
-    cfg = default_config(role, cache, tuning_from_state(topo, role), peer_key)
+    cfg = place.config(cache, tuning_from_state(topo, place.config_role), peer_key)
     Path(cfg_path).write_text(json.dumps(cfg, indent=2))
     sq = squid_dir(topo, role)
     dn = dns_dir(topo, role)
@@ -309,7 +310,7 @@ def _start_one(topo: TopologyLike, role: str, timeout: float, cache: bool, peer_
     argv = ["nsenter", f"--net=/run/netns/{topo.ns(role)}", "--", PERIGEE, "gateway", "run", "--config", cfg_path,
             "--control-socket", sock, "--squid-state-dir", sq, "--squid-run-dir", os.path.join(sq, "run"),
             "--squid-service", squid_service(topo, role),
-            "--dns-state-dir", dn, "--dns-run-dir", os.path.join(dn, "run")]
+            "--dns-state-dir", dn, "--dns-run-dir", os.path.join(dn, "run"), *place.extra_args]
     with open(logfile, "ab") as log:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True)
@@ -331,6 +332,7 @@ def _start_one(topo: TopologyLike, role: str, timeout: float, cache: bool, peer_
 
 
 def _stop_one(topo: TopologyLike, role: str, grace: float = 15.0) -> None:
+    """SIGTERM (the daemon cleans up), SIGKILL after `grace` seconds; grace 0 is a crash: SIGKILL at once."""
     _, pidfile, _ = _files(topo, role)
     pid = _read_pid(pidfile)
     if pid is not None and _alive(pid):
@@ -339,7 +341,8 @@ def _stop_one(topo: TopologyLike, role: str, grace: float = 15.0) -> None:
         except OSError:
             cmd = b""
         if b"gateway" in cmd:
-            os.kill(pid, signal.SIGTERM)  # the daemon removes its nft table, rules, routes, stops Squid
+            # SIGTERM: the daemon removes its nft table, rules, routes, stops Squid.
+            os.kill(pid, signal.SIGTERM if grace > 0 else signal.SIGKILL)
             deadline = time.monotonic() + grace
             while _alive(pid) and time.monotonic() < deadline:
                 _reap(pid)
@@ -361,15 +364,63 @@ def _reap(pid: int) -> None:
         pass
 
 
+def cluster_size(topo: TopologyLike) -> int:
+    """Gateways of a hub cluster (`satlab up --hub-gateways N`), 0 for the classic lab."""
+    return int(getattr(topo, "hub_gateways", 0) or 0)
+
+
+class Placement:
+    """Where one daemon runs (namespace role) and what it is configured as."""
+
+    def __init__(self, ns_role: str, config_role: str, routes: list[dict[str, str]], shaping_share: int = 1,
+                 extra_args: tuple[str, ...] = ()) -> None:
+        self.ns_role, self.config_role, self.routes = ns_role, config_role, routes
+        self.shaping_share, self.extra_args = shaping_share, extra_args
+
+    def config(self, cache: bool, tuning: dict[str, int], peer_key: str | None = None) -> dict[str, Any]:
+        cfg = default_config(self.config_role, cache, tuning, peer_key)
+        cfg["satellite"]["routes"] = self.routes
+        if self.shaping_share > 1 and cfg["shaping"].get("enabled"):
+            # Each of N gateways shapes its share of the carrier: together they fill it, not N times it.
+            cfg["shaping"]["rate_bps"] = max(8000, cfg["shaping"]["rate_bps"] // self.shaping_share)
+        return cfg
+
+
+CLUSTER_WORKERS = "2"  # N gateways share the lab's cores: 2 workers each hold thousands of flows
+
+
+def _placement(topo: TopologyLike, ns_role: str) -> Placement:
+    n = cluster_size(topo)
+    if ns_role.startswith("gw") and n:
+        from .cluster import fleet
+        from .cluster.plan import member
+
+        m = member(int(ns_role[2:]))
+        routes = [{"dst": "10.71.1.0/24", "via": m.hub_v4}]  # the cluster routes IPv4 (docs/cluster.md)
+        # An enrolled gateway (satlab cluster enroll) also serves its control protocol over mutual TLS.
+        return Placement(ns_role, "hub", routes, n, ("--workers", CLUSTER_WORKERS, *fleet.tls_args(topo, ns_role)))
+    return Placement(ns_role, ns_role, SAT_ROUTES[ns_role])
+
+
+def placements(topo: TopologyLike, where: str) -> list[str]:
+    """The namespace roles that run a daemon for `--gateway where`: in a cluster `hub` is every gateway."""
+    n = cluster_size(topo)
+    roles: list[str] = []
+    for role in WHERE[where]:
+        roles += [f"gw{k}" for k in range(1, n + 1)] if role == "hub" and n else [role]
+    return roles
+
+
 def start(topo: TopologyLike, where: str, timeout: float = 45.0, cache: bool | None = None) -> None:
     """Start the gateway(s); `cache` None means: as $SATLAB_GATEWAY_CACHE says (default off)."""
     if where not in WHERE:
         raise GatewayError(f"--gateway must be one of {', '.join(WHERE)}, not {where!r}")
     with_cache = cache_from_env() if cache is None else cache
-    peer_key = new_peer_key(topo) if where == "both" else None
+    # The peer path pairs one terminal with one hub address; a cluster's gateways take plain splitting.
+    peer_key = new_peer_key(topo) if where == "both" and not cluster_size(topo) else None
     started: list[str] = []
     try:
-        for role in WHERE[where]:
+        for role in placements(topo, where):
             _start_one(topo, role, timeout, with_cache, peer_key)
             started.append(role)
     except BaseException:
@@ -404,5 +455,15 @@ def stop(topo: TopologyLike, where: str | None = None) -> None:
     # Last started, first stopped. With the kernel's tcp_hybla each daemon puts back the host-wide
     # rtt0 it found at its start, so only this order leaves what was there before the first one
     # started (Perigee's BPF Hybla: each daemon just removes its own namespace's entry).
-    for role in reversed(WHERE.get(where or "both", WHERE["both"])):
+    for role in reversed(placements(topo, where or "both")):
         _stop_one(topo, role)
+
+
+def start_one(topo: TopologyLike, role: str, timeout: float = 45.0, cache: bool | None = None) -> None:
+    """One daemon in namespace `role` (a cluster gateway `gwK`, `hub` or `terminal`)."""
+    _start_one(topo, role, timeout, cache_from_env() if cache is None else cache)
+
+
+def stop_one(topo: TopologyLike, role: str, crash: bool = False) -> None:
+    """Stop one daemon: cleanly, or (`crash`) with SIGKILL, leaving its nft table as a crash does."""
+    _stop_one(topo, role, grace=0 if crash else 15.0)

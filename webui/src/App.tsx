@@ -21,6 +21,7 @@ const UsersPage = lazy(() => import('./pages/UsersPage'));
 const AuditPage = lazy(() => import('./pages/AuditPage'));
 const BackupPage = lazy(() => import('./pages/BackupPage'));
 const HealthPage = lazy(() => import('./pages/HealthPage'));
+const FleetPage = lazy(() => import('./pages/FleetPage'));
 
 export function App() {
   return (
@@ -55,6 +56,7 @@ export function App() {
           <Route path="users" element={<UsersPage />} />
           <Route path="audit" element={<AuditPage />} />
           <Route path="backup" element={<BackupPage />} />
+          <Route path="fleet" element={<FleetPage />} />
           <Route path="health" element={<HealthPage />} />
         </Route>
         <Route path="*" element={<Navigate to="/" replace />} />

@@ -30,6 +30,8 @@ export type RollbackOut = S['RollbackOut'];
 export type ValidateOut = S['ValidateOut'];
 export type UserCreated = S['UserCreated'];
 export type HealthOut = S['HealthOut'];
+export type FleetStatus = S['FleetStatusOut'];
+export type FleetMember = S['FleetMemberOut'];
 export type SeriesOut = S['SeriesOut'];
 export type AuditPage = S['AuditPage'];
 export type AuditOut = S['AuditOut'];
@@ -132,6 +134,7 @@ export const endpoints = {
   dnsFlush: (target: { name: string } | { all: true }) =>
     unwrap(api.POST('/api/v1/dns/flush', { body: 'all' in target ? { all: true } : { all: false, name: target.name } })) as Promise<Record<string, unknown>>,
   health: () => unwrap(api.GET('/api/v1/health')),
+  fleet: () => unwrap(api.GET('/api/v1/fleet')),
   systemVersions: () => unwrap(api.GET('/api/v1/system/versions')),
   audit: (query: { actor?: string; action?: string; limit?: number; offset?: number }) => unwrap(api.GET('/api/v1/audit', { params: { query } })),
   tls: () => unwrap(api.GET('/api/v1/system/tls')),

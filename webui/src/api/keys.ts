@@ -10,6 +10,7 @@ export const keys = {
   users: ['users'] as const,
   audit: (q: unknown) => ['audit', q] as const,
   health: ['health'] as const,
+  fleet: ['fleet'] as const,
   tls: ['system', 'tls'] as const,
   overview: ['overview'] as const,
   cache: ['cache'] as const,

@@ -18,5 +18,6 @@ export const NAV_ITEMS: NavItem[] = [
   { to: '/users', label: 'Users and roles', adminOnly: true },
   { to: '/audit', label: 'Audit log' },
   { to: '/backup', label: 'Backup and restore', adminOnly: true },
+  { to: '/fleet', label: 'Fleet' },
   { to: '/health', label: 'System health' },
 ];

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Query, Request
 from sqlalchemy import func, select
 
-from perigee_api.api.deps import Db, Gateway, Id, Operator, Viewer, audit_info
+from perigee_api.api.deps import Ctx, Db, Gateway, Id, Operator, Viewer, audit_info
 from perigee_api.core.errors import ApiError, ErrorResponse
 from perigee_api.models import ConfigVersion
 from perigee_api.schemas.api import (
@@ -23,7 +23,7 @@ from perigee_api.schemas.api import (
     VersionSummary,
 )
 from perigee_api.schemas.gateway_config import GatewayConfig
-from perigee_api.services import versions
+from perigee_api.services import fleet, versions
 
 router = APIRouter(
     tags=["config"],
@@ -119,13 +119,14 @@ def validate_version(version_id: Id, who: Operator, db: Db, gw: Gateway) -> Vali
     "/versions/{version_id}/apply",
     response_model=ApplyOut,
     responses={502: {"model": ErrorResponse}},
-    summary="Apply atomically on the gateway; the result is recorded on the version",
+    summary="Apply on every gateway of the fleet (all or none); the per-gateway result is recorded on the version",
 )
 def apply_version(
-    version_id: Id, who: Operator, db: Db, gw: Gateway, request: Request, body: CommentIn | None = None
+    version_id: Id, who: Operator, db: Db, ctx: Ctx, request: Request, body: CommentIn | None = None
 ) -> ApplyOut:
     v = versions.get(db, version_id)
-    res = versions.apply(db, gw, v)
+    with fleet.members(ctx, db) as ms:
+        res = versions.apply(db, ms, v)
     db.commit()
     audit_info(request, version_id=v.id, ok=res["ok"], comment=body.comment if body else "")
     return ApplyOut(**res)
@@ -136,9 +137,10 @@ def apply_version(
     response_model=RollbackOut,
     summary="Make a new version equal to this one and apply it",
 )
-def rollback_version(version_id: Id, who: Operator, db: Db, gw: Gateway, request: Request) -> RollbackOut:
+def rollback_version(version_id: Id, who: Operator, db: Db, ctx: Ctx, request: Request) -> RollbackOut:
     target = versions.get(db, version_id)
-    new, res = versions.rollback(db, gw, target, who.name)
+    with fleet.members(ctx, db) as ms:
+        new, res = versions.rollback(db, ms, target, who.name)
     db.commit()
     audit_info(request, target_version=target.id, new_version_id=new.id, ok=res["ok"])
     return RollbackOut(new_version_id=new.id, apply=ApplyOut(**res))

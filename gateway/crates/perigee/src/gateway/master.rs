@@ -8,7 +8,7 @@ use super::ipc::Usage;
 use super::meter::LinkBytes;
 use super::render;
 use super::telemetry::Flow;
-use super::{control, ipc, log, metrics, sys};
+use super::{control, control_tls, ipc, log, metrics, sys};
 use perigee_dns::{ResolverHealth, UnboundManager};
 use perigee_netsys::signals::TermSignals;
 use perigee_squid::{RequestCounters, SquidManager};
@@ -831,6 +831,8 @@ fn watch_cache(shared: Arc<Shared>) {
 pub struct RunArgs {
     pub config: String,
     pub control_socket: String,
+    /// The control protocol over TCP with mutual TLS: listen address and the PEM files.
+    pub control_tls: Option<(String, control_tls::TlsFiles)>,
     pub workers: usize,
     pub metrics: Option<String>,
     pub squid: perigee_squid::ManagerOptions,
@@ -932,6 +934,26 @@ pub fn run(args: RunArgs) -> i32 {
             return 1;
         }
     };
+    // A TLS listener that cannot start is fatal like the Unix socket: a fleet gateway that the
+    // API cannot reach would look configured and be unmanaged.
+    let tls = match &args.control_tls {
+        None => None,
+        Some((addr, files)) => match control_tls::server_config(files).and_then(|c| {
+            control_tls::bind(addr)
+                .map(|l| (l, c))
+                .map_err(|e| format!("{addr}: {e}"))
+        }) {
+            Ok(pair) => Some(pair),
+            Err(e) => {
+                log::error("cannot start the TLS control listener", json!({"error": e}));
+                apply::teardown(&shared.applied.lock().unwrap());
+                shared.squid.lock().unwrap().stop();
+                shared.dns.lock().unwrap().stop();
+                let _ = std::fs::remove_file(&args.control_socket);
+                return 1;
+            }
+        },
+    };
     for i in 0..shared.workers.len() {
         let s = shared.clone();
         std::thread::spawn(move || supervise(s, i));
@@ -965,9 +987,17 @@ pub fn run(args: RunArgs) -> i32 {
         let s = shared.clone();
         std::thread::spawn(move || control::serve(s, listener));
     }
+    if let Some((listener, config)) = tls {
+        let s = shared.clone();
+        std::thread::spawn(move || control_tls::serve(s, listener, config));
+    }
     log::info(
         "gateway running",
-        json!({"control_socket": args.control_socket, "workers": shared.workers.len()}),
+        json!({
+            "control_socket": args.control_socket,
+            "control_tls": args.control_tls.as_ref().map(|(a, _)| a),
+            "workers": shared.workers.len()
+        }),
     );
     // Wait for SIGTERM/SIGINT, then leave the kernel as we found it.
     let sig = term.wait();

@@ -4,6 +4,7 @@ pub mod cache_flows;
 pub mod cli;
 pub mod config;
 pub mod control;
+pub mod control_tls;
 pub mod dscp;
 pub mod epoll;
 pub mod flow;
