@@ -11,7 +11,7 @@ help:
 	@echo "make test        every suite: Rust, Python, web unit, browser end-to-end, namespace integration"
 	@echo "make bench       the full benchmark (docs/benchmarks.md, bench/results/latest.json)"
 	@echo "make bench-quick one scenario of each kind"
-	@echo "make soak        the fault-injection soak, about 35 min (a short one runs in make test)"
+	@echo "make soak        the fault-injection soak, about 30 min (a short one runs in make test)"
 	@echo "make lint        clippy, ruff, mypy, eslint, tsc"
 	@echo "make fuzz        the gateway's parsers under libFuzzer, 10 min each (FUZZ_SECONDS=...)"
 	@echo "make image       build the Docker images;  make vm: build the VM image (from the .debs)"

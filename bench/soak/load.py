@@ -215,9 +215,19 @@ def running(stop_at: float, stop_file: str) -> bool:
     return time.monotonic() < stop_at and not (stop_file and os.path.exists(stop_file))
 
 
-def loop(stop_at: float, stop_file: str, rec: Recorder, job: Any) -> None:
+# What each load thread is doing now (kind, start), to name a hung flow.
+CURRENT: dict[int, tuple[str, float]] = {}
+
+
+def loop(stop_at: float, stop_file: str, rec: Recorder, job: Any, name: str) -> None:
+    me = threading.get_ident()
     while running(stop_at, stop_file):
-        rec.add(job())
+        CURRENT[me] = (name, time.monotonic())
+        tr = job()
+        rec.add(tr)
+        if not tr.complete:
+            time.sleep(0.2)  # refused or reset at once (a fault): do not spin
+    CURRENT.pop(me, None)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -273,18 +283,28 @@ def main(argv: list[str] | None = None) -> int:
 
     with open(a.out, "w") as out:
         rec = Recorder(out)
-        jobs: list[Any] = (
-            [lambda: bulk_get(a.server, a.bulk_bytes, a.stall_timeout, exp)]
+        jobs: list[tuple[str, Any]] = (
+            [
+                (
+                    "bulk-down",
+                    lambda: bulk_get(a.server, a.bulk_bytes, a.stall_timeout, exp),
+                )
+            ]
             * a.bulk_down
-            + [lambda: bulk_put(a.server, a.bulk_bytes, a.stall_timeout, exp)]
+            + [
+                (
+                    "bulk-up",
+                    lambda: bulk_put(a.server, a.bulk_bytes, a.stall_timeout, exp),
+                )
+            ]
             * a.bulk_up
-            + [web_job] * a.web
+            + [("web", web_job)] * a.web
         )
         threads = [
             threading.Thread(
-                target=loop, args=(stop_at, a.stop_file, rec, j), daemon=True
+                target=loop, args=(stop_at, a.stop_file, rec, j, name), daemon=True
             )
-            for j in jobs
+            for name, j in jobs
         ]
         for t in threads:
             t.start()
@@ -323,17 +343,26 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(max(0.0, nxt - time.monotonic()))
         # A transfer still running gets its stall timeout plus its own duration to end; one that
         # does not is a hung flow.
-        grace_end = time.monotonic() + a.stall_timeout * 3
+        # (at no less than 1 Mbit/s for a bulk transfer).
+        grace_end = time.monotonic() + a.stall_timeout * 3 + a.bulk_bytes * 8 / 1e6
         hung = 0
         for t in threads + probes:
             t.join(max(0.0, grace_end - time.monotonic()))
             hung += t.is_alive()
+        now = time.monotonic()
+        alive = {t.ident for t in threads if t.is_alive()}
+        hung_jobs = [
+            {"job": kind, "running_s": round(now - t0, 1)}
+            for ident, (kind, t0) in list(CURRENT.items())
+            if ident in alive
+        ]
         with rec.lock:
             summary = {
                 "counts": rec.counts,
                 "verified_bytes": rec.verified,
                 "corrupted_bytes": rec.corrupted,
                 "hung_client_flows": hung,
+                "hung_jobs": hung_jobs,
             }
     print(json.dumps(summary), flush=True)
     return 0
