@@ -25,7 +25,8 @@ NAME = "soak"
 KIND = "soak"
 OPT_IN = True
 TITLE = "Fault-injection soak"
-PREFIX = os.environ.get("SOAK_PREFIX", "sk-")
+# `make soak` and the short run in `make test` use their own prefixes, so both can run at once.
+PREFIXES = {"full": "sk-", "quick": "skq-"}
 FAULTS_BIN = procs.REPO / "gateway/target/release/perigee-faults"
 APPLY_STEPS = ("nft", "routes", "sysctl", "shaping", "dns", "squid", "hybla")
 DESCRIPTION = (
@@ -202,7 +203,8 @@ def run(ctx: Context, p: dict[str, Any]) -> list[Record]:
         raise lab.LabUnavailable(
             f"{FAULTS_BIN} is not built (make -C gateway build-faults)"
         )
-    run_dir = f"/run/satlab/{PREFIX}"
+    prefix = os.environ.get("SOAK_PREFIX") or PREFIXES[ctx.mode]
+    run_dir = f"/run/satlab/{prefix}"
     fault_file = f"{run_dir}/soak-apply-fault"
     env = {
         "SATLAB_GATEWAY_CACHE": "1",
@@ -210,11 +212,11 @@ def run(ctx: Context, p: dict[str, Any]) -> list[Record]:
         "SATLAB_GATEWAY_BIN": str(FAULTS_BIN),
         "PERIGEE_FAULT_APPLY_STEP_FILE": fault_file,
     }
-    lab.down(PREFIX)
+    lab.down(prefix)
     with (
         lab_env(env),
-        squid_store_tmpfs(PREFIX),
-        lab.running("leo", gateway="both", overrides=LINK_ARGS, prefix=PREFIX) as lb,
+        squid_store_tmpfs(prefix),
+        lab.running("leo", gateway="both", overrides=LINK_ARGS, prefix=prefix) as lb,
     ):
         return soak(ctx, p, lb, fault_file)
 

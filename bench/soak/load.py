@@ -123,6 +123,9 @@ def bulk_put(server: str, size: int, timeout: float, exp: Expected) -> Transfer:
             for part in iter_stream(0, size):
                 s.sendall(part)
                 tr.bytes += len(part)
+            # sendall returns once the bytes are in our own (LAN-sized) send buffer: the reply
+            # comes after they crossed the satellite, at no less than 0.5 Mbit/s.
+            s.settimeout(timeout + size * 8 / 0.5e6)
             buf = b""
             while not buf.endswith(b"\n"):
                 data = s.recv(4096)
