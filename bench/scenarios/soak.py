@@ -574,6 +574,12 @@ def _value(recs: list[Record], variant: str, metric: str) -> Record | None:
 def _fmt(rec: Record | None) -> str:
     if rec is None:
         return ""
+    if (
+        rec.value is not None
+        and rec.value == int(rec.value)
+        and rec.unit in ("", "B", "pkt")
+    ):
+        return f"{int(rec.value):,}"  # a count
     text = report.format_value(rec.value)
     return f"{text} ({rec.note})" if rec.value is None and rec.note else text
 

@@ -95,3 +95,76 @@ def test_the_soak_is_opt_in() -> None:
     assert getattr(registry["soak"], "OPT_IN", False)
     regular = {n: m for n, m in registry.items() if not getattr(m, "OPT_IN", False)}
     assert "soak" not in run.one_of_each_kind(regular) and "soak" not in regular
+
+
+def _summarize(
+    mode: str, recs: list[dict[str, Any]], events: list[Any], **kw: Any
+) -> list[Any]:
+    from pathlib import Path
+
+    from bench.context import Context
+    from bench.soak import gwprocs
+
+    ctx = Context(mode=mode, plots_dir=Path("/nonexistent"))
+    fp = gwprocs.Footprint(10, 100, 1000)
+    return soak.summarize(
+        ctx,
+        soak.PARAMS[mode],
+        recs,
+        events,
+        kw.get("summary", {"hung_client_flows": 0}),
+        kw.get("hung_gw", {"terminal": 0, "hub": 0}),
+        {"terminal": fp},
+        {"terminal": fp},
+        {"sent": 10},
+        kw.get("esp_rx", {"intact": 9, "altered": 0}),
+        100.0,
+    )
+
+
+def _probes(
+    t0: float, t1: float, step: float = 0.1, took: float = 0.05
+) -> list[dict[str, Any]]:
+    out = []
+    t = t0
+    while t < t1:
+        out += [
+            rec("probe-tcp", t, t + took, True),
+            rec("probe-http", t, t + took, True),
+        ]
+        t += step
+    return out
+
+
+def test_short_soak_fails_loudly_on_corruption_hung_flows_and_slow_recovery() -> None:
+    import pytest
+
+    from bench.soak import faults
+
+    clean = _probes(0, 100)
+    kill = faults.FaultEvent("kill-worker@terminal", "kill-worker", 10.0)
+    assert _summarize("quick", clean, [kill])  # nothing wrong: records, no exception
+    with pytest.raises(soak.SoakFailure, match="corrupted"):
+        _summarize(
+            "quick",
+            clean
+            + [
+                {
+                    **rec("bulk-down", 1, 2, False),
+                    "complete": True,
+                    "corrupted_bytes": 5,
+                }
+            ],
+            [kill],
+        )
+    with pytest.raises(soak.SoakFailure, match="hung"):
+        _summarize("quick", clean, [kill], hung_gw={"terminal": 1, "hub": 0})
+    with pytest.raises(soak.SoakFailure, match="altered"):
+        _summarize("quick", clean, [kill], esp_rx={"intact": 9, "altered": 1})
+    # No intact probe for 1.5 s after the fault: beyond the 1 s bound.
+    slow = [r for r in clean if not 10.0 <= r["t0"] < 11.5]
+    with pytest.raises(soak.SoakFailure, match="bound"):
+        _summarize("quick", slow, [kill])
+    # The full run records the same finding instead of raising.
+    recs = _summarize("full", slow, [kill])
+    assert any(r.metric == "violations" and r.value == 1 for r in recs)
