@@ -598,8 +598,8 @@ def doc_tables(recs: list[Record]) -> str:
             )
     lines += [
         "",
-        "| fault | times | recovery median [s] | recovery worst [s] | bound [s] | daemon healthy again, worst [s] |",
-        "|---|---|---|---|---|---|",
+        "| fault | times | not served again in its window | recovery median [s] | recovery worst [s] | bound [s] | daemon healthy again, worst [s] |",
+        "|---|---|---|---|---|---|---|",
     ]
     faults_seen = [
         v
@@ -608,8 +608,19 @@ def doc_tables(recs: list[Record]) -> str:
     ]
     for v in faults_seen:
         missing = _value(recs, v, "recovery")
+        # Each time a fault found no intact probe of each kind in its window is a `recovery`
+        # record without a value; `times` counts the others.
+        failed = sum(
+            1
+            for r in recs
+            if r.variant == v and r.metric == "recovery" and r.value is None
+        )
+        ok = _value(recs, v, "times")
+        total = failed + (
+            int(ok.value) if ok is not None and ok.value is not None else 0
+        )
         lines.append(
-            f"| {v} | {_fmt(_value(recs, v, 'times'))} | {_fmt(_value(recs, v, 'recovery_median'))} | "
+            f"| {v} | {total} | {failed} | {_fmt(_value(recs, v, 'recovery_median'))} | "
             f"{_fmt(_value(recs, v, 'recovery_worst')) or _fmt(missing)} | {_fmt(_value(recs, v, 'bound'))} | "
             f"{_fmt(_value(recs, v, 'healthy_again_worst'))} |"
         )
