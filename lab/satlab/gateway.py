@@ -35,6 +35,7 @@ import secrets
 import signal
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any, Protocol
@@ -112,6 +113,36 @@ def dns_config(role: str) -> dict[str, Any]:
 
 def cache_from_env() -> bool:
     return os.environ.get(CACHE_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+# `SATLAB_GATEWAY_RESTART=always`: each gateway runs under satlab.gwsupervise, which restarts it
+# like the packaged systemd unit (debian/perigee-gateway.service: Restart=always, RestartSec=2).
+# Off by default: without it a killed daemon stays dead, as it would when run by hand.
+RESTART_ENV = "SATLAB_GATEWAY_RESTART"
+RESTART_SEC = 2.0
+# `SATLAB_GATEWAY_BIN=path`: run this perigee binary instead of bin/perigee (the soak's build with
+# the test-only apply fault hook, gateway/target/release/perigee-faults).
+BIN_ENV = "SATLAB_GATEWAY_BIN"
+
+
+def restart_from_env() -> bool:
+    value = os.environ.get(RESTART_ENV, "").strip().lower()
+    if value not in ("", "no", "always"):
+        raise GatewayError(f"{RESTART_ENV} must be 'always' or 'no', not {value!r}")
+    return value == "always"
+
+
+def gateway_binary() -> str:
+    path = os.environ.get(BIN_ENV, "").strip()
+    if not path:
+        return PERIGEE
+    if not os.access(path, os.X_OK):
+        raise GatewayError(f"{BIN_ENV}={path} is not an executable file")
+    return path
+
+
+def supervisor_pidfile(topo: TopologyLike, role: str) -> str:
+    return topo.path(f"gw-{topo.ns(role)}.supervisor.pid")
 
 
 class GatewayError(RuntimeError):
@@ -311,10 +342,18 @@ def _start_one(topo: TopologyLike, role: str, timeout: float, cache: bool, peer_
             "--control-socket", sock, "--squid-state-dir", sq, "--squid-run-dir", os.path.join(sq, "run"),
             "--squid-service", squid_service(topo, role),
             "--dns-state-dir", dn, "--dns-run-dir", os.path.join(dn, "run"), *place.extra_args]
+    argv[argv.index(PERIGEE)] = gateway_binary()
+    supervised = restart_from_env()
+    env = None
+    if supervised:
+        # The packaged unit's restart policy (gwsupervise); it writes the daemon's pid itself.
+        argv = [sys.executable, "-m", "satlab.gwsupervise", "--pidfile", pidfile, "--restart-sec",
+                f"{RESTART_SEC:g}", "--", *argv]
+        env = dict(os.environ, PYTHONPATH=str(REPO / "lab") + os.pathsep + os.environ.get("PYTHONPATH", ""))
     with open(logfile, "ab") as log:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
-    Path(pidfile).write_text(f"{proc.pid}\n")
+                                start_new_session=True, env=env)
+    Path(supervisor_pidfile(topo, role) if supervised else pidfile).write_text(f"{proc.pid}\n")
     deadline = time.monotonic() + timeout
     while True:
         if proc.poll() is not None:
@@ -331,8 +370,33 @@ def _start_one(topo: TopologyLike, role: str, timeout: float, cache: bool, peer_
         time.sleep(0.05)
 
 
+def _stop_supervisor(topo: TopologyLike, role: str, grace: float) -> None:
+    """SIGTERM to gwsupervise (it stops the daemon cleanly and does not restart it)."""
+    path = supervisor_pidfile(topo, role)
+    pid = _read_pid(path)
+    if pid is not None and _alive(pid):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            cmd = b""
+        if b"gwsupervise" in cmd:
+            os.kill(pid, signal.SIGTERM)
+            deadline = time.monotonic() + grace + 2
+            while _alive(pid) and time.monotonic() < deadline:
+                _reap(pid)
+                time.sleep(0.05)
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+            _reap(pid)
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
 def _stop_one(topo: TopologyLike, role: str, grace: float = 15.0) -> None:
     """SIGTERM (the daemon cleans up), SIGKILL after `grace` seconds; grace 0 is a crash: SIGKILL at once."""
+    _stop_supervisor(topo, role, grace)
     _, pidfile, _ = _files(topo, role)
     pid = _read_pid(pidfile)
     if pid is not None and _alive(pid):
