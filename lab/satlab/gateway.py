@@ -92,9 +92,7 @@ def new_peer_key(topo: TopologyLike) -> str:
 
 
 # The cache when enabled: small memory/disk budgets (the store lives in the run dir, on tmpfs).
-CACHE_CONFIG: dict[str, Any] = {"enabled": True, "port": 3129, "admin_port": 3130, "memory_mb": 64,
-                                "disk_mb": 256, "store": "rock", "max_object_mb": 200,
-                                "max_memory_object_mb": 8}
+CACHE_CONFIG: dict[str, Any] = {"enabled": True, "memory_mb": 64, "disk_mb": 256, "max_object_mb": 200}
 CACHE_ENV = "SATLAB_GATEWAY_CACHE"
 # The lab's DNS server behind the satellite (server namespace): the terminal's resolver forwards
 # to it, and the hub's Squid resolves through it.
@@ -122,9 +120,6 @@ class TopologyLike(Protocol):
     def path(self, name: str) -> str: ...
 
 
-# Satellite-leg tuning when the link is unknown (no satlab state): the daemon's own defaults.
-UNTUNED: dict[str, int] = {"sndbuf_bytes": 4194304, "rcvbuf_bytes": 4194304, "pacing_rate_bps": 0,
-                           "cwnd_max": 0, "initcwnd": 10, "initrwnd": 10, "shaping_rate_bps": 0}
 MSS = 1448
 # The emulator's rate counts whole Ethernet frames (1448 B of payload in 1514 B: TCP with
 # timestamps, IPv4, Ethernet), while TCP's pacer counts payload bytes only: paced at the raw link
@@ -132,7 +127,7 @@ MSS = 1448
 WIRE_FRAME = MSS + 32 + 20 + 14
 PACING_HEADROOM = 1.02  # pace a little above the link rate so the link never idles behind the pacer
 MIN_BUF = 1 << 20
-RTT0_MS = 25  # Hybla's reference RTT in the default config
+RTT0_MS = 25  # Hybla's reference RTT: the gateway's default hybla.rtt0_ms, which the lab keeps
 ROUTE_WINDOW_MAX = 1000  # the config's bound on initcwnd (segments)
 CWND_CEILING_MAX = 65536  # Hybla's built-in clamp and the config's bound on hybla.cwnd_max
 
@@ -193,41 +188,40 @@ def link_tuning(role: str, forward: dict[str, Any], ret: dict[str, Any]) -> dict
             "shaping_rate_bps": int(rate)}
 
 
-def tuning_from_state(topo: TopologyLike, role: str) -> dict[str, int]:
-    """link_tuning() for the lab's running link (satlab's state file), else UNTUNED."""
+def tuning_from_state(topo: TopologyLike, role: str) -> dict[str, int] | None:
+    """link_tuning() for the lab's running link (satlab's state file); None when it is unknown."""
     try:
         state = json.loads(Path(topo.path("state.json")).read_text())
         return link_tuning(role, state["forward"], state["return"])
     except (OSError, ValueError, KeyError, TypeError):
-        return dict(UNTUNED)
+        return None
 
 
 def default_config(role: str, cache: bool = False, tuning: dict[str, int] | None = None,
                    peer_key: str | None = None) -> dict[str, Any]:
-    t = tuning or UNTUNED
-    return {
-        "schema": 1,
+    """The lab's config for the gateway at `role`: only what the lab decides (its addresses, routes, the
+    link's tuning when known); every other setting is the gateway's own default."""
+    satellite: dict[str, Any] = {"routes": SAT_ROUTES[role]}
+    cfg: dict[str, Any] = {
         "revision": f"satlab-{role}",
         "role": role,
         "interfaces": {"lan": ["lan0"], "satellite": "sat0"},
         "served_subnets": CLIENT_SUBNETS,
-        "splitter": {"enabled": True, "tproxy_port": 7071, "max_flows": 10000, "connect_timeout_ms": 10000,
-                     "idle_timeout_s": 600, "relay_buffer_bytes": 1048576, "nodelay": True},
-        "satellite": {"congestion_control": "hybla", "sndbuf_bytes": t["sndbuf_bytes"],
-                      "rcvbuf_bytes": t["rcvbuf_bytes"], "pacing_rate_bps": t["pacing_rate_bps"],
-                      "initcwnd": t["initcwnd"], "initrwnd": t["initrwnd"], "routes": SAT_ROUTES[role]},
-        "hybla": {"rtt0_ms": RTT0_MS, "base_rtt_ms": 0, "cwnd_max": t["cwnd_max"]},
-        "classes": [],
+        "satellite": satellite,
         "bypass": IPSEC_BYPASS,
-        "cache": dict(CACHE_CONFIG) if cache else {"enabled": False, "port": 3129},
+        "cache": dict(CACHE_CONFIG) if cache else {"enabled": False},
         "dns": dns_config(role),
-        "shaping": ({"enabled": True, "rate_bps": t["shaping_rate_bps"]} if t["shaping_rate_bps"]
-                    else {"enabled": False}),
         "peer": peer_section(role, peer_key),
-        "quic": "pass",
         # Off, so an idle warm connection of the peer path keeps its initial window.
         "sysctls": {"net.ipv4.tcp_slow_start_after_idle": "0"},
     }
+    if tuning:
+        satellite.update({k: tuning[k] for k in ("sndbuf_bytes", "rcvbuf_bytes", "pacing_rate_bps", "initcwnd",
+                                                 "initrwnd")})
+        cfg["hybla"] = {"cwnd_max": tuning["cwnd_max"]}
+        if tuning["shaping_rate_bps"]:
+            cfg["shaping"] = {"enabled": True, "rate_bps": tuning["shaping_rate_bps"]}
+    return cfg
 
 
 def socket_path(topo: TopologyLike, role: str) -> str:

@@ -70,9 +70,9 @@ def test_default_config_carries_the_tuning() -> None:
     assert (sat["initcwnd"], sat["initrwnd"], sat["pacing_rate_bps"]) == (107, 0, 48_776_750)
     assert cfg["hybla"]["cwnd_max"] == 5180
     assert cfg["shaping"] == {"enabled": True, "rate_bps": 50_000_000}
-    untuned = gateway.default_config("hub")  # unknown link: defaults, nothing shaped
-    assert untuned["satellite"]["initcwnd"] == 10
-    assert untuned["shaping"] == {"enabled": False}
+    untuned = gateway.default_config("hub")  # unknown link: the gateway's defaults, nothing shaped
+    assert set(untuned["satellite"]) == {"routes"}
+    assert "shaping" not in untuned and "hybla" not in untuned
 
 
 def test_gateways_stop_in_reverse_start_order(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -133,4 +133,5 @@ def test_both_gateways_share_a_fresh_key_and_the_hub_allows_only_the_terminal(tm
     # One gateway only: no peer path.
     alone = gateway.default_config("terminal")
     assert alone["peer"]["enabled"] is False and alone["peer"]["key"] == ""
-    assert alone["splitter"]["nodelay"] is True and alone["quic"] == "pass"
+    # Nothing the lab does not decide: nodelay, quic and the rest are the gateway's defaults.
+    assert "splitter" not in alone and "quic" not in alone

@@ -62,17 +62,15 @@ def main() -> None:
         gw.live_flows = flows
         for f in flows:
             totals[f["action"]] += int(f["rate_down_bps"] / 8)
-        gw.counters = {
-            "flows_live": len(flows), "flows_total": len(flows) + tick, "flows_unsplit_overflow": 0,
-            "flows_failed_connect": 0, "bytes_up": tick * 10_000, "bytes_down": sum(totals.values()),
-            "by_action": {
-                "accelerate": {"bytes_up": tick * 5_000, "bytes_down": totals["accelerate"], "flows": count // 2},
-                "cache": {"bytes_up": tick * 1_000, "bytes_down": totals["cache"], "flows": count // 4},
-                "bypass": {"packets": tick * 100, "bytes": totals["bypass"]},
-            },
-        }
-        gw.cache_stats = {"requests": 10 * tick, "hits": 6 * tick, "misses": 4 * tick,
-                          "bytes_hit": 3_000_000 * tick, "objects": 40 + tick}
+        # Only the figures that move; the rest keeps the fake's complete (schema-checked) defaults.
+        c = gw.counters
+        c.update(flows_live=len(flows), flows_total=len(flows) + tick, bytes_up=tick * 10_000,
+                 bytes_down=sum(totals.values()))
+        c["by_action"]["accelerate"].update(bytes_up=tick * 5_000, bytes_down=totals["accelerate"], flows=count // 2)
+        c["by_action"]["cache"].update(bytes_up=tick * 1_000, bytes_down=totals["cache"], flows=count // 4)
+        c["by_action"]["bypass"].update(packets=tick * 100, bytes=totals["bypass"])
+        gw.cache_stats.update(enabled=True, running=True, requests=10 * tick, hits=6 * tick, misses=4 * tick,
+                              bytes_from_cache=3_000_000 * tick, store_entries=40 + tick)
         tick += 1
         stop.wait(1.0)
     gw.stop()

@@ -22,6 +22,7 @@ from perigee_api.schemas.gateway_config import (
     TrafficClass,
 )
 from perigee_api.tuning import BodInputs, Tuning
+from perigee_control.reports import CacheStats, DnsReport, Flow, Health, PurgeResponse
 
 Role = Literal["admin", "operator", "viewer"]
 Username = str
@@ -271,58 +272,6 @@ class CommentIn(In):
 # --- flows and stats ----------------------------------------------------------------------------
 
 
-class TcpInfo(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    cc: str | None = None
-    state: str | None = None
-    srtt_us: int | None = None
-    rttvar_us: int | None = None
-    min_rtt_us: int | None = None
-    cwnd: int | None = None
-    ssthresh: int | None = None
-    mss: int | None = None
-    retrans_total: int | None = None
-    lost: int | None = None
-    delivery_rate_bps: int | None = None
-    pacing_rate_bps: int | None = None
-    bytes_acked: int | None = None
-    bytes_received: int | None = None
-    notsent_bytes: int | None = None
-
-
-class FlowLegs(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    client: TcpInfo | None = None
-    server: TcpInfo | None = None
-    satellite: Literal["client", "server"] | None = None
-
-
-class Flow(BaseModel):
-    """A gateway flow as in docs/control-protocol.md (passed through; unknown fields kept)."""
-
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
-    id: int
-    state: str
-    flow_class: str | None = Field(default=None, alias="class")
-    action: str | None = None
-    client: str
-    server: str
-    family: int = 4
-    started_at: float
-    ended_at: float | None = None
-    end_reason: str | None = None
-    bytes_up: int = 0
-    bytes_down: int = 0
-    rate_up_bps: float = 0.0
-    rate_down_bps: float = 0.0
-    legs: FlowLegs | None = None
-    path: Literal["direct", "peer"] | None = Field(
-        default=None,
-        description="how the flow crossed the satellite: the gateway's own connection (direct) or a warm, "
-        "authenticated connection between the two gateways (peer); null from gateways without the field",
-    )
-
-
 class LiveFlowsOut(BaseModel):
     flows: list[Flow]
     now: float
@@ -399,8 +348,15 @@ class HealthOut(BaseModel):
     status: Literal["ok", "degraded"]
     api: dict[str, Any]
     gateway_reachable: bool
-    gateway: dict[str, Any] | None
+    gateway: Health | None = Field(description="the gateway's own health (control protocol), null when unreachable")
     problems: list[str]
+
+
+class DnsFlushOut(BaseModel):
+    ok: bool
+
+
+__all__ = ["CacheStats", "DnsReport", "Flow", "Health", "PurgeResponse"]
 
 
 class VersionsOut(BaseModel):

@@ -2,7 +2,9 @@
 
 It validates configs like the real one (GatewayConfig, unknown fields rejected), applies atomically
 (a failure injected with `fail_next_apply(step)` leaves the previous config active), serves flows,
-counters and cache stats that tests set, and drains the closed-flow ring on /v1/flows/collect.
+counters and cache stats that tests set, and drains the closed-flow ring on /v1/flows/collect. Every
+answer goes through the generated report model of the real one (perigee_control.reports) on its way
+out, so the double cannot drift from the gateway's schema.
 
     with FakeGateway(tmp_path / "control.sock") as gw:
         gw.live_flows = [make_flow(1)]
@@ -18,17 +20,42 @@ from pathlib import Path
 from typing import Any
 
 import uvicorn
-from pydantic import ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from perigee_api.schemas.gateway_config import GatewayConfig
+from perigee_control import reports
+
+FLOWS = TypeAdapter(list[reports.Flow])
 
 
 def _err(status: int, code: str, message: str, field: str | None = None) -> JSONResponse:
-    return JSONResponse({"error": {"code": code, "message": message, "field": field}}, status_code=status)
+    body = reports.ErrorBody(error=reports.ErrorDetail(code=code, message=message, field=field))
+    return JSONResponse(body.model_dump(mode="json", exclude_none=True), status_code=status)
+
+
+def _answer(model: type[BaseModel], body: dict[str, Any]) -> JSONResponse:
+    """`body` as the real gateway would send it: checked against its report type."""
+    return JSONResponse(model.model_validate(body).model_dump(mode="json", by_alias=True))
+
+
+def _hybla() -> dict[str, Any]:
+    return {
+        "implementation": "none",
+        "loaded": False,
+        "rtt0_ms": 25,
+        "base_rtt_ms": 0,
+        "cwnd_max": 0,
+        "available": ["cubic", "reno"],
+        "problem": "fake gateway",
+        "owned": False,
+        "pin_dir": "/sys/fs/bpf/perigee",
+        "netns_cookie": None,
+        "netns": [],
+    }
 
 
 def make_flow(
@@ -48,7 +75,7 @@ def make_flow(
     now = time.time() if now is None else now
     leg = {
         "cc": "hybla",
-        "state": "ESTABLISHED",
+        "state": "established",
         "srtt_us": 600000,
         "rttvar_us": 5000,
         "min_rtt_us": 590000,
@@ -74,7 +101,7 @@ def make_flow(
         "family": 6 if client.startswith("[") else 4,
         "started_at": now - 5,
         "ended_at": now if state == "closed" else None,
-        "end_reason": "fin" if state == "closed" else None,
+        "end_reason": "eof" if state == "closed" else None,
         "bytes_up": bytes_up,
         "bytes_down": bytes_down,
         "rate_up_bps": 1000.0,
@@ -102,18 +129,50 @@ class FakeGateway:
             "bytes_down": 0,
             "by_action": {
                 "accelerate": {"bytes_up": 0, "bytes_down": 0, "flows": 0},
-                "cache": {"bytes_up": 0, "bytes_down": 0, "flows": 0},
+                "cache": {
+                    "bytes_up": 0,
+                    "bytes_down": 0,
+                    "flows": 0,
+                    "requests": 0,
+                    "hits": 0,
+                    "misses": 0,
+                    "denied": 0,
+                    "bytes": 0,
+                    "bytes_from_origin": 0,
+                    "bytes_saved": 0,
+                },
                 "bypass": {"packets": 0, "bytes": 0},
             },
+            "cc_fallback": 0,
+            "closed_dropped": 0,
             "peer": {"flows": 0, "fallbacks": 0, "refused": 0},
             "quic_rejected": {"packets": 0, "bytes": 0},
         }
         self.cache_stats: dict[str, Any] = {
+            "enabled": False,
+            "running": False,
+            "squid_version": None,
+            "collapsed_forwarding_requested": False,
+            "collapsed_forwarding_effective": False,
             "requests": 0,
             "hits": 0,
             "misses": 0,
-            "bytes_hit": 0,
-            "objects": 0,
+            "denied": 0,
+            "hit_ratio_requests": 0.0,
+            "hit_ratio_bytes": 0.0,
+            "bytes_to_clients": 0,
+            "bytes_from_cache": 0,
+            "bytes_from_origin": 0,
+            "bytes_saved_satellite": 0,
+            "memory_used_bytes": None,
+            "memory_capacity_bytes": None,
+            "disk_used_bytes": None,
+            "disk_capacity_bytes": None,
+            "store_entries": None,
+            "requests_buffered": 0,
+            "requests_dropped": 0,
+            "unparsed_lines": 0,
+            "problems": [],
         }
         self.dns_stats: dict[str, Any] = {
             "enabled": False,
@@ -163,24 +222,20 @@ class FakeGateway:
         return cfg.to_json(), None
 
     async def _health(self, _r: Request) -> JSONResponse:
-        return JSONResponse(
+        return _answer(
+            reports.Health,
             {
                 "status": "ok",
                 "version": "fake-0.1",
                 "uptime_s": time.time() - self.started,
-                "role": "hub",
+                "role": (self.config or {}).get("role", "hub"),
                 "config_revision": self.revision,
                 "fail_open": True,
-                "hybla": {
-                    "implementation": "none",
-                    "loaded": False,
-                    "rtt0_ms": 25,
-                    "base_rtt_ms": 0,
-                    "available": ["cubic", "reno"],
-                    "problem": "fake gateway",
-                },
+                "hybla": _hybla(),
                 "problems": [],
-            }
+                "peer": None,
+                "workers": [],
+            },
         )
 
     async def _get_config(self, _r: Request) -> JSONResponse:
@@ -199,7 +254,9 @@ class FakeGateway:
             "nft": f"table inet perigee {{ # {len(cfg['classes'])} classes, {len(cfg['bypass'])} bypass }}",
             "routes": [f"{r['dst']} via {r['via']}" for r in cfg["satellite"]["routes"]],
             "sysctls": cfg["sysctls"],
+            "shaping": None,
             "squid_conf": None,
+            "unbound_conf": None,
         }
 
     async def _validate_config(self, r: Request) -> JSONResponse:
@@ -210,7 +267,7 @@ class FakeGateway:
         if err or cfg is None:
             return err or _err(422, "invalid_config", "invalid")
         self.validated += 1
-        return JSONResponse({"ok": True, "rendered": self._render(cfg)})
+        return _answer(reports.Validated, {"ok": True, "rendered": self._render(cfg)})
 
     async def _put_config(self, r: Request) -> JSONResponse:
         body, bad = await self._body(r)
@@ -226,7 +283,7 @@ class FakeGateway:
             self.config = copy.deepcopy(cfg)
             self.revision = cfg["revision"] or f"r{len(self.applied) + 1}"
             self.applied.append(cfg)
-        return JSONResponse({"ok": True, "revision": self.revision, "applied_at": time.time()})
+        return _answer(reports.Applied, {"ok": True, "revision": self.revision, "applied_at": time.time()})
 
     async def _flows(self, r: Request) -> JSONResponse:
         state = r.query_params.get("state", "live")
@@ -237,33 +294,26 @@ class FakeGateway:
             "closed": self.closed_ring,
             "all": self.live_flows + self.closed_ring,
         }[state]
-        return JSONResponse({"flows": flows, "now": time.time()})
+        return JSONResponse(
+            {"flows": FLOWS.dump_python(FLOWS.validate_python(flows), mode="json", by_alias=True), "now": time.time()}
+        )
 
     async def _collect(self, _r: Request) -> JSONResponse:
         with self._lock:
             drained, self.closed_ring = self.closed_ring, []
-        return JSONResponse({"flows": drained})
+        return JSONResponse({"flows": FLOWS.dump_python(FLOWS.validate_python(drained), mode="json", by_alias=True)})
 
     async def _counters(self, _r: Request) -> JSONResponse:
-        return JSONResponse(self.counters)
+        return _answer(reports.Counters, self.counters)
 
     async def _hybla(self, _r: Request) -> JSONResponse:
-        return JSONResponse(
-            {
-                "implementation": "none",
-                "loaded": False,
-                "rtt0_ms": 25,
-                "base_rtt_ms": 0,
-                "available": ["cubic", "reno"],
-                "problem": "fake gateway",
-            }
-        )
+        return _answer(reports.HyblaStatus, _hybla())
 
     async def _cache_stats(self, _r: Request) -> JSONResponse:
-        return JSONResponse(self.cache_stats)
+        return _answer(reports.CacheStats, self.cache_stats)
 
     async def _cache_collect(self, _r: Request) -> JSONResponse:
-        return JSONResponse({"requests": []})
+        return _answer(reports.CollectResponse, {"requests": [], "dropped": 0})
 
     async def _purge(self, r: Request) -> JSONResponse:
         body, bad = await self._body(r)
@@ -280,7 +330,7 @@ class FakeGateway:
         return _err(422, "invalid_purge", "url must be a non-empty string", "url")
 
     async def _dns_stats(self, _r: Request) -> JSONResponse:
-        return JSONResponse(self.dns_stats)
+        return _answer(reports.DnsReport, self.dns_stats)
 
     async def _dns_flush(self, r: Request) -> JSONResponse:
         body, bad = await self._body(r)
@@ -294,7 +344,14 @@ class FakeGateway:
         return JSONResponse({"ok": True})
 
     def app(self) -> Starlette:
+        async def not_found(_r: Request, _exc: Exception) -> JSONResponse:
+            return _err(404, "not_found", "no such endpoint")
+
+        async def not_allowed(_r: Request, _exc: Exception) -> JSONResponse:
+            return _err(405, "method_not_allowed", "method not allowed")
+
         return Starlette(
+            exception_handlers={404: not_found, 405: not_allowed},
             routes=[
                 Route("/v1/health", self._health),
                 Route("/v1/config", self._get_config, methods=["GET"]),
@@ -309,7 +366,7 @@ class FakeGateway:
                 Route("/v1/cache/purge", self._purge, methods=["POST"]),
                 Route("/v1/dns/stats", self._dns_stats),
                 Route("/v1/dns/flush", self._dns_flush, methods=["POST"]),
-            ]
+            ],
         )
 
     # --- lifecycle -----------------------------------------------------------------------------

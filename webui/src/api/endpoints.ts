@@ -38,6 +38,22 @@ export type RestoreOut = S['RestoreOut'];
 export type SystemVersions = S['VersionsOut'];
 export type TlsStatus = S['TlsOut'];
 export type TlsCertificate = S['TlsCertificateOut'];
+// The gateway's control-protocol types, generated from its Rust types (gateway/schema/*.schema.json) via the
+// API's models and its OpenAPI.
+export type GatewayConfig = S['GatewayConfig'];
+export type TrafficClass = S['TrafficClass'];
+export type ClassMatch = S['Match'];
+export type ClassAction = S['Action'];
+export type CongestionControl = S['CongestionControl'];
+export type DnsConfig = S['Dns'];
+export type Flow = S['Flow'];
+export type FlowPath = S['FlowPath'];
+export type TcpInfo = S['TcpInfo'];
+export type GatewayHealth = S['Health'];
+export type HyblaStatus = S['HyblaStatus'];
+export type CacheStats = S['CacheStats'];
+export type DnsReport = S['DnsReport'];
+export type ProbeResult = S['ProbeResult'];
 export type Metric = 'class_bps' | 'action_bps' | 'cache_hit_ratio' | 'dns_hit_ratio' | 'dns_qps' | 'leg_rtt_ms' | 'link_bps';
 
 /** Login is an unsafe request too: make sure a CSRF cookie exists first. */

@@ -3,7 +3,7 @@ import { keepPreviousData, useQuery } from '@tanstack/react-query';
 import { useState } from 'react';
 import { endpoints } from '../api/endpoints';
 import { formatBytes, formatDuration, formatMs, formatTime } from '../lib/format';
-import { PATH_LABEL } from '../lib/gateway-types';
+import { PATH_LABEL } from '../lib/flows';
 import { ScrollTable } from './ScrollTable';
 import { EmptyState, QueryView } from './StateViews';
 

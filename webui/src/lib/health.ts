@@ -1,5 +1,4 @@
-import type { HealthOut } from '../api/endpoints';
-import type { HyblaStatus } from './gateway-types';
+import type { GatewayHealth, HealthOut } from '../api/endpoints';
 
 export interface DashboardAlert {
   id: string;
@@ -9,19 +8,8 @@ export interface DashboardAlert {
 }
 
 /** The gateway's own health answer, passed through by the API (docs/control-protocol.md). */
-export interface GatewayHealth {
-  status?: string;
-  version?: string;
-  uptime_s?: number;
-  role?: string;
-  config_revision?: string | null;
-  fail_open?: boolean;
-  hybla?: HyblaStatus;
-  problems?: string[];
-}
-
 export function gatewayHealth(h: HealthOut | undefined): GatewayHealth | null {
-  return (h?.gateway as GatewayHealth | null | undefined) ?? null;
+  return h?.gateway ?? null;
 }
 
 /** How full the cache store is (0..1), from whichever size fields the gateway reports; null if unknown. */

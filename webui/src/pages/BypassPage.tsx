@@ -10,20 +10,18 @@ import { PageHeader } from '../components/PageHeader';
 import { ScrollTable } from '../components/ScrollTable';
 import { QueryView } from '../components/StateViews';
 import { errorFor } from '../lib/field-errors';
-import { checkAll, checkCidr, checkName, checkPortSpec } from '../lib/validate';
+import { checkField } from '../lib/schema-check';
 
 type Protocol = BypassIn['protocol'];
 const EMPTY: BypassIn = { name: '', protocol: 'any', cidrs: [], ports: [], comment: '' };
 
+/** Field checks from the gateway's schema (a bypass entry's); rules between fields are the API's to answer. */
 function validate(r: BypassIn): FieldErrors {
   const e: FieldErrors = {};
-  const n = checkName(r.name);
-  if (n) e.name = n;
-  const c = checkAll(r.cidrs ?? [], checkCidr);
-  if (c) e.cidrs = c;
-  const p = checkAll(r.ports ?? [], checkPortSpec);
-  if (p) e.ports = p;
-  if ((r.ports ?? []).length && r.protocol !== 'tcp' && r.protocol !== 'udp') e.ports = 'ports need protocol tcp or udp';
+  for (const [key, value] of [['name', r.name], ['cidrs', r.cidrs ?? []], ['ports', r.ports ?? []]] as const) {
+    const problem = checkField('BypassRule', key, value);
+    if (problem) e[key] = problem;
+  }
   return e;
 }
 

@@ -9,7 +9,7 @@ import { KeyValueTable } from '../components/KeyValueTable';
 import { PageHeader } from '../components/PageHeader';
 import { StatCard } from '../components/StatCard';
 import { QueryView } from '../components/StateViews';
-import type { DnsConfig } from '../lib/config-types';
+import type { DnsConfig } from '../api/endpoints';
 import { dnsView, formatWait, type ProbeResult } from '../lib/dns';
 import { formatBytes, formatPercent } from '../lib/format';
 import { seriesToRows } from '../lib/series';

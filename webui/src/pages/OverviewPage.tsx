@@ -9,7 +9,7 @@ import { StatCard } from '../components/StatCard';
 import { ErrorState } from '../components/StateViews';
 import { dnsView, formatWait } from '../lib/dns';
 import { formatBps, formatBytes, formatMs, formatPercent } from '../lib/format';
-import { legsOf } from '../lib/gateway-types';
+import { legsOf } from '../lib/flows';
 import { alertsFrom, gatewayHealth } from '../lib/health';
 import { seriesToRows } from '../lib/series';
 import { useLiveFlows } from '../live/LiveFlowsContext';

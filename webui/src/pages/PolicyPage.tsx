@@ -10,7 +10,8 @@ import { PageHeader } from '../components/PageHeader';
 import { ScrollTable } from '../components/ScrollTable';
 import { EmptyState, QueryView } from '../components/StateViews';
 import { TrafficClassForm } from '../components/TrafficClassForm';
-import { newTrafficClass, normaliseClass, type TrafficClass } from '../lib/config-types';
+import type { TrafficClass } from '../api/endpoints';
+import { newTrafficClass, normaliseClass } from '../lib/classes';
 import { validateClass } from '../lib/class-validation';
 
 interface Editing {

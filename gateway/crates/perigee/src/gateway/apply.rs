@@ -4,7 +4,7 @@
 //! hybla (params and cwnd ceiling, see `HyblaPlan`). On a failure every step already done is
 //! undone in reverse, so the previous state stays. Subprocesses get argument vectors only,
 //! never shell strings.
-use super::config::GatewayConfig;
+use super::config::{CongestionControl, GatewayConfig};
 use super::render::{remove_root_qdisc_argv, Rendered, RouteOp, Shaper, SHAPER_HANDLE, TABLE};
 use perigee_hybla::{HyblaParams, HyblaStatus, Implementation};
 use std::collections::BTreeMap;
@@ -48,11 +48,12 @@ pub struct HyblaPlan {
 impl HyblaPlan {
     /// The plan for `cfg`, or None when no satellite leg uses hybla.
     pub fn for_config(cfg: &GatewayConfig) -> Option<HyblaPlan> {
-        let uses = cfg.satellite.congestion_control == "hybla"
+        let hybla = CongestionControl::Hybla;
+        let uses = cfg.satellite.congestion_control == hybla
             || cfg
                 .classes
                 .iter()
-                .any(|c| c.satellite.congestion_control.as_deref() == Some("hybla"));
+                .any(|c| c.satellite.congestion_control == Some(hybla));
         uses.then_some(HyblaPlan {
             params: HyblaParams {
                 rtt0_ms: cfg.hybla.rtt0_ms,

@@ -1,8 +1,13 @@
 //! The control socket (docs/control-protocol.md): HTTP/1.1 + JSON over a Unix stream socket.
 use super::config::{self, ConfigError};
 use super::master::{ConfigFailure, Shared};
+use super::reports::{
+    ActionCounters, Applied, CacheCounters, Counters, DnsReport, ErrorBody, FlowList, Health,
+    HealthStatus, PacketCounters, PeerCounters, PeerHealth, SplitCounters, Validated, WorkerHealth,
+};
 use super::telemetry::Flow;
 use super::{apply, http, ipc, log, render, sys};
+use serde::Serialize;
 use serde_json::{json, Value};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -54,7 +59,12 @@ pub fn serve(shared: Arc<Shared>, listener: UnixListener) {
 }
 
 fn error(code: &str, message: &str, field: Option<&str>) -> Value {
-    json!({"error": {"code": code, "message": message, "field": field}})
+    to_json(&ErrorBody::new(code, message, field))
+}
+
+/// The answer types are plain data: serializing them cannot fail.
+fn to_json<T: Serialize>(v: &T) -> Value {
+    serde_json::to_value(v).unwrap_or(Value::Null)
 }
 
 fn invalid(e: &ConfigError) -> (u16, Value) {
@@ -87,7 +97,7 @@ pub fn problems(shared: &Shared) -> Vec<String> {
             p.push(why);
         }
     }
-    if render::effective_cc(&cfg.satellite.congestion_control, &avail).is_none() {
+    if render::effective_cc(cfg.satellite.congestion_control, &avail).is_none() {
         p.push(format!(
             "congestion control '{}' is not available (have: {}); the satellite leg uses the system default",
             cfg.satellite.congestion_control,
@@ -141,21 +151,20 @@ pub fn problems(shared: &Shared) -> Vec<String> {
     p
 }
 
-/// The peer path's state summed over the workers (`/v1/health` `peer`, null when it is off).
-fn peer_json(shared: &Shared) -> Value {
+/// The peer path's state summed over the workers (`/v1/health` `peer`, None when it is off).
+fn peer_health(shared: &Shared) -> Option<PeerHealth> {
     let reports: Vec<ipc::PeerReport> = shared
         .workers
         .iter()
         .filter_map(|w| w.peer.lock().unwrap().clone())
         .collect();
     if reports.is_empty() {
-        return Value::Null;
+        return None;
     }
-    let error = reports.iter().find_map(|r| r.error.clone());
-    json!({
-        "ready": reports.iter().map(|r| r.ready).sum::<u64>(),
-        "listening": reports.iter().any(|r| r.listening),
-        "error": error,
+    Some(PeerHealth {
+        ready: reports.iter().map(|r| r.ready).sum(),
+        listening: reports.iter().any(|r| r.listening),
+        error: reports.iter().find_map(|r| r.error.clone()),
     })
 }
 
@@ -189,63 +198,67 @@ fn peer_problem(shared: &Shared, cfg: &config::GatewayConfig) -> Option<String> 
     }
 }
 
-/// `rendered.squid_conf` of /v1/config/validate: what Squid would get (null when disabled).
-fn render_squid(shared: &Shared, cfg: &config::GatewayConfig) -> Value {
+/// `rendered.squid_conf` of /v1/config/validate: what Squid would get (None when disabled).
+fn render_squid(shared: &Shared, cfg: &config::GatewayConfig) -> Option<String> {
     if !cfg.cache.enabled {
-        return Value::Null;
+        return None;
     }
-    match perigee_squid::parse_served_subnets(&cfg.served_subnets, &cfg.served_limits) {
-        Ok(served) => perigee_squid::render(
-            &cfg.cache,
-            &served,
-            &cfg.squid_nameservers(),
-            &shared.squid_paths,
-            shared.squid_version,
-        )
-        .into(),
-        Err(_) => Value::Null,
-    }
+    let served =
+        perigee_squid::check_served_subnets(&cfg.served_subnets, &cfg.served_limits).ok()?;
+    Some(perigee_squid::render(
+        &cfg.cache,
+        &served,
+        &cfg.squid_nameservers(),
+        &shared.squid_paths,
+        shared.squid_version,
+    ))
 }
 
-/// `rendered.unbound_conf` of /v1/config/validate: what unbound would get (null when disabled).
-fn render_unbound(shared: &Shared, cfg: &config::GatewayConfig) -> Value {
+/// `rendered.unbound_conf` of /v1/config/validate: what unbound would get (None when disabled).
+fn render_unbound(shared: &Shared, cfg: &config::GatewayConfig) -> Option<String> {
     if !cfg.dns.enabled {
-        return Value::Null;
+        return None;
     }
-    match (
-        perigee_dns::parse_served_subnets(&cfg.served_subnets),
-        cfg.dns.upstreams(),
-    ) {
-        (Ok(served), Ok(ups)) => {
-            perigee_dns::render(&cfg.dns, &served, &ups, &shared.dns_paths).into()
-        }
-        _ => Value::Null,
-    }
+    let served = perigee_dns::check_served_subnets(&cfg.served_subnets).ok()?;
+    let ups = cfg.dns.upstreams().ok()?;
+    Some(perigee_dns::render(
+        &cfg.dns,
+        &served,
+        &ups,
+        &shared.dns_paths,
+    ))
 }
 
-/// `/v1/dns/*`, served by the resolver crate, with what the daemon knows added to the stats.
-fn dns_endpoint(shared: &Shared, req: &http::Request) -> (u16, Value) {
+/// GET /v1/dns/stats: the resolver crate's counters with what the daemon knows about it.
+fn dns_report(shared: &Shared) -> DnsReport {
     let cfg = shared.config.lock().unwrap().clone();
     let health = shared.resolver.lock().unwrap().clone();
     let (intercepted, _) = apply::read_counter("dns_intercepted").unwrap_or((0, 0));
-    let mut extra = serde_json::Map::new();
-    extra.insert(
-        "intercept".into(),
-        (cfg.dns.enabled && cfg.dns.intercept).into(),
-    );
-    extra.insert(
-        "serving".into(),
-        shared.dns_up.load(Ordering::Relaxed).into(),
-    );
-    extra.insert("intercepted_packets".into(), intercepted.into());
-    extra.insert("upstream_healthy".into(), health.healthy.into());
-    extra.insert(
-        "upstream_probe".into(),
-        serde_json::to_value(&health.last).unwrap_or(Value::Null),
-    );
+    let stats = shared.dns.lock().unwrap().stats();
+    DnsReport {
+        stats,
+        intercept: cfg.dns.enabled && cfg.dns.intercept,
+        serving: shared.dns_up.load(Ordering::Relaxed),
+        intercepted_packets: intercepted,
+        upstream_healthy: health.healthy,
+        upstream_probe: health.last,
+    }
+}
+
+/// `/v1/dns/*`: the stats here, the rest served by the resolver crate.
+fn dns_endpoint(shared: &Shared, req: &http::Request) -> (u16, Value) {
+    if (req.method.as_str(), req.path.as_str()) == ("GET", "/v1/dns/stats") {
+        return (200, to_json(&dns_report(shared)));
+    }
     let mut mgr = shared.dns.lock().unwrap();
-    perigee_dns::api::handle(&mut mgr, &req.method, &req.path, &req.body, extra)
-        .unwrap_or_else(|| (404, error("not_found", "no such endpoint", None)))
+    perigee_dns::api::handle(
+        &mut mgr,
+        &req.method,
+        &req.path,
+        &req.body,
+        serde_json::Map::new(),
+    )
+    .unwrap_or_else(|| (404, error("not_found", "no such endpoint", None)))
 }
 
 /// `/v1/cache/*`, served by the Squid crate.
@@ -260,71 +273,97 @@ fn cache_endpoint(shared: &Shared, req: &http::Request) -> (u16, Value) {
         .unwrap_or_else(|| (404, error("not_found", "no such endpoint", None)))
 }
 
-fn health(shared: &Shared) -> Value {
+fn health(shared: &Shared) -> Health {
     let problems = problems(shared);
     let cfg = shared.config.lock().unwrap().clone();
     let listening = shared
         .workers
         .iter()
         .any(|w| w.listening.load(Ordering::Relaxed));
-    json!({
-        "status": if problems.is_empty() { "ok" } else { "degraded" },
-        "version": VERSION,
-        "uptime_s": shared.started.elapsed().as_secs_f64(),
-        "role": cfg.role,
-        // null while the startup config could not be installed.
-        "config_revision": if shared.configured.load(Ordering::Relaxed) { json!(cfg.revision) } else { Value::Null },
-        // True while new connections pass unsplit (no listening worker, or above max_flows).
-        "fail_open": !listening || shared.overflow.load(Ordering::Relaxed),
-        "hybla": hybla_json(),
-        "problems": problems,
-        "peer": peer_json(shared),
-        "workers": shared.workers.iter().map(|w| json!({
-            "alive": w.alive.load(Ordering::Relaxed), "pid": w.pid.load(Ordering::Relaxed),
-            "live": w.live.load(Ordering::Relaxed), "restarts": w.restarts.load(Ordering::Relaxed),
-            "pipes_in_use": w.pipes.load(Ordering::Relaxed)})).collect::<Vec<_>>(),
-    })
+    let configured = shared.configured.load(Ordering::Relaxed);
+    Health {
+        status: if problems.is_empty() {
+            HealthStatus::Ok
+        } else {
+            HealthStatus::Degraded
+        },
+        version: VERSION.into(),
+        uptime_s: shared.started.elapsed().as_secs_f64(),
+        role: cfg.role,
+        // None while the startup config could not be installed.
+        config_revision: (configured && !cfg.revision.is_empty()).then(|| cfg.revision.clone()),
+        fail_open: !listening || shared.overflow.load(Ordering::Relaxed),
+        hybla: perigee_hybla::status(),
+        problems,
+        peer: peer_health(shared),
+        workers: shared
+            .workers
+            .iter()
+            .map(|w| WorkerHealth {
+                alive: w.alive.load(Ordering::Relaxed),
+                pid: w.pid.load(Ordering::Relaxed),
+                live: w.live.load(Ordering::Relaxed),
+                restarts: w.restarts.load(Ordering::Relaxed),
+                pipes_in_use: w.pipes.load(Ordering::Relaxed),
+            })
+            .collect(),
+    }
 }
 
-pub fn counters(shared: &Shared) -> Value {
+fn packets(counter: &str) -> PacketCounters {
+    let (packets, bytes) = apply::read_counter(counter).unwrap_or((0, 0));
+    PacketCounters { packets, bytes }
+}
+
+/// The daemon's counters now (GET /v1/counters).
+pub fn counters_report(shared: &Shared) -> Counters {
     let t = shared.totals.lock().unwrap().clone();
-    let (bp, bb) = apply::read_counter("bypass").unwrap_or((0, 0));
-    let (ovf, _) = apply::read_counter("overflow_syns").unwrap_or((0, 0));
-    let (quic_p, quic_b) = apply::read_counter("quic_rejected").unwrap_or((0, 0));
-    let mut by_action = serde_json::Map::new();
-    for a in ["accelerate", "cache"] {
-        let v = t.by_action.get(a).copied().unwrap_or_default();
-        by_action.insert(
-            a.into(),
-            json!({"bytes_up": v.0, "bytes_down": v.1, "flows": v.2}),
-        );
-    }
-    // Squid's side of `cache` (from its access log); bytes/flows above are cache-class flows
-    // the splitter carried while Squid was down.
+    let split = |action: &str| {
+        let (bytes_up, bytes_down, flows) = t.by_action.get(action).copied().unwrap_or_default();
+        SplitCounters {
+            bytes_up,
+            bytes_down,
+            flows,
+        }
+    };
+    // Squid's side of `cache` (from its access log); the split part is cache-class flows the
+    // splitter carried while Squid was down.
     let c = shared.cache_counters();
-    if let Some(v) = by_action.get_mut("cache") {
-        v["requests"] = c.requests.into();
-        v["hits"] = c.hits.into();
-        v["misses"] = c.misses.into();
-        v["denied"] = c.denied.into();
-        v["bytes"] = c.bytes.into();
-        v["bytes_from_origin"] = c.upstream_bytes.into();
-        v["bytes_saved"] = c.hit_bytes.into();
+    Counters {
+        flows_live: shared.live(),
+        flows_total: t.flows_total,
+        flows_unsplit_overflow: packets("overflow_syns").packets,
+        flows_failed_connect: t.failed_connect,
+        bytes_up: t.bytes_up,
+        bytes_down: t.bytes_down,
+        by_action: ActionCounters {
+            accelerate: split("accelerate"),
+            cache: CacheCounters {
+                split: split("cache"),
+                requests: c.requests,
+                hits: c.hits,
+                misses: c.misses,
+                denied: c.denied,
+                bytes: c.bytes,
+                bytes_from_origin: c.upstream_bytes,
+                bytes_saved: c.hit_bytes,
+            },
+            bypass: packets("bypass"),
+        },
+        cc_fallback: t.cc_fallback,
+        closed_dropped: t.closed_dropped,
+        peer: PeerCounters {
+            flows: t.peer_flows,
+            fallbacks: t.peer_fallbacks,
+            refused: t.peer_refused,
+        },
+        quic_rejected: packets("quic_rejected"),
     }
-    by_action.insert("bypass".into(), json!({"packets": bp, "bytes": bb}));
-    json!({
-        "flows_live": shared.live(),
-        "flows_total": t.flows_total,
-        "flows_unsplit_overflow": ovf,
-        "flows_failed_connect": t.failed_connect,
-        "bytes_up": t.bytes_up,
-        "bytes_down": t.bytes_down,
-        "by_action": by_action,
-        "cc_fallback": t.cc_fallback,
-        "closed_dropped": t.closed_dropped,
-        "peer": {"flows": t.peer_flows, "fallbacks": t.peer_fallbacks, "refused": t.peer_refused},
-        "quic_rejected": {"packets": quic_p, "bytes": quic_b},
-    })
+}
+
+/// GET /v1/counters as JSON (the metrics exporter reads it too).
+pub fn counters(shared: &Shared) -> Value {
+    to_json(&counters_report(shared))
 }
 
 fn parse_body(body: &[u8]) -> Result<config::GatewayConfig, ConfigError> {
@@ -334,7 +373,7 @@ fn parse_body(body: &[u8]) -> Result<config::GatewayConfig, ConfigError> {
 pub fn handle(shared: &Shared, req: &http::Request) -> (u16, Value) {
     let now = sys::now_f64();
     match (req.method.as_str(), req.path.as_str()) {
-        ("GET", "/v1/health") => (200, health(shared)),
+        ("GET", "/v1/health") => (200, to_json(&health(shared))),
         ("GET", "/v1/config") => {
             let mut v =
                 serde_json::to_value(&*shared.config.lock().unwrap()).unwrap_or(Value::Null);
@@ -344,10 +383,10 @@ pub fn handle(shared: &Shared, req: &http::Request) -> (u16, Value) {
         }
         ("POST", "/v1/config/validate") => match parse_body(&req.body) {
             Ok(cfg) => {
-                let mut rendered = render::render(&cfg, &sys::available_cc()).to_json();
-                rendered["squid_conf"] = render_squid(shared, &cfg);
-                rendered["unbound_conf"] = render_unbound(shared, &cfg);
-                (200, json!({"ok": true, "rendered": rendered}))
+                let mut rendered = render::render(&cfg, &sys::available_cc()).report();
+                rendered.squid_conf = render_squid(shared, &cfg);
+                rendered.unbound_conf = render_unbound(shared, &cfg);
+                (200, to_json(&Validated { ok: true, rendered }))
             }
             Err(e) => invalid(&e),
         },
@@ -356,7 +395,14 @@ pub fn handle(shared: &Shared, req: &http::Request) -> (u16, Value) {
             Ok(cfg) => {
                 let rev = cfg.revision.clone();
                 match shared.apply_config(cfg) {
-                    Ok(()) => (200, json!({"ok": true, "revision": rev, "applied_at": now})),
+                    Ok(()) => (
+                        200,
+                        to_json(&Applied {
+                            ok: true,
+                            revision: rev,
+                            applied_at: now,
+                        }),
+                    ),
                     Err(ConfigFailure::Invalid(e)) => invalid(&e),
                     Err(ConfigFailure::Apply(e)) => {
                         log::error(
@@ -389,11 +435,23 @@ pub fn handle(shared: &Shared, req: &http::Request) -> (u16, Value) {
                     ),
                 );
             }
-            (200, json!({"flows": flows, "now": now}))
+            (
+                200,
+                to_json(&FlowList {
+                    flows,
+                    now: Some(now),
+                }),
+            )
         }
         ("POST", "/v1/flows/collect") => {
             let drained: Vec<Flow> = shared.closed.lock().unwrap().drain(..).collect();
-            (200, json!({"flows": drained}))
+            (
+                200,
+                to_json(&FlowList {
+                    flows: drained,
+                    now: None,
+                }),
+            )
         }
         ("GET", "/v1/counters") => (200, counters(shared)),
         ("GET", "/v1/hybla") => (200, hybla_json()),

@@ -4,30 +4,14 @@ use super::config::Action;
 use super::peer::handover::Handover;
 use super::session::Direction;
 use super::sys;
-use super::telemetry::{parse_tcp_info, Flow, Legs, TcpInfo};
+pub use super::telemetry::FlowPath as Path;
+use super::telemetry::{parse_tcp_info, Flow, FlowState, LegSide, Legs, TcpInfo};
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::time::Instant;
 
 pub const CLIENT: u64 = 0;
 pub const SERVER: u64 = 1;
-
-/// Which way a flow crossed the satellite: `Direct` (the terminal's own connection, intercepted
-/// again at a hub), or `Peer` (a warm, authenticated connection between the two gateways).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Path {
-    Direct,
-    Peer,
-}
-
-impl Path {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Path::Direct => "direct",
-            Path::Peer => "peer",
-        }
-    }
-}
 
 /// Per-socket epoll registration state.
 #[derive(Default)]
@@ -77,13 +61,13 @@ impl Session {
         }
     }
 
-    pub fn state(&self) -> &'static str {
+    pub fn state(&self) -> FlowState {
         if self.connecting || self.handover.is_some() {
-            "connecting"
+            FlowState::Connecting
         } else if self.up.eof || self.down.eof {
-            "half_closed"
+            FlowState::HalfClosed
         } else {
-            "established"
+            FlowState::Established
         }
     }
 
@@ -91,12 +75,12 @@ impl Session {
         Flow {
             id: self.id,
             state: if ended.is_some() {
-                "closed".into()
+                FlowState::Closed
             } else {
-                self.state().into()
+                self.state()
             },
             class: self.class.clone(),
-            action: self.action.as_str().into(),
+            action: self.action,
             client: self.client_addr.to_string(),
             server: self.server_addr.to_string(),
             family: if self.client_addr.is_ipv4() { 4 } else { 6 },
@@ -111,13 +95,12 @@ impl Session {
                 client: self.info[0].clone(),
                 server: self.info[1].clone(),
                 satellite: if self.sat_is_client {
-                    "client"
+                    LegSide::Client
                 } else {
-                    "server"
-                }
-                .into(),
+                    LegSide::Server
+                },
             },
-            path: self.path.as_str().into(),
+            path: self.path,
         }
     }
 

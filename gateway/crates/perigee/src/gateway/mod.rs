@@ -1,5 +1,6 @@
 //! The transparent TCP splitter daemon and its control plane.
 pub mod apply;
+pub mod classify;
 pub mod cli;
 pub mod config;
 pub mod control;
@@ -12,7 +13,9 @@ pub mod master;
 pub mod metrics;
 pub mod peer;
 pub mod render;
+pub mod reports;
 pub mod satleg;
+pub mod schema;
 pub mod session;
 pub mod sys;
 pub mod telemetry;
