@@ -3,7 +3,8 @@
 definitions of the same name; tests/test_config_contract.py holds them to the gateway's own parser.
 
 Each check returns the value in the form the gateway writes back (a CIDR with its host bits cleared, a port
-without leading zeros), so a config the API stores is the one the gateway reports running."""
+without leading zeros, a resolver without "@53"), so a config the API stores is the one the gateway reports running
+(tests/test_config_contract.py compares the two for every accepted case)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,14 @@ def parse_ip(value: str) -> IpAddress:
         return ipaddress.ip_address(value)
     except ValueError:
         raise ValueError(f"'{value}' is not an IPv4 or IPv6 address") from None
+
+
+def ip_text(addr: IpAddress) -> str:
+    """The address as the gateway writes it (Rust's std::net): RFC 5952, except that an IPv4-mapped IPv6
+    address keeps its dotted quad ("::ffff:10.0.0.1", where Python writes "::ffff:a00:1")."""
+    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
+        return f"::ffff:{addr.ipv4_mapped}"
+    return str(addr)
 
 
 def parse_cidr(value: str) -> IpNetwork:
@@ -148,8 +157,12 @@ def _port_range(value: str) -> str:
 
 
 def _upstream(value: str) -> str:
-    parse_upstream(value)
-    return value
+    addr, port = parse_upstream(value)
+    return ip_text(addr) if port == DNS_PORT else f"{ip_text(addr)}@{port}"
+
+
+def _ip(value: str) -> str:
+    return ip_text(parse_ip(value))
 
 
 def _refresh_regex(value: str) -> str:
@@ -185,6 +198,7 @@ def _cache_domain(value: str) -> str:
 
 # The schema's definitions of the same names, with the checks of the gateway's parsers.
 Cidr = Annotated[str, Field(max_length=64), AfterValidator(_cidr)]
+IpAddr = Annotated[str, Field(max_length=64), AfterValidator(_ip)]
 PortRange = Annotated[str, Field(max_length=11), AfterValidator(_port_range)]
 Upstream = Annotated[str, Field(max_length=64), AfterValidator(_upstream)]
 RefreshRegex = Annotated[str, AfterValidator(_refresh_regex)]

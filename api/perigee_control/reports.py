@@ -612,8 +612,8 @@ class Health(Report):
 
     config_revision: str | None
     """
-    The running config's `revision`; null while no config is installed or the running one
-    has none.
+    The running config's `revision` ("" when it has none); null while no config is
+    installed (the daemon intercepts nothing until one is).
     """
     fail_open: bool
     """

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from perigee_api.core.config import Settings
 from perigee_api.core.db import Database
 from perigee_api.gateway_client import GatewayClient
+from perigee_api.services.running import Running
 
 if TYPE_CHECKING:
     from perigee_api.services.collector import Collector
@@ -82,6 +83,8 @@ class AppContext:
     db: Database
     gateway: GatewayClient
     live: LiveFlows = field(default_factory=LiveFlows)
+    # What the gateway runs, as last checked (the collector keeps it fresh).
+    running: Running = field(default_factory=Running)
     streams: StreamSlots = field(default_factory=StreamSlots)
     collector: Collector | None = None
     loop: asyncio.AbstractEventLoop | None = None

@@ -245,6 +245,22 @@ class DiffOut(BaseModel):
     changes: list[DiffEntry]
 
 
+class RunningOut(BaseModel):
+    """What the gateway runs, and how it differs from the desired (latest) version."""
+
+    reachable: bool
+    revision: str | None = Field(
+        description="the revision the gateway runs; null when it runs no config or cannot be asked"
+    )
+    config: GatewayConfig | None = Field(description="the config it runs (null: none, or it cannot be asked)")
+    version_id: int | None = Field(description="the version that config is (imported when it was none the API knew)")
+    desired_version_id: int | None
+    in_sync: bool = Field(description="the gateway runs the desired version")
+    changes: list[DiffEntry] = Field(description="what applying the desired version would change in what runs")
+    checked_at: float = Field(description="when the gateway was last asked (unix s)")
+    error: str | None
+
+
 class ValidateOut(BaseModel):
     ok: bool
     version_id: int

@@ -112,7 +112,8 @@ def make_flow(
 
 
 class FakeGateway:
-    def __init__(self, socket_path: Path) -> None:
+    def __init__(self, socket_path: Path, running: dict[str, Any] | None = None) -> None:
+        """`running`: a config the gateway runs from the start (its own config file), as the real one would."""
         self.socket_path = Path(socket_path)
         self.config: dict[str, Any] | None = None
         self.revision: str | None = None
@@ -206,9 +207,18 @@ class FakeGateway:
         self.started = time.time()
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
+        if running is not None:
+            self.run_config(running)
 
     def fail_next_apply(self, step: str = "nft") -> None:
         self._fail_step = step
+
+    def run_config(self, config: dict[str, Any]) -> None:
+        """Runs `config` as if it had been applied without the API (the CLI, a restored machine)."""
+        canonical = GatewayConfig.model_validate(config).to_json()
+        with self._lock:
+            self.config = canonical
+            self.revision = str(canonical["revision"])
 
     # --- protocol ------------------------------------------------------------------------------
 
@@ -241,7 +251,7 @@ class FakeGateway:
     async def _get_config(self, _r: Request) -> JSONResponse:
         if self.config is None:
             return _err(404, "no_config", "no config applied yet")
-        return JSONResponse({**self.config, "revision": self.revision})
+        return JSONResponse(self.config)
 
     async def _body(self, r: Request) -> tuple[Any, JSONResponse | None]:
         try:
@@ -281,7 +291,7 @@ class FakeGateway:
                 step, self._fail_step = self._fail_step, None
                 return _err(500, "apply_failed", f"{step}: injected failure; previous state kept", step)
             self.config = copy.deepcopy(cfg)
-            self.revision = cfg["revision"] or f"r{len(self.applied) + 1}"
+            self.revision = str(cfg["revision"])
             self.applied.append(cfg)
         return _answer(reports.Applied, {"ok": True, "revision": self.revision, "applied_at": time.time()})
 

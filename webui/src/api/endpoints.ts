@@ -28,6 +28,7 @@ export type DiffOut = S['DiffOut'];
 export type ApplyOut = S['ApplyOut'];
 export type RollbackOut = S['RollbackOut'];
 export type ValidateOut = S['ValidateOut'];
+export type RunningOut = S['RunningOut'];
 export type UserCreated = S['UserCreated'];
 export type HealthOut = S['HealthOut'];
 export type SeriesOut = S['SeriesOut'];
@@ -93,6 +94,7 @@ export const endpoints = {
 
   // config versions
   desiredConfig: () => unwrap(api.GET('/api/v1/config')),
+  running: () => unwrap(api.GET('/api/v1/config/running')),
   versions: (limit = 100, offset = 0) => unwrap(api.GET('/api/v1/versions', { params: { query: { limit, offset } } })),
   version: (version_id: number) => unwrap(api.GET('/api/v1/versions/{version_id}', { params: { path: { version_id } } })),
   diff: (a: number, b: number) => unwrap(api.GET('/api/v1/versions/diff', { params: { query: { a, b } } })),
@@ -118,12 +120,12 @@ export const endpoints = {
   }) =>
     unwrap(api.GET('/api/v1/flows/history', { params: { query } })),
   series: (metric: Metric, start?: number, end?: number) => unwrap(api.GET('/api/v1/stats/series', { params: { query: { metric, start, end } } })),
-  cacheStats: () => unwrap(api.GET('/api/v1/cache/stats')) as Promise<Record<string, unknown>>,
+  cacheStats: () => unwrap(api.GET('/api/v1/cache/stats')),
   cachePurge: (target: { url: string } | { all: true }) =>
-    unwrap(api.POST('/api/v1/cache/purge', { body: 'all' in target ? { all: true } : { all: false, url: target.url } })) as Promise<Record<string, unknown>>,
-  dnsStats: () => unwrap(api.GET('/api/v1/dns/stats')) as Promise<Record<string, unknown>>,
+    unwrap(api.POST('/api/v1/cache/purge', { body: 'all' in target ? { all: true } : { all: false, url: target.url } })),
+  dnsStats: () => unwrap(api.GET('/api/v1/dns/stats')),
   dnsFlush: (target: { name: string } | { all: true }) =>
-    unwrap(api.POST('/api/v1/dns/flush', { body: 'all' in target ? { all: true } : { all: false, name: target.name } })) as Promise<Record<string, unknown>>,
+    unwrap(api.POST('/api/v1/dns/flush', { body: 'all' in target ? { all: true } : { all: false, name: target.name } })),
   health: () => unwrap(api.GET('/api/v1/health')),
   systemVersions: () => unwrap(api.GET('/api/v1/system/versions')),
   audit: (query: { actor?: string; action?: string; limit?: number; offset?: number }) => unwrap(api.GET('/api/v1/audit', { params: { query } })),

@@ -243,6 +243,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/config/running": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** What the gateway runs (imported as a version when the API did not apply it), its drift from the desired */
+        get: operations["get_running_api_v1_config_running_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/dns/flush": {
         parameters: {
             query?: never;
@@ -1662,8 +1679,8 @@ export interface components {
         Health: {
             /**
              * Config Revision
-             * @description The running config's `revision`; null while no config is installed or the running one
-             *     has none.
+             * @description The running config's `revision` ("" when it has none); null while no config is
+             *     installed (the daemon intercepts nothing until one is).
              */
             config_revision: string | null;
             /**
@@ -1798,7 +1815,6 @@ export interface components {
             /** @description The interface toward the satellite modem; not one of `lan`. */
             satellite: components["schemas"]["IfName"];
         };
-        IpAddr: string;
         /**
          * Legs
          * @description Both sockets of a split flow.
@@ -2095,8 +2111,50 @@ export interface components {
         Route: {
             /** Dst */
             dst: string;
-            /** @description The next hop, of the same family as dst. */
-            via: components["schemas"]["IpAddr"];
+            /**
+             * Via
+             * @description The next hop, of the same family as dst.
+             */
+            via: string;
+        };
+        /**
+         * RunningOut
+         * @description What the gateway runs, and how it differs from the desired (latest) version.
+         */
+        RunningOut: {
+            /**
+             * Changes
+             * @description what applying the desired version would change in what runs
+             */
+            changes: components["schemas"]["DiffEntry"][];
+            /**
+             * Checked At
+             * @description when the gateway was last asked (unix s)
+             */
+            checked_at: number;
+            /** @description the config it runs (null: none, or it cannot be asked) */
+            config: components["schemas"]["GatewayConfig"] | null;
+            /** Desired Version Id */
+            desired_version_id: number | null;
+            /** Error */
+            error: string | null;
+            /**
+             * In Sync
+             * @description the gateway runs the desired version
+             */
+            in_sync: boolean;
+            /** Reachable */
+            reachable: boolean;
+            /**
+             * Revision
+             * @description the revision the gateway runs; null when it runs no config or cannot be asked
+             */
+            revision: string | null;
+            /**
+             * Version Id
+             * @description the version that config is (imported when it was none the API knew)
+             */
+            version_id: number | null;
         };
         /** Satellite */
         Satellite: {
@@ -3522,6 +3580,53 @@ export interface operations {
             };
             /** @description Not Found */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    get_running_api_v1_config_running_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RunningOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -8,6 +8,7 @@ import { ThemeToggle } from '../components/ThemeToggle';
 import { LiveStatusBadge } from '../live/LiveStatusBadge';
 import { LiveFlowsProvider } from '../live/LiveFlowsProvider';
 import { NAV_ITEMS } from './nav';
+import { DriftBanner } from '../components/DriftBanner';
 
 export function AppLayout() {
   const [opened, { toggle, close }] = useDisclosure();
@@ -74,6 +75,7 @@ export function AppLayout() {
         </ScrollArea>
       </AppShell.Navbar>
       <AppShell.Main id="main" tabIndex={-1}>
+        <DriftBanner />
         <Suspense fallback={<LoadingState />}>
           <Outlet />
         </Suspense>

@@ -5,7 +5,6 @@ import { useAuth } from '../auth/useAuth';
 import { endpoints, type BypassIn, type ChangeOut } from '../api/endpoints';
 import { ApiError, errorMessage, type FieldErrors } from '../api/errors';
 import { afterConfigChange, keys } from '../api/keys';
-import { ApplyBanner } from '../components/ApplyBanner';
 import { PageHeader } from '../components/PageHeader';
 import { ScrollTable } from '../components/ScrollTable';
 import { QueryView } from '../components/StateViews';
@@ -63,7 +62,6 @@ export default function BypassPage() {
         title="IPsec bypass"
         description="Traffic matching these rules is never intercepted, split, cached or rewritten. The built-in IPsec/IKE rules are locked."
       />
-      <ApplyBanner />
       {saved && (
         <Alert color="green" mb="md" withCloseButton closeButtonLabel="Dismiss" onClose={() => setSaved(null)} role="status">
           Saved as config version {saved.version_id}.

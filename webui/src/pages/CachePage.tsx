@@ -16,7 +16,7 @@ const num = (v: unknown) => (typeof v === 'number' ? v : null);
 export default function CachePage() {
   const queryClient = useQueryClient();
   const stats = useQuery({ queryKey: keys.cache, queryFn: endpoints.cacheStats, refetchInterval: 5000 });
-  const desired = useQuery({ queryKey: keys.desired, queryFn: endpoints.desiredConfig });
+  const running = useQuery({ queryKey: keys.running, queryFn: endpoints.running });
   const [url, setUrl] = useState('');
   const [urlError, setUrlError] = useState<string | undefined>();
   const purge = useMutation({
@@ -24,7 +24,8 @@ export default function CachePage() {
     onSuccess: () => queryClient.invalidateQueries({ queryKey: keys.cache }),
     onError: (e) => setUrlError(e instanceof ApiError ? (e.fieldErrors.url ?? undefined) : undefined),
   });
-  const cacheCfg = desired.data?.config.cache as { enabled?: boolean; disk_mb?: number; memory_mb?: number } | undefined;
+  // What the gateway runs, not the desired version: the two differ until it is applied.
+  const cacheCfg = running.data?.config?.cache;
 
   const submitUrl = (e: FormEvent) => {
     e.preventDefault();
@@ -42,7 +43,7 @@ export default function CachePage() {
       <Stack>
         {cacheCfg && !cacheCfg.enabled && (
           <Alert color="gray" title="Cache disabled">
-            The desired config has the cache off; port 80 traffic is accelerated instead. Counters below are the gateway&apos;s last values.
+            The gateway runs with the cache off; port 80 traffic is accelerated instead. Counters below are the gateway&apos;s last values.
           </Alert>
         )}
         <QueryView query={stats}>
@@ -54,8 +55,8 @@ export default function CachePage() {
               <Stack>
                 <SimpleGrid cols={{ base: 2, sm: 4 }}>
                   <StatCard label="Hit ratio" value={formatPercent(requests ? hits / requests : null)} hint={`${hits.toLocaleString()} hits / ${requests.toLocaleString()} requests`} />
-                  <StatCard label="Bytes saved" value={formatBytes(num(s.bytes_hit) ?? num(s.bytes_saved))} hint="served from the cache" />
-                  <StatCard label="Objects" value={(num(s.objects) ?? 0).toLocaleString()} />
+                  <StatCard label="Bytes saved" value={formatBytes(s.bytes_saved_satellite)} hint="served from the cache" />
+                  <StatCard label="Objects" value={(s.store_entries ?? 0).toLocaleString()} />
                   <StatCard label="Store" value={full == null ? (cacheCfg ? `${cacheCfg.disk_mb} MB disk` : '—') : formatPercent(full, 0)} hint={full == null ? `${cacheCfg?.memory_mb ?? '—'} MB memory` : 'full'} color={full != null && full > 0.95 ? 'orange' : undefined} />
                 </SimpleGrid>
                 <Paper withBorder p="md">

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import time
+
 from fastapi import APIRouter, Query, Request
 from sqlalchemy import func, select
 
-from perigee_api.api.deps import Db, Gateway, Id, Operator, Viewer, audit_info
+from perigee_api.api.deps import Ctx, Db, Gateway, Id, Operator, Viewer, audit_info
+from perigee_api.core.context import AppContext
 from perigee_api.core.errors import ApiError, ErrorResponse
 from perigee_api.models import ConfigVersion
 from perigee_api.schemas.api import (
@@ -17,13 +20,17 @@ from perigee_api.schemas.api import (
     DiffOut,
     PolicyIssue,
     RollbackOut,
+    RunningOut,
     ValidateOut,
     VersionList,
     VersionOut,
     VersionSummary,
 )
 from perigee_api.schemas.gateway_config import GatewayConfig
-from perigee_api.services import versions
+from perigee_api.services import running, versions
+
+# Older than this, the collector's last look at the gateway is taken again before answering.
+RUNNING_STALE_S = 15.0
 
 router = APIRouter(
     tags=["config"],
@@ -62,6 +69,36 @@ def get_active(who: Viewer, db: Db) -> VersionOut:
     if aid is None:
         raise ApiError(404, "nothing_applied", "no version has been applied yet")
     return _full(versions.get(db, aid), aid)
+
+
+def _refresh_running(ctx: AppContext) -> running.Running:
+    if ctx.collector is not None:
+        return ctx.collector.sync_running()
+    ctx.running = running.observe(ctx.gateway)
+    return ctx.running
+
+
+@router.get(
+    "/config/running",
+    response_model=RunningOut,
+    summary="What the gateway runs (imported as a version when the API did not apply it), its drift from the desired",
+)
+def get_running(who: Viewer, db: Db, ctx: Ctx) -> RunningOut:
+    state = ctx.running
+    if time.time() - state.checked_at > RUNNING_STALE_S:
+        state = _refresh_running(ctx)
+    desired = versions.latest_or_none(db)
+    return RunningOut(
+        reachable=state.reachable,
+        revision=state.revision,
+        config=GatewayConfig.model_validate(state.config) if state.config is not None else None,
+        version_id=state.version_id,
+        desired_version_id=desired.id if desired else None,
+        in_sync=desired is not None and state.version_id == desired.id,
+        changes=[DiffEntry(**d) for d in running.drift(db, state)],
+        checked_at=state.checked_at,
+        error=state.error,
+    )
 
 
 @router.put("/config", response_model=ChangeOut, summary="Replace the whole desired config (new version)")
@@ -122,11 +159,18 @@ def validate_version(version_id: Id, who: Operator, db: Db, gw: Gateway) -> Vali
     summary="Apply atomically on the gateway; the result is recorded on the version",
 )
 def apply_version(
-    version_id: Id, who: Operator, db: Db, gw: Gateway, request: Request, body: CommentIn | None = None
+    version_id: Id,
+    who: Operator,
+    db: Db,
+    gw: Gateway,
+    ctx: Ctx,
+    request: Request,
+    body: CommentIn | None = None,
 ) -> ApplyOut:
     v = versions.get(db, version_id)
     res = versions.apply(db, gw, v)
     db.commit()
+    _refresh_running(ctx)
     audit_info(request, version_id=v.id, ok=res["ok"], comment=body.comment if body else "")
     return ApplyOut(**res)
 
@@ -136,9 +180,10 @@ def apply_version(
     response_model=RollbackOut,
     summary="Make a new version equal to this one and apply it",
 )
-def rollback_version(version_id: Id, who: Operator, db: Db, gw: Gateway, request: Request) -> RollbackOut:
+def rollback_version(version_id: Id, who: Operator, db: Db, gw: Gateway, ctx: Ctx, request: Request) -> RollbackOut:
     target = versions.get(db, version_id)
     new, res = versions.rollback(db, gw, target, who.name)
     db.commit()
+    _refresh_running(ctx)
     audit_info(request, target_version=target.id, new_version_id=new.id, ok=res["ok"])
     return RollbackOut(new_version_id=new.id, apply=ApplyOut(**res))

@@ -290,8 +290,8 @@ fn health(shared: &Shared) -> Health {
         version: VERSION.into(),
         uptime_s: shared.started.elapsed().as_secs_f64(),
         role: cfg.role,
-        // None while the startup config could not be installed.
-        config_revision: (configured && !cfg.revision.is_empty()).then(|| cfg.revision.clone()),
+        // None while no config is installed (the startup one could not be).
+        config_revision: configured.then(|| cfg.revision.clone()),
         fail_open: !listening || shared.overflow.load(Ordering::Relaxed),
         hybla: perigee_hybla::status(),
         problems,

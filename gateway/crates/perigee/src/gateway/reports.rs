@@ -28,8 +28,8 @@ pub struct Health {
     pub version: String,
     pub uptime_s: f64,
     pub role: Role,
-    /// The running config's `revision`; null while no config is installed or the running one
-    /// has none.
+    /// The running config's `revision` ("" when it has none); null while no config is
+    /// installed (the daemon intercepts nothing until one is).
     pub config_revision: Option<String>,
     /// True while new connections pass unsplit (no listening worker, or above max_flows).
     pub fail_open: bool,
