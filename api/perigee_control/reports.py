@@ -100,6 +100,9 @@ class CacheStats(Report):
     unparsed_lines: Annotated[int, Field(ge=0)]
 
 
+ConfiguredAs = TypeAliasType("ConfiguredAs", Literal["lan", "satellite"])
+
+
 class ErrorDetail(Report):
     code: str
     """
@@ -146,6 +149,35 @@ LegSide = TypeAliasType("LegSide", Literal["client", "server"])
 """
 Which of a flow's two sockets faces the satellite.
 """
+
+
+class NetInterface(Report):
+    addresses: list[str]
+    """
+    Addresses with their prefix length ("10.71.1.1/24"), IPv4 first; IPv6 link-local ones
+    included.
+    """
+    configured_as: ConfiguredAs | None
+    """
+    What the running config uses it for; null when it uses it for nothing.
+    """
+    loopback: bool
+    mac: str | None
+    mtu: Annotated[int | None, Field(ge=0)]
+    name: str
+    oper_state: str
+    """
+    The kernel's operational state (/sys/class/net/NAME/operstate): up, down, dormant,
+    lowerlayerdown, unknown (virtual links without carrier detection report unknown).
+    """
+    running: bool
+    """
+    Has carrier and is passing traffic (IFF_RUNNING).
+    """
+    up: bool
+    """
+    Administratively up (IFF_UP).
+    """
 
 
 class NetnsParams(Report):
@@ -518,6 +550,10 @@ class HyblaStatus(Report):
     rtt0_ms: Annotated[int, Field(ge=0)]
 
 
+class InterfaceList(Report):
+    interfaces: list[NetInterface]
+
+
 class Legs(Report):
     """
     Both sockets of a split flow.
@@ -628,7 +664,10 @@ class Health(Report):
     """
     What an operator should fix, one sentence each; empty when all is well.
     """
-    role: Role
+    role: Role | None
+    """
+    The running config's role; null while no config is installed.
+    """
     status: HealthStatus
     uptime_s: float
     version: str

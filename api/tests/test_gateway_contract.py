@@ -113,6 +113,7 @@ def test_every_answer_is_what_the_schema_says(target: tuple[str, GatewayClient])
         (reports.HyblaStatus, gw.hybla()),
         (reports.CacheStats, gw.cache_stats()),
         (reports.DnsReport, gw.dns_stats()),
+        (reports.InterfaceList, gw.interfaces()),
         (reports.Validated, gw.validate_config(default_config().to_json())),
     ]
     for model, body in answers:

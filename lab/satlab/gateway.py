@@ -282,16 +282,22 @@ def dns_dir(topo: TopologyLike, role: str) -> str:
     return topo.path(f"dns-{topo.ns(role)}")
 
 
-def _start_one(topo: TopologyLike, role: str, timeout: float, cache: bool, peer_key: str | None = None) -> None:
+def _start_one(topo: TopologyLike, role: str, timeout: float, cache: bool, peer_key: str | None = None,
+               configured: bool = True) -> None:
+    """One daemon in `role`'s namespace; `configured` False starts it without a config (a new box, set up
+    later through its control socket): ready once it answers, with no worker running yet."""
     cfg_path, pidfile, logfile = _files(topo, role)
     sock = socket_path(topo, role)
-    cfg = default_config(role, cache, tuning_from_state(topo, role), peer_key)
-    Path(cfg_path).write_text(json.dumps(cfg, indent=2))
+    config_args: list[str] = []
+    if configured:
+        cfg = default_config(role, cache, tuning_from_state(topo, role), peer_key)
+        Path(cfg_path).write_text(json.dumps(cfg, indent=2))
+        config_args = ["--config", cfg_path]
     sq = squid_dir(topo, role)
     dn = dns_dir(topo, role)
     # nsenter --net, not `ip netns exec`: the latter remounts /sys, which hides /sys/fs/bpf and with
     # it the pins of the BPF Hybla loaded on the host (every hybla parameter change would fail).
-    argv = ["nsenter", f"--net=/run/netns/{topo.ns(role)}", "--", PERIGEE, "gateway", "run", "--config", cfg_path,
+    argv = ["nsenter", f"--net=/run/netns/{topo.ns(role)}", "--", PERIGEE, "gateway", "run", *config_args,
             "--control-socket", sock, "--squid-state-dir", sq, "--squid-run-dir", os.path.join(sq, "run"),
             "--squid-service", squid_service(topo, role),
             "--dns-state-dir", dn, "--dns-run-dir", os.path.join(dn, "run")]
@@ -306,7 +312,8 @@ def _start_one(topo: TopologyLike, role: str, timeout: float, cache: bool, peer_
             raise GatewayError(f"perigee gateway in {topo.ns(role)} exited ({proc.returncode}); log:\n{tail}")
         try:
             status, health = request(sock, "GET", "/v1/health", timeout=1.0)
-            if status == 200 and all(w.get("alive") for w in health.get("workers", [])):
+            workers = health.get("workers", []) if status == 200 else []
+            if status == 200 and (not configured or all(w.get("alive") for w in workers)):
                 return
         except (OSError, ValueError, IndexError):
             pass
@@ -346,16 +353,18 @@ def _reap(pid: int) -> None:
         pass
 
 
-def start(topo: TopologyLike, where: str, timeout: float = 45.0, cache: bool | None = None) -> None:
-    """Start the gateway(s); `cache` None means: as $SATLAB_GATEWAY_CACHE says (default off)."""
+def start(topo: TopologyLike, where: str, timeout: float = 45.0, cache: bool | None = None,
+          configured: bool = True) -> None:
+    """Start the gateway(s); `cache` None means: as $SATLAB_GATEWAY_CACHE says (default off); `configured`
+    False starts them without a config (and no peer path: there is no config to carry its key)."""
     if where not in WHERE:
         raise GatewayError(f"--gateway must be one of {', '.join(WHERE)}, not {where!r}")
     with_cache = cache_from_env() if cache is None else cache
-    peer_key = new_peer_key(topo) if where == "both" else None
+    peer_key = new_peer_key(topo) if where == "both" and configured else None
     started: list[str] = []
     try:
         for role in WHERE[where]:
-            _start_one(topo, role, timeout, with_cache, peer_key)
+            _start_one(topo, role, timeout, with_cache, peer_key, configured)
             started.append(role)
     except BaseException:
         for role in reversed(started):

@@ -200,7 +200,7 @@ def wait_ready(topo: Topology, timeout: float) -> None:
 
 
 def up(topo: Topology, profile: str, forward: Params, ret: Params, gateway: str | None,
-       seed: int = 1, timeout: float = 30.0) -> dict[str, Any]:
+       seed: int = 1, timeout: float = 30.0, configured: bool = True) -> dict[str, Any]:
     gw = None
     if gateway:
         gw = gateway_module()
@@ -229,7 +229,7 @@ def up(topo: Topology, profile: str, forward: Params, ret: Params, gateway: str 
             webservices.wait_ready(topo, time.monotonic() + timeout)
             if gw is not None:
                 try:
-                    gw.start(topo, gateway)
+                    gw.start(topo, gateway, configured=configured)
                 except Exception as e:  # the hook's own error type: report it as ours
                     raise LabError(f"gateway on {gateway} did not start: {e}") from e
                 state["gateway"] = gateway

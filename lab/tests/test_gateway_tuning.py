@@ -80,7 +80,7 @@ def test_gateways_stop_in_reverse_start_order(monkeypatch: pytest.MonkeyPatch) -
     # must stop last, or the second's snapshot (the first's values) would be what stays.
     seen: list[tuple[str, str]] = []
     monkeypatch.setattr(gateway, "_start_one",
-                        lambda topo, role, timeout, cache, peer_key=None: seen.append(("start", role)))
+                        lambda topo, role, timeout, cache, peer_key=None, configured=True: seen.append(("start", role)))
     monkeypatch.setattr(gateway, "new_peer_key", lambda topo: "00" * 32)
     monkeypatch.setattr(gateway, "wait_peer_pool", lambda sock, timeout=15.0: 0)
     monkeypatch.setattr(gateway, "socket_path", lambda topo, role: f"/nonexistent/{role}.sock")

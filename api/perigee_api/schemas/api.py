@@ -22,7 +22,7 @@ from perigee_api.schemas.gateway_config import (
     TrafficClass,
 )
 from perigee_api.tuning import BodInputs, Tuning
-from perigee_control.reports import CacheStats, DnsReport, Flow, Health, PurgeResponse
+from perigee_control.reports import CacheStats, DnsReport, Flow, Health, InterfaceList, PurgeResponse
 
 Role = Literal["admin", "operator", "viewer"]
 Username = str
@@ -372,7 +372,7 @@ class DnsFlushOut(BaseModel):
     ok: bool
 
 
-__all__ = ["CacheStats", "DnsReport", "Flow", "Health", "PurgeResponse"]
+__all__ = ["CacheStats", "DnsReport", "Flow", "Health", "InterfaceList", "PurgeResponse"]
 
 
 class VersionsOut(BaseModel):

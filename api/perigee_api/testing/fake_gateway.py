@@ -58,6 +58,29 @@ def _hybla() -> dict[str, Any]:
     }
 
 
+def _nic(
+    name: str,
+    addresses: list[str],
+    *,
+    mac: str | None = None,
+    loopback: bool = False,
+    mtu: int = 1500,
+    state: str = "up",
+    up: bool = True,
+) -> dict[str, Any]:
+    return {
+        "name": name,
+        "oper_state": state,
+        "up": up,
+        "running": up,
+        "loopback": loopback,
+        "mtu": mtu,
+        "mac": mac,
+        "addresses": addresses,
+        "configured_as": None,
+    }
+
+
 def make_flow(
     fid: int,
     *,
@@ -200,6 +223,13 @@ class FakeGateway:
             "upstream_healthy": True,
             "upstream_probe": [],
         }
+        # What the box's kernel would list (configured_as is filled in from the running config).
+        self.interfaces: list[dict[str, Any]] = [
+            _nic("lo", ["127.0.0.1/8", "::1/128"], loopback=True, mtu=65536, state="unknown"),
+            _nic("lan0", ["10.71.1.1/24", "fe80::1/64"], mac="02:00:00:00:01:01"),
+            _nic("sat0", ["10.71.2.1/30"], mac="02:00:00:00:02:01"),
+            _nic("eth9", [], mac="02:00:00:00:09:01", state="down", up=False),
+        ]
         self.purges: list[dict[str, Any]] = []
         self.flushes: list[dict[str, Any]] = []
         self._fail_step: str | None = None
@@ -238,7 +268,7 @@ class FakeGateway:
                 "status": "ok",
                 "version": "fake-0.1",
                 "uptime_s": time.time() - self.started,
-                "role": (self.config or {}).get("role", "hub"),
+                "role": (self.config or {}).get("role"),
                 "config_revision": self.revision,
                 "fail_open": True,
                 "hybla": _hybla(),
@@ -339,6 +369,16 @@ class FakeGateway:
             return JSONResponse({"ok": True, "purged": 1})
         return _err(422, "invalid_purge", "url must be a non-empty string", "url")
 
+    async def _interfaces(self, _r: Request) -> JSONResponse:
+        cfg = self.config or {}
+        lan = (cfg.get("interfaces") or {}).get("lan", [])
+        sat = (cfg.get("interfaces") or {}).get("satellite")
+        listed = []
+        for nic in self.interfaces:
+            used = "satellite" if nic["name"] == sat else "lan" if nic["name"] in lan else None
+            listed.append(dict(nic, configured_as=used))
+        return _answer(reports.InterfaceList, {"interfaces": listed})
+
     async def _dns_stats(self, _r: Request) -> JSONResponse:
         return _answer(reports.DnsReport, self.dns_stats)
 
@@ -374,6 +414,7 @@ class FakeGateway:
                 Route("/v1/cache/stats", self._cache_stats),
                 Route("/v1/cache/requests/collect", self._cache_collect, methods=["POST"]),
                 Route("/v1/cache/purge", self._purge, methods=["POST"]),
+                Route("/v1/interfaces", self._interfaces),
                 Route("/v1/dns/stats", self._dns_stats),
                 Route("/v1/dns/flush", self._dns_flush, methods=["POST"]),
             ],

@@ -501,6 +501,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/system/interfaces": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The gateway's network interfaces: addresses, state, MTU, what the running config uses them for */
+        get: operations["system_interfaces_api_v1_system_interfaces_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/system/restore": {
         parameters: {
             query?: never;
@@ -1144,6 +1161,8 @@ export interface components {
             config: components["schemas"]["GatewayConfig"];
         };
         /** @enum {string} */
+        ConfiguredAs: "lan" | "satellite";
+        /** @enum {string} */
         CongestionControl: "hybla" | "cubic" | "bbr" | "reno";
         /** CsrfOut */
         CsrfOut: {
@@ -1696,7 +1715,8 @@ export interface components {
              * @description What an operator should fix, one sentence each; empty when all is well.
              */
             problems: string[];
-            role: components["schemas"]["Role"];
+            /** @description The running config's role; null while no config is installed. */
+            role: components["schemas"]["Role"] | null;
             status: components["schemas"]["HealthStatus"];
             /** Uptime S */
             uptime_s: number;
@@ -1805,6 +1825,13 @@ export interface components {
         IfName: string;
         /** @enum {string} */
         Implementation: "kernel" | "bpf" | "none";
+        /** InterfaceList */
+        InterfaceList: {
+            /** Interfaces */
+            interfaces: components["schemas"]["NetInterface"][];
+        } & {
+            [key: string]: unknown;
+        };
         /** Interfaces */
         Interfaces: {
             /**
@@ -1902,6 +1929,43 @@ export interface components {
         };
         /** @enum {string} */
         MatchProtocol: "tcp" | "udp" | "any";
+        /** NetInterface */
+        NetInterface: {
+            /**
+             * Addresses
+             * @description Addresses with their prefix length ("10.71.1.1/24"), IPv4 first; IPv6 link-local ones
+             *     included.
+             */
+            addresses: string[];
+            /** @description What the running config uses it for; null when it uses it for nothing. */
+            configured_as: components["schemas"]["ConfiguredAs"] | null;
+            /** Loopback */
+            loopback: boolean;
+            /** Mac */
+            mac: string | null;
+            /** Mtu */
+            mtu: number | null;
+            /** Name */
+            name: string;
+            /**
+             * Oper State
+             * @description The kernel's operational state (/sys/class/net/NAME/operstate): up, down, dormant,
+             *     lowerlayerdown, unknown (virtual links without carrier detection report unknown).
+             */
+            oper_state: string;
+            /**
+             * Running
+             * @description Has carrier and is passing traffic (IFF_RUNNING).
+             */
+            running: boolean;
+            /**
+             * Up
+             * @description Administratively up (IFF_UP).
+             */
+            up: boolean;
+        } & {
+            [key: string]: unknown;
+        };
         /**
          * NetnsParams
          * @description One network namespace's own parameters (Perigee's BPF Hybla only). Its sockets use them
@@ -4492,6 +4556,53 @@ export interface operations {
             };
             /** @description Forbidden */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    system_interfaces_api_v1_system_interfaces_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InterfaceList"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Bad Gateway */
+            502: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -26,6 +26,7 @@ from perigee_api.schemas.api import (
     DnsFlushOut,
     DnsReport,
     HealthOut,
+    InterfaceList,
     PurgeIn,
     PurgeResponse,
     RestoreOut,
@@ -77,6 +78,16 @@ def system_versions(who: Viewer, db: Db, gw: Gateway) -> VersionsOut:
     except GatewayError:
         gwv = None
     return VersionsOut(api=__version__, python=platform.python_version(), schema_revision=rev, gateway=gwv)
+
+
+@router.get(
+    "/system/interfaces",
+    response_model=InterfaceList,
+    responses={502: {"model": ErrorResponse}},
+    summary="The gateway's network interfaces: addresses, state, MTU, what the running config uses them for",
+)
+def system_interfaces(who: Viewer, gw: Gateway) -> dict[str, Any]:
+    return gw.interfaces()
 
 
 @router.get("/cache/stats", response_model=CacheStats, summary="Cache counters (gateway passthrough)")

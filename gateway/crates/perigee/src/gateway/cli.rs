@@ -89,8 +89,10 @@ impl DnsArgs {
 pub enum GatewayCmd {
     /// Run the splitter daemon (master + workers) in the foreground.
     Run {
+        /// The config to start with; without it the daemon intercepts nothing until a config is
+        /// PUT on its control socket (a new box, set up from the dashboard).
         #[arg(long)]
-        config: String,
+        config: Option<String>,
         #[arg(long, default_value = DEFAULT_SOCKET)]
         control_socket: String,
         /// Worker processes sharing the TPROXY port (each holds at most ~20,000 fds).

@@ -653,6 +653,19 @@ fn at_most(field: &str, len: usize, max: usize) -> Result<(), ConfigError> {
     Ok(())
 }
 
+impl GatewayConfig {
+    /// What a daemon started without a config holds until one is installed: valid, but never
+    /// applied nor reported (GET /v1/config answers 404 and /v1/health a null revision meanwhile).
+    pub fn unconfigured() -> GatewayConfig {
+        from_value(serde_json::json!({
+            "role": "hub",
+            "interfaces": {"lan": ["lo"], "satellite": "unconfigured"},
+            "served_subnets": ["192.0.2.0/24"],
+        }))
+        .expect("the placeholder config is valid")
+    }
+}
+
 /// Parse JSON text into a config, naming the path of a type error or unknown field.
 pub fn parse(text: &str) -> Result<GatewayConfig, ConfigError> {
     let de = &mut serde_json::Deserializer::from_str(text);

@@ -6,7 +6,7 @@ use super::reports::{
     HealthStatus, PacketCounters, PeerCounters, PeerHealth, SplitCounters, Validated, WorkerHealth,
 };
 use super::telemetry::Flow;
-use super::{apply, http, ipc, log, render, sys};
+use super::{apply, http, interfaces, ipc, log, render, sys};
 use serde::Serialize;
 use serde_json::{json, Value};
 use std::os::unix::fs::PermissionsExt;
@@ -81,6 +81,13 @@ pub fn problems(shared: &Shared) -> Vec<String> {
         p.push(format!(
             "config not installed (initial apply failed: {why}); nothing is intercepted until PUT /v1/config succeeds"
         ));
+    }
+    if !shared.configured.load(Ordering::Relaxed) {
+        // The placeholder config says nothing about this box: nothing else to report yet.
+        if p.is_empty() {
+            p.push("no config is installed: nothing is intercepted until PUT /v1/config".into());
+        }
+        return p;
     }
     // Workers only start once a config is installed: before that their absence is expected.
     if shared.configured.load(Ordering::Relaxed) {
@@ -289,7 +296,7 @@ fn health(shared: &Shared) -> Health {
         },
         version: VERSION.into(),
         uptime_s: shared.started.elapsed().as_secs_f64(),
-        role: cfg.role,
+        role: configured.then_some(cfg.role),
         // None while no config is installed (the startup one could not be).
         config_revision: configured.then(|| cfg.revision.clone()),
         fail_open: !listening || shared.overflow.load(Ordering::Relaxed),
@@ -374,13 +381,15 @@ pub fn handle(shared: &Shared, req: &http::Request) -> (u16, Value) {
     let now = sys::now_f64();
     match (req.method.as_str(), req.path.as_str()) {
         ("GET", "/v1/health") => (200, to_json(&health(shared))),
-        ("GET", "/v1/config") => {
-            let mut v =
-                serde_json::to_value(&*shared.config.lock().unwrap()).unwrap_or(Value::Null);
-            let rev = v["revision"].clone();
-            v["revision"] = rev;
-            (200, v)
-        }
+        ("GET", "/v1/config") if !shared.configured.load(Ordering::Relaxed) => (
+            404,
+            error(
+                "no_config",
+                "no config is installed: nothing is intercepted until one is PUT",
+                None,
+            ),
+        ),
+        ("GET", "/v1/config") => (200, to_json(&*shared.config.lock().unwrap())),
         ("POST", "/v1/config/validate") => match parse_body(&req.body) {
             Ok(cfg) => {
                 let mut rendered = render::render(&cfg, &sys::available_cc()).report();
@@ -455,6 +464,14 @@ pub fn handle(shared: &Shared, req: &http::Request) -> (u16, Value) {
         }
         ("GET", "/v1/counters") => (200, counters(shared)),
         ("GET", "/v1/hybla") => (200, hybla_json()),
+        ("GET", "/v1/interfaces") => {
+            let cfg = shared.config.lock().unwrap().clone();
+            let running = shared.configured.load(Ordering::Relaxed).then_some(&cfg);
+            match interfaces::list(running) {
+                Ok(list) => (200, to_json(&list)),
+                Err(e) => (500, error("interfaces_unreadable", &e.to_string(), None)),
+            }
+        }
         (_, p) if p == "/v1/cache" || p.starts_with("/v1/cache/") => cache_endpoint(shared, req),
         (_, p) if p == "/v1/dns" || p.starts_with("/v1/dns/") => dns_endpoint(shared, req),
         (
@@ -465,7 +482,8 @@ pub fn handle(shared: &Shared, req: &http::Request) -> (u16, Value) {
             | "/v1/flows"
             | "/v1/flows/collect"
             | "/v1/counters"
-            | "/v1/hybla",
+            | "/v1/hybla"
+            | "/v1/interfaces",
         ) => (405, error("method_not_allowed", "method not allowed", None)),
         _ => (404, error("not_found", "no such endpoint", None)),
     }

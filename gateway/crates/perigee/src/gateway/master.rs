@@ -229,6 +229,10 @@ impl Shared {
     pub fn apply_config(&self, cfg: GatewayConfig) -> Result<(), ConfigFailure> {
         cfg.validate().map_err(ConfigFailure::Invalid)?;
         let mut applied = self.applied.lock().unwrap();
+        // A daemon started without a config (or one without Hybla) loads it for the first one that asks.
+        if wants_hybla(&cfg) && !sys::available_cc().iter().any(|c| c == "hybla") {
+            *self.hybla_load_problem.lock().unwrap() = ensure_hybla_loaded();
+        }
         let rendered = render::render(&cfg, &sys::available_cc());
         // Hybla's parameters and ceiling (this namespace's entry with Perigee's BPF Hybla,
         // the host-wide ones with the kernel's): only touched when this config uses Hybla.
@@ -736,7 +740,8 @@ fn watch_cache(shared: Arc<Shared>) {
 }
 
 pub struct RunArgs {
-    pub config: String,
+    /// None: start without a config (nothing intercepted until PUT /v1/config).
+    pub config: Option<String>,
     pub control_socket: String,
     pub workers: usize,
     pub metrics: Option<String>,
@@ -744,27 +749,35 @@ pub struct RunArgs {
     pub dns: perigee_dns::ManagerOptions,
 }
 
+/// The startup config: None when the daemon starts without one (a new box, configured later
+/// through PUT /v1/config); an unreadable or invalid file is an error (exit 2).
+fn startup_config(path: Option<&str>) -> Result<Option<GatewayConfig>, i32> {
+    let Some(path) = path else {
+        return Ok(None);
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        log::error(
+            "cannot read config",
+            json!({"path": path, "error": e.to_string()}),
+        );
+        2
+    })?;
+    config::parse(&text).map(Some).map_err(|e| {
+        log::error(
+            "invalid config",
+            json!({"field": e.field, "message": e.message}),
+        );
+        2
+    })
+}
+
 pub fn run(args: RunArgs) -> i32 {
-    let text = match std::fs::read_to_string(&args.config) {
-        Ok(t) => t,
-        Err(e) => {
-            log::error(
-                "cannot read config",
-                json!({"path": args.config, "error": e.to_string()}),
-            );
-            return 2;
-        }
-    };
-    let cfg = match config::parse(&text) {
+    let startup = match startup_config(args.config.as_deref()) {
         Ok(c) => c,
-        Err(e) => {
-            log::error(
-                "invalid config",
-                json!({"field": e.field, "message": e.message}),
-            );
-            return 2;
-        }
+        Err(code) => return code,
     };
+    // Until a config is installed the daemon holds a placeholder it never applies or reports.
+    let cfg = startup.clone().unwrap_or_else(GatewayConfig::unconfigured);
     sys::raise_nofile();
     let term = TermSignals::block();
     let squid_paths = args.squid.paths.clone();
@@ -801,12 +814,14 @@ pub fn run(args: RunArgs) -> i32 {
         apply_problem: Mutex::new(None),
         hybla_load_problem: Mutex::new(None),
     });
-    if wants_hybla(&cfg) {
-        *shared.hybla_load_problem.lock().unwrap() = ensure_hybla_loaded();
-    }
     // What a clean stop undoes: this namespace's Hybla entry, or the kernel tcp_hybla's rtt0.
     let hybla_before = apply::hybla_snapshot(&apply::SystemHybla);
-    if let Err(e) = shared.apply_config(cfg) {
+    if startup.is_none() {
+        log::warn(
+            "started without a config: nothing is intercepted until PUT /v1/config",
+            json!({}),
+        );
+    } else if let Err(e) = shared.apply_config(cfg) {
         // Stay up with nothing installed (fail-open) so a correct config can be PUT;
         // exiting would only make the service manager restart us into the same failure.
         let why = match &e {

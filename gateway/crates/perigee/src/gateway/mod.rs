@@ -7,6 +7,7 @@ pub mod control;
 pub mod epoll;
 pub mod flow;
 pub mod http;
+pub mod interfaces;
 pub mod ipc;
 pub mod log;
 pub mod master;

@@ -27,7 +27,8 @@ pub struct Health {
     /// The daemon's version.
     pub version: String,
     pub uptime_s: f64,
-    pub role: Role,
+    /// The running config's role; null while no config is installed.
+    pub role: Option<Role>,
     /// The running config's `revision` ("" when it has none); null while no config is
     /// installed (the daemon intercepts nothing until one is).
     pub config_revision: Option<String>,

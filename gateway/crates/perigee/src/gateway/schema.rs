@@ -5,6 +5,7 @@
 //! API's pydantic models are generated from them, and the OpenAPI carries those into the
 //! dashboard's TypeScript client (docs/ARCHITECTURE.md, *One schema*).
 use super::config::GatewayConfig;
+use super::interfaces::InterfaceList;
 use super::reports::{Applied, Counters, DnsReport, ErrorBody, FlowList, Health, Validated};
 use perigee_squid::{CacheStats, CollectResponse, PurgeRequest, PurgeResponse};
 use schemars::generate::SchemaSettings;
@@ -49,6 +50,7 @@ pub fn reports_schema() -> Value {
         define::<Applied>(&mut g),
         define::<Validated>(&mut g),
         define::<ErrorBody>(&mut g),
+        define::<InterfaceList>(&mut g),
     ];
     // The requests the daemon takes besides the config (deserialization contract, its own generator).
     let mut input = SchemaSettings::draft2020_12()
