@@ -15,6 +15,7 @@ import threading
 import time
 from pathlib import Path
 
+from perigee_api.schemas.gateway_config import default_config
 from perigee_api.testing.fake_gateway import FakeGateway, make_flow
 
 
@@ -50,7 +51,9 @@ def flows_at(tick: int, count: int) -> list[dict]:
 def main() -> None:
     sock = Path(sys.argv[1])
     count = int(sys.argv[2]) if len(sys.argv) > 2 else 120
-    gw = FakeGateway(sock).start()
+    # A box started with a config of its own (the wizard is for one without: the satlab wizard suite).
+    running = default_config("hub").to_json() | {"revision": "fake-hub"}
+    gw = FakeGateway(sock, running=running).start()
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())

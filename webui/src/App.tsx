@@ -20,6 +20,8 @@ const UsersPage = lazy(() => import('./pages/UsersPage'));
 const AuditPage = lazy(() => import('./pages/AuditPage'));
 const BackupPage = lazy(() => import('./pages/BackupPage'));
 const HealthPage = lazy(() => import('./pages/HealthPage'));
+const SystemPage = lazy(() => import('./pages/SystemPage'));
+const SetupWizard = lazy(() => import('./pages/SetupWizard'));
 
 export function App() {
   return (
@@ -54,6 +56,8 @@ export function App() {
           <Route path="audit" element={<AuditPage />} />
           <Route path="backup" element={<BackupPage />} />
           <Route path="health" element={<HealthPage />} />
+          <Route path="system" element={<SystemPage />} />
+          <Route path="setup" element={<SetupWizard />} />
         </Route>
         <Route path="*" element={<Navigate to="/" replace />} />
       </Routes>

@@ -239,6 +239,14 @@ class DiffEntry(BaseModel):
     new: Any = None
 
 
+class PreviewOut(BaseModel):
+    """What saving a config would change in the desired (latest) version; nothing is stored."""
+
+    base_version_id: int | None
+    changes: list[DiffEntry]
+    issues: list[PolicyIssue]
+
+
 class DiffOut(BaseModel):
     a: int
     b: int

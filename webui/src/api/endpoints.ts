@@ -55,6 +55,8 @@ export type HyblaStatus = S['HyblaStatus'];
 export type CacheStats = S['CacheStats'];
 export type DnsReport = S['DnsReport'];
 export type ProbeResult = S['ProbeResult'];
+export type NetInterface = S['NetInterface'];
+export type PreviewOut = S['PreviewOut'];
 export type Metric = 'class_bps' | 'action_bps' | 'cache_hit_ratio' | 'dns_hit_ratio' | 'dns_qps' | 'leg_rtt_ms' | 'link_bps';
 
 /** Login is an unsafe request too: make sure a CSRF cookie exists first. */
@@ -94,6 +96,8 @@ export const endpoints = {
 
   // config versions
   desiredConfig: () => unwrap(api.GET('/api/v1/config')),
+  previewConfig: (config: GatewayConfig) => unwrap(api.POST('/api/v1/config/preview', { body: { config, comment: '' } })),
+  putConfig: (config: GatewayConfig, comment: string) => unwrap(api.PUT('/api/v1/config', { body: { config, comment } })),
   running: () => unwrap(api.GET('/api/v1/config/running')),
   versions: (limit = 100, offset = 0) => unwrap(api.GET('/api/v1/versions', { params: { query: { limit, offset } } })),
   version: (version_id: number) => unwrap(api.GET('/api/v1/versions/{version_id}', { params: { path: { version_id } } })),
@@ -127,6 +131,7 @@ export const endpoints = {
   dnsFlush: (target: { name: string } | { all: true }) =>
     unwrap(api.POST('/api/v1/dns/flush', { body: 'all' in target ? { all: true } : { all: false, name: target.name } })),
   health: () => unwrap(api.GET('/api/v1/health')),
+  interfaces: () => unwrap(api.GET('/api/v1/system/interfaces')),
   systemVersions: () => unwrap(api.GET('/api/v1/system/versions')),
   audit: (query: { actor?: string; action?: string; limit?: number; offset?: number }) => unwrap(api.GET('/api/v1/audit', { params: { query } })),
   tls: () => unwrap(api.GET('/api/v1/system/tls')),

@@ -12,6 +12,7 @@ export const keys = {
   audit: (q: unknown) => ['audit', q] as const,
   health: ['health'] as const,
   tls: ['system', 'tls'] as const,
+  interfaces: ['system', 'interfaces'] as const,
   overview: ['overview'] as const,
   cache: ['cache'] as const,
   dns: ['dns'] as const,

@@ -9,6 +9,7 @@ import { LiveStatusBadge } from '../live/LiveStatusBadge';
 import { LiveFlowsProvider } from '../live/LiveFlowsProvider';
 import { NAV_ITEMS } from './nav';
 import { DriftBanner } from '../components/DriftBanner';
+import { SetupRedirect } from '../components/SetupRedirect';
 
 export function AppLayout() {
   const [opened, { toggle, close }] = useDisclosure();
@@ -75,6 +76,7 @@ export function AppLayout() {
         </ScrollArea>
       </AppShell.Navbar>
       <AppShell.Main id="main" tabIndex={-1}>
+        <SetupRedirect />
         <DriftBanner />
         <Suspense fallback={<LoadingState />}>
           <Outlet />

@@ -17,5 +17,6 @@ export const NAV_ITEMS: NavItem[] = [
   { to: '/users', label: 'Users and roles', adminOnly: true },
   { to: '/audit', label: 'Audit log' },
   { to: '/backup', label: 'Backup and restore', adminOnly: true },
+  { to: '/system', label: 'System settings' },
   { to: '/health', label: 'System health' },
 ];

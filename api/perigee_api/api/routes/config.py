@@ -19,6 +19,7 @@ from perigee_api.schemas.api import (
     DiffEntry,
     DiffOut,
     PolicyIssue,
+    PreviewOut,
     RollbackOut,
     RunningOut,
     ValidateOut,
@@ -107,6 +108,28 @@ def put_config(body: ConfigPut, who: Operator, db: Db, request: Request) -> Chan
     db.commit()
     audit_info(request, version_id=v.id)
     return ChangeOut(version_id=v.id, issues=[PolicyIssue(**i) for i in versions.issues_json(warnings)])
+
+
+@router.post(
+    "/config/preview",
+    response_model=PreviewOut,
+    summary="Validate a whole config and diff it against the desired one; stores nothing",
+)
+def preview_config(body: ConfigPut, who: Operator, db: Db) -> PreviewOut:
+    # The same checks PUT /config makes (the model's, then the policy's), so a preview that passes saves.
+    errors, warnings = versions.policy_errors(body.config)
+    if errors:
+        raise ApiError(
+            422, errors[0].code, errors[0].message, "classes", {"issues": versions.issues_json(errors + warnings)}
+        )
+    base = versions.latest_or_none(db)
+    before = {k: v for k, v in (base.config if base else {}).items() if k != "revision"}
+    after = {k: v for k, v in body.config.to_json().items() if k != "revision"}
+    return PreviewOut(
+        base_version_id=base.id if base else None,
+        changes=[DiffEntry(**d) for d in versions.diff(before, after)],
+        issues=[PolicyIssue(**i) for i in versions.issues_json(warnings)],
+    )
 
 
 @router.get("/versions", response_model=VersionList)
