@@ -15,8 +15,8 @@ from perigee_api.core import errors
 from perigee_api.core.config import Settings, get_settings
 from perigee_api.core.context import AppContext
 from perigee_api.core.db import Database
-from perigee_api.core.middleware import GuardMiddleware
 from perigee_api.gateway_client import GatewayClient
+from perigee_api.middleware import GuardMiddleware
 from perigee_api.services import auth as auth_service
 from perigee_api.services import running, versions
 from perigee_api.services.collector import Collector

@@ -103,11 +103,15 @@ try {
     await page.getByRole('button', { name: 'Next' }).click();
   });
 
-  await steps.run('Hybla on the satellite leg, cache off; review the diff; apply', async () => {
+  await steps.run('Hybla on the satellite leg, cubic on the terrestrial one, cache off; review the diff; apply', async () => {
     assert.equal(await page.getByRole('textbox', { name: /^Satellite leg/ }).inputValue(), 'hybla');
+    await page.getByRole('textbox', { name: /^Terrestrial leg/ }).click();
+    await page.getByRole('option', { name: 'cubic' }).click();
     await page.getByRole('button', { name: 'Next' }).click();
     await page.getByRole('button', { name: 'Review changes' }).click();
-    await page.getByRole('table', { name: 'Differences' }).waitFor();
+    // The API's proposal is satlab's hub: what the wizard changed in it is the terrestrial leg.
+    const diff = page.getByRole('table', { name: 'Differences' });
+    await diff.getByRole('row').filter({ hasText: '$.terrestrial.congestion_control' }).filter({ hasText: 'cubic' }).waitFor();
     await page.getByRole('button', { name: 'Apply this config' }).click();
     await page.getByText('The gateway is set up').waitFor({ timeout: 30000 });
   });
@@ -125,6 +129,7 @@ try {
     const cfg = await lab.gateway('/v1/config');
     assert.deepEqual(cfg.interfaces, { lan: ['lan0'], satellite: 'sat0' });
     assert.equal(cfg.satellite.congestion_control, 'hybla');
+    assert.equal(cfg.terrestrial.congestion_control, 'cubic');
   });
 
   await steps.run('a download from the client is split at the hub, Hybla on the satellite leg', async () => {
@@ -139,7 +144,8 @@ try {
     const result = await download;
     assert.equal(result.complete, true, 'the download completed');
     assert.ok(seen.length > 0, 'the hub listed the flow while it ran');
-    const odd = seen.find((f) => f.action !== 'accelerate' || satLeg(f).cc !== 'hybla');
+    const ground = (f) => f.legs[f.legs.satellite === 'client' ? 'server' : 'client'];
+    const odd = seen.find((f) => f.action !== 'accelerate' || satLeg(f).cc !== 'hybla' || ground(f).cc !== 'cubic');
     assert.equal(odd, undefined, `a sample not split with hybla: ${JSON.stringify(odd)}`);
     console.log(`    flow ${seen[0].id}: ${seen.length} samples, satellite leg ${satLeg(seen[0]).cc}, ${(result.goodput_bps / 1e6).toFixed(1)} Mbit/s goodput`);
   });

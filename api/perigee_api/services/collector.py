@@ -81,9 +81,7 @@ class Collector:
     def _notify(self) -> None:
         loop = self.ctx.loop
         if loop is not None and not loop.is_closed():
-            from perigee_api.api.routes.flows import notify_listeners
-
-            loop.call_soon_threadsafe(notify_listeners)
+            loop.call_soon_threadsafe(self.ctx.live.notify)
 
     def _run(self) -> None:
         interval = self.ctx.settings.collect_interval_s

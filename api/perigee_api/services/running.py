@@ -15,35 +15,23 @@ from __future__ import annotations
 import copy
 import logging
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from perigee_api.core.observed import Running
 from perigee_api.gateway_client import GatewayClient, GatewayError
 from perigee_api.models import ConfigVersion
 from perigee_api.schemas.gateway_config import GatewayConfig
 from perigee_api.services import audit, versions
 
+__all__ = ["Running", "drift", "find_version", "import_running", "observe", "reconcile"]
+
 log = logging.getLogger("perigee_api.running")
 
 IMPORT_AUTHOR = "gateway"
-
-
-@dataclass
-class Running:
-    """One look at the gateway: what it runs, and which version that is."""
-
-    checked_at: float = 0.0
-    reachable: bool = False
-    # None: the gateway runs no config (or could not be asked); "" is a config without a revision.
-    revision: str | None = None
-    config: dict[str, Any] | None = None
-    version_id: int | None = None
-    imported: bool = False
-    error: str | None = None
 
 
 def _canonical(raw: dict[str, Any]) -> dict[str, Any]:

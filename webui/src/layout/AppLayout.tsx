@@ -77,7 +77,8 @@ export function AppLayout() {
       </AppShell.Navbar>
       <AppShell.Main id="main" tabIndex={-1}>
         <SetupRedirect />
-        <DriftBanner />
+        {/* The wizard says itself what the gateway runs and what applying changes. */}
+        {location.pathname !== '/setup' && <DriftBanner />}
         <Suspense fallback={<LoadingState />}>
           <Outlet />
         </Suspense>

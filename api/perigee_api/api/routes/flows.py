@@ -23,13 +23,6 @@ from perigee_api.services import stats
 
 router = APIRouter(tags=["flows"], responses={401: {"model": ErrorResponse}, 403: {"model": ErrorResponse}})
 
-_listeners: set[asyncio.Event] = set()
-
-
-def notify_listeners() -> None:
-    for ev in list(_listeners):
-        ev.set()
-
 
 def _ip_or_prefix(value: str) -> str:
     return value.strip()
@@ -121,8 +114,7 @@ async def flows_stream(
         )
 
     async def events() -> AsyncIterator[bytes]:
-        ev = asyncio.Event()
-        _listeners.add(ev)
+        ev = ctx.live.listen()
         sent = 0
         last_seq = -1
         try:
@@ -143,7 +135,7 @@ async def flows_stream(
                     yield b": keepalive\n\n"
                 ev.clear()
         finally:
-            _listeners.discard(ev)
+            ctx.live.unlisten(ev)
 
     return _SlotResponse(
         events(),

@@ -1,10 +1,10 @@
 //! The control socket (docs/control-protocol.md): HTTP/1.1 + JSON over a Unix stream socket.
 use super::config::{self, ConfigError};
-use super::master::{ConfigFailure, Shared};
 use super::reports::{
     ActionCounters, Applied, CacheCounters, Counters, DnsReport, ErrorBody, FlowList, Health,
     HealthStatus, PacketCounters, PeerCounters, PeerHealth, SplitCounters, Validated, WorkerHealth,
 };
+use super::state::{ConfigFailure, Shared};
 use super::telemetry::Flow;
 use super::{apply, http, interfaces, ipc, log, render, sys};
 use serde::Serialize;

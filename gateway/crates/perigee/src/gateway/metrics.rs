@@ -1,5 +1,5 @@
 //! Prometheus text exposition on a local TCP port (default 127.0.0.1:9464).
-use super::master::Shared;
+use super::state::Shared;
 use super::{control, http, log};
 use serde_json::json;
 use std::fmt::Write;

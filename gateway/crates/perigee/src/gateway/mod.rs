@@ -18,6 +18,7 @@ pub mod reports;
 pub mod satleg;
 pub mod schema;
 pub mod session;
+pub mod state;
 pub mod sys;
 pub mod telemetry;
 pub mod worker;
