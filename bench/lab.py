@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -89,6 +90,21 @@ class Lab:
         out = satlab("link", "stats", "--json", timeout=20, prefix=self.prefix)
         data: dict[str, Any] = json.loads(out)
         return data
+
+    def forward_queue_bytes(self) -> int:
+        """The satellite link's forward queue right now, asked of the emulator's control socket
+        directly (cheap enough to sample every 100 ms, unlike a `satlab link stats` process)."""
+        if str(procs.REPO / "lab") not in sys.path:
+            sys.path.append(str(procs.REPO / "lab"))
+        from satlab import linkctl  # type: ignore[import-not-found,unused-ignore]
+        from satlab.topology import SAT_LINK, Topology  # type: ignore[import-not-found,unused-ignore]
+
+        sock = Topology(prefix=self.prefix).path(f"{SAT_LINK.name}-link.sock")
+        try:
+            stats = linkctl.stats(sock)
+        except (linkctl.LinkControlError, OSError, ValueError) as exc:
+            raise LabUnavailable(f"link emulator stats: {exc}") from exc
+        return int(stats[SAT_LINK.forward].get("queue_bytes", 0))
 
     def status(self) -> dict[str, Any]:
         out = satlab("status", "--json", timeout=20, check=False, prefix=self.prefix)

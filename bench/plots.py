@@ -72,6 +72,9 @@ def grouped_bars(
     ax.grid(axis="y", alpha=0.3)
     if legend_outside:
         ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    elif len(series) > 5:
+        # Many bars per group: the legend goes under the axes, not over the bars.
+        ax.legend(fontsize=8, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.12))
     else:
         ax.legend(fontsize=8)
     fig.tight_layout()

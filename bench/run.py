@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         help="one scenario of each kind, with its quick parameters (< 5 min)",
     )
     mode.add_argument(
-        "--full", action="store_true", help="each scenario's full parameters (< 30 min)"
+        "--full", action="store_true", help="each scenario's full parameters (about 55 min on 2 cores)"
     )
     parser.add_argument(
         "--only", action="append", help="run only this scenario (repeatable)"

@@ -66,8 +66,10 @@ def download(
     size_bytes: int,
     timeout_s: float,
     sample_gateway_leg: bool = False,
+    port: int = PORT,
 ) -> Transfer:
-    """server sends size_bytes to client with congestion control `cc` on its socket.
+    """server sends size_bytes to client with congestion control `cc` on its socket, from `port`
+    (a gateway's classes may treat ports differently).
 
     End to end, cwnd comes from the sender's own TCP_INFO. With the gateway at the hub, the satellite
     leg is the gateway's socket, so cwnd comes from polling `ss -tin` in the hub namespace instead.
@@ -81,7 +83,7 @@ def download(
             "--bind",
             SERVER_V4,
             "--port",
-            str(PORT),
+            str(port),
             "--cc",
             cc,
             "--bytes",
@@ -98,7 +100,7 @@ def download(
             "--connect",
             SERVER_V4,
             "--port",
-            str(PORT),
+            str(port),
             "--bytes",
             str(size_bytes),
             "--timeout",
@@ -115,7 +117,7 @@ def download(
                     procs.tool_argv(
                         "bench.tools.ss_sampler",
                         "--local-port",
-                        str(PORT),
+                        str(port),
                         "--duration",
                         str(timeout_s + 5),
                     ),
@@ -194,6 +196,7 @@ def attempt(
     size_bytes: int,
     timeout_s: float,
     sample_gateway_leg: bool = False,
+    port: int = PORT,
 ) -> Transfer | str:
     """download(), or the reason it could not run (hybla missing, a tool failed): never a number."""
     if (
@@ -203,7 +206,7 @@ def attempt(
         if reason and cc == "hybla":
             return reason
     try:
-        return download(lab, cc, size_bytes, timeout_s, sample_gateway_leg)
+        return download(lab, cc, size_bytes, timeout_s, sample_gateway_leg, port)
     except procs.ToolError as exc:
         return f"transfer failed: {exc}"[:300]
 

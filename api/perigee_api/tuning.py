@@ -60,6 +60,8 @@ Formulas (rates in bit/s, times in s, sizes in bytes; clamp(x, lo, hi) = min(max
   shaping_overhead = modem_overhead_bytes
   min_terminal_buffer = return_rate × superframe / 8               (one superframe of return traffic;
                      a smaller buffer drops inside a superframe: reported as a warning)
+  frame_loss_pct, hybla_loss_window, the buffer factor (2, or 4 with a bit error in every window) and
+  the satellite congestion control (hybla or hybla_ld) from the input `ber`: loss_tuning.py
 
 Every derived value is returned with a `derivation` string showing the numbers; any value may be
 overridden (then `overridden` is true and the derivation still shows the computed number).
@@ -71,6 +73,8 @@ import math
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from perigee_api import loss_tuning
 
 KIB = 1024
 MIB = 1024 * 1024
@@ -101,6 +105,8 @@ DerivedKey = Literal[
     "shaping_rate_bps",
     "shaping_overhead_bytes",
     "min_terminal_buffer_bytes",
+    "frame_loss_pct",
+    "hybla_loss_window",
 ]
 OVERRIDABLE: tuple[str, ...] = (
     "sndbuf_bytes",
@@ -135,6 +141,12 @@ class BodInputs(BaseModel):
         "carrier rate; 0 = not known, only the frame as the interface sends it is counted",
     )
     role: Literal["hub", "terminal"] = "hub"
+    ber: float = Field(
+        default=0.0,
+        ge=0,
+        le=1e-4,
+        description="bit error rate of the satellite link (both directions, after FEC); 0 = clean",
+    )
 
     @model_validator(mode="after")
     def _return_rate_positive(self) -> BodInputs:
@@ -161,6 +173,7 @@ class Derived(BaseModel):
 class Tuning(BaseModel):
     values: dict[str, Derived]
     warnings: list[str]
+    congestion_control: loss_tuning.CcChoice
 
 
 def _n(x: float) -> str:
@@ -247,21 +260,24 @@ def derive(inputs: BodInputs, overrides: dict[str, float] | None = None) -> Tuni
     win_send, win_recv = (win_f, win_r) if hub else (win_r, win_f)
     send_dir, recv_dir = ("forward", "return") if hub else ("return", "forward")
 
-    snd = _clamp(2 * win_send, SOCKBUF_MIN, SOCKBUF_MAX)
+    p_loss = loss_tuning.frame_loss(i.ber, i.mss_bytes)
+    k_snd = loss_tuning.buffer_factor(p_loss, win_send / i.mss_bytes)
+    k_rcv = loss_tuning.buffer_factor(p_loss, win_recv / i.mss_bytes)
+    snd = _clamp(k_snd * win_send, SOCKBUF_MIN, SOCKBUF_MAX)
     put(
         "sndbuf_bytes",
         snd,
         "bytes",
-        f"2 × window_{send_dir} = 2 × {_n(win_send)} = {_n(2 * win_send)} B, clamped to "
-        f"[{_n(SOCKBUF_MIN)}, {_n(SOCKBUF_MAX)}] = {_n(snd)} B",
+        f"{k_snd} × window_{send_dir} = {k_snd} × {_n(win_send)} = {_n(k_snd * win_send)} B, clamped to "
+        f"[{_n(SOCKBUF_MIN)}, {_n(SOCKBUF_MAX)}] = {_n(snd)} B" + loss_tuning.buffer_note(k_snd),
     )
-    rcv = _clamp(2 * win_recv, SOCKBUF_MIN, SOCKBUF_MAX)
+    rcv = _clamp(k_rcv * win_recv, SOCKBUF_MIN, SOCKBUF_MAX)
     put(
         "rcvbuf_bytes",
         rcv,
         "bytes",
-        f"2 × window_{recv_dir} = 2 × {_n(win_recv)} = {_n(2 * win_recv)} B, clamped to "
-        f"[{_n(SOCKBUF_MIN)}, {_n(SOCKBUF_MAX)}] = {_n(rcv)} B",
+        f"{k_rcv} × window_{recv_dir} = {k_rcv} × {_n(win_recv)} = {_n(k_rcv * win_recv)} B, clamped to "
+        f"[{_n(SOCKBUF_MIN)}, {_n(SOCKBUF_MAX)}] = {_n(rcv)} B" + loss_tuning.buffer_note(k_rcv),
     )
     pf = put("pacing_forward_bps", i.forward_rate_bps, "bit/s", f"forward rate = {_n(i.forward_rate_bps)} bit/s")
     if i.allocation_delay_ms >= 0.001:  # below a microsecond counts as no delay (and avoids x / 0)
@@ -365,4 +381,20 @@ def derive(inputs: BodInputs, overrides: dict[str, float] | None = None) -> Tuni
         )
     if i.allocation_delay_ms and i.allocation_delay_ms < i.superframe_ms:
         warnings.append("allocation_delay_ms is shorter than one superframe: check the scheduler settings")
-    return Tuning(values=out, warnings=warnings)
+    put(
+        "frame_loss_pct",
+        100 * p_loss,
+        "%",
+        f"1 − (1 − BER)^(8 × (MSS + 66)) = 1 − (1 − {i.ber:g})^{8 * (i.mss_bytes + 66)} = {100 * p_loss:.4g}%",
+    )
+    hw = loss_tuning.hybla_loss_window(p_loss, i.base_rtt_ms)
+    put(
+        "hybla_loss_window",
+        round(hw),
+        "segments",
+        f"max(base RTT / 25 ms, 1) × sqrt(3 / (2 × {p_loss:.4g})) = {_n(round(hw))} segments"
+        if p_loss > 0
+        else "no bit errors: Hybla's window is not bounded by loss (shown as 65,536)",
+    )
+    cc = loss_tuning.choose(p_loss, hw, bdp_send / i.mss_bytes, i.ber)
+    return Tuning(values=out, warnings=warnings, congestion_control=cc)

@@ -47,7 +47,7 @@ The traffic a bypass entry leaves untouched.
 """
 
 
-CongestionControl = TypeAliasType("CongestionControl", Literal["hybla", "cubic", "bbr", "reno"])
+CongestionControl = TypeAliasType("CongestionControl", Literal["hybla", "hybla_ld", "cubic", "bbr", "reno"])
 """
 The congestion controls policy may choose for a leg (the kernel's names).
 """
@@ -653,7 +653,7 @@ class GatewayConfig(GatewayConfigRules):
         "pool_size": 8,
         "port": 7072,
     }
-    quic: QuicPolicy = "pass"
+    quic: QuicPolicy = "fallback"
     """
     What happens to QUIC (UDP 443) from the served subnets; see `QuicPolicy`.
     """

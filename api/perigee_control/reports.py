@@ -145,6 +145,26 @@ HealthStatus = TypeAliasType("HealthStatus", Literal["ok", "degraded"])
 Implementation = TypeAliasType("Implementation", Literal["kernel", "bpf", "none"])
 
 
+class LdStatus(Report):
+    """
+    The `hybla_ld` registration as this build sees it.
+    """
+
+    loaded: bool
+    """
+    `hybla_ld` is registered (usable by routes and sockets).
+    """
+    problem: str | None
+    registration: str
+    """
+    missing | current | newer | stale | foreign (see [`LdRegistration`]).
+    """
+    version: Annotated[int | None, Field(ge=0)]
+    """
+    BPF version of the Perigee build that registered it (ours only).
+    """
+
+
 LegSide = TypeAliasType("LegSide", Literal["client", "server"])
 """
 Which of a flow's two sockets faces the satellite.
@@ -525,6 +545,10 @@ class HyblaStatus(Report):
     Operator cwnd ceiling, segments; 0 = only the built-in 65536 (and the socket's clamp).
     """
     implementation: Implementation
+    ld: LdStatus
+    """
+    `hybla_ld`, the loss-differentiating variant (always Perigee's BPF).
+    """
     loaded: bool
     """
     `hybla` is registered (usable by routes and sockets).

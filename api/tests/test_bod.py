@@ -3,6 +3,7 @@ from __future__ import annotations
 import pytest
 from fastapi.testclient import TestClient
 
+from perigee_api import loss_tuning
 from perigee_api.tuning import BodInputs, derive
 
 # A typical GEO VSAT: 50 Mbit/s forward, 1 + 4 Mbit/s return, 550 ms base RTT, 250 ms DAMA delay.
@@ -210,3 +211,76 @@ def test_apply_to_config_writes_shaping_for_this_gateways_direction(operator: Te
     assert shaping["enabled"] is False and shaping["rate_bps"] == 0
     r = operator.post("/api/v1/bod/derive", json={**body, "overrides": {"shaping_rate_bps": 7999}})
     assert r.status_code == 422 and r.json()["error"]["field"] == "overrides.shaping_rate_bps", r.text
+
+
+# satlab geo-hts: 50 Mbit/s forward, 600 ms RTT, no BoD (a constant 5 Mbit/s return as CRA).
+HTS = {
+    "forward_rate_bps": 50_000_000,
+    "return_cra_bps": 5_000_000,
+    "return_rbdc_max_bps": 0,
+    "superframe_ms": 26.5,
+    "allocation_delay_ms": 0,
+    "base_rtt_ms": 600,
+    "terminal_buffer_bytes": 375_000,
+}
+
+
+def test_loss_formulas() -> None:
+    # 1514-byte frames: 12,112 bits; p = 1 − (1 − BER)^bits.
+    for ber in (1e-9, 1e-7, 1e-6, 1e-5):
+        assert loss_tuning.frame_loss(ber, 1448) == pytest.approx(1 - (1 - ber) ** 12_112, rel=1e-6)
+    assert loss_tuning.frame_loss(0, 1448) == 0
+    # Hybla's window under loss p: rho × sqrt(3 / 2p), rho = 600 / 25 = 24.
+    assert loss_tuning.hybla_loss_window(0.01, 600) == pytest.approx(24 * 12.247, rel=1e-4)
+    assert loss_tuning.hybla_loss_window(0.01, 10) == pytest.approx(12.247, rel=1e-4), "rho at least 1"
+    assert loss_tuning.hybla_loss_window(0, 600) == 65536
+    assert loss_tuning.buffer_factor(0.001, 999) == 2 and loss_tuning.buffer_factor(0.001, 1000) == 4
+
+
+def test_clean_link_keeps_hybla_and_two_windows_of_buffer() -> None:
+    t = derive(BodInputs(**HTS))
+    assert t.congestion_control.value == "hybla"
+    assert t.values["frame_loss_pct"].value == 0
+    assert t.values["sndbuf_bytes"].value == 7_500_000  # 2 × 3.75 MB, as before
+    assert t.values["hybla_loss_window"].value == 65536
+
+
+@pytest.mark.parametrize(
+    ("ber", "cc", "sndbuf"),
+    [
+        (1e-8, "hybla", 7_500_000),  # 0.012% of frames: 2,671 ≥ 2,590 segments, < 1 loss per window
+        (1e-7, "hybla_ld", 15_000_000),  # 0.12%: Hybla's loss window 845 < 2,590; 3 losses per window
+        (1e-6, "hybla_ld", 15_000_000),  # 1.2%: 268
+        (1e-5, "hybla_ld", 15_000_000),  # 11.4%: 87
+    ],
+)
+def test_bit_errors_choose_the_congestion_control_and_buffers(ber: float, cc: str, sndbuf: int) -> None:
+    t = derive(BodInputs(**HTS, ber=ber))
+    assert t.congestion_control.value == cc, t.congestion_control.derivation
+    assert t.values["sndbuf_bytes"].value == sndbuf
+    assert f"{ber:g}" in t.congestion_control.derivation
+    assert t.values["frame_loss_pct"].value == pytest.approx(100 * (1 - (1 - ber) ** 12_112), rel=1e-6)
+
+
+def test_terminal_receive_buffer_follows_the_forward_loss() -> None:
+    t = derive(BodInputs(**{**HTS, "role": "terminal"}, ber=1e-6)).values
+    assert t["rcvbuf_bytes"].value == 15_000_000  # 4 × the forward window it receives
+    assert "a bit error in every window" in t["rcvbuf_bytes"].derivation
+
+
+def test_ber_bounds_name_the_field(operator: TestClient) -> None:
+    for bad in (-1e-9, 1.1e-4):
+        r = operator.post("/api/v1/bod/derive", json={"name": "x", "inputs": {**HTS, "ber": bad}})
+        assert r.status_code == 422 and "ber" in r.json()["error"]["field"], r.text
+
+
+def test_apply_to_config_writes_the_congestion_control(operator: TestClient) -> None:
+    r = operator.post("/api/v1/bod/profiles", json={"name": "rainy", "inputs": {**HTS, "ber": 1e-6}})
+    assert r.status_code == 201, r.text
+    assert r.json()["tuning"]["congestion_control"]["value"] == "hybla_ld"
+    assert operator.post(f"/api/v1/bod/profiles/{r.json()['id']}/apply-to-config", json={}).status_code == 200
+    sat = operator.get("/api/v1/config").json()["config"]["satellite"]
+    assert sat["congestion_control"] == "hybla_ld" and sat["sndbuf_bytes"] == 15_000_000
+    r = operator.post("/api/v1/bod/profiles", json={"name": "dry", "inputs": HTS})
+    assert operator.post(f"/api/v1/bod/profiles/{r.json()['id']}/apply-to-config", json={}).status_code == 200
+    assert operator.get("/api/v1/config").json()["config"]["satellite"]["congestion_control"] == "hybla"

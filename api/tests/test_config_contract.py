@@ -252,7 +252,7 @@ CASES: list[tuple[str, bool, Mutate]] = [
     *bounds("splitter.idle_timeout_s", 1, 604_800),
     *bounds("splitter.relay_buffer_bytes", 4096, 64 * 1024 * 1024),
     # satellite
-    *[(f"cc {cc}", OK, at("satellite.congestion_control", cc)) for cc in ("hybla", "cubic", "bbr", "reno")],
+    *[(f"cc {cc}", OK, at("satellite.congestion_control", cc)) for cc in ("hybla", "hybla_ld", "cubic", "bbr", "reno")],
     ("cc vegas", BAD, at("satellite.congestion_control", "vegas")),
     ("cc empty", BAD, at("satellite.congestion_control", "")),
     ("cc uppercase", BAD, at("satellite.congestion_control", "HYBLA")),
@@ -397,6 +397,7 @@ CASES: list[tuple[str, bool, Mutate]] = [
     ("class cc null", OK, at("classes.0.satellite.congestion_control", None)),
     ("class cc empty", BAD, at("classes.0.satellite.congestion_control", "")),
     ("class cc vegas", BAD, at("classes.0.satellite.congestion_control", "vegas")),
+    ("class cc hybla_ld", OK, at("classes.0.satellite.congestion_control", "hybla_ld")),
     ("class satellite empty", OK, at("classes.0.satellite", {})),
     ("class satellite unknown", BAD, at("classes.0.satellite.cwnd", 1)),
     *bounds("classes.0.satellite.buffer_bytes", 0, 1 << 30),

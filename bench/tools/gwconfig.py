@@ -169,8 +169,35 @@ def profile_bod_inputs(profile: str, role: str = "hub") -> dict[str, Any]:
     )
 
 
-def derive_tuning(inputs: dict[str, Any]) -> dict[str, float]:
-    """The API's own BoD derivation, so the benchmark tests what users get."""
+# A superframe for links without DAMA: with no allocation delay it only sizes the terminal-buffer
+# warning (the DVB-RCS2 value the BoD page starts from).
+PLAIN_SUPERFRAME_MS = 26.5
+
+
+def plain_link_inputs(
+    profile: str, ber: float = 0.0, role: str = "hub"
+) -> dict[str, Any]:
+    """BodInputs for a satlab profile without BoD (its return carrier as the CRA, no allocation
+    delay) at bit error rate `ber`: what an operator enters for such a link."""
+    if str(REPO / "lab") not in sys.path:
+        sys.path.append(str(REPO / "lab"))
+    from satlab.profiles import PROFILES  # type: ignore[import-not-found,unused-ignore]
+
+    prof = PROFILES[profile]
+    return {
+        "forward_rate_bps": int(prof.forward["rate_bps"]),
+        "return_cra_bps": int(prof.ret["rate_bps"]),
+        "return_rbdc_max_bps": 0,
+        "superframe_ms": PLAIN_SUPERFRAME_MS,
+        "allocation_delay_ms": 0.0,
+        "base_rtt_ms": float(prof.forward["delay_ms"] + prof.ret["delay_ms"]),
+        "terminal_buffer_bytes": int(prof.ret["buffer_bytes"]),
+        "role": role,
+        "ber": float(ber),
+    }
+
+
+def _derive(inputs: dict[str, Any]) -> Any:
     api_dir = str(REPO / "api")
     if api_dir not in sys.path:
         sys.path.append(api_dir)
@@ -179,8 +206,17 @@ def derive_tuning(inputs: dict[str, Any]) -> dict[str, float]:
         derive,
     )
 
-    tuning = derive(BodInputs.model_validate(inputs))
-    return {key: float(d.value) for key, d in tuning.values.items()}
+    return derive(BodInputs.model_validate(inputs))
+
+
+def derive_tuning(inputs: dict[str, Any]) -> dict[str, float]:
+    """The API's own BoD derivation, so the benchmark tests what users get."""
+    return {key: float(d.value) for key, d in _derive(inputs).values.items()}
+
+
+def derive_congestion_control(inputs: dict[str, Any]) -> str:
+    """The satellite congestion control the API's derivation names for these inputs."""
+    return str(_derive(inputs).congestion_control.value)
 
 
 def apply_tuning(config: dict[str, Any], values: dict[str, float]) -> dict[str, Any]:

@@ -18,6 +18,7 @@ _KNOWN_CC = {
     "bbr",
     "bbr2",
     "hybla",
+    "hybla_ld",
     "vegas",
     "westwood",
     "htcp",

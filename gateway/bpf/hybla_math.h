@@ -188,4 +188,267 @@ static __always_inline __u32 hybla_ssthresh(__u32 cwnd)
 	return half > 2 ? half : 2;
 }
 
+
+/*
+ * Loss differentiation (the `hybla_ld` congestion control; `hybla` does not use any of this).
+ *
+ * The connection is cut into rounds of about one minimum RTT of ACK arrivals, aligned to the
+ * clock (hybla_ld_round_end). Each round yields
+ *   bw      the rate the path carried: segments delivered (cumulatively ACKed or SACKed) or
+ *           marked lost in the round, over its length, Q24 segments per microsecond (50 Mbit/s at
+ *           MSS 1448 ~ 72,000). Counting the lost ones matters under heavy bit errors: a frame
+ *           corrupted on the link used the link as much as one delivered (at 11% frame loss the
+ *           delivered rate alone would hold the window 11% under the pipe)
+ *   queue   whether the smallest RTT sample of the round exceeds the path's minimum RTT by more
+ *           than the queue threshold, max(min RTT / 8, 5 ms): a queue that stood for a whole
+ *           round (a transient burst does not)
+ * A loss with no standing queue is taken as a bit error: the window keeps what the path
+ * delivered (plus one round of Hybla's growth, within the queue threshold's headroom). A loss
+ * with a standing queue, or before any round has measured the path, is congestion: Reno's
+ * halving, as `hybla`. A standing queue without loss is congestion too: the window stops
+ * growing while the queue stands, and at the round's end is cut to what the round carried
+ * times (min RTT + threshold / 2), never below half, at most once per RTT (the RTT with the
+ * queue: hybla_ld_may_cut).
+ */
+#define HYBLA_LD_BW_SHIFT 24
+#define HYBLA_LD_QUEUE_SHIFT 3          /* queue threshold = min RTT / 8 ... */
+#define HYBLA_LD_QUEUE_MIN_US 5000U     /* ... but at least 5 ms (RTT noise on short paths) */
+
+/* The queueing delay, microseconds, above which a round's RTTs show a standing queue. */
+static __always_inline __u32 hybla_ld_queue_thresh_us(__u32 min_rtt_us)
+{
+	__u32 t = min_rtt_us >> HYBLA_LD_QUEUE_SHIFT;
+
+	return t > HYBLA_LD_QUEUE_MIN_US ? t : HYBLA_LD_QUEUE_MIN_US;
+}
+
+/* Rate, Q24 segments per microsecond, of `delivered` segments over `elapsed_us`; 0 for an
+ * empty interval, saturated at 2^32 - 1. */
+static __always_inline __u32 hybla_ld_bw_q24(__u32 delivered, __u64 elapsed_us)
+{
+	__u64 bw;
+
+	if (elapsed_us == 0)
+		return 0;
+	bw = ((__u64)delivered << HYBLA_LD_BW_SHIFT) / elapsed_us; /* < 2^56 */
+	return bw > 0xffffffffULL ? 0xffffffffU : (__u32)bw;
+}
+
+/* Segments in flight at rate bw_q24 over t_us (a window), rounded down, saturated. */
+static __always_inline __u32 hybla_ld_window(__u32 bw_q24, __u32 t_us)
+{
+	__u64 w = ((__u64)bw_q24 * t_us) >> HYBLA_LD_BW_SHIFT; /* product < 2^64 */
+
+	return w > 0xffffffffULL ? 0xffffffffU : (__u32)w;
+}
+
+/* a + b microseconds, saturated at 2^32 - 1 (an RTT that long is not a path). */
+static __always_inline __u32 hybla_ld_sum_us(__u32 a, __u32 b)
+{
+	__u64 s = (__u64)a + b;
+
+	return s > 0xffffffffULL ? 0xffffffffU : (__u32)s;
+}
+
+/* Whether a round whose smallest RTT sample was round_min_rtt_us shows a standing queue. */
+static __always_inline int hybla_ld_standing_queue(__u32 round_min_rtt_us, __u32 min_rtt_us)
+{
+	if (round_min_rtt_us == 0 || min_rtt_us == 0)
+		return 0;
+	return (__u64)round_min_rtt_us > (__u64)min_rtt_us + hybla_ld_queue_thresh_us(min_rtt_us);
+}
+
+/* Round tracking state (lives in the connection's private area). */
+struct hybla_ld_round {
+	__u64 start_us;      /* ACK time the round started at */
+	__u64 hold_until_us; /* no queue cut before this time (the last cut's effect is on its way) */
+	__u32 carried;       /* tp->delivered + tp->lost when it started */
+	__u32 min_rtt_us;    /* smallest RTT sample in it so far, 0 = none */
+	__u32 last_min_rtt_us; /* ... and in the last completed round */
+	__u32 bw_q24;        /* rate the path carried in the last completed round */
+	__u32 bw_prev_q24;   /* ... and in the one before */
+	__u32 queue;         /* the last completed round showed a standing queue */
+};
+
+/* Begin a round at now_us with the connection's carried count (delivered + lost). */
+static __always_inline void hybla_ld_round_start(struct hybla_ld_round *r, __u64 now_us,
+						 __u32 carried)
+{
+	r->start_us = now_us;
+	r->carried = carried;
+	r->min_rtt_us = 0;
+}
+
+/*
+ * The end of the round that started at start_us: the next multiple of min_rtt_us on the
+ * clock (tp->tcp_mstamp, the same for every socket of the host), or the one after when that
+ * is less than half a min RTT away. Aligned to the clock, the rounds of all flows on one path
+ * cover the same intervals, so they see a standing queue in the same rounds and cut together:
+ * synchronous multiplicative decreases are what make additive increase converge to equal
+ * shares. (Rounds counted from each flow's own start would let the flow whose round ends first
+ * take every cut.)
+ */
+static __always_inline __u64 hybla_ld_round_end(__u64 start_us, __u32 min_rtt_us)
+{
+	__u64 end = (start_us / min_rtt_us + 1) * min_rtt_us;
+
+	if (end - start_us < min_rtt_us / 2)
+		end += min_rtt_us;
+	return end;
+}
+
+/*
+ * One ACK at now_us (the connection's carried count, delivered + lost, the ACK's RTT sample or
+ * <= 0 for none, the path's minimum RTT). Returns 1 when it completed a round (hybla_ld_round_end):
+ * bw_q24 / bw_prev_q24 / queue then describe it and the next round has begun.
+ */
+static __always_inline int hybla_ld_round_update(struct hybla_ld_round *r, __u64 now_us,
+						 __u32 carried, int rtt_us, __u32 min_rtt_us)
+{
+	__u64 elapsed;
+
+	if (rtt_us > 0 && (r->min_rtt_us == 0 || (__u32)rtt_us < r->min_rtt_us))
+		r->min_rtt_us = (__u32)rtt_us;
+	if (min_rtt_us == 0 || now_us < hybla_ld_round_end(r->start_us, min_rtt_us))
+		return 0;
+	elapsed = now_us - r->start_us;
+	r->bw_prev_q24 = r->bw_q24;
+	r->bw_q24 = hybla_ld_bw_q24(carried - r->carried, elapsed);
+	r->queue = hybla_ld_standing_queue(r->min_rtt_us, min_rtt_us);
+	r->last_min_rtt_us = r->min_rtt_us;
+	hybla_ld_round_start(r, now_us, carried);
+	return 1;
+}
+
+/*
+ * Whether a round's end (at now_us) may cut for its standing queue: not while the last cut's
+ * effect is still on its way. A cut reaches the RTTs one RTT later, and that RTT includes the
+ * queue (a whole round's worth when the queue stood all round): cutting again every round
+ * while an earlier, larger queue drains would halve the window round after round. 1 = cut,
+ * and the hold then runs for the round's smallest RTT.
+ */
+static __always_inline int hybla_ld_may_cut(struct hybla_ld_round *r, __u64 now_us)
+{
+	if (now_us < r->hold_until_us)
+		return 0;
+	r->hold_until_us = now_us + r->last_min_rtt_us;
+	return 1;
+}
+
+/* A queue right now: the last round showed one, or this round's samples already do (fewer
+ * samples only overstate the minimum, so this errs toward congestion). */
+static __always_inline int hybla_ld_queue_now(const struct hybla_ld_round *r, __u32 min_rtt_us)
+{
+	return r->queue || hybla_ld_standing_queue(r->min_rtt_us, min_rtt_us);
+}
+
+/* Hybla's congestion-avoidance growth over one RTT, rho^2, in whole segments. */
+static __always_inline __u32 hybla_ld_rtt_growth(__u32 rho_q16)
+{
+	return (__u32)(((__u64)rho_q16 * rho_q16) >> (2 * HYBLA_RHO_SHIFT)); /* <= 65536 */
+}
+
+/*
+ * ssthresh on a loss. Congestion (queue, or no delivery rate measured yet): Reno's halving.
+ * Bit error: the window the path carries, bw x (min RTT + queue threshold), but no more than
+ * one round of Hybla growth above cwnd, and never below half or above the ceiling.
+ */
+static __always_inline __u32 hybla_ld_ssthresh(__u32 cwnd, int queue, __u32 bw_q24,
+					       __u32 min_rtt_us, __u32 rho_q16, __u32 ceiling)
+{
+	__u32 half = hybla_ssthresh(cwnd);
+	__u64 grown = (__u64)cwnd + hybla_ld_rtt_growth(rho_q16);
+	__u64 room, target;
+
+	if (queue || bw_q24 == 0 || min_rtt_us == 0)
+		return half;
+	room = hybla_ld_window(bw_q24, hybla_ld_sum_us(min_rtt_us, hybla_ld_queue_thresh_us(min_rtt_us)));
+	target = room < grown ? room : grown;
+	if (target > ceiling)
+		target = ceiling;
+	return target > half ? (__u32)target : half;
+}
+
+/*
+ * A standing queue without loss: the window that drains it, bw x (min RTT + threshold / 2)
+ * (half the threshold stays queued, so the link does not idle), within [cwnd / 2, cwnd].
+ */
+static __always_inline __u32 hybla_ld_queue_cut(__u32 cwnd, __u32 bw_q24, __u32 min_rtt_us)
+{
+	__u32 half = hybla_ssthresh(cwnd);
+	__u32 target;
+
+	target = hybla_ld_window(bw_q24, hybla_ld_sum_us(min_rtt_us,
+							 hybla_ld_queue_thresh_us(min_rtt_us) >> 1));
+	if (target < half)
+		target = half;
+	return target < cwnd ? target : cwnd;
+}
+
+/* Segments in flight as the kernel counts them (tcp_packets_in_flight): sent, not yet SACKed
+ * or marked lost, plus retransmissions out. */
+static __always_inline __u32 hybla_ld_in_flight(__u32 packets_out, __u32 sacked_out,
+						__u32 lost_out, __u32 retrans_out)
+{
+	__u64 left = (__u64)sacked_out + lost_out;
+	__u64 f = packets_out > left ? packets_out - left : 0;
+
+	f += retrans_out;
+	return f > 0xffffffffULL ? 0xffffffffU : (__u32)f;
+}
+
+/*
+ * hybla_ld's window in Recovery/CWR (it owns cwnd there, in place of the kernel's PRR), moving
+ * toward `target` (ssthresh). Above it, PRR's proportional rule: of every segment delivered
+ * since the episode began, target / prior_cwnd may be sent (the first retransmission leaves at
+ * once). At or below it, the window is the target: the pacer, not the ACK clock, spreads the
+ * refill, so a bit error costs no more than the segment itself.
+ */
+static __always_inline __u32 hybla_ld_recovery_cwnd(__u32 in_flight, __u32 target,
+						    __u32 prior_cwnd, __u32 prr_delivered,
+						    __u32 prr_out)
+{
+	__u64 allowed, sndcnt;
+
+	if (target == 0)
+		target = 1;
+	if (in_flight <= target)
+		return target;
+	if (prior_cwnd == 0)
+		prior_cwnd = 1;
+	allowed = ((__u64)target * prr_delivered + prior_cwnd - 1) / prior_cwnd;
+	sndcnt = allowed > prr_out ? allowed - prr_out : 0;
+	if (sndcnt == 0 && prr_out == 0)
+		sndcnt = 1;
+	sndcnt += in_flight;
+	return sndcnt > 0xffffffffULL ? 0xffffffffU : (__u32)sndcnt;
+}
+
+/* Pacing ratios (percent) of the kernel's tcp_update_pacing_rate defaults: slow start (cwnd
+ * below half ssthresh) and otherwise. */
+#define HYBLA_LD_PACING_SS_PCT 200ULL
+#define HYBLA_LD_PACING_CA_PCT 120ULL
+#define HYBLA_LD_PACING_SEGS_MAX (1U << 20) /* keeps the product below 2^64 */
+
+/*
+ * Pacing rate in bytes per second, as the kernel computes it for congestion controls without
+ * cong_control: ratio x mss x max(cwnd, packets_out) / srtt (srtt_us8 = srtt in us << 3, as
+ * tp->srtt_us keeps it), capped at max_rate (SO_MAX_PACING_RATE; ~0 = none). 0 srtt: max_rate.
+ */
+static __always_inline __u64 hybla_ld_pacing_rate(__u32 mss, __u32 cwnd, __u32 packets_out,
+						  __u32 ssthresh, __u32 srtt_us8, __u64 max_rate)
+{
+	__u64 segs = cwnd > packets_out ? cwnd : packets_out;
+	__u64 rate;
+
+	if (srtt_us8 == 0)
+		return max_rate;
+	if (segs > HYBLA_LD_PACING_SEGS_MAX)
+		segs = HYBLA_LD_PACING_SEGS_MAX;
+	rate = (__u64)(mss & 0xffffU) * ((1000000ULL / 100) << 3);
+	rate *= cwnd < (ssthresh >> 1) ? HYBLA_LD_PACING_SS_PCT : HYBLA_LD_PACING_CA_PCT;
+	rate = rate * segs / srtt_us8;
+	return rate < max_rate ? rate : max_rate;
+}
+
 #endif /* PERIGEE_HYBLA_MATH_H */

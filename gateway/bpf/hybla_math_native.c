@@ -54,3 +54,75 @@ __u32 perigee_hybla_ssthresh(__u32 cwnd)
 {
 	return hybla_ssthresh(cwnd);
 }
+
+/* hybla_ld */
+
+__u32 perigee_hybla_ld_queue_thresh_us(__u32 min_rtt_us)
+{
+	return hybla_ld_queue_thresh_us(min_rtt_us);
+}
+
+__u32 perigee_hybla_ld_bw_q24(__u32 delivered, __u64 elapsed_us)
+{
+	return hybla_ld_bw_q24(delivered, elapsed_us);
+}
+
+__u32 perigee_hybla_ld_window(__u32 bw_q24, __u32 t_us)
+{
+	return hybla_ld_window(bw_q24, t_us);
+}
+
+int perigee_hybla_ld_standing_queue(__u32 round_min_rtt_us, __u32 min_rtt_us)
+{
+	return hybla_ld_standing_queue(round_min_rtt_us, min_rtt_us);
+}
+
+void perigee_hybla_ld_round_start(struct hybla_ld_round *r, __u64 now_us, __u32 carried)
+{
+	hybla_ld_round_start(r, now_us, carried);
+}
+
+int perigee_hybla_ld_round_update(struct hybla_ld_round *r, __u64 now_us, __u32 carried,
+				  int rtt_us, __u32 min_rtt_us)
+{
+	return hybla_ld_round_update(r, now_us, carried, rtt_us, min_rtt_us);
+}
+
+int perigee_hybla_ld_queue_now(const struct hybla_ld_round *r, __u32 min_rtt_us)
+{
+	return hybla_ld_queue_now(r, min_rtt_us);
+}
+
+int perigee_hybla_ld_may_cut(struct hybla_ld_round *r, __u64 now_us)
+{
+	return hybla_ld_may_cut(r, now_us);
+}
+
+__u32 perigee_hybla_ld_ssthresh(__u32 cwnd, int queue, __u32 bw_q24, __u32 min_rtt_us,
+				__u32 rho_q16, __u32 ceiling)
+{
+	return hybla_ld_ssthresh(cwnd, queue, bw_q24, min_rtt_us, rho_q16, ceiling);
+}
+
+__u32 perigee_hybla_ld_queue_cut(__u32 cwnd, __u32 bw_q24, __u32 min_rtt_us)
+{
+	return hybla_ld_queue_cut(cwnd, bw_q24, min_rtt_us);
+}
+
+__u32 perigee_hybla_ld_in_flight(__u32 packets_out, __u32 sacked_out, __u32 lost_out,
+				 __u32 retrans_out)
+{
+	return hybla_ld_in_flight(packets_out, sacked_out, lost_out, retrans_out);
+}
+
+__u32 perigee_hybla_ld_recovery_cwnd(__u32 in_flight, __u32 target, __u32 prior_cwnd,
+				     __u32 prr_delivered, __u32 prr_out)
+{
+	return hybla_ld_recovery_cwnd(in_flight, target, prior_cwnd, prr_delivered, prr_out);
+}
+
+__u64 perigee_hybla_ld_pacing_rate(__u32 mss, __u32 cwnd, __u32 packets_out, __u32 ssthresh,
+				   __u32 srtt_us8, __u64 max_rate)
+{
+	return hybla_ld_pacing_rate(mss, cwnd, packets_out, ssthresh, srtt_us8, max_rate);
+}

@@ -15,6 +15,22 @@ struct hybla_params {
 	__u32 cwnd_max;    /* operator cwnd ceiling, segments; 0 = HYBLA_CWND_CEILING only */
 };
 
+/*
+ * Value of hybla_ld's one-entry info map (/sys/fs/bpf/perigee-hybla-ld/info), for the loader
+ * only: which build registered hybla_ld and the IDs of the parameter maps it reads, so that a
+ * build replaces the registration only when it is strictly newer, or when the pinned maps it
+ * should share with hybla were replaced. Mirrored by `LdInfo` in crates/hybla/src/bpf_loader.rs.
+ */
+struct hybla_ld_info {
+	__u32 version;       /* HYBLA_BPF_VERSION of the build that registered it */
+	__u32 params_map_id; /* kernel IDs of the hybla_params / hybla_ns_params maps it uses */
+	__u32 netns_map_id;
+	__u32 reserved;
+};
+
+/* 1: host-wide parameters, 2: per-namespace parameters, 3: hybla_ld. BPF_VERSION in the loader. */
+#define HYBLA_BPF_VERSION 3
+
 /* Capacity of the per-namespace map; NETNS_MAX in crates/hybla/src/bpf_loader.rs. */
 #define HYBLA_NETNS_MAX 256
 

@@ -134,7 +134,7 @@ def self_signed(dirname: str) -> tuple[str, str]:
     return cert, key
 
 
-def serve(ports: list[tuple[int, str]], bind: str, tail_gap_s: float) -> None:
+def serve(ports: list[tuple[int, str]], binds: list[str], tail_gap_s: float) -> None:
     tmp = tempfile.mkdtemp(prefix="probe-tls-")
     tls_ctx: ssl.SSLContext | None = None
     if any(mode == "tls" for _, mode in ports):
@@ -164,15 +164,17 @@ def serve(ports: list[tuple[int, str]], bind: str, tail_gap_s: float) -> None:
         return handle
 
     listeners = []
+    # Specific addresses when given: a wildcard listener cannot share a port (443) with the lab's web
+    # origins, which listen on their own addresses in the same namespace.
+    addrs = binds or ["0.0.0.0", "::"]
     for port, mode in ports:
-        for family, addr in ((socket.AF_INET, "0.0.0.0"), (socket.AF_INET6, "::")):
-            if bind and (":" in bind) != (family == socket.AF_INET6):
-                continue
+        for addr in addrs:
+            family = socket.AF_INET6 if ":" in addr else socket.AF_INET
             ls = socket.socket(family, socket.SOCK_STREAM)
             ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             if family == socket.AF_INET6:
                 ls.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-            ls.bind((bind or addr, port))
+            ls.bind((addr, port))
             ls.listen(512)
             listeners.append((ls, handler(mode)))
 
@@ -301,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="tool", required=True)
     sv = sub.add_parser("serve")
     sv.add_argument("--port", type=_port_mode, action="append", required=True, help="PORT:MODE")
-    sv.add_argument("--bind", default="")
+    sv.add_argument("--bind", action="append", default=[], help="listen on this address (repeatable; default: all)")
     sv.add_argument("--tail-gap-ms", type=float, default=20.0)
     for name in ("exchange", "banner", "whoami", "first-byte", "tls"):
         c = sub.add_parser(name)

@@ -129,6 +129,19 @@ def eventually(read: Any, check: Any, timeout: float = 5.0) -> Any:
         time.sleep(0.2)
 
 
+def settled_counters(role: str, timeout: float = 10.0) -> dict[str, Any]:
+    """Counters once the workers' deltas of earlier tests have all arrived (two reads over a
+    report period agree), so a later difference is this test's own."""
+    deadline = time.monotonic() + timeout
+    prev = counters(role)
+    while True:
+        time.sleep(1.2)
+        cur = counters(role)
+        if (cur["peer"], cur["flows_total"]) == (prev["peer"], prev["flows_total"]) or time.monotonic() > deadline:
+            return cur
+        prev = cur
+
+
 @pytest.fixture(scope="module")
 def lab() -> Iterator[None]:
     satlab("down", prefix=PREFIX, check=False)
@@ -136,7 +149,9 @@ def lab() -> Iterator[None]:
     subprocess.run([PERIGEE, "hybla", "load"], capture_output=True, timeout=60, check=False)
     satlab("up", "--profile", "geo-hts", "--gateway", "both", prefix=PREFIX, timeout=180)
     ports = [f"--port={p}:{mode}" for mode, p in PORTS.items()]
-    server = subprocess.Popen(in_ns("server", [PY, "-m", "satlab.probes", "serve", *ports], PREFIX),
+    # On the server's own addresses: the lab's web origins hold port 443 on theirs.
+    argv = [PY, "-m", "satlab.probes", "serve", *ports, "--bind", SERVER4, "--bind", SERVER6]
+    server = subprocess.Popen(in_ns("server", argv, PREFIX),
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                               env=dict(os.environ, PYTHONPATH=str(gateway.REPO / "lab")))
     try:
@@ -328,7 +343,7 @@ print(json.dumps({"status": status.hex(), "whoami": rest.decode()}))
 
 
 def test_outsiders_are_refused_and_open_no_flow(lab: None) -> None:
-    before = counters("hub")
+    before = settled_counters("hub")
     hub_flows = {f["id"] for f in flows("hub")}
     out = terminal_exec("""
 res = {}
@@ -453,7 +468,8 @@ print(json.dumps([out, time.monotonic() - t0]))
 
 
 def udp_server(family: int) -> subprocess.Popen[str]:
-    addr = "::" if family == socket.AF_INET6 else "0.0.0.0"
+    # The server's own address: the lab's HTTP/3 origins hold UDP 443 on theirs.
+    addr = SERVER6 if family == socket.AF_INET6 else SERVER4
     fam = "AF_INET6" if family == socket.AF_INET6 else "AF_INET"
     code = f"""
 import socket, sys
@@ -481,6 +497,8 @@ def test_quic_fallback_refuses_udp_443_at_once_and_pass_forwards_it(lab: None, s
         assert flow_of("terminal", client, tls["local_port"])["path"] == "peer"
     finally:
         reconfigure("terminal", quic="pass")
+    # Both ends pass: the hub runs the default (fallback) and would refuse it too.
+    reconfigure("hub", quic="pass")
     srv = udp_server(family)
     try:
         res, _ = udp_to_443(server, wait=2 * RTT)
@@ -491,3 +509,4 @@ def test_quic_fallback_refuses_udp_443_at_once_and_pass_forwards_it(lab: None, s
     finally:
         srv.kill()
         srv.wait()
+        reconfigure("hub", quic="fallback")

@@ -104,11 +104,16 @@ export async function satlabSteps(steps, { context, baseUrl, password, lab, shot
 
   let uncappedPacingMax = 0;
   await steps.run('a download through the satellite appears live: split, Hybla on the satellite leg, bytes growing', async () => {
-    const dl = watchFlows(toBulk, lab.bulkGet('40M'));
+    // Long enough (about 17 s at 50 Mbit/s) for the row, two API samples and three drill-down samples.
+    const dl = watchFlows(toBulk, lab.bulkGet('100M'));
     await gotoNav('Flows');
     const row = page.getByRole('table', { name: 'Flows' }).getByRole('row').filter({ hasText: `${CLIENT}:` }).filter({ hasText: `${SERVER}:${BULK_PORT}` }).first();
     await row.waitFor({ timeout: 10000 });
-    const bytesCell = row.getByRole('cell').nth(6);
+    // Found by its heading, so a new column elsewhere does not move it.
+    const headings = await page.getByRole('columnheader').allTextContents();
+    const bytesColumn = headings.findIndex((h) => h.startsWith('Bytes'));
+    assert.ok(bytesColumn >= 0, `a Bytes column among ${headings.join(', ')}`);
+    const bytesCell = row.getByRole('cell').nth(bytesColumn);
     const first = await bytesCell.textContent();
     await until('the bytes shown in the flow row to change', async () => (await bytesCell.textContent()) !== first, { timeoutMs: 8000 });
     const [id, samples] = await until('two API samples of the flow with TCP_INFO', async () => [...dl.flows].find(([, s]) => sampled(s).length >= 2));
@@ -134,7 +139,7 @@ export async function satlabSteps(steps, { context, baseUrl, password, lab, shot
     await shot('overview-live');
     const result = await dl.done;
     assert.equal(result.complete, true, 'the download completed');
-    assert.equal(result.bytes, 40_000_000);
+    assert.equal(result.bytes, 100_000_000);
     uncappedPacingMax = Math.max(...sampled(dl.flows.get(id)).map((s) => satLeg(s).pacing_rate_bps));
     console.log(`    flow ${id}: ${(result.goodput_bps / 1e6).toFixed(1)} Mbit/s goodput, satellite-leg pacing up to ${(uncappedPacingMax / 1e6).toFixed(0)} Mbit/s`);
     assert.ok(uncappedPacingMax > BOD_FORWARD_BPS, `without a cap the pacing rate exceeds ${BOD_FORWARD_BPS} (the later cap must be able to bind)`);

@@ -55,6 +55,7 @@ def _hybla() -> dict[str, Any]:
         "pin_dir": "/sys/fs/bpf/perigee",
         "netns_cookie": None,
         "netns": [],
+        "ld": {"loaded": False, "registration": "missing", "version": None, "problem": None},
     }
 
 

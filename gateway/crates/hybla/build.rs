@@ -1,5 +1,5 @@
-//! Builds the BPF Hybla object (clang -target bpf against a vmlinux.h dumped from the build
-//! host's kernel BTF) for embedding, and compiles the shared fixed-point header natively for
+//! Builds the BPF objects of `hybla` and `hybla_ld` (clang -target bpf against a vmlinux.h
+//! dumped from the build host's kernel BTF) for embedding, and compiles the shared fixed-point header natively for
 //! the tests. Links the system libbpf, which the loader drives through FFI.
 use std::env;
 use std::path::{Path, PathBuf};
@@ -11,6 +11,8 @@ fn main() {
     let out = PathBuf::from(env::var("OUT_DIR").expect("OUT_DIR"));
     for f in [
         "hybla.bpf.c",
+        "hybla_ld.bpf.c",
+        "hybla_core.bpf.h",
         "hybla_math.h",
         "hybla_params.h",
         "hybla_math_native.c",
@@ -22,7 +24,8 @@ fn main() {
     }
 
     dump_vmlinux_h(&out);
-    compile_bpf(&bpf_dir, &out);
+    compile_bpf(&bpf_dir, &out, "hybla");
+    compile_bpf(&bpf_dir, &out, "hybla_ld");
 
     cc::Build::new()
         .file(bpf_dir.join("hybla_math_native.c"))
@@ -71,8 +74,9 @@ fn dump_vmlinux_h(out: &Path) {
     std::fs::write(out.join("vmlinux.h"), header).expect("write vmlinux.h");
 }
 
-fn compile_bpf(bpf_dir: &Path, out: &Path) {
-    let obj = out.join("hybla.bpf.full.o");
+/// `bpf/<name>.bpf.c` -> `OUT_DIR/<name>.bpf.o`.
+fn compile_bpf(bpf_dir: &Path, out: &Path, name: &str) {
+    let obj = out.join(format!("{name}.bpf.full.o"));
     let arch = match env::var("CARGO_CFG_TARGET_ARCH").as_deref() {
         Ok("aarch64") => "arm64",
         Ok("x86_64") | Err(_) => "x86",
@@ -85,13 +89,13 @@ fn compile_bpf(bpf_dir: &Path, out: &Path) {
             .arg(format!("-I{}", out.display()))
             .arg(format!("-I{}", bpf_dir.display()))
             .arg("-c")
-            .arg(bpf_dir.join("hybla.bpf.c"))
+            .arg(bpf_dir.join(format!("{name}.bpf.c")))
             .arg("-o")
             .arg(&obj),
         "clang -target bpf (install clang and libbpf-dev, see scripts/apt/hybla.txt)",
     );
     // Drop DWARF, keep .BTF/.BTF.ext (libbpf needs those for struct_ops and CO-RE).
-    let stripped = out.join("hybla.bpf.o");
+    let stripped = out.join(format!("{name}.bpf.o"));
     let strip_ok = Command::new(tool("LLVM_STRIP", "llvm-strip"))
         .arg("-g")
         .arg(&obj)

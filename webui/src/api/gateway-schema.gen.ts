@@ -210,6 +210,7 @@ export const gatewayConfigSchema: JsonSchema = {
       "description": "The congestion controls policy may choose for a leg (the kernel's names).",
       "enum": [
         "hybla",
+        "hybla_ld",
         "cubic",
         "bbr",
         "reno"
@@ -948,7 +949,7 @@ export const gatewayConfigSchema: JsonSchema = {
     },
     "quic": {
       "$ref": "#/$defs/QuicPolicy",
-      "default": "pass",
+      "default": "fallback",
       "description": "What happens to QUIC (UDP 443) from the served subnets; see `QuicPolicy`."
     },
     "revision": {

@@ -831,6 +831,12 @@ export interface components {
             allocation_delay_ms: number;
             /** Base Rtt Ms */
             base_rtt_ms: number;
+            /**
+             * Ber
+             * @description bit error rate of the satellite link (both directions, after FEC); 0 = clean
+             * @default 0
+             */
+            ber: number;
             /** Forward Rate Bps */
             forward_rate_bps: number;
             /**
@@ -1090,6 +1096,19 @@ export interface components {
         } & {
             [key: string]: unknown;
         };
+        /**
+         * CcChoice
+         * @description The satellite-leg congestion control a profile calls for, and why.
+         */
+        CcChoice: {
+            /** Derivation */
+            derivation: string;
+            /**
+             * Value
+             * @enum {string}
+             */
+            value: "hybla" | "hybla_ld";
+        };
         /** ChangeOut */
         ChangeOut: {
             /** Issues */
@@ -1180,7 +1199,7 @@ export interface components {
         /** @enum {string} */
         ConfiguredAs: "lan" | "satellite";
         /** @enum {string} */
-        CongestionControl: "hybla" | "cubic" | "bbr" | "reno";
+        CongestionControl: "hybla" | "hybla_ld" | "cubic" | "bbr" | "reno";
         /** CsrfOut */
         CsrfOut: {
             /** Csrf Token */
@@ -1630,7 +1649,7 @@ export interface components {
             peer: components["schemas"]["Peer"];
             /**
              * @description What happens to QUIC (UDP 443) from the served subnets; see `QuicPolicy`.
-             * @default pass
+             * @default fallback
              */
             quic: components["schemas"]["QuicPolicy"];
             /**
@@ -1806,6 +1825,8 @@ export interface components {
              */
             cwnd_max: number;
             implementation: components["schemas"]["Implementation"];
+            /** @description `hybla_ld`, the loss-differentiating variant (always Perigee's BPF). */
+            ld: components["schemas"]["LdStatus"];
             /**
              * Loaded
              * @description `hybla` is registered (usable by routes and sockets).
@@ -1858,6 +1879,31 @@ export interface components {
             lan: components["schemas"]["IfName"][];
             /** @description The interface toward the satellite modem; not one of `lan`. */
             satellite: components["schemas"]["IfName"];
+        };
+        /**
+         * LdStatus
+         * @description The `hybla_ld` registration as this build sees it.
+         */
+        LdStatus: {
+            /**
+             * Loaded
+             * @description `hybla_ld` is registered (usable by routes and sockets).
+             */
+            loaded: boolean;
+            /** Problem */
+            problem: string | null;
+            /**
+             * Registration
+             * @description missing | current | newer | stale | foreign (see [`LdRegistration`]).
+             */
+            registration: string;
+            /**
+             * Version
+             * @description BPF version of the Perigee build that registered it (ours only).
+             */
+            version: number | null;
+        } & {
+            [key: string]: unknown;
         };
         /**
          * Legs
@@ -2646,6 +2692,7 @@ export interface components {
         };
         /** Tuning */
         Tuning: {
+            congestion_control: components["schemas"]["CcChoice"];
             /** Values */
             values: {
                 [key: string]: components["schemas"]["Derived"];

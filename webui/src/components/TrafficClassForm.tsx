@@ -65,7 +65,7 @@ export function TrafficClassForm({ value, onChange, errors, idPrefix }: TrafficC
         <Select
           id={id('cc')}
           label="Satellite congestion control"
-          data={[{ value: '', label: 'inherit' }, 'hybla', 'cubic', 'bbr', 'reno']}
+          data={[{ value: '', label: 'inherit' }, 'hybla', 'hybla_ld', 'cubic', 'bbr', 'reno']}
           value={value.satellite.congestion_control ?? ''}
           allowDeselect={false}
           onChange={(v) => onChange({ ...value, satellite: { ...value.satellite, congestion_control: v ? (v as TrafficClass['satellite']['congestion_control']) : null } })}

@@ -12,6 +12,7 @@ const okGateway: GatewayHealth = {
   hybla: {
     implementation: 'bpf', loaded: true, rtt0_ms: 25, base_rtt_ms: 0, cwnd_max: 0, available: ['hybla', 'cubic'], problem: null,
     owned: true, pin_dir: '/sys/fs/bpf/perigee', netns_cookie: null, netns: [],
+    ld: { loaded: true, registration: 'current', version: 1, problem: null },
   },
   problems: [],
   peer: null,

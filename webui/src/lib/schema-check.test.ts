@@ -27,7 +27,7 @@ describe('schema-check', () => {
 
   it('gives bounds, defaults and whole-object errors by path', () => {
     expect(bounds('Splitter', 'max_flows')).toEqual({ min: 1, max: 1_000_000 });
-    expect(defaultOf('GatewayConfig', 'quic')).toBe('pass');
+    expect(defaultOf('GatewayConfig', 'quic')).toBe('fallback');
     const errs = checkDef('TrafficClass', {
       name: 'web',
       priority: 70_000,

@@ -21,21 +21,25 @@ const DERIVE = {
     shaping_overhead_bytes: derived(12, 'bytes', 'modem framing per packet = 12 B'),
   },
   warnings: [],
+  congestion_control: { value: 'hybla', derivation: 'no bit errors (BER 0): hybla, the paper\'s algorithm' },
 };
+const LOSSY_WHY = "BER 1e-06 loses 1.2% of frames; Hybla's window under that loss, rho × sqrt(3 / 2p) = 268 segments, is below the pipe's 2,590";
 
 function profileOut(id: number, name: string, role: 'hub' | 'terminal' = 'hub') {
   const inputs = { forward_rate_bps: 20_000_000, return_cra_bps: 1_000_000, return_rbdc_max_bps: 4_000_000, superframe_ms: 26.5, allocation_delay_ms: 250, base_rtt_ms: 600, terminal_buffer_bytes: 262_144, mss_bytes: 1448, modem_overhead_bytes: 12, role };
   return { id, name, inputs, overrides: {}, tuning: {}, created_at: 0, updated_at: 0 };
 }
 
-/** A stateful fake of the BoD endpoints: profiles created by POST show up in the next GET. */
+/** A stateful fake of the BoD endpoints: profiles created by POST show up in the next GET. A
+ * derive request with a bit error rate gets the loss-differentiating choice. */
 function bodApi(initial: ReturnType<typeof profileOut>[]) {
   const profiles = [...initial];
   return mockApi({
     'GET /api/v1/bod/profiles': () => jsonResponse(profiles),
-    'POST /api/v1/bod/derive': () => jsonResponse(DERIVE),
+    'POST /api/v1/bod/derive': (_req, body) =>
+      jsonResponse((body as { inputs: { ber?: number } }).inputs.ber ? { ...DERIVE, congestion_control: { value: 'hybla_ld', derivation: LOSSY_WHY } } : DERIVE),
     'GET /api/v1/config': () =>
-      jsonResponse({ version_id: 1, config: { satellite: { pacing_rate_bps: 0 }, hybla: { base_rtt_ms: 25, cwnd_max: 1000 }, shaping: { enabled: false, rate_bps: 0, overhead_bytes: 0, queue_packets: 1000 } } }),
+      jsonResponse({ version_id: 1, config: { satellite: { pacing_rate_bps: 0, congestion_control: 'hybla' }, hybla: { base_rtt_ms: 25, cwnd_max: 1000 }, shaping: { enabled: false, rate_bps: 0, overhead_bytes: 0, queue_packets: 1000 } } }),
     'GET /api/v1/versions': () => jsonResponse({ versions: [], total: 1, active_version_id: 1, latest_version_id: 1 }),
     'POST /api/v1/bod/profiles': (_req, body) => {
       const p = profileOut(42, (body as { name: string }).name);
@@ -113,5 +117,29 @@ describe('BodPage', () => {
     const why = document.getElementById('bod-shaping-why') as HTMLElement;
     expect(why).toHaveTextContent(/A hub sends forward, and the forward carrier is not on demand/);
     expect(why).not.toHaveTextContent(/RBDC/);
+  });
+
+  it('says which congestion control the bit error rate calls for and writes it into the config', async () => {
+    const calls = bodApi([profileOut(5, 'hts')]);
+    const user = userEvent.setup();
+    renderWithProviders(<BodPage />);
+    const why = () => document.getElementById('bod-cc-why') as HTMLElement;
+    await waitFor(() => expect(why()).toHaveTextContent('Satellite congestion control: hybla.'));
+    const changes = screen.getByRole('table', { name: 'Config changes from this profile' });
+    const row = () => within(changes).getByText('satellite.congestion_control').closest('tr') as HTMLElement;
+    expect(within(row()).getAllByText('hybla')).toHaveLength(2); // now, and with this profile: unchanged
+
+    const ber = screen.getByRole('textbox', { name: /Bit error rate/ });
+    await user.clear(ber);
+    await user.type(ber, '1e-6');
+    await waitFor(() => expect(why()).toHaveTextContent('Satellite congestion control: hybla_ld.'));
+    expect(why()).toHaveTextContent(LOSSY_WHY);
+    expect(within(row()).getByText('hybla_ld (changes)')).toBeInTheDocument();
+    const sent = calls.filter((c) => c.path === '/api/v1/bod/derive').map((c) => (c.body as { inputs: { ber: number } }).inputs.ber);
+    expect(sent).toContain(1e-6);
+
+    await user.clear(ber);
+    await user.type(ber, 'lots');
+    expect(await screen.findByText('a number, e.g. 1e-6')).toBeInTheDocument();
   });
 });

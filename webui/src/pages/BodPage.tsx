@@ -2,7 +2,7 @@ import { Alert, Badge, Button, Grid, Group, List, NumberInput, Paper, SegmentedC
 import { useDebouncedValue } from '@mantine/hooks';
 import { keepPreviousData, useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState } from 'react';
-import { endpoints, type BodInputs, type BodProfileIn, type BodProfileOut, type Derived } from '../api/endpoints';
+import { endpoints, type BodInputs, type BodProfileIn, type BodProfileOut, type Derived, type Tuning } from '../api/endpoints';
 import { ApiError, errorMessage, type FieldErrors } from '../api/errors';
 import { afterConfigChange, keys } from '../api/keys';
 import { PageHeader } from '../components/PageHeader';
@@ -22,6 +22,7 @@ const DEFAULT_INPUTS: BodInputs = {
   mss_bytes: 1448,
   modem_overhead_bytes: 0,
   role: 'hub',
+  ber: 0,
 };
 
 const INPUT_FIELDS: { key: keyof BodInputs; label: string; unit: string; step?: number }[] = [
@@ -39,11 +40,12 @@ const INPUT_FIELDS: { key: keyof BodInputs; label: string; unit: string; step?: 
 const OVERRIDABLE = ['sndbuf_bytes', 'rcvbuf_bytes', 'pacing_rate_bps', 'initcwnd', 'initrwnd', 'hybla_base_rtt_ms', 'hybla_cwnd_max', 'shaping_rate_bps'] as const;
 
 type Values = Record<string, Derived>;
-const whole = (key: string) => (v: Values) => (v[key] ? Math.round(v[key].value) : null);
+const whole = (key: string) => (t: Tuning) => (t.values[key] ? Math.round(t.values[key].value) : null);
 const section = (c: Record<string, unknown>, name: string) => c[name] as Record<string, unknown> | undefined;
 
 /** Where each derived value lands in the gateway config (apply-to-config writes exactly these). */
-const CONFIG_TARGETS: { label: string; read: (c: Record<string, unknown>) => unknown; next: (v: Values) => unknown }[] = [
+const CONFIG_TARGETS: { label: string; read: (c: Record<string, unknown>) => unknown; next: (t: Tuning) => unknown }[] = [
+  { label: 'satellite.congestion_control', read: (c) => section(c, 'satellite')?.congestion_control, next: (t) => t.congestion_control.value },
   { label: 'satellite.sndbuf_bytes', read: (c) => section(c, 'satellite')?.sndbuf_bytes, next: whole('sndbuf_bytes') },
   { label: 'satellite.rcvbuf_bytes', read: (c) => section(c, 'satellite')?.rcvbuf_bytes, next: whole('rcvbuf_bytes') },
   { label: 'satellite.pacing_rate_bps', read: (c) => section(c, 'satellite')?.pacing_rate_bps, next: whole('pacing_rate_bps') },
@@ -52,7 +54,7 @@ const CONFIG_TARGETS: { label: string; read: (c: Record<string, unknown>) => unk
   { label: 'hybla.base_rtt_ms', read: (c) => section(c, 'hybla')?.base_rtt_ms, next: whole('hybla_base_rtt_ms') },
   { label: 'hybla.cwnd_max', read: (c) => section(c, 'hybla')?.cwnd_max, next: whole('hybla_cwnd_max') },
   // A shaping rate overridden to 0 turns shaping off.
-  { label: 'shaping.enabled', read: (c) => section(c, 'shaping')?.enabled, next: (v) => (v.shaping_rate_bps ? v.shaping_rate_bps.value > 0 : null) },
+  { label: 'shaping.enabled', read: (c) => section(c, 'shaping')?.enabled, next: (t) => (t.values.shaping_rate_bps ? t.values.shaping_rate_bps.value > 0 : null) },
   { label: 'shaping.rate_bps', read: (c) => section(c, 'shaping')?.rate_bps, next: whole('shaping_rate_bps') },
   { label: 'shaping.overhead_bytes', read: (c) => section(c, 'shaping')?.overhead_bytes, next: whole('shaping_overhead_bytes') },
 ];
@@ -76,6 +78,7 @@ type WriteResult = { profileId: number; versionId: number };
 
 function formatValue(d: Derived): string {
   if (d.unit === 'bit/s') return formatBps(d.value);
+  if (d.unit === '%') return `${d.value.toPrecision(3)} %`;
   if (d.unit === 'bytes') return `${formatBytes(d.value)} (${Math.round(d.value).toLocaleString()} B)`;
   return `${Number.isInteger(d.value) ? d.value.toLocaleString() : d.value.toFixed(2)} ${d.unit}`;
 }
@@ -117,6 +120,7 @@ function ProfileEditor({
     initial ? { name: initial.name, inputs: initial.inputs, overrides: initial.overrides } : { name: 'default', inputs: DEFAULT_INPUTS, overrides: {} },
   );
   const [errors, setErrors] = useState<FieldErrors>({});
+  const [berText, setBerText] = useState(() => String(form.inputs.ber ?? 0));
   const [debounced] = useDebouncedValue(form, 300);
   const derived = useQuery({
     queryKey: ['bod', 'derive', debounced],
@@ -201,6 +205,20 @@ function ProfileEditor({
                 />
               </Grid.Col>
             ))}
+            <Grid.Col span={{ base: 6, sm: 3 }}>
+              <TextInput
+                label="Bit error rate (after FEC)"
+                description="e.g. 1e-7; 0 = clean"
+                value={berText}
+                onChange={(e) => {
+                  const text = e.currentTarget.value;
+                  setBerText(text);
+                  const v = Number(text);
+                  if (text.trim() !== '' && Number.isFinite(v)) setForm({ ...form, inputs: { ...form.inputs, ber: v } });
+                }}
+                error={errorFor(allErrors, 'inputs.ber') ?? (berText.trim() === '' || Number.isFinite(Number(berText)) ? undefined : 'a number, e.g. 1e-6')}
+              />
+            </Grid.Col>
           </Grid>
           <Title order={4} size="h5" mt="md" mb="xs">
             Overrides (optional)
@@ -260,6 +278,14 @@ function ProfileEditor({
             </List>
           </Alert>
         ) : null}
+        {derived.data && (
+          <Text size="sm" mb="sm" id="bod-cc-why">
+            <Text span fw={600}>
+              Satellite congestion control: <span className="mono">{derived.data.congestion_control.value}</span>.{' '}
+            </Text>
+            {derived.data.congestion_control.derivation}
+          </Text>
+        )}
         {values ? <DerivedTable values={values} /> : !derived.error && <Text c="dimmed">Deriving…</Text>}
         {values?.shaping_rate_bps && (
           <Text size="sm" mt="sm" id="bod-shaping-why">
@@ -270,7 +296,7 @@ function ProfileEditor({
           </Text>
         )}
       </Paper>
-      {values && config && (
+      {derived.data && config && (
         <Paper withBorder p="md" component="section" aria-labelledby="bod-diff">
           <Title order={3} size="h4" id="bod-diff" mb="sm">
             Change to the desired config
@@ -286,7 +312,7 @@ function ProfileEditor({
             <Table.Tbody>
               {CONFIG_TARGETS.map((t) => {
                 const current = t.read(config);
-                const next = t.next(values);
+                const next = t.next(derived.data);
                 const changed = current !== next;
                 return (
                   <Table.Tr key={t.label}>

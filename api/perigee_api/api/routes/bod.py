@@ -158,10 +158,12 @@ def apply_to_config(profile_id: Id, body: BodApplyIn, who: Operator, db: Db, req
         raise ApiError(422, "invalid_profile", f"BoD profile {p.name}: {problem}; fix or delete it", "profile_id")
     role = str(versions.latest(db).config.get("role", "hub"))
     inputs = BodInputs.model_validate({**p.inputs, "role": role})
-    t = derive(inputs, p.overrides).values
+    tuning = derive(inputs, p.overrides)
+    t = tuning.values
 
     def mutate(cfg: dict[str, Any]) -> None:
         sat = cfg["satellite"]
+        sat["congestion_control"] = tuning.congestion_control.value
         sat["sndbuf_bytes"] = int(t["sndbuf_bytes"].value)
         sat["rcvbuf_bytes"] = int(t["rcvbuf_bytes"].value)
         sat["pacing_rate_bps"] = int(t["pacing_rate_bps"].value)

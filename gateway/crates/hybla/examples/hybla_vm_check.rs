@@ -3,7 +3,9 @@
 //! list shows `hybla`, a loopback TCP flow with setsockopt(TCP_CONGESTION, "hybla") runs
 //! through it, the params map steers the initial window (base RTT) and the cwnd ceiling, and
 //! this namespace's own entry (looked up by the namespace cookie read through BTF) overrides
-//! the host-wide one until it is removed.
+//! the host-wide one until it is removed; `hybla_ld` (the verifier accepts its cong_control,
+//! which reads only the socket argument, so one program fits the 6.1 and 6.10+ prototypes) is
+//! listed too and a loopback flow through it grows its window.
 //! Prints `PERIGEE-HYBLA-CHECK-OK` on success, exits 1 with the reason otherwise. Restores the
 //! previous parameters and unloads only what it loaded itself.
 use std::io::{Read, Write};
@@ -34,6 +36,9 @@ fn run() -> Result<String, String> {
             "expected Perigee's BPF hybla, got {:?} (owned {})",
             st.implementation, st.owned
         ));
+    }
+    if !st.ld.loaded {
+        return Err(format!("hybla_ld not loaded: {:?}", st.ld.problem));
     }
     let result = exercise();
     // Leave the machine as found: previous params, and no registration we added.
@@ -117,6 +122,21 @@ fn exercise() -> Result<String, String> {
     }
     perigee_hybla::unset_netns_params(None).map_err(|e| format!("unset_netns_params: {e}"))?;
     let fallback = flow(1 << 20)?;
+    // hybla_ld, through its own cong_control: rho 1, no ceiling, the window grows.
+    if !available().split_whitespace().any(|n| n == "hybla_ld") {
+        return Err(format!(
+            "hybla_ld not in tcp_available_congestion_control: {}",
+            available()
+        ));
+    }
+    set(0, 0)?;
+    let ld = flow_with(8 << 20, "hybla_ld")?;
+    if ld.max_cwnd <= ld.first_cwnd {
+        return Err(format!(
+            "hybla_ld: cwnd never grew in a cwnd-limited flow ({}): cong_control did nothing",
+            ld.first_cwnd
+        ));
+    }
     if fallback.first_cwnd != 20 {
         return Err(format!(
             "namespace entry removed: initial cwnd {} != host-wide 20",
@@ -124,14 +144,17 @@ fn exercise() -> Result<String, String> {
         ));
     }
     Ok(format!(
-        "kernel={} flows: plain cwnd {}..{} geo initial {} capped max {} netns max {} fallback {}",
+        "kernel={} flows: plain cwnd {}..{} geo initial {} capped max {} netns max {} fallback {} \
+         hybla_ld cwnd {}..{}",
         kernel_release(),
         plain.first_cwnd,
         plain.max_cwnd,
         geo.first_cwnd,
         capped.max_cwnd,
         netns.max_cwnd,
-        fallback.first_cwnd
+        fallback.first_cwnd,
+        ld.first_cwnd,
+        ld.max_cwnd
     ))
 }
 
@@ -140,9 +163,13 @@ struct FlowResult {
     max_cwnd: u32,
 }
 
-/// Loopback transfer of `bytes` from a socket switched to hybla by setsockopt, sampling
-/// TCP_INFO's cwnd after every 64 KiB; the receiver checks the byte count.
 fn flow(bytes: usize) -> Result<FlowResult, String> {
+    flow_with(bytes, "hybla")
+}
+
+/// Loopback transfer of `bytes` from a socket switched to `cc` by setsockopt, sampling
+/// TCP_INFO's cwnd after every 64 KiB; the receiver checks the byte count.
+fn flow_with(bytes: usize, cc_name: &'static str) -> Result<FlowResult, String> {
     let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("bind: {e}"))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     let receiver = thread::spawn(move || -> std::io::Result<usize> {
@@ -156,10 +183,10 @@ fn flow(bytes: usize) -> Result<FlowResult, String> {
             }
         }
     });
-    let mut s = hybla_socket(addr)?;
+    let mut s = cc_socket(addr, cc_name)?;
     let fd = s.as_raw_fd();
     let cc = congestion_of(fd)?;
-    if cc != "hybla" {
+    if cc != cc_name {
         return Err(format!("socket congestion control is {cc:?}"));
     }
     let first_cwnd = snd_cwnd_of(fd)?;
@@ -183,7 +210,7 @@ fn flow(bytes: usize) -> Result<FlowResult, String> {
     })
 }
 
-fn hybla_socket(addr: std::net::SocketAddr) -> Result<TcpStream, String> {
+fn cc_socket(addr: std::net::SocketAddr, cc_name: &str) -> Result<TcpStream, String> {
     let std::net::SocketAddr::V4(v4) = addr else {
         return Err("IPv4 loopback expected".into());
     };
@@ -210,7 +237,7 @@ fn hybla_socket(addr: std::net::SocketAddr) -> Result<TcpStream, String> {
                 std::io::Error::last_os_error()
             ));
         }
-        let name = b"hybla";
+        let name = cc_name.as_bytes();
         if libc::setsockopt(
             fd,
             libc::IPPROTO_TCP,
@@ -220,7 +247,7 @@ fn hybla_socket(addr: std::net::SocketAddr) -> Result<TcpStream, String> {
         ) != 0
         {
             return Err(format!(
-                "setsockopt TCP_CONGESTION hybla: {}",
+                "setsockopt TCP_CONGESTION {cc_name}: {}",
                 std::io::Error::last_os_error()
             ));
         }

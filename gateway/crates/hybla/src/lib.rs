@@ -1,6 +1,8 @@
 //! TCP Hybla for the satellite leg: the kernel's own `hybla` when present, otherwise Perigee's
 //! BPF struct_ops implementation registered under the same name, so `ip route ... congctl
-//! hybla` and setsockopt(TCP_CONGESTION, "hybla") work identically either way.
+//! hybla` and setsockopt(TCP_CONGESTION, "hybla") work identically either way. Next to it,
+//! always Perigee's BPF: `hybla_ld`, Hybla with loss differentiation for links with bit errors
+//! (docs/hybla.md).
 use serde::Serialize;
 
 mod bpf_loader;
@@ -10,7 +12,10 @@ pub mod model;
 mod prune;
 mod sys;
 
-pub use bpf_loader::{NETNS_MAX, NETNS_PARAMS_PIN, OPS_PIN, PARAMS_PIN, PIN_DIR};
+pub use bpf_loader::{
+    LdInfo, LdRegistration, BPF_VERSION, LD_INFO_PIN, LD_NAME, LD_OPS_PIN, LD_PIN_DIR, NETNS_MAX,
+    NETNS_PARAMS_PIN, OPS_PIN, PARAMS_PIN, PIN_DIR,
+};
 pub use prune::{live_netns_cookies, prune_stale_netns, prune_stale_netns_observed, PruneReport};
 pub use sys::netns_cookie;
 
@@ -95,6 +100,73 @@ pub struct HyblaStatus {
     /// Per-namespace entries (rtt0_ms, base_rtt_ms, cwnd_max above are the host-wide entry,
     /// which namespaces without one of their own use).
     pub netns: Vec<NetnsParams>,
+    /// `hybla_ld`, the loss-differentiating variant (always Perigee's BPF).
+    pub ld: LdStatus,
+}
+
+/// The `hybla_ld` registration as this build sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct LdStatus {
+    /// `hybla_ld` is registered (usable by routes and sockets).
+    pub loaded: bool,
+    /// missing | current | newer | stale | foreign (see [`LdRegistration`]).
+    pub registration: String,
+    /// BPF version of the Perigee build that registered it (ours only).
+    pub version: Option<u32>,
+    pub problem: Option<String>,
+}
+
+impl Default for LdStatus {
+    /// Not registered, nothing known.
+    fn default() -> Self {
+        LdStatus {
+            loaded: false,
+            registration: "missing".into(),
+            version: None,
+            problem: None,
+        }
+    }
+}
+
+impl LdStatus {
+    fn read(available: &[String]) -> LdStatus {
+        let loaded = available.iter().any(|n| n == LD_NAME);
+        let reg = bpf_loader::ld_registration(loaded);
+        let version = matches!(
+            reg,
+            LdRegistration::Current | LdRegistration::Newer(_) | LdRegistration::Stale(_)
+        )
+        .then(|| bpf_loader::read_ld_info().ok().map(|i| i.version))
+        .flatten();
+        let (registration, problem) = match reg {
+            LdRegistration::Missing => (
+                "missing",
+                Some(format!(
+                    "{LD_NAME} is not registered: run `perigee hybla load`"
+                )),
+            ),
+            LdRegistration::Current => ("current", None),
+            LdRegistration::Newer(_) => ("newer", None),
+            LdRegistration::Stale(why) => (
+                "stale",
+                Some(format!(
+                    "{LD_NAME} must be registered again ({why}): run `perigee hybla load`"
+                )),
+            ),
+            LdRegistration::Foreign => (
+                "foreign",
+                Some(format!(
+                    "a BPF `{LD_NAME}` not loaded by perigee is registered (no pin at {LD_OPS_PIN})"
+                )),
+            ),
+        };
+        LdStatus {
+            loaded,
+            registration: registration.into(),
+            version,
+            problem,
+        }
+    }
 }
 
 impl HyblaStatus {
@@ -148,6 +220,7 @@ pub enum HyblaError {
 /// Which implementation provides `hybla` right now, and with which parameters.
 pub fn status() -> HyblaStatus {
     let available = sys::available();
+    let available_now = available.clone();
     let loaded = available.iter().any(|n| n == "hybla");
     let owned = loaded && std::path::Path::new(OPS_PIN).exists();
     let kernel = loaded && !owned && sys::kernel_hybla_present();
@@ -167,6 +240,7 @@ pub fn status() -> HyblaStatus {
         pin_dir: PIN_DIR.to_string(),
         netns_cookie: sys::netns_cookie().ok(),
         netns: Vec::new(),
+        ld: LdStatus::read(&available_now),
     };
     if owned {
         match bpf_loader::read_params() {
@@ -235,32 +309,37 @@ pub fn outdated() -> bool {
     bpf_loader::outdated()
 }
 
-/// Make `hybla` available: the kernel's if it has one, otherwise ours with `params`.
+/// Whether `load` has something to do: hybla missing or outdated, or hybla_ld missing or
+/// stale (a current, newer or foreign hybla_ld is left as it is).
+pub fn needs_load() -> bool {
+    let available = sys::available();
+    let ld_loaded = available.iter().any(|n| n == LD_NAME);
+    !available.iter().any(|n| n == "hybla")
+        || outdated()
+        || matches!(
+            bpf_loader::ld_registration(ld_loaded),
+            LdRegistration::Missing | LdRegistration::Stale(_)
+        )
+}
+
+/// Make `hybla` available: the kernel's if it has one, otherwise ours with `params`; and
+/// `hybla_ld` next to it over the same parameter maps.
 /// Idempotent: an existing registration is kept as is (use `set_params` to change it), except
 /// one of ours without per-namespace parameters, which is replaced keeping its host-wide
-/// parameters (open connections keep the old program until they close).
+/// parameters (open connections keep the old program until they close), and a stale hybla_ld
+/// (see [`LdRegistration`]). A hybla_ld that cannot be loaded does not fail the load: the
+/// returned status says why in `ld.problem`.
 pub fn load_with_params(params: HyblaParams) -> Result<HyblaStatus, HyblaError> {
     let (mut rtt0_us, mut base_rtt_us) = validate(params)?;
+    let _lock = bpf_loader::load_lock();
     let mut cwnd_max = 0;
     if bpf_loader::outdated() {
         let old = bpf_loader::read_params()?;
         (rtt0_us, base_rtt_us, cwnd_max) = (old.rtt0_us, old.base_rtt_us, old.cwnd_max);
-        unload()?;
+        unload_locked()?;
     }
     if !sys::hybla_available() {
         sys::try_modprobe();
-    }
-    if sys::hybla_available() {
-        return Ok(status());
-    }
-    // A pin without a registration is debris from an earlier crash or reboot-less unregister.
-    bpf_loader::remove_pins();
-    if let Some(problem) = sys::bpf_load_problem(true) {
-        return Err(if problem.starts_with("not permitted") {
-            HyblaError::NotPermitted(problem)
-        } else {
-            HyblaError::Unsupported(problem)
-        });
     }
     let initial = bpf_loader::ParamsValue {
         rtt0_us,
@@ -268,14 +347,55 @@ pub fn load_with_params(params: HyblaParams) -> Result<HyblaStatus, HyblaError> 
         generation: 1,
         cwnd_max,
     };
-    bpf_loader::load(initial)?;
-    Ok(status())
+    if !sys::hybla_available() {
+        // A pin without a registration is debris from an earlier crash or reboot-less unregister.
+        bpf_loader::remove_pins();
+        if let Some(problem) = sys::bpf_load_problem(true) {
+            return Err(if problem.starts_with("not permitted") {
+                HyblaError::NotPermitted(problem)
+            } else {
+                HyblaError::Unsupported(problem)
+            });
+        }
+        bpf_loader::load(initial)?;
+    }
+    let ld_error = load_ld(initial).err();
+    let mut st = status();
+    if let Some(e) = ld_error {
+        st.ld.problem = Some(format!("{LD_NAME} could not be loaded: {e}"));
+    }
+    Ok(st)
 }
 
-/// Remove Perigee's BPF `hybla`; a kernel `hybla` (or anyone else's) is never touched.
-/// Idempotent.
+/// hybla_ld, when this host can load BPF (the kernel's tcp_hybla needs no such rights).
+fn load_ld(initial: bpf_loader::ParamsValue) -> Result<(), HyblaError> {
+    let registered = sys::available().iter().any(|n| n == LD_NAME);
+    if !matches!(
+        bpf_loader::ld_registration(registered),
+        LdRegistration::Missing | LdRegistration::Stale(_)
+    ) {
+        return bpf_loader::load_ld(initial, registered);
+    }
+    if let Some(problem) = sys::bpf_load_problem(true) {
+        return Err(if problem.starts_with("not permitted") {
+            HyblaError::NotPermitted(problem)
+        } else {
+            HyblaError::Unsupported(problem)
+        });
+    }
+    bpf_loader::load_ld(initial, registered)
+}
+
+/// Remove Perigee's BPF `hybla` and `hybla_ld`; a kernel `hybla` (or anyone else's) is never
+/// touched. Idempotent.
 pub fn unload() -> Result<(), HyblaError> {
-    if std::path::Path::new(OPS_PIN).exists() || std::path::Path::new(PARAMS_PIN).exists() {
+    let _lock = bpf_loader::load_lock();
+    unload_locked()
+}
+
+fn unload_locked() -> Result<(), HyblaError> {
+    let ours = [OPS_PIN, PARAMS_PIN, LD_OPS_PIN];
+    if ours.iter().any(|p| std::path::Path::new(p).exists()) {
         if let Some(problem) =
             sys::bpf_load_problem(false).filter(|p| p.starts_with("not permitted"))
         {
@@ -313,7 +433,12 @@ pub fn set_params(params: HyblaParams) -> Result<(), HyblaError> {
                     what: format!("write {}", sys::KERNEL_RTT0_PARAM),
                     source: e,
                 }
-            })
+            })?;
+            // hybla_ld (ours) next to the kernel's hybla reads our host-wide entry.
+            if std::path::Path::new(PARAMS_PIN).exists() {
+                bpf_loader::update_params(|p| p.rtt0_us = rtt0_us)?;
+            }
+            Ok(())
         }
         Implementation::Bpf => Err(HyblaError::Unsupported(
             st.problem

@@ -27,6 +27,7 @@ extern "C" {
     pub fn bpf_object__close(obj: *mut BpfObject);
     pub fn bpf_object__find_map_by_name(obj: *const BpfObject, name: *const c_char) -> *mut BpfMap;
     pub fn bpf_map__fd(map: *const BpfMap) -> c_int;
+    pub fn bpf_map__reuse_fd(map: *mut BpfMap, fd: c_int) -> c_int;
     pub fn bpf_map__pin(map: *mut BpfMap, path: *const c_char) -> c_int;
     pub fn bpf_map__attach_struct_ops(map: *const BpfMap) -> *mut BpfLink;
     pub fn bpf_link__disconnect(link: *mut BpfLink);
@@ -41,6 +42,7 @@ extern "C" {
     fn bpf_map_lookup_elem(fd: c_int, key: *const c_void, value: *mut c_void) -> c_int;
     fn bpf_map_delete_elem(fd: c_int, key: *const c_void) -> c_int;
     fn bpf_map_get_next_key(fd: c_int, key: *const c_void, next_key: *mut c_void) -> c_int;
+    fn bpf_obj_get_info_by_fd(fd: c_int, info: *mut c_void, info_len: *mut u32) -> c_int;
 }
 
 /// Turn a libbpf int return (negative errno) into io::Result.
@@ -92,4 +94,20 @@ pub fn map_next_key<K: Copy + Default>(fd: c_int, key: Option<&K>) -> io::Result
         Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(None),
         Err(e) => Err(e),
     }
+}
+
+/// The leading fields of the kernel's `struct bpf_map_info` (the kernel fills what fits).
+#[repr(C)]
+#[derive(Default)]
+struct MapInfoHead {
+    map_type: u32,
+    id: u32,
+}
+
+/// The kernel's ID of the map behind `fd` (unique until reboot, like a namespace cookie).
+pub fn map_id(fd: c_int) -> io::Result<u32> {
+    let mut info = MapInfoHead::default();
+    let mut len = std::mem::size_of::<MapInfoHead>() as u32;
+    check(unsafe { bpf_obj_get_info_by_fd(fd, (&mut info as *mut MapInfoHead).cast(), &mut len) })?;
+    Ok(info.id)
 }

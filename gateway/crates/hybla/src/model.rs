@@ -78,3 +78,189 @@ impl ModelWindow {
         self.frac = frac;
     }
 }
+
+/// hybla_ld's loss differentiation in plain f64 (times in microseconds, rates in segments per
+/// microsecond), the reference `bpf/hybla_math.h`'s hybla_ld_* functions are tested against.
+pub mod ld {
+    /// Queueing delay above which a round shows a standing queue: max(min RTT / 8, 5 ms).
+    pub fn queue_thresh_us(min_rtt_us: f64) -> f64 {
+        (min_rtt_us / 8.0).max(5000.0)
+    }
+
+    /// The largest delivery rate the Q24 format holds: ~256 segments per microsecond (about
+    /// 3 Tbit/s at MSS 1448, beyond any link); faster rounds saturate there.
+    pub const BW_MAX: f64 = (u32::MAX as f64) / (1u64 << 24) as f64;
+
+    /// Rate of `delivered` segments over `elapsed_us` (0 for an empty interval).
+    pub fn bw(delivered: f64, elapsed_us: f64) -> f64 {
+        if elapsed_us <= 0.0 {
+            0.0
+        } else {
+            (delivered / elapsed_us).min(BW_MAX)
+        }
+    }
+
+    /// Whether a round whose smallest RTT was `round_min_rtt_us` shows a standing queue
+    /// (0 = no sample / no minimum yet: no).
+    pub fn standing_queue(round_min_rtt_us: f64, min_rtt_us: f64) -> bool {
+        round_min_rtt_us > 0.0
+            && min_rtt_us > 0.0
+            && round_min_rtt_us > min_rtt_us + queue_thresh_us(min_rtt_us).floor()
+    }
+
+    fn half(cwnd: f64) -> f64 {
+        (cwnd / 2.0).floor().max(2.0)
+    }
+
+    /// ssthresh on a loss: halve on congestion (or before any rate is measured); for a bit
+    /// error bw x (min RTT + threshold), at most one RTT of Hybla growth (rho^2) above cwnd and
+    /// the ceiling, at least half.
+    pub fn ssthresh(
+        cwnd: f64,
+        queue: bool,
+        bw: f64,
+        min_rtt_us: f64,
+        rho: f64,
+        ceiling: f64,
+    ) -> f64 {
+        if queue || bw <= 0.0 || min_rtt_us <= 0.0 {
+            return half(cwnd);
+        }
+        let room = (bw * (min_rtt_us + queue_thresh_us(min_rtt_us).floor())).floor();
+        let grown = cwnd + (rho * rho).floor();
+        room.min(grown).min(ceiling).max(half(cwnd))
+    }
+
+    /// A standing queue without loss: bw x (min RTT + threshold / 2), within [half, cwnd].
+    pub fn queue_cut(cwnd: f64, bw: f64, min_rtt_us: f64) -> f64 {
+        let thr_half = (queue_thresh_us(min_rtt_us).floor() / 2.0).floor();
+        (bw * (min_rtt_us + thr_half))
+            .floor()
+            .max(half(cwnd))
+            .min(cwnd)
+    }
+
+    /// The end of a round that started at `start_us`: the next multiple of the min RTT on the
+    /// clock, or the one after when that is under half a min RTT away (rounds of all flows on
+    /// one path cover the same intervals).
+    pub fn round_end(start_us: f64, min_rtt_us: f64) -> f64 {
+        let end = ((start_us / min_rtt_us).floor() + 1.0) * min_rtt_us;
+        if end - start_us < (min_rtt_us / 2.0).floor() {
+            end + min_rtt_us
+        } else {
+            end
+        }
+    }
+
+    /// Rounds of about one minimum RTT of ACK arrivals, aligned to the clock; their rate counts
+    /// the segments the path carried, delivered or lost.
+    #[derive(Debug, Clone, Copy, Default)]
+    pub struct Rounds {
+        pub start_us: f64,
+        pub hold_until_us: f64,
+        pub carried: f64,
+        /// Smallest RTT sample of the round so far, 0 = none.
+        pub min_rtt_us: f64,
+        /// Smallest RTT sample of the last completed round.
+        pub last_min_rtt_us: f64,
+        pub bw: f64,
+        pub bw_prev: f64,
+        pub queue: bool,
+    }
+
+    impl Rounds {
+        pub fn started(now_us: f64, carried: f64) -> Rounds {
+            Rounds {
+                start_us: now_us,
+                carried,
+                ..Rounds::default()
+            }
+        }
+
+        /// One ACK with `carried` = delivered + lost so far; true when it ends a round (then bw,
+        /// bw_prev and queue describe it).
+        pub fn on_ack(&mut self, now_us: f64, carried: f64, rtt_us: f64, min_rtt_us: f64) -> bool {
+            if rtt_us > 0.0 && (self.min_rtt_us == 0.0 || rtt_us < self.min_rtt_us) {
+                self.min_rtt_us = rtt_us;
+            }
+            if min_rtt_us <= 0.0 || now_us < round_end(self.start_us, min_rtt_us) {
+                return false;
+            }
+            let elapsed = now_us - self.start_us;
+            self.bw_prev = self.bw;
+            self.bw = bw(carried - self.carried, elapsed);
+            self.queue = standing_queue(self.min_rtt_us, min_rtt_us);
+            self.last_min_rtt_us = self.min_rtt_us;
+            *self = Rounds {
+                start_us: now_us,
+                carried,
+                min_rtt_us: 0.0,
+                ..*self
+            };
+            true
+        }
+
+        /// A queue cut at `now_us`: not before the last one's effect is back (one RTT with the
+        /// queue, the last round's smallest RTT, after it).
+        pub fn may_cut(&mut self, now_us: f64) -> bool {
+            if now_us < self.hold_until_us {
+                return false;
+            }
+            self.hold_until_us = now_us + self.last_min_rtt_us;
+            true
+        }
+
+        /// A queue now: the last round showed one, or this one's samples already do.
+        pub fn queue_now(&self, min_rtt_us: f64) -> bool {
+            self.queue || standing_queue(self.min_rtt_us, min_rtt_us)
+        }
+    }
+
+    /// tcp_packets_in_flight: sent, not SACKed or lost, plus retransmissions out.
+    pub fn in_flight(packets_out: f64, sacked_out: f64, lost_out: f64, retrans_out: f64) -> f64 {
+        (packets_out - sacked_out - lost_out).max(0.0) + retrans_out
+    }
+
+    /// The window in Recovery/CWR: the target at or above the flight; above it PRR's
+    /// proportional share, target x delivered / prior window, minus what was sent (the first
+    /// retransmission leaves at once).
+    pub fn recovery_cwnd(
+        in_flight: f64,
+        target: f64,
+        prior_cwnd: f64,
+        prr_delivered: f64,
+        prr_out: f64,
+    ) -> f64 {
+        let target = target.max(1.0);
+        if in_flight <= target {
+            return target;
+        }
+        let allowed = (target * prr_delivered / prior_cwnd.max(1.0)).ceil();
+        let mut sndcnt = (allowed - prr_out).max(0.0);
+        if sndcnt == 0.0 && prr_out == 0.0 {
+            sndcnt = 1.0;
+        }
+        in_flight + sndcnt
+    }
+
+    /// Pacing rate, bytes per second: 200% (below half ssthresh) or 120% of mss x
+    /// max(cwnd, packets out) per smoothed RTT, at most `max_rate`.
+    pub fn pacing_rate(
+        mss: f64,
+        cwnd: f64,
+        packets_out: f64,
+        ssthresh: f64,
+        srtt_us: f64,
+        max_rate: f64,
+    ) -> f64 {
+        if srtt_us <= 0.0 {
+            return max_rate;
+        }
+        let ratio = if cwnd < (ssthresh / 2.0).floor() {
+            2.0
+        } else {
+            1.2
+        };
+        (ratio * mss * cwnd.max(packets_out) * 1e6 / srtt_us).min(max_rate)
+    }
+}

@@ -16,9 +16,10 @@ enum Action {
         #[arg(long)]
         json: bool,
     },
-    /// Make `hybla` available: the kernel's if present, else register Perigee's BPF one.
+    /// Make `hybla` available (the kernel's if present, else register Perigee's BPF one) and
+    /// `hybla_ld` next to it (Perigee's BPF; a stale or older registration of ours is replaced).
     Load,
-    /// Remove Perigee's BPF Hybla (never the kernel's).
+    /// Remove Perigee's BPF `hybla` and `hybla_ld` (never the kernel's).
     Unload,
     /// Change RTT0, the base RTT and the cwnd ceiling at run time (open connections keep
     /// running).
@@ -207,9 +208,23 @@ fn print_status(st: &HyblaStatus, json: bool) {
         }
     );
     print_netns(st);
+    let ld = &st.ld;
+    println!(
+        "hybla_ld:       {}{}",
+        ld.registration,
+        ld.version
+            .map(|v| format!(
+                " (BPF version {v}, this build {})",
+                perigee_hybla::BPF_VERSION
+            ))
+            .unwrap_or_default()
+    );
     println!("available:      {}", st.available.join(" "));
     if let Some(p) = &st.problem {
         println!("problem:        {p}");
+    }
+    if let Some(p) = &ld.problem {
+        println!("hybla_ld:       {p}");
     }
 }
 

@@ -8,4 +8,4 @@ mod tcp;
 pub use netns::NetnsGuard;
 pub use run::{run, run_stdin};
 pub use sink::count_to_eof;
-pub use tcp::snd_cwnd;
+pub use tcp::{snd_cwnd, tcp_info};

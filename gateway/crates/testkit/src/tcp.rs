@@ -1,9 +1,15 @@
-//! Reading a socket's congestion window, as the Hybla tests and the VM check do.
+//! Reading a socket's TCP_INFO (congestion window, ssthresh, RTT), as the Hybla tests and the VM
+//! check do.
 use std::io;
 use std::os::fd::RawFd;
 
 /// tcpi_snd_cwnd of a TCP socket, from TCP_INFO.
 pub fn snd_cwnd(fd: RawFd) -> io::Result<u32> {
+    tcp_info(fd).map(|i| i.tcpi_snd_cwnd)
+}
+
+/// The whole TCP_INFO of a TCP socket.
+pub fn tcp_info(fd: RawFd) -> io::Result<libc::tcp_info> {
     // SAFETY: tcp_info is plain data; the kernel fills at most `len` bytes.
     let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
     let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
@@ -19,7 +25,7 @@ pub fn snd_cwnd(fd: RawFd) -> io::Result<u32> {
     if rc != 0 {
         return Err(io::Error::last_os_error());
     }
-    Ok(info.tcpi_snd_cwnd)
+    Ok(info)
 }
 
 #[cfg(test)]

@@ -46,14 +46,17 @@ pub struct HyblaPlan {
 }
 
 impl HyblaPlan {
-    /// The plan for `cfg`, or None when no satellite leg uses hybla.
+    /// The plan for `cfg`, or None when no satellite leg uses hybla or hybla_ld (both read
+    /// the same parameters).
     pub fn for_config(cfg: &GatewayConfig) -> Option<HyblaPlan> {
-        let hybla = CongestionControl::Hybla;
-        let uses = cfg.satellite.congestion_control == hybla
+        let hybla = |cc: CongestionControl| {
+            matches!(cc, CongestionControl::Hybla | CongestionControl::HyblaLd)
+        };
+        let uses = hybla(cfg.satellite.congestion_control)
             || cfg
                 .classes
                 .iter()
-                .any(|c| c.satellite.congestion_control == Some(hybla));
+                .any(|c| c.satellite.congestion_control.is_some_and(hybla));
         uses.then_some(HyblaPlan {
             params: HyblaParams {
                 rtt0_ms: cfg.hybla.rtt0_ms,
@@ -833,6 +836,7 @@ mod tests {
                     pin_dir: String::new(),
                     netns_cookie: Some(OWN_COOKIE),
                     netns: Vec::new(),
+                    ld: Default::default(),
                 }),
                 refuse_ceiling,
                 writes: RefCell::new(Vec::new()),
@@ -1015,6 +1019,12 @@ mod tests {
             None,
             "no hybla: global state untouched"
         );
+        // hybla_ld reads the same parameters: a class asking for it gets the plan written.
+        let mut j = super::super::config::example_json();
+        j["satellite"]["congestion_control"] = "cubic".into();
+        j["classes"][0]["satellite"]["congestion_control"] = "hybla_ld".into();
+        let cfg = super::super::config::from_value(j).unwrap();
+        assert_eq!(HyblaPlan::for_config(&cfg).unwrap().cwnd_max, Some(0));
         // Callers that pass only the parameters leave the ceiling alone.
         let p: Option<HyblaParams> = Some(HyblaParams::default());
         assert_eq!(p.into_plan().unwrap().cwnd_max, None);

@@ -104,12 +104,18 @@ impl Session {
         }
     }
 
-    pub fn sample(&mut self) {
+    /// Both legs' TCP_INFO now: a new flow shows its congestion control and RTT at once, not
+    /// only from its first periodic sample (a short flow may be listed before that).
+    pub fn read_info(&mut self) {
         for side in [CLIENT, SERVER] {
             if let Some(raw) = sys::tcp_info_raw(self.fd(side)) {
                 self.info[side as usize] = parse_tcp_info(&raw, &self.cc[side as usize]);
             }
         }
+    }
+
+    pub fn sample(&mut self) {
+        self.read_info();
         let dt = self.sampled_at.elapsed().as_secs_f64();
         if dt > 0.0 {
             self.rates = (

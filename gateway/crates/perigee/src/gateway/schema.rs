@@ -239,7 +239,7 @@ mod tests {
             json!(["role", "interfaces", "served_subnets"])
         );
         // Defaults are the Rust ones.
-        assert_eq!(root["properties"]["quic"]["default"], "pass");
+        assert_eq!(root["properties"]["quic"]["default"], "fallback");
         assert_eq!(
             root["$defs"]["Splitter"]["properties"]["max_flows"]["default"],
             10_000

@@ -218,7 +218,7 @@ impl Shared {
         cfg.validate().map_err(ConfigFailure::Invalid)?;
         let mut applied = self.applied.lock().unwrap();
         // A daemon started without a config (or one without Hybla) loads it for the first one that asks.
-        if wants_hybla(&cfg) && !sys::available_cc().iter().any(|c| c == "hybla") {
+        if wants_hybla(&cfg) && perigee_hybla::needs_load() {
             *self.hybla_load_problem.lock().unwrap() = ensure_hybla_loaded();
         }
         let rendered = render::render(&cfg, &sys::available_cc());
@@ -430,24 +430,28 @@ fn upstreams_changed(a: &GatewayConfig, b: &GatewayConfig) -> bool {
     a.dns.upstream != b.dns.upstream || a.dns.enabled != b.dns.enabled
 }
 
-/// Whether the satellite leg or any class asks for hybla.
+/// Whether the satellite leg or any class asks for hybla or hybla_ld.
 fn wants_hybla(cfg: &GatewayConfig) -> bool {
     apply::HyblaPlan::for_config(cfg).is_some()
 }
 
-/// Loads Hybla when the kernel does not offer it yet, so the first apply can use it, and
-/// re-registers a Perigee BPF Hybla too old for per-namespace parameters.
-/// Returns why it is still missing (the satellite leg then falls back to the default).
+/// Loads Hybla (and hybla_ld) when the kernel does not offer them yet, so the first apply can
+/// use them, and re-registers a Perigee BPF Hybla too old for per-namespace parameters or a
+/// stale hybla_ld. Returns why hybla is still missing (the satellite leg then falls back to the
+/// default); a hybla_ld that cannot be loaded is logged (sockets asking for it fall back too).
 fn ensure_hybla_loaded() -> Option<String> {
-    if sys::available_cc().iter().any(|c| c == "hybla") && !perigee_hybla::outdated() {
+    if !perigee_hybla::needs_load() {
         return None;
     }
     match perigee_hybla::load() {
         Ok(st) => {
             log::info(
                 "hybla loaded at startup",
-                json!({"implementation": st.implementation}),
+                json!({"implementation": st.implementation, "hybla_ld": st.ld.registration}),
             );
+            if let Some(problem) = &st.ld.problem {
+                log::error("hybla_ld unavailable", json!({"problem": problem}));
+            }
             None
         }
         Err(e) => {

@@ -385,7 +385,7 @@ impl Worker {
         let id =
             ((self.generation as u64 * 64 + self.index as u64) << 32) | (self.seq & 0xffff_ffff);
         let now = Instant::now();
-        let s = Session {
+        let mut s = Session {
             id,
             client: flow.client,
             server,
@@ -419,6 +419,7 @@ impl Worker {
         if path == Path::Peer {
             self.deltas.peer_flows += 1;
         }
+        s.read_info();
         self.flows.insert(id, s);
         id
     }
