@@ -10,7 +10,7 @@ from contextlib import asynccontextmanager
 from fastapi import APIRouter, FastAPI
 
 from perigee_api import __version__
-from perigee_api.api.routes import auth, bod, config, flows, policy, system, users
+from perigee_api.api.routes import auth, bod, config, exports, flows, policy, sites, system, users
 from perigee_api.core import errors
 from perigee_api.core.config import Settings, get_settings
 from perigee_api.core.context import AppContext
@@ -28,7 +28,7 @@ API_PREFIX = "/api/v1"
 
 def api_router() -> APIRouter:
     router = APIRouter(prefix=API_PREFIX)
-    for module in (auth, users, policy, bod, config, flows, system):
+    for module in (auth, users, policy, bod, config, flows, exports, sites, system):
         router.include_router(module.router)
     return router
 

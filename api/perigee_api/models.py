@@ -119,6 +119,11 @@ class FlowRecord(Base):
     legs: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     # "direct" or "peer" (docs/splitter.md, the peer path); None for records from older gateways.
     path: Mapped[str | None] = mapped_column(String(8), nullable=True, index=True)
+    # The client's remote site ("other": none configured covers it), who terminated the connection
+    # ("splitter" or "squid"), and the DSCP of its re-originated leg; None from older gateways.
+    site: Mapped[str | None] = mapped_column(String(64), nullable=True, index=True)
+    relay: Mapped[str | None] = mapped_column(String(8), nullable=True)
+    dscp: Mapped[int | None] = mapped_column(Integer, nullable=True)
 
 
 class Sample1s(Base):

@@ -200,6 +200,12 @@ class Satellite(SatelliteRules):
     """
     The satellite leg's congestion control (classes may choose another).
     """
+    forward_rate_bps: Annotated[StrictInt, Field(ge=0, le=100000000000)] = 0
+    """
+    The link's capacity, bit/s, forward (hub → terminal) and return, as the satellite
+    interface counts it (whole frames): for utilisation figures and the link alert
+    (docs/operations.md, *Metrics*). 0 = unknown. Nothing is shaped or paced by it.
+    """
     initcwnd: Annotated[StrictInt, Field(ge=0, le=1000)] = 10
     """
     Initial congestion window of the satellite routes, segments; 0 = kernel default.
@@ -216,6 +222,7 @@ class Satellite(SatelliteRules):
     """
     0 = kernel autotuning.
     """
+    return_rate_bps: Annotated[StrictInt, Field(ge=0, le=100000000000)] = 0
     routes: Annotated[list[Route], Field(max_length=256, validate_default=True)] = []
     """
     Destinations across the satellite; no two with the same dst.
@@ -278,6 +285,21 @@ class Shaping(ShapingRules):
     packet as the interface sends it (an Ethernet frame without preamble and FCS) plus
     `overhead_bytes`. Set it to the modem's rate for this direction, not above.
     """
+
+
+class Site(Strict):
+    """
+    A remote site: the client prefixes it serves (a terminal's LAN).
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    name: ObjectName
+    """
+    Not "other": that is where clients no site covers count.
+    """
+    prefixes: Annotated[list[Cidr], Field(max_length=256, min_length=1)]
 
 
 class Splitter(Strict):
@@ -534,6 +556,11 @@ class TrafficClass(TrafficClassRules):
         "congestion_control": None,
         "pacing_rate_bps": 0,
     }
+    set_dscp: Annotated[StrictInt | None, Field(ge=0, le=63)] = None
+    """
+    The DSCP (0..63) this class's re-originated connections carry instead of the client's.
+    Absent or null = copy the client's (docs/splitter.md, *DSCP*).
+    """
 
 
 class Cache(CacheRules):
@@ -664,10 +691,12 @@ class GatewayConfig(GatewayConfigRules):
     role: Role
     satellite: Annotated[Satellite, Field(validate_default=True)] = {
         "congestion_control": "hybla",
+        "forward_rate_bps": 0,
         "initcwnd": 10,
         "initrwnd": 10,
         "pacing_rate_bps": 0,
         "rcvbuf_bytes": 4194304,
+        "return_rate_bps": 0,
         "routes": [],
         "sndbuf_bytes": 4194304,
     }
@@ -693,6 +722,11 @@ class GatewayConfig(GatewayConfigRules):
         "queue_packets": 1000,
         "rate_bps": 0,
     }
+    sites: Annotated[list[Site], Field(max_length=1024, validate_default=True)] = []
+    """
+    Remote sites by client prefix, for the per-site stats (a hub serving many terminals);
+    clients no site covers count under "other".
+    """
     splitter: Annotated[Splitter, Field(validate_default=True)] = {
         "connect_timeout_ms": 10000,
         "enabled": True,

@@ -32,6 +32,12 @@ class Applied(Report):
     revision: str
 
 
+BypassRuleKind = TypeAliasType("BypassRuleKind", Literal["bypass", "class"])
+"""
+Where a bypass counter comes from: a bypass entry, or a class whose action is bypass.
+"""
+
+
 class CacheCounters(Report):
     """
     The `cache` action: what the splitter carried while Squid was down, and Squid's own side
@@ -57,6 +63,10 @@ class CacheCounters(Report):
     hits: Annotated[int, Field(ge=0)]
     misses: Annotated[int, Field(ge=0)]
     requests: Annotated[int, Field(ge=0)]
+    retrans_segments: Annotated[int, Field(ge=0)] = 0
+    """
+    Satellite-leg segments retransmitted.
+    """
 
 
 CacheOutcome = TypeAliasType("CacheOutcome", Literal["hit", "miss", "denied", "other"])
@@ -67,6 +77,29 @@ How Squid satisfied a request, folded from its `%Ss` result code.
 - denied: Refused by http_access (e.g. a client outside the served subnets).
 - other: Anything else (errors, tunnels, aborted before a result).
 """
+
+
+class CacheRequests(Report):
+    """
+    The access-log side of a cache flow: what Squid did with the requests of one client
+    connection (docs/cache.md).
+    """
+
+    bytes_from_cache: Annotated[int, Field(ge=0)]
+    bytes_from_origin: Annotated[int, Field(ge=0)]
+    bytes_to_client: Annotated[int, Field(ge=0)]
+    """
+    Bytes Squid sent to the client, of them those served from the cache, and the body bytes
+    it fetched from origins.
+    """
+    hits: Annotated[int, Field(ge=0)]
+    host: str
+    """
+    Host and Squid result code (TCP_HIT, TCP_MISS, ...) of the latest request.
+    """
+    misses: Annotated[int, Field(ge=0)]
+    requests: Annotated[int, Field(ge=0)]
+    result: str
 
 
 class CacheStats(Report):
@@ -169,6 +202,18 @@ LegSide = TypeAliasType("LegSide", Literal["client", "server"])
 """
 Which of a flow's two sockets faces the satellite.
 """
+
+
+class LinkCounters(Report):
+    """
+    What crossed the satellite link, split flows and the cache's connections together
+    (docs/splitter.md, *Rates*): payload, and the wire estimate with headers.
+    """
+
+    forward_bytes: Annotated[int, Field(ge=0)]
+    forward_payload_bytes: Annotated[int, Field(ge=0)]
+    return_bytes: Annotated[int, Field(ge=0)]
+    return_payload_bytes: Annotated[int, Field(ge=0)]
 
 
 class NetInterface(Report):
@@ -285,6 +330,12 @@ class PurgeResponse(Report):
     purged: Annotated[int, Field(ge=0)]
 
 
+Relay = TypeAliasType("Relay", Literal["splitter", "squid"])
+"""
+Who relays a flow's bytes between its two sockets.
+"""
+
+
 class RenderedReport(Report):
     """
     What a config renders to (POST /v1/config/validate).
@@ -316,6 +367,21 @@ class RenderedReport(Report):
 Role = TypeAliasType("Role", Literal["hub", "terminal"])
 
 
+class SiteCounters(Report):
+    """
+    One site's satellite-leg usage and what the cache saved it.
+    """
+
+    bytes_down: Annotated[int, Field(ge=0)]
+    bytes_up: Annotated[int, Field(ge=0)]
+    cache_saved_bytes: Annotated[int, Field(ge=0)]
+    flows: Annotated[int, Field(ge=0)]
+    retrans_segments: Annotated[int, Field(ge=0)] = 0
+    """
+    Satellite-leg segments retransmitted.
+    """
+
+
 class SplitCounters(Report):
     """
     Bytes and flows the splitter relayed.
@@ -324,6 +390,10 @@ class SplitCounters(Report):
     bytes_down: Annotated[int, Field(ge=0)]
     bytes_up: Annotated[int, Field(ge=0)]
     flows: Annotated[int, Field(ge=0)]
+    retrans_segments: Annotated[int, Field(ge=0)] = 0
+    """
+    Satellite-leg segments retransmitted.
+    """
 
 
 class TcpInfo(Report):
@@ -333,11 +403,18 @@ class TcpInfo(Report):
 
     bytes_acked: Annotated[int, Field(ge=0)]
     bytes_received: Annotated[int, Field(ge=0)]
+    bytes_retrans: Annotated[int, Field(ge=0)] = 0
+    bytes_sent: Annotated[int, Field(ge=0)] = 0
+    """
+    Payload bytes handed to IP, retransmissions included (Linux 4.19+; 0 before).
+    """
     cc: str
     """
     The congestion control the socket runs.
     """
     cwnd: Annotated[int, Field(ge=0)]
+    data_segs_in: Annotated[int, Field(ge=0)] = 0
+    data_segs_out: Annotated[int, Field(ge=0)] = 0
     delivery_rate_bps: Annotated[int, Field(ge=0)]
     lost: Annotated[int, Field(ge=0)]
     min_rtt_us: Annotated[int, Field(ge=0)]
@@ -346,11 +423,26 @@ class TcpInfo(Report):
     pacing_rate_bps: Annotated[int, Field(ge=0)]
     retrans_total: Annotated[int, Field(ge=0)]
     rttvar_us: Annotated[int, Field(ge=0)]
+    rx_bps: float = 0.0
+    segs_in: Annotated[int, Field(ge=0)] = 0
+    segs_out: Annotated[int, Field(ge=0)] = 0
+    """
+    Segments sent and received, pure ACKs included; of them, those carrying data.
+    """
     srtt_us: Annotated[int, Field(ge=0)]
     ssthresh: Annotated[int, Field(ge=0)]
     state: str
     """
     The kernel's TCP state name ("established", "fin_wait1", ...).
+    """
+    timestamps: bool = False
+    """
+    The connection uses TCP timestamps (12 more bytes in every segment's header).
+    """
+    tx_bps: float = 0.0
+    """
+    What this leg delivered per second over the last sample: payload the peer acknowledged
+    (`bytes_acked` delta), and payload that arrived in order (`bytes_received` delta), bit/s.
     """
 
 
@@ -427,6 +519,18 @@ class ActionCounters(Report):
     cache: CacheCounters
 
 
+class BypassRuleCounters(Report):
+    """
+    The traffic one bypass rule let through untouched.
+    """
+
+    builtin: bool
+    bytes: Annotated[int, Field(ge=0)]
+    kind: BypassRuleKind
+    name: str
+    packets: Annotated[int, Field(ge=0)]
+
+
 class CollectResponse(Report):
     """
     POST /v1/cache/requests/collect answer.
@@ -445,6 +549,18 @@ class Counters(Report):
     """
 
     by_action: ActionCounters
+    by_class: dict[str, SplitCounters]
+    """
+    Satellite-leg usage per traffic class ("default" for flows no class matched).
+    """
+    by_site: dict[str, SiteCounters]
+    """
+    Per site of the client (`sites` in the config; "other" for clients no site covers).
+    """
+    bypass_rules: list[BypassRuleCounters]
+    """
+    Per bypass entry and bypass class, in config order.
+    """
     bytes_down: Annotated[int, Field(ge=0)]
     bytes_up: Annotated[int, Field(ge=0)]
     cc_fallback: Annotated[int, Field(ge=0)]
@@ -462,6 +578,7 @@ class Counters(Report):
     """
     SYNs routed unsplit above max_flows.
     """
+    link: LinkCounters
     peer: PeerCounters
     quic_rejected: PacketCounters
     """
@@ -609,7 +726,11 @@ class Flow(Report):
     """
     bytes_up: Annotated[int, Field(ge=0)]
     """
-    Client to server, bytes relayed.
+    Bytes the relay moved from one socket to the other (client → server, server → client).
+    """
+    cache: CacheRequests | None = None
+    """
+    Squid's flows: the requests the access log recorded on this client connection so far.
     """
     class_: Annotated[str, Field(alias="class")]
     """
@@ -618,6 +739,11 @@ class Flow(Report):
     client: str
     """
     "ip:port" ("[v6]:port" for IPv6).
+    """
+    dscp: Annotated[int | None, Field(ge=0, le=255)] = None
+    """
+    The DSCP the re-originated leg's packets carry (the client's, or the class's `set_dscp`);
+    None when it could not be read.
     """
     end_reason: str | None
     """
@@ -640,11 +766,22 @@ class Flow(Report):
     rate_down_bps: float
     rate_up_bps: float
     """
-    Over the last sampling second, bit/s.
+    What crossed the satellite leg over the last sample, bit/s (docs/splitter.md, *Rates*):
+    toward the server (`up`) and toward the client (`down`), each from the kernel's count of
+    delivered bytes on the satellite-facing socket, never from bytes written into it.
+    """
+    relay: Relay = "splitter"
+    """
+    Who terminated the client's connection: the splitter, or Squid (the cache; its legs are
+    read from the kernel with sock_diag, docs/cache.md *Live connections*).
     """
     server: str
     """
     The server's "ip:port", the flow's original destination.
+    """
+    site: str = "other"
+    """
+    The remote site the client belongs to (`sites` in the config; "other" when none matches).
     """
     started_at: float
     """

@@ -220,6 +220,10 @@ def served_problem(served: list[str], limits: generated.ServedLimits) -> tuple[s
     return None
 
 
+# The site of clients no configured site covers (the gateway's OTHER_SITE).
+OTHER_SITE = "other"
+
+
 class GatewayConfigRules(Strict):
     if TYPE_CHECKING:
         role: str
@@ -231,6 +235,7 @@ class GatewayConfigRules(Strict):
         peer: generated.Peer
         classes: list[generated.TrafficClass]
         bypass: list[generated.BypassRule]
+        sites: list[generated.Site]
 
     @model_validator(mode="after")
     def _cross_field(self) -> Self:
@@ -255,6 +260,7 @@ class GatewayConfigRules(Strict):
             ):
                 if self.peer.port == port:
                     raise ValueError(f"peer.port: already used by {name}")
+        self._check_sites()
         for what, names in (("classes", [c.name for c in self.classes]), ("bypass", [r.name for r in self.bypass])):
             seen: set[str] = set()
             for name in names:
@@ -262,6 +268,21 @@ class GatewayConfigRules(Strict):
                     raise ValueError(f"{what}: duplicate name '{name}'")
                 seen.add(name)
         return self
+
+    def _check_sites(self) -> None:
+        # As the gateway's validate_sites: "other" is where clients no site covers count, and one
+        # prefix (canonical already) belongs to one site.
+        names: set[str] = set()
+        owner: dict[str, str] = {}
+        for i, site in enumerate(self.sites):
+            if site.name == OTHER_SITE or site.name in names:
+                raise ValueError(f"sites[{i}].name: duplicate or reserved site name '{site.name}'")
+            names.add(site.name)
+            for j, prefix in enumerate(site.prefixes):
+                if prefix in owner:
+                    where = f"sites[{i}].prefixes[{j}]"
+                    raise ValueError(f"{where}: {prefix} is already a prefix of site '{owner[prefix]}'")
+                owner[prefix] = site.name
 
     def _check_dns(self) -> None:
         if self.dns.enabled:

@@ -148,6 +148,9 @@ def test_profile_api_and_apply_to_config(operator: TestClient) -> None:
     assert cfg["hybla"]["base_rtt_ms"] == 550  # base RTT, not base + allocation delay
     assert cfg["hybla"]["cwnd_max"] == 6907
     assert cfg["shaping"]["enabled"] and cfg["shaping"]["rate_bps"] == 50_000_000  # a hub sends forward
+    # The link's rates go into the config for utilisation and the link alert.
+    forward, ret = GEO["forward_rate_bps"], GEO["return_cra_bps"] + GEO["return_rbdc_max_bps"]
+    assert (cfg["satellite"]["forward_rate_bps"], cfg["satellite"]["return_rate_bps"]) == (forward, ret)
 
 
 def test_cwnd_max_override_written_to_config_and_bounded(operator: TestClient) -> None:

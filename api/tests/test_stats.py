@@ -32,8 +32,10 @@ def test_collector_ingests_live_closed_counters(app: FastAPI, fake_gw: FakeGatew
         )
         for i in range(5)
     ]
+    fake_gw.counters["by_class"] = {"web": {"bytes_up": 0, "bytes_down": 0, "flows": 0, "retrans_segments": 0}}
     ctx.collector.tick(now=t0)
     fake_gw.counters["by_action"]["accelerate"]["bytes_down"] = 1_000_000
+    fake_gw.counters["by_class"]["web"].update(bytes_up=1_000, bytes_down=125_000)
     fake_gw.counters["by_action"]["bypass"]["bytes"] = 250_000
     fake_gw.cache_stats.update(requests=10, hits=4)
     fake_gw.dns_stats.update(queries=20, cache_hits=15)
@@ -62,7 +64,7 @@ def test_collector_ingests_live_closed_counters(app: FastAPI, fake_gw: FakeGatew
     assert rows[("dns_hit_ratio", "")] == 0.75
     assert rows[("dns_qps", "")] == 20
     assert rows[("leg_rtt_ms", "satellite")] == 600 and rows[("leg_rtt_ms", "terrestrial")] == 20
-    assert rows[("class_bps", "web")] == 1_001_000
+    assert rows[("class_bps", "web")] == 1_008_000  # the class's satellite payload, both directions (counters)
 
 
 def test_dns_samples_skip_a_gateway_restart_and_a_missing_resolver() -> None:

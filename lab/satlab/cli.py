@@ -91,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
                            help="Gilbert-Elliott burst loss")
             _add_link_flags(p)
 
-    for tool in ("fetch", "bulk", "udp-send", "udp-recv"):
+    for tool in ("fetch", "bulk", "udp-send", "udp-recv", "mix"):
         t = sub.add_parser(tool, help=f"run the {tool} client in a namespace (NS then its own options; "
                                       f"'satlab {tool} NS -h' for them)")
         t.add_argument("ns")

@@ -4,11 +4,12 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
 from typing import Any
 
-from . import bulk, httpclient, udpgen
+from . import bulk, httpclient, mix, udpgen
 from .topology import SERVER_V4
 from .units import fmt_rate, parse_rate, parse_size
 
@@ -49,6 +50,16 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--idle", type=float, default=3.0)
     r.add_argument("--expect", type=int)
     r.add_argument("--arrivals", action="store_true", help="include every arrival (time, size)")
+    m = sub.add_parser("mix", help="mixed traffic for a while: bulk down/up, small flows, HTTP GETs on port 80")
+    m.add_argument("--server", default=SERVER_V4)
+    m.add_argument("--duration", type=float, required=True, metavar="S")
+    m.add_argument("--downloads", type=int, default=2)
+    m.add_argument("--uploads", type=int, default=1)
+    m.add_argument("--small-per-s", type=float, default=10.0)
+    m.add_argument("--small-size", type=parse_size, default=20_000)
+    m.add_argument("--http-size", type=parse_size, default=20_000_000)
+    m.add_argument("--http-at", type=float, action="append", metavar="S",
+                   help="seconds after the start of each GET of the one object (default 2 and 16)")
     a = ap.parse_args(argv)
     try:
         if a.tool == "fetch":
@@ -65,6 +76,12 @@ def main(argv: list[str] | None = None) -> int:
             res = bulk.client(a.op, a.size, a.server, a.port)
             _print(res, a.json, ("op", "server", "bytes", "duration_s", "goodput_bps", "sha256", "complete"))
             return 0 if res["complete"] else 1
+        if a.tool == "mix":
+            plan = mix.MixPlan(server=a.server, duration_s=a.duration, downloads=a.downloads, uploads=a.uploads,
+                               small_per_s=a.small_per_s, small_bytes=a.small_size, http_bytes=a.http_size,
+                               http_at_s=a.http_at or [2.0, 16.0])
+            print(json.dumps(asyncio.run(mix.run(plan)).to_json()))
+            return 0
         if a.tool == "udp-send":
             print(json.dumps(udpgen.send(a.to, a.port, a.rate, a.size, a.duration)))
             return 0

@@ -6,6 +6,8 @@ and Hybla's cwnd ceiling sized from the running link profile: `link_tuning`), st
 `bin/perigee gateway run` inside the namespace in the background with a pidfile, and waits until
 `/v1/health` answers on `<run_dir>/gw-<ns>.sock`. `stop(topo[, where])` stops what start started.
 
+`SATLAB_PERIGEE=/path/to/perigee` starts that binary instead of the repository's `bin/perigee`.
+
 The Squid cache is off by default; `start(..., cache=True)` or `SATLAB_GATEWAY_CACHE=1` in the
 environment (e.g. `SATLAB_GATEWAY_CACHE=1 satlab up --gateway terminal`) enables it with a small
 store (CACHE_CONFIG). Each gateway's Squid keeps its files under `<run_dir>/squid-<ns>/` and uses
@@ -38,10 +40,12 @@ from pathlib import Path
 from typing import Any, Protocol
 
 REPO = Path(__file__).resolve().parents[2]
-PERIGEE = str(REPO / "bin" / "perigee")
+# SATLAB_PERIGEE runs another build of the daemon (e.g. to measure a baseline beside this one).
+PERIGEE = os.environ.get("SATLAB_PERIGEE") or str(REPO / "bin" / "perigee")
 # `both`: the hub first, so its peer listener is up when the terminal's pool connects.
 WHERE = {"hub": ("hub",), "terminal": ("terminal",), "both": ("hub", "terminal")}
 CLIENT_SUBNETS = ["10.71.1.0/24", "fd71:1::/64"]
+SITE_NAME = "site-1"
 IPSEC_BYPASS = [
     {"name": "ipsec-esp", "builtin": True, "protocol": "esp"},
     {"name": "ipsec-ah", "builtin": True, "protocol": "ah"},
@@ -185,7 +189,8 @@ def link_tuning(role: str, forward: dict[str, Any], ret: dict[str, Any]) -> dict
     alloc_ms = float((send.get("bod") or {}).get("allocation_delay_ms", 0))
     return {"sndbuf_bytes": buf, "rcvbuf_bytes": buf, "pacing_rate_bps": pacing_rate(rate),
             "cwnd_max": cwnd_ceiling(rate, rtt_ms + alloc_ms), "initcwnd": initcwnd, "initrwnd": 0,
-            "shaping_rate_bps": int(rate)}
+            "shaping_rate_bps": int(rate), "forward_rate_bps": int(forward["rate_bps"]),
+            "return_rate_bps": int(ret["rate_bps"])}
 
 
 def tuning_from_state(topo: TopologyLike, role: str) -> dict[str, int] | None:
@@ -212,12 +217,16 @@ def default_config(role: str, cache: bool = False, tuning: dict[str, int] | None
         "cache": dict(CACHE_CONFIG) if cache else {"enabled": False},
         "dns": dns_config(role),
         "peer": peer_section(role, peer_key),
+        # The lab's one remote site: its client LAN (per-site stats, docs/splitter.md).
+        "sites": [{"name": SITE_NAME, "prefixes": CLIENT_SUBNETS}],
         # Off, so an idle warm connection of the peer path keeps its initial window.
         "sysctls": {"net.ipv4.tcp_slow_start_after_idle": "0"},
     }
     if tuning:
         satellite.update({k: tuning[k] for k in ("sndbuf_bytes", "rcvbuf_bytes", "pacing_rate_bps", "initcwnd",
                                                  "initrwnd")})
+        # The link's rates: the dashboard's utilisation and link alert.
+        satellite.update({k: tuning[k] for k in ("forward_rate_bps", "return_rate_bps") if tuning.get(k)})
         cfg["hybla"] = {"cwnd_max": tuning["cwnd_max"]}
         if tuning["shaping_rate_bps"]:
             cfg["shaping"] = {"enabled": True, "rate_bps": tuning["shaping_rate_bps"]}

@@ -48,6 +48,13 @@ export async function satlabSteps(steps, { context, baseUrl, password, lab, shot
     assert.equal(res.status(), 200, `GET /api/v1${path}: ${res.status()} ${await res.text()}`);
     return res.json();
   };
+  /** An unsafe API call as the signed-in browser makes it (its session, the CSRF cookie echoed). */
+  const send = async (method, path, data) => {
+    const csrf = (await context.cookies()).find((c) => c.name === 'perigee_csrf')?.value ?? '';
+    const res = await context.request.fetch(`${baseUrl}/api/v1${path}`, { method, data, headers: { 'X-CSRF-Token': csrf } });
+    assert.ok(res.ok(), `${method} /api/v1${path}: ${res.status()} ${await res.text()}`);
+    return res.json();
+  };
   /** Samples the API's live flows every 300 ms while a transfer runs: flows matching `match`, and how
    * many distinct snapshots were seen (proof the collector kept polling the gateway meanwhile). */
   const watchFlows = (match, transfer) => {
@@ -110,7 +117,7 @@ export async function satlabSteps(steps, { context, baseUrl, password, lab, shot
     const row = page.getByRole('table', { name: 'Flows' }).getByRole('row').filter({ hasText: `${CLIENT}:` }).filter({ hasText: `${SERVER}:${BULK_PORT}` }).first();
     await row.waitFor({ timeout: 10000 });
     // Found by its heading, so a new column elsewhere does not move it.
-    const headings = await page.getByRole('columnheader').allTextContents();
+    const headings = await page.getByRole('table', { name: 'Flows' }).getByRole('columnheader').allTextContents();
     const bytesColumn = headings.findIndex((h) => h.startsWith('Bytes'));
     assert.ok(bytesColumn >= 0, `a Bytes column among ${headings.join(', ')}`);
     const bytesCell = row.getByRole('cell').nth(bytesColumn);
@@ -239,6 +246,50 @@ export async function satlabSteps(steps, { context, baseUrl, password, lab, shot
     console.log(`    satellite-leg pacing up to ${(max / 1e6).toFixed(2)} Mbit/s (uncapped before: ${(uncappedPacingMax / 1e6).toFixed(0)} Mbit/s)`);
     assert.ok(max <= BOD_FORWARD_BPS, `satellite-leg pacing_rate_bps ${max} exceeds the cap ${BOD_FORWARD_BPS}`);
     assert.ok(max >= 0.9 * BOD_FORWARD_BPS, `the cap never bound (max pacing ${max}): the flow did not ramp up`);
+  });
+
+  await steps.run('with the cache on, a port-80 download shows up live as a cache flow with both legs, then in the history', async () => {
+    // The dashboard has no cache form: the config goes through the API the browser uses.
+    const desired = (await api('/config')).config;
+    const cfg = { ...desired, cache: { ...desired.cache, enabled: true, memory_mb: 64, disk_mb: 256, max_object_mb: 200 } };
+    const change = await send('PUT', '/config', { config: cfg, comment: 'e2e: cache on' });
+    const applied = await send('POST', `/versions/${change.version_id}/apply`, { comment: '' });
+    assert.ok(applied.ok, `the cache config did not apply: ${JSON.stringify(applied)}`);
+    await until('the gateway to serve port 80 from Squid', async () => {
+      const h = await lab.gateway('/v1/health');
+      return !(h.problems ?? []).some((p) => p.startsWith('cache:'));
+    }, { timeoutMs: 30000 });
+    const size = 20_000_000 + Math.floor(Math.random() * 100_000); // a new object: a miss, over the satellite
+    const isCacheFlow = (f) => toHttp(f) && f.relay === 'squid';
+    const dl = watchFlows(isCacheFlow, lab.fetchBytes(size));
+    await gotoNav('Flows');
+    const row = page.getByRole('table', { name: 'Flows' }).getByRole('row').filter({ hasText: `${SERVER}:80` }).filter({ hasText: 'squid' }).first();
+    await row.waitFor({ timeout: 15000 });
+    const [id] = await until('the API to show the cache flow with both legs moving bytes', async () =>
+      [...dl.flows].find(([, samples]) => samples.some((f) => f.legs?.client?.bytes_acked > 0 && f.legs?.server?.bytes_received > 0 && f.rate_down_bps > 0)),
+    );
+    await row.getByRole('link', { name: `Flow ${id} details` }).click();
+    // At the hub the client side faces the satellite: client <-> Squid is the satellite leg, Squid <-> origin the terrestrial one.
+    for (const card of ['Satellite leg (client side)', 'Terrestrial leg (server side)']) {
+      const paper = page.locator('.mantine-Paper-root').filter({ has: page.getByRole('heading', { name: card }) });
+      await paper.getByRole('row').filter({ hasText: 'Bytes delivered / received' }).filter({ hasText: /[1-9][\d.]* (KiB|MiB)/ }).waitFor({ timeout: 10000 });
+    }
+    await page.getByText('cache (Squid)').first().waitFor();
+    await shot('cache-flow-live');
+    const result = await dl.done;
+    assert.equal(result.status, 200);
+    assert.equal(result.bytes, size);
+    await gotoNav('Flows');
+    await page.getByRole('tab', { name: 'Closed (history)' }).click();
+    await page.getByRole('textbox', { name: 'Server' }).fill(SERVER);
+    const closed = page.getByRole('table', { name: 'Closed flows' }).getByRole('row').filter({ hasText: 'cache · squid' }).first();
+    await closed.waitFor({ timeout: 20000 });
+    const csv = await page.getByRole('link', { name: 'Export the filtered flows as CSV' }).getAttribute('href');
+    assert.match(csv, new RegExp(`server=${SERVER.replaceAll('.', '\\.')}`), `the export carries the filter: ${csv}`);
+    const res = await context.request.get(`${baseUrl}${csv}`);
+    assert.equal(res.status(), 200);
+    const lines = (await res.text()).trim().split('\r\n');
+    assert.ok(lines.length >= 2 && lines.slice(1).every((l) => l.includes(`,${SERVER}:`)), `the CSV holds only ${SERVER}'s flows`);
   });
 
   await steps.run('Config history: roll back to version 1; the gateway runs it again (no cap, no bypass rule)', async () => {

@@ -10,6 +10,7 @@ const ChangePasswordPage = lazy(() => import('./auth/ChangePasswordPage'));
 const OverviewPage = lazy(() => import('./pages/OverviewPage'));
 const FlowsPage = lazy(() => import('./pages/FlowsPage'));
 const FlowDetailPage = lazy(() => import('./pages/FlowDetailPage'));
+const SitesPage = lazy(() => import('./pages/SitesPage'));
 const PolicyPage = lazy(() => import('./pages/PolicyPage'));
 const BypassPage = lazy(() => import('./pages/BypassPage'));
 const BodPage = lazy(() => import('./pages/BodPage'));
@@ -46,6 +47,7 @@ export function App() {
           <Route index element={<OverviewPage />} />
           <Route path="flows" element={<FlowsPage />} />
           <Route path="flows/:flowId" element={<FlowDetailPage />} />
+          <Route path="sites" element={<SitesPage />} />
           <Route path="policy" element={<PolicyPage />} />
           <Route path="bypass" element={<BypassPage />} />
           <Route path="bod" element={<BodPage />} />

@@ -106,3 +106,8 @@ class AppContext:
     collector: Collector | None = None
     loop: asyncio.AbstractEventLoop | None = None
     started_at: float = field(default_factory=time.time)
+    # The collector's latest per-second values: metric -> key -> value (what /sites shows as "now").
+    latest: dict[str, dict[str, float]] = field(default_factory=dict)
+    latest_at: float = 0.0
+    # The gateway's counters as last read by the collector (None until the first reading).
+    counters: dict[str, Any] | None = None

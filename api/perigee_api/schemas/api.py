@@ -319,6 +319,9 @@ class FlowRecordOut(BaseModel):
     bytes_down: int
     sat_srtt_us: int | None
     path: Literal["direct", "peer"] | None
+    site: str | None = None
+    relay: Literal["splitter", "squid"] | None = None
+    dscp: int | None = None
 
 
 class FlowPage(BaseModel):
@@ -326,6 +329,50 @@ class FlowPage(BaseModel):
     total: int
     limit: int
     offset: int
+
+
+class SiteNow(BaseModel):
+    site: str
+    prefixes: list[str]
+    down_bps: float = Field(description="satellite payload toward the site's clients, last second")
+    up_bps: float
+    flows: int = Field(description="live flows")
+    rtt_ms: float | None = Field(description="mean smoothed RTT of the live flows' satellite legs")
+    retrans_ps: float = Field(description="satellite segments retransmitted per second")
+    cache_saved_bps: float = Field(description="what the cache served the site's clients without the satellite")
+
+
+class SitesOut(BaseModel):
+    sites: list[SiteNow]
+    updated_at: float | None
+
+
+class TopTalker(BaseModel):
+    key: str = Field(description="the site, or the client address")
+    site: str | None
+    bytes_down: int
+    bytes_up: int
+    flows: int
+
+
+class TopTalkersOut(BaseModel):
+    by: Literal["site", "client"]
+    start: int
+    end: int
+    talkers: list[TopTalker]
+
+
+class BypassRuleCount(BaseModel):
+    name: str
+    kind: Literal["bypass", "class"] = Field(description="a bypass entry, or a class whose action is bypass")
+    builtin: bool
+    packets: int
+    bytes: int
+
+
+class BypassCountsOut(BaseModel):
+    rules: list[BypassRuleCount]
+    updated_at: float | None
 
 
 class SeriesPoint(BaseModel):

@@ -16,6 +16,17 @@ log = logging.getLogger("perigee_api.collector")
 RUNNING_EVERY_S = 5.0
 
 
+# How long after a whole second the gateway's per-second samples are in (they take a few ms).
+READ_AFTER_S = 0.4
+
+
+def next_reading_in(now: float, interval: float) -> float:
+    """Seconds until the next reading: READ_AFTER_S past the next multiple of `interval` (whole seconds when
+    interval is 1 s)."""
+    nxt = (now - READ_AFTER_S) // interval * interval + interval + READ_AFTER_S
+    return max(0.0, nxt - now)
+
+
 class Collector:
     def __init__(self, ctx: AppContext) -> None:
         self.ctx = ctx
@@ -65,6 +76,11 @@ class Collector:
         except GatewayError:
             dns = None  # so is the resolver (and an older gateway has no /v1/dns)
         values = self.builder.build(now, self.ctx.live.flows, counters, cache, dns)
+        latest: dict[str, dict[str, float]] = {}
+        for metric, key, value in values:
+            latest.setdefault(metric, {})[key] = value
+        self.ctx.latest, self.ctx.latest_at = latest, now
+        self.ctx.counters = counters
         with self.ctx.db.session() as db:
             stats.store_closed_flows(db, closed, now)
             stats.store_samples(db, int(now), values)
@@ -86,12 +102,15 @@ class Collector:
     def _run(self) -> None:
         interval = self.ctx.settings.collect_interval_s
         while not self._stop.is_set():
-            started = time.monotonic()
+            # The gateway samples on whole seconds (docs/splitter.md, *Rates*): read it a little after one, so every
+            # reading holds exactly one more sample and each second's rates cover one whole second.
+            self._stop.wait(next_reading_in(time.time(), interval))
+            if self._stop.is_set():
+                break
             try:
-                self.tick()
+                self.tick(now=float(round(time.time() - READ_AFTER_S)) if interval == 1.0 else None)
             except Exception:  # keep collecting whatever one tick did
                 log.exception("collector tick failed")
-            self._stop.wait(max(0.0, interval - (time.monotonic() - started)))
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="perigee-collector", daemon=True)

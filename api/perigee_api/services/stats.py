@@ -1,13 +1,22 @@
 """Closed-flow history, 1-second samples, rollups (1 s → 1 min → 1 h), retention and series queries.
 
-Metrics (one row per metric and key per second):
-  class_bps        key = class name    sum of live flows' rate_up + rate_down
-  action_bps       key = accelerate|cache|bypass   from counter deltas (bytes × 8 / dt)
+Metrics (one row per metric and key per second). Rates come from deltas of the gateway's counters (bytes × 8 / dt),
+which count what crossed the satellite, flows that opened and closed within the second and the cache's
+connections included (docs/splitter.md, *Rates*); from gateways without those counters, from live flows' rates.
+  link_bps         key = down|up       the satellite link, forward (down) and return (up), headers included:
+                                       counters `link` (what the satellite interface carried for intercepted traffic)
+  class_bps        key = class name    satellite payload per class, both directions (counters `by_class`)
+  action_bps       key = accelerate|cache|bypass   satellite payload per action (counters `by_action`; bypass: nft)
+  site_down_bps    key = site name     satellite payload toward the site's clients (counters `by_site`)
+  site_up_bps      key = site name     satellite payload from the site's clients
+  site_saved_bps   key = site name     bytes the cache served the site's clients (not fetched over the satellite)
+  site_retrans_ps  key = site name     satellite segments retransmitted per second
+  site_flows       key = site name     live flows (gauge)
+  site_rtt_ms      key = site name     mean smoothed RTT of the live flows' satellite legs
   cache_hit_ratio  key = ""            hits / requests over the interval (from cache stats deltas)
   dns_hit_ratio    key = ""            resolver cache hits / queries over the interval (from DNS stats deltas)
   dns_qps          key = ""            queries per second the resolver answered over the interval
   leg_rtt_ms       key = satellite|terrestrial     mean smoothed RTT over live flows' legs
-  link_bps         key = down|up       total rate over live flows
 Rollups store avg, max and the number of samples; a rollup bucket is written once it is complete.
 """
 
@@ -15,7 +24,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from typing import Any
+from typing import Any, Literal, get_args
 
 from sqlalchemy import delete, func, insert, select, text
 from sqlalchemy.orm import Session
@@ -25,11 +34,30 @@ from perigee_api.models import SAMPLE_TABLES, FlowRecord, Meta, Sample1s
 
 # Which way a flow crossed the satellite (the gateway's `path`): its own connection, or the peer path.
 FLOW_PATHS = ("direct", "peer")
-METRICS = ("class_bps", "action_bps", "cache_hit_ratio", "dns_hit_ratio", "dns_qps", "leg_rtt_ms", "link_bps")
+# Who terminated the client's connection: a split flow, or the cache (Squid).
+RELAYS = ("splitter", "squid")
+# Live flows of clients no configured site covers (the gateway's name for them).
+OTHER_SITE = "other"
+Metric = Literal[
+    "class_bps",
+    "action_bps",
+    "cache_hit_ratio",
+    "dns_hit_ratio",
+    "dns_qps",
+    "leg_rtt_ms",
+    "link_bps",
+    "site_down_bps",
+    "site_up_bps",
+    "site_saved_bps",
+    "site_retrans_ps",
+    "site_flows",
+    "site_rtt_ms",
+]
+METRICS: tuple[str, ...] = get_args(Metric)
 MAX_POINTS = 720
 
 
-def _host(endpoint: str) -> str:
+def host_of(endpoint: str) -> str:
     """'10.0.0.1:80' → '10.0.0.1'; '[fd00::1]:80' or 'fd00::1:80' → 'fd00::1'."""
     if endpoint.startswith("["):
         return endpoint[1:].split("]", 1)[0]
@@ -58,9 +86,9 @@ def store_closed_flows(db: Session, flows: list[dict[str, Any]], now: float) -> 
                 {
                     "gateway_id": int(f.get("id", 0)),
                     "client": client[:64],
-                    "client_ip": _host(client)[:48],
+                    "client_ip": host_of(client)[:48],
                     "server": server[:64],
-                    "server_ip": _host(server)[:48],
+                    "server_ip": host_of(server)[:48],
                     "family": int(f.get("family", 4)),
                     "flow_class": f.get("class"),
                     "action": f.get("action"),
@@ -72,6 +100,9 @@ def store_closed_flows(db: Session, flows: list[dict[str, Any]], now: float) -> 
                     "sat_srtt_us": _sat_srtt(f),
                     "legs": f.get("legs"),
                     "path": f.get("path") if f.get("path") in FLOW_PATHS else None,
+                    "site": str(f["site"])[:64] if f.get("site") else None,
+                    "relay": f.get("relay") if f.get("relay") in RELAYS else None,
+                    "dscp": f["dscp"] if isinstance(f.get("dscp"), int) and 0 <= f["dscp"] <= 63 else None,
                 }
             )
         except (KeyError, TypeError, ValueError):
@@ -102,22 +133,41 @@ class SampleBuilder:
         by_class: dict[str, float] = defaultdict(float)
         up = down = 0.0
         rtts: dict[str, list[float]] = {"satellite": [], "terrestrial": []}
+        site_flows: dict[str, int] = defaultdict(int)
+        site_rtts: dict[str, list[float]] = defaultdict(list)
         for f in live:
             ru, rd = float(f.get("rate_up_bps") or 0.0), float(f.get("rate_down_bps") or 0.0)
             by_class[str(f.get("class") or "unclassified")] += ru + rd
             up += ru
             down += rd
+            site = str(f.get("site") or OTHER_SITE)
+            site_flows[site] += 1
             legs = f.get("legs") or {}
             sat = legs.get("satellite")
             for side in ("client", "server"):
                 leg = legs.get(side)
                 if isinstance(leg, dict) and leg.get("srtt_us"):
-                    rtts["satellite" if side == sat else "terrestrial"].append(float(leg["srtt_us"]) / 1000.0)
-        out += [("class_bps", k, v) for k, v in by_class.items()]
-        out += [("link_bps", "down", down), ("link_bps", "up", up)]
+                    rtt_ms = float(leg["srtt_us"]) / 1000.0
+                    rtts["satellite" if side == sat else "terrestrial"].append(rtt_ms)
+                    if side == sat:
+                        site_rtts[site].append(rtt_ms)
         out += [("leg_rtt_ms", k, sum(v) / len(v)) for k, v in rtts.items() if v]
+        out += [("site_flows", k, float(v)) for k, v in site_flows.items()]
+        out += [("site_rtt_ms", k, sum(v) / len(v)) for k, v in site_rtts.items() if v]
 
         dt = (now - self.prev_ts) if self.prev_ts else 0.0
+        link = _link_rates(counters, self.prev_counters, dt)
+        if link is not None:
+            out += [("link_bps", "down", link[0]), ("link_bps", "up", link[1])]
+        elif not (counters or {}).get("link"):
+            # A gateway without the link counters: the live flows' rates are all there is.
+            out += [("link_bps", "down", down), ("link_bps", "up", up)]
+        by_class_rates = _usage_rates(counters, self.prev_counters, "by_class", dt)
+        if by_class_rates is not None:
+            out += [("class_bps", k, v[0] + v[1]) for k, v in by_class_rates.items()]
+        elif not (counters or {}).get("by_class"):
+            out += [("class_bps", k, v) for k, v in by_class.items()]
+        out += self._sites(counters, dt)
         if counters and self.prev_counters and dt > 0:
             for action in ("accelerate", "cache", "bypass"):
                 cur = (counters.get("by_action") or {}).get(action) or {}
@@ -141,6 +191,24 @@ class SampleBuilder:
         self.prev_counters, self.prev_cache, self.prev_dns, self.prev_ts = counters, cache, dns, now
         return out
 
+    def _sites(self, counters: dict[str, Any] | None, dt: float) -> list[tuple[str, str, float]]:
+        """Per-site rates from the gateway's `by_site` counters over the interval."""
+        out: list[tuple[str, str, float]] = []
+        rates = _usage_rates(counters, self.prev_counters, "by_site", dt)
+        if rates is None or counters is None or self.prev_counters is None:
+            return out
+        cur, old = counters.get("by_site") or {}, self.prev_counters.get("by_site") or {}
+        for site, (up, down) in rates.items():
+            out += [("site_down_bps", site, down), ("site_up_bps", site, up)]
+            for metric, field, scale in (
+                ("site_saved_bps", "cache_saved_bytes", 8),
+                ("site_retrans_ps", "retrans_segments", 1),
+            ):
+                d = _num(cur.get(site) or {}, field) - _num(old.get(site) or {}, field)
+                if d >= 0:
+                    out.append((metric, site, d * scale / dt))
+        return out
+
     def _dns(self, dns: dict[str, Any] | None, dt: float) -> list[tuple[str, str, float]]:
         """The resolver's hit ratio and query rate over the interval (its counters are cumulative)."""
         if not dns or not self.prev_dns or dt <= 0:
@@ -153,6 +221,42 @@ class SampleBuilder:
         if queries > 0:
             out.append(("dns_hit_ratio", "", min(1.0, hits / queries)))
         return out
+
+
+def _link_rates(counters: dict[str, Any] | None, prev: dict[str, Any] | None, dt: float) -> tuple[float, float] | None:
+    """(forward, return) bit/s over the interval from the gateway's `link` counters; None without two readings
+    (or when they went back: the gateway restarted)."""
+    if not counters or not prev or dt <= 0:
+        return None
+    cur, old = counters.get("link"), prev.get("link")
+    if not isinstance(cur, dict) or not isinstance(old, dict):
+        return None
+    fwd = _num(cur, "forward_bytes") - _num(old, "forward_bytes")
+    ret = _num(cur, "return_bytes") - _num(old, "return_bytes")
+    if fwd < 0 or ret < 0:
+        return None
+    return fwd * 8 / dt, ret * 8 / dt
+
+
+def _usage_rates(
+    counters: dict[str, Any] | None, prev: dict[str, Any] | None, field: str, dt: float
+) -> dict[str, tuple[float, float]] | None:
+    """{key: (up, down) bit/s} from a `by_class`/`by_site` map of two readings; None when there is no pair."""
+    if not counters or not prev or dt <= 0:
+        return None
+    cur, old = counters.get(field), prev.get(field)
+    if not isinstance(cur, dict) or not isinstance(old, dict):
+        return None
+    out: dict[str, tuple[float, float]] = {}
+    for key, u in cur.items():
+        if not isinstance(u, dict):
+            continue
+        o = old.get(key) or {}
+        d_up = _num(u, "bytes_up") - _num(o, "bytes_up")
+        d_down = _num(u, "bytes_down") - _num(o, "bytes_down")
+        if d_up >= 0 and d_down >= 0:
+            out[str(key)[:64]] = (d_up * 8 / dt, d_down * 8 / dt)
+    return out
 
 
 def _num(d: dict[str, Any], key: str) -> float:

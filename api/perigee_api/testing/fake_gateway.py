@@ -95,6 +95,8 @@ def make_flow(
     bytes_down: int = 50000,
     rate_down_bps: float = 1e6,
     path: str = "direct",
+    site: str = "other",
+    relay: str = "splitter",
 ) -> dict[str, Any]:
     now = time.time() if now is None else now
     leg = {
@@ -113,6 +115,15 @@ def make_flow(
         "bytes_acked": bytes_down,
         "bytes_received": bytes_up,
         "notsent_bytes": 0,
+        "bytes_sent": bytes_down,
+        "bytes_retrans": 0,
+        "segs_out": bytes_down // 1448 + 1,
+        "segs_in": bytes_up // 1448 + 1,
+        "data_segs_out": bytes_down // 1448,
+        "data_segs_in": bytes_up // 1448,
+        "timestamps": True,
+        "tx_bps": rate_down_bps,
+        "rx_bps": 1000.0,
     }
     ter = dict(leg, cc="cubic", srtt_us=20000, min_rtt_us=15000)
     return {
@@ -132,6 +143,10 @@ def make_flow(
         "rate_down_bps": rate_down_bps,
         "legs": {"client": leg, "server": ter, "satellite": "client"},
         "path": path,
+        "relay": relay,
+        "site": site,
+        "dscp": 0,
+        "cache": None,
     }
 
 
@@ -152,12 +167,14 @@ class FakeGateway:
             "flows_failed_connect": 0,
             "bytes_up": 0,
             "bytes_down": 0,
+            "link": {"forward_bytes": 0, "return_bytes": 0, "forward_payload_bytes": 0, "return_payload_bytes": 0},
             "by_action": {
-                "accelerate": {"bytes_up": 0, "bytes_down": 0, "flows": 0},
+                "accelerate": {"bytes_up": 0, "bytes_down": 0, "flows": 0, "retrans_segments": 0},
                 "cache": {
                     "bytes_up": 0,
                     "bytes_down": 0,
                     "flows": 0,
+                    "retrans_segments": 0,
                     "requests": 0,
                     "hits": 0,
                     "misses": 0,
@@ -168,15 +185,19 @@ class FakeGateway:
                 },
                 "bypass": {"packets": 0, "bytes": 0},
             },
+            "by_class": {},
+            "by_site": {},
+            "bypass_rules": [],
             "cc_fallback": 0,
             "closed_dropped": 0,
             "peer": {"flows": 0, "fallbacks": 0, "refused": 0},
             "quic_rejected": {"packets": 0, "bytes": 0},
         }
+        # The real daemon's GET /v1/cache/stats (perigee_squid::CacheStats), every field.
         self.cache_stats: dict[str, Any] = {
             "enabled": False,
             "running": False,
-            "squid_version": None,
+            "squid_version": "5.7",
             "collapsed_forwarding_requested": False,
             "collapsed_forwarding_effective": False,
             "requests": 0,

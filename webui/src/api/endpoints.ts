@@ -49,6 +49,9 @@ export type CongestionControl = S['CongestionControl'];
 export type DnsConfig = S['Dns'];
 export type Flow = S['Flow'];
 export type FlowPath = S['FlowPath'];
+export type Relay = S['Relay'];
+export type CacheRequests = S['CacheRequests'];
+export type Site = S['Site'];
 export type TcpInfo = S['TcpInfo'];
 export type GatewayHealth = S['Health'];
 export type HyblaStatus = S['HyblaStatus'];
@@ -57,7 +60,31 @@ export type DnsReport = S['DnsReport'];
 export type ProbeResult = S['ProbeResult'];
 export type NetInterface = S['NetInterface'];
 export type PreviewOut = S['PreviewOut'];
-export type Metric = 'class_bps' | 'action_bps' | 'cache_hit_ratio' | 'dns_hit_ratio' | 'dns_qps' | 'leg_rtt_ms' | 'link_bps';
+export type SitesOut = S['SitesOut'];
+export type SiteNow = S['SiteNow'];
+export type TopTalkersOut = S['TopTalkersOut'];
+export type BypassCountsOut = S['BypassCountsOut'];
+export type Metric = NonNullable<NonNullable<import('./schema.gen').operations['stats_series_api_v1_stats_series_get']['parameters']['query']>['metric']>;
+
+/** The closed-flow history's filters (the list and its CSV export take the same). */
+export interface FlowHistoryFilter {
+  client?: string;
+  server?: string;
+  class?: string;
+  site?: string;
+  action?: 'accelerate' | 'cache' | 'bypass';
+  path?: 'direct' | 'peer';
+  since?: number;
+  until?: number;
+}
+
+/** The CSV export's URL for these filters (a plain link: the browser downloads it with the session cookie). */
+export function flowHistoryCsvUrl(filter: FlowHistoryFilter): string {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(filter)) if (v !== undefined && v !== '') q.set(k, String(v));
+  const qs = q.toString();
+  return `/api/v1/flows/history.csv${qs ? `?${qs}` : ''}`;
+}
 
 /** Login is an unsafe request too: make sure a CSRF cookie exists first. */
 async function ensureCsrf(): Promise<void> {
@@ -116,15 +143,14 @@ export const endpoints = {
 
   // flows, stats, cache, system
   liveFlows: () => unwrap(api.GET('/api/v1/flows')),
-  flowHistory: (query: {
-    limit?: number;
-    offset?: number;
-    action?: 'accelerate' | 'cache' | 'bypass';
-    path?: 'direct' | 'peer';
-  }) =>
+  flowHistory: (query: FlowHistoryFilter & { limit?: number; offset?: number }) =>
     unwrap(api.GET('/api/v1/flows/history', { params: { query } })),
   series: (metric: Metric, start?: number, end?: number) => unwrap(api.GET('/api/v1/stats/series', { params: { query: { metric, start, end } } })),
-  cacheStats: () => unwrap(api.GET('/api/v1/cache/stats')),
+  sites: () => unwrap(api.GET('/api/v1/sites')),
+  topTalkers: (by: 'site' | 'client', start: number, end?: number, limit = 10) =>
+    unwrap(api.GET('/api/v1/stats/top-talkers', { params: { query: { by, start, end, limit } } })),
+  bypassCounts: () => unwrap(api.GET('/api/v1/stats/bypass')),
+  cacheStats: () => unwrap(api.GET('/api/v1/cache/stats')) as Promise<Record<string, unknown>>,
   cachePurge: (target: { url: string } | { all: true }) =>
     unwrap(api.POST('/api/v1/cache/purge', { body: 'all' in target ? { all: true } : { all: false, url: target.url } })),
   dnsStats: () => unwrap(api.GET('/api/v1/dns/stats')),

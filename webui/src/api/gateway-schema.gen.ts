@@ -619,6 +619,14 @@ export const gatewayConfigSchema: JsonSchema = {
           "default": "hybla",
           "description": "The satellite leg's congestion control (classes may choose another)."
         },
+        "forward_rate_bps": {
+          "default": 0,
+          "description": "The link's capacity, bit/s, forward (hub → terminal) and return, as the satellite\ninterface counts it (whole frames): for utilisation figures and the link alert\n(docs/operations.md, *Metrics*). 0 = unknown. Nothing is shaped or paced by it.",
+          "format": "uint64",
+          "maximum": 100000000000,
+          "minimum": 0,
+          "type": "integer"
+        },
         "initcwnd": {
           "default": 10,
           "description": "Initial congestion window of the satellite routes, segments; 0 = kernel default.",
@@ -648,6 +656,13 @@ export const gatewayConfigSchema: JsonSchema = {
           "description": "0 = kernel autotuning.",
           "format": "uint64",
           "maximum": 1073741824,
+          "minimum": 0,
+          "type": "integer"
+        },
+        "return_rate_bps": {
+          "default": 0,
+          "format": "uint64",
+          "maximum": 100000000000,
           "minimum": 0,
           "type": "integer"
         },
@@ -728,6 +743,29 @@ export const gatewayConfigSchema: JsonSchema = {
           "type": "integer"
         }
       },
+      "type": "object"
+    },
+    "Site": {
+      "additionalProperties": false,
+      "description": "A remote site: the client prefixes it serves (a terminal's LAN).",
+      "properties": {
+        "name": {
+          "$ref": "#/$defs/ObjectName",
+          "description": "Not \"other\": that is where clients no site covers count."
+        },
+        "prefixes": {
+          "items": {
+            "$ref": "#/$defs/Cidr"
+          },
+          "maxItems": 256,
+          "minItems": 1,
+          "type": "array"
+        }
+      },
+      "required": [
+        "name",
+        "prefixes"
+      ],
       "type": "object"
     },
     "Splitter": {
@@ -851,6 +889,17 @@ export const gatewayConfigSchema: JsonSchema = {
             "congestion_control": null,
             "pacing_rate_bps": 0
           }
+        },
+        "set_dscp": {
+          "default": null,
+          "description": "The DSCP (0..63) this class's re-originated connections carry instead of the client's.\nAbsent or null = copy the client's (docs/splitter.md, *DSCP*).",
+          "format": "uint32",
+          "maximum": 63,
+          "minimum": 0,
+          "type": [
+            "integer",
+            "null"
+          ]
         }
       },
       "required": [
@@ -966,10 +1015,12 @@ export const gatewayConfigSchema: JsonSchema = {
       "$ref": "#/$defs/Satellite",
       "default": {
         "congestion_control": "hybla",
+        "forward_rate_bps": 0,
         "initcwnd": 10,
         "initrwnd": 10,
         "pacing_rate_bps": 0,
         "rcvbuf_bytes": 4194304,
+        "return_rate_bps": 0,
         "routes": [],
         "sndbuf_bytes": 4194304
       }
@@ -1007,6 +1058,15 @@ export const gatewayConfigSchema: JsonSchema = {
         "queue_packets": 1000,
         "rate_bps": 0
       }
+    },
+    "sites": {
+      "default": [],
+      "description": "Remote sites by client prefix, for the per-site stats (a hub serving many terminals);\nclients no site covers count under \"other\".",
+      "items": {
+        "$ref": "#/$defs/Site"
+      },
+      "maxItems": 1024,
+      "type": "array"
     },
     "splitter": {
       "$ref": "#/$defs/Splitter",

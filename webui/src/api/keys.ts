@@ -17,6 +17,9 @@ export const keys = {
   cache: ['cache'] as const,
   dns: ['dns'] as const,
   series: (q: unknown) => ['series', q] as const,
+  sites: ['sites'] as const,
+  topTalkers: (q: unknown) => ['top-talkers', q] as const,
+  bypassCounts: ['bypass-counts'] as const,
 };
 
 /** Everything a new config version changes. */

@@ -345,6 +345,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/flows/history.csv": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Closed flows as CSV (newest first), with the filters of /flows/history */
+        get: operations["flow_history_csv_api_v1_flows_history_csv_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/flows/stream": {
         parameters: {
             query?: never;
@@ -484,6 +501,40 @@ export interface paths {
         patch: operations["update_class_api_v1_policy_classes__name__patch"];
         trace?: never;
     };
+    "/api/v1/sites": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Each remote site now: throughput, flows, RTT, retransmissions, cache savings (the collector's last second) */
+        get: operations["sites_now_api_v1_sites_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/stats/bypass": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Traffic accepted untouched, per bypass rule (the gateway's nft counters as the collector last read them) */
+        get: operations["bypass_counts_api_v1_stats_bypass_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/stats/series": {
         parameters: {
             query?: never;
@@ -493,6 +544,23 @@ export interface paths {
         };
         /** Time series, downsampled to ≤ 720 points per key */
         get: operations["stats_series_api_v1_stats_series_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/stats/top-talkers": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The sites or client addresses that moved the most bytes over a time range: flows that ended in it, and the flows open now when it reaches now */
+        get: operations["top_talkers_api_v1_stats_top_talkers_get"];
         put?: never;
         post?: never;
         delete?: never;
@@ -905,6 +973,13 @@ export interface components {
              */
             file: string;
         };
+        /** BypassCountsOut */
+        BypassCountsOut: {
+            /** Rules */
+            rules: components["schemas"]["BypassRuleCount"][];
+            /** Updated At */
+            updated_at: number | null;
+        };
         /** BypassIn */
         BypassIn: {
             /** Cidrs */
@@ -963,6 +1038,23 @@ export interface components {
              */
             ports: string[];
             protocol: components["schemas"]["BypassProtocol"];
+        };
+        /** BypassRuleCount */
+        BypassRuleCount: {
+            /** Builtin */
+            builtin: boolean;
+            /** Bytes */
+            bytes: number;
+            /**
+             * Kind
+             * @description a bypass entry, or a class whose action is bypass
+             * @enum {string}
+             */
+            kind: "bypass" | "class";
+            /** Name */
+            name: string;
+            /** Packets */
+            packets: number;
         };
         /**
          * Cache
@@ -1039,6 +1131,38 @@ export interface components {
             refresh_patterns: components["schemas"]["RefreshPattern"][];
             /** @default rock */
             store: components["schemas"]["Store"];
+        };
+        /**
+         * CacheRequests
+         * @description The access-log side of a cache flow: what Squid did with the requests of one client
+         *     connection (docs/cache.md).
+         */
+        CacheRequests: {
+            /** Bytes From Cache */
+            bytes_from_cache: number;
+            /** Bytes From Origin */
+            bytes_from_origin: number;
+            /**
+             * Bytes To Client
+             * @description Bytes Squid sent to the client, of them those served from the cache, and the body bytes
+             *     it fetched from origins.
+             */
+            bytes_to_client: number;
+            /** Hits */
+            hits: number;
+            /**
+             * Host
+             * @description Host and Squid result code (TCP_HIT, TCP_MISS, ...) of the latest request.
+             */
+            host: string;
+            /** Misses */
+            misses: number;
+            /** Requests */
+            requests: number;
+            /** Result */
+            result: string;
+        } & {
+            [key: string]: unknown;
         };
         /**
          * CacheStats
@@ -1471,9 +1595,11 @@ export interface components {
             bytes_down: number;
             /**
              * Bytes Up
-             * @description Client to server, bytes relayed.
+             * @description Bytes the relay moved from one socket to the other (client → server, server → client).
              */
             bytes_up: number;
+            /** @description Squid's flows: the requests the access log recorded on this client connection so far. */
+            cache?: components["schemas"]["CacheRequests"] | null;
             /**
              * Class
              * @description The class that matched ("default" when none did).
@@ -1484,6 +1610,12 @@ export interface components {
              * @description "ip:port" ("[v6]:port" for IPv6).
              */
             client: string;
+            /**
+             * Dscp
+             * @description The DSCP the re-originated leg's packets carry (the client's, or the class's `set_dscp`);
+             *     None when it could not be read.
+             */
+            dscp?: number | null;
             /**
              * End Reason
              * @description Why it ended (closed flows): "eof", "reset", "idle", "connect_failed: ...".
@@ -1511,14 +1643,28 @@ export interface components {
             rate_down_bps: number;
             /**
              * Rate Up Bps
-             * @description Over the last sampling second, bit/s.
+             * @description What crossed the satellite leg over the last sample, bit/s (docs/splitter.md, *Rates*):
+             *     toward the server (`up`) and toward the client (`down`), each from the kernel's count of
+             *     delivered bytes on the satellite-facing socket, never from bytes written into it.
              */
             rate_up_bps: number;
+            /**
+             * @description Who terminated the client's connection: the splitter, or Squid (the cache; its legs are
+             *     read from the kernel with sock_diag, docs/cache.md *Live connections*).
+             * @default splitter
+             */
+            relay: components["schemas"]["Relay"];
             /**
              * Server
              * @description The server's "ip:port", the flow's original destination.
              */
             server: string;
+            /**
+             * Site
+             * @description The remote site the client belongs to (`sites` in the config; "other" when none matches).
+             * @default other
+             */
+            site: string;
             /**
              * Started At
              * @description Unix time, seconds.
@@ -1553,6 +1699,8 @@ export interface components {
             class: string | null;
             /** Client */
             client: string;
+            /** Dscp */
+            dscp?: number | null;
             /** End Reason */
             end_reason: string | null;
             /** Ended At */
@@ -1565,10 +1713,14 @@ export interface components {
             id: number;
             /** Path */
             path: ("direct" | "peer") | null;
+            /** Relay */
+            relay?: ("splitter" | "squid") | null;
             /** Sat Srtt Us */
             sat_srtt_us: number | null;
             /** Server */
             server: string;
+            /** Site */
+            site?: string | null;
             /** Started At */
             started_at: number;
         };
@@ -1662,10 +1814,12 @@ export interface components {
             /**
              * @default {
              *       "congestion_control": "hybla",
+             *       "forward_rate_bps": 0,
              *       "initcwnd": 10,
              *       "initrwnd": 10,
              *       "pacing_rate_bps": 0,
              *       "rcvbuf_bytes": 4194304,
+             *       "return_rate_bps": 0,
              *       "routes": [],
              *       "sndbuf_bytes": 4194304
              *     }
@@ -1700,6 +1854,13 @@ export interface components {
              *     }
              */
             shaping: components["schemas"]["Shaping"];
+            /**
+             * Sites
+             * @description Remote sites by client prefix, for the per-site stats (a hub serving many terminals);
+             *     clients no site covers count under "other".
+             * @default []
+             */
+            sites: components["schemas"]["Site"][];
             /**
              * @default {
              *       "connect_timeout_ms": 10000,
@@ -2224,6 +2385,8 @@ export interface components {
              */
             regex: string;
         };
+        /** @enum {string} */
+        Relay: "splitter" | "squid";
         /** RestoreOut */
         RestoreOut: {
             /** Bod Profiles */
@@ -2303,6 +2466,14 @@ export interface components {
              */
             congestion_control: components["schemas"]["CongestionControl"];
             /**
+             * Forward Rate Bps
+             * @description The link's capacity, bit/s, forward (hub → terminal) and return, as the satellite
+             *     interface counts it (whole frames): for utilisation figures and the link alert
+             *     (docs/operations.md, *Metrics*). 0 = unknown. Nothing is shaped or paced by it.
+             * @default 0
+             */
+            forward_rate_bps: number;
+            /**
              * Initcwnd
              * @description Initial congestion window of the satellite routes, segments; 0 = kernel default.
              * @default 10
@@ -2326,6 +2497,11 @@ export interface components {
              * @default 4194304
              */
             rcvbuf_bytes: number;
+            /**
+             * Return Rate Bps
+             * @default 0
+             */
+            return_rate_bps: number;
             /**
              * Routes
              * @description Destinations across the satellite; no two with the same dst.
@@ -2428,6 +2604,57 @@ export interface components {
              */
             rate_bps: number;
         };
+        /**
+         * Site
+         * @description A remote site: the client prefixes it serves (a terminal's LAN).
+         */
+        Site: {
+            /** @description Not "other": that is where clients no site covers count. */
+            name: components["schemas"]["ObjectName"];
+            /** Prefixes */
+            prefixes: string[];
+        };
+        /** SiteNow */
+        SiteNow: {
+            /**
+             * Cache Saved Bps
+             * @description what the cache served the site's clients without the satellite
+             */
+            cache_saved_bps: number;
+            /**
+             * Down Bps
+             * @description satellite payload toward the site's clients, last second
+             */
+            down_bps: number;
+            /**
+             * Flows
+             * @description live flows
+             */
+            flows: number;
+            /** Prefixes */
+            prefixes: string[];
+            /**
+             * Retrans Ps
+             * @description satellite segments retransmitted per second
+             */
+            retrans_ps: number;
+            /**
+             * Rtt Ms
+             * @description mean smoothed RTT of the live flows' satellite legs
+             */
+            rtt_ms: number | null;
+            /** Site */
+            site: string;
+            /** Up Bps */
+            up_bps: number;
+        };
+        /** SitesOut */
+        SitesOut: {
+            /** Sites */
+            sites: components["schemas"]["SiteNow"][];
+            /** Updated At */
+            updated_at: number | null;
+        };
         /** Splitter */
         Splitter: {
             /**
@@ -2489,12 +2716,33 @@ export interface components {
             /** Bytes Received */
             bytes_received: number;
             /**
+             * Bytes Retrans
+             * @default 0
+             */
+            bytes_retrans: number;
+            /**
+             * Bytes Sent
+             * @description Payload bytes handed to IP, retransmissions included (Linux 4.19+; 0 before).
+             * @default 0
+             */
+            bytes_sent: number;
+            /**
              * Cc
              * @description The congestion control the socket runs.
              */
             cc: string;
             /** Cwnd */
             cwnd: number;
+            /**
+             * Data Segs In
+             * @default 0
+             */
+            data_segs_in: number;
+            /**
+             * Data Segs Out
+             * @default 0
+             */
+            data_segs_out: number;
             /** Delivery Rate Bps */
             delivery_rate_bps: number;
             /** Lost */
@@ -2511,6 +2759,22 @@ export interface components {
             retrans_total: number;
             /** Rttvar Us */
             rttvar_us: number;
+            /**
+             * Rx Bps
+             * @default 0
+             */
+            rx_bps: number;
+            /**
+             * Segs In
+             * @default 0
+             */
+            segs_in: number;
+            /**
+             * Segs Out
+             * @description Segments sent and received, pure ACKs included; of them, those carrying data.
+             * @default 0
+             */
+            segs_out: number;
             /** Srtt Us */
             srtt_us: number;
             /** Ssthresh */
@@ -2520,6 +2784,19 @@ export interface components {
              * @description The kernel's TCP state name ("established", "fin_wait1", ...).
              */
             state: string;
+            /**
+             * Timestamps
+             * @description The connection uses TCP timestamps (12 more bytes in every segment's header).
+             * @default false
+             */
+            timestamps: boolean;
+            /**
+             * Tx Bps
+             * @description What this leg delivered per second over the last sample: payload the peer acknowledged
+             *     (`bytes_acked` delta), and payload that arrived in order (`bytes_received` delta), bit/s.
+             * @default 0
+             */
+            tx_bps: number;
         } & {
             [key: string]: unknown;
         };
@@ -2659,6 +2936,36 @@ export interface components {
             /** Username */
             username: string;
         };
+        /** TopTalker */
+        TopTalker: {
+            /** Bytes Down */
+            bytes_down: number;
+            /** Bytes Up */
+            bytes_up: number;
+            /** Flows */
+            flows: number;
+            /**
+             * Key
+             * @description the site, or the client address
+             */
+            key: string;
+            /** Site */
+            site: string | null;
+        };
+        /** TopTalkersOut */
+        TopTalkersOut: {
+            /**
+             * By
+             * @enum {string}
+             */
+            by: "site" | "client";
+            /** End */
+            end: number;
+            /** Start */
+            start: number;
+            /** Talkers */
+            talkers: components["schemas"]["TopTalker"][];
+        };
         /** TrafficClass */
         TrafficClass: {
             /** @description cache needs protocol tcp. */
@@ -2689,6 +2996,12 @@ export interface components {
              *     }
              */
             satellite: components["schemas"]["ClassSatellite"];
+            /**
+             * Set Dscp
+             * @description The DSCP (0..63) this class's re-originated connections carry instead of the client's.
+             *     Absent or null = copy the client's (docs/splitter.md, *DSCP*).
+             */
+            set_dscp?: number | null;
         };
         /** Tuning */
         Tuning: {
@@ -3990,6 +4303,8 @@ export interface operations {
                 server?: string | null;
                 /** @description ended at or after (unix s) */
                 since?: number | null;
+                /** @description the client's remote site ('other': none) */
+                site?: string | null;
                 /** @description ended before (unix s) */
                 until?: number | null;
             };
@@ -4006,6 +4321,68 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["FlowPage"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    flow_history_csv_api_v1_flows_history_csv_get: {
+        parameters: {
+            query?: {
+                action?: ("accelerate" | "cache" | "bypass") | null;
+                class?: string | null;
+                /** @description client IP (exact) */
+                client?: string | null;
+                /** @description at most this many rows */
+                limit?: number;
+                path?: ("direct" | "peer") | null;
+                /** @description server IP (exact) */
+                server?: string | null;
+                /** @description ended at or after (unix s) */
+                since?: number | null;
+                site?: string | null;
+                /** @description ended before (unix s) */
+                until?: number | null;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/csv": unknown;
                 };
             };
             /** @description Unauthorized */
@@ -4598,13 +4975,89 @@ export interface operations {
             };
         };
     };
+    sites_now_api_v1_sites_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SitesOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    bypass_counts_api_v1_stats_bypass_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BypassCountsOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
     stats_series_api_v1_stats_series_get: {
         parameters: {
             query: {
                 /** @description unix s; default now */
                 end?: number | null;
                 key?: string | null;
-                metric: "class_bps" | "action_bps" | "cache_hit_ratio" | "dns_hit_ratio" | "dns_qps" | "leg_rtt_ms" | "link_bps";
+                metric: "class_bps" | "action_bps" | "cache_hit_ratio" | "dns_hit_ratio" | "dns_qps" | "leg_rtt_ms" | "link_bps" | "site_down_bps" | "site_up_bps" | "site_saved_bps" | "site_retrans_ps" | "site_flows" | "site_rtt_ms";
                 /** @description unix s; default end - 1 h */
                 start?: number | null;
             };
@@ -4621,6 +5074,60 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["SeriesOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    top_talkers_api_v1_stats_top_talkers_get: {
+        parameters: {
+            query?: {
+                by?: "site" | "client";
+                /** @description unix s; default now */
+                end?: number | null;
+                limit?: number;
+                /** @description unix s; default end - 1 h */
+                start?: number | null;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TopTalkersOut"];
                 };
             };
             /** @description Unauthorized */

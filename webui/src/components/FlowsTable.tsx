@@ -4,16 +4,17 @@ import { useMemo, useRef, useState } from 'react';
 import { Link } from 'react-router-dom';
 import { formatBps, formatBytes, formatMs } from '../lib/format';
 import type { Flow } from '../api/endpoints';
-import { legsOf, PATH_LABEL, pathOf } from '../lib/flows';
+import { legsOf, PATH_LABEL, pathOf, RELAY_LABEL } from '../lib/flows';
 import classes from './FlowsTable.module.css';
 
-export type SortKey = 'id' | 'client' | 'server' | 'class' | 'action' | 'path' | 'state' | 'bytes' | 'rate' | 'rtt';
+export type SortKey = 'id' | 'client' | 'server' | 'site' | 'class' | 'action' | 'path' | 'state' | 'bytes' | 'rate' | 'rtt';
 type SortDir = 'asc' | 'desc';
 
 const COLUMNS: { key: SortKey; label: string }[] = [
   { key: 'id', label: 'ID' },
   { key: 'client', label: 'Client' },
   { key: 'server', label: 'Server' },
+  { key: 'site', label: 'Site' },
   { key: 'class', label: 'Class' },
   { key: 'action', label: 'Action' },
   { key: 'path', label: 'Path' },
@@ -37,6 +38,8 @@ function sortValue(f: Flow, key: SortKey): number | string {
       return f.id;
     case 'path':
       return pathOf(f);
+    case 'site':
+      return f.site ?? '';
     default:
       return String(f[key] ?? '');
   }
@@ -52,7 +55,12 @@ export function filterAndSortFlows(
       (!opts.action || f.action === opts.action) &&
       (!opts.path || pathOf(f) === opts.path) &&
       (!opts.state || f.state === opts.state) &&
-      (!q || f.client.toLowerCase().includes(q) || f.server.toLowerCase().includes(q) || f.class.toLowerCase().includes(q) || String(f.id) === q),
+      (!q ||
+        f.client.toLowerCase().includes(q) ||
+        f.server.toLowerCase().includes(q) ||
+        f.class.toLowerCase().includes(q) ||
+        (f.site ?? '').toLowerCase().includes(q) ||
+        String(f.id) === q),
   );
   const sign = opts.dir === 'asc' ? 1 : -1;
   out.sort((a, b) => {
@@ -93,7 +101,7 @@ export function FlowsTable({ flows, height = 560 }: { flows: Flow[]; height?: nu
     if (key === sort) setDir(dir === 'asc' ? 'desc' : 'asc');
     else {
       setSort(key);
-      setDir(key === 'id' || key === 'client' || key === 'server' || key === 'class' || key === 'path' ? 'asc' : 'desc');
+      setDir(key === 'id' || key === 'client' || key === 'server' || key === 'site' || key === 'class' || key === 'path' ? 'asc' : 'desc');
     }
   };
 
@@ -102,7 +110,7 @@ export function FlowsTable({ flows, height = 560 }: { flows: Flow[]; height?: nu
       <Group mb="sm" align="end" wrap="wrap">
         <TextInput
           label="Search"
-          placeholder="address, port, class or id"
+          placeholder="address, port, site, class or id"
           value={search}
           onChange={(e) => setSearch(e.currentTarget.value)}
           style={{ flex: '1 1 220px' }}
@@ -184,10 +192,12 @@ export function FlowsTable({ flows, height = 560 }: { flows: Flow[]; height?: nu
                     </div>
                     <div role="cell" className={classes.cell}>{f.client}</div>
                     <div role="cell" className={classes.cell}>{f.server}</div>
+                    <div role="cell" className={classes.cell}>{f.site ?? '—'}</div>
                     <div role="cell" className={classes.cell}>{f.class}</div>
                     <div role="cell" className={classes.cell}>
-                      <Badge size="sm" variant="light" color={ACTION_COLOR[f.action] ?? 'gray'}>
+                      <Badge size="sm" variant="light" color={ACTION_COLOR[f.action] ?? 'gray'} title={f.relay ? RELAY_LABEL[f.relay] : undefined}>
                         {f.action}
+                        {f.relay === 'squid' ? ' · squid' : ''}
                       </Badge>
                     </div>
                     <div role="cell" className={classes.cell}>

@@ -8,6 +8,7 @@ export interface NavItem {
 export const NAV_ITEMS: NavItem[] = [
   { to: '/', label: 'Overview' },
   { to: '/flows', label: 'Flows' },
+  { to: '/sites', label: 'Sites' },
   { to: '/policy', label: 'Policy' },
   { to: '/bypass', label: 'IPsec bypass' },
   { to: '/bod', label: 'BoD tuning' },

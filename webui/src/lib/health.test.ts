@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { GatewayHealth, HealthOut } from '../api/endpoints';
-import { alertsFrom, cacheFullness } from './health';
+import { alertsFrom } from './health';
 
 const okGateway: GatewayHealth = {
   status: 'ok',
@@ -25,25 +25,23 @@ function health(over: Partial<HealthOut>): HealthOut {
 
 describe('alertsFrom', () => {
   it('is quiet when everything is fine', () => {
-    expect(alertsFrom(health({}), { disk_used_bytes: 10, disk_capacity_bytes: 100 }, true)).toEqual([]);
+    expect(alertsFrom(health({}), { enabled: true, disk_used_bytes: 10, disk_capacity_bytes: 100 })).toEqual([]);
   });
 
   it('reports the daemon down', () => {
-    const a = alertsFrom(health({ gateway_reachable: false, gateway: null, problems: ['gateway unreachable: no socket'] }), undefined, false);
+    const a = alertsFrom(health({ gateway_reachable: false, gateway: null, problems: ['gateway unreachable: no socket'] }), undefined);
     expect(a.map((x) => x.id)).toEqual(['daemon-down']);
     expect(a[0].text).toContain('no socket');
   });
 
   it('reports fail-open, BPF not loaded and a full cache', () => {
     const gw: GatewayHealth = { ...okGateway, fail_open: true, hybla: { ...okGateway.hybla, loaded: false, implementation: 'none', problem: 'verifier refused' } };
-    const a = alertsFrom(health({ gateway: gw }), { disk_used_bytes: 99, disk_capacity_bytes: 100 }, true);
+    const a = alertsFrom(health({ gateway: gw }), { enabled: true, disk_used_bytes: 99, disk_capacity_bytes: 100 });
     expect(a.map((x) => x.id)).toEqual(['fail-open', 'bpf-not-loaded', 'cache-full']);
     expect(a[1].text).toContain('verifier refused');
   });
 
-  it('does not call a disabled cache full', () => {
-    expect(alertsFrom(health({}), { full: true }, false)).toEqual([]);
-    expect(cacheFullness({ disk_used_mb: 50, disk_mb: 100 })).toBe(0.5);
-    expect(cacheFullness({ requests: 3 })).toBeNull();
+  it('does not call a cache the gateway runs off full', () => {
+    expect(alertsFrom(health({}), { enabled: false, disk_used_bytes: 99, disk_capacity_bytes: 100 })).toEqual([]);
   });
 });

@@ -1,4 +1,5 @@
 import type { GatewayHealth, HealthOut } from '../api/endpoints';
+import { cacheView } from './cache';
 
 export interface DashboardAlert {
   id: string;
@@ -12,28 +13,8 @@ export function gatewayHealth(h: HealthOut | undefined): GatewayHealth | null {
   return h?.gateway ?? null;
 }
 
-/** How full the cache store is (0..1), from whichever size fields the gateway reports; null if unknown. */
-export function cacheFullness(stats: Record<string, unknown> | undefined): number | null {
-  if (!stats) return null;
-  const num = (k: string) => (typeof stats[k] === 'number' ? (stats[k] as number) : null);
-  const pairs: [string, string][] = [
-    ['disk_used_bytes', 'disk_capacity_bytes'],
-    ['disk_used_bytes', 'disk_max_bytes'],
-    ['store_used_bytes', 'store_capacity_bytes'],
-    ['disk_used_mb', 'disk_mb'],
-    ['used_bytes', 'capacity_bytes'],
-  ];
-  for (const [u, c] of pairs) {
-    const used = num(u);
-    const cap = num(c);
-    if (used != null && cap) return used / cap;
-  }
-  if (stats.full === true || stats.store_full === true) return 1;
-  return null;
-}
-
-/** Everything an operator must notice, most severe first. */
-export function alertsFrom(health: HealthOut | undefined, cacheStats: Record<string, unknown> | undefined, cacheEnabled: boolean): DashboardAlert[] {
+/** Everything an operator must notice, most severe first. `cacheStats`: the gateway's own (what it runs). */
+export function alertsFrom(health: HealthOut | undefined, cacheStats: Record<string, unknown> | undefined): DashboardAlert[] {
   const out: DashboardAlert[] = [];
   if (!health) return out;
   const gw = gatewayHealth(health);
@@ -56,8 +37,9 @@ export function alertsFrom(health: HealthOut | undefined, cacheStats: Record<str
       text: `The satellite leg falls back to ${gw.hybla.available?.join(' / ') || 'the default congestion control'}${gw.hybla.problem ? `: ${gw.hybla.problem}` : ''}.`,
     });
   }
-  const full = cacheFullness(cacheStats);
-  if (cacheEnabled && full != null && full >= 0.95) {
+  const cache = cacheView(cacheStats);
+  const full = cache.fullness;
+  if (cache.enabled && full != null && full >= 0.95) {
     out.push({ id: 'cache-full', level: 'orange', title: 'Cache full', text: `The cache store is ${(full * 100).toFixed(0)} % full; old objects are being evicted.` });
   }
   for (const p of gw?.problems ?? []) out.push({ id: `gw-${p}`, level: 'yellow', title: 'Gateway problem', text: p });

@@ -10,6 +10,7 @@ import { ScrollTable } from '../components/ScrollTable';
 import { QueryView } from '../components/StateViews';
 import { errorFor } from '../lib/field-errors';
 import { checkField } from '../lib/schema-check';
+import { formatBytes } from '../lib/format';
 
 type Protocol = BypassIn['protocol'];
 const EMPTY: BypassIn = { name: '', protocol: 'any', cidrs: [], ports: [], comment: '' };
@@ -28,6 +29,9 @@ export default function BypassPage() {
   const queryClient = useQueryClient();
   const { user } = useAuth();
   const rules = useQuery({ queryKey: keys.bypass, queryFn: endpoints.bypass });
+  // What each rule let through untouched (the gateway's nft counters, since it last started).
+  const counts = useQuery({ queryKey: keys.bypassCounts, queryFn: endpoints.bypassCounts, refetchInterval: 5000 });
+  const countOf = (name: string) => counts.data?.rules.find((r) => r.kind === 'bypass' && r.name === name);
   const [draft, setDraft] = useState<BypassIn>(EMPTY);
   const [errors, setErrors] = useState<FieldErrors>({});
   const [saved, setSaved] = useState<ChangeOut | null>(null);
@@ -87,7 +91,7 @@ export default function BypassPage() {
                   </Group>
                 </Alert>
               )}
-              <ScrollTable minWidth={640} columns={['Name', 'Kind', 'Protocol', 'CIDRs', 'Ports']} actions striped aria-label="Bypass rules">
+              <ScrollTable minWidth={760} columns={['Name', 'Kind', 'Protocol', 'CIDRs', 'Ports', 'Passed untouched']} actions striped aria-label="Bypass rules">
                 {data.rules.map(({ rule, enabled, protected: locked }) => (
                   <Table.Tr key={rule.name} style={{ opacity: enabled ? 1 : 0.6 }}>
                     <Table.Td fw={600}>{rule.name}</Table.Td>
@@ -103,6 +107,11 @@ export default function BypassPage() {
                     <Table.Td>{rule.protocol}</Table.Td>
                     <Table.Td className="mono">{(rule.cidrs ?? []).join(', ') || 'any'}</Table.Td>
                     <Table.Td className="mono">{(rule.ports ?? []).join(', ') || 'any'}</Table.Td>
+                    <Table.Td style={{ whiteSpace: 'nowrap' }}>
+                      {enabled && countOf(rule.name)
+                        ? `${formatBytes(countOf(rule.name)?.bytes)} in ${(countOf(rule.name)?.packets ?? 0).toLocaleString()} packets`
+                        : '—'}
+                    </Table.Td>
                     <Table.Td>
                       {enabled && !locked && (
                         <ActionIcon
@@ -136,6 +145,16 @@ export default function BypassPage() {
                   </Table.Tr>
                 ))}
               </ScrollTable>
+              {(counts.data?.rules ?? []).some((r) => r.kind === 'class') && (
+                <Text size="sm" c="dimmed">
+                  Bypass classes (Policy):{' '}
+                  {(counts.data?.rules ?? [])
+                    .filter((r) => r.kind === 'class')
+                    .map((r) => `${r.name} ${formatBytes(r.bytes)} in ${r.packets.toLocaleString()} packets`)
+                    .join(' · ')}{' '}
+                  (counted as they enter from the LAN).
+                </Text>
+              )}
             </Stack>
           );
         }}

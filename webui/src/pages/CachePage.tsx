@@ -9,14 +9,19 @@ import { PageHeader } from '../components/PageHeader';
 import { StatCard } from '../components/StatCard';
 import { QueryView } from '../components/StateViews';
 import { formatBytes, formatPercent } from '../lib/format';
-import { cacheFullness } from '../lib/health';
+import { cacheView } from '../lib/cache';
+import { gatewayHealth } from '../lib/health';
 
-const num = (v: unknown) => (typeof v === 'number' ? v : null);
+
+function bytesOf(used: number | null, capacity: number | null): string {
+  if (used == null) return capacity ? `— of ${formatBytes(capacity)}` : '—';
+  return capacity ? `${formatBytes(used)} of ${formatBytes(capacity)}` : formatBytes(used);
+}
 
 export default function CachePage() {
   const queryClient = useQueryClient();
   const stats = useQuery({ queryKey: keys.cache, queryFn: endpoints.cacheStats, refetchInterval: 5000 });
-  const running = useQuery({ queryKey: keys.running, queryFn: endpoints.running });
+  const health = useQuery({ queryKey: keys.health, queryFn: endpoints.health, refetchInterval: 5000 });
   const [url, setUrl] = useState('');
   const [urlError, setUrlError] = useState<string | undefined>();
   const purge = useMutation({
@@ -24,8 +29,9 @@ export default function CachePage() {
     onSuccess: () => queryClient.invalidateQueries({ queryKey: keys.cache }),
     onError: (e) => setUrlError(e instanceof ApiError ? (e.fieldErrors.url ?? undefined) : undefined),
   });
-  // What the gateway runs, not the desired version: the two differ until it is applied.
-  const cacheCfg = running.data?.config?.cache;
+  // What the gateway runs, not the desired config (a version may not be applied yet).
+  const view = stats.data ? cacheView(stats.data) : null;
+  const notServing = (gatewayHealth(health.data)?.problems ?? []).filter((p) => p.startsWith('cache:'));
 
   const submitUrl = (e: FormEvent) => {
     e.preventDefault();
@@ -41,29 +47,64 @@ export default function CachePage() {
     <>
       <PageHeader title="Cache" description="The HTTP cache on the satellite side: hits are served without crossing the link." />
       <Stack>
-        {cacheCfg && !cacheCfg.enabled && (
-          <Alert color="gray" title="Cache disabled">
-            The gateway runs with the cache off; port 80 traffic is accelerated instead. Counters below are the gateway&apos;s last values.
+        {view && !view.enabled && (
+          <Alert color="gray" title="Cache off">
+            The configuration the gateway runs has the cache off: port 80 traffic is accelerated, not cached. The figures below are
+            from when it last ran.
+          </Alert>
+        )}
+        {view && view.enabled && notServing.length > 0 && (
+          <Alert color="orange" title="Cache not serving" role="alert">
+            {notServing.join('; ')}
           </Alert>
         )}
         <QueryView query={stats}>
           {(s) => {
-            const requests = num(s.requests) ?? 0;
-            const hits = num(s.hits) ?? 0;
-            const full = cacheFullness(s);
+            const v = cacheView(s);
             return (
               <Stack>
                 <SimpleGrid cols={{ base: 2, sm: 4 }}>
-                  <StatCard label="Hit ratio" value={formatPercent(requests ? hits / requests : null)} hint={`${hits.toLocaleString()} hits / ${requests.toLocaleString()} requests`} />
-                  <StatCard label="Bytes saved" value={formatBytes(s.bytes_saved_satellite)} hint="served from the cache" />
-                  <StatCard label="Objects" value={(s.store_entries ?? 0).toLocaleString()} />
-                  <StatCard label="Store" value={full == null ? (cacheCfg ? `${cacheCfg.disk_mb} MB disk` : '—') : formatPercent(full, 0)} hint={full == null ? `${cacheCfg?.memory_mb ?? '—'} MB memory` : 'full'} color={full != null && full > 0.95 ? 'orange' : undefined} />
+                  <StatCard
+                    label="Requests served from the cache"
+                    value={formatPercent(v.hitRatio)}
+                    hint={`${v.hits.toLocaleString()} of ${(v.hits + v.misses).toLocaleString()} cacheable requests`}
+                  />
+                  <StatCard
+                    label="Bytes not sent over the satellite"
+                    value={formatBytes(v.savedBytes)}
+                    hint={v.byteHitRatio != null ? `${formatPercent(v.byteHitRatio)} of the bytes sent to clients` : 'served from the cache'}
+                  />
+                  <StatCard label="Objects stored" value={v.objects == null ? '—' : v.objects.toLocaleString()} hint={v.running ? 'in the store now' : 'Squid is not running'} />
+                  <StatCard
+                    label="Disk store used"
+                    value={v.fullness == null ? '—' : formatPercent(v.fullness, 0)}
+                    hint={v.diskCapacity ? bytesOf(v.diskUsed, v.diskCapacity) : `memory: ${bytesOf(v.memoryUsed, v.memoryCapacity)}`}
+                    color={v.fullness != null && v.fullness > 0.95 ? 'orange' : undefined}
+                  />
                 </SimpleGrid>
                 <Paper withBorder p="md">
                   <Title order={3} size="h5" mb="xs">
-                    All counters
+                    In detail
                   </Title>
-                  <KeyValueTable data={s} label="Cache counters" />
+                  <KeyValueTable
+                    label="Cache figures"
+                    data={{
+                      'Cache in the running configuration': v.enabled ? 'on' : 'off',
+                      'Squid running': v.running ? 'yes' : 'no',
+                      'Squid version': String(s.squid_version ?? '—'),
+                      Requests: v.requests.toLocaleString(),
+                      'Served from the cache (hits)': v.hits.toLocaleString(),
+                      'Fetched from the origin (misses)': v.misses.toLocaleString(),
+                      'Refused (clients outside the served subnets)': String(s.denied ?? 0),
+                      'Sent to clients': formatBytes(v.toClientsBytes),
+                      'Fetched from origins over the satellite': formatBytes(v.fromOriginBytes),
+                      'Saved on the satellite': formatBytes(v.savedBytes),
+                      'Disk store': bytesOf(v.diskUsed, v.diskCapacity),
+                      'Memory store': bytesOf(v.memoryUsed, v.memoryCapacity),
+                      'Collapsed forwarding': s.collapsed_forwarding_effective ? 'on' : s.collapsed_forwarding_requested ? 'requested, left off' : 'off',
+                      Problems: v.problems.length ? v.problems.join('; ') : 'none',
+                    }}
+                  />
                 </Paper>
               </Stack>
             );

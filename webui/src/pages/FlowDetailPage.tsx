@@ -5,7 +5,7 @@ import { PageHeader } from '../components/PageHeader';
 import { LoadingState } from '../components/StateViews';
 import { formatBps, formatBytes, formatDuration, formatMs, formatTime } from '../lib/format';
 import type { TcpInfo } from '../api/endpoints';
-import { legsOf, PATH_LABEL, pathOf } from '../lib/flows';
+import { legsOf, PATH_LABEL, pathOf, RELAY_LABEL } from '../lib/flows';
 import { useLiveFlows } from '../live/LiveFlowsContext';
 import { useFlowSamples } from '../live/useFlowSamples';
 
@@ -23,7 +23,14 @@ function LegCard({ title, leg }: { title: string; leg: TcpInfo | null }) {
       ) : (
         <Table verticalSpacing={2} fz="sm">
           <Table.Tbody>
-            <Table.Tr><Table.Th>Congestion control</Table.Th><Table.Td>{leg.cc}</Table.Td></Table.Tr>
+            <Table.Tr><Table.Th>Congestion control</Table.Th><Table.Td>{leg.cc || '—'}</Table.Td></Table.Tr>
+            <Table.Tr>
+              <Table.Th>Delivered / received</Table.Th>
+              <Table.Td>
+                {formatBps(leg.tx_bps)} / {formatBps(leg.rx_bps)} (acknowledged by its peer / arrived, last second)
+              </Table.Td>
+            </Table.Tr>
+            <Table.Tr><Table.Th>Bytes delivered / received</Table.Th><Table.Td>{formatBytes(leg.bytes_acked)} / {formatBytes(leg.bytes_received)}</Table.Td></Table.Tr>
             <Table.Tr><Table.Th>Smoothed RTT</Table.Th><Table.Td>{formatMs(leg.srtt_us)} (min {formatMs(leg.min_rtt_us)}, var {formatMs(leg.rttvar_us)})</Table.Td></Table.Tr>
             <Table.Tr><Table.Th>cwnd / ssthresh</Table.Th><Table.Td>{leg.cwnd} / {leg.ssthresh} segments (MSS {leg.mss})</Table.Td></Table.Tr>
             <Table.Tr><Table.Th>Delivery / pacing rate</Table.Th><Table.Td>{formatBps(leg.delivery_rate_bps)} / {formatBps(leg.pacing_rate_bps)}</Table.Td></Table.Tr>
@@ -71,6 +78,9 @@ export default function FlowDetailPage() {
           <Badge variant="light">{flow.class}</Badge>
           <Badge variant="light" color="grape">{flow.action}</Badge>
           <Badge variant="outline">{flow.state}</Badge>
+          {flow.relay && <Badge variant="light" color={flow.relay === 'squid' ? 'teal' : 'gray'}>{RELAY_LABEL[flow.relay] ?? flow.relay}</Badge>}
+          {flow.site && <Badge variant="light" color="orange">site {flow.site}</Badge>}
+          {flow.dscp != null && <Badge variant="outline" title="The DSCP the re-originated leg carries">DSCP {flow.dscp}</Badge>}
           <Badge
             variant="outline"
             color={pathOf(flow) === 'peer' ? 'violet' : 'gray'}
@@ -86,6 +96,21 @@ export default function FlowDetailPage() {
             started {formatTime(flow.started_at)} · up {formatDuration((live.now ?? Date.now() / 1000) - flow.started_at)} · ↓ {formatBytes(flow.bytes_down)} ({formatBps(flow.rate_down_bps)}) · ↑ {formatBytes(flow.bytes_up)} ({formatBps(flow.rate_up_bps)})
           </Text>
         </Group>
+        {flow.cache && (
+          <Paper withBorder p="md" component="section" aria-label="Cache requests">
+            <Title order={3} size="h5" mb="xs">
+              Cache requests on this connection
+            </Title>
+            {flow.cache.requests === 0 ? (
+              <Text size="sm">No request has finished yet (Squid logs each one when it ends).</Text>
+            ) : (
+              <Text size="sm">
+                {flow.cache.requests} request(s): {flow.cache.hits} from the cache, {flow.cache.misses} from the origin · last {flow.cache.result || '—'}{' '}
+                for {flow.cache.host || '—'} · {formatBytes(flow.cache.bytes_to_client)} to the client, {formatBytes(flow.cache.bytes_from_origin)} fetched
+              </Text>
+            )}
+          </Paper>
+        )}
         <SimpleGrid cols={{ base: 1, md: 2 }}>
           <LegCard title={`Satellite leg (${satSide} side)`} leg={satellite} />
           <LegCard title={`Terrestrial leg (${satSide === 'client' ? 'server' : 'client'} side)`} leg={terrestrial} />

@@ -5,23 +5,35 @@ import { endpoints, type Metric } from '../api/endpoints';
 import { keys } from '../api/keys';
 import { LazyTimeSeriesChart } from '../charts/LazyChart';
 import { PageHeader } from '../components/PageHeader';
+import { RangePicker, useRange } from '../components/RangePicker';
 import { StatCard } from '../components/StatCard';
 import { ErrorState } from '../components/StateViews';
+import { cacheView } from '../lib/cache';
+import type { GatewayConfig } from '../api/endpoints';
 import { dnsView, formatWait } from '../lib/dns';
 import { formatBps, formatBytes, formatMs, formatPercent } from '../lib/format';
 import { legsOf } from '../lib/flows';
 import { alertsFrom, gatewayHealth } from '../lib/health';
-import { seriesToRows } from '../lib/series';
+import { describeRange, type TimeRange } from '../lib/ranges';
+import { latest, seriesToRows } from '../lib/series';
 import { useLiveFlows } from '../live/LiveFlowsContext';
 
-const WINDOW_S = 15 * 60;
 const COLORS = { accelerate: 'var(--mantine-color-indigo-6)', cache: 'var(--mantine-color-teal-6)', bypass: 'var(--mantine-color-gray-6)' };
 
-function useSeries(metric: Metric) {
+function useSeries(metric: Metric, range: TimeRange) {
   return useQuery({
-    queryKey: keys.series({ metric, window: WINDOW_S }),
-    queryFn: () => endpoints.series(metric, Math.floor(Date.now() / 1000) - WINDOW_S),
-    refetchInterval: 5000,
+    queryKey: keys.series({ metric, range: range.value }),
+    queryFn: () => endpoints.series(metric, Math.floor(Date.now() / 1000) - range.seconds),
+    refetchInterval: range.refreshMs,
+  });
+}
+
+/** The link's last few seconds, for the "now" figures: the gateway's link counters, not a sum of flows. */
+function useLinkNow() {
+  return useQuery({
+    queryKey: keys.series({ metric: 'link_bps', range: 'now' }),
+    queryFn: () => endpoints.series('link_bps', Math.floor(Date.now() / 1000) - 10),
+    refetchInterval: 2000,
   });
 }
 
@@ -47,41 +59,38 @@ export default function OverviewPage() {
   const dns = useQuery({ queryKey: keys.dns, queryFn: endpoints.dnsStats, refetchInterval: 5000, retry: false });
   const desired = useQuery({ queryKey: keys.desired, queryFn: endpoints.desiredConfig });
   const profiles = useQuery({ queryKey: keys.bodProfiles, queryFn: endpoints.bodProfiles });
-  const link = useSeries('link_bps');
-  const byAction = useSeries('action_bps');
-  const rtt = useSeries('leg_rtt_ms');
-  const hit = useSeries('cache_hit_ratio');
+  const [range] = useRange();
+  const link = useSeries('link_bps', range);
+  const byAction = useSeries('action_bps', range);
+  const rtt = useSeries('leg_rtt_ms', range);
+  const hit = useSeries('cache_hit_ratio', range);
+  const linkNow = useLinkNow();
 
-  // Live numbers come from the SSE flow table, so they move every second without polling.
+  // RTTs come from the SSE flow table, so they move every second without polling.
   const now = useMemo(() => {
-    let down = 0;
-    let up = 0;
     const sat: number[] = [];
     const ter: number[] = [];
     for (const f of live.flows) {
-      down += f.rate_down_bps;
-      up += f.rate_up_bps;
       const legs = legsOf(f);
       if (legs.satellite?.srtt_us) sat.push(legs.satellite.srtt_us);
       if (legs.terrestrial?.srtt_us) ter.push(legs.terrestrial.srtt_us);
     }
-    return { down, up, sat: mean(sat), ter: mean(ter) };
+    return { sat: mean(sat), ter: mean(ter) };
   }, [live.flows]);
 
+  // The link's rates: the config's (what the gateway exports for its alert), else the BoD profile's.
+  const config = desired.data?.config as GatewayConfig | undefined;
   const profile = profiles.data?.[0];
-  const forwardCap = profile?.inputs.forward_rate_bps ?? null;
-  const returnCap = profile ? profile.inputs.return_cra_bps + profile.inputs.return_rbdc_max_bps : null;
-  const role = (desired.data?.config.role as string | undefined) ?? 'hub';
-  // Forward = hub → terminal. On a hub, server→client ("down") flows forward; on a terminal it arrives from the satellite too.
-  const forwardNow = now.down;
-  const returnNow = now.up;
+  const forwardCap = config?.satellite?.forward_rate_bps || profile?.inputs.forward_rate_bps || null;
+  const returnCap =
+    config?.satellite?.return_rate_bps || (profile ? profile.inputs.return_cra_bps + profile.inputs.return_rbdc_max_bps : null) || null;
+  const role = config?.role ?? 'hub';
+  // Forward = hub → terminal: what the satellite interface carried for intercepted traffic (the gateway's link counters).
+  const forwardNow = latest(linkNow.data, 'down') ?? 0;
+  const returnNow = latest(linkNow.data, 'up') ?? 0;
   const stats = cache.data;
-  const requests = Number(stats?.requests ?? 0);
-  const hits = Number(stats?.hits ?? 0);
-  const hitRatio = requests > 0 ? hits / requests : null;
-  const bytesSaved = typeof stats?.bytes_hit === 'number' ? stats.bytes_hit : typeof stats?.bytes_saved === 'number' ? stats.bytes_saved : null;
-  const cacheEnabled = Boolean((desired.data?.config.cache as { enabled?: boolean } | undefined)?.enabled);
-  const alerts = alertsFrom(health.data, stats, cacheEnabled);
+  const cacheNow = cacheView(stats);
+  const alerts = alertsFrom(health.data, stats);
   const gw = gatewayHealth(health.data);
   const resolver = dnsView(dns.data);
   const hybla = gw?.hybla;
@@ -100,7 +109,7 @@ export default function OverviewPage() {
 
   return (
     <>
-      <PageHeader title="Overview" description={`Satellite link, acceleration and cache at a glance (${role}).`} />
+      <PageHeader title="Overview" description={`Satellite link, acceleration and cache at a glance (${role}).`} actions={<RangePicker />} />
       <Stack>
         {health.error && <ErrorState error={health.error} title="Health unavailable" onRetry={() => void health.refetch()} />}
         {alerts.length > 0 && (
@@ -124,8 +133,12 @@ export default function OverviewPage() {
             value={returnCap ? formatPercent(returnNow / returnCap, 0) : formatBps(returnNow)}
             hint={returnCap ? `${formatBps(returnNow)} of ${formatBps(returnCap)}` : 'terminal → hub'}
           />
-          <StatCard label="Cache hit ratio" value={formatPercent(hitRatio)} hint={`${hits.toLocaleString()} of ${requests.toLocaleString()} requests`} />
-          <StatCard label="Bytes saved" value={formatBytes(bytesSaved)} hint="served from the cache" />
+          <StatCard
+            label="Cache hit ratio"
+            value={cacheNow.enabled ? formatPercent(cacheNow.hitRatio) : 'off'}
+            hint={`${cacheNow.hits.toLocaleString()} of ${(cacheNow.hits + cacheNow.misses).toLocaleString()} cacheable requests`}
+          />
+          <StatCard label="Saved on the satellite" value={formatBytes(cacheNow.savedBytes)} hint="bytes served from the cache" />
           <StatCard
             label="Hybla"
             value={hybla ? (hybla.loaded ? hybla.implementation : 'not loaded') : '—'}
@@ -145,14 +158,14 @@ export default function OverviewPage() {
           <ChartCard title={forwardCap ? 'Satellite link utilization' : 'Satellite link throughput'}>
             {forwardCap ? (
               <LazyTimeSeriesChart
-                label="Forward and return link utilization, last 15 minutes"
+                label={`Forward and return link utilization, ${describeRange(range)}`}
                 data={linkRows}
                 format={(v) => `${v.toFixed(0)} %`}
                 series={[{ key: 'forward', label: 'forward', color: COLORS.accelerate }, { key: 'return', label: 'return', color: COLORS.cache }]}
               />
             ) : (
               <LazyTimeSeriesChart
-                label="Forward and return throughput, last 15 minutes"
+                label={`Forward and return throughput, ${describeRange(range)}`}
                 data={linkRows}
                 format={formatBps}
                 series={[{ key: 'down', label: 'forward (down)', color: COLORS.accelerate }, { key: 'up', label: 'return (up)', color: COLORS.cache }]}
@@ -161,7 +174,7 @@ export default function OverviewPage() {
           </ChartCard>
           <ChartCard title="Accelerated, cached and bypassed throughput">
             <LazyTimeSeriesChart
-              label="Throughput by action, last 15 minutes"
+              label={`Throughput over the satellite by action, ${describeRange(range)}`}
               data={seriesToRows(byAction.data)}
               format={formatBps}
               series={[
@@ -173,7 +186,7 @@ export default function OverviewPage() {
           </ChartCard>
           <ChartCard title="Per-leg RTT">
             <LazyTimeSeriesChart
-              label="Mean smoothed RTT of the satellite and terrestrial legs, last 15 minutes"
+              label={`Mean smoothed RTT of the satellite and terrestrial legs, ${describeRange(range)}`}
               data={seriesToRows(rtt.data)}
               format={(v) => `${v.toFixed(0)} ms`}
               series={[{ key: 'satellite', label: 'satellite', color: COLORS.accelerate }, { key: 'terrestrial', label: 'terrestrial', color: COLORS.cache }]}
@@ -181,7 +194,7 @@ export default function OverviewPage() {
           </ChartCard>
           <ChartCard title="Cache hit ratio">
             <LazyTimeSeriesChart
-              label="Cache hit ratio, last 15 minutes"
+              label={`Cache hit ratio, ${describeRange(range)}`}
               data={seriesToRows(hit.data, 100)}
               format={(v) => `${v.toFixed(0)} %`}
               series={[{ key: 'value', label: 'hit ratio', color: COLORS.cache }]}

@@ -169,6 +169,9 @@ def apply_to_config(profile_id: Id, body: BodApplyIn, who: Operator, db: Db, req
         sat["pacing_rate_bps"] = int(t["pacing_rate_bps"].value)
         sat["initcwnd"] = int(t["initcwnd"].value)
         sat["initrwnd"] = int(t["initrwnd"].value)
+        # The link's rates, for utilisation figures and the link alert (the gateway's metrics).
+        sat["forward_rate_bps"] = inputs.forward_rate_bps
+        sat["return_rate_bps"] = inputs.return_cra_bps + inputs.return_rbdc_max_bps
         hybla = cfg.setdefault("hybla", {})
         hybla["base_rtt_ms"] = int(t["hybla_base_rtt_ms"].value)
         hybla["cwnd_max"] = int(t["hybla_cwnd_max"].value)

@@ -20,12 +20,9 @@ from perigee_api.gateway_client import GatewayError
 from perigee_api.models import FlowRecord
 from perigee_api.schemas.api import FlowPage, FlowRecordOut, LiveFlowsOut, Series, SeriesOut, SeriesPoint
 from perigee_api.services import stats
+from perigee_api.services.flow_query import FlowFilter
 
 router = APIRouter(tags=["flows"], responses={401: {"model": ErrorResponse}, 403: {"model": ErrorResponse}})
-
-
-def _ip_or_prefix(value: str) -> str:
-    return value.strip()
 
 
 @router.get("/flows", response_model=LiveFlowsOut, summary="Live flows (the collector's latest snapshot)")
@@ -154,26 +151,13 @@ def flow_history(
     flow_class: str | None = Query(default=None, alias="class", max_length=64),
     action: Literal["accelerate", "cache", "bypass"] | None = None,
     path: Literal["direct", "peer"] | None = Query(default=None, description="how the flow crossed the satellite"),
+    site: str | None = Query(default=None, max_length=64, description="the client's remote site ('other': none)"),
     since: float | None = Query(default=None, ge=0, le=1e11, description="ended at or after (unix s)"),
     until: float | None = Query(default=None, ge=0, le=1e11, description="ended before (unix s)"),
     limit: int = Query(default=100, ge=1, le=1000),
     offset: int = Query(default=0, ge=0, le=10_000_000),
 ) -> FlowPage:
-    conds = []
-    if client:
-        conds.append(FlowRecord.client_ip == _ip_or_prefix(client))
-    if server:
-        conds.append(FlowRecord.server_ip == _ip_or_prefix(server))
-    if flow_class:
-        conds.append(FlowRecord.flow_class == flow_class)
-    if action:
-        conds.append(FlowRecord.action == action)
-    if path:
-        conds.append(FlowRecord.path == path)
-    if since is not None:
-        conds.append(FlowRecord.ended_at >= since)
-    if until is not None:
-        conds.append(FlowRecord.ended_at < until)
+    conds = FlowFilter(client, server, flow_class, action, path, site, since, until).conditions()
     total = db.scalar(select(func.count()).select_from(FlowRecord).where(*conds)) or 0
     rows = db.scalars(
         select(FlowRecord)
@@ -191,7 +175,7 @@ def stats_series(
     who: Viewer,
     db: Db,
     ctx: Ctx,
-    metric: Literal["class_bps", "action_bps", "cache_hit_ratio", "dns_hit_ratio", "dns_qps", "leg_rtt_ms", "link_bps"],
+    metric: stats.Metric,
     start: int | None = Query(default=None, ge=0, le=10**11, description="unix s; default end - 1 h"),
     end: int | None = Query(default=None, ge=0, le=10**11, description="unix s; default now"),
     key: str | None = Query(default=None, max_length=64),

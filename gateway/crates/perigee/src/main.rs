@@ -35,7 +35,7 @@ enum Command {
         #[command(flatten)]
         sock: cli::SocketArg,
     },
-    /// Daemon health.
+    /// Daemon health; exits 1 when degraded or failed open, 2 when unreachable.
     Health {
         #[command(flatten)]
         sock: cli::SocketArg,
@@ -60,7 +60,7 @@ fn main() {
         Command::Gateway(cmd) => cli::gateway(cmd),
         Command::Flows { json, state, sock } => cli::flows(&sock, json, &state),
         Command::Config { cmd, sock } => cli::config_cmd(&sock, cmd),
-        Command::Health { sock } => cli::simple(&sock, "/v1/health"),
+        Command::Health { sock } => cli::health(&sock),
         Command::Counters { sock } => cli::simple(&sock, "/v1/counters"),
         Command::Schema { which } => {
             let schema = match which.as_str() {

@@ -19,7 +19,9 @@ pub mod version;
 pub use access_log::{parse_access_line, AccessRecord, CacheOutcome, RequestCounters, RequestRing};
 pub use api::{CollectResponse, PurgeRequest, PurgeResponse};
 pub use config::{CacheConfig, ConfigError, RefreshPattern, Store};
-pub use manager::{ApplyAction, ApplyReport, CacheStats, ManagerOptions, SquidError, SquidManager};
+pub use manager::{
+    ApplyAction, ApplyReport, CacheStats, ManagerOptions, RecordFeed, SquidError, SquidManager,
+};
 pub use perigee_types::Cidr;
 pub use render::{default_refresh_patterns, render, SquidPaths};
 pub use served::{check_served_subnets, parse_served_subnets, ServedLimits};

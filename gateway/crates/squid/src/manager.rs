@@ -2,6 +2,7 @@
 //! stop, purge, and the access-log follower that feeds the request ring and counters.
 
 use serde::Serialize;
+use std::collections::VecDeque;
 use std::net::IpAddr;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -133,6 +134,30 @@ struct Shared {
     tailer: Mutex<AccessLogTailer>,
     ring: Mutex<RequestRing>,
     counters: Mutex<RequestCounters>,
+    feed: RecordFeed,
+}
+
+/// Requests as they are logged, for one consumer that joins them to Squid's connections
+/// (the daemon's live cache flows). Bounded: the oldest are dropped when nobody takes them.
+#[derive(Clone, Default)]
+pub struct RecordFeed(Arc<Mutex<VecDeque<AccessRecord>>>);
+
+/// How many logged requests the feed holds for its consumer.
+const FEED_CAPACITY: usize = 20_000;
+
+impl RecordFeed {
+    fn push(&self, r: &AccessRecord) {
+        let mut q = lock(&self.0);
+        if q.len() == FEED_CAPACITY {
+            q.pop_front();
+        }
+        q.push_back(r.clone());
+    }
+
+    /// Everything logged since the last call, oldest first.
+    pub fn take(&self) -> Vec<AccessRecord> {
+        lock(&self.0).drain(..).collect()
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -155,6 +180,7 @@ impl Shared {
             match parse_access_line(&line) {
                 Ok(rec) => {
                     counters.add(&rec);
+                    self.feed.push(&rec);
                     ring.push(rec);
                 }
                 Err(_) => counters.unparsed_lines += 1,
@@ -204,6 +230,7 @@ impl SquidManager {
             tailer: Mutex::new(AccessLogTailer::new(opts.paths.access_log(), false)),
             ring: Mutex::new(RequestRing::new(opts.ring_capacity)),
             counters: Mutex::new(RequestCounters::default()),
+            feed: RecordFeed::default(),
         });
         let stop_flag = Arc::new(AtomicBool::new(false));
         let follower = {
@@ -229,6 +256,17 @@ impl SquidManager {
             stop_flag,
             follower,
         }
+    }
+
+    /// The feed of logged requests (the same records the counters and the ring get).
+    pub fn record_feed(&self) -> RecordFeed {
+        self.shared.feed.clone()
+    }
+
+    /// The process group of the running Squid (its master leads it; kids and helpers share
+    /// it): whose sockets are the cache's.
+    pub fn process_group(&self) -> Option<i32> {
+        self.running.as_ref().map(|r| r.child.id() as i32)
     }
 
     pub fn version(&self) -> Option<SquidVersion> {

@@ -21,12 +21,14 @@ impl Classifier {
     }
 
     /// The first class (of `cfg`, the config this was built from) whose match holds for a TCP
-    /// flow from `client` to `server`; None: the default class.
+    /// flow from `client` to `server`; None: the default class. `dscp`: the client's marking,
+    /// when known (a class that matches on DSCP never matches a flow whose marking is unknown).
     pub fn classify<'a>(
         &self,
         cfg: &'a GatewayConfig,
         client: &SocketAddr,
         server: &SocketAddr,
+        dscp: Option<u8>,
     ) -> Option<&'a Class> {
         self.order.iter().map(|&i| &cfg.classes[i]).find(|c| {
             let m = &c.matcher;
@@ -34,6 +36,7 @@ impl Classifier {
                 && (m.dst.is_empty() || m.dst.iter().any(|n| n.contains(server.ip())))
                 && (m.dports.is_empty() || m.dports.iter().any(|r| r.contains(server.port())))
                 && (m.sports.is_empty() || m.sports.iter().any(|r| r.contains(client.port())))
+                && (m.dscp.is_empty() || dscp.is_some_and(|d| m.dscp.contains(&u32::from(d))))
         })
     }
 }
@@ -63,7 +66,7 @@ mod tests {
         let cfg = from_value(j).unwrap();
         let c = Classifier::new(&cfg);
         let name = |client: &str, server: &str| {
-            c.classify(&cfg, &addr(client), &addr(server))
+            c.classify(&cfg, &addr(client), &addr(server), None)
                 .map(|c| c.name.to_string())
         };
         assert_eq!(

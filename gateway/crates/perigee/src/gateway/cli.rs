@@ -98,8 +98,8 @@ pub enum GatewayCmd {
         /// Worker processes sharing the TPROXY port (each holds at most ~20,000 fds).
         #[arg(long, default_value_t = 4)]
         workers: usize,
-        /// Prometheus listener; "off" disables it.
-        #[arg(long, default_value = "127.0.0.1:9464")]
+        /// Prometheus listener (address:port); "off" disables it.
+        #[arg(long, env = "PERIGEE_METRICS", default_value = "127.0.0.1:9464")]
         metrics: String,
         #[command(flatten)]
         squid: SquidArgs,
@@ -233,6 +233,28 @@ pub fn config_cmd(sock: &SocketArg, cmd: ConfigCmd) -> i32 {
     r.map(|v| print(&v)).unwrap_or_else(|c| c)
 }
 
+/// `perigee health`: prints /v1/health; exits 0 only when the gateway is ok and intercepting,
+/// 1 when it is degraded or failed open (new connections pass unsplit), 2 when unreachable,
+/// so a container health check means something.
+pub fn health(sock: &SocketArg) -> i32 {
+    match call(&sock.control_socket, "GET", "/v1/health", None) {
+        Ok(v) => {
+            print(&v);
+            health_exit_code(&v)
+        }
+        Err(c) => c,
+    }
+}
+
+fn health_exit_code(v: &Value) -> i32 {
+    let ok = v["status"].as_str() == Some("ok") && v["fail_open"].as_bool() == Some(false);
+    if ok {
+        0
+    } else {
+        1
+    }
+}
+
 pub fn simple(sock: &SocketArg, path: &str) -> i32 {
     call(&sock.control_socket, "GET", path, None)
         .map(|v| print(&v))
@@ -279,4 +301,27 @@ pub fn flows(sock: &SocketArg, json: bool, state: &str) -> i32 {
         );
     }
     0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::health_exit_code;
+    use serde_json::json;
+
+    #[test]
+    fn health_fails_when_degraded_or_open() {
+        assert_eq!(
+            health_exit_code(&json!({"status": "ok", "fail_open": false})),
+            0
+        );
+        assert_eq!(
+            health_exit_code(&json!({"status": "degraded", "fail_open": false})),
+            1
+        );
+        assert_eq!(
+            health_exit_code(&json!({"status": "ok", "fail_open": true})),
+            1
+        );
+        assert_eq!(health_exit_code(&json!({})), 1);
+    }
 }

@@ -10,7 +10,7 @@ use perigee_types::IpAddrSchema;
 pub use perigee_types::{parse_cidr, parse_ports, Cidr, IfName, ObjectName, PortRange};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::IpAddr;
 
 /// A rejected config, named by the JSON path of the field at fault (the control protocol's
@@ -84,6 +84,10 @@ pub const MAX_BYPASS_CIDRS: usize = 1024;
 pub const MAX_PORTS: usize = 256;
 pub const MAX_DSCP: usize = 64;
 pub const MAX_IIFNAME: usize = 16;
+/// The site of clients no configured site covers (so no configured site may be called that).
+pub const OTHER_SITE: &str = "other";
+pub const MAX_SITES: usize = 1024;
+pub const MAX_SITE_PREFIXES: usize = 256;
 /// Pacing caps, bit/s (100 Gbit/s).
 pub const MAX_PACING_BPS: u64 = 100_000_000_000;
 pub const MAX_PRIORITY: u32 = 65_535;
@@ -140,6 +144,11 @@ pub struct GatewayConfig {
     /// What happens to QUIC (UDP 443) from the served subnets; see `QuicPolicy`.
     #[serde(default = "default_quic")]
     pub quic: QuicPolicy,
+    /// Remote sites by client prefix, for the per-site stats (a hub serving many terminals);
+    /// clients no site covers count under "other".
+    #[serde(default)]
+    #[schemars(length(max = MAX_SITES))]
+    pub sites: Vec<Site>,
     /// Kernel settings the gateway writes (allow-listed keys, short plain values).
     #[serde(default)]
     #[schemars(schema_with = "sysctls_schema")]
@@ -240,6 +249,13 @@ pub struct Satellite {
     /// Destinations across the satellite; no two with the same dst.
     #[schemars(length(max = MAX_ROUTES))]
     pub routes: Vec<SatRoute>,
+    /// The link's capacity, bit/s, forward (hub → terminal) and return, as the satellite
+    /// interface counts it (whole frames): for utilisation figures and the link alert
+    /// (docs/operations.md, *Metrics*). 0 = unknown. Nothing is shaped or paced by it.
+    #[schemars(range(max = MAX_PACING_BPS))]
+    pub forward_rate_bps: u64,
+    #[schemars(range(max = MAX_PACING_BPS))]
+    pub return_rate_bps: u64,
 }
 
 impl Default for Satellite {
@@ -252,6 +268,8 @@ impl Default for Satellite {
             initcwnd: 10,
             initrwnd: 10,
             routes: Vec::new(),
+            forward_rate_bps: 0,
+            return_rate_bps: 0,
         }
     }
 }
@@ -415,6 +433,21 @@ pub struct Class {
     pub action: Action,
     #[serde(default)]
     pub satellite: ClassSatellite,
+    /// The DSCP (0..63) this class's re-originated connections carry instead of the client's.
+    /// Absent or null = copy the client's (docs/splitter.md, *DSCP*).
+    #[serde(default)]
+    #[schemars(range(max = 63))]
+    pub set_dscp: Option<u32>,
+}
+
+/// A remote site: the client prefixes it serves (a terminal's LAN).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Site {
+    /// Not "other": that is where clients no site covers count.
+    pub name: ObjectName,
+    #[schemars(length(min = 1, max = MAX_SITE_PREFIXES))]
+    pub prefixes: Vec<Cidr>,
 }
 
 /// The traffic a bypass entry leaves untouched.
@@ -754,6 +787,7 @@ impl GatewayConfig {
         self.validate_dns()?;
         self.validate_shaping()?;
         self.validate_peer()?;
+        self.validate_sites()?;
         for (k, v) in &self.sysctls {
             let f = format!("sysctls.{k}");
             if !SYSCTL_ALLOW.contains(&k.as_str()) {
@@ -804,6 +838,17 @@ impl GatewayConfig {
                 "satellite.pacing_rate_bps",
                 "must be at most 100000000000 (0 = no cap)",
             ));
+        }
+        for (name, v) in [
+            ("forward_rate_bps", s.forward_rate_bps),
+            ("return_rate_bps", s.return_rate_bps),
+        ] {
+            if v > MAX_PACING_BPS {
+                return Err(err(
+                    format!("satellite.{name}"),
+                    "must be at most 100000000000 (0 = unknown)",
+                ));
+            }
         }
         for (name, v) in [("initcwnd", s.initcwnd), ("initrwnd", s.initrwnd)] {
             if v > MAX_INITCWND {
@@ -872,6 +917,41 @@ impl GatewayConfig {
                     f("satellite.pacing_rate_bps"),
                     "must be at most 100000000000 (0 = inherit)",
                 ));
+            }
+            if c.set_dscp.is_some_and(|d| d > 63) {
+                return Err(err(f("set_dscp"), "DSCP is 0..63"));
+            }
+        }
+        Ok(())
+    }
+
+    fn validate_sites(&self) -> Result<(), ConfigError> {
+        at_most("sites", self.sites.len(), MAX_SITES)?;
+        let mut names = HashSet::new();
+        let mut prefixes: HashMap<String, usize> = HashMap::new();
+        for (i, site) in self.sites.iter().enumerate() {
+            let f = |x: &str| format!("sites[{i}].{x}");
+            if &*site.name == OTHER_SITE || !names.insert(&site.name) {
+                return Err(err(
+                    f("name"),
+                    format!("duplicate or reserved site name '{}'", site.name),
+                ));
+            }
+            if site.prefixes.is_empty() {
+                return Err(err(f("prefixes"), "a site needs at least one prefix"));
+            }
+            at_most(&f("prefixes"), site.prefixes.len(), MAX_SITE_PREFIXES)?;
+            for (j, p) in site.prefixes.iter().enumerate() {
+                // Canonical already (host bits cleared): one prefix belongs to one site.
+                if let Some(other) = prefixes.insert(p.to_string(), i) {
+                    return Err(err(
+                        format!("sites[{i}].prefixes[{j}]"),
+                        format!(
+                            "{p} is already a prefix of site '{}'",
+                            self.sites[other].name
+                        ),
+                    ));
+                }
             }
         }
         Ok(())

@@ -1,8 +1,9 @@
 //! The control socket (docs/control-protocol.md): HTTP/1.1 + JSON over a Unix stream socket.
 use super::config::{self, ConfigError};
 use super::reports::{
-    ActionCounters, Applied, CacheCounters, Counters, DnsReport, ErrorBody, FlowList, Health,
-    HealthStatus, PacketCounters, PeerCounters, PeerHealth, SplitCounters, Validated, WorkerHealth,
+    ActionCounters, Applied, BypassRuleCounters, BypassRuleKind, CacheCounters, Counters,
+    DnsReport, ErrorBody, FlowList, Health, HealthStatus, LinkCounters, PacketCounters,
+    PeerCounters, PeerHealth, SiteCounters, SplitCounters, Validated, WorkerHealth,
 };
 use super::state::{ConfigFailure, Shared};
 use super::telemetry::Flow;
@@ -139,6 +140,11 @@ pub fn problems(shared: &Shared) -> Vec<String> {
         );
     }
     if cfg.cache.enabled {
+        if let Some(why) = shared.cache_flows_problem.lock().unwrap().clone() {
+            p.push(format!(
+                "cache: {why}; its connections are missing from the flows and the link figures"
+            ));
+        }
         if !shared.cache_up.load(Ordering::Relaxed) {
             let why = shared.cache_problem.lock().unwrap().clone();
             p.push(format!(
@@ -280,13 +286,18 @@ fn cache_endpoint(shared: &Shared, req: &http::Request) -> (u16, Value) {
         .unwrap_or_else(|| (404, error("not_found", "no such endpoint", None)))
 }
 
-fn health(shared: &Shared) -> Health {
-    let problems = problems(shared);
-    let cfg = shared.config.lock().unwrap().clone();
+/// True while new connections pass unsplit: no listening worker, or above max_flows.
+pub fn fail_open(shared: &Shared) -> bool {
     let listening = shared
         .workers
         .iter()
         .any(|w| w.listening.load(Ordering::Relaxed));
+    !listening || shared.overflow.load(Ordering::Relaxed)
+}
+
+fn health(shared: &Shared) -> Health {
+    let problems = problems(shared);
+    let cfg = shared.config.lock().unwrap().clone();
     let configured = shared.configured.load(Ordering::Relaxed);
     Health {
         status: if problems.is_empty() {
@@ -299,7 +310,7 @@ fn health(shared: &Shared) -> Health {
         role: configured.then_some(cfg.role),
         // None while no config is installed (the startup one could not be).
         config_revision: configured.then(|| cfg.revision.clone()),
-        fail_open: !listening || shared.overflow.load(Ordering::Relaxed),
+        fail_open: fail_open(shared),
         hybla: perigee_hybla::status(),
         problems,
         peer: peer_health(shared),
@@ -317,36 +328,83 @@ fn health(shared: &Shared) -> Health {
     }
 }
 
-fn packets(counter: &str) -> PacketCounters {
-    let (packets, bytes) = apply::read_counter(counter).unwrap_or((0, 0));
-    PacketCounters { packets, bytes }
-}
-
 /// The daemon's counters now (GET /v1/counters).
 pub fn counters_report(shared: &Shared) -> Counters {
     let t = shared.totals.lock().unwrap().clone();
-    let split = |action: &str| {
-        let (bytes_up, bytes_down, flows) = t.by_action.get(action).copied().unwrap_or_default();
+    // Every nft counter in one read (one `nft` run, not one per counter).
+    let nft = apply::read_counters();
+    let read = |name: &str| {
+        let (packets, bytes) = nft.get(name).copied().unwrap_or((0, 0));
+        PacketCounters { packets, bytes }
+    };
+    let usage = |u: Option<&ipc::Usage>| {
+        let u = u.copied().unwrap_or_default();
         SplitCounters {
-            bytes_up,
-            bytes_down,
-            flows,
+            bytes_up: u.bytes_up,
+            bytes_down: u.bytes_down,
+            flows: u.flows,
+            retrans_segments: u.retrans_segments,
         }
     };
-    // Squid's side of `cache` (from its access log); the split part is cache-class flows the
-    // splitter carried while Squid was down.
+    let mut site_names: Vec<&String> = t
+        .by_site
+        .keys()
+        .chain(t.cache_saved_by_site.keys())
+        .collect();
+    site_names.sort();
+    site_names.dedup();
+    let by_site = site_names
+        .into_iter()
+        .map(|k| {
+            let site = SiteCounters {
+                usage: usage(t.by_site.get(k)),
+                cache_saved_bytes: t.cache_saved_by_site.get(k).copied().unwrap_or(0),
+            };
+            (k.clone(), site)
+        })
+        .collect();
+    let cfg = shared.config.lock().unwrap().clone();
+    let mut bypass_rules: Vec<BypassRuleCounters> = cfg
+        .bypass
+        .iter()
+        .enumerate()
+        .map(|(i, b)| BypassRuleCounters {
+            name: b.name.to_string(),
+            kind: BypassRuleKind::Bypass,
+            builtin: b.builtin,
+            counted: read(&render::bypass_counter(i)),
+        })
+        .collect();
+    for (i, c) in cfg.classes.iter().enumerate() {
+        if c.action == config::Action::Bypass {
+            bypass_rules.push(BypassRuleCounters {
+                name: c.name.to_string(),
+                kind: BypassRuleKind::Class,
+                builtin: false,
+                counted: read(&render::bypass_class_counter(i)),
+            });
+        }
+    }
+    // Squid's side of `cache` (from its access log); bytes and flows are what the cache's and
+    // the cache-class flows carried over the satellite.
     let c = shared.cache_counters();
     Counters {
-        flows_live: shared.live(),
+        flows_live: shared.live() + shared.cache_live.lock().unwrap().len() as u64,
         flows_total: t.flows_total,
-        flows_unsplit_overflow: packets("overflow_syns").packets,
+        flows_unsplit_overflow: read("overflow_syns").packets,
         flows_failed_connect: t.failed_connect,
         bytes_up: t.bytes_up,
         bytes_down: t.bytes_down,
+        link: LinkCounters {
+            forward_bytes: t.link.forward_wire,
+            return_bytes: t.link.return_wire,
+            forward_payload_bytes: t.link.forward_payload,
+            return_payload_bytes: t.link.return_payload,
+        },
         by_action: ActionCounters {
-            accelerate: split("accelerate"),
+            accelerate: usage(t.by_action.get("accelerate")),
             cache: CacheCounters {
-                split: split("cache"),
+                split: usage(t.by_action.get("cache")),
                 requests: c.requests,
                 hits: c.hits,
                 misses: c.misses,
@@ -355,8 +413,15 @@ pub fn counters_report(shared: &Shared) -> Counters {
                 bytes_from_origin: c.upstream_bytes,
                 bytes_saved: c.hit_bytes,
             },
-            bypass: packets("bypass"),
+            bypass: read("bypass"),
         },
+        by_class: t
+            .by_class
+            .iter()
+            .map(|(k, u)| (k.clone(), usage(Some(u))))
+            .collect(),
+        by_site,
+        bypass_rules,
         cc_fallback: t.cc_fallback,
         closed_dropped: t.closed_dropped,
         peer: PeerCounters {
@@ -364,7 +429,7 @@ pub fn counters_report(shared: &Shared) -> Counters {
             fallbacks: t.peer_fallbacks,
             refused: t.peer_refused,
         },
-        quic_rejected: packets("quic_rejected"),
+        quic_rejected: read("quic_rejected"),
     }
 }
 

@@ -1,11 +1,12 @@
 //! One split flow's record: its two sockets, the relay state of each direction, its class and
 //! path, and what its telemetry reports.
 use super::config::Action;
+use super::meter::{Crossed, LegMeter};
 use super::peer::handover::Handover;
 use super::session::Direction;
 use super::sys;
 pub use super::telemetry::FlowPath as Path;
-use super::telemetry::{parse_tcp_info, Flow, FlowState, LegSide, Legs, TcpInfo};
+use super::telemetry::{parse_tcp_info, Flow, FlowState, LegSide, Legs, Relay, TcpInfo};
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::time::Instant;
@@ -39,10 +40,18 @@ pub struct Session {
     pub sat_is_client: bool,
     pub cc: [String; 2],
     pub info: [TcpInfo; 2],
+    /// Relay bytes already reported to the master.
     pub sampled_bytes: (u64, u64),
     pub sampled_at: Instant,
-    pub rates: (f64, f64),
+    /// What each socket had delivered at the last sample (docs/splitter.md, *Rates*).
+    pub meters: [LegMeter; 2],
+    /// Each socket's family (a peer connection's may differ from the flow's).
+    pub leg_v6: [bool; 2],
     pub regs: [Reg; 2],
+    /// The remote site of the client (`sites`).
+    pub site: String,
+    /// The DSCP the re-originated leg carries (None: unknown, left at the default).
+    pub dscp: Option<u8>,
     /// Which way the flow crossed the satellite.
     pub path: Path,
     /// Terminal, peer path: until the hub's status (and the replay buffer for a fallback).
@@ -89,8 +98,8 @@ impl Session {
             end_reason: ended.map(|e| e.0.to_string()),
             bytes_up: self.up.bytes,
             bytes_down: self.down.bytes,
-            rate_up_bps: self.rates.0,
-            rate_down_bps: self.rates.1,
+            rate_up_bps: self.sat_up_down(self.info_rates()).0,
+            rate_down_bps: self.sat_up_down(self.info_rates()).1,
             legs: Legs {
                 client: self.info[0].clone(),
                 server: self.info[1].clone(),
@@ -101,7 +110,35 @@ impl Session {
                 },
             },
             path: self.path,
+            relay: Relay::Splitter,
+            site: self.site.clone(),
+            dscp: self.dscp,
+            cache: None,
         }
+    }
+
+    fn sat_side(&self) -> usize {
+        if self.sat_is_client {
+            CLIENT as usize
+        } else {
+            SERVER as usize
+        }
+    }
+
+    /// The satellite socket's (sent, received) figure as (toward the server, toward the
+    /// client): the client-facing socket sends toward the client, the server-facing one toward
+    /// the server.
+    pub fn sat_up_down<T>(&self, (tx, rx): (T, T)) -> (T, T) {
+        if self.sat_is_client {
+            (rx, tx)
+        } else {
+            (tx, rx)
+        }
+    }
+
+    fn info_rates(&self) -> (f64, f64) {
+        let i = &self.info[self.sat_side()];
+        (i.tx_bps, i.rx_bps)
     }
 
     /// Both legs' TCP_INFO now: a new flow shows its congestion control and RTT at once, not
@@ -114,16 +151,39 @@ impl Session {
         }
     }
 
-    pub fn sample(&mut self) {
-        self.read_info();
+    /// Reads both sockets' TCP_INFO; returns what crossed the satellite-facing socket since the
+    /// last sample. Only the kernel's delivered and received bytes count, never the relay's.
+    pub fn sample(&mut self) -> Crossed {
         let dt = self.sampled_at.elapsed().as_secs_f64();
-        if dt > 0.0 {
-            self.rates = (
-                (self.up.bytes - self.sampled_bytes.0) as f64 * 8.0 / dt,
-                (self.down.bytes - self.sampled_bytes.1) as f64 * 8.0 / dt,
-            );
+        let mut sat = Crossed::default();
+        for side in [CLIENT as usize, SERVER as usize] {
+            if let Some(raw) = sys::tcp_info_raw(self.fd(side as u64)) {
+                self.info[side] = parse_tcp_info(&raw, &self.cc[side]);
+                let c = self.meters[side].sample(&mut self.info[side], self.leg_v6[side], dt);
+                if side == self.sat_side() {
+                    sat = c;
+                }
+            }
         }
-        self.sampled_bytes = (self.up.bytes, self.down.bytes);
         self.sampled_at = Instant::now();
+        sat
+    }
+
+    /// The server-side socket is about to be replaced (a peer connection lost before the hub's
+    /// status): what it carried since the last sample, then its meter starts over for the new one.
+    pub fn retire_server_leg(&mut self, new_v6: bool) -> Crossed {
+        let side = SERVER as usize;
+        let mut c = Crossed::default();
+        if let Some(raw) = sys::tcp_info_raw(self.fd(SERVER)) {
+            let mut info = parse_tcp_info(&raw, &self.cc[side]);
+            c = self.meters[side].sample(&mut info, self.leg_v6[side], 0.0);
+        }
+        self.meters[side].restart();
+        self.leg_v6[side] = new_v6;
+        if self.sat_side() == side {
+            c
+        } else {
+            Crossed::default()
+        }
     }
 }

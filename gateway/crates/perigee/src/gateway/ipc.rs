@@ -1,5 +1,6 @@
 //! Messages between the master and its workers (JSON lines over a socketpair).
 use super::config::GatewayConfig;
+use super::meter::LinkBytes;
 use super::telemetry::Flow;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -67,14 +68,34 @@ pub struct Deltas {
     pub peer_fallbacks: u64,
     #[serde(default)]
     pub peer_refused: u64,
-    pub by_action: BTreeMap<String, ActionDeltas>,
+    pub by_action: BTreeMap<String, Usage>,
+    /// What crossed the satellite, both directions (docs/splitter.md, *Rates*).
+    #[serde(default)]
+    pub link: LinkBytes,
+    #[serde(default)]
+    pub by_class: BTreeMap<String, Usage>,
+    #[serde(default)]
+    pub by_site: BTreeMap<String, Usage>,
 }
 
-#[derive(Debug, Default, Serialize, Deserialize)]
-pub struct ActionDeltas {
+/// One category's share (an action, a class, a site): satellite-leg payload toward the server
+/// (`up`) and toward the client (`down`), flows started, satellite segments retransmitted.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
     pub bytes_up: u64,
     pub bytes_down: u64,
     pub flows: u64,
+    #[serde(default)]
+    pub retrans_segments: u64,
+}
+
+impl Usage {
+    pub fn add(&mut self, o: &Usage) {
+        self.bytes_up += o.bytes_up;
+        self.bytes_down += o.bytes_down;
+        self.flows += o.flows;
+        self.retrans_segments += o.retrans_segments;
+    }
 }
 
 #[cfg(test)]
@@ -96,10 +117,11 @@ mod tests {
         r.deltas.flows = 5;
         r.deltas.by_action.insert(
             "accelerate".into(),
-            ActionDeltas {
+            Usage {
                 bytes_up: 1,
                 bytes_down: 2,
                 flows: 5,
+                retrans_segments: 0,
             },
         );
         let line = serde_json::to_string(&r).unwrap();

@@ -2,8 +2,9 @@
 //! processes, aggregates their reports (counters, closed flows), switches new flows to
 //! "routed unsplit" above `max_flows`, and serves the control socket and metrics.
 use super::apply::{self, AppliedState};
+use super::cache_flows::{self, CacheFlows};
 use super::config::{self, GatewayConfig};
-use super::state::{ConfigFailure, Shared, Totals, WorkerSlot};
+use super::state::{merge, ConfigFailure, Shared, Totals, WorkerSlot, CLOSED_RING};
 use super::{control, ipc, log, metrics, sys};
 use perigee_dns::{ResolverHealth, UnboundManager};
 use perigee_netsys::signals::TermSignals;
@@ -22,11 +23,16 @@ use std::time::{Duration, Instant};
 const CACHE_WATCH_EVERY: Duration = Duration::from_secs(2);
 /// Squid's access.log is rotated beyond this size.
 const SQUID_LOG_MAX_BYTES: u64 = 64 << 20;
+/// How often Squid's storage figures are asked for (a cache manager request each).
+const STORE_INFO_EVERY: Duration = Duration::from_secs(10);
 /// How often the master checks unbound (restart if dead, counters, nft dns_up).
 const DNS_WATCH_EVERY: Duration = Duration::from_secs(2);
 /// Pause between two rounds of the upstream resolver probe (a round takes at most
 /// dns.probe_timeout_ms).
 const PROBE_EVERY: Duration = Duration::from_secs(1);
+/// How often Squid's connections are read from the kernel (a satellite-facing connection lives
+/// at least a round trip, so it is seen at least once before it closes).
+const CACHE_FLOWS_EVERY: Duration = Duration::from_millis(500);
 
 /// Whether the resolver must be probed: Squid needs it, or the operator runs one.
 fn probe_wanted(cfg: &GatewayConfig) -> bool {
@@ -97,6 +103,7 @@ fn watch_dns(shared: Arc<Shared>) {
         let enabled = shared.config.lock().unwrap().dns.enabled;
         let mut mgr = shared.dns.lock().unwrap();
         mgr.refresh_counters();
+        *shared.dns_totals.lock().unwrap() = mgr.totals();
         if !enabled
             || shared.shutting_down.load(Ordering::Relaxed)
             || !shared.configured.load(Ordering::Relaxed)
@@ -123,6 +130,53 @@ fn watch_dns(shared: Arc<Shared>) {
             Err(e) => {
                 log::error("unbound does not start", json!({"error": e.to_string()}));
                 shared.set_dns_up(false, Some(format!("{}: {}", e.code, e.message)));
+            }
+        }
+    }
+}
+
+/// Reads Squid's connections from the kernel every CACHE_FLOWS_EVERY: live cache flows for
+/// /v1/flows, closed ones into the ring, what they carried over the satellite into the totals.
+fn watch_cache_flows(shared: Arc<Shared>, feed: perigee_squid::RecordFeed) {
+    let mut tracker = CacheFlows::default();
+    let mut pgid = None;
+    loop {
+        // On the same boundaries as the workers' ticks.
+        std::thread::sleep(sys::until_next_boundary(CACHE_FLOWS_EVERY));
+        if shared.shutting_down.load(Ordering::Relaxed) {
+            return;
+        }
+        let cfg = shared.config.lock().unwrap().clone();
+        // The manager is busy during an apply: keep the process group last seen meanwhile.
+        if let Ok(mgr) = shared.squid.try_lock() {
+            pgid = mgr.process_group();
+        }
+        let running = cfg.cache.enabled && shared.configured.load(Ordering::Relaxed);
+        let view = cache_flows::View::of(&cfg);
+        let step = tracker.step(&view, pgid.filter(|_| running), feed.take());
+        *shared.cache_flows_problem.lock().unwrap() = tracker.problem.clone();
+        *shared.cache_live.lock().unwrap() = tracker.live(&view);
+        {
+            let mut t = shared.totals.lock().unwrap();
+            t.link.merge(&step.link);
+            t.by_action
+                .entry("cache".into())
+                .or_default()
+                .add(&step.cache);
+            merge(&mut t.by_class, &step.by_class);
+            merge(&mut t.by_site, &step.by_site);
+            for (site, b) in &step.saved_by_site {
+                *t.cache_saved_by_site.entry(site.clone()).or_default() += b;
+            }
+        }
+        if !step.closed.is_empty() {
+            let mut ring = shared.closed.lock().unwrap();
+            for f in step.closed {
+                if ring.len() >= CLOSED_RING {
+                    ring.pop_front();
+                    shared.totals.lock().unwrap().closed_dropped += 1;
+                }
+                ring.push_back(f);
             }
         }
     }
@@ -251,6 +305,7 @@ fn watch_overflow(shared: Arc<Shared>) {
 /// Keeps Squid serving: restarts it when it died (withdrawing port 80 to the splitter
 /// meanwhile and while it stays down), rotates its logs, refreshes the counters.
 fn watch_cache(shared: Arc<Shared>) {
+    let mut store_read: Option<Instant> = None;
     loop {
         std::thread::sleep(CACHE_WATCH_EVERY);
         if shared.shutting_down.load(Ordering::Relaxed) {
@@ -261,6 +316,10 @@ fn watch_cache(shared: Arc<Shared>) {
         let enabled = shared.config.lock().unwrap().cache.enabled;
         let mut mgr = shared.squid.lock().unwrap();
         *shared.cache_counters.lock().unwrap() = mgr.counters();
+        if store_read.is_none_or(|t| t.elapsed() >= STORE_INFO_EVERY) {
+            *shared.cache_store.lock().unwrap() = mgr.store_info().ok();
+            store_read = Some(Instant::now());
+        }
         // Shutdown stops Squid under these locks: never bring it back afterwards. Nor start
         // it for a config that never got installed.
         if !enabled
@@ -369,6 +428,11 @@ pub fn run(args: RunArgs) -> i32 {
         configured: AtomicBool::new(false),
         apply_problem: Mutex::new(None),
         hybla_load_problem: Mutex::new(None),
+        cache_live: Mutex::new(Vec::new()),
+        cache_flows_problem: Mutex::new(None),
+        applied_at: Mutex::new(None),
+        dns_totals: Mutex::new(perigee_dns::Totals::default()),
+        cache_store: Mutex::new(None),
     });
     // What a clean stop undoes: this namespace's Hybla entry, or the kernel tcp_hybla's rtt0.
     let hybla_before = apply::hybla_snapshot(&apply::SystemHybla);
@@ -424,6 +488,11 @@ pub fn run(args: RunArgs) -> i32 {
     {
         let s = shared.clone();
         std::thread::spawn(move || watch_resolver(s));
+    }
+    {
+        let s = shared.clone();
+        let feed = s.squid.lock().unwrap().record_feed();
+        std::thread::spawn(move || watch_cache_flows(s, feed));
     }
     if let Some(addr) = args.metrics.clone() {
         let s = shared.clone();

@@ -1,115 +1,585 @@
-//! Prometheus text exposition on a local TCP port (default 127.0.0.1:9464).
+//! Prometheus text exposition on a local TCP port (default 127.0.0.1:9464, `--metrics` or
+//! PERIGEE_METRICS). Names and units follow the Prometheus conventions: `_total` counters,
+//! `_bytes`/`_seconds`/`_bits_per_second` units, `_info` metrics for labels with value 1.
+//! Every metric is listed in docs/operations.md, *Metrics*.
 use super::state::Shared;
-use super::{control, http, log};
-use serde_json::json;
+use super::{control, http, log, procstat};
+use serde_json::{json, Value};
 use std::fmt::Write;
 use std::net::TcpListener;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+/// Label values come from names the config validates ([A-Za-z0-9_.:-]); escaped anyway.
+fn escape(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+/// `{a="x",b="y"}` (empty for no labels).
+fn labels(pairs: &[(&str, &str)]) -> String {
+    if pairs.is_empty() {
+        return String::new();
+    }
+    let inner: Vec<String> = pairs
+        .iter()
+        .map(|(k, v)| format!("{k}=\"{}\"", escape(v)))
+        .collect();
+    format!("{{{}}}", inner.join(","))
+}
+
+/// The exposition text, one family at a time.
+#[derive(Default)]
+struct Exposition {
+    text: String,
+}
+
+impl Exposition {
+    fn family(&mut self, name: &str, kind: &str, help: &str, samples: Vec<(String, f64)>) {
+        let _ = writeln!(self.text, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        for (l, v) in samples {
+            if v.fract() == 0.0 && v.abs() < 1e15 {
+                let _ = writeln!(self.text, "{name}{l} {}", v as i64);
+            } else {
+                let _ = writeln!(self.text, "{name}{l} {v}");
+            }
+        }
+    }
+
+    fn one(&mut self, name: &str, kind: &str, help: &str, v: f64) {
+        self.family(name, kind, help, vec![(String::new(), v)]);
+    }
+}
+
+fn n(v: &Value) -> f64 {
+    v.as_f64().unwrap_or(0.0)
+}
+
+fn b(v: bool) -> f64 {
+    if v {
+        1.0
+    } else {
+        0.0
+    }
+}
+
+/// Per-category usage maps of /v1/counters (`by_action`, `by_class`, `by_site`) as labelled
+/// bytes (both directions) and flows.
+fn usage_families(e: &mut Exposition, c: &Value, what: &str, label: &str, keys: &[String]) {
+    let map = &c[format!("by_{what}")];
+    let mut bytes = Vec::new();
+    let mut flows = Vec::new();
+    for k in keys {
+        let u = &map[k.as_str()];
+        for dir in ["up", "down"] {
+            bytes.push((
+                labels(&[(label, k), ("direction", dir)]),
+                n(&u[format!("bytes_{dir}")]),
+            ));
+        }
+        flows.push((labels(&[(label, k)]), n(&u["flows"])));
+    }
+    e.family(
+        &format!("perigee_{what}_bytes_total"),
+        "counter",
+        &format!("Payload bytes per {label} that crossed the satellite leg (up: toward the server, down: toward the client)."),
+        bytes,
+    );
+    e.family(
+        &format!("perigee_{what}_flows_total"),
+        "counter",
+        &format!(
+            "Intercepted connections per {label} (split flows and the cache's client connections)."
+        ),
+        flows,
+    );
+}
+
+fn keys_of(v: &Value) -> Vec<String> {
+    v.as_object()
+        .map(|m| m.keys().cloned().collect())
+        .unwrap_or_default()
+}
+
 pub fn render(shared: &Shared) -> String {
     let c = control::counters(shared);
-    let g = |k: &str| c[k].as_u64().unwrap_or(0);
-    let mut t = String::new();
-    let mut metric = |name: &str, kind: &str, help: &str, lines: Vec<(String, u64)>| {
-        let _ = writeln!(t, "# HELP {name} {help}\n# TYPE {name} {kind}");
-        for (labels, v) in lines {
-            let _ = writeln!(t, "{name}{labels} {v}");
-        }
-    };
-    metric(
+    let cfg = shared.config.lock().unwrap().clone();
+    let problems = control::problems(shared);
+    let mut e = Exposition::default();
+
+    e.family(
+        "perigee_build_info",
+        "gauge",
+        "Version of the running gateway (value 1).",
+        vec![(labels(&[("version", control::VERSION)]), 1.0)],
+    );
+    let configured = shared.configured.load(Ordering::Relaxed);
+    let revision = cfg.revision.clone();
+    e.family(
+        "perigee_config_info",
+        "gauge",
+        "The config in force: its revision and role (value 1; absent while none is installed).",
+        if configured {
+            vec![(
+                labels(&[("revision", &revision), ("role", role_name(&cfg))]),
+                1.0,
+            )]
+        } else {
+            Vec::new()
+        },
+    );
+    e.one(
+        "perigee_config_applied_timestamp_seconds",
+        "gauge",
+        "When the config in force was applied (unix time; 0 = none installed).",
+        shared.applied_at.lock().unwrap().unwrap_or(0.0),
+    );
+    e.one(
+        "perigee_degraded",
+        "gauge",
+        "1 while /v1/health says degraded (see perigee_health_problems).",
+        b(!problems.is_empty()),
+    );
+    e.one(
+        "perigee_health_problems",
+        "gauge",
+        "Problems /v1/health lists now.",
+        problems.len() as f64,
+    );
+    e.one(
+        "perigee_fail_open",
+        "gauge",
+        "1 while new connections pass unsplit (no worker listening, or max_flows reached).",
+        b(control::fail_open(shared)),
+    );
+    let hybla = perigee_hybla::status();
+    e.one(
+        "perigee_hybla_loaded",
+        "gauge",
+        "1 while the congestion control hybla is registered in the kernel.",
+        b(hybla.loaded),
+    );
+    let kind = serde_json::to_value(hybla.implementation)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default();
+    e.family(
+        "perigee_hybla_info",
+        "gauge",
+        "Which Hybla runs: implementation kernel (tcp_hybla), bpf (Perigee's struct_ops) or none (value 1).",
+        vec![(labels(&[("implementation", &kind)]), 1.0)],
+    );
+
+    let live = shared.live();
+    let cache_live = shared.cache_live.lock().unwrap().len() as u64;
+    e.family(
         "perigee_flows_live",
         "gauge",
-        "Split flows open now.",
-        vec![(String::new(), g("flows_live"))],
+        "Intercepted connections open now, by who terminates them (splitter or squid).",
+        vec![
+            (labels(&[("relay", "splitter")]), live as f64),
+            (labels(&[("relay", "squid")]), cache_live as f64),
+        ],
     );
-    metric(
+    e.one(
         "perigee_flows_total",
         "counter",
         "Split flows accepted.",
-        vec![(String::new(), g("flows_total"))],
+        n(&c["flows_total"]),
     );
-    metric(
+    e.one(
         "perigee_flows_failed_connect_total",
         "counter",
         "Flows whose server connect failed.",
-        vec![(String::new(), g("flows_failed_connect"))],
+        n(&c["flows_failed_connect"]),
     );
-    metric(
+    e.one(
         "perigee_flows_unsplit_overflow_total",
         "counter",
         "SYNs routed unsplit above max_flows.",
-        vec![(String::new(), g("flows_unsplit_overflow"))],
+        n(&c["flows_unsplit_overflow"]),
     );
-    metric(
-        "perigee_bytes_total",
+    e.one(
+        "perigee_closed_flows_dropped_total",
         "counter",
-        "Bytes relayed by the splitter.",
+        "Closed-flow records dropped because nobody collected them (ring full).",
+        n(&c["closed_dropped"]),
+    );
+    e.family(
+        "perigee_relay_bytes_total",
+        "counter",
+        "Bytes the splitter's relay moved between its sockets (up: client to server).",
         vec![
-            ("{direction=\"up\"}".into(), g("bytes_up")),
-            ("{direction=\"down\"}".into(), g("bytes_down")),
+            (labels(&[("direction", "up")]), n(&c["bytes_up"])),
+            (labels(&[("direction", "down")]), n(&c["bytes_down"])),
         ],
     );
-    metric(
-        "perigee_cc_fallback_total",
+
+    let link = &c["link"];
+    e.family(
+        "perigee_link_bytes_total",
         "counter",
-        "Satellite sockets left on the system default congestion control.",
-        vec![(String::new(), g("cc_fallback"))],
+        "Bytes that crossed the satellite interface for intercepted connections, headers included (forward: hub to terminal).",
+        vec![
+            (labels(&[("direction", "forward")]), n(&link["forward_bytes"])),
+            (labels(&[("direction", "return")]), n(&link["return_bytes"])),
+        ],
     );
-    metric(
+    e.family(
+        "perigee_link_payload_bytes_total",
+        "counter",
+        "TCP payload that crossed the satellite for intercepted connections (delivered, not written).",
+        vec![
+            (labels(&[("direction", "forward")]), n(&link["forward_payload_bytes"])),
+            (labels(&[("direction", "return")]), n(&link["return_payload_bytes"])),
+        ],
+    );
+    e.family(
+        "perigee_link_capacity_bits_per_second",
+        "gauge",
+        "The link's configured rate (satellite.forward_rate_bps / return_rate_bps; 0 = not configured).",
+        vec![
+            (
+                labels(&[("direction", "forward")]),
+                cfg.satellite.forward_rate_bps as f64,
+            ),
+            (
+                labels(&[("direction", "return")]),
+                cfg.satellite.return_rate_bps as f64,
+            ),
+        ],
+    );
+
+    usage_families(
+        &mut e,
+        &c,
+        "action",
+        "action",
+        &["accelerate".to_string(), "cache".to_string()],
+    );
+    usage_families(&mut e, &c, "class", "class", &keys_of(&c["by_class"]));
+    let sites = keys_of(&c["by_site"]);
+    usage_families(&mut e, &c, "site", "site", &sites);
+    e.family(
+        "perigee_site_retransmitted_segments_total",
+        "counter",
+        "Segments retransmitted on the satellite leg, per site.",
+        sites
+            .iter()
+            .map(|s| {
+                (
+                    labels(&[("site", s)]),
+                    n(&c["by_site"][s]["retrans_segments"]),
+                )
+            })
+            .collect(),
+    );
+    e.family(
+        "perigee_site_cache_saved_bytes_total",
+        "counter",
+        "Bytes the cache served to a site's clients without fetching them over the satellite.",
+        sites
+            .iter()
+            .map(|s| {
+                (
+                    labels(&[("site", s)]),
+                    n(&c["by_site"][s]["cache_saved_bytes"]),
+                )
+            })
+            .collect(),
+    );
+    let rules = c["bypass_rules"].as_array().cloned().unwrap_or_default();
+    let rule_samples = |field: &str| -> Vec<(String, f64)> {
+        rules
+            .iter()
+            .map(|r| {
+                (
+                    labels(&[
+                        ("rule", r["name"].as_str().unwrap_or("")),
+                        ("kind", r["kind"].as_str().unwrap_or("")),
+                    ]),
+                    n(&r[field]),
+                )
+            })
+            .collect()
+    };
+    e.family(
         "perigee_bypass_packets_total",
         "counter",
-        "Packets matched by bypass rules.",
-        vec![(
-            String::new(),
-            c["by_action"]["bypass"]["packets"].as_u64().unwrap_or(0),
-        )],
+        "Packets accepted untouched, per bypass rule (kind bypass: a bypass entry; class: a bypass class, LAN side).",
+        rule_samples("packets"),
     );
-    let peer = |k: &str| c["peer"][k].as_u64().unwrap_or(0);
-    metric(
+    e.family(
+        "perigee_bypass_bytes_total",
+        "counter",
+        "Bytes accepted untouched, per bypass rule.",
+        rule_samples("bytes"),
+    );
+
+    render_cache(&mut e, shared, &c, &cfg);
+    render_dns(&mut e, shared, &cfg);
+
+    let peer = &c["peer"];
+    e.family(
         "perigee_peer_flows_total",
         "counter",
         "Flows by way of the peer path, by outcome (fallback: lost the peer connection before the hub's status and went direct).",
         vec![
-            ("{outcome=\"started\"}".into(), peer("flows")),
-            ("{outcome=\"fallback\"}".into(), peer("fallbacks")),
+            (labels(&[("outcome", "started")]), n(&peer["flows"])),
+            (labels(&[("outcome", "fallback")]), n(&peer["fallbacks"])),
         ],
     );
-    metric(
+    e.one(
         "perigee_peer_refused_total",
         "counter",
         "Peer connections the hub refused (not allowed, failed authentication, garbage, too slow).",
-        vec![(String::new(), peer("refused"))],
+        n(&peer["refused"]),
     );
-    metric(
+    e.one(
         "perigee_quic_rejected_packets_total",
         "counter",
         "QUIC packets answered with port-unreachable (quic: fallback).",
-        vec![(
-            String::new(),
-            c["quic_rejected"]["packets"].as_u64().unwrap_or(0),
-        )],
+        n(&c["quic_rejected"]["packets"]),
+    );
+    e.one(
+        "perigee_cc_fallback_total",
+        "counter",
+        "Satellite sockets left on the system default congestion control.",
+        n(&c["cc_fallback"]),
+    );
+
+    render_processes(&mut e, shared);
+    e.one(
+        "perigee_uptime_seconds",
+        "gauge",
+        "Seconds since the daemon started.",
+        shared.started.elapsed().as_secs() as f64,
+    );
+    e.text
+}
+
+fn role_name(cfg: &super::config::GatewayConfig) -> &'static str {
+    match cfg.role {
+        super::config::Role::Hub => "hub",
+        super::config::Role::Terminal => "terminal",
+    }
+}
+
+fn render_cache(
+    e: &mut Exposition,
+    shared: &Shared,
+    c: &Value,
+    cfg: &super::config::GatewayConfig,
+) {
+    let cache = &c["by_action"]["cache"];
+    e.one(
+        "perigee_cache_enabled",
+        "gauge",
+        "1 when the config in force has the cache on.",
+        b(cfg.cache.enabled),
+    );
+    e.one(
+        "perigee_cache_serving",
+        "gauge",
+        "1 while port 80 goes to Squid (running, its resolver answering).",
+        b(shared.cache_up.load(Ordering::Relaxed)),
+    );
+    e.family(
+        "perigee_cache_requests_total",
+        "counter",
+        "Requests Squid answered, by outcome (hit: no origin fetch across the satellite).",
+        [("hit", "hits"), ("miss", "misses"), ("denied", "denied")]
+            .iter()
+            .map(|(outcome, field)| (labels(&[("outcome", outcome)]), n(&cache[*field])))
+            .collect(),
+    );
+    e.one(
+        "perigee_cache_saved_bytes_total",
+        "counter",
+        "Bytes served from the cache: what did not cross the satellite.",
+        n(&cache["bytes_saved"]),
+    );
+    e.one(
+        "perigee_cache_client_bytes_total",
+        "counter",
+        "Bytes Squid sent to clients.",
+        n(&cache["bytes"]),
+    );
+    e.one(
+        "perigee_cache_origin_bytes_total",
+        "counter",
+        "Body bytes Squid fetched from origins.",
+        n(&cache["bytes_from_origin"]),
+    );
+    let store = shared
+        .cache_store
+        .lock()
+        .unwrap()
+        .clone()
+        .unwrap_or_default();
+    let mb = |v: u32| f64::from(v) * 1024.0 * 1024.0;
+    let mut used = Vec::new();
+    let mut capacity = Vec::new();
+    if let Some(d) = store.disk_used_bytes {
+        used.push((labels(&[("store", "disk")]), d as f64));
+    }
+    if let Some(m) = store.memory_used_bytes {
+        used.push((labels(&[("store", "memory")]), m as f64));
+    }
+    if cfg.cache.enabled {
+        capacity.push((labels(&[("store", "disk")]), mb(cfg.cache.disk_mb)));
+        capacity.push((labels(&[("store", "memory")]), mb(cfg.cache.memory_mb)));
+    }
+    e.family(
+        "perigee_cache_store_used_bytes",
+        "gauge",
+        "Squid's store in use (cache manager info; absent while Squid does not answer).",
+        used,
+    );
+    e.family(
+        "perigee_cache_store_capacity_bytes",
+        "gauge",
+        "Squid's store size from the config (cache.disk_mb, cache.memory_mb).",
+        capacity,
+    );
+    e.family(
+        "perigee_cache_objects",
+        "gauge",
+        "Objects in Squid's store (StoreEntries).",
+        store
+            .store_entries
+            .map(|v| vec![(String::new(), v as f64)])
+            .unwrap_or_default(),
+    );
+}
+
+fn render_dns(e: &mut Exposition, shared: &Shared, cfg: &super::config::GatewayConfig) {
+    let t = *shared.dns_totals.lock().unwrap();
+    e.one(
+        "perigee_dns_enabled",
+        "gauge",
+        "1 when the config in force runs the caching resolver.",
+        b(cfg.dns.enabled),
+    );
+    e.one(
+        "perigee_dns_serving",
+        "gauge",
+        "1 while port 53 from the served subnets goes to the resolver.",
+        b(shared.dns_up.load(Ordering::Relaxed)),
+    );
+    e.one(
+        "perigee_dns_upstream_healthy",
+        "gauge",
+        "1 while the upstream resolver answers the probe.",
+        b(shared.resolver.lock().unwrap().healthy),
+    );
+    e.family(
+        "perigee_dns_queries_total",
+        "counter",
+        "Queries the resolver answered, by where from (cache or upstream).",
+        vec![
+            (labels(&[("answer", "cache")]), t.cache_hits as f64),
+            (labels(&[("answer", "upstream")]), t.cache_misses as f64),
+        ],
+    );
+    e.one(
+        "perigee_dns_stale_answers_total",
+        "counter",
+        "Answers served from expired records (RFC 8767), part of the cache answers.",
+        t.expired as f64,
+    );
+    e.one(
+        "perigee_dns_prefetches_total",
+        "counter",
+        "Records refreshed before they expired.",
+        t.prefetches as f64,
+    );
+    e.one(
+        "perigee_dns_servfail_answers_total",
+        "counter",
+        "SERVFAIL answers.",
+        t.servfail as f64,
+    );
+    e.one(
+        "perigee_dns_upstream_wait_seconds_total",
+        "counter",
+        "Time misses waited for the upstream, summed (divide by the upstream answers for the mean).",
+        t.recursion_time_s,
+    );
+}
+
+fn render_processes(e: &mut Exposition, shared: &Shared) {
+    let mut procs: Vec<(String, String, i32)> =
+        vec![("master".into(), String::new(), std::process::id() as i32)];
+    for (i, w) in shared.workers.iter().enumerate() {
+        let pid = w.pid.load(Ordering::Relaxed);
+        if w.alive.load(Ordering::Relaxed) && pid > 0 {
+            procs.push(("worker".into(), i.to_string(), pid));
+        }
+    }
+    let mut fds = Vec::new();
+    let mut max = Vec::new();
+    let mut rss = Vec::new();
+    for (kind, index, pid) in procs {
+        let Some(s) = procstat::of(pid) else { continue };
+        let l = if index.is_empty() {
+            labels(&[("process", &kind)])
+        } else {
+            labels(&[("process", &kind), ("worker", &index)])
+        };
+        fds.push((l.clone(), s.open_fds as f64));
+        max.push((l.clone(), s.max_fds as f64));
+        rss.push((l, s.resident_bytes as f64));
+    }
+    e.family(
+        "perigee_process_open_fds",
+        "gauge",
+        "Open file descriptors of the master and each worker.",
+        fds,
+    );
+    e.family(
+        "perigee_process_max_fds",
+        "gauge",
+        "Their open-files limit (RLIMIT_NOFILE, soft).",
+        max,
+    );
+    e.family(
+        "perigee_process_resident_memory_bytes",
+        "gauge",
+        "Resident memory of the master and each worker.",
+        rss,
     );
     let alive = shared
         .workers
         .iter()
         .filter(|w| w.alive.load(Ordering::Relaxed))
-        .count() as u64;
-    metric(
+        .count();
+    e.one(
         "perigee_workers_alive",
         "gauge",
         "Worker processes running.",
-        vec![(String::new(), alive)],
+        alive as f64,
     );
-    metric(
-        "perigee_uptime_seconds",
-        "gauge",
-        "Seconds since start.",
-        vec![(String::new(), shared.started.elapsed().as_secs())],
+    e.family(
+        "perigee_worker_restarts_total",
+        "counter",
+        "Times a worker was restarted after it died.",
+        shared
+            .workers
+            .iter()
+            .enumerate()
+            .map(|(i, w)| {
+                (
+                    labels(&[("worker", &i.to_string())]),
+                    w.restarts.load(Ordering::Relaxed) as f64,
+                )
+            })
+            .collect(),
     );
-    t
 }
 
+/// Serves the exposition; a bad address is logged and metrics stay off (the daemon runs on).
 pub fn serve(shared: Arc<Shared>, addr: &str) {
     let l = match TcpListener::bind(addr) {
         Ok(l) => l,
@@ -121,6 +591,7 @@ pub fn serve(shared: Arc<Shared>, addr: &str) {
             return;
         }
     };
+    log::info("metrics listening", json!({"addr": addr}));
     for conn in l.incoming().flatten() {
         let _ = conn.set_read_timeout(Some(std::time::Duration::from_secs(5)));
         if http::read_request(&conn).is_ok() {
@@ -131,5 +602,27 @@ pub fn serve(shared: Arc<Shared>, addr: &str) {
                 render(&shared).as_bytes(),
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_are_escaped_and_numbers_plain() {
+        assert_eq!(labels(&[]), "");
+        assert_eq!(labels(&[("a", "x\"y")]), "{a=\"x\\\"y\"}");
+        let mut e = Exposition::default();
+        e.family(
+            "m_total",
+            "counter",
+            "h.",
+            vec![(labels(&[("k", "v")]), 3.0), (String::new(), 0.25)],
+        );
+        assert_eq!(
+            e.text,
+            "# HELP m_total h.\n# TYPE m_total counter\nm_total{k=\"v\"} 3\nm_total 0.25\n"
+        );
     }
 }

@@ -437,6 +437,15 @@ pub fn render_nft(cfg: &GatewayConfig) -> String {
     let _ = writeln!(t, "\tset {DNS_UP_SET} {{ type inet_proto; }}");
     let _ = writeln!(t, "\tcounter dns_intercepted {{}}");
     let _ = writeln!(t, "\tcounter quic_rejected {{}}");
+    // One counter per bypass entry and per bypass class, shown per rule (docs/splitter.md).
+    for i in 0..cfg.bypass.len() {
+        let _ = writeln!(t, "\tcounter {} {{}}", bypass_counter(i));
+    }
+    for (i, c) in cfg.classes.iter().enumerate() {
+        if c.action == Action::Bypass {
+            let _ = writeln!(t, "\tcounter {} {{}}", bypass_class_counter(i));
+        }
+    }
     let _ = writeln!(
         t,
         "\tset served4 {{ type ipv4_addr; flags interval;{} }}",
@@ -455,11 +464,12 @@ pub fn render_nft(cfg: &GatewayConfig) -> String {
         t,
         "\t\t# 1. bypass: evaluated before anything else, accepted untouched"
     );
-    for b in &cfg.bypass {
+    for (i, b) in cfg.bypass.iter().enumerate() {
         for rule in bypass_rules(b) {
             let _ = writeln!(
                 t,
-                "\t\t{rule} counter name bypass accept comment \"bypass {}\"",
+                "\t\t{rule} counter name bypass counter name {} accept comment \"bypass {}\"",
+                bypass_counter(i),
                 b.name
             );
         }
@@ -543,6 +553,15 @@ pub fn render_nft(cfg: &GatewayConfig) -> String {
     for f in &FAMS {
         for c in cfg.sorted_classes() {
             for rule in class_rules(cfg, c, f) {
+                let rule = match cfg.classes.iter().position(|x| x.name == c.name) {
+                    Some(i) if c.action == Action::Bypass => match rule.strip_suffix(" accept") {
+                        Some(head) => {
+                            format!("{head} counter name {} accept", bypass_class_counter(i))
+                        }
+                        None => rule,
+                    },
+                    _ => rule,
+                };
                 let _ = writeln!(t, "\t\t{rule} comment \"class {}\"", c.name);
             }
         }
@@ -632,6 +651,17 @@ fn render_quic_fallback(t: &mut String, cfg: &GatewayConfig) {
         );
     }
     let _ = writeln!(t, "\t}}");
+}
+
+/// The nft counter of bypass entry `i` (config order; names may start with a digit, which an
+/// nft identifier may not).
+pub fn bypass_counter(i: usize) -> String {
+    format!("bypass_entry_{i}")
+}
+
+/// The nft counter of class `i` (config order) when its action is bypass.
+pub fn bypass_class_counter(i: usize) -> String {
+    format!("bypass_class_{i}")
 }
 
 fn elements(list: &[Cidr]) -> String {
@@ -991,6 +1021,39 @@ mod tests {
         let r = render(&from_value(j).unwrap(), &[]);
         assert_eq!(r.shaper, None);
         assert!(r.to_json()["shaping"].is_null());
+    }
+
+    #[test]
+    fn each_bypass_rule_has_its_own_counter() {
+        let mut j = example_json();
+        j["classes"].as_array_mut().unwrap().push(
+            serde_json::json!({"name": "voip", "priority": 5, "action": "bypass",
+                "match": {"protocol": "tcp", "dports": ["5060"]}}),
+        );
+        let nft = render_nft(&from_value(j).unwrap());
+        // Six bypass entries in the example, and the class (index 1 in the config).
+        for i in 0..6 {
+            assert!(
+                nft.contains(&format!("counter {} {{}}", bypass_counter(i))),
+                "{nft}"
+            );
+            assert!(nft.contains(&format!(
+                "counter name bypass counter name {} accept",
+                bypass_counter(i)
+            )));
+        }
+        assert!(!nft.contains(&bypass_counter(6)));
+        assert!(nft.contains(&format!("counter {} {{}}", bypass_class_counter(1))));
+        let class = nft
+            .lines()
+            .find(|l| l.contains("comment \"class voip\""))
+            .unwrap();
+        assert!(
+            class.contains(&format!("counter name {} accept", bypass_class_counter(1))),
+            "{class}"
+        );
+        // The web class (accelerate) has none.
+        assert!(!nft.contains(&bypass_class_counter(0)));
     }
 
     #[test]

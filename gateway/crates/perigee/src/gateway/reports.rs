@@ -68,6 +68,45 @@ pub struct SplitCounters {
     pub bytes_up: u64,
     pub bytes_down: u64,
     pub flows: u64,
+    /// Satellite-leg segments retransmitted.
+    #[serde(default)]
+    pub retrans_segments: u64,
+}
+
+/// What crossed the satellite link, split flows and the cache's connections together
+/// (docs/splitter.md, *Rates*): payload, and the wire estimate with headers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct LinkCounters {
+    pub forward_bytes: u64,
+    pub return_bytes: u64,
+    pub forward_payload_bytes: u64,
+    pub return_payload_bytes: u64,
+}
+
+/// One site's satellite-leg usage and what the cache saved it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SiteCounters {
+    #[serde(flatten)]
+    pub usage: SplitCounters,
+    pub cache_saved_bytes: u64,
+}
+
+/// Where a bypass counter comes from: a bypass entry, or a class whose action is bypass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum BypassRuleKind {
+    Bypass,
+    Class,
+}
+
+/// The traffic one bypass rule let through untouched.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct BypassRuleCounters {
+    pub name: String,
+    pub kind: BypassRuleKind,
+    pub builtin: bool,
+    #[serde(flatten)]
+    pub counted: PacketCounters,
 }
 
 /// The `cache` action: what the splitter carried while Squid was down, and Squid's own side
@@ -114,7 +153,7 @@ pub struct PeerCounters {
 }
 
 /// GET /v1/counters: totals since the daemon started (the nft ones since the last apply).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Counters {
     pub flows_live: u64,
     pub flows_total: u64,
@@ -123,7 +162,14 @@ pub struct Counters {
     pub flows_failed_connect: u64,
     pub bytes_up: u64,
     pub bytes_down: u64,
+    pub link: LinkCounters,
     pub by_action: ActionCounters,
+    /// Satellite-leg usage per traffic class ("default" for flows no class matched).
+    pub by_class: BTreeMap<String, SplitCounters>,
+    /// Per site of the client (`sites` in the config; "other" for clients no site covers).
+    pub by_site: BTreeMap<String, SiteCounters>,
+    /// Per bypass entry and bypass class, in config order.
+    pub bypass_rules: Vec<BypassRuleCounters>,
     /// Satellite sockets left on the system default congestion control.
     pub cc_fallback: u64,
     /// Closed flows dropped because nobody collected them in time.

@@ -3,6 +3,8 @@
 //! totals of closed flows, and the apply itself (`Shared::apply_config`).
 use super::apply::{self, AppliedState, ApplyError, ServiceStep};
 use super::config::{ConfigError, GatewayConfig};
+use super::ipc::Usage;
+use super::meter::LinkBytes;
 use super::render;
 use super::telemetry::Flow;
 use super::{ipc, log, sys};
@@ -39,10 +41,29 @@ pub struct Totals {
     pub bytes_down: u64,
     pub cc_fallback: u64,
     pub closed_dropped: u64,
-    pub by_action: BTreeMap<String, (u64, u64, u64)>,
+    /// Satellite-leg payload and flows per action, class and site (docs/control-protocol.md).
+    pub by_action: BTreeMap<String, Usage>,
+    pub by_class: BTreeMap<String, Usage>,
+    pub by_site: BTreeMap<String, Usage>,
+    /// Bytes served from the cache, by the site of the client.
+    pub cache_saved_by_site: BTreeMap<String, u64>,
+    /// What crossed the satellite, split flows and the cache's connections together.
+    pub link: LinkBytes,
     pub peer_flows: u64,
     pub peer_fallbacks: u64,
     pub peer_refused: u64,
+}
+
+/// Adds `from`'s usage into `into`, key by key.
+pub fn merge(into: &mut BTreeMap<String, Usage>, from: &BTreeMap<String, Usage>) {
+    for (k, u) in from {
+        match into.get_mut(k) {
+            Some(v) => v.add(u),
+            None => {
+                into.insert(k.clone(), *u);
+            }
+        }
+    }
 }
 
 pub struct Shared {
@@ -86,6 +107,16 @@ pub struct Shared {
     pub apply_problem: Mutex<Option<String>>,
     /// Why loading Hybla at startup failed, for /v1/health (shown while hybla is missing).
     pub hybla_load_problem: Mutex<Option<String>>,
+    /// Squid's connections open now, as flows (docs/cache.md, *Live connections*).
+    pub cache_live: Mutex<Vec<Flow>>,
+    /// Why Squid's connections cannot be read, for /v1/health.
+    pub cache_flows_problem: Mutex<Option<String>>,
+    /// When the config in force was applied (unix seconds).
+    pub applied_at: Mutex<Option<f64>>,
+    /// The resolver's counters as last read (metrics read them without its manager's lock).
+    pub dns_totals: Mutex<perigee_dns::Totals>,
+    /// Squid's storage figures as last read (every STORE_INFO_EVERY).
+    pub cache_store: Mutex<Option<perigee_squid::admin::StoreInfo>>,
 }
 
 /// The `dns` step of an apply: the new resolver policy, and the previous one to go back to.
@@ -269,6 +300,7 @@ impl Shared {
         self.refresh_cache_gate(&in_force, squid_running, true);
         *applied = result.map_err(ConfigFailure::Apply)?;
         *self.config.lock().unwrap() = cfg.clone();
+        *self.applied_at.lock().unwrap() = Some(sys::now_f64());
         *self.apply_problem.lock().unwrap() = None;
         self.configured.store(true, Ordering::Relaxed);
         self.broadcast(&ipc::ToWorker::Config {
@@ -377,6 +409,7 @@ impl Shared {
             }
         }
         self.pending.lock().unwrap().remove(&id);
+        out.extend(self.cache_live.lock().unwrap().iter().cloned());
         out.sort_by_key(|f| f.id);
         out
     }
@@ -399,12 +432,10 @@ impl Shared {
                     t.peer_flows += d.peer_flows;
                     t.peer_fallbacks += d.peer_fallbacks;
                     t.peer_refused += d.peer_refused;
-                    for (k, a) in &d.by_action {
-                        let e = t.by_action.entry(k.clone()).or_default();
-                        e.0 += a.bytes_up;
-                        e.1 += a.bytes_down;
-                        e.2 += a.flows;
-                    }
+                    merge(&mut t.by_action, &d.by_action);
+                    merge(&mut t.by_class, &d.by_class);
+                    merge(&mut t.by_site, &d.by_site);
+                    t.link.merge(&d.link);
                 }
                 let mut ring = self.closed.lock().unwrap();
                 for f in m.closed {

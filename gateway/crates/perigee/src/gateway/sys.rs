@@ -26,6 +26,9 @@ pub fn set_transparent(fd: RawFd, v6: bool) -> io::Result<()> {
     }
 }
 
+/// linux/tcp.h: keep each SYN's network and TCP headers (Linux 4.2+).
+pub const TCP_SAVE_SYN: libc::c_int = 27;
+
 /// A TPROXY listener: IP_TRANSPARENT, SO_REUSEPORT (shared by all workers), non-blocking.
 pub fn tproxy_listener(port: u16, v6: bool, bufs: Option<(u64, u64)>) -> io::Result<OwnedFd> {
     let s = socket(v6)?;
@@ -39,6 +42,8 @@ pub fn tproxy_listener(port: u16, v6: bool, bufs: Option<(u64, u64)>) -> io::Res
     if let Some((snd, rcv)) = bufs {
         set_bufs(fd, snd, rcv);
     }
+    // Keep each SYN's headers: the client's DSCP is read from them after accept (dscp.rs).
+    let _ = set_int(fd, libc::IPPROTO_TCP, TCP_SAVE_SYN, 1);
     let addr: SocketAddr = if v6 {
         (Ipv6Addr::UNSPECIFIED, port).into()
     } else {
@@ -142,7 +147,7 @@ pub fn set_keepalive(fd: RawFd, idle_s: i32, interval_s: i32, count: i32) {
 }
 
 /// getsockopt(2) of a variable-length option into `buf`: how many bytes the kernel wrote.
-fn getsockopt_bytes(
+pub fn getsockopt_bytes(
     fd: RawFd,
     level: libc::c_int,
     name: libc::c_int,
@@ -277,6 +282,30 @@ pub fn now_f64() -> f64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs_f64())
         .unwrap_or(0.0)
+}
+
+/// How far the wall clock is from its next multiple of `period` (every process samples on the
+/// same boundaries, so one reading of the counters a little after a boundary sees one round of
+/// every sampler: docs/splitter.md, *Rates*).
+pub fn until_next_boundary(period: std::time::Duration) -> std::time::Duration {
+    let p = period.as_nanos().max(1);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    std::time::Duration::from_nanos((p - now % p) as u64)
+}
+
+#[cfg(test)]
+mod boundary_tests {
+    use super::until_next_boundary;
+    use std::time::Duration;
+
+    #[test]
+    fn next_boundary_is_within_one_period() {
+        let d = until_next_boundary(Duration::from_millis(500));
+        assert!(d > Duration::ZERO && d <= Duration::from_millis(500));
+    }
 }
 
 #[cfg(test)]

@@ -23,6 +23,29 @@ pub struct TcpInfo {
     pub bytes_acked: u64,
     pub bytes_received: u64,
     pub notsent_bytes: u32,
+    /// Payload bytes handed to IP, retransmissions included (Linux 4.19+; 0 before).
+    #[serde(default)]
+    pub bytes_sent: u64,
+    #[serde(default)]
+    pub bytes_retrans: u64,
+    /// Segments sent and received, pure ACKs included; of them, those carrying data.
+    #[serde(default)]
+    pub segs_out: u32,
+    #[serde(default)]
+    pub segs_in: u32,
+    #[serde(default)]
+    pub data_segs_out: u32,
+    #[serde(default)]
+    pub data_segs_in: u32,
+    /// The connection uses TCP timestamps (12 more bytes in every segment's header).
+    #[serde(default)]
+    pub timestamps: bool,
+    /// What this leg delivered per second over the last sample: payload the peer acknowledged
+    /// (`bytes_acked` delta), and payload that arrived in order (`bytes_received` delta), bit/s.
+    #[serde(default)]
+    pub tx_bps: f64,
+    #[serde(default)]
+    pub rx_bps: f64,
 }
 
 fn state_name(s: u8) -> &'static str {
@@ -73,8 +96,20 @@ pub fn parse_tcp_info(b: &[u8], cc: &str) -> TcpInfo {
         notsent_bytes: u32_at(b, 144),
         min_rtt_us: u32_at(b, 148),
         delivery_rate_bps: u64_at(b, 160).saturating_mul(8),
+        bytes_sent: u64_at(b, 200),
+        bytes_retrans: u64_at(b, 208),
+        segs_out: u32_at(b, 136),
+        segs_in: u32_at(b, 140),
+        data_segs_in: u32_at(b, 152),
+        data_segs_out: u32_at(b, 156),
+        timestamps: b.get(5).is_some_and(|o| o & TCPI_OPT_TIMESTAMPS != 0),
+        tx_bps: 0.0,
+        rx_bps: 0.0,
     }
 }
+
+/// `tcpi_options` bit: timestamps negotiated.
+const TCPI_OPT_TIMESTAMPS: u8 = 1;
 
 /// Which of a flow's two sockets faces the satellite.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -141,17 +176,65 @@ pub struct Flow {
     pub ended_at: Option<f64>,
     /// Why it ended (closed flows): "eof", "reset", "idle", "connect_failed: ...".
     pub end_reason: Option<String>,
-    /// Client to server, bytes relayed.
+    /// Bytes the relay moved from one socket to the other (client → server, server → client).
     pub bytes_up: u64,
     /// Server to client, bytes relayed.
     pub bytes_down: u64,
-    /// Over the last sampling second, bit/s.
+    /// What crossed the satellite leg over the last sample, bit/s (docs/splitter.md, *Rates*):
+    /// toward the server (`up`) and toward the client (`down`), each from the kernel's count of
+    /// delivered bytes on the satellite-facing socket, never from bytes written into it.
     pub rate_up_bps: f64,
     pub rate_down_bps: f64,
     pub legs: Legs,
     /// Which way the flow crossed the satellite (docs/splitter.md).
     #[serde(default)]
     pub path: FlowPath,
+    /// Who terminated the client's connection: the splitter, or Squid (the cache; its legs are
+    /// read from the kernel with sock_diag, docs/cache.md *Live connections*).
+    #[serde(default)]
+    pub relay: Relay,
+    /// The remote site the client belongs to (`sites` in the config; "other" when none matches).
+    #[serde(default = "other_site")]
+    pub site: String,
+    /// The DSCP the re-originated leg's packets carry (the client's, or the class's `set_dscp`);
+    /// None when it could not be read.
+    #[serde(default)]
+    pub dscp: Option<u8>,
+    /// Squid's flows: the requests the access log recorded on this client connection so far.
+    #[serde(default)]
+    pub cache: Option<CacheRequests>,
+}
+
+/// The access-log side of a cache flow: what Squid did with the requests of one client
+/// connection (docs/cache.md).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct CacheRequests {
+    pub requests: u64,
+    pub hits: u64,
+    pub misses: u64,
+    /// Host and Squid result code (TCP_HIT, TCP_MISS, ...) of the latest request.
+    pub host: String,
+    pub result: String,
+    /// Bytes Squid sent to the client, of them those served from the cache, and the body bytes
+    /// it fetched from origins.
+    pub bytes_to_client: u64,
+    pub bytes_from_cache: u64,
+    pub bytes_from_origin: u64,
+}
+
+pub use super::config::OTHER_SITE;
+
+fn other_site() -> String {
+    OTHER_SITE.into()
+}
+
+/// Who relays a flow's bytes between its two sockets.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Relay {
+    #[default]
+    Splitter,
+    Squid,
 }
 
 #[cfg(test)]

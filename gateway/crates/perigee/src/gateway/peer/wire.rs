@@ -5,10 +5,12 @@
 //! hub -> terminal  HELLO    "PGPH" ver 0 0 0 nonce[32]                        40 bytes
 //! terminal -> hub  AUTH     "PGPA" mac[32]  HMAC(key, "auth" || nonce)        36 bytes
 //! hub -> terminal  AUTH_OK  "PGPK" mac[32]  HMAC(key, "hub" || nonce)         36 bytes
-//! terminal -> hub  OPEN     "PGPO" fam 0 cport sport 0 0 caddr[16] saddr[16]
+//! terminal -> hub  OPEN     "PGPO" fam dscp cport sport 0 0 caddr[16] saddr[16]
 //!                           mac[32]  HMAC(key, "open" || nonce || the 40 bytes before it)  76 bytes
 //! hub -> terminal  STATUS   "PGPS" code 0 errno(u16)                           8 bytes
 //! ```
+//! OPEN's `dscp` byte: 0 = the client's marking is unknown (what a terminal before it sends),
+//! else 0x40 | DSCP, which the hub's connection to the server carries.
 //! The nonce is fresh per connection (getrandom), so a frame captured on one connection proves
 //! nothing on another. After STATUS(connected) the connection carries the flow's bytes as is.
 use hmac::{Hmac, Mac};
@@ -134,7 +136,11 @@ pub fn check_auth_ok(key: &Key, nonce: &Nonce, f: &[u8; AUTH_OK_LEN]) -> Result<
 pub struct Open {
     pub client: SocketAddr,
     pub server: SocketAddr,
+    /// The DSCP the hub's re-originated connection carries (None: leave the default).
+    pub dscp: Option<u8>,
 }
+
+const DSCP_PRESENT: u8 = 0x40;
 
 fn addr16(ip: IpAddr) -> [u8; 16] {
     match ip {
@@ -158,6 +164,7 @@ pub fn open(key: &Key, nonce: &Nonce, o: &Open) -> [u8; OPEN_LEN] {
     let mut f = [0u8; OPEN_LEN];
     f[..4].copy_from_slice(OPEN);
     f[4] = if o.client.is_ipv4() { 4 } else { 6 };
+    f[5] = o.dscp.map_or(0, |d| DSCP_PRESENT | (d & 0x3f));
     f[6..8].copy_from_slice(&o.client.port().to_be_bytes());
     f[8..10].copy_from_slice(&o.server.port().to_be_bytes());
     f[12..28].copy_from_slice(&addr16(o.client.ip()));
@@ -200,6 +207,7 @@ pub fn parse_open(key: &Key, nonce: &Nonce, f: &[u8; OPEN_LEN]) -> Result<Open, 
     Ok(Open {
         client: SocketAddr::new(client, cport),
         server: SocketAddr::new(server, sport),
+        dscp: (f[5] & DSCP_PRESENT != 0).then_some(f[5] & 0x3f),
     })
 }
 
@@ -262,6 +270,7 @@ mod tests {
         Open {
             client: "10.71.1.10:40000".parse().unwrap(),
             server: "10.71.3.10:443".parse().unwrap(),
+            dscp: None,
         }
     }
 
@@ -313,11 +322,16 @@ mod tests {
             Open {
                 client: "[fd71:1::10]:51000".parse().unwrap(),
                 server: "[fd71:3::10]:22".parse().unwrap(),
+                dscp: Some(46),
+            },
+            Open {
+                dscp: Some(0),
+                ..flow()
             },
         ] {
             let f = open(&KEY, &n, &o);
             assert_eq!(parse_open(&KEY, &n, &f), Ok(o));
-            for byte in [4, 7, 9, 27, 43, 50] {
+            for byte in [4, 5, 7, 9, 27, 43, 50] {
                 let mut t = f;
                 t[byte] ^= 1;
                 assert_eq!(parse_open(&KEY, &n, &t), Err(Refusal::Mac), "byte {byte}");
@@ -345,6 +359,7 @@ mod tests {
             let o = Open {
                 client: c.parse().unwrap(),
                 server: s.parse().unwrap(),
+                dscp: None,
             };
             assert_eq!(
                 parse_open(&KEY, &n, &open(&KEY, &n, &o)),

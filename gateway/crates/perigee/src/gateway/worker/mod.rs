@@ -7,12 +7,16 @@ mod peer;
 
 use super::classify::Classifier;
 use super::config::{Action, CongestionControl, GatewayConfig, Role};
+use super::dscp;
 use super::epoll::Epoll;
 use super::flow::{Path, Session, CLIENT, SERVER};
+use super::ipc::Usage;
+use super::meter::{Crossed, LinkBytes};
 use super::peer::admission::Admission;
 use super::peer::pool::Pool;
 use super::satleg::SatLeg;
 use super::session::{Direction, Failed, PipePool};
+use super::sites::SiteMap;
 use super::sys;
 use super::telemetry::Flow;
 use super::{ipc, log};
@@ -29,6 +33,8 @@ const TOKEN_CONTROL: u64 = 0;
 const TOKEN_LISTEN4: u64 = 1;
 const TOKEN_LISTEN6: u64 = 2;
 const TOKEN_FLOW_BASE: u64 = 16;
+/// Sampling and reporting period.
+const TICK: Duration = Duration::from_secs(1);
 /// Tokens from here on belong to the peer path (the pool's or the peer listener's sockets).
 const TOKEN_PEER_BASE: u64 = 1 << 62;
 
@@ -40,12 +46,45 @@ struct Deltas {
     bytes_up: u64,
     bytes_down: u64,
     cc_fallback: u64,
-    by_action: HashMap<&'static str, (u64, u64, u64)>,
+    by_action: HashMap<&'static str, Usage>,
+    by_class: HashMap<String, Usage>,
+    by_site: HashMap<String, Usage>,
+    link: LinkBytes,
     /// Flows started on the peer path, of them those that fell back to the direct path before
     /// the hub's status, and peer connections the hub refused.
     peer_flows: u64,
     peer_fallbacks: u64,
     peer_refused: u64,
+}
+
+impl Deltas {
+    /// What crossed a flow's satellite leg since its last sample: the link's two directions
+    /// (a hub's satellite sockets send forward), and the flow's action, class and site.
+    fn account_crossed(&mut self, hub: bool, s: &Session, c: &Crossed) {
+        if *c == Crossed::default() {
+            return;
+        }
+        self.link.add(c, hub);
+        let (up, down) = s.sat_up_down((c.tx_payload, c.rx_payload));
+        let usage = Usage {
+            bytes_up: up,
+            bytes_down: down,
+            flows: 0,
+            retrans_segments: c.retrans_segs,
+        };
+        self.by_action
+            .entry(s.action.as_str())
+            .or_default()
+            .add(&usage);
+        for (map, key) in [(&mut self.by_class, &s.class), (&mut self.by_site, &s.site)] {
+            match map.get_mut(key) {
+                Some(u) => u.add(&usage),
+                None => {
+                    map.insert(key.clone(), usage);
+                }
+            }
+        }
+    }
 }
 
 pub struct Worker {
@@ -57,6 +96,8 @@ pub struct Worker {
     cfg: Option<Rc<GatewayConfig>>,
     /// The classes of `cfg` in evaluation order, built with it.
     classifier: Classifier,
+    /// The config's sites, by longest prefix.
+    sites: SiteMap,
     listeners: Vec<(u64, OwnedFd)>,
     listen_port: u16,
     listeners_paused: bool,
@@ -112,6 +153,7 @@ impl Worker {
             ep,
             cfg: None,
             classifier: Classifier::default(),
+            sites: SiteMap::default(),
             listeners: Vec::new(),
             listen_port: 0,
             listeners_paused: false,
@@ -166,6 +208,7 @@ impl Worker {
         self.set_listener_cc(accepted_leg_cc(&cfg));
         self.configure_peer(&cfg);
         self.classifier = Classifier::new(&cfg);
+        self.sites = SiteMap::of(&cfg);
         self.cfg = Some(Rc::new(cfg));
     }
 
@@ -262,7 +305,10 @@ impl Worker {
             sys::set_linger0(cfd.as_raw_fd());
             return Ok(());
         }
-        let class = self.classifier.classify(&cfg, &peer, &orig_dst);
+        let client_dscp = dscp::of_accepted(cfd.as_raw_fd());
+        let class = self
+            .classifier
+            .classify(&cfg, &peer, &orig_dst, client_dscp);
         let action = match class.map(|c| c.action) {
             Some(Action::Cache) if cfg.cache.enabled => Action::Cache,
             _ => Action::Accelerate,
@@ -279,6 +325,7 @@ impl Worker {
             class: class.map(|c| c.name.to_string()),
             action,
             sat: SatLeg::of(&cfg, class),
+            dscp: dscp::chosen(class.and_then(|c| c.set_dscp), client_dscp),
         };
         // A terminal with a warm connection to its hub: the client's bytes leave at once.
         if let Some(warm) = self.take_warm() {
@@ -290,7 +337,7 @@ impl Worker {
         let (srv, connected, cc) = match self.connect_outbound(
             &cfg,
             addrs,
-            &flow.sat,
+            (&flow.sat, flow.dscp),
             flow.client.as_raw_fd(),
             sat_is_client,
         ) {
@@ -307,14 +354,15 @@ impl Worker {
     }
 
     /// The spoofed outbound socket to the server: bound to the client's address and port (the
-    /// server sees the client), tuned, connect started. `other` is the flow's other socket;
+    /// server sees the client), tuned and marked with the flow's DSCP, connect started (so
+    /// even its SYN carries the marking). `other` is the flow's other socket;
     /// `sat_is_client` says which of the two faces the satellite. Returns the socket, whether it
     /// connected at once, and the congestion control each leg runs [client side, server side].
     fn connect_outbound(
         &mut self,
         cfg: &GatewayConfig,
         (client, server): (SocketAddr, SocketAddr),
-        sat: &SatLeg,
+        (sat, mark): (&SatLeg, Option<u8>),
         other: RawFd,
         sat_is_client: bool,
     ) -> io::Result<(OwnedFd, bool, [String; 2])> {
@@ -322,6 +370,9 @@ impl Worker {
         let srv = sys::socket(v6)?;
         let sfd = srv.as_raw_fd();
         sys::set_transparent(sfd, v6)?;
+        if let Some(d) = mark {
+            let _ = dscp::set(sfd, v6, d);
+        }
         sys::set_int(sfd, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
         if cfg.splitter.nodelay {
             let _ = sys::set_nodelay(sfd);
@@ -385,6 +436,13 @@ impl Worker {
         let id =
             ((self.generation as u64 * 64 + self.index as u64) << 32) | (self.seq & 0xffff_ffff);
         let now = Instant::now();
+        let leg_v6 = [
+            sys::local_addr(flow.client.as_raw_fd())
+                .map_or(flow.client_addr.is_ipv6(), |a| a.is_ipv6()),
+            sys::local_addr(server.as_raw_fd()).map_or(flow.server_addr.is_ipv6(), |a| a.is_ipv6()),
+        ];
+        let site = self.sites.site_of(flow.client_addr.ip()).to_string();
+        let class = flow.class.unwrap_or_else(|| "default".into());
         let mut s = Session {
             id,
             client: flow.client,
@@ -397,15 +455,18 @@ impl Worker {
             last_active: now,
             up: Direction::default(),
             down: Direction::default(),
-            class: flow.class.unwrap_or_else(|| "default".into()),
+            class: class.clone(),
             action: flow.action,
             sat_is_client,
             cc,
             info: Default::default(),
             sampled_bytes: (0, 0),
             sampled_at: now,
-            rates: (0.0, 0.0),
+            meters: Default::default(),
+            leg_v6,
             regs: Default::default(),
+            site: site.clone(),
+            dscp: flow.dscp,
             path,
             handover: None,
             status_owed: false,
@@ -415,7 +476,9 @@ impl Worker {
             .by_action
             .entry(flow.action.as_str())
             .or_default()
-            .2 += 1;
+            .flows += 1;
+        self.deltas.by_class.entry(class).or_default().flows += 1;
+        self.deltas.by_site.entry(site).or_default().flows += 1;
         if path == Path::Peer {
             self.deltas.peer_flows += 1;
         }
@@ -491,7 +554,8 @@ impl Worker {
             return;
         };
         self.account(&s);
-        s.sample();
+        let crossed = s.sample();
+        self.account_crossed(&s, &crossed);
         if let Some(bad) = reset_from {
             sys::set_linger0(s.fd(1 - bad));
             // A local error on the failing socket itself (not a RST from its peer): reset it too.
@@ -509,21 +573,19 @@ impl Worker {
         }
     }
 
+    /// The relay's bytes not reported yet (on close; long flows also in the periodic sample).
     fn account(&mut self, s: &Session) {
-        // Bytes are reported on close and, for long flows, in the periodic sample.
-        let (up, down) = (
-            s.up.bytes - s.sampled_bytes.0.min(s.up.bytes),
-            s.down.bytes - s.sampled_bytes.1.min(s.down.bytes),
-        );
-        self.add_bytes(s.action, up, down);
+        self.deltas.bytes_up += s.up.bytes - s.sampled_bytes.0.min(s.up.bytes);
+        self.deltas.bytes_down += s.down.bytes - s.sampled_bytes.1.min(s.down.bytes);
     }
 
-    fn add_bytes(&mut self, action: Action, up: u64, down: u64) {
-        self.deltas.bytes_up += up;
-        self.deltas.bytes_down += down;
-        let e = self.deltas.by_action.entry(action.as_str()).or_default();
-        e.0 += up;
-        e.1 += down;
+    fn account_crossed(&mut self, s: &Session, c: &Crossed) {
+        let hub = self.is_hub();
+        self.deltas.account_crossed(hub, s, c);
+    }
+
+    fn is_hub(&self) -> bool {
+        self.cfg.as_ref().is_some_and(|cfg| cfg.role == Role::Hub)
     }
 
     fn on_flow_event(&mut self, token: u64, events: u32) {
@@ -596,11 +658,13 @@ impl Worker {
         let connect_to = Duration::from_millis(cfg.splitter.connect_timeout_ms);
         let idle_to = Duration::from_secs(cfg.splitter.idle_timeout_s);
         let mut expired = Vec::new();
-        let mut bytes = Vec::new();
+        let hub = cfg.role == Role::Hub;
         for s in self.flows.values_mut() {
-            let before = s.sampled_bytes;
-            s.sample();
-            bytes.push((s.action, s.up.bytes - before.0, s.down.bytes - before.1));
+            let c = s.sample();
+            self.deltas.account_crossed(hub, s, &c);
+            self.deltas.bytes_up += s.up.bytes - s.sampled_bytes.0.min(s.up.bytes);
+            self.deltas.bytes_down += s.down.bytes - s.sampled_bytes.1.min(s.down.bytes);
+            s.sampled_bytes = (s.up.bytes, s.down.bytes);
             if s.handover.is_some() {
                 // Its own deadlines (peer::check_handovers).
             } else if s.connecting && s.started.elapsed() > connect_to {
@@ -608,9 +672,6 @@ impl Worker {
             } else if !s.connecting && s.last_active.elapsed() > idle_to {
                 expired.push((s.id, "idle_timeout"));
             }
-        }
-        for (a, up, down) in bytes {
-            self.add_bytes(a, up, down);
         }
         for (id, why) in expired {
             if why == "connect_timeout" {
@@ -683,15 +744,11 @@ impl Worker {
                 by_action: d
                     .by_action
                     .iter()
-                    .map(|(k, v)| {
-                        let a = ipc::ActionDeltas {
-                            bytes_up: v.0,
-                            bytes_down: v.1,
-                            flows: v.2,
-                        };
-                        (k.to_string(), a)
-                    })
+                    .map(|(k, v)| (k.to_string(), *v))
                     .collect(),
+                link: d.link,
+                by_class: d.by_class.into_iter().collect(),
+                by_site: d.by_site.into_iter().collect(),
             },
             closed: std::mem::take(&mut self.closed),
             peer: self.peer_report(),
@@ -732,9 +789,15 @@ impl Worker {
 
     pub fn run(mut self) -> ! {
         let mut evs = vec![libc::epoll_event { events: 0, u64: 0 }; 512];
-        let mut last_tick = Instant::now();
+        // Ticks (sample, report) on whole wall-clock seconds, like every other worker and the
+        // cache's sampler: a reading of the master's counters shortly after a second has one
+        // round of each (docs/splitter.md, *Rates*).
+        let mut next_tick = Instant::now() + sys::until_next_boundary(TICK);
         loop {
-            let n = self.ep.wait(&mut evs, 200);
+            let wait = next_tick
+                .saturating_duration_since(Instant::now())
+                .min(Duration::from_millis(200));
+            let n = self.ep.wait(&mut evs, wait.as_millis() as i32 + 1);
             for ev in evs.iter().take(n).copied() {
                 let (token, events) = (ev.u64, ev.events);
                 match token {
@@ -755,9 +818,9 @@ impl Worker {
             }
             // After the batch: no event of a replaced socket can still be pending.
             self.after_batch();
-            if last_tick.elapsed() >= Duration::from_secs(1) {
-                last_tick = Instant::now();
+            if Instant::now() >= next_tick {
                 self.on_tick();
+                next_tick = Instant::now() + sys::until_next_boundary(TICK);
             }
         }
     }
@@ -771,6 +834,8 @@ struct NewFlow {
     class: Option<String>,
     action: Action,
     sat: SatLeg,
+    /// What the re-originated leg is marked with.
+    dscp: Option<u8>,
 }
 
 /// Bring a flow's epoll registrations to `want` [client side, server side].

@@ -4,6 +4,7 @@
 //! direct path when the peer connection is lost first.
 use super::{set_interest, NewFlow, Worker, TOKEN_PEER_BASE};
 use crate::gateway::config::{GatewayConfig, Role};
+use crate::gateway::dscp;
 use crate::gateway::flow::{Path, Reg, Session, CLIENT, SERVER};
 use crate::gateway::ipc::PeerReport;
 use crate::gateway::log;
@@ -109,15 +110,22 @@ impl Worker {
         };
         let key = pool.config().key;
         let pooled_sat = pool.config().sat.clone();
+        let hub_v6 = pool.config().hub.is_ipv6();
         let open = wire::open(
             &key,
             &warm.nonce,
             &Open {
                 client: flow.client_addr,
                 server: flow.server_addr,
+                dscp: flow.dscp,
             },
         );
         let sat_cc = self.tune_satellite_leg(warm.fd.as_raw_fd(), &flow.sat, Some(&pooled_sat));
+        // The peer connection is this flow's re-originated leg over the satellite: it carries
+        // the marking too (the hub's connection to the server gets it from OPEN).
+        if let Some(d) = flow.dscp {
+            let _ = dscp::set(warm.fd.as_raw_fd(), hub_v6, d);
+        }
         let terr_cc = self.tune_terrestrial_leg(cfg, flow.client.as_raw_fd());
         let connect_timeout = Duration::from_millis(cfg.splitter.connect_timeout_ms);
         let id = self.insert_session(flow, warm.fd, false, false, [terr_cc, sat_cc], Path::Peer);
@@ -151,7 +159,9 @@ impl Worker {
             return;
         };
         let (client, server) = (a.open.client, a.open.server);
-        let class = self.classifier.classify(&cfg, &client, &server);
+        let class = self
+            .classifier
+            .classify(&cfg, &client, &server, a.open.dscp);
         let action = match class.map(|c| c.action) {
             Some(crate::gateway::config::Action::Cache) if cfg.cache.enabled => {
                 crate::gateway::config::Action::Cache
@@ -165,6 +175,7 @@ impl Worker {
             class: class.map(|c| c.name.to_string()),
             action,
             sat: SatLeg::of(&cfg, class),
+            dscp: dscp::chosen(class.and_then(|c| c.set_dscp), a.open.dscp),
         };
         let peer_fd = flow.client.as_raw_fd();
         // What the accepted connection has from its listener: congestion control and buffers.
@@ -174,21 +185,26 @@ impl Worker {
             ..SatLeg::of(&cfg, None)
         };
         let sat_cc = self.tune_satellite_leg(peer_fd, &flow.sat, Some(&inherited));
-        let (srv, connected, mut cc) =
-            match self.connect_outbound(&cfg, (client, server), &flow.sat, peer_fd, true) {
-                Ok(x) => x,
-                Err(e) => {
-                    self.deltas.failed_connect += 1;
-                    let errno = e.raw_os_error().unwrap_or(libc::EIO);
-                    let _ = sys::send(peer_fd, &wire::status(Status::Failed(errno)));
-                    log::warn(
-                        "peer flow: cannot open the server connection",
-                        json!({"terminal": a.terminal.to_string(), "client": client.to_string(),
+        let (srv, connected, mut cc) = match self.connect_outbound(
+            &cfg,
+            (client, server),
+            (&flow.sat, flow.dscp),
+            peer_fd,
+            true,
+        ) {
+            Ok(x) => x,
+            Err(e) => {
+                self.deltas.failed_connect += 1;
+                let errno = e.raw_os_error().unwrap_or(libc::EIO);
+                let _ = sys::send(peer_fd, &wire::status(Status::Failed(errno)));
+                log::warn(
+                    "peer flow: cannot open the server connection",
+                    json!({"terminal": a.terminal.to_string(), "client": client.to_string(),
                            "server": server.to_string(), "error": e.to_string()}),
-                    );
-                    return;
-                }
-            };
+                );
+                return;
+            }
+        };
         cc[0] = sat_cc;
         let id = self.insert_session(flow, srv, !connected, true, cc, Path::Peer);
         if let Some(s) = self.flows.get_mut(&id) {
@@ -299,19 +315,27 @@ impl Worker {
         let (replay, client_eof) = h.into_replay();
         let addrs = (s.client_addr, s.server_addr);
         let client_fd = s.client.as_raw_fd();
-        let sat = SatLeg::of(&cfg, self.classifier.classify(&cfg, &addrs.0, &addrs.1));
+        let mark = s.dscp;
+        let sat = SatLeg::of(
+            &cfg,
+            self.classifier.classify(&cfg, &addrs.0, &addrs.1, mark),
+        );
         self.deltas.peer_fallbacks += 1;
         log::info(
             "peer flow falls back to the direct path",
             json!({"client": addrs.0.to_string(), "server": addrs.1.to_string(),
                    "why": why, "waited_s": waited.as_secs_f64()}),
         );
-        let outbound = self.connect_outbound(&cfg, addrs, &sat, client_fd, false);
+        let outbound = self.connect_outbound(&cfg, addrs, (&sat, mark), client_fd, false);
+        let hub = self.is_hub();
         let Some(s) = self.flows.get_mut(&id) else {
             return;
         };
         match outbound {
             Ok((srv, connected, cc)) => {
+                // What the lost peer connection carried counts; the new socket starts at 0.
+                let crossed = s.retire_server_leg(addrs.1.is_ipv6());
+                self.deltas.account_crossed(hub, s, &crossed);
                 sys::set_linger0(s.server.as_raw_fd()); // the hub drops its half at once
                 s.server = srv; // the old socket closes here, leaving the epoll set
                 s.regs[SERVER as usize] = Reg::default();
