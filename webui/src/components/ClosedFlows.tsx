@@ -80,7 +80,11 @@ export function ClosedFlows() {
           Export CSV
         </Button>
       </Group>
-      <QueryView query={history} isEmpty={(d) => d.flows.length === 0} empty={<EmptyState title="No closed flow matches" />}>
+      <QueryView
+        query={history}
+        isEmpty={(d) => d.flows.length === 0}
+        empty={<EmptyState title={Object.values(filter).some(Boolean) ? 'No closed flow matches these filters' : 'No closed flows recorded yet'} />}
+      >
         {(d) => (
           <>
             <ScrollTable
