@@ -3,7 +3,7 @@ SHELL := /bin/bash
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 COMPONENTS := lab gateway api webui bench
 
-.PHONY: help setup build test test-packaging lint fuzz demo demo-down bench bench-quick image image-test vm vm-test deb deb-test setup-test clean
+.PHONY: help setup build test test-packaging lint fuzz soak demo demo-down bench bench-quick image image-test vm vm-test deb deb-test setup-test clean
 
 help:
 	@echo "make demo        install, build, bring up satlab + the appliance, print the dashboard URL and login"
@@ -11,6 +11,7 @@ help:
 	@echo "make test        every suite: Rust, Python, web unit, browser end-to-end, namespace integration"
 	@echo "make bench       the full benchmark (docs/benchmarks.md, bench/results/latest.json)"
 	@echo "make bench-quick one scenario of each kind"
+	@echo "make soak        the fault-injection soak, about 30 min (a short one runs in make test)"
 	@echo "make lint        clippy, ruff, mypy, eslint, tsc"
 	@echo "make fuzz        the gateway's parsers under libFuzzer, 10 min each (FUZZ_SECONDS=...)"
 	@echo "make image       build the Docker images;  make vm: build the VM image (from the .debs)"
@@ -63,6 +64,9 @@ bench: build
 
 bench-quick: build
 	@.venv/bin/python -m bench.run --quick
+
+soak: build
+	@$(MAKE) --no-print-directory -C bench soak
 
 image: build
 	@images/build

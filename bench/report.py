@@ -79,14 +79,20 @@ def generated_section(
     header_note: str,
     plots: dict[str, list[str]],
     extra: dict[str, str] | None = None,
+    tables: dict[str, str] | None = None,
 ) -> str:
+    """`tables`: a scenario's own rendering of its records, in place of the generic table."""
     parts = [BEGIN, "", header_note, ""]
     for scenario, recs in group_by_scenario(records).items():
         parts += [f"### {scenario}", ""]
         if extra and scenario in extra:
             parts += [extra[scenario], ""]
         harness = [r for r in recs if r.variant == HARNESS]
-        parts += [scenario_table([r for r in recs if r.variant != HARNESS]), ""]
+        own = [r for r in recs if r.variant != HARNESS]
+        parts += [
+            tables[scenario] if tables and scenario in tables else scenario_table(own),
+            "",
+        ]
         for rec in harness:
             parts += [
                 f"_{rec.metric.replace('_', ' ')}: {format_value(rec.value)} {rec.unit}_",

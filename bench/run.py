@@ -125,18 +125,24 @@ def regenerate_doc(
     latest: list[records.Record], registry: dict[str, ModuleType], when: str
 ) -> None:
     extra = {}
+    tables = {}
     groups = report.group_by_scenario(latest)
     for name, mod in registry.items():
         text = f"**{mod.TITLE}.** {mod.DESCRIPTION}"
         if hasattr(mod, "doc_extra") and name in groups:
             text += "\n\n" + mod.doc_extra(groups[name])
         extra[name] = text
+        if hasattr(mod, "doc_tables") and name in groups:
+            tables[name] = mod.doc_tables(
+                [r for r in groups[name] if r.variant != report.HARNESS]
+            )
     note = (
         f"Generated from `bench/results/latest.json` ({when}). Values `n/a` carry the reason; "
         "skipped variants are listed under each table."
     )
     report.write_doc(
-        PATHS.doc, report.generated_section(latest, note, plots_for(registry), extra)
+        PATHS.doc,
+        report.generated_section(latest, note, plots_for(registry), extra, tables),
     )
 
 
@@ -160,7 +166,9 @@ def main(argv: list[str] | None = None) -> int:
         help="one scenario of each kind, with its quick parameters (< 5 min)",
     )
     mode.add_argument(
-        "--full", action="store_true", help="each scenario's full parameters (about 55 min on 2 cores)"
+        "--full",
+        action="store_true",
+        help="each scenario's full parameters (about 55 min on 2 cores)",
     )
     parser.add_argument(
         "--only", action="append", help="run only this scenario (repeatable)"
@@ -176,7 +184,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     registry = scenarios.load_all()
-    chosen = args.only or (one_of_each_kind(registry) if args.quick else list(registry))
+    # Opt-in scenarios (the soak) run only when named with --only.
+    regular = {n: m for n, m in registry.items() if not getattr(m, "OPT_IN", False)}
+    chosen = args.only or (one_of_each_kind(regular) if args.quick else list(regular))
     unknown = [n for n in chosen if n not in registry]
     if unknown:
         parser.error(f"unknown scenario(s) {unknown}; known: {', '.join(registry)}")

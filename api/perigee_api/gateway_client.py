@@ -1,4 +1,5 @@
-"""The one module that talks to the gateway daemon: HTTP/1.1 + JSON over its Unix control socket.
+"""The one module that talks to the gateway daemon: HTTP/1.1 + JSON over its Unix control socket, or over TCP
+with mutual TLS for a fleet member on another host (`GatewayClient.over_tls`, services/fleet_pki.py).
 
 See docs/control-protocol.md. Every call raises GatewayError on transport failures (code
 `gateway_unreachable`) and on error answers (the gateway's own code, message and field).
@@ -6,6 +7,7 @@ See docs/control-protocol.md. Every call raises GatewayError on transport failur
 
 from __future__ import annotations
 
+import ssl
 from pathlib import Path
 from typing import Any
 
@@ -27,11 +29,23 @@ class GatewayError(Exception):
 class GatewayClient:
     def __init__(self, socket_path: Path | str, timeout_s: float = 10.0) -> None:
         self.socket_path = Path(socket_path)
+        self.target = f"gateway control socket {self.socket_path}"
         self._client = httpx.Client(
             transport=httpx.HTTPTransport(uds=str(self.socket_path)),
             base_url="http://gateway",
             timeout=timeout_s,
         )
+
+    @classmethod
+    def over_tls(cls, host: str, port: int, tls: ssl.SSLContext, timeout_s: float = 10.0) -> GatewayClient:
+        """A gateway's TLS control listener: its certificate must name `host` and chain to the context's CA."""
+        self = cls.__new__(cls)
+        self.socket_path = Path()
+        netloc = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        self.target = f"gateway {netloc}"
+        # No proxies from the environment: the control protocol goes straight to the gateway.
+        self._client = httpx.Client(base_url=f"https://{netloc}", verify=tls, timeout=timeout_s, trust_env=False)
+        return self
 
     def close(self) -> None:
         self._client.close()
@@ -40,7 +54,7 @@ class GatewayClient:
         try:
             resp = self._client.request(method, path, **kwargs)
         except httpx.HTTPError as exc:
-            raise GatewayError("gateway_unreachable", f"gateway control socket {self.socket_path}: {exc}", 502) from exc
+            raise GatewayError("gateway_unreachable", f"{self.target}: {exc}", 502) from exc
         try:
             body = resp.json()
         except ValueError:

@@ -10,7 +10,7 @@ from contextlib import asynccontextmanager
 from fastapi import APIRouter, FastAPI
 
 from perigee_api import __version__
-from perigee_api.api.routes import auth, bod, config, exports, flows, policy, sites, system, users
+from perigee_api.api.routes import auth, bod, config, exports, fleet, flows, policy, sites, system, users
 from perigee_api.core import errors
 from perigee_api.core.config import Settings, get_settings
 from perigee_api.core.context import AppContext
@@ -18,7 +18,7 @@ from perigee_api.core.db import Database
 from perigee_api.gateway_client import GatewayClient
 from perigee_api.middleware import GuardMiddleware
 from perigee_api.services import auth as auth_service
-from perigee_api.services import running, versions
+from perigee_api.services import fleet_sd, running, versions
 from perigee_api.services.collector import Collector
 
 log = logging.getLogger("perigee_api")
@@ -28,7 +28,7 @@ API_PREFIX = "/api/v1"
 
 def api_router() -> APIRouter:
     router = APIRouter(prefix=API_PREFIX)
-    for module in (auth, users, policy, bod, config, flows, exports, sites, system):
+    for module in (auth, users, policy, bod, config, flows, fleet, exports, sites, system):
         router.include_router(module.router)
     return router
 
@@ -50,6 +50,7 @@ def prepare(settings: Settings) -> Database:
             running.reconcile(s, gw)
             versions.ensure_initial(s, settings.initial_role)
             s.commit()
+            fleet_sd.write(settings, s)  # Prometheus' view of the fleet, current from the start
     finally:
         gw.close()
     return db

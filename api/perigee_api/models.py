@@ -136,6 +136,22 @@ class Sample1s(Base):
     n: Mapped[int] = mapped_column(Integer)
 
 
+class FleetGateway(Base):
+    """A gateway on another host, managed over the control protocol with mutual TLS (services/fleet.py)."""
+
+    __tablename__ = "gateways"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(64), unique=True)
+    host: Mapped[str] = mapped_column(String(255))
+    port: Mapped[int] = mapped_column(Integer)
+    # Where Prometheus scrapes its metrics (file-based service discovery), on the same host.
+    metrics_port: Mapped[int] = mapped_column(Integer)
+    cert_fingerprint: Mapped[str] = mapped_column(String(128))
+    cert_not_after: Mapped[float] = mapped_column(Float)
+    created_at: Mapped[float] = mapped_column(Float)
+    created_by: Mapped[str] = mapped_column(String(64))
+
+
 class Sample1m(Base):
     __tablename__ = "samples_1m"
     ts: Mapped[int] = mapped_column(Integer, primary_key=True)

@@ -6,12 +6,14 @@ import argparse
 import json
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from . import lab, linkctl, webservices
+from .cluster import fabric, frr
 from .profiles import DEFAULT_PROFILE, PROFILES, Overrides, build_link
 from .sysrun import ip
-from .topology import LINKS, ROLES, Topology, resolve_prefix
+from .topology import CLUSTER_MAX_GATEWAYS, LINKS, Topology, resolve_prefix
 from .units import fmt_rate, parse_rate, parse_size
 
 DIRS = {"forward", "return", "both"}
@@ -23,11 +25,25 @@ def _need_root() -> None:
 
 
 def _ns_name(topo: Topology, name: str) -> str:
-    if name in ROLES:
+    if name in topo.roles:
         return topo.ns(name)
     if name in topo.namespaces:
         return name
-    raise lab.LabError(f"unknown namespace {name!r}: one of {', '.join(ROLES)}")
+    raise lab.LabError(f"unknown namespace {name!r}: one of {', '.join(topo.roles)}")
+
+
+def _gateways(v: str) -> int:
+    n = int(v)
+    if not 1 <= n <= CLUSTER_MAX_GATEWAYS:
+        raise argparse.ArgumentTypeError(f"1..{CLUSTER_MAX_GATEWAYS}")
+    return n
+
+
+def _positive(v: str) -> int:
+    n = int(v)
+    if n < 1:
+        raise argparse.ArgumentTypeError("at least 1")
+    return n
 
 
 def _onoff(v: str) -> bool:
@@ -64,7 +80,12 @@ def build_parser() -> argparse.ArgumentParser:
     u.add_argument("--gateway", choices=("hub", "terminal", "both"), help="start the Perigee splitter")
     u.add_argument("--unconfigured", action="store_true",
                    help="start the splitter without a config (a new box: it intercepts nothing until one is PUT)")
-    u.add_argument("--seed", type=int, default=1, help="emulator random seed")
+    u.add_argument("--seed", type=int, default=1, help="emulator random seed (and the cluster's hash seed)")
+    u.add_argument("--hub-gateways", type=_gateways, metavar="N",
+                   help="a hub cluster: N gateway namespaces between a satellite-side and an internet-side "
+                        "router, ECMP over BGP with BFD (docs/cluster.md); with --gateway hub each runs the splitter")
+    u.add_argument("--hub-idle-timer", type=_positive, default=fabric.DEFAULT_IDLE_TIMER_S, metavar="S",
+                   help="cluster: seconds a bucket must be idle before the routers move it to another gateway")
     u.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for the first ping")
 
     sub.add_parser("down", help="remove everything 'up' made (idempotent)")
@@ -91,6 +112,25 @@ def build_parser() -> argparse.ArgumentParser:
                            help="Gilbert-Elliott burst loss")
             _add_link_flags(p)
 
+    cl = sub.add_parser("cluster", help="the hub cluster: status, and one gateway's crash, links, start, drain")
+    csub = cl.add_subparsers(dest="action", required=True)
+    cst = csub.add_parser("status", help="gateways, BGP/BFD as the routers see them, bucket tables")
+    cst.add_argument("--json", action="store_true")
+    for name, text in (("crash", "SIGKILL the gateway's daemon"), ("start", "start what of the gateway is stopped"),
+                       ("drain", "drain the gateway (no new flows, let its flows finish), then stop it")):
+        c = csub.add_parser(name, help=text)
+        c.add_argument("gateway", help="gw1 .. gwN")
+        if name == "drain":
+            c.add_argument("--timeout", type=float, default=300.0)
+    en = csub.add_parser("enroll", help="make a gateway a member of the API's fleet: management link, the TLS "
+                                        "credentials the API issued (JSON file), daemon restarted with its TLS "
+                                        "control listener; prints the address")
+    en.add_argument("gateway")
+    en.add_argument("--credentials", required=True, help="JSON with ca_pem, cert_pem, key_pem")
+    lk2 = csub.add_parser("links", help="take both links of a gateway down or up")
+    lk2.add_argument("gateway")
+    lk2.add_argument("state", choices=("up", "down"))
+
     for tool in ("fetch", "bulk", "udp-send", "udp-recv", "mix"):
         t = sub.add_parser(tool, help=f"run the {tool} client in a namespace (NS then its own options; "
                                       f"'satlab {tool} NS -h' for them)")
@@ -109,11 +149,44 @@ def cmd_up(topo: Topology, a: argparse.Namespace) -> int:
     fwd, ret = build_link(a.profile, ov)
     if a.unconfigured and not a.gateway:
         raise lab.LabError("--unconfigured needs --gateway")
-    lab.up(topo, a.profile, fwd, ret, a.gateway, seed=a.seed, timeout=a.timeout, configured=not a.unconfigured)
+    if a.hub_gateways:
+        topo = Topology(topo.prefix, topo.run_root, topo.extra, a.hub_gateways)
+    lab.up(topo, a.profile, fwd, ret, a.gateway, seed=a.seed, timeout=a.timeout, idle_timer_s=a.hub_idle_timer,
+           configured=not a.unconfigured)
     print(f"satlab {topo.prefix}: up, profile {a.profile}: forward {fmt_rate(fwd['rate_bps'])}, "
           f"return {fmt_rate(ret['rate_bps'])}, RTT {fwd['delay_ms'] + ret['delay_ms']:g} ms"
+          + (f", hub cluster of {a.hub_gateways}" if a.hub_gateways else "")
           + (f", gateway on {a.gateway}" if a.gateway else "")
           + (" (no config)" if a.unconfigured else ""))
+    return 0
+
+
+def cmd_cluster(topo: Topology, a: argparse.Namespace) -> int:
+    from .cluster import members
+
+    _need_root()
+    _require_up(topo)
+    if not topo.hub_gateways:
+        raise lab.LabError(f"satlab '{topo.prefix}' is not a hub cluster (up --hub-gateways N)")
+    try:
+        if a.action == "status":
+            s = members.describe(topo)
+            print(json.dumps(s) if a.json else json.dumps(s, indent=2))
+        elif a.action == "crash":
+            members.crash(topo, a.gateway)
+        elif a.action == "links":
+            members.set_links(topo, a.gateway, a.state == "up")
+        elif a.action == "start":
+            members.start(topo, a.gateway, lab.python_env())
+        elif a.action == "enroll":
+            creds = json.loads(Path(a.credentials).read_text())
+            print(members.enroll(topo, a.gateway, creds, lab.python_env()))
+        else:
+            r = members.drain(topo, a.gateway, timeout=a.timeout)
+            print(f"{a.gateway}: drained in {r.drained_s:.1f} s ({r.flows_at_start} flows at the start), "
+                  f"stopped after {r.stopped_s:.1f} s")
+    except (members.MemberError, fabric.ClusterError, frr.FrrError) as e:
+        raise lab.LabError(str(e)) from e
     return 0
 
 
@@ -258,6 +331,10 @@ def main(argv: list[str] | None = None) -> int:
     a = build_parser().parse_args(argv)
     try:
         topo = Topology(resolve_prefix(a.prefix))
+        if a.cmd != "up":
+            topo = lab.current(topo)
+        if a.cmd == "cluster":
+            return cmd_cluster(topo, a)
         if a.cmd == "up":
             return cmd_up(topo, a)
         if a.cmd == "down":

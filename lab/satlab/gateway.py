@@ -35,6 +35,7 @@ import secrets
 import signal
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any, Protocol
@@ -110,6 +111,36 @@ def dns_config(role: str) -> dict[str, Any]:
 
 def cache_from_env() -> bool:
     return os.environ.get(CACHE_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+# `SATLAB_GATEWAY_RESTART=always`: each gateway runs under satlab.gwsupervise, which restarts it
+# like the packaged systemd unit (debian/perigee-gateway.service: Restart=always, RestartSec=2).
+# Off by default: without it a killed daemon stays dead, as it would when run by hand.
+RESTART_ENV = "SATLAB_GATEWAY_RESTART"
+RESTART_SEC = 2.0
+# `SATLAB_GATEWAY_BIN=path`: run this perigee binary instead of bin/perigee (the soak's build with
+# the test-only apply fault hook, gateway/target/release/perigee-faults).
+BIN_ENV = "SATLAB_GATEWAY_BIN"
+
+
+def restart_from_env() -> bool:
+    value = os.environ.get(RESTART_ENV, "").strip().lower()
+    if value not in ("", "no", "always"):
+        raise GatewayError(f"{RESTART_ENV} must be 'always' or 'no', not {value!r}")
+    return value == "always"
+
+
+def gateway_binary() -> str:
+    path = os.environ.get(BIN_ENV, "").strip()
+    if not path:
+        return PERIGEE
+    if not os.access(path, os.X_OK):
+        raise GatewayError(f"{BIN_ENV}={path} is not an executable file")
+    return path
+
+
+def supervisor_pidfile(topo: TopologyLike, role: str) -> str:
+    return topo.path(f"gw-{topo.ns(role)}.supervisor.pid")
 
 
 class GatewayError(RuntimeError):
@@ -295,11 +326,12 @@ def _start_one(topo: TopologyLike, role: str, timeout: float, cache: bool, peer_
                configured: bool = True) -> None:
     """One daemon in `role`'s namespace; `configured` False starts it without a config (a new box, set up
     later through its control socket): ready once it answers, with no worker running yet."""
+    place = _placement(topo, role)
     cfg_path, pidfile, logfile = _files(topo, role)
     sock = socket_path(topo, role)
     config_args: list[str] = []
     if configured:
-        cfg = default_config(role, cache, tuning_from_state(topo, role), peer_key)
+        cfg = place.config(cache, tuning_from_state(topo, place.config_role), peer_key)
         Path(cfg_path).write_text(json.dumps(cfg, indent=2))
         config_args = ["--config", cfg_path]
     sq = squid_dir(topo, role)
@@ -309,11 +341,19 @@ def _start_one(topo: TopologyLike, role: str, timeout: float, cache: bool, peer_
     argv = ["nsenter", f"--net=/run/netns/{topo.ns(role)}", "--", PERIGEE, "gateway", "run", *config_args,
             "--control-socket", sock, "--squid-state-dir", sq, "--squid-run-dir", os.path.join(sq, "run"),
             "--squid-service", squid_service(topo, role),
-            "--dns-state-dir", dn, "--dns-run-dir", os.path.join(dn, "run")]
+            "--dns-state-dir", dn, "--dns-run-dir", os.path.join(dn, "run"), *place.extra_args]
+    argv[argv.index(PERIGEE)] = gateway_binary()
+    supervised = restart_from_env()
+    env = None
+    if supervised:
+        # The packaged unit's restart policy (gwsupervise); it writes the daemon's pid itself.
+        argv = [sys.executable, "-m", "satlab.gwsupervise", "--pidfile", pidfile, "--restart-sec",
+                f"{RESTART_SEC:g}", "--", *argv]
+        env = dict(os.environ, PYTHONPATH=str(REPO / "lab") + os.pathsep + os.environ.get("PYTHONPATH", ""))
     with open(logfile, "ab") as log:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
-    Path(pidfile).write_text(f"{proc.pid}\n")
+                                start_new_session=True, env=env)
+    Path(supervisor_pidfile(topo, role) if supervised else pidfile).write_text(f"{proc.pid}\n")
     deadline = time.monotonic() + timeout
     while True:
         if proc.poll() is not None:
@@ -331,7 +371,33 @@ def _start_one(topo: TopologyLike, role: str, timeout: float, cache: bool, peer_
         time.sleep(0.05)
 
 
+def _stop_supervisor(topo: TopologyLike, role: str, grace: float) -> None:
+    """SIGTERM to gwsupervise (it stops the daemon cleanly and does not restart it)."""
+    path = supervisor_pidfile(topo, role)
+    pid = _read_pid(path)
+    if pid is not None and _alive(pid):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            cmd = b""
+        if b"gwsupervise" in cmd:
+            os.kill(pid, signal.SIGTERM)
+            deadline = time.monotonic() + grace + 2
+            while _alive(pid) and time.monotonic() < deadline:
+                _reap(pid)
+                time.sleep(0.05)
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+            _reap(pid)
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
 def _stop_one(topo: TopologyLike, role: str, grace: float = 15.0) -> None:
+    """SIGTERM (the daemon cleans up), SIGKILL after `grace` seconds; grace 0 is a crash: SIGKILL at once."""
+    _stop_supervisor(topo, role, grace)
     _, pidfile, _ = _files(topo, role)
     pid = _read_pid(pidfile)
     if pid is not None and _alive(pid):
@@ -340,7 +406,8 @@ def _stop_one(topo: TopologyLike, role: str, grace: float = 15.0) -> None:
         except OSError:
             cmd = b""
         if b"gateway" in cmd:
-            os.kill(pid, signal.SIGTERM)  # the daemon removes its nft table, rules, routes, stops Squid
+            # SIGTERM: the daemon removes its nft table, rules, routes, stops Squid.
+            os.kill(pid, signal.SIGTERM if grace > 0 else signal.SIGKILL)
             deadline = time.monotonic() + grace
             while _alive(pid) and time.monotonic() < deadline:
                 _reap(pid)
@@ -362,6 +429,53 @@ def _reap(pid: int) -> None:
         pass
 
 
+def cluster_size(topo: TopologyLike) -> int:
+    """Gateways of a hub cluster (`satlab up --hub-gateways N`), 0 for the classic lab."""
+    return int(getattr(topo, "hub_gateways", 0) or 0)
+
+
+class Placement:
+    """Where one daemon runs (namespace role) and what it is configured as."""
+
+    def __init__(self, ns_role: str, config_role: str, routes: list[dict[str, str]], shaping_share: int = 1,
+                 extra_args: tuple[str, ...] = ()) -> None:
+        self.ns_role, self.config_role, self.routes = ns_role, config_role, routes
+        self.shaping_share, self.extra_args = shaping_share, extra_args
+
+    def config(self, cache: bool, tuning: dict[str, int] | None, peer_key: str | None = None) -> dict[str, Any]:
+        cfg = default_config(self.config_role, cache, tuning, peer_key)
+        cfg["satellite"]["routes"] = self.routes
+        if self.shaping_share > 1 and cfg.get("shaping", {}).get("enabled"):
+            # Each of N gateways shapes its share of the carrier: together they fill it, not N times it.
+            cfg["shaping"]["rate_bps"] = max(8000, cfg["shaping"]["rate_bps"] // self.shaping_share)
+        return cfg
+
+
+CLUSTER_WORKERS = "2"  # N gateways share the lab's cores: 2 workers each hold thousands of flows
+
+
+def _placement(topo: TopologyLike, ns_role: str) -> Placement:
+    n = cluster_size(topo)
+    if ns_role.startswith("gw") and n:
+        from .cluster import fleet
+        from .cluster.plan import member
+
+        m = member(int(ns_role[2:]))
+        routes = [{"dst": "10.71.1.0/24", "via": m.hub_v4}]  # the cluster routes IPv4 (docs/cluster.md)
+        # An enrolled gateway (satlab cluster enroll) also serves its control protocol over mutual TLS.
+        return Placement(ns_role, "hub", routes, n, ("--workers", CLUSTER_WORKERS, *fleet.tls_args(topo, ns_role)))
+    return Placement(ns_role, ns_role, SAT_ROUTES[ns_role])
+
+
+def placements(topo: TopologyLike, where: str) -> list[str]:
+    """The namespace roles that run a daemon for `--gateway where`: in a cluster `hub` is every gateway."""
+    n = cluster_size(topo)
+    roles: list[str] = []
+    for role in WHERE[where]:
+        roles += [f"gw{k}" for k in range(1, n + 1)] if role == "hub" and n else [role]
+    return roles
+
+
 def start(topo: TopologyLike, where: str, timeout: float = 45.0, cache: bool | None = None,
           configured: bool = True) -> None:
     """Start the gateway(s); `cache` None means: as $SATLAB_GATEWAY_CACHE says (default off); `configured`
@@ -369,10 +483,11 @@ def start(topo: TopologyLike, where: str, timeout: float = 45.0, cache: bool | N
     if where not in WHERE:
         raise GatewayError(f"--gateway must be one of {', '.join(WHERE)}, not {where!r}")
     with_cache = cache_from_env() if cache is None else cache
-    peer_key = new_peer_key(topo) if where == "both" and configured else None
+    # The peer path pairs one terminal with one hub address; a cluster's gateways take plain splitting.
+    peer_key = new_peer_key(topo) if where == "both" and configured and not cluster_size(topo) else None
     started: list[str] = []
     try:
-        for role in WHERE[where]:
+        for role in placements(topo, where):
             _start_one(topo, role, timeout, with_cache, peer_key, configured)
             started.append(role)
     except BaseException:
@@ -407,5 +522,15 @@ def stop(topo: TopologyLike, where: str | None = None) -> None:
     # Last started, first stopped. With the kernel's tcp_hybla each daemon puts back the host-wide
     # rtt0 it found at its start, so only this order leaves what was there before the first one
     # started (Perigee's BPF Hybla: each daemon just removes its own namespace's entry).
-    for role in reversed(WHERE.get(where or "both", WHERE["both"])):
+    for role in reversed(placements(topo, where or "both")):
         _stop_one(topo, role)
+
+
+def start_one(topo: TopologyLike, role: str, timeout: float = 45.0, cache: bool | None = None) -> None:
+    """One daemon in namespace `role` (a cluster gateway `gwK`, `hub` or `terminal`)."""
+    _start_one(topo, role, timeout, cache_from_env() if cache is None else cache)
+
+
+def stop_one(topo: TopologyLike, role: str, crash: bool = False) -> None:
+    """Stop one daemon: cleanly, or (`crash`) with SIGKILL, leaving its nft table as a crash does."""
+    _stop_one(topo, role, grace=0 if crash else 15.0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import importlib.util
 import json
@@ -15,9 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from . import linkctl, procs, webservices
+from .cluster import fabric, frr, plan
+from .cluster import state as cluster_state
 from .profiles import CROSS_PARAMS, Params
 from .sysrun import CommandError, ip, list_namespaces, run, run_ns
-from .topology import LINKS, ROLES, ROUTERS, ROUTES, SERVER_V4, SERVER_V6, VETHS, EmulatedLink, Topology
+from .topology import LINKS, SERVER_V4, SERVER_V6, EmulatedLink, Topology
 
 LAB_DIR = Path(__file__).resolve().parent.parent
 EMULATOR_BIN = Path(os.environ.get("SATLAB_LINK_BIN", LAB_DIR / "emulator/target/release/satlab-link"))
@@ -58,6 +61,13 @@ def save_state(topo: Topology, state: dict[str, Any]) -> None:
     os.replace(tmp, topo.path(STATE_FILE))
 
 
+def current(topo: Topology) -> Topology:
+    """The topology as the running lab has it (its cluster size is in its state file)."""
+    state = load_state(topo) or {}
+    n = int(state.get("hub_gateways") or 0)
+    return topo if n == topo.hub_gateways else dataclasses.replace(topo, hub_gateways=n)
+
+
 def existing_namespaces(topo: Topology) -> list[str]:
     ours = set(topo.namespaces)
     return [n for n in list_namespaces() if n in ours]
@@ -96,17 +106,18 @@ def _mac(ns: str, dev: str) -> str:
 
 
 def build_network(topo: Topology) -> None:
-    for role in ROLES:
+    net = plan.network(topo)
+    for role in topo.roles:
         run(["ip", "netns", "add", topo.ns(role)])
-    for role in ROLES:
+    for role in topo.roles:
         ns = topo.ns(role)
         ip(ns, "link", "set", "lo", "up")
         if role == "sat":
             # The emulator namespace is a wire, not a host: no IPv6 chatter of its own.
             _sysctl(ns, "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1")
-        if role in ROUTERS:
+        if role in net.routers:
             _sysctl(ns, "net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1")
-    for v in VETHS:
+    for v in net.veths:
         # Created directly in both namespaces: no name ever appears in the root namespace.
         ip(topo.ns(v.a.role), "link", "add", v.a.name, "type", "veth",
            "peer", "name", v.b.name, "netns", topo.ns(v.b.role))
@@ -122,12 +133,12 @@ def build_network(topo: Topology) -> None:
                 extra = ["preferred_lft", "0"] if i else []
                 ip(ns, "-6", "addr", "add", addr, "dev", end.name, "nodad", *extra)
             ip(ns, "link", "set", end.name, "up")
-    for r in ROUTES:
+    for r in net.routes:
         fam = "-6" if ":" in r.via else "-4"
         ip(topo.ns(r.role), fam, "route", "replace", r.dest, "via", r.via)
     # Permanent neighbours across the emulated links: ARP/ND over a 600 ms lossy link would add
     # spurious delay and drops to the first packets and to any saturating test.
-    for v_left, v_right in ((VETHS[1].a, VETHS[2].b), (VETHS[4].a, VETHS[5].b)):
+    for v_left, v_right in net.emulated_neighbours:
         for here, there in ((v_left, v_right), (v_right, v_left)):
             mac = _mac(topo.ns(there.role), there.name)
             for addr in there.v4 + there.v6:
@@ -179,7 +190,8 @@ def start_servers(topo: Topology) -> None:
 def wait_ready(topo: Topology, timeout: float) -> None:
     """Ping client -> server (v4 and v6), and check the servers listen."""
     deadline = time.monotonic() + timeout
-    for target in (SERVER_V4, SERVER_V6):
+    # A hub cluster routes IPv4 only (docs/cluster.md, limits).
+    for target in (SERVER_V4,) if topo.hub_gateways else (SERVER_V4, SERVER_V6):
         while True:
             p = run_ns(topo.ns("client"), ["ping", "-n", "-c", "1", "-W", "3", target], check=False, timeout=10)
             if p.returncode == 0:
@@ -200,7 +212,8 @@ def wait_ready(topo: Topology, timeout: float) -> None:
 
 
 def up(topo: Topology, profile: str, forward: Params, ret: Params, gateway: str | None,
-       seed: int = 1, timeout: float = 30.0, configured: bool = True) -> dict[str, Any]:
+       seed: int = 1, timeout: float = 30.0, idle_timer_s: int = fabric.DEFAULT_IDLE_TIMER_S,
+       configured: bool = True) -> dict[str, Any]:
     gw = None
     if gateway:
         gw = gateway_module()
@@ -218,22 +231,36 @@ def up(topo: Topology, profile: str, forward: Params, ret: Params, gateway: str 
             "forward": forward, "return": ret, "cross": CROSS_PARAMS, "gateway": None,
             "namespaces": topo.namespaces,
         }
+        splitters = gw is not None and gateway in ("hub", "both")
+        if topo.hub_gateways:
+            state["hub_gateways"] = topo.hub_gateways
+            state["cluster"] = {"idle_timer_s": idle_timer_s, "hash_seed": fabric.hash_seed(seed),
+                                "buckets": fabric.BUCKETS, "splitters": splitters}
         save_state(topo, state)
         try:
             build_network(topo)
+            if topo.hub_gateways:
+                fabric.prepare_network(topo, seed)
             start_emulator(topo, LINKS[0], forward, ret, seed)
             start_emulator(topo, LINKS[1], CROSS_PARAMS, CROSS_PARAMS, seed + 1)
             start_servers(topo)
             webservices.start(topo, python_env())
+            if topo.hub_gateways:
+                fabric.start_routing(topo, idle_timer_s, splitters, python_env())
+                if splitters:
+                    # The gateways' BFD stays shut until their daemons serve: start them first.
+                    _start_gateway(topo, gw, gateway, state, configured)
+                    for role in topo.gateway_roles:
+                        fabric.start_announcer(topo, role, python_env())
+                    fabric.wait_serving(topo, set(topo.gateway_roles))
+                cluster_state.wait_converged(topo, set(topo.gateway_roles))
             wait_ready(topo, timeout)
             webservices.wait_ready(topo, time.monotonic() + timeout)
-            if gw is not None:
-                try:
-                    gw.start(topo, gateway, configured=configured)
-                except Exception as e:  # the hook's own error type: report it as ours
-                    raise LabError(f"gateway on {gateway} did not start: {e}") from e
-                state["gateway"] = gateway
-                save_state(topo, state)
+            if gw is not None and not (topo.hub_gateways and splitters):
+                _start_gateway(topo, gw, gateway, state, configured)
+        except (fabric.ClusterError, frr.FrrError) as e:
+            _teardown(topo)
+            raise LabError(str(e)) from e
         except webservices.WebServiceError as e:
             _teardown(topo)
             raise LabError(str(e)) from e
@@ -243,9 +270,20 @@ def up(topo: Topology, profile: str, forward: Params, ret: Params, gateway: str 
     return state
 
 
+def _start_gateway(topo: Topology, gw: Any, gateway: str | None, state: dict[str, Any],
+                   configured: bool = True) -> None:
+    try:
+        gw.start(topo, gateway, configured=configured)
+    except Exception as e:  # the hook's own error type: report it as ours
+        raise LabError(f"gateway on {gateway} did not start: {e}") from e
+    state["gateway"] = gateway
+    save_state(topo, state)
+
+
 # --- tearing down -----------------------------------------------------------------------------
 
 def _teardown(topo: Topology) -> None:
+    topo = current(topo)
     state = load_state(topo) or {}
     if state.get("gateway"):
         gw = gateway_module()
@@ -254,6 +292,8 @@ def _teardown(topo: Topology) -> None:
                 gw.stop(topo, state["gateway"])
             except Exception as e:  # keep tearing down the rest
                 print(f"satlab: gateway.stop failed: {e}", file=sys.stderr)
+    if topo.hub_gateways:
+        fabric.stop(topo)
     for name, _role, _args in SERVICES:
         procs.stop_pidfile(topo.path(f"{name}.pid"), "satlab")
     webservices.stop(topo)

@@ -96,20 +96,43 @@ CLIENT_V4 = "10.71.1.10"
 CROSS_V4 = "10.71.4.10"
 
 
+# A hub cluster (`satlab up --hub-gateways N`, docs/cluster.md): the hub namespace becomes the
+# satellite-side router, `edge` the internet-side one, and gw1..gwN the gateways between them.
+CLUSTER_MAX_GATEWAYS = 8
+EDGE_ROLE = "edge"
+
+
+def gateway_role(index: int) -> str:
+    """The namespace role of cluster gateway `index` (1-based)."""
+    return f"gw{index}"
+
+
 @dataclass(frozen=True)
 class Topology:
     prefix: str = DEFAULT_PREFIX
     run_root: str = RUN_ROOT
     extra: dict[str, str] = field(default_factory=dict)
+    # 0: the classic lab (DEVELOPERS.md); N >= 1: a hub cluster of N gateways.
+    hub_gateways: int = 0
+
+    @property
+    def roles(self) -> tuple[str, ...]:
+        if not self.hub_gateways:
+            return ROLES
+        return (*ROLES, EDGE_ROLE, *self.gateway_roles)
+
+    @property
+    def gateway_roles(self) -> tuple[str, ...]:
+        return tuple(gateway_role(k) for k in range(1, self.hub_gateways + 1))
 
     def ns(self, role: str) -> str:
-        if role not in ROLES:
-            raise ValueError(f"unknown namespace {role!r}; one of {', '.join(ROLES)}")
+        if role not in self.roles:
+            raise ValueError(f"unknown namespace {role!r}; one of {', '.join(self.roles)}")
         return f"{self.prefix}{role}"
 
     @property
     def namespaces(self) -> list[str]:
-        return [self.ns(r) for r in ROLES]
+        return [self.ns(r) for r in self.roles]
 
     @property
     def run_dir(self) -> str:

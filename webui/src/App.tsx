@@ -23,6 +23,7 @@ const BackupPage = lazy(() => import('./pages/BackupPage'));
 const HealthPage = lazy(() => import('./pages/HealthPage'));
 const SystemPage = lazy(() => import('./pages/SystemPage'));
 const SetupWizard = lazy(() => import('./pages/SetupWizard'));
+const FleetPage = lazy(() => import('./pages/FleetPage'));
 
 export function App() {
   return (
@@ -57,6 +58,7 @@ export function App() {
           <Route path="users" element={<UsersPage />} />
           <Route path="audit" element={<AuditPage />} />
           <Route path="backup" element={<BackupPage />} />
+          <Route path="fleet" element={<FleetPage />} />
           <Route path="health" element={<HealthPage />} />
           <Route path="system" element={<SystemPage />} />
           <Route path="setup" element={<SetupWizard />} />

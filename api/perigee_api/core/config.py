@@ -58,6 +58,11 @@ class Settings(BaseSettings):
     # nginx's certificate directory (cert.pem, key.pem): the API writes an uploaded pair there.
     tls_dir: Path = Path("/etc/perigee/tls")
 
+    # Prometheus file-based service discovery of the fleet (services/fleet_sd.py): the file the API keeps
+    # current (default <data_dir>/prometheus/fleet.json), and where the local gateway's metrics listen.
+    prometheus_sd_file: Path | None = None
+    local_metrics_address: str = "127.0.0.1:9464"
+
     # Retention (seconds) per rollup table and for closed flows.
     retain_1s_s: int = 2 * 3600
     retain_1m_s: int = 8 * 86400
@@ -68,6 +73,10 @@ class Settings(BaseSettings):
 
     # Initial desired config (first start only).
     initial_role: str = Field(default="hub", pattern="^(hub|terminal)$")
+
+    @property
+    def sd_file(self) -> Path:
+        return self.prometheus_sd_file or self.data_dir / "prometheus" / "fleet.json"
 
     @property
     def database_path(self) -> Path:

@@ -276,12 +276,25 @@ class ValidateOut(BaseModel):
     error: dict[str, Any] | None
 
 
+class GatewayApplyOut(BaseModel):
+    """One fleet member's part of an apply: applied | failed | rolled_back | rollback_failed | not_attempted |
+    refused (its dry run refused the config) | unreachable."""
+
+    gateway: str
+    address: str
+    status: str
+    revision: str | None
+    error: dict[str, Any] | None
+    rollback_error: dict[str, Any] | None
+
+
 class ApplyOut(BaseModel):
     ok: bool
     version_id: int
     active_version_id: int | None
     revision: str | None = None
     error: dict[str, Any] | None
+    gateways: list[GatewayApplyOut] = []
 
 
 class RollbackOut(BaseModel):
@@ -493,3 +506,67 @@ class TlsOut(BaseModel):
     certificate: TlsCertificateOut | None = Field(description="null while nginx has made no certificate yet")
     reload: TlsReloadOut
     backup_available: bool
+
+
+# --- fleet --------------------------------------------------------------------------------------
+
+
+class GatewayRegisterIn(In):
+    name: str = Field(min_length=1, max_length=64, description="lowercase letters, digits, '-'; not 'local'")
+    address: str = Field(min_length=3, max_length=300, description="host:port of its TLS control listener")
+    metrics_port: int = Field(default=9464, ge=1, le=65535, description="its Prometheus listener, same host")
+
+
+class FleetGatewayOut(BaseModel):
+    id: int
+    name: str
+    address: str
+    metrics_port: int
+    cert_fingerprint: str
+    cert_not_after: float
+    created_at: float
+    created_by: str
+
+
+class GatewayCredentials(BaseModel):
+    """What the gateway's TLS listener needs (--control-tls-ca/-cert/-key). The key is not kept: this is the only
+    time it is shown."""
+
+    ca_pem: str
+    cert_pem: str
+    key_pem: str
+
+
+class GatewayRegistered(BaseModel):
+    gateway: FleetGatewayOut
+    credentials: GatewayCredentials
+
+
+class FleetGatewayList(BaseModel):
+    gateways: list[FleetGatewayOut]
+
+
+class FleetMemberOut(BaseModel):
+    gateway: str
+    address: str
+    reachable: bool
+    status: str
+    revision: str | None
+    version: str | None
+    uptime_s: float | None
+    flows_live: int | None
+    throughput_down_bps: float | None
+    throughput_up_bps: float | None
+    problems: list[str]
+    error: dict[str, Any] | None
+
+
+class FleetStatusOut(BaseModel):
+    gateways: list[FleetMemberOut]
+    active_version_id: int | None
+    active_revision: str | None
+
+
+class FleetFlowsOut(BaseModel):
+    flows: list[dict[str, Any]]
+    errors: list[dict[str, Any]]

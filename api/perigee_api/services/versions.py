@@ -14,6 +14,7 @@ from perigee_api.core.errors import ApiError
 from perigee_api.gateway_client import GatewayClient, GatewayError
 from perigee_api.models import ConfigVersion, Meta
 from perigee_api.schemas.gateway_config import GatewayConfig, default_config
+from perigee_api.services import fleet
 from perigee_api.services.policy_check import Issue, check_classes
 
 ACTIVE_KEY = "active_version"
@@ -141,31 +142,44 @@ def dry_run(gw: GatewayClient, v: ConfigVersion) -> dict[str, Any]:
         return {"ok": False, "version_id": v.id, "rendered": None, "error": exc.as_dict()}
 
 
-def apply(db: Session, gw: GatewayClient, v: ConfigVersion) -> dict[str, Any]:
-    """PUT the version to the gateway; record the result on the version. Active changes only on success."""
+def apply(db: Session, ms: list[fleet.Member], v: ConfigVersion) -> dict[str, Any]:
+    """Apply the version on every fleet member (services/fleet.py); record the per-gateway result on the version.
+
+    Active changes only when every member applied it; when one failed, the others were rolled back.
+    """
     now = time.time()
-    try:
-        res = gw.apply_config(v.config)
-    except GatewayError as exc:
+    ok, results = fleet.apply_all(ms, v.config)
+    revision = next((r["revision"] for r in results if r["status"] == "applied"), None)
+    if not ok:
+        first = next((r for r in results if r["error"]), None)
+        error = first["error"] if first else None
         v.apply_status = "failed"
-        v.apply_result = {"ok": False, "at": now, "error": exc.as_dict()}
-        return {"ok": False, "version_id": v.id, "active_version_id": active_id(db), "error": exc.as_dict()}
+        v.apply_result = {"ok": False, "at": now, "error": error, "gateways": results}
+        return {
+            "ok": False,
+            "version_id": v.id,
+            "active_version_id": active_id(db),
+            "error": error,
+            "gateways": results,
+        }
+    local = results[0]
     v.apply_status = "applied"
-    v.applied_at = float(res.get("applied_at") or now)
-    v.apply_result = {"ok": True, "at": now, "revision": res.get("revision")}
+    v.applied_at = float(local.get("applied_at") or now)
+    v.apply_result = {"ok": True, "at": now, "revision": local["revision"], "gateways": results}
     set_active(db, v.id)
     return {
         "ok": True,
         "version_id": v.id,
         "active_version_id": v.id,
-        "revision": res.get("revision"),
+        "revision": revision,
         "error": None,
+        "gateways": results,
     }
 
 
 def rollback(
-    db: Session, gw: GatewayClient, target: ConfigVersion, author: str
+    db: Session, ms: list[fleet.Member], target: ConfigVersion, author: str
 ) -> tuple[ConfigVersion, dict[str, Any]]:
     config = GatewayConfig.model_validate(target.config)
     new = create(db, config, author, f"rollback to v{target.id}")
-    return new, apply(db, gw, new)
+    return new, apply(db, ms, new)

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import ssl
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -150,10 +152,23 @@ def make_flow(
     }
 
 
+@dataclass(frozen=True)
+class FakeTls:
+    """Serve on TCP with mutual TLS like a fleet gateway's --control-tls-listen (PEM files)."""
+
+    host: str
+    port: int
+    cert: Path
+    key: Path
+    client_ca: Path
+
+
 class FakeGateway:
-    def __init__(self, socket_path: Path, running: dict[str, Any] | None = None) -> None:
-        """`running`: a config the gateway runs from the start (its own config file), as the real one would."""
+    def __init__(self, socket_path: Path, running: dict[str, Any] | None = None, tls: FakeTls | None = None) -> None:
+        """`running`: a config the gateway runs from the start (its own config file), as the real one would;
+        `tls`: serve on TCP with mutual TLS as well, like a fleet gateway."""
         self.socket_path = Path(socket_path)
+        self.tls = tls
         self.config: dict[str, Any] | None = None
         self.revision: str | None = None
         self.applied: list[dict[str, Any]] = []
@@ -446,7 +461,20 @@ class FakeGateway:
 
     def start(self) -> FakeGateway:
         self.socket_path.unlink(missing_ok=True)
-        config = uvicorn.Config(self.app(), uds=str(self.socket_path), log_level="warning", lifespan="off")
+        if self.tls is None:
+            config = uvicorn.Config(self.app(), uds=str(self.socket_path), log_level="warning", lifespan="off")
+        else:
+            config = uvicorn.Config(
+                self.app(),
+                host=self.tls.host,
+                port=self.tls.port,
+                ssl_certfile=str(self.tls.cert),
+                ssl_keyfile=str(self.tls.key),
+                ssl_ca_certs=str(self.tls.client_ca),
+                ssl_cert_reqs=ssl.CERT_REQUIRED,
+                log_level="warning",
+                lifespan="off",
+            )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=lambda: asyncio.run(self._server.serve()), daemon=True)  # type: ignore[union-attr]
         self._thread.start()

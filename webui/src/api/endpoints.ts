@@ -31,6 +31,8 @@ export type ValidateOut = S['ValidateOut'];
 export type RunningOut = S['RunningOut'];
 export type UserCreated = S['UserCreated'];
 export type HealthOut = S['HealthOut'];
+export type FleetStatus = S['FleetStatusOut'];
+export type FleetMember = S['FleetMemberOut'];
 export type SeriesOut = S['SeriesOut'];
 export type AuditPage = S['AuditPage'];
 export type AuditOut = S['AuditOut'];
@@ -158,6 +160,7 @@ export const endpoints = {
     unwrap(api.POST('/api/v1/dns/flush', { body: 'all' in target ? { all: true } : { all: false, name: target.name } })),
   health: () => unwrap(api.GET('/api/v1/health')),
   interfaces: () => unwrap(api.GET('/api/v1/system/interfaces')),
+  fleet: () => unwrap(api.GET('/api/v1/fleet')),
   systemVersions: () => unwrap(api.GET('/api/v1/system/versions')),
   audit: (query: { actor?: string; action?: string; limit?: number; offset?: number }) => unwrap(api.GET('/api/v1/audit', { params: { query } })),
   tls: () => unwrap(api.GET('/api/v1/system/tls')),

@@ -11,6 +11,7 @@ export const keys = {
   users: ['users'] as const,
   audit: (q: unknown) => ['audit', q] as const,
   health: ['health'] as const,
+  fleet: ['fleet'] as const,
   tls: ['system', 'tls'] as const,
   interfaces: ['system', 'interfaces'] as const,
   overview: ['overview'] as const,

@@ -311,6 +311,75 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/fleet": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Every gateway's health, revision, flows, throughput */
+        get: operations["fleet_status_api_v1_fleet_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/fleet/flows": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Live flows of every gateway, each labelled */
+        get: operations["fleet_flows_api_v1_fleet_flows_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/fleet/gateways": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List Gateways */
+        get: operations["list_gateways_api_v1_fleet_gateways_get"];
+        put?: never;
+        /** Register a gateway by address; answers its TLS credentials (the key only this once) */
+        post: operations["register_gateway_api_v1_fleet_gateways_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/fleet/gateways/{gateway_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Remove Gateway */
+        delete: operations["remove_gateway_api_v1_fleet_gateways__gateway_id__delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/flows": {
         parameters: {
             query?: never;
@@ -770,7 +839,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Apply atomically on the gateway; the result is recorded on the version */
+        /** Apply on every gateway of the fleet (all or none); the per-gateway result is recorded on the version */
         post: operations["apply_version_api_v1_versions__version_id__apply_post"];
         delete?: never;
         options?: never;
@@ -843,6 +912,11 @@ export interface components {
             error: {
                 [key: string]: unknown;
             } | null;
+            /**
+             * Gateways
+             * @default []
+             */
+            gateways: components["schemas"]["GatewayApplyOut"][];
             /** Ok */
             ok: boolean;
             /** Revision */
@@ -1582,6 +1656,79 @@ export interface components {
         ErrorResponse: {
             error: components["schemas"]["ErrorBody"];
         };
+        /** FleetFlowsOut */
+        FleetFlowsOut: {
+            /** Errors */
+            errors: {
+                [key: string]: unknown;
+            }[];
+            /** Flows */
+            flows: {
+                [key: string]: unknown;
+            }[];
+        };
+        /** FleetGatewayList */
+        FleetGatewayList: {
+            /** Gateways */
+            gateways: components["schemas"]["FleetGatewayOut"][];
+        };
+        /** FleetGatewayOut */
+        FleetGatewayOut: {
+            /** Address */
+            address: string;
+            /** Cert Fingerprint */
+            cert_fingerprint: string;
+            /** Cert Not After */
+            cert_not_after: number;
+            /** Created At */
+            created_at: number;
+            /** Created By */
+            created_by: string;
+            /** Id */
+            id: number;
+            /** Metrics Port */
+            metrics_port: number;
+            /** Name */
+            name: string;
+        };
+        /** FleetMemberOut */
+        FleetMemberOut: {
+            /** Address */
+            address: string;
+            /** Error */
+            error: {
+                [key: string]: unknown;
+            } | null;
+            /** Flows Live */
+            flows_live: number | null;
+            /** Gateway */
+            gateway: string;
+            /** Problems */
+            problems: string[];
+            /** Reachable */
+            reachable: boolean;
+            /** Revision */
+            revision: string | null;
+            /** Status */
+            status: string;
+            /** Throughput Down Bps */
+            throughput_down_bps: number | null;
+            /** Throughput Up Bps */
+            throughput_up_bps: number | null;
+            /** Uptime S */
+            uptime_s: number | null;
+            /** Version */
+            version: string | null;
+        };
+        /** FleetStatusOut */
+        FleetStatusOut: {
+            /** Active Revision */
+            active_revision: string | null;
+            /** Active Version Id */
+            active_version_id: number | null;
+            /** Gateways */
+            gateways: components["schemas"]["FleetMemberOut"][];
+        };
         /**
          * Flow
          * @description One split flow, live or closed (docs/control-protocol.md, *Flow*).
@@ -1726,6 +1873,29 @@ export interface components {
         };
         /** @enum {string} */
         FlowState: "connecting" | "established" | "half_closed" | "closed";
+        /**
+         * GatewayApplyOut
+         * @description One fleet member's part of an apply: applied | failed | rolled_back | rollback_failed | not_attempted |
+         *     refused (its dry run refused the config) | unreachable.
+         */
+        GatewayApplyOut: {
+            /** Address */
+            address: string;
+            /** Error */
+            error: {
+                [key: string]: unknown;
+            } | null;
+            /** Gateway */
+            gateway: string;
+            /** Revision */
+            revision: string | null;
+            /** Rollback Error */
+            rollback_error: {
+                [key: string]: unknown;
+            } | null;
+            /** Status */
+            status: string;
+        };
         /**
          * GatewayConfig
          * @description A Perigee gateway's configuration (control protocol v1): what PUT /v1/config takes. Generated from the gateway's Rust types (gateway/crates/perigee/src/gateway/config.rs); rules between fields are the gateway's validator's (and the API's cross-field validators').
@@ -1887,6 +2057,43 @@ export interface components {
              *     }
              */
             terrestrial: components["schemas"]["Terrestrial"];
+        };
+        /**
+         * GatewayCredentials
+         * @description What the gateway's TLS listener needs (--control-tls-ca/-cert/-key). The key is not kept: this is the only
+         *     time it is shown.
+         */
+        GatewayCredentials: {
+            /** Ca Pem */
+            ca_pem: string;
+            /** Cert Pem */
+            cert_pem: string;
+            /** Key Pem */
+            key_pem: string;
+        };
+        /** GatewayRegistered */
+        GatewayRegistered: {
+            credentials: components["schemas"]["GatewayCredentials"];
+            gateway: components["schemas"]["FleetGatewayOut"];
+        };
+        /** GatewayRegisterIn */
+        GatewayRegisterIn: {
+            /**
+             * Address
+             * @description host:port of its TLS control listener
+             */
+            address: string;
+            /**
+             * Metrics Port
+             * @description its Prometheus listener, same host
+             * @default 9464
+             */
+            metrics_port: number;
+            /**
+             * Name
+             * @description lowercase letters, digits, '-'; not 'local'
+             */
+            name: string;
         };
         /**
          * Health
@@ -4234,6 +4441,238 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    fleet_status_api_v1_fleet_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FleetStatusOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    fleet_flows_api_v1_fleet_flows_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FleetFlowsOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    list_gateways_api_v1_fleet_gateways_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FleetGatewayList"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    register_gateway_api_v1_fleet_gateways_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["GatewayRegisterIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GatewayRegistered"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    remove_gateway_api_v1_fleet_gateways__gateway_id__delete: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                gateway_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OkOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
                 };
             };
         };

@@ -19,5 +19,6 @@ export const NAV_ITEMS: NavItem[] = [
   { to: '/audit', label: 'Audit log' },
   { to: '/backup', label: 'Backup and restore', adminOnly: true },
   { to: '/system', label: 'System settings' },
+  { to: '/fleet', label: 'Fleet' },
   { to: '/health', label: 'System health' },
 ];

@@ -28,7 +28,7 @@ from perigee_api.schemas.api import (
     VersionSummary,
 )
 from perigee_api.schemas.gateway_config import GatewayConfig
-from perigee_api.services import running, versions
+from perigee_api.services import fleet, running, versions
 
 # Older than this, the collector's last look at the gateway is taken again before answering.
 RUNNING_STALE_S = 15.0
@@ -179,19 +179,14 @@ def validate_version(version_id: Id, who: Operator, db: Db, gw: Gateway) -> Vali
     "/versions/{version_id}/apply",
     response_model=ApplyOut,
     responses={502: {"model": ErrorResponse}},
-    summary="Apply atomically on the gateway; the result is recorded on the version",
+    summary="Apply on every gateway of the fleet (all or none); the per-gateway result is recorded on the version",
 )
 def apply_version(
-    version_id: Id,
-    who: Operator,
-    db: Db,
-    gw: Gateway,
-    ctx: Ctx,
-    request: Request,
-    body: CommentIn | None = None,
+    version_id: Id, who: Operator, db: Db, ctx: Ctx, request: Request, body: CommentIn | None = None
 ) -> ApplyOut:
     v = versions.get(db, version_id)
-    res = versions.apply(db, gw, v)
+    with fleet.members(ctx, db) as ms:
+        res = versions.apply(db, ms, v)
     db.commit()
     _refresh_running(ctx)
     audit_info(request, version_id=v.id, ok=res["ok"], comment=body.comment if body else "")
@@ -203,9 +198,10 @@ def apply_version(
     response_model=RollbackOut,
     summary="Make a new version equal to this one and apply it",
 )
-def rollback_version(version_id: Id, who: Operator, db: Db, gw: Gateway, ctx: Ctx, request: Request) -> RollbackOut:
+def rollback_version(version_id: Id, who: Operator, db: Db, ctx: Ctx, request: Request) -> RollbackOut:
     target = versions.get(db, version_id)
-    new, res = versions.rollback(db, gw, target, who.name)
+    with fleet.members(ctx, db) as ms:
+        new, res = versions.rollback(db, ms, target, who.name)
     db.commit()
     _refresh_running(ctx)
     audit_info(request, target_version=target.id, new_version_id=new.id, ok=res["ok"])

@@ -624,6 +624,10 @@ impl SquidManager {
     fn reap(&mut self) {
         if let Some(run) = self.running.as_mut() {
             if let Ok(Some(status)) = run.child.try_wait() {
+                // A master that died without its kids (SIGKILL, a crash) leaves the coordinator
+                // and the disker holding the service's IPC sockets and the store: the next Squid
+                // of this service would never become ready. They share its process group.
+                kill_group(run.child.id());
                 self.last_exit = Some(format!(
                     "squid exited unexpectedly ({status}); see {}",
                     self.opts.paths.cache_log().display()
@@ -733,9 +737,22 @@ impl SquidManager {
         Ok(())
     }
 
-    /// Leftover Squid from an earlier daemon (same pid file): shut it down first.
+    /// Leftover Squid from an earlier daemon (same pid file): shut it down first. A daemon that
+    /// stopped cleanly stopped its Squid, so a leftover belongs to a killed one: its process
+    /// group goes at once (the rock store survives that), not after a graceful shutdown that
+    /// would keep the restarted daemon from serving for seconds.
     fn stop_stale(&self) {
         if !self.opts.paths.pid_file().exists() {
+            return;
+        }
+        if let Some(pid) = self.stale_leader() {
+            kill_group(pid);
+            let deadline = Instant::now() + Duration::from_secs(5);
+            // SAFETY: kill(pid, 0) only probes for existence.
+            while unsafe { libc::kill(pid as libc::pid_t, 0) } == 0 && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = std::fs::remove_file(self.opts.paths.pid_file());
             return;
         }
         if self.squid_k("shutdown").is_err() {
@@ -747,6 +764,25 @@ impl SquidManager {
         while self.opts.paths.pid_file().exists() && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(100));
         }
+    }
+
+    /// The pid file's process when it is a Squid of this service leading its own process group
+    /// (as `spawn` starts it), else None.
+    fn stale_leader(&self) -> Option<u32> {
+        let pid: u32 = std::fs::read_to_string(self.opts.paths.pid_file())
+            .ok()?
+            .trim()
+            .parse()
+            .ok()?;
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+        let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+        let is_ours = args.first().is_some_and(|a| a.ends_with(b"squid"))
+            && args
+                .windows(2)
+                .any(|w| w[0] == b"-n" && w[1] == self.opts.paths.service_name.as_bytes());
+        // SAFETY: getpgid has no memory effects.
+        let leads = unsafe { libc::getpgid(pid as libc::pid_t) } == pid as libc::pid_t;
+        (is_ours && leads).then_some(pid)
     }
 
     fn spawn(&mut self, cfg: &CacheConfig, served: Vec<Cidr>) -> Result<(), SquidError> {
@@ -849,6 +885,14 @@ impl Drop for SquidManager {
 
 /// Squid falls back to /etc/resolv.conf without `dns_nameservers`, which in a gateway's
 /// network namespace may name a server it cannot reach: refuse to render without one.
+/// SIGKILL to the process group led by `leader` (a Squid master started by `spawn`).
+fn kill_group(leader: u32) {
+    // SAFETY: plain kill(2) on a process group we created for our own child.
+    unsafe {
+        libc::kill(-(leader as libc::pid_t), libc::SIGKILL);
+    }
+}
+
 fn check_nameservers(nameservers: &[IpAddr]) -> Result<(), SquidError> {
     if nameservers.is_empty() {
         return Err(SquidError {

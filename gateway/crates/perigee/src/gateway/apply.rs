@@ -11,6 +11,30 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::process::{Command, Stdio};
 
+/// Test-only fault injection for the soak (bench/scenarios/soak.py): with the cargo feature
+/// `fault-injection`, an apply fails right after the step named in the file
+/// `$PERIGEE_FAULT_APPLY_STEP_FILE` (when that file exists), so that step's own rollback runs
+/// too. Without the feature (every packaged and `make build` binary) `injected` is a no-op the
+/// compiler removes: no environment variable or file can turn it on.
+mod fault {
+    #[cfg(feature = "fault-injection")]
+    pub fn injected(step: &'static str) -> Result<(), String> {
+        let Some(path) = std::env::var_os("PERIGEE_FAULT_APPLY_STEP_FILE") else {
+            return Ok(());
+        };
+        match std::fs::read_to_string(path) {
+            Ok(wanted) if wanted.trim() == step => Err(format!("injected fault at step {step}")),
+            _ => Ok(()),
+        }
+    }
+
+    #[cfg(not(feature = "fault-injection"))]
+    #[inline(always)]
+    pub fn injected(_step: &'static str) -> Result<(), String> {
+        Ok(())
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct ApplyError {
     pub step: &'static str,
@@ -22,6 +46,8 @@ pub struct ApplyError {
 /// A child service's step of an apply (unbound, Squid). The master implements it around each
 /// manager.
 pub trait ServiceStep {
+    /// The step's name in an `ApplyError` ("dns", "squid").
+    fn name(&self) -> &'static str;
     /// Applies the new policy (checked by the service's own tool before it replaces anything).
     fn apply(&mut self) -> Result<(), ApplyError>;
     /// Puts the previous policy back because a later step failed.
@@ -580,6 +606,9 @@ pub fn apply_with(
             None => delete_table(),
         };
     }));
+    if let Err(m) = fault::injected("nft") {
+        return Err(fail("nft", m, undo));
+    }
 
     // 2. routes and policy rules.
     let prev_routes: Vec<RouteOp> = prev
@@ -605,6 +634,9 @@ pub fn apply_with(
     {
         let (a, p, o) = (added.clone(), prev_routes.clone(), route_originals.clone());
         undo.push(Box::new(move || restore_routes(&a, &p, &o)));
+    }
+    if let Err(m) = fault::injected("routes") {
+        return Err(fail("routes", m, undo));
     }
 
     // 3. sysctls (allow-listed by validation).
@@ -635,6 +667,9 @@ pub fn apply_with(
         let w = written.clone();
         undo.push(Box::new(move || restore_sysctls(&w)));
     }
+    if let Err(m) = fault::injected("sysctl") {
+        return Err(fail("sysctl", m, undo));
+    }
 
     // 4. shaping: our root qdisc on the satellite interface, or none.
     let prev_shaper = prev.rendered.as_ref().and_then(|r| r.shaper.clone());
@@ -647,6 +682,9 @@ pub fn apply_with(
         failed.field = e.field;
         return Err(failed);
     }
+    if let Err(m) = fault::injected("shaping") {
+        return Err(fail("shaping", m, undo));
+    }
 
     // 5. Child services (unbound, then Squid): neither replaces a working config with one its
     // own checker rejects; a failing one puts back those applied before it.
@@ -657,9 +695,19 @@ pub fn apply_with(
             failed.field = e.field;
             return Err(failed);
         }
+        let step = services[i].name();
+        if let Err(m) = fault::injected(step) {
+            restore_services(&mut services[..=i]);
+            return Err(fail(step, m, undo));
+        }
     }
 
     // 6. Hybla parameters and cwnd ceiling, when an implementation is loaded.
+    // (apply_hybla leaves nothing written when it fails, so its fault comes before it.)
+    if let Err(m) = fault::injected("hybla") {
+        restore_services(services);
+        return Err(fail("hybla", m, undo));
+    }
     if let Some(plan) = hybla {
         if let Err(e) = apply_hybla(hybla_ctl, plan) {
             restore_services(services);

@@ -1,6 +1,6 @@
 //! CLI subcommands: the daemon (`gateway run`, internal `gateway worker`) and the control-socket
 //! clients (`flows`, `config`, `health`, `counters`).
-use super::{config, http, master, worker};
+use super::{config, control_tls, http, master, worker};
 use clap::{Args, Subcommand};
 use serde_json::Value;
 use std::io::Write;
@@ -85,6 +85,38 @@ impl DnsArgs {
     }
 }
 
+/// The control protocol over TCP with mutual TLS (fleet management across hosts; docs/cluster.md).
+#[derive(Args)]
+pub struct ControlTlsArgs {
+    /// Also serve the control protocol on this TCP address with mutual TLS. Needs the three
+    /// --control-tls-* files.
+    #[arg(long, requires_all = ["control_tls_cert", "control_tls_key", "control_tls_ca"])]
+    control_tls_listen: Option<String>,
+    /// This gateway's certificate (PEM, leaf first), issued by the fleet CA.
+    #[arg(long, requires = "control_tls_listen")]
+    control_tls_cert: Option<String>,
+    /// Its private key (PEM).
+    #[arg(long, requires = "control_tls_listen")]
+    control_tls_key: Option<String>,
+    /// The fleet CA (PEM): clients must present a certificate it issued.
+    #[arg(long, requires = "control_tls_listen")]
+    control_tls_ca: Option<String>,
+}
+
+impl ControlTlsArgs {
+    fn listen(self) -> Option<(String, control_tls::TlsFiles)> {
+        let listen = self.control_tls_listen?;
+        Some((
+            listen,
+            control_tls::TlsFiles {
+                cert: self.control_tls_cert.unwrap_or_default(),
+                key: self.control_tls_key.unwrap_or_default(),
+                client_ca: self.control_tls_ca.unwrap_or_default(),
+            },
+        ))
+    }
+}
+
 #[derive(Subcommand)]
 pub enum GatewayCmd {
     /// Run the splitter daemon (master + workers) in the foreground.
@@ -101,6 +133,9 @@ pub enum GatewayCmd {
         /// Prometheus listener (address:port); "off" disables it.
         #[arg(long, env = "PERIGEE_METRICS", default_value = "127.0.0.1:9464")]
         metrics: String,
+        /// Boxed for the same reason as `dns`.
+        #[command(flatten)]
+        control_tls: Box<ControlTlsArgs>,
         #[command(flatten)]
         squid: SquidArgs,
         /// Boxed: the daemon's options would make every other command as large.
@@ -148,11 +183,13 @@ pub fn gateway(cmd: GatewayCmd) -> i32 {
             control_socket,
             workers,
             metrics,
+            control_tls,
             squid,
             dns,
         } => master::run(master::RunArgs {
             config,
             control_socket,
+            control_tls: control_tls.listen(),
             workers,
             metrics: (metrics != "off").then_some(metrics),
             squid: squid.options(),

@@ -45,18 +45,29 @@ pub fn serve(shared: Arc<Shared>, listener: UnixListener) {
         let s = shared.clone();
         std::thread::spawn(move || {
             let _ = conn.set_read_timeout(Some(std::time::Duration::from_secs(10)));
-            let (status, body) = match http::read_request(&conn) {
-                Ok(req) => handle(&s, &req),
-                Err(e) => (400, error("bad_request", &e.to_string(), None)),
-            };
-            let _ = http::write_response(
-                &conn,
-                status,
-                "application/json",
-                body.to_string().as_bytes(),
-            );
+            let mut conn = conn;
+            let _ = answer(&s, &mut conn);
         });
     }
+}
+
+/// One request read from `stream` and its answer written back: the same for the Unix socket and
+/// the TLS listener (control_tls).
+pub fn answer<S: std::io::Read + std::io::Write>(
+    shared: &Shared,
+    stream: &mut S,
+) -> std::io::Result<()> {
+    let (status, body) = match http::read_request(&mut *stream) {
+        Ok(req) => handle(shared, &req),
+        // Below HTTP (a refused TLS handshake) the answer's write fails too, and the caller drops it.
+        Err(e) => (400, error("bad_request", &e.to_string(), None)),
+    };
+    http::write_response(
+        &mut *stream,
+        status,
+        "application/json",
+        body.to_string().as_bytes(),
+    )
 }
 
 fn error(code: &str, message: &str, field: Option<&str>) -> Value {

@@ -5,7 +5,7 @@ use super::apply::{self, AppliedState};
 use super::cache_flows::{self, CacheFlows};
 use super::config::{self, GatewayConfig};
 use super::state::{merge, ConfigFailure, Shared, Totals, WorkerSlot, CLOSED_RING};
-use super::{control, ipc, log, metrics, sys};
+use super::{control, control_tls, ipc, log, metrics, sys};
 use perigee_dns::{ResolverHealth, UnboundManager};
 use perigee_netsys::signals::TermSignals;
 use perigee_squid::{RequestCounters, SquidManager};
@@ -19,8 +19,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// How often the master checks Squid (restart if dead, rotate logs, nft fail-over).
+/// How often the master checks Squid (restart if dead, rotate logs, counters).
 const CACHE_WATCH_EVERY: Duration = Duration::from_secs(2);
+/// How often it looks whether Squid is still alive: a dead Squid's port 80 goes to the
+/// splitter within this (the soak measures it; a 2 s check left new web flows unserved ~2 s).
+const CACHE_ALIVE_EVERY: Duration = Duration::from_millis(250);
 /// Squid's access.log is rotated beyond this size.
 const SQUID_LOG_MAX_BYTES: u64 = 64 << 20;
 /// How often Squid's storage figures are asked for (a cache manager request each).
@@ -305,9 +308,11 @@ fn watch_overflow(shared: Arc<Shared>) {
 /// Keeps Squid serving: restarts it when it died (withdrawing port 80 to the splitter
 /// meanwhile and while it stays down), rotates its logs, refreshes the counters.
 fn watch_cache(shared: Arc<Shared>) {
+    let mut since_full = CACHE_WATCH_EVERY;
     let mut store_read: Option<Instant> = None;
     loop {
-        std::thread::sleep(CACHE_WATCH_EVERY);
+        std::thread::sleep(CACHE_ALIVE_EVERY);
+        since_full += CACHE_ALIVE_EVERY;
         if shared.shutting_down.load(Ordering::Relaxed) {
             return;
         }
@@ -315,23 +320,34 @@ fn watch_cache(shared: Arc<Shared>) {
         let _applied = shared.applied.lock().unwrap();
         let enabled = shared.config.lock().unwrap().cache.enabled;
         let mut mgr = shared.squid.lock().unwrap();
-        *shared.cache_counters.lock().unwrap() = mgr.counters();
-        if store_read.is_none_or(|t| t.elapsed() >= STORE_INFO_EVERY) {
-            *shared.cache_store.lock().unwrap() = mgr.store_info().ok();
-            store_read = Some(Instant::now());
-        }
         // Shutdown stops Squid under these locks: never bring it back afterwards. Nor start
         // it for a config that never got installed.
         if !enabled
             || shared.shutting_down.load(Ordering::Relaxed)
             || !shared.configured.load(Ordering::Relaxed)
         {
+            if since_full >= CACHE_WATCH_EVERY {
+                since_full = Duration::ZERO;
+                *shared.cache_counters.lock().unwrap() = mgr.counters();
+                *shared.cache_store.lock().unwrap() = None;
+                store_read = None;
+            }
             continue;
         }
-        if !mgr.is_running() && shared.cache_up.load(Ordering::Relaxed) {
+        let died = !mgr.is_running() && shared.cache_up.load(Ordering::Relaxed);
+        if died {
             log::error("squid is down: port 80 goes to the splitter", json!({}));
             shared.squid_running.store(false, Ordering::Relaxed);
             shared.set_cache_up(false, Some("squid exited".into()));
+        }
+        if !died && since_full < CACHE_WATCH_EVERY {
+            continue;
+        }
+        since_full = Duration::ZERO;
+        *shared.cache_counters.lock().unwrap() = mgr.counters();
+        if store_read.is_none_or(|t| t.elapsed() >= STORE_INFO_EVERY) {
+            *shared.cache_store.lock().unwrap() = mgr.store_info().ok();
+            store_read = Some(Instant::now());
         }
         match mgr.ensure_running() {
             Ok(restarted) => {
@@ -358,6 +374,8 @@ pub struct RunArgs {
     /// None: start without a config (nothing intercepted until PUT /v1/config).
     pub config: Option<String>,
     pub control_socket: String,
+    /// The control protocol over TCP with mutual TLS: listen address and the PEM files.
+    pub control_tls: Option<(String, control_tls::TlsFiles)>,
     pub workers: usize,
     pub metrics: Option<String>,
     pub squid: perigee_squid::ManagerOptions,
@@ -469,6 +487,26 @@ pub fn run(args: RunArgs) -> i32 {
             return 1;
         }
     };
+    // A TLS listener that cannot start is fatal like the Unix socket: a fleet gateway that the
+    // API cannot reach would look configured and be unmanaged.
+    let tls = match &args.control_tls {
+        None => None,
+        Some((addr, files)) => match control_tls::server_config(files).and_then(|c| {
+            control_tls::bind(addr)
+                .map(|l| (l, c))
+                .map_err(|e| format!("{addr}: {e}"))
+        }) {
+            Ok(pair) => Some(pair),
+            Err(e) => {
+                log::error("cannot start the TLS control listener", json!({"error": e}));
+                apply::teardown(&shared.applied.lock().unwrap());
+                shared.squid.lock().unwrap().stop();
+                shared.dns.lock().unwrap().stop();
+                let _ = std::fs::remove_file(&args.control_socket);
+                return 1;
+            }
+        },
+    };
     for i in 0..shared.workers.len() {
         let s = shared.clone();
         std::thread::spawn(move || supervise(s, i));
@@ -502,9 +540,17 @@ pub fn run(args: RunArgs) -> i32 {
         let s = shared.clone();
         std::thread::spawn(move || control::serve(s, listener));
     }
+    if let Some((listener, config)) = tls {
+        let s = shared.clone();
+        std::thread::spawn(move || control_tls::serve(s, listener, config));
+    }
     log::info(
         "gateway running",
-        json!({"control_socket": args.control_socket, "workers": shared.workers.len()}),
+        json!({
+            "control_socket": args.control_socket,
+            "control_tls": args.control_tls.as_ref().map(|(a, _)| a),
+            "workers": shared.workers.len()
+        }),
     );
     // Wait for SIGTERM/SIGINT, then leave the kernel as we found it.
     let sig = term.wait();

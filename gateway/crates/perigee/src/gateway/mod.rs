@@ -5,6 +5,7 @@ pub mod classify;
 pub mod cli;
 pub mod config;
 pub mod control;
+pub mod control_tls;
 pub mod dscp;
 pub mod epoll;
 pub mod flow;

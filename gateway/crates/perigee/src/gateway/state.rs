@@ -128,6 +128,10 @@ struct DnsStep<'a> {
 }
 
 impl ServiceStep for DnsStep<'_> {
+    fn name(&self) -> &'static str {
+        "dns"
+    }
+
     fn apply(&mut self) -> Result<(), ApplyError> {
         match self.mgr.apply(&self.new.dns, &self.new.served_subnets) {
             Ok(report) => {
@@ -171,6 +175,10 @@ struct SquidStep<'a> {
 }
 
 impl ServiceStep for SquidStep<'_> {
+    fn name(&self) -> &'static str {
+        "squid"
+    }
+
     fn apply(&mut self) -> Result<(), ApplyError> {
         let ns = self.new.squid_nameservers();
         match self.mgr.apply(

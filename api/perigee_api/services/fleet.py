@@ -1,0 +1,297 @@
+"""The fleet: the local gateway (Unix socket) and the gateways registered by address (TCP, mutual TLS).
+
+One config version goes to every member: with more than one, each first reports its current config (what a
+roll-back puts back) and dry-runs the new one; then they apply one after another; the first failure stops the
+run and the members that had applied get their previous config back. Status and live flows are read from all
+members at once, each answer labelled with its gateway.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from perigee_api.core.context import AppContext
+from perigee_api.core.errors import ApiError
+from perigee_api.gateway_client import GatewayClient, GatewayError
+from perigee_api.models import FleetGateway
+from perigee_api.services import fleet_pki
+
+LOCAL = "local"  # the member on this host's Unix socket; no registered gateway may take the name
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
+HOST_RE = re.compile(
+    r"^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$"
+)
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Address:
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+
+def parse_address(text: str) -> Address:
+    """`host:port` or `[v6]:port`; the host an IP address or a DNS name (what the server certificate names)."""
+    m = re.fullmatch(r"\[([0-9A-Fa-f:.]+)\]:(\d{1,5})|([^:\[\]]+):(\d{1,5})", text.strip())
+    if not m:
+        raise ApiError(422, "invalid_address", "address must be host:port or [ipv6]:port", "address")
+    host, port_s = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
+    port = int(port_s)
+    if not 1 <= port <= 65535:
+        raise ApiError(422, "invalid_address", "port must be 1..65535", "address")
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        if not HOST_RE.match(host):
+            raise ApiError(
+                422, "invalid_address", f"{host!r} is neither an IP address nor a DNS name", "address"
+            ) from None
+        return Address(host.lower(), port)
+    if ip.is_unspecified or ip.is_multicast:
+        raise ApiError(422, "invalid_address", f"{host} cannot be a gateway's address", "address")
+    return Address(str(ip), port)
+
+
+def check_name(name: str) -> str:
+    if not NAME_RE.match(name) or name == LOCAL:
+        raise ApiError(422, "invalid_name", f"name must match {NAME_RE.pattern} and not be {LOCAL!r}", "name")
+    return name
+
+
+# --- registry ----------------------------------------------------------------------------------
+
+
+def registered(db: Session) -> list[FleetGateway]:
+    return list(db.scalars(select(FleetGateway).order_by(FleetGateway.name)))
+
+
+def get(db: Session, gateway_id: int) -> FleetGateway:
+    g = db.get(FleetGateway, gateway_id)
+    if g is None:
+        raise ApiError(404, "gateway_not_found", f"gateway {gateway_id} is not registered", "gateway_id")
+    return g
+
+
+def register(
+    ctx: AppContext, db: Session, name: str, address: str, metrics_port: int, author: str
+) -> tuple[FleetGateway, fleet_pki.IssuedPair]:
+    """Record the gateway and issue its server certificate (its key leaves in the answer, never stored)."""
+    name = check_name(name)
+    addr = parse_address(address)
+    if db.scalar(select(FleetGateway.id).where(FleetGateway.name == name)) is not None:
+        raise ApiError(409, "gateway_exists", f"a gateway named {name!r} is registered", "name")
+    for g in registered(db):
+        if (g.host, g.port) == (addr.host, addr.port):
+            raise ApiError(409, "gateway_exists", f"{addr} is registered as {g.name!r}", "address")
+    pair = fleet_pki.issue_server(ctx.settings.data_dir, name, addr.host)
+    g = FleetGateway(
+        name=name,
+        host=addr.host,
+        port=addr.port,
+        metrics_port=metrics_port,
+        cert_fingerprint=pair.fingerprint,
+        cert_not_after=pair.not_after,
+        created_at=time.time(),
+        created_by=author,
+    )
+    db.add(g)
+    db.flush()
+    return g, pair
+
+
+# --- members -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Member:
+    name: str
+    address: str
+    client: GatewayClient
+
+
+@contextmanager
+def members(ctx: AppContext, db: Session) -> Iterator[list[Member]]:
+    """The local gateway, then the registered ones by name; their TLS clients are closed afterwards."""
+    out = [Member(LOCAL, f"unix:{ctx.settings.gateway_socket}", ctx.gateway)]
+    opened: list[GatewayClient] = []
+    rows = registered(db)
+    if rows:
+        tls = fleet_pki.client_context(ctx.settings.data_dir)
+        for g in rows:
+            c = GatewayClient.over_tls(g.host, g.port, tls, ctx.settings.gateway_timeout_s)
+            opened.append(c)
+            out.append(Member(g.name, str(Address(g.host, g.port)), c))
+    try:
+        yield out
+    finally:
+        for c in opened:
+            c.close()
+
+
+def each(ms: list[Member], call: Callable[[GatewayClient], T]) -> list[T | GatewayError]:
+    """`call` on every member at once; a member's GatewayError is its answer."""
+
+    def one(m: Member) -> T | GatewayError:
+        try:
+            return call(m.client)
+        except GatewayError as exc:
+            return exc
+
+    with ThreadPoolExecutor(max_workers=min(16, len(ms))) as pool:
+        return list(pool.map(one, ms))
+
+
+# --- apply to all ------------------------------------------------------------------------------
+
+
+def _result(
+    m: Member,
+    status: str,
+    revision: str | None = None,
+    error: GatewayError | None = None,
+    rollback_error: GatewayError | None = None,
+) -> dict[str, Any]:
+    return {
+        "gateway": m.name,
+        "address": m.address,
+        "status": status,
+        "revision": revision,
+        "error": error.as_dict() if error else None,
+        "rollback_error": rollback_error.as_dict() if rollback_error else None,
+    }
+
+
+def apply_all(ms: list[Member], config: dict[str, Any]) -> tuple[bool, list[dict[str, Any]]]:
+    """Apply `config` on every member, all or none (as far as a roll-back can undo). Per-member statuses:
+    applied | failed | rolled_back | rollback_failed | not_attempted | refused (the dry run) | unreachable."""
+    previous: dict[str, dict[str, Any] | None] = {}
+    if len(ms) > 1:
+        current = each(ms, lambda c: c.get_config())
+        checks = each(ms, lambda c: c.validate_config(config))
+        bad = False
+        for m, cur, chk in zip(ms, current, checks, strict=True):
+            if isinstance(cur, GatewayError) and cur.code != "no_config":
+                bad = True
+            if isinstance(chk, GatewayError):
+                bad = True
+            previous[m.name] = None if isinstance(cur, GatewayError) else cur
+        if bad:
+            out = []
+            for m, cur, chk in zip(ms, current, checks, strict=True):
+                if isinstance(cur, GatewayError) and cur.code != "no_config":
+                    out.append(_result(m, "unreachable", error=cur))
+                elif isinstance(chk, GatewayError):
+                    out.append(_result(m, "unreachable" if chk.code == "gateway_unreachable" else "refused", error=chk))
+                else:
+                    out.append(_result(m, "not_attempted"))
+            return False, out
+    results: list[dict[str, Any]] = []
+    done: list[tuple[Member, dict[str, Any]]] = []
+    failed = False
+    for m in ms:
+        if failed:
+            results.append(_result(m, "not_attempted"))
+            continue
+        try:
+            res = m.client.apply_config(config)
+        except GatewayError as exc:
+            failed = True
+            results.append(_result(m, "failed", error=exc))
+            continue
+        r = _result(m, "applied", revision=res.get("revision"))
+        results.append(r)
+        done.append((m, r))
+    if failed:
+        for m, r in done:
+            before = previous.get(m.name)
+            if before is None:
+                r.update(
+                    status="rollback_failed",
+                    rollback_error={
+                        "code": "no_previous_config",
+                        "message": "the gateway had no config before",
+                        "field": None,
+                        "status": 409,
+                    },
+                )
+                continue
+            try:
+                back = m.client.apply_config({k: v for k, v in before.items()})
+            except GatewayError as exc:
+                r.update(status="rollback_failed", rollback_error=exc.as_dict())
+                continue
+            r.update(status="rolled_back", revision=back.get("revision"))
+    return not failed, results
+
+
+# --- status and flows --------------------------------------------------------------------------
+
+
+def _throughput(flows: list[dict[str, Any]]) -> tuple[float, float]:
+    down = sum(float(f.get("rate_down_bps") or 0) for f in flows)
+    up = sum(float(f.get("rate_up_bps") or 0) for f in flows)
+    return down, up
+
+
+def status(ms: list[Member]) -> list[dict[str, Any]]:
+    healths = each(ms, lambda c: c.health())
+    lives = each(ms, lambda c: c.flows("live"))
+    out = []
+    for m, h, live in zip(ms, healths, lives, strict=True):
+        row: dict[str, Any] = {
+            "gateway": m.name,
+            "address": m.address,
+            "reachable": False,
+            "status": "unreachable",
+            "revision": None,
+            "version": None,
+            "uptime_s": None,
+            "flows_live": None,
+            "throughput_down_bps": None,
+            "throughput_up_bps": None,
+            "problems": [],
+            "error": None,
+        }
+        if isinstance(h, GatewayError):
+            row["error"] = h.as_dict()
+        else:
+            row.update(
+                reachable=True,
+                status=str(h.get("status", "unknown")),
+                revision=h.get("config_revision"),
+                version=h.get("version"),
+                uptime_s=h.get("uptime_s"),
+                problems=[str(p) for p in h.get("problems") or []],
+            )
+        if not isinstance(live, GatewayError):
+            flows = list(live.get("flows") or [])
+            row["flows_live"] = len(flows)
+            row["throughput_down_bps"], row["throughput_up_bps"] = _throughput(flows)
+        out.append(row)
+    return out
+
+
+def live_flows(ms: list[Member]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Every member's live flows, each with `gateway` set; and the members that did not answer."""
+    answers = each(ms, lambda c: c.flows("live"))
+    flows: list[dict[str, Any]] = []
+    errors: list[dict[str, Any]] = []
+    for m, a in zip(ms, answers, strict=True):
+        if isinstance(a, GatewayError):
+            errors.append({"gateway": m.name, "error": a.as_dict()})
+            continue
+        flows.extend({**f, "gateway": m.name} for f in a.get("flows") or [])
+    return flows, errors

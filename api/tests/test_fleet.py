@@ -1,0 +1,254 @@
+"""The fleet: gateways registered by address, reached over mutual TLS with the fleet CA's certificates, one
+config version applied to all (rolled back on the ones that applied when another fails), status and live
+flows from all, each labelled, and Prometheus' file-based service discovery kept current.
+
+The remote members are fake gateways serving the control protocol on 127.0.0.1 with TLS that requires a
+client certificate from the fleet CA (test_fleet_real_gateway.py does the same with the real daemon)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import ssl
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+
+from perigee_api.core.config import Settings
+from perigee_api.services import fleet_pki
+from perigee_api.testing.fake_gateway import FakeGateway, FakeTls, make_flow
+
+REPO = Path(__file__).resolve().parents[2]
+WEB = {"name": "web", "priority": 100, "action": "accelerate", "match": {"protocol": "tcp", "dports": ["80"]}}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Remote:
+    id: int
+    name: str
+    gw: FakeGateway
+    files: FakeTls
+
+
+def write_credentials(d: Path, creds: dict[str, str]) -> tuple[Path, Path, Path]:
+    d.mkdir(parents=True, exist_ok=True)
+    ca, cert, key = d / "ca.pem", d / "cert.pem", d / "key.pem"
+    ca.write_text(creds["ca_pem"])
+    cert.write_text(creds["cert_pem"])
+    key.write_text(creds["key_pem"])
+    return ca, cert, key
+
+
+def register(admin: TestClient, tmp: Path, name: str) -> Remote:
+    port = free_port()
+    r = admin.post("/api/v1/fleet/gateways", json={"name": name, "address": f"127.0.0.1:{port}"})
+    assert r.status_code == 201, r.text
+    body = r.json()
+    ca, cert, key = write_credentials(tmp / name, body["credentials"])
+    files = FakeTls("127.0.0.1", port, cert, key, ca)
+    gw = FakeGateway(tmp / f"{name}.unused", tls=files).start()
+    return Remote(body["gateway"]["id"], name, gw, files)
+
+
+@pytest.fixture
+def remotes(admin: TestClient, tmp_path: Path) -> Iterator[list[Remote]]:
+    rs = [register(admin, tmp_path, "gw-a"), register(admin, tmp_path, "gw-b")]
+    yield rs
+    for r in rs:
+        r.gw.stop()
+
+
+def new_version(client: TestClient) -> int:
+    r = client.post("/api/v1/policy/classes", json={**WEB, "name": f"web{free_port()}"})
+    assert r.status_code in (200, 201), r.text
+    return int(r.json()["version_id"])
+
+
+def test_apply_reaches_every_gateway_with_a_result_each(
+    admin: TestClient, fake_gw: FakeGateway, remotes: list[Remote]
+) -> None:
+    v = new_version(admin)
+    r = admin.post(f"/api/v1/versions/{v}/apply").json()
+    assert r["ok"] is True, r
+    assert [(g["gateway"], g["status"], g["revision"]) for g in r["gateways"]] == [
+        ("local", "applied", f"v{v}"),
+        ("gw-a", "applied", f"v{v}"),
+        ("gw-b", "applied", f"v{v}"),
+    ]
+    assert fake_gw.revision == remotes[0].gw.revision == remotes[1].gw.revision == f"v{v}"
+    stored = admin.get(f"/api/v1/versions/{v}").json()
+    assert [g["status"] for g in stored["apply_result"]["gateways"]] == ["applied"] * 3
+
+
+def test_one_failure_rolls_back_the_ones_that_applied(
+    admin: TestClient, fake_gw: FakeGateway, remotes: list[Remote]
+) -> None:
+    v1 = new_version(admin)
+    assert admin.post(f"/api/v1/versions/{v1}/apply").json()["ok"] is True
+    v2 = new_version(admin)
+    remotes[1].gw.fail_next_apply("nft")
+    r = admin.post(f"/api/v1/versions/{v2}/apply").json()
+    assert r["ok"] is False
+    by = {g["gateway"]: g for g in r["gateways"]}
+    assert by["local"]["status"] == by["gw-a"]["status"] == "rolled_back"
+    assert by["gw-b"]["status"] == "failed" and by["gw-b"]["error"]["code"] == "apply_failed"
+    assert r["error"]["code"] == "apply_failed"
+    # Every member runs v1 again, and v1 stays the active version.
+    assert fake_gw.revision == remotes[0].gw.revision == remotes[1].gw.revision == f"v{v1}"
+    assert [c["revision"] for c in remotes[0].gw.applied] == [f"v{v1}", f"v{v2}", f"v{v1}"]
+    assert admin.get("/api/v1/versions").json()["active_version_id"] == v1
+    assert admin.get(f"/api/v1/versions/{v2}").json()["apply_status"] == "failed"
+
+
+def test_an_unreachable_member_stops_the_apply_before_anything_changes(
+    admin: TestClient, fake_gw: FakeGateway, remotes: list[Remote]
+) -> None:
+    v1 = new_version(admin)
+    assert admin.post(f"/api/v1/versions/{v1}/apply").json()["ok"] is True
+    remotes[0].gw.stop()
+    v2 = new_version(admin)
+    r = admin.post(f"/api/v1/versions/{v2}/apply").json()
+    assert r["ok"] is False
+    by = {g["gateway"]: g["status"] for g in r["gateways"]}
+    assert by == {"local": "not_attempted", "gw-a": "unreachable", "gw-b": "not_attempted"}
+    assert fake_gw.revision == remotes[1].gw.revision == f"v{v1}"
+    assert len(fake_gw.applied) == 1
+
+
+def test_a_gateway_without_a_fleet_certificate_is_not_trusted(
+    admin: TestClient, fake_gw: FakeGateway, tmp_path: Path
+) -> None:
+    """A listener at the registered address whose certificate another CA issued: the API refuses to talk."""
+    port = free_port()
+    r = admin.post("/api/v1/fleet/gateways", json={"name": "gw-x", "address": f"127.0.0.1:{port}"})
+    assert r.status_code == 201
+    other = fleet_pki.issue_server(tmp_path / "other-ca", "gw-x", "127.0.0.1")
+    (tmp_path / "x").mkdir()
+    cert, key = tmp_path / "x" / "cert.pem", tmp_path / "x" / "key.pem"
+    cert.write_text(other.cert_pem)
+    key.write_text(other.key_pem)
+    impostor = FakeGateway(
+        tmp_path / "x.unused", tls=FakeTls("127.0.0.1", port, cert, key, fleet_pki.files(tmp_path / "other-ca").ca)
+    ).start()
+    try:
+        rows = {g["gateway"]: g for g in admin.get("/api/v1/fleet").json()["gateways"]}
+        assert rows["gw-x"]["reachable"] is False
+        assert "CERTIFICATE_VERIFY_FAILED" in rows["gw-x"]["error"]["message"]
+        v = new_version(admin)
+        r = admin.post(f"/api/v1/versions/{v}/apply").json()
+        assert r["ok"] is False and impostor.applied == [] and fake_gw.applied == []
+    finally:
+        impostor.stop()
+
+
+def test_the_fleet_gateway_refuses_a_client_without_the_fleet_certificate(
+    admin: TestClient, remotes: list[Remote], settings: Settings
+) -> None:
+    """What the registered gateway is told to require: a client certificate from the fleet CA."""
+    f = remotes[0].files
+    url = f"https://127.0.0.1:{f.port}/v1/health"
+    anonymous = ssl.create_default_context(cafile=str(f.client_ca))
+    with pytest.raises(httpx.HTTPError):
+        httpx.get(url, verify=anonymous, trust_env=False)
+    assert httpx.get(url, verify=fleet_pki.client_context(settings.data_dir), trust_env=False).status_code == 200
+
+
+def test_status_and_flows_from_all_gateways_each_labelled(
+    admin: TestClient, viewer: TestClient, fake_gw: FakeGateway, remotes: list[Remote]
+) -> None:
+    fake_gw.live_flows = [make_flow(1, rate_down_bps=2e6)]
+    remotes[0].gw.live_flows = [make_flow(2, rate_down_bps=1e6), make_flow(3, rate_down_bps=3e6)]
+    remotes[1].gw.stop()
+    v = viewer.get("/api/v1/fleet").json()
+    rows = {g["gateway"]: g for g in v["gateways"]}
+    assert list(rows) == ["local", "gw-a", "gw-b"]
+    assert rows["gw-a"]["reachable"] is True and rows["gw-a"]["flows_live"] == 2
+    assert rows["gw-a"]["throughput_down_bps"] == 4e6
+    assert rows["local"]["flows_live"] == 1
+    assert rows["gw-b"]["reachable"] is False and rows["gw-b"]["status"] == "unreachable"
+    flows = viewer.get("/api/v1/fleet/flows").json()
+    assert sorted((f["id"], f["gateway"]) for f in flows["flows"]) == [(1, "local"), (2, "gw-a"), (3, "gw-a")]
+    assert [e["gateway"] for e in flows["errors"]] == ["gw-b"]
+
+
+def test_prometheus_file_sd_follows_the_registry(admin: TestClient, remotes: list[Remote], settings: Settings) -> None:
+    groups = json.loads(settings.sd_file.read_text())
+    assert groups == [
+        {"targets": ["127.0.0.1:9464"], "labels": {"gateway": "local"}},
+        {"targets": ["127.0.0.1:9464"], "labels": {"gateway": "gw-a"}},
+        {"targets": ["127.0.0.1:9464"], "labels": {"gateway": "gw-b"}},
+    ]
+    assert admin.delete(f"/api/v1/fleet/gateways/{remotes[0].id}").status_code == 200
+    assert [g["labels"]["gateway"] for g in json.loads(settings.sd_file.read_text())] == ["local", "gw-b"]
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "code"),
+    [
+        ({"name": "local", "address": "10.0.0.1:7443"}, 422, "invalid_name"),
+        ({"name": "Bad_Name", "address": "10.0.0.1:7443"}, 422, "invalid_name"),
+        ({"name": "gw-c", "address": "10.0.0.1"}, 422, "invalid_address"),
+        ({"name": "gw-c", "address": "10.0.0.1:70000"}, 422, "invalid_address"),
+        ({"name": "gw-c", "address": "0.0.0.0:7443"}, 422, "invalid_address"),
+        ({"name": "gw-c", "address": "bad host!:7443"}, 422, "invalid_address"),
+        ({"name": "gw-a", "address": "10.0.0.9:7443"}, 409, "gateway_exists"),
+        ({"name": "gw-c", "address": "10.0.0.1:7443", "extra": 1}, 422, None),
+    ],
+)
+def test_bad_registrations_change_nothing(
+    admin: TestClient, app: FastAPI, body: dict[str, object], status: int, code: str | None
+) -> None:
+    assert admin.post("/api/v1/fleet/gateways", json={"name": "gw-a", "address": "10.0.0.1:7443"}).status_code == 201
+    before = admin.get("/api/v1/fleet/gateways").json()
+    r = admin.post("/api/v1/fleet/gateways", json=body)
+    assert r.status_code == status, r.text
+    if code:
+        assert r.json()["error"]["code"] == code
+    assert admin.get("/api/v1/fleet/gateways").json() == before
+
+
+def test_only_an_admin_registers(operator: TestClient, viewer: TestClient) -> None:
+    for c in (operator, viewer):
+        assert c.post("/api/v1/fleet/gateways", json={"name": "gw-c", "address": "10.0.0.1:7443"}).status_code == 403
+    assert viewer.get("/api/v1/fleet/gateways").status_code == 200
+
+
+def test_prometheus_discovers_the_fleet_the_api_wrote(
+    remotes: list[Remote], settings: Settings, tmp_path: Path
+) -> None:
+    """The shipped scrape config (images/prometheus) reads the API's file: Prometheus' own service discovery
+    (promtool) finds one target per gateway, named by the gateway."""
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool missing (Debian package prometheus): Prometheus' reading of the file not checked")
+    shipped = (REPO / "images" / "prometheus" / "prometheus.yml").read_text()
+    assert "/var/lib/perigee/prometheus/fleet.json" in shipped
+    assert Settings(data_dir=Path("/var/lib/perigee")).sd_file == Path("/var/lib/perigee/prometheus/fleet.json")
+    cfg = tmp_path / "prometheus.yml"
+    cfg.write_text(shipped.replace("/var/lib/perigee/prometheus/fleet.json", str(settings.sd_file)))
+    p = subprocess.run(
+        [promtool, "check", "service-discovery", "--timeout=5s", str(cfg), "perigee-gateway"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert p.returncode == 0, p.stderr
+    found = json.loads(p.stdout)
+    assert sorted((t["labels"]["instance"], t["labels"]["__address__"]) for t in found) == [
+        ("gw-a", "127.0.0.1:9464"),
+        ("gw-b", "127.0.0.1:9464"),
+        ("local", "127.0.0.1:9464"),
+    ]

@@ -1,0 +1,185 @@
+"""The fleet with the real gateway daemon on the far end: it serves the control protocol over TCP with mutual
+TLS using the credentials the API issued at registration, refuses clients without a fleet certificate, and
+takes a config version the API applies to the fleet.
+
+The daemon runs in its own network namespace `pf-gw` (prefix pf-) behind a veth pair, 10.79.9.1/30 on this
+side and 10.79.9.2/30 in there; it needs root and a built gateway, and runs from `make -C api test-real-gateway`
+(PERIGEE_TEST_FLEET_REAL=1) under the namespace test lock."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import ssl
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from perigee_api.gateway_client import GatewayClient, GatewayError
+from perigee_api.schemas.gateway_config import default_config
+from perigee_api.services import fleet_pki
+from perigee_api.testing.fake_gateway import FakeGateway
+
+REPO = Path(__file__).resolve().parents[2]
+PERIGEE = REPO / "gateway" / "target" / "release" / "perigee"
+NS = "pf-gw"
+HOST_IF, GW_IP, HOST_IP, PORT = "pf-h0", "10.79.9.2", "10.79.9.1", 7443
+
+
+def why_not() -> str | None:
+    if os.environ.get("PERIGEE_TEST_FLEET_REAL") != "1":
+        return "set PERIGEE_TEST_FLEET_REAL=1 (make -C api test-real-gateway) to run the real daemon in a namespace"
+    if os.geteuid() != 0:
+        return "needs root (a network namespace for the daemon)"
+    if not PERIGEE.exists():
+        return f"{PERIGEE} not built (make -C gateway build)"
+    return None
+
+
+pytestmark = pytest.mark.skipif(why_not() is not None, reason=why_not() or "")
+
+
+def ip(*args: str) -> None:
+    subprocess.run(["ip", *args], check=True, capture_output=True, timeout=10)
+
+
+def teardown_ns() -> None:
+    subprocess.run(["ip", "netns", "del", NS], capture_output=True, timeout=10)
+    subprocess.run(["ip", "link", "del", HOST_IF], capture_output=True, timeout=10)
+
+
+@pytest.fixture
+def namespace() -> Iterator[None]:
+    teardown_ns()
+    ip("netns", "add", NS)
+    ip("link", "add", HOST_IF, "type", "veth", "peer", "name", "lan0", "netns", NS)
+    ip("addr", "add", f"{HOST_IP}/30", "dev", HOST_IF)
+    ip("link", "set", HOST_IF, "up")
+    for cmd in (
+        ["link", "set", "lo", "up"],
+        ["addr", "add", f"{GW_IP}/30", "dev", "lan0"],
+        ["addr", "add", "10.71.3.1/24", "dev", "lan0"],
+        ["link", "set", "lan0", "up"],
+        ["link", "add", "sat0", "type", "veth", "peer", "name", "sat1"],
+        ["addr", "add", "10.71.2.2/24", "dev", "sat0"],
+        ["addr", "add", "fd71:2::2/64", "dev", "sat0", "nodad"],
+        ["addr", "add", "fd71:3::1/64", "dev", "lan0", "nodad"],
+        ["link", "set", "sat0", "up"],
+        ["link", "set", "sat1", "up"],
+    ):
+        ip("-n", NS, *cmd)
+    try:
+        yield
+    finally:
+        teardown_ns()
+
+
+def start_daemon(tmp: Path, creds: dict[str, str]) -> subprocess.Popen[bytes]:
+    for name in ("ca_pem", "cert_pem", "key_pem"):
+        (tmp / f"{name}.pem").write_text(creds[name])
+    (tmp / "key_pem.pem").chmod(0o600)
+    cfg = default_config("hub").to_json()
+    cfg["revision"] = "boot"
+    (tmp / "gateway.json").write_text(json.dumps(cfg))
+    argv = [
+        str(PERIGEE),
+        "gateway",
+        "run",
+        "--config",
+        str(tmp / "gateway.json"),
+        "--control-socket",
+        str(tmp / "control.sock"),
+        "--workers",
+        "1",
+        "--metrics",
+        "off",
+        "--squid-state-dir",
+        str(tmp / "squid"),
+        "--squid-run-dir",
+        str(tmp / "squid-run"),
+        "--dns-state-dir",
+        str(tmp / "dns"),
+        "--dns-run-dir",
+        str(tmp / "dns-run"),
+        "--control-tls-listen",
+        f"{GW_IP}:{PORT}",
+        "--control-tls-cert",
+        str(tmp / "cert_pem.pem"),
+        "--control-tls-key",
+        str(tmp / "key_pem.pem"),
+        "--control-tls-ca",
+        str(tmp / "ca_pem.pem"),
+    ]
+    log = open(tmp / "gateway.log", "wb")  # noqa: SIM115 (the daemon holds it until it exits)
+    proc = subprocess.Popen(["nsenter", f"--net=/run/netns/{NS}", "--", *argv], stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 20
+    while True:
+        if proc.poll() is not None:
+            raise AssertionError(f"gateway exited {proc.returncode}: {(tmp / 'gateway.log').read_text()[-1500:]}")
+        try:
+            socket.create_connection((GW_IP, PORT), timeout=0.5).close()
+            return proc
+        except OSError:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no TLS listener: {(tmp / 'gateway.log').read_text()[-1500:]}") from None
+            time.sleep(0.1)
+
+
+def stop_daemon(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=5)
+
+
+def test_real_gateway_in_the_fleet(
+    admin: TestClient, fake_gw: FakeGateway, namespace: None, tmp_path: Path, settings: object
+) -> None:
+    r = admin.post("/api/v1/fleet/gateways", json={"name": "gw-real", "address": f"{GW_IP}:{PORT}"})
+    assert r.status_code == 201, r.text
+    proc = start_daemon(tmp_path, r.json()["credentials"])
+    try:
+        data_dir = admin.app.state.ctx.settings.data_dir  # type: ignore[attr-defined]
+        # The API's client certificate gets in; the gateway's certificate names the registered address.
+        good = GatewayClient.over_tls(GW_IP, PORT, fleet_pki.client_context(data_dir), 5)
+        h = good.health()
+        assert h["config_revision"] == "boot", h["problems"]
+        good.close()
+        # No client certificate, or one another CA issued: the handshake fails, nothing is answered.
+        anonymous = ssl.create_default_context(cafile=str(fleet_pki.files(data_dir).ca))
+        foreign = ssl.create_default_context(cafile=str(fleet_pki.files(data_dir).ca))
+        fleet_pki.ensure(tmp_path / "other")
+        other = fleet_pki.files(tmp_path / "other")
+        foreign.load_cert_chain(str(other.client_cert), str(other.client_key))
+        for ctx in (anonymous, foreign):
+            c = GatewayClient.over_tls(GW_IP, PORT, ctx, 5)
+            with pytest.raises(GatewayError) as info:
+                c.health()
+            assert info.value.code == "gateway_unreachable"
+            c.close()
+        # One version applied to the fleet: the local (fake) gateway and the real one both run it.
+        v = admin.post(
+            "/api/v1/policy/classes",
+            json={
+                "name": "web",
+                "priority": 100,
+                "action": "accelerate",
+                "match": {"protocol": "tcp", "dports": ["80"]},
+            },
+        )
+        vid = v.json()["version_id"]
+        res = admin.post(f"/api/v1/versions/{vid}/apply").json()
+        assert res["ok"] is True, res
+        assert [(g["gateway"], g["status"]) for g in res["gateways"]] == [("local", "applied"), ("gw-real", "applied")]
+        rows = {g["gateway"]: g for g in admin.get("/api/v1/fleet").json()["gateways"]}
+        assert rows["gw-real"]["reachable"] is True and rows["gw-real"]["revision"] == f"v{vid}"
+        assert rows["local"]["revision"] == f"v{vid}"
+    finally:
+        stop_daemon(proc)

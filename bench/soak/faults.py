@@ -1,0 +1,262 @@
+"""The soak's faults. Each one acts at once and returns a FaultEvent: when it struck (monotonic
+seconds, the clock the load's records use), when its condition ended (for conditions that last:
+a full disk, a dead link, lost routes) and what the gateway said."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from bench import lab as benchlab
+from bench import procs
+from bench.soak import gwprocs
+
+if str(procs.REPO / "lab") not in sys.path:
+    sys.path.append(str(procs.REPO / "lab"))
+
+# How long each daemon fault may take until new flows are served again (the short soak fails
+# beyond it): the 1 s target for all of them. A dead worker's share of new flows goes to the
+# others at once; a failed apply leaves the previous state serving; a dead Squid's port 80 goes to
+# the splitter within the master's liveness check (250 ms); a dead master takes its workers with it
+# but leaves the nft rules, so new flows are routed unsplit (fail-open) until its service manager
+# has restarted it (reported apart: FaultEvent.detail["healthy_after_s"]).
+BOUNDS_S = {
+    "kill-worker": 1.0,
+    "apply-fail": 1.0,
+    "kill-squid": 1.0,
+    "kill-master": 1.0,
+}
+TARGET_S = 1.0
+
+
+@dataclass
+class FaultEvent:
+    name: str  # e.g. "kill-worker@terminal", "apply-fail:routes@terminal"
+    kind: str  # a key of BOUNDS_S, or "squid-disk-full", "link-down", "routes-lost"
+    t: float
+    t_restored: float | None = None  # the condition ended (None: it ends at once)
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def t_ref(self) -> float:
+        """Recovery is measured from here: the fault, or the end of a lasting condition."""
+        return self.t_restored if self.t_restored is not None else self.t
+
+
+class Gateways:
+    """The two gateways of a `--gateway both` lab, reached through satlab's run dir."""
+
+    def __init__(self, lb: benchlab.Lab) -> None:
+        self.lb = lb
+        self.run_dir = f"/run/satlab/{lb.prefix}"
+
+    def pidfile(self, role: str) -> str:
+        return f"{self.run_dir}/gw-{self.lb.ns(role)}.pid"
+
+    def sock(self, role: str) -> str:
+        return f"{self.run_dir}/gw-{self.lb.ns(role)}.sock"
+
+    def master(self, role: str) -> int | None:
+        return gwprocs.read_pid(self.pidfile(role))
+
+    def request(
+        self, role: str, method: str, path: str, body: Any = None
+    ) -> tuple[int, Any]:
+        from satlab.gateway import request  # type: ignore[import-not-found,unused-ignore]
+
+        status, reply = request(self.sock(role), method, path, body, timeout=60.0)
+        return int(status), reply
+
+    def config(self, role: str) -> dict[str, Any]:
+        status, cfg = self.request(role, "GET", "/v1/config")
+        if status != 200:
+            raise RuntimeError(f"GET /v1/config on {role}: {status} {cfg}")
+        return dict(cfg.get("config", cfg))
+
+    def put_config(self, role: str, cfg: dict[str, Any]) -> tuple[int, Any]:
+        return self.request(role, "PUT", "/v1/config", cfg)
+
+    def live_flows(self, role: str) -> int:
+        status, health = self.request(role, "GET", "/v1/health")
+        if status != 200:
+            raise RuntimeError(f"health of {role}: {status}")
+        return sum(int(w.get("live", 0)) for w in health.get("workers", []))
+
+    def wait_healthy(self, role: str, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                status, health = self.request(role, "GET", "/v1/health")
+                if status == 200 and all(
+                    w.get("alive") for w in health.get("workers", [])
+                ):
+                    return True
+            except (OSError, ValueError, IndexError):
+                pass
+            time.sleep(0.2)
+        return False
+
+
+def _sigkill(pid: int | None, what: str) -> int:
+    if pid is None:
+        raise RuntimeError(f"no {what} process to kill")
+    os.kill(pid, signal.SIGKILL)
+    return pid
+
+
+def kill_worker(gw: Gateways, role: str) -> FaultEvent:
+    master = gw.master(role)
+    pids = gwprocs.workers(master) if master else []
+    t = time.monotonic()
+    pid = _sigkill(pids[0] if pids else None, f"{role} worker")
+    return FaultEvent(f"kill-worker@{role}", "kill-worker", t, detail={"pid": pid})
+
+
+def kill_master(gw: Gateways, role: str) -> FaultEvent:
+    t = time.monotonic()
+    pid = _sigkill(gw.master(role), f"{role} master")
+    return FaultEvent(f"kill-master@{role}", "kill-master", t, detail={"pid": pid})
+
+
+def kill_squid(gw: Gateways, role: str) -> FaultEvent:
+    master = gw.master(role)
+    t = time.monotonic()
+    pid = _sigkill(gwprocs.squid_master(master) if master else None, f"{role} squid")
+    return FaultEvent(f"kill-squid@{role}", "kill-squid", t, detail={"pid": pid})
+
+
+def net_state(lb: benchlab.Lab, role: str) -> list[str]:
+    """What an apply installs in the namespace: the nft ruleset (without counters), routes,
+    policy rules and the satellite interface's qdiscs."""
+    out = []
+    for argv in (
+        ["nft", "-s", "list", "ruleset"],
+        ["ip", "-4", "route", "show", "table", "all"],
+        ["ip", "-6", "route", "show", "table", "all"],
+        ["ip", "rule"],
+        ["ip", "-6", "rule"],
+        ["tc", "qdisc", "show", "dev", "sat0"],
+    ):
+        out.append(procs.run(lb.exec_argv(role, argv), timeout=10, check=False).stdout)
+    return out
+
+
+def apply_fail(gw: Gateways, role: str, step: str, fault_file: str) -> FaultEvent:
+    """A config apply that fails after `step` (the daemon's test-only hook): the daemon must
+    answer 409 naming the step, keep serving, and leave the namespace exactly as it was."""
+    cfg = gw.config(role)
+    before = net_state(gw.lb, role)
+    cfg["revision"] = f"soak-apply-fail-{step}-{time.time_ns()}"
+    with open(fault_file, "w") as f:
+        f.write(step)
+    t = time.monotonic()
+    try:
+        status, reply = gw.put_config(role, cfg)
+    finally:
+        os.unlink(fault_file)
+    got_step = ((reply or {}).get("error") or {}).get("step")
+    _, health = gw.request(role, "GET", "/v1/health")
+    after = net_state(gw.lb, role)
+    changed = [i for i, (b, a) in enumerate(zip(before, after, strict=True)) if b != a]
+    detail = {
+        "status": status,
+        "step_reported": got_step,
+        "revision_after": (health or {}).get("config_revision"),
+        "state_changed": changed,
+        "rolled_back": status == 409
+        and got_step == step
+        and not changed
+        and (health or {}).get("config_revision") != cfg["revision"],
+    }
+    return FaultEvent(f"apply-fail:{step}@{role}", "apply-fail", t, detail=detail)
+
+
+def squid_disk_full(store_mount: str, hold_s: float) -> FaultEvent:
+    """Fill the small filesystem under Squid's store until ENOSPC, hold, then free it."""
+    filler = os.path.join(store_mount, "soak-filler")
+    t = time.monotonic()
+    written = 0
+    chunk = b"\0" * (1 << 20)
+    try:
+        with open(filler, "wb") as f:
+            while True:
+                f.write(chunk)
+                f.flush()
+                written += len(chunk)
+    except OSError:
+        pass
+    st = os.statvfs(store_mount)
+    time.sleep(hold_s)
+    os.unlink(filler)
+    return FaultEvent(
+        "squid-disk-full@terminal",
+        "squid-disk-full",
+        t,
+        time.monotonic(),
+        {"filler_bytes": written, "free_bytes_while_full": st.f_bavail * st.f_frsize},
+    )
+
+
+def link_down(lb: benchlab.Lab, hold_s: float) -> FaultEvent:
+    """Every frame on the satellite link lost, both ways, for hold_s."""
+    t = time.monotonic()
+    lb.link_set("--per", "1")
+    time.sleep(hold_s)
+    lb.link_set("--per", "0")
+    return FaultEvent(
+        "link-down", "link-down", t, time.monotonic(), {"seconds": hold_s}
+    )
+
+
+def _routes_with_gateway(lb: benchlab.Lab, role: str) -> list[list[str]]:
+    out = []
+    for fam in ("-4", "-6"):
+        text = procs.run(
+            lb.exec_argv(role, ["ip", "-j", fam, "route", "show"]), timeout=10
+        ).stdout
+        for r in json.loads(text or "[]"):
+            if r.get("gateway"):
+                out.append([fam, "route", "del", r["dst"], "via", r["gateway"]])
+    return out
+
+
+def routes_lost(lb: benchlab.Lab, gw: Gateways, role: str, hold_s: float) -> FaultEvent:
+    """Every route with a next hop in the gateway's namespace deleted (default and satellite
+    routes); after hold_s the operator re-applies the running config, which puts back the
+    gateway's own satellite routes."""
+    dels = _routes_with_gateway(lb, role)
+    t = time.monotonic()
+    for argv in dels:
+        procs.run(lb.exec_argv(role, ["ip", *argv]), timeout=10, check=False)
+    time.sleep(hold_s)
+    cfg = gw.config(role)
+    cfg["revision"] = f"soak-reapply-{time.time_ns()}"
+    t_reapply = time.monotonic()
+    status, _ = gw.put_config(role, cfg)
+    left = _routes_with_gateway(lb, role)
+    return FaultEvent(
+        f"routes-lost@{role}",
+        "routes-lost",
+        t,
+        t_reapply,
+        {
+            "deleted": len(dels),
+            "reapply_status": status,
+            "routes_after_reapply": len(left),
+            "deleted_routes": dels,
+        },
+    )
+
+
+def restore_routes(lb: benchlab.Lab, role: str, argvs: list[list[str]]) -> None:
+    for argv in argvs:
+        add = [*argv[:2], "replace", *argv[3:]]
+        subprocess.run(
+            lb.exec_argv(role, ["ip", *add]), check=False, capture_output=True
+        )

@@ -1,0 +1,170 @@
+"""The soak's bookkeeping: recovery from probe records, totals, the fault schedule, opt-in."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench import run, scenarios
+from bench.scenarios import soak
+from bench.soak import analysis, esp
+
+
+def rec(
+    kind: str, t0: float, t1: float, ok: bool, size: int = 1000, **kw: Any
+) -> dict[str, Any]:
+    return {
+        "kind": kind,
+        "size": size,
+        "t0": t0,
+        "t1": t1,
+        "complete": ok,
+        "sha256_ok": ok,
+        "corrupted_bytes": kw.get("corrupted", 0),
+        "x_cache": kw.get("x_cache", ""),
+    }
+
+
+def test_recovery_is_the_first_intact_probe_of_each_kind_started_after_the_fault() -> (
+    None
+):
+    recs = [
+        rec("probe-tcp", 9.9, 10.05, True),  # started before the fault: does not count
+        rec("probe-tcp", 10.1, 13.0, False),
+        rec("probe-tcp", 10.5, 10.7, True),
+        rec("probe-http", 10.2, 11.4, True),
+        rec("probe-http", 10.3, 11.2, True),
+        rec("bulk-down", 10.0, 10.1, True),  # load, not a probe
+    ]
+    r = analysis.recovery(recs, 10.0, 20.0)
+    assert abs((r.tcp_s or 0) - 0.7) < 1e-9
+    assert abs((r.http_s or 0) - 1.2) < 1e-9
+    assert r.worst_s is not None and abs(r.worst_s - 1.2) < 1e-9
+    assert r.failed_probes == 1
+
+
+def test_no_intact_probe_before_the_next_fault_is_no_recovery() -> None:
+    recs = [rec("probe-tcp", 10.5, 10.7, True), rec("probe-http", 12.5, 12.7, True)]
+    r = analysis.recovery(recs, 10.0, 12.0)
+    assert r.http_s is None and r.worst_s is None
+
+
+def test_totals_count_only_verified_transfers_and_every_corrupted_byte() -> None:
+    recs = [
+        rec("bulk-down", 0, 1, True, size=5000, x_cache=""),
+        rec("http-cacheable-hot", 0, 1, True, size=700, x_cache="HIT from x"),
+        rec("bulk-up", 0, 1, False, size=9000),
+        {
+            **rec("bulk-down", 0, 1, False, size=100),
+            "complete": True,
+            "corrupted_bytes": 3,
+        },
+    ]
+    t = analysis.totals(recs)
+    assert (
+        t.transfers,
+        t.verified_bytes,
+        t.corrupted_bytes,
+        t.broken,
+        t.cache_hits,
+    ) == (2, 5700, 3, 1, 1)
+
+
+def test_esp_payload_is_deterministic_and_bounded() -> None:
+    a, b = esp.payload(esp.SPI, 7), esp.payload(esp.SPI, 7)
+    assert a == b and a != esp.payload(esp.SPI, 8)
+    assert all(64 <= len(esp.payload(esp.SPI, s)) <= 1400 for s in range(1, 200))
+
+
+def test_schedule_fails_an_apply_after_every_step_and_kills_every_daemon() -> None:
+    cycle = soak.schedule(soak.PARAMS["quick"])
+    assert [a for a, s in cycle if a == "apply-fail"] and {
+        s for a, s in cycle if a == "apply-fail"
+    } == set(soak.APPLY_STEPS)
+    assert {a for a, _ in cycle} >= {
+        "kill-worker",
+        "kill-master",
+        "kill-squid",
+        "squid-disk-full",
+        "link-down",
+        "routes-lost",
+    }
+
+
+def test_the_soak_is_opt_in() -> None:
+    registry = scenarios.load_all()
+    assert getattr(registry["soak"], "OPT_IN", False)
+    regular = {n: m for n, m in registry.items() if not getattr(m, "OPT_IN", False)}
+    assert "soak" not in run.one_of_each_kind(regular) and "soak" not in regular
+
+
+def _summarize(
+    mode: str, recs: list[dict[str, Any]], events: list[Any], **kw: Any
+) -> list[Any]:
+    from pathlib import Path
+
+    from bench.context import Context
+    from bench.soak import gwprocs
+
+    ctx = Context(mode=mode, plots_dir=Path("/nonexistent"))
+    fp = gwprocs.Footprint(10, 100, 1000)
+    return soak.summarize(
+        ctx,
+        soak.PARAMS[mode],
+        recs,
+        events,
+        kw.get("summary", {"hung_client_flows": 0}),
+        kw.get("hung_gw", {"terminal": 0, "hub": 0}),
+        {"terminal": fp},
+        {"terminal": fp},
+        {"sent": 10},
+        kw.get("esp_rx", {"intact": 9, "altered": 0}),
+        100.0,
+    )
+
+
+def _probes(
+    t0: float, t1: float, step: float = 0.1, took: float = 0.05
+) -> list[dict[str, Any]]:
+    out = []
+    t = t0
+    while t < t1:
+        out += [
+            rec("probe-tcp", t, t + took, True),
+            rec("probe-http", t, t + took, True),
+        ]
+        t += step
+    return out
+
+
+def test_short_soak_fails_loudly_on_corruption_hung_flows_and_slow_recovery() -> None:
+    import pytest
+
+    from bench.soak import faults
+
+    clean = _probes(0, 100)
+    kill = faults.FaultEvent("kill-worker@terminal", "kill-worker", 10.0)
+    assert _summarize("quick", clean, [kill])  # nothing wrong: records, no exception
+    with pytest.raises(soak.SoakFailure, match="corrupted"):
+        _summarize(
+            "quick",
+            clean
+            + [
+                {
+                    **rec("bulk-down", 1, 2, False),
+                    "complete": True,
+                    "corrupted_bytes": 5,
+                }
+            ],
+            [kill],
+        )
+    with pytest.raises(soak.SoakFailure, match="hung"):
+        _summarize("quick", clean, [kill], hung_gw={"terminal": 1, "hub": 0})
+    with pytest.raises(soak.SoakFailure, match="altered"):
+        _summarize("quick", clean, [kill], esp_rx={"intact": 9, "altered": 1})
+    # No intact probe for 1.5 s after the fault: beyond the 1 s bound.
+    slow = [r for r in clean if not 10.0 <= r["t0"] < 11.5]
+    with pytest.raises(soak.SoakFailure, match="bound"):
+        _summarize("quick", slow, [kill])
+    # The full run records the same finding instead of raising.
+    recs = _summarize("full", slow, [kill])
+    assert any(r.metric == "violations" and r.value == 1 for r in recs)
