@@ -178,7 +178,7 @@ def gateway_config(max_flows: int) -> dict[str, object]:
         "role": "terminal",
         "interfaces": {"lan": ["lan0"], "satellite": "sat0"},
         "served_subnets": [CLIENT_SUBNET],
-        "splitter": {"enabled": True, "tproxy_port": 7071, "max_flows": max_flows},
+        "splitter": {"max_flows": max_flows},
         "satellite": {
             "congestion_control": "cubic",
             "sndbuf_bytes": 0,

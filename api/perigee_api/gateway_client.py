@@ -97,6 +97,9 @@ class GatewayClient:
     def hybla(self) -> dict[str, Any]:
         return dict(self._call("GET", "/v1/hybla"))
 
+    def interfaces(self) -> dict[str, Any]:
+        return dict(self._call("GET", "/v1/interfaces"))
+
     def cache_stats(self) -> dict[str, Any]:
         return dict(self._call("GET", "/v1/cache/stats"))
 

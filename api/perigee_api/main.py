@@ -15,10 +15,10 @@ from perigee_api.core import errors
 from perigee_api.core.config import Settings, get_settings
 from perigee_api.core.context import AppContext
 from perigee_api.core.db import Database
-from perigee_api.core.middleware import GuardMiddleware
 from perigee_api.gateway_client import GatewayClient
+from perigee_api.middleware import GuardMiddleware
 from perigee_api.services import auth as auth_service
-from perigee_api.services import fleet_sd, versions
+from perigee_api.services import fleet_sd, running, versions
 from perigee_api.services.collector import Collector
 
 log = logging.getLogger("perigee_api")
@@ -33,16 +33,26 @@ def api_router() -> APIRouter:
     return router
 
 
+# At startup the gateway may be busy starting too: ask it briefly, the collector keeps asking afterwards.
+STARTUP_GATEWAY_TIMEOUT_S = 3.0
+
+
 def prepare(settings: Settings) -> Database:
-    """Create the data dir, migrate, create the first admin and the first config version."""
+    """Create the data dir, migrate, create the first admin; then the first config version: the one the gateway
+    runs when it runs one (imported), else a proposed default (not applied)."""
     settings.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     db = Database(settings.database_url)
     db.migrate()
-    with db.session() as s:
-        auth_service.bootstrap_admin(s, settings)
-        versions.ensure_initial(s, settings.initial_role)
-        s.commit()
-        fleet_sd.write(settings, s)  # Prometheus' view of the fleet, current from the start
+    gw = GatewayClient(settings.gateway_socket, min(settings.gateway_timeout_s, STARTUP_GATEWAY_TIMEOUT_S))
+    try:
+        with db.session() as s:
+            auth_service.bootstrap_admin(s, settings)
+            running.reconcile(s, gw)
+            versions.ensure_initial(s, settings.initial_role)
+            s.commit()
+            fleet_sd.write(settings, s)  # Prometheus' view of the fleet, current from the start
+    finally:
+        gw.close()
     return db
 
 

@@ -156,3 +156,15 @@ def test_housekeeping_drops_expired_sessions(app: FastAPI, admin: TestClient, se
         db.commit()
         assert db.query(BrowserSession).count() == 0
     assert admin.get("/api/v1/auth/me").status_code == 401
+
+
+def test_interfaces_passthrough(viewer: TestClient, operator: TestClient, fake_gw) -> None:  # type: ignore[no-untyped-def]
+    listed = viewer.get("/api/v1/system/interfaces").json()["interfaces"]
+    assert [i["name"] for i in listed] == ["lo", "lan0", "sat0", "eth9"]
+    assert all(i["configured_as"] is None for i in listed)  # the gateway runs no config yet
+    version_id = operator.get("/api/v1/config").json()["id"]
+    assert operator.post(f"/api/v1/versions/{version_id}/apply").json()["ok"]
+    used = {i["name"]: i["configured_as"] for i in viewer.get("/api/v1/system/interfaces").json()["interfaces"]}
+    assert used == {"lo": None, "lan0": "lan", "sat0": "satellite", "eth9": None}
+    lan0 = next(i for i in listed if i["name"] == "lan0")
+    assert (lan0["addresses"], lan0["mtu"], lan0["oper_state"]) == (["10.71.1.1/24", "fe80::1/64"], 1500, "up")

@@ -1,9 +1,11 @@
-"""Contract: the API's GatewayConfig model and the real gateway's validator accept exactly the same configs.
+"""Contract: the API's GatewayConfig model and the real gateway's validator accept exactly the same configs,
+and write an accepted one back the same way.
 
 Every case is a full config (the API's default plus one edit) with the outcome we intend; it is checked
-by GatewayConfig.model_validate and by `perigee config check FILE` (the gateway's own parser and
-validator, offline, no root). Both must give the intended answer. Build the gateway first
-(`make -C gateway build`; the root `make test` does).
+by GatewayConfig.model_validate and by `perigee config check --canonical FILE` (the gateway's own parser and
+validator, offline, no root). Both must give the intended answer, and for an accepted config the same
+canonical document (defaults written out, host bits cleared, ...): the API recognises the config a gateway
+runs by comparing them. Build the gateway first (`make -C gateway build`; the root `make test` does).
 """
 
 from __future__ import annotations
@@ -464,6 +466,9 @@ CASES: list[tuple[str, bool, Mutate]] = [
     ("dns enabled as 1", BAD, at("dns.enabled", 1)),
     ("dns unknown field", BAD, at("dns.upstreams", [])),
     ("dns upstream v6 and port", OK, at("dns.upstream", ["fd71:3::53", "10.71.3.54@5353", "127.0.0.1@5300"])),
+    ("dns upstream written long", OK, at("dns.upstream", ["10.71.3.53@53", "FD71:3:0::53@05353"])),
+    ("route via written long", OK, at("satellite.routes.1.via", "FD71:2:0::1")),
+    ("served subnets written long", OK, at("served_subnets", ["10.71.1.9/24", "FD71:1:0:0::5/064"])),
     ("dns upstream 8", OK, at("dns.upstream", many(8, lambda i: f"192.0.2.{i + 1}"))),
     ("dns upstream 9", BAD, at("dns.upstream", many(9, lambda i: f"192.0.2.{i + 1}"))),
     ("dns upstream name", BAD, at("dns.upstream", ["resolver.example"])),
@@ -652,23 +657,38 @@ CASES: list[tuple[str, bool, Mutate]] = [
 ]
 
 
-def api_accepts(cfg: dict[str, Any]) -> bool:
+def api_canonical(cfg: dict[str, Any]) -> dict[str, Any] | None:
     try:
-        GatewayConfig.model_validate(cfg)
+        return GatewayConfig.model_validate(cfg).to_json()
     except ValidationError:
-        return False
-    return True
+        return None
 
 
-def gateway_accepts(cfg: dict[str, Any], tmp: Path, index: int) -> tuple[bool, str]:
+def gateway_canonical(cfg: dict[str, Any], tmp: Path, index: int) -> tuple[dict[str, Any] | None, str]:
     path = tmp / f"case{index}.json"
     path.write_text(json.dumps(cfg))
-    r = subprocess.run([str(PERIGEE), "config", "check", str(path)], capture_output=True, text=True, timeout=30)
+    r = subprocess.run(
+        [str(PERIGEE), "config", "check", "--canonical", str(path)], capture_output=True, text=True, timeout=30
+    )
     if r.returncode == 0:
-        assert json.loads(r.stdout) == {"ok": True}
-        return True, ""
+        return json.loads(r.stdout), ""
     assert r.returncode == 1, f"perigee config check could not read the case: {r.stderr}"
-    return False, r.stderr.strip()
+    return None, r.stderr.strip()
+
+
+def first_difference(a: Any, b: Any, path: str = "$") -> str | None:
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in sorted(set(a) | set(b)):
+            d = first_difference(a.get(k), b.get(k), f"{path}.{k}")
+            if d:
+                return d
+        return None
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        return next(
+            (d for i, (x, y) in enumerate(zip(a, b, strict=True)) if (d := first_difference(x, y, f"{path}[{i}]"))),
+            None,
+        )
+    return None if a == b and type(a) is type(b) else f"{path}: api {a!r}, gateway {b!r}"
 
 
 def test_gateway_binary_is_built() -> None:
@@ -689,11 +709,14 @@ def test_api_and_gateway_agree_on_every_case() -> None:
         mutate(cfg)
         configs.append(cfg)
     with tempfile.TemporaryDirectory() as d, ThreadPoolExecutor(max_workers=4) as pool:
-        gateway = list(pool.map(lambda ic: gateway_accepts(ic[1], Path(d), ic[0]), enumerate(configs)))
+        gateway = list(pool.map(lambda ic: gateway_canonical(ic[1], Path(d), ic[0]), enumerate(configs)))
     problems = []
-    for (name, expect, _), cfg, (gw_ok, gw_err) in zip(CASES, configs, gateway, strict=True):
-        api_ok = api_accepts(cfg)
+    for (name, expect, _), cfg, (gw_doc, gw_err) in zip(CASES, configs, gateway, strict=True):
+        api_doc = api_canonical(cfg)
+        api_ok, gw_ok = api_doc is not None, gw_doc is not None
         if not (api_ok == gw_ok == expect):
             problems.append(f"{name}: intended {expect}, api {api_ok}, gateway {gw_ok} {gw_err}")
+        elif api_ok and (diff := first_difference(api_doc, gw_doc)):
+            problems.append(f"{name}: canonical forms differ at {diff}")
     assert not problems, f"{len(problems)} of {len(CASES)} cases disagree:\n" + "\n".join(problems)
     assert len(CASES) > 300

@@ -12,10 +12,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel
 
 from perigee_api.gateway_client import GatewayClient, GatewayError
 from perigee_api.schemas.gateway_config import BUILTIN_NAMES, default_config
 from perigee_api.testing.fake_gateway import FakeGateway
+from perigee_control import reports
 from tests.conftest import real_gateway_socket
 
 TARGETS = ["fake"] + (["real"] if real_gateway_socket() else [])
@@ -85,6 +87,41 @@ def test_flows_counters_cache(target: tuple[str, GatewayClient]) -> None:
     with pytest.raises(GatewayError) as info:
         gw._call("GET", "/v1/flows", params={"state": "bogus"})
     assert 400 <= info.value.status < 500
+
+
+def extras(value: object, path: str = "$") -> list[str]:
+    """Fields a report carries that its schema does not name, anywhere inside it."""
+    if isinstance(value, BaseModel):
+        out = [f"{path}.{k}" for k in value.model_extra or {}]
+        for name in type(value).model_fields:
+            out += extras(getattr(value, name), f"{path}.{name}")
+        return out
+    if isinstance(value, list):
+        return [e for i, v in enumerate(value) for e in extras(v, f"{path}[{i}]")]
+    return []
+
+
+def test_every_answer_is_what_the_schema_says(target: tuple[str, GatewayClient]) -> None:
+    """The answers parse as the report types generated from the gateway's schema, with no field the
+    schema does not name: the schema is what the daemon sends, not an approximation of it."""
+    gw = target[1]
+    answers: list[tuple[type[BaseModel], object]] = [
+        (reports.Health, gw.health()),
+        (reports.Counters, gw.counters()),
+        (reports.FlowList, gw.flows("all")),
+        (reports.FlowList, {"flows": gw.collect_flows()}),
+        (reports.HyblaStatus, gw.hybla()),
+        (reports.CacheStats, gw.cache_stats()),
+        (reports.DnsReport, gw.dns_stats()),
+        (reports.InterfaceList, gw.interfaces()),
+        (reports.Validated, gw.validate_config(default_config().to_json())),
+    ]
+    for model, body in answers:
+        parsed = model.model_validate(body)
+        assert not extras(parsed), f"{model.__name__}: fields outside the schema: {extras(parsed)}"
+    with pytest.raises(GatewayError) as info:
+        gw._call("GET", "/v1/nope")
+    assert info.value.code == "not_found"
 
 
 def test_apply_is_atomic(target: tuple[str, GatewayClient], sock_dir: Path) -> None:

@@ -95,3 +95,25 @@ def test_put_whole_config_validates_everything(operator: TestClient) -> None:
     r = operator.put("/api/v1/config", json={"config": cfg, "comment": "fewer flows"})
     assert r.status_code == 200
     assert operator.get("/api/v1/config").json()["config"]["splitter"]["max_flows"] == 5000
+
+
+def test_preview_diffs_against_the_desired_config_and_stores_nothing(operator: TestClient, viewer: TestClient) -> None:
+    desired = operator.get("/api/v1/config").json()
+    cfg = desired["config"]
+    before = operator.get("/api/v1/versions").json()["total"]
+    cfg["cache"]["enabled"] = True
+    cfg["satellite"]["congestion_control"] = "cubic"
+    cfg["revision"] = "anything"  # never a change of substance
+    r = operator.post("/api/v1/config/preview", json={"config": cfg})
+    assert r.status_code == 200, r.text
+    out = r.json()
+    assert out["base_version_id"] == desired["id"]
+    assert out["changes"] == [
+        {"path": "$.cache.enabled", "op": "changed", "old": False, "new": True},
+        {"path": "$.satellite.congestion_control", "op": "changed", "old": "hybla", "new": "cubic"},
+    ]
+    bad = {**cfg, "interfaces": {"lan": ["lan0"], "satellite": "a/b"}}
+    r = operator.post("/api/v1/config/preview", json={"config": bad})
+    assert r.status_code == 422 and r.json()["error"]["field"].startswith("body.config.interfaces.satellite")
+    assert viewer.post("/api/v1/config/preview", json={"config": cfg}).status_code == 403
+    assert operator.get("/api/v1/versions").json()["total"] == before

@@ -180,7 +180,7 @@ def strike(
 
 def soak_config(cfg: dict[str, Any], idle_timeout_s: int) -> dict[str, Any]:
     cfg = dict(cfg)
-    cfg["splitter"] = dict(cfg["splitter"], idle_timeout_s=idle_timeout_s)
+    cfg["splitter"] = dict(cfg.get("splitter", {}), idle_timeout_s=idle_timeout_s)
     cfg["revision"] = f"soak-{time.time_ns()}"
     return cfg
 

@@ -78,6 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
     u.add_argument("--ret-rate", type=parse_rate, metavar="RATE", help="return (terminal->hub) rate")
     _add_link_flags(u)
     u.add_argument("--gateway", choices=("hub", "terminal", "both"), help="start the Perigee splitter")
+    u.add_argument("--unconfigured", action="store_true",
+                   help="start the splitter without a config (a new box: it intercepts nothing until one is PUT)")
     u.add_argument("--seed", type=int, default=1, help="emulator random seed (and the cluster's hash seed)")
     u.add_argument("--hub-gateways", type=_gateways, metavar="N",
                    help="a hub cluster: N gateway namespaces between a satellite-side and an internet-side "
@@ -145,13 +147,17 @@ def cmd_up(topo: Topology, a: argparse.Namespace) -> int:
                    buffer=a.buffer, jitter_ms=a.jitter, bod=a.bod, bod_cra=a.bod_cra, bod_max=a.bod_max,
                    bod_superframe_ms=a.bod_superframe, bod_delay_ms=a.bod_delay, bod_backlog_ms=a.bod_backlog)
     fwd, ret = build_link(a.profile, ov)
+    if a.unconfigured and not a.gateway:
+        raise lab.LabError("--unconfigured needs --gateway")
     if a.hub_gateways:
         topo = Topology(topo.prefix, topo.run_root, topo.extra, a.hub_gateways)
-    lab.up(topo, a.profile, fwd, ret, a.gateway, seed=a.seed, timeout=a.timeout, idle_timer_s=a.hub_idle_timer)
+    lab.up(topo, a.profile, fwd, ret, a.gateway, seed=a.seed, timeout=a.timeout, idle_timer_s=a.hub_idle_timer,
+           configured=not a.unconfigured)
     print(f"satlab {topo.prefix}: up, profile {a.profile}: forward {fmt_rate(fwd['rate_bps'])}, "
           f"return {fmt_rate(ret['rate_bps'])}, RTT {fwd['delay_ms'] + ret['delay_ms']:g} ms"
           + (f", hub cluster of {a.hub_gateways}" if a.hub_gateways else "")
-          + (f", gateway on {a.gateway}" if a.gateway else ""))
+          + (f", gateway on {a.gateway}" if a.gateway else "")
+          + (" (no config)" if a.unconfigured else ""))
     return 0
 
 

@@ -97,9 +97,7 @@ def new_peer_key(topo: TopologyLike) -> str:
 
 
 # The cache when enabled: small memory/disk budgets (the store lives in the run dir, on tmpfs).
-CACHE_CONFIG: dict[str, Any] = {"enabled": True, "port": 3129, "admin_port": 3130, "memory_mb": 64,
-                                "disk_mb": 256, "store": "rock", "max_object_mb": 200,
-                                "max_memory_object_mb": 8}
+CACHE_CONFIG: dict[str, Any] = {"enabled": True, "memory_mb": 64, "disk_mb": 256, "max_object_mb": 200}
 CACHE_ENV = "SATLAB_GATEWAY_CACHE"
 # The lab's DNS server behind the satellite (server namespace): the terminal's resolver forwards
 # to it, and the hub's Squid resolves through it.
@@ -157,10 +155,6 @@ class TopologyLike(Protocol):
     def path(self, name: str) -> str: ...
 
 
-# Satellite-leg tuning when the link is unknown (no satlab state): the daemon's own defaults.
-UNTUNED: dict[str, int] = {"sndbuf_bytes": 4194304, "rcvbuf_bytes": 4194304, "pacing_rate_bps": 0,
-                           "cwnd_max": 0, "initcwnd": 10, "initrwnd": 10, "shaping_rate_bps": 0,
-                           "forward_rate_bps": 0, "return_rate_bps": 0}
 MSS = 1448
 # The emulator's rate counts whole Ethernet frames (1448 B of payload in 1514 B: TCP with
 # timestamps, IPv4, Ethernet), while TCP's pacer counts payload bytes only: paced at the raw link
@@ -168,7 +162,7 @@ MSS = 1448
 WIRE_FRAME = MSS + 32 + 20 + 14
 PACING_HEADROOM = 1.02  # pace a little above the link rate so the link never idles behind the pacer
 MIN_BUF = 1 << 20
-RTT0_MS = 25  # Hybla's reference RTT in the default config
+RTT0_MS = 25  # Hybla's reference RTT: the gateway's default hybla.rtt0_ms, which the lab keeps
 ROUTE_WINDOW_MAX = 1000  # the config's bound on initcwnd (segments)
 CWND_CEILING_MAX = 65536  # Hybla's built-in clamp and the config's bound on hybla.cwnd_max
 
@@ -230,44 +224,44 @@ def link_tuning(role: str, forward: dict[str, Any], ret: dict[str, Any]) -> dict
             "return_rate_bps": int(ret["rate_bps"])}
 
 
-def tuning_from_state(topo: TopologyLike, role: str) -> dict[str, int]:
-    """link_tuning() for the lab's running link (satlab's state file), else UNTUNED."""
+def tuning_from_state(topo: TopologyLike, role: str) -> dict[str, int] | None:
+    """link_tuning() for the lab's running link (satlab's state file); None when it is unknown."""
     try:
         state = json.loads(Path(topo.path("state.json")).read_text())
         return link_tuning(role, state["forward"], state["return"])
     except (OSError, ValueError, KeyError, TypeError):
-        return dict(UNTUNED)
+        return None
 
 
 def default_config(role: str, cache: bool = False, tuning: dict[str, int] | None = None,
                    peer_key: str | None = None) -> dict[str, Any]:
-    t = tuning or UNTUNED
-    return {
-        "schema": 1,
+    """The lab's config for the gateway at `role`: only what the lab decides (its addresses, routes, the
+    link's tuning when known); every other setting is the gateway's own default."""
+    satellite: dict[str, Any] = {"routes": SAT_ROUTES[role]}
+    cfg: dict[str, Any] = {
         "revision": f"satlab-{role}",
         "role": role,
         "interfaces": {"lan": ["lan0"], "satellite": "sat0"},
         "served_subnets": CLIENT_SUBNETS,
-        "splitter": {"enabled": True, "tproxy_port": 7071, "max_flows": 10000, "connect_timeout_ms": 10000,
-                     "idle_timeout_s": 600, "relay_buffer_bytes": 1048576, "nodelay": True},
-        "satellite": {"congestion_control": "hybla", "sndbuf_bytes": t["sndbuf_bytes"],
-                      "rcvbuf_bytes": t["rcvbuf_bytes"], "pacing_rate_bps": t["pacing_rate_bps"],
-                      "initcwnd": t["initcwnd"], "initrwnd": t["initrwnd"], "routes": SAT_ROUTES[role],
-                      "forward_rate_bps": t["forward_rate_bps"], "return_rate_bps": t["return_rate_bps"]},
-        "hybla": {"rtt0_ms": RTT0_MS, "base_rtt_ms": 0, "cwnd_max": t["cwnd_max"]},
-        "classes": [],
+        "satellite": satellite,
         "bypass": IPSEC_BYPASS,
-        "cache": dict(CACHE_CONFIG) if cache else {"enabled": False, "port": 3129},
+        "cache": dict(CACHE_CONFIG) if cache else {"enabled": False},
         "dns": dns_config(role),
-        "shaping": ({"enabled": True, "rate_bps": t["shaping_rate_bps"]} if t["shaping_rate_bps"]
-                    else {"enabled": False}),
         "peer": peer_section(role, peer_key),
-        "quic": "fallback",
         # The lab's one remote site: its client LAN (per-site stats, docs/splitter.md).
         "sites": [{"name": SITE_NAME, "prefixes": CLIENT_SUBNETS}],
         # Off, so an idle warm connection of the peer path keeps its initial window.
         "sysctls": {"net.ipv4.tcp_slow_start_after_idle": "0"},
     }
+    if tuning:
+        satellite.update({k: tuning[k] for k in ("sndbuf_bytes", "rcvbuf_bytes", "pacing_rate_bps", "initcwnd",
+                                                 "initrwnd")})
+        # The link's rates: the dashboard's utilisation and link alert.
+        satellite.update({k: tuning[k] for k in ("forward_rate_bps", "return_rate_bps") if tuning.get(k)})
+        cfg["hybla"] = {"cwnd_max": tuning["cwnd_max"]}
+        if tuning["shaping_rate_bps"]:
+            cfg["shaping"] = {"enabled": True, "rate_bps": tuning["shaping_rate_bps"]}
+    return cfg
 
 
 def socket_path(topo: TopologyLike, role: str) -> str:
@@ -328,17 +322,23 @@ def dns_dir(topo: TopologyLike, role: str) -> str:
     return topo.path(f"dns-{topo.ns(role)}")
 
 
-def _start_one(topo: TopologyLike, role: str, timeout: float, cache: bool, peer_key: str | None = None) -> None:
+def _start_one(topo: TopologyLike, role: str, timeout: float, cache: bool, peer_key: str | None = None,
+               configured: bool = True) -> None:
+    """One daemon in `role`'s namespace; `configured` False starts it without a config (a new box, set up
+    later through its control socket): ready once it answers, with no worker running yet."""
     place = _placement(topo, role)
     cfg_path, pidfile, logfile = _files(topo, role)
     sock = socket_path(topo, role)
-    cfg = place.config(cache, tuning_from_state(topo, place.config_role), peer_key)
-    Path(cfg_path).write_text(json.dumps(cfg, indent=2))
+    config_args: list[str] = []
+    if configured:
+        cfg = place.config(cache, tuning_from_state(topo, place.config_role), peer_key)
+        Path(cfg_path).write_text(json.dumps(cfg, indent=2))
+        config_args = ["--config", cfg_path]
     sq = squid_dir(topo, role)
     dn = dns_dir(topo, role)
     # nsenter --net, not `ip netns exec`: the latter remounts /sys, which hides /sys/fs/bpf and with
     # it the pins of the BPF Hybla loaded on the host (every hybla parameter change would fail).
-    argv = ["nsenter", f"--net=/run/netns/{topo.ns(role)}", "--", PERIGEE, "gateway", "run", "--config", cfg_path,
+    argv = ["nsenter", f"--net=/run/netns/{topo.ns(role)}", "--", PERIGEE, "gateway", "run", *config_args,
             "--control-socket", sock, "--squid-state-dir", sq, "--squid-run-dir", os.path.join(sq, "run"),
             "--squid-service", squid_service(topo, role),
             "--dns-state-dir", dn, "--dns-run-dir", os.path.join(dn, "run"), *place.extra_args]
@@ -361,7 +361,8 @@ def _start_one(topo: TopologyLike, role: str, timeout: float, cache: bool, peer_
             raise GatewayError(f"perigee gateway in {topo.ns(role)} exited ({proc.returncode}); log:\n{tail}")
         try:
             status, health = request(sock, "GET", "/v1/health", timeout=1.0)
-            if status == 200 and all(w.get("alive") for w in health.get("workers", [])):
+            workers = health.get("workers", []) if status == 200 else []
+            if status == 200 and (not configured or all(w.get("alive") for w in workers)):
                 return
         except (OSError, ValueError, IndexError):
             pass
@@ -441,10 +442,10 @@ class Placement:
         self.ns_role, self.config_role, self.routes = ns_role, config_role, routes
         self.shaping_share, self.extra_args = shaping_share, extra_args
 
-    def config(self, cache: bool, tuning: dict[str, int], peer_key: str | None = None) -> dict[str, Any]:
+    def config(self, cache: bool, tuning: dict[str, int] | None, peer_key: str | None = None) -> dict[str, Any]:
         cfg = default_config(self.config_role, cache, tuning, peer_key)
         cfg["satellite"]["routes"] = self.routes
-        if self.shaping_share > 1 and cfg["shaping"].get("enabled"):
+        if self.shaping_share > 1 and cfg.get("shaping", {}).get("enabled"):
             # Each of N gateways shapes its share of the carrier: together they fill it, not N times it.
             cfg["shaping"]["rate_bps"] = max(8000, cfg["shaping"]["rate_bps"] // self.shaping_share)
         return cfg
@@ -475,17 +476,19 @@ def placements(topo: TopologyLike, where: str) -> list[str]:
     return roles
 
 
-def start(topo: TopologyLike, where: str, timeout: float = 45.0, cache: bool | None = None) -> None:
-    """Start the gateway(s); `cache` None means: as $SATLAB_GATEWAY_CACHE says (default off)."""
+def start(topo: TopologyLike, where: str, timeout: float = 45.0, cache: bool | None = None,
+          configured: bool = True) -> None:
+    """Start the gateway(s); `cache` None means: as $SATLAB_GATEWAY_CACHE says (default off); `configured`
+    False starts them without a config (and no peer path: there is no config to carry its key)."""
     if where not in WHERE:
         raise GatewayError(f"--gateway must be one of {', '.join(WHERE)}, not {where!r}")
     with_cache = cache_from_env() if cache is None else cache
     # The peer path pairs one terminal with one hub address; a cluster's gateways take plain splitting.
-    peer_key = new_peer_key(topo) if where == "both" and not cluster_size(topo) else None
+    peer_key = new_peer_key(topo) if where == "both" and configured and not cluster_size(topo) else None
     started: list[str] = []
     try:
         for role in placements(topo, where):
-            _start_one(topo, role, timeout, with_cache, peer_key)
+            _start_one(topo, role, timeout, with_cache, peer_key, configured)
             started.append(role)
     except BaseException:
         for role in reversed(started):

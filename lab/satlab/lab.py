@@ -17,6 +17,7 @@ from typing import Any
 
 from . import linkctl, procs, webservices
 from .cluster import fabric, frr, plan
+from .cluster import state as cluster_state
 from .profiles import CROSS_PARAMS, Params
 from .sysrun import CommandError, ip, list_namespaces, run, run_ns
 from .topology import LINKS, SERVER_V4, SERVER_V6, EmulatedLink, Topology
@@ -211,7 +212,8 @@ def wait_ready(topo: Topology, timeout: float) -> None:
 
 
 def up(topo: Topology, profile: str, forward: Params, ret: Params, gateway: str | None,
-       seed: int = 1, timeout: float = 30.0, idle_timer_s: int = fabric.DEFAULT_IDLE_TIMER_S) -> dict[str, Any]:
+       seed: int = 1, timeout: float = 30.0, idle_timer_s: int = fabric.DEFAULT_IDLE_TIMER_S,
+       configured: bool = True) -> dict[str, Any]:
     gw = None
     if gateway:
         gw = gateway_module()
@@ -247,15 +249,15 @@ def up(topo: Topology, profile: str, forward: Params, ret: Params, gateway: str 
                 fabric.start_routing(topo, idle_timer_s, splitters, python_env())
                 if splitters:
                     # The gateways' BFD stays shut until their daemons serve: start them first.
-                    _start_gateway(topo, gw, gateway, state)
+                    _start_gateway(topo, gw, gateway, state, configured)
                     for role in topo.gateway_roles:
                         fabric.start_announcer(topo, role, python_env())
                     fabric.wait_serving(topo, set(topo.gateway_roles))
-                fabric.wait_converged(topo, set(topo.gateway_roles))
+                cluster_state.wait_converged(topo, set(topo.gateway_roles))
             wait_ready(topo, timeout)
             webservices.wait_ready(topo, time.monotonic() + timeout)
             if gw is not None and not (topo.hub_gateways and splitters):
-                _start_gateway(topo, gw, gateway, state)
+                _start_gateway(topo, gw, gateway, state, configured)
         except (fabric.ClusterError, frr.FrrError) as e:
             _teardown(topo)
             raise LabError(str(e)) from e
@@ -268,9 +270,10 @@ def up(topo: Topology, profile: str, forward: Params, ret: Params, gateway: str 
     return state
 
 
-def _start_gateway(topo: Topology, gw: Any, gateway: str | None, state: dict[str, Any]) -> None:
+def _start_gateway(topo: Topology, gw: Any, gateway: str | None, state: dict[str, Any],
+                   configured: bool = True) -> None:
     try:
-        gw.start(topo, gateway)
+        gw.start(topo, gateway, configured=configured)
     except Exception as e:  # the hook's own error type: report it as ours
         raise LabError(f"gateway on {gateway} did not start: {e}") from e
     state["gateway"] = gateway

@@ -129,7 +129,7 @@ def wait_for(cond: Any, timeout: float, what: str, poll: float = 0.02) -> float:
 def all_serving() -> None:
     for g in GATEWAYS:
         members.start(TOPO, g, satlab_lab.python_env())
-    fabric.wait_converged(TOPO, set(GATEWAYS), timeout=60)
+    state.wait_converged(TOPO, set(GATEWAYS), timeout=60)
 
 
 # --- symmetry ---------------------------------------------------------------------------------------
@@ -225,7 +225,7 @@ def _failover(fault: Any, repair: Any, victim: str) -> None:
     repair()
     wait_for(lambda: victim in tables()[0], 30, f"{victim} back in the tables")
     assert [r["result"] for r in finish(busy)["flows"]] == ["ok"] * 24
-    fabric.wait_converged(TOPO, set(GATEWAYS), timeout=60)
+    state.wait_converged(TOPO, set(GATEWAYS), timeout=60)
     hub, edge = tables()
     assert hub == edge
     t_new = time.time()
@@ -259,7 +259,7 @@ def test_a_gateway_silent_on_bfd_is_withdrawn_within_1s(cluster: None) -> None:
     finally:
         subprocess.run(["ip", "netns", "exec", ns, "nft", "delete", "table", "inet", "pc_freeze"], check=True)
     wait_for(lambda: "gw1" in tables()[0], 30, "gw1 back")
-    fabric.wait_converged(TOPO, set(GATEWAYS), timeout=60)
+    state.wait_converged(TOPO, set(GATEWAYS), timeout=60)
 
 
 # --- drain ------------------------------------------------------------------------------------------
@@ -288,4 +288,4 @@ def test_drain_breaks_nothing(cluster: None) -> None:
     hub, edge = tables()
     assert hub == edge and "gw1" not in hub
     members.start(TOPO, "gw1", satlab_lab.python_env())
-    fabric.wait_converged(TOPO, set(GATEWAYS), timeout=60)
+    state.wait_converged(TOPO, set(GATEWAYS), timeout=60)

@@ -15,6 +15,7 @@ import threading
 import time
 from pathlib import Path
 
+from perigee_api.schemas.gateway_config import default_config
 from perigee_api.testing.fake_gateway import FakeGateway, make_flow
 
 
@@ -50,7 +51,9 @@ def flows_at(tick: int, count: int) -> list[dict]:
 def main() -> None:
     sock = Path(sys.argv[1])
     count = int(sys.argv[2]) if len(sys.argv) > 2 else 120
-    gw = FakeGateway(sock).start()
+    # A box started with a config of its own (the wizard is for one without: the satlab wizard suite).
+    running = default_config("hub").to_json() | {"revision": "fake-hub"}
+    gw = FakeGateway(sock, running=running).start()
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
@@ -62,17 +65,15 @@ def main() -> None:
         gw.live_flows = flows
         for f in flows:
             totals[f["action"]] += int(f["rate_down_bps"] / 8)
-        gw.counters = {
-            "flows_live": len(flows), "flows_total": len(flows) + tick, "flows_unsplit_overflow": 0,
-            "flows_failed_connect": 0, "bytes_up": tick * 10_000, "bytes_down": sum(totals.values()),
-            "by_action": {
-                "accelerate": {"bytes_up": tick * 5_000, "bytes_down": totals["accelerate"], "flows": count // 2},
-                "cache": {"bytes_up": tick * 1_000, "bytes_down": totals["cache"], "flows": count // 4},
-                "bypass": {"packets": tick * 100, "bytes": totals["bypass"]},
-            },
-        }
-        gw.cache_stats = {"requests": 10 * tick, "hits": 6 * tick, "misses": 4 * tick,
-                          "bytes_hit": 3_000_000 * tick, "objects": 40 + tick}
+        # Only the figures that move; the rest keeps the fake's complete (schema-checked) defaults.
+        c = gw.counters
+        c.update(flows_live=len(flows), flows_total=len(flows) + tick, bytes_up=tick * 10_000,
+                 bytes_down=sum(totals.values()))
+        c["by_action"]["accelerate"].update(bytes_up=tick * 5_000, bytes_down=totals["accelerate"], flows=count // 2)
+        c["by_action"]["cache"].update(bytes_up=tick * 1_000, bytes_down=totals["cache"], flows=count // 4)
+        c["by_action"]["bypass"].update(packets=tick * 100, bytes=totals["bypass"])
+        gw.cache_stats.update(enabled=True, running=True, requests=10 * tick, hits=6 * tick, misses=4 * tick,
+                              bytes_from_cache=3_000_000 * tick, store_entries=40 + tick)
         tick += 1
         stop.wait(1.0)
     gw.stop()

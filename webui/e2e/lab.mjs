@@ -27,11 +27,13 @@ export class Lab {
     this.running = new Set();
   }
 
-  /** Loads Perigee's BPF Hybla (idempotent), then the lab with the splitter daemon in the hub. */
-  async up(profile) {
+  /** Loads Perigee's BPF Hybla (idempotent), then the lab with the splitter daemon in the hub; with
+   * `unconfigured` the daemon starts without a config (a new box). */
+  async up(profile, { unconfigured = false } = {}) {
     await run(this.perigee, ['hybla', 'load']);
     await this.down(); // a lab left behind by an interrupted run
-    return run(this.satlab, ['--prefix', this.prefix, 'up', '--profile', profile, '--gateway', 'hub'], { timeoutMs: 90000 });
+    const args = ['--prefix', this.prefix, 'up', '--profile', profile, '--gateway', 'hub', ...(unconfigured ? ['--unconfigured'] : [])];
+    return run(this.satlab, args, { timeoutMs: 90000 });
   }
 
   async down() {

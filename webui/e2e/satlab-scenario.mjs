@@ -292,7 +292,7 @@ export async function satlabSteps(steps, { context, baseUrl, password, lab, shot
     assert.ok(lines.length >= 2 && lines.slice(1).every((l) => l.includes(`,${SERVER}:`)), `the CSV holds only ${SERVER}'s flows`);
   });
 
-  await steps.run('Config history: roll back to version 1; the gateway runs it again (no cap, no bypass rule)', async () => {
+  await steps.run('Config history: roll back to version 1 (the config the gateway started with); it runs again (no cap, no bypass rule)', async () => {
     await gotoNav('Config history');
     page.once('dialog', (d) => d.accept());
     await page.getByRole('button', { name: 'Roll back to version 1', exact: true }).click();
@@ -303,7 +303,12 @@ export async function satlabSteps(steps, { context, baseUrl, password, lab, shot
     const id = Number(text.match(/Rolled back as version (\d+)/)[1]);
     const running = await lab.gateway('/v1/config');
     assert.equal(running.revision, `v${id}`, 'the gateway runs the roll-back revision');
-    assert.equal(running.satellite.pacing_rate_bps, 0, 'pacing cap gone');
+    // Version 1 is what the gateway ran when the API first asked (imported from it): satlab's own
+    // config, whose pacing is the link's (above the BoD profile's cap).
+    const first = await api('/versions/1');
+    assert.equal(first.author, 'gateway', 'version 1 is the config imported from the gateway');
+    assert.equal(running.satellite.pacing_rate_bps, first.config.satellite.pacing_rate_bps, 'pacing as the gateway started');
+    assert.ok(running.satellite.pacing_rate_bps === 0 || running.satellite.pacing_rate_bps > BOD_FORWARD_BPS, 'pacing cap gone');
     assert.equal(running.bypass.some((r) => r.name === BYPASS_RULE), false, 'bypass rule gone');
     assert.equal((await api('/versions')).active_version_id, id);
   });

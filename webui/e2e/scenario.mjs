@@ -15,6 +15,7 @@ const PAGES = [
   { nav: 'Users and roles', heading: 'Users and roles', shot: 'users' },
   { nav: 'Audit log', heading: 'Audit log', shot: 'audit' },
   { nav: 'Backup and restore', heading: 'Backup and restore', shot: 'backup' },
+  { nav: 'System settings', heading: 'System settings', shot: 'system' },
   { nav: 'System health', heading: 'System health', shot: 'health' },
 ];
 

@@ -21,6 +21,8 @@ const UsersPage = lazy(() => import('./pages/UsersPage'));
 const AuditPage = lazy(() => import('./pages/AuditPage'));
 const BackupPage = lazy(() => import('./pages/BackupPage'));
 const HealthPage = lazy(() => import('./pages/HealthPage'));
+const SystemPage = lazy(() => import('./pages/SystemPage'));
+const SetupWizard = lazy(() => import('./pages/SetupWizard'));
 const FleetPage = lazy(() => import('./pages/FleetPage'));
 
 export function App() {
@@ -58,6 +60,8 @@ export function App() {
           <Route path="backup" element={<BackupPage />} />
           <Route path="fleet" element={<FleetPage />} />
           <Route path="health" element={<HealthPage />} />
+          <Route path="system" element={<SystemPage />} />
+          <Route path="setup" element={<SetupWizard />} />
         </Route>
         <Route path="*" element={<Navigate to="/" replace />} />
       </Routes>

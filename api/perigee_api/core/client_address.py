@@ -80,3 +80,8 @@ def resolve(scope: Scope, proxies: FrontProxies) -> str:
         address = peer or LOCAL
     scope[SCOPE_KEY] = address
     return address
+
+
+def client_address(scope: Scope) -> str:
+    """The address GuardMiddleware resolved for this request (its first `resolve`, kept in the scope)."""
+    return resolve(scope, FrontProxies(()))

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from perigee_api.core.config import Settings
 from perigee_api.core.db import Database
+from perigee_api.core.observed import Running
 from perigee_api.gateway_client import GatewayClient
 
 if TYPE_CHECKING:
@@ -17,10 +18,14 @@ if TYPE_CHECKING:
 
 
 class LiveFlows:
-    """The latest live-flow snapshot from the gateway; SSE listeners wait on `changed`."""
+    """The latest live-flow snapshot from the gateway, and the live streams waiting for the next one.
+
+    The collector is its only writer (`update`, `fail`, then `notify` on the event loop); each SSE stream
+    registers an event with `listen` and drops it with `unlisten`."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        self._listeners: set[asyncio.Event] = set()
         self.flows: list[dict[str, Any]] = []
         self.now: float = 0.0
         self.fetched_at: float = 0.0
@@ -42,6 +47,19 @@ class LiveFlows:
         with self._lock:
             self.error = message
             self.encoded = None  # the cached answer carries the old error field
+
+    def listen(self) -> asyncio.Event:
+        ev = asyncio.Event()
+        self._listeners.add(ev)
+        return ev
+
+    def unlisten(self, ev: asyncio.Event) -> None:
+        self._listeners.discard(ev)
+
+    def notify(self) -> None:
+        """Wakes every stream (on the event loop's thread: asyncio events are not thread-safe)."""
+        for ev in list(self._listeners):
+            ev.set()
 
     def snapshot(self) -> tuple[list[dict[str, Any]], float, int]:
         with self._lock:
@@ -82,6 +100,8 @@ class AppContext:
     db: Database
     gateway: GatewayClient
     live: LiveFlows = field(default_factory=LiveFlows)
+    # What the gateway runs, as last checked (the collector keeps it fresh).
+    running: Running = field(default_factory=Running)
     streams: StreamSlots = field(default_factory=StreamSlots)
     collector: Collector | None = None
     loop: asyncio.AbstractEventLoop | None = None

@@ -22,6 +22,7 @@ from perigee_api.schemas.gateway_config import (
     TrafficClass,
 )
 from perigee_api.tuning import BodInputs, Tuning
+from perigee_control.reports import CacheStats, DnsReport, Flow, Health, InterfaceList, PurgeResponse
 
 Role = Literal["admin", "operator", "viewer"]
 Username = str
@@ -238,10 +239,34 @@ class DiffEntry(BaseModel):
     new: Any = None
 
 
+class PreviewOut(BaseModel):
+    """What saving a config would change in the desired (latest) version; nothing is stored."""
+
+    base_version_id: int | None
+    changes: list[DiffEntry]
+    issues: list[PolicyIssue]
+
+
 class DiffOut(BaseModel):
     a: int
     b: int
     changes: list[DiffEntry]
+
+
+class RunningOut(BaseModel):
+    """What the gateway runs, and how it differs from the desired (latest) version."""
+
+    reachable: bool
+    revision: str | None = Field(
+        description="the revision the gateway runs; null when it runs no config or cannot be asked"
+    )
+    config: GatewayConfig | None = Field(description="the config it runs (null: none, or it cannot be asked)")
+    version_id: int | None = Field(description="the version that config is (imported when it was none the API knew)")
+    desired_version_id: int | None
+    in_sync: bool = Field(description="the gateway runs the desired version")
+    changes: list[DiffEntry] = Field(description="what applying the desired version would change in what runs")
+    checked_at: float = Field(description="when the gateway was last asked (unix s)")
+    error: str | None
 
 
 class ValidateOut(BaseModel):
@@ -282,85 +307,6 @@ class CommentIn(In):
 
 
 # --- flows and stats ----------------------------------------------------------------------------
-
-
-class TcpInfo(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    cc: str | None = None
-    state: str | None = None
-    srtt_us: int | None = None
-    rttvar_us: int | None = None
-    min_rtt_us: int | None = None
-    cwnd: int | None = None
-    ssthresh: int | None = None
-    mss: int | None = None
-    retrans_total: int | None = None
-    lost: int | None = None
-    delivery_rate_bps: int | None = None
-    pacing_rate_bps: int | None = None
-    bytes_acked: int | None = None
-    bytes_received: int | None = None
-    notsent_bytes: int | None = None
-    bytes_sent: int | None = None
-    bytes_retrans: int | None = None
-    segs_out: int | None = None
-    segs_in: int | None = None
-    data_segs_out: int | None = None
-    data_segs_in: int | None = None
-    timestamps: bool | None = None
-    tx_bps: float | None = Field(default=None, description="payload the peer acknowledged per second (last sample)")
-    rx_bps: float | None = Field(default=None, description="payload received in order per second (last sample)")
-
-
-class CacheRequests(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    requests: int = 0
-    hits: int = 0
-    misses: int = 0
-    host: str = ""
-    result: str = ""
-    bytes_to_client: int = 0
-    bytes_from_cache: int = 0
-    bytes_from_origin: int = 0
-
-
-class FlowLegs(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    client: TcpInfo | None = None
-    server: TcpInfo | None = None
-    satellite: Literal["client", "server"] | None = None
-
-
-class Flow(BaseModel):
-    """A gateway flow as in docs/control-protocol.md (passed through; unknown fields kept)."""
-
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
-    id: int
-    state: str
-    flow_class: str | None = Field(default=None, alias="class")
-    action: str | None = None
-    client: str
-    server: str
-    family: int = 4
-    started_at: float
-    ended_at: float | None = None
-    end_reason: str | None = None
-    bytes_up: int = 0
-    bytes_down: int = 0
-    rate_up_bps: float = 0.0
-    rate_down_bps: float = 0.0
-    legs: FlowLegs | None = None
-    path: Literal["direct", "peer"] | None = Field(
-        default=None,
-        description="how the flow crossed the satellite: the gateway's own connection (direct) or a warm, "
-        "authenticated connection between the two gateways (peer); null from gateways without the field",
-    )
-    relay: Literal["splitter", "squid"] | None = Field(
-        default=None, description="who terminated the client's connection: the splitter or the cache (Squid)"
-    )
-    site: str | None = Field(default=None, description="the client's remote site ('other': no configured site)")
-    dscp: int | None = Field(default=None, description="the DSCP the re-originated leg carries")
-    cache: CacheRequests | None = Field(default=None, description="Squid's flows: what the access log recorded")
 
 
 class LiveFlowsOut(BaseModel):
@@ -486,8 +432,15 @@ class HealthOut(BaseModel):
     status: Literal["ok", "degraded"]
     api: dict[str, Any]
     gateway_reachable: bool
-    gateway: dict[str, Any] | None
+    gateway: Health | None = Field(description="the gateway's own health (control protocol), null when unreachable")
     problems: list[str]
+
+
+class DnsFlushOut(BaseModel):
+    ok: bool
+
+
+__all__ = ["CacheStats", "DnsReport", "Flow", "Health", "InterfaceList", "PurgeResponse"]
 
 
 class VersionsOut(BaseModel):

@@ -8,9 +8,12 @@ import time
 
 from perigee_api.core.context import AppContext
 from perigee_api.gateway_client import GatewayError
-from perigee_api.services import auth, stats
+from perigee_api.services import auth, running, stats
 
 log = logging.getLogger("perigee_api.collector")
+
+# How often the collector asks which config the gateway runs (and records it as a version).
+RUNNING_EVERY_S = 5.0
 
 
 # How long after a whole second the gateway's per-second samples are in (they take a few ms).
@@ -31,12 +34,24 @@ class Collector:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._last_maintenance = 0.0
+        self._running_lock = threading.Lock()
         self.ticks = 0
         self.last_error: str | None = None
 
+    def sync_running(self) -> running.Running:
+        """Ask the gateway which config it runs; import it as a version when it is none the API knows."""
+        with self._running_lock, self.ctx.db.session() as db:
+            state = running.reconcile(db, self.ctx.gateway)
+            db.commit()
+            self.ctx.running = state
+            return state
+
     def tick(self, now: float | None = None) -> None:
-        """One poll: live flows, closed flows, counters, cache and DNS stats → snapshot, history, samples."""
+        """One poll: live flows, closed flows, counters, cache and DNS stats → snapshot, history, samples; every
+        few seconds, the config the gateway runs."""
         now = time.time() if now is None else now
+        if time.time() - self.ctx.running.checked_at >= RUNNING_EVERY_S:
+            self.sync_running()
         gw = self.ctx.gateway
         try:
             snap = gw.flows("live")
@@ -82,9 +97,7 @@ class Collector:
     def _notify(self) -> None:
         loop = self.ctx.loop
         if loop is not None and not loop.is_closed():
-            from perigee_api.api.routes.flows import notify_listeners
-
-            loop.call_soon_threadsafe(notify_listeners)
+            loop.call_soon_threadsafe(self.ctx.live.notify)
 
     def _run(self) -> None:
         interval = self.ctx.settings.collect_interval_s

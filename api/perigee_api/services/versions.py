@@ -20,8 +20,12 @@ from perigee_api.services.policy_check import Issue, check_classes
 ACTIVE_KEY = "active_version"
 
 
+def latest_or_none(db: Session) -> ConfigVersion | None:
+    return db.scalar(select(ConfigVersion).order_by(ConfigVersion.id.desc()).limit(1))
+
+
 def latest(db: Session) -> ConfigVersion:
-    v = db.scalar(select(ConfigVersion).order_by(ConfigVersion.id.desc()).limit(1))
+    v = latest_or_none(db)
     if v is None:
         raise ApiError(409, "no_config", "no config version exists yet")
     return v
@@ -39,7 +43,7 @@ def active_id(db: Session) -> int | None:
     return int(m.value) if m else None
 
 
-def _set_active(db: Session, version_id: int) -> None:
+def set_active(db: Session, version_id: int) -> None:
     m = db.get(Meta, ACTIVE_KEY)
     if m is None:
         db.add(Meta(key=ACTIVE_KEY, value=str(version_id)))
@@ -62,8 +66,9 @@ def create(db: Session, config: GatewayConfig, author: str, comment: str) -> Con
 
 
 def ensure_initial(db: Session, role: str) -> None:
+    """A first desired config when there is none and the gateway runs none to import: a proposal, not applied."""
     if db.scalar(select(ConfigVersion.id).limit(1)) is None:
-        create(db, default_config(role), "system", "initial default config")
+        create(db, default_config(role), "system", "initial default config (proposed: the gateway runs no config yet)")
 
 
 def policy_errors(config: GatewayConfig) -> tuple[list[Issue], list[Issue]]:
@@ -159,9 +164,9 @@ def apply(db: Session, ms: list[fleet.Member], v: ConfigVersion) -> dict[str, An
         }
     local = results[0]
     v.apply_status = "applied"
-    v.applied_at = now
+    v.applied_at = float(local.get("applied_at") or now)
     v.apply_result = {"ok": True, "at": now, "revision": local["revision"], "gateways": results}
-    _set_active(db, v.id)
+    set_active(db, v.id)
     return {
         "ok": True,
         "version_id": v.id,

@@ -2,7 +2,9 @@
 
 It validates configs like the real one (GatewayConfig, unknown fields rejected), applies atomically
 (a failure injected with `fail_next_apply(step)` leaves the previous config active), serves flows,
-counters and cache stats that tests set, and drains the closed-flow ring on /v1/flows/collect.
+counters and cache stats that tests set, and drains the closed-flow ring on /v1/flows/collect. Every
+answer goes through the generated report model of the real one (perigee_control.reports) on its way
+out, so the double cannot drift from the gateway's schema.
 
     with FakeGateway(tmp_path / "control.sock") as gw:
         gw.live_flows = [make_flow(1)]
@@ -20,17 +22,66 @@ from pathlib import Path
 from typing import Any
 
 import uvicorn
-from pydantic import ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from perigee_api.schemas.gateway_config import GatewayConfig
+from perigee_control import reports
+
+FLOWS = TypeAdapter(list[reports.Flow])
 
 
 def _err(status: int, code: str, message: str, field: str | None = None) -> JSONResponse:
-    return JSONResponse({"error": {"code": code, "message": message, "field": field}}, status_code=status)
+    body = reports.ErrorBody(error=reports.ErrorDetail(code=code, message=message, field=field))
+    return JSONResponse(body.model_dump(mode="json", exclude_none=True), status_code=status)
+
+
+def _answer(model: type[BaseModel], body: dict[str, Any]) -> JSONResponse:
+    """`body` as the real gateway would send it: checked against its report type."""
+    return JSONResponse(model.model_validate(body).model_dump(mode="json", by_alias=True))
+
+
+def _hybla() -> dict[str, Any]:
+    return {
+        "implementation": "none",
+        "loaded": False,
+        "rtt0_ms": 25,
+        "base_rtt_ms": 0,
+        "cwnd_max": 0,
+        "available": ["cubic", "reno"],
+        "problem": "fake gateway",
+        "owned": False,
+        "pin_dir": "/sys/fs/bpf/perigee",
+        "netns_cookie": None,
+        "netns": [],
+        "ld": {"loaded": False, "registration": "missing", "version": None, "problem": None},
+    }
+
+
+def _nic(
+    name: str,
+    addresses: list[str],
+    *,
+    mac: str | None = None,
+    loopback: bool = False,
+    mtu: int = 1500,
+    state: str = "up",
+    up: bool = True,
+) -> dict[str, Any]:
+    return {
+        "name": name,
+        "oper_state": state,
+        "up": up,
+        "running": up,
+        "loopback": loopback,
+        "mtu": mtu,
+        "mac": mac,
+        "addresses": addresses,
+        "configured_as": None,
+    }
 
 
 def make_flow(
@@ -52,7 +103,7 @@ def make_flow(
     now = time.time() if now is None else now
     leg = {
         "cc": "hybla",
-        "state": "ESTABLISHED",
+        "state": "established",
         "srtt_us": 600000,
         "rttvar_us": 5000,
         "min_rtt_us": 590000,
@@ -87,7 +138,7 @@ def make_flow(
         "family": 6 if client.startswith("[") else 4,
         "started_at": now - 5,
         "ended_at": now if state == "closed" else None,
-        "end_reason": "fin" if state == "closed" else None,
+        "end_reason": "eof" if state == "closed" else None,
         "bytes_up": bytes_up,
         "bytes_down": bytes_down,
         "rate_up_bps": 1000.0,
@@ -113,7 +164,9 @@ class FakeTls:
 
 
 class FakeGateway:
-    def __init__(self, socket_path: Path, tls: FakeTls | None = None) -> None:
+    def __init__(self, socket_path: Path, running: dict[str, Any] | None = None, tls: FakeTls | None = None) -> None:
+        """`running`: a config the gateway runs from the start (its own config file), as the real one would;
+        `tls`: serve on TCP with mutual TLS as well, like a fleet gateway."""
         self.socket_path = Path(socket_path)
         self.tls = tls
         self.config: dict[str, Any] | None = None
@@ -132,12 +185,26 @@ class FakeGateway:
             "link": {"forward_bytes": 0, "return_bytes": 0, "forward_payload_bytes": 0, "return_payload_bytes": 0},
             "by_action": {
                 "accelerate": {"bytes_up": 0, "bytes_down": 0, "flows": 0, "retrans_segments": 0},
-                "cache": {"bytes_up": 0, "bytes_down": 0, "flows": 0, "retrans_segments": 0},
+                "cache": {
+                    "bytes_up": 0,
+                    "bytes_down": 0,
+                    "flows": 0,
+                    "retrans_segments": 0,
+                    "requests": 0,
+                    "hits": 0,
+                    "misses": 0,
+                    "denied": 0,
+                    "bytes": 0,
+                    "bytes_from_origin": 0,
+                    "bytes_saved": 0,
+                },
                 "bypass": {"packets": 0, "bytes": 0},
             },
             "by_class": {},
             "by_site": {},
             "bypass_rules": [],
+            "cc_fallback": 0,
+            "closed_dropped": 0,
             "peer": {"flows": 0, "fallbacks": 0, "refused": 0},
             "quic_rejected": {"packets": 0, "bytes": 0},
         }
@@ -193,6 +260,13 @@ class FakeGateway:
             "upstream_healthy": True,
             "upstream_probe": [],
         }
+        # What the box's kernel would list (configured_as is filled in from the running config).
+        self.interfaces: list[dict[str, Any]] = [
+            _nic("lo", ["127.0.0.1/8", "::1/128"], loopback=True, mtu=65536, state="unknown"),
+            _nic("lan0", ["10.71.1.1/24", "fe80::1/64"], mac="02:00:00:00:01:01"),
+            _nic("sat0", ["10.71.2.1/30"], mac="02:00:00:00:02:01"),
+            _nic("eth9", [], mac="02:00:00:00:09:01", state="down", up=False),
+        ]
         self.purges: list[dict[str, Any]] = []
         self.flushes: list[dict[str, Any]] = []
         self._fail_step: str | None = None
@@ -200,9 +274,18 @@ class FakeGateway:
         self.started = time.time()
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
+        if running is not None:
+            self.run_config(running)
 
     def fail_next_apply(self, step: str = "nft") -> None:
         self._fail_step = step
+
+    def run_config(self, config: dict[str, Any]) -> None:
+        """Runs `config` as if it had been applied without the API (the CLI, a restored machine)."""
+        canonical = GatewayConfig.model_validate(config).to_json()
+        with self._lock:
+            self.config = canonical
+            self.revision = str(canonical["revision"])
 
     # --- protocol ------------------------------------------------------------------------------
 
@@ -216,30 +299,26 @@ class FakeGateway:
         return cfg.to_json(), None
 
     async def _health(self, _r: Request) -> JSONResponse:
-        return JSONResponse(
+        return _answer(
+            reports.Health,
             {
                 "status": "ok",
                 "version": "fake-0.1",
                 "uptime_s": time.time() - self.started,
-                "role": "hub",
+                "role": (self.config or {}).get("role"),
                 "config_revision": self.revision,
                 "fail_open": True,
-                "hybla": {
-                    "implementation": "none",
-                    "loaded": False,
-                    "rtt0_ms": 25,
-                    "base_rtt_ms": 0,
-                    "available": ["cubic", "reno"],
-                    "problem": "fake gateway",
-                },
+                "hybla": _hybla(),
                 "problems": [],
-            }
+                "peer": None,
+                "workers": [],
+            },
         )
 
     async def _get_config(self, _r: Request) -> JSONResponse:
         if self.config is None:
             return _err(404, "no_config", "no config applied yet")
-        return JSONResponse({**self.config, "revision": self.revision})
+        return JSONResponse(self.config)
 
     async def _body(self, r: Request) -> tuple[Any, JSONResponse | None]:
         try:
@@ -252,7 +331,9 @@ class FakeGateway:
             "nft": f"table inet perigee {{ # {len(cfg['classes'])} classes, {len(cfg['bypass'])} bypass }}",
             "routes": [f"{r['dst']} via {r['via']}" for r in cfg["satellite"]["routes"]],
             "sysctls": cfg["sysctls"],
+            "shaping": None,
             "squid_conf": None,
+            "unbound_conf": None,
         }
 
     async def _validate_config(self, r: Request) -> JSONResponse:
@@ -263,7 +344,7 @@ class FakeGateway:
         if err or cfg is None:
             return err or _err(422, "invalid_config", "invalid")
         self.validated += 1
-        return JSONResponse({"ok": True, "rendered": self._render(cfg)})
+        return _answer(reports.Validated, {"ok": True, "rendered": self._render(cfg)})
 
     async def _put_config(self, r: Request) -> JSONResponse:
         body, bad = await self._body(r)
@@ -277,9 +358,9 @@ class FakeGateway:
                 step, self._fail_step = self._fail_step, None
                 return _err(500, "apply_failed", f"{step}: injected failure; previous state kept", step)
             self.config = copy.deepcopy(cfg)
-            self.revision = cfg["revision"] or f"r{len(self.applied) + 1}"
+            self.revision = str(cfg["revision"])
             self.applied.append(cfg)
-        return JSONResponse({"ok": True, "revision": self.revision, "applied_at": time.time()})
+        return _answer(reports.Applied, {"ok": True, "revision": self.revision, "applied_at": time.time()})
 
     async def _flows(self, r: Request) -> JSONResponse:
         state = r.query_params.get("state", "live")
@@ -290,33 +371,26 @@ class FakeGateway:
             "closed": self.closed_ring,
             "all": self.live_flows + self.closed_ring,
         }[state]
-        return JSONResponse({"flows": flows, "now": time.time()})
+        return JSONResponse(
+            {"flows": FLOWS.dump_python(FLOWS.validate_python(flows), mode="json", by_alias=True), "now": time.time()}
+        )
 
     async def _collect(self, _r: Request) -> JSONResponse:
         with self._lock:
             drained, self.closed_ring = self.closed_ring, []
-        return JSONResponse({"flows": drained})
+        return JSONResponse({"flows": FLOWS.dump_python(FLOWS.validate_python(drained), mode="json", by_alias=True)})
 
     async def _counters(self, _r: Request) -> JSONResponse:
-        return JSONResponse(self.counters)
+        return _answer(reports.Counters, self.counters)
 
     async def _hybla(self, _r: Request) -> JSONResponse:
-        return JSONResponse(
-            {
-                "implementation": "none",
-                "loaded": False,
-                "rtt0_ms": 25,
-                "base_rtt_ms": 0,
-                "available": ["cubic", "reno"],
-                "problem": "fake gateway",
-            }
-        )
+        return _answer(reports.HyblaStatus, _hybla())
 
     async def _cache_stats(self, _r: Request) -> JSONResponse:
-        return JSONResponse(self.cache_stats)
+        return _answer(reports.CacheStats, self.cache_stats)
 
     async def _cache_collect(self, _r: Request) -> JSONResponse:
-        return JSONResponse({"requests": []})
+        return _answer(reports.CollectResponse, {"requests": [], "dropped": 0})
 
     async def _purge(self, r: Request) -> JSONResponse:
         body, bad = await self._body(r)
@@ -332,8 +406,18 @@ class FakeGateway:
             return JSONResponse({"ok": True, "purged": 1})
         return _err(422, "invalid_purge", "url must be a non-empty string", "url")
 
+    async def _interfaces(self, _r: Request) -> JSONResponse:
+        cfg = self.config or {}
+        lan = (cfg.get("interfaces") or {}).get("lan", [])
+        sat = (cfg.get("interfaces") or {}).get("satellite")
+        listed = []
+        for nic in self.interfaces:
+            used = "satellite" if nic["name"] == sat else "lan" if nic["name"] in lan else None
+            listed.append(dict(nic, configured_as=used))
+        return _answer(reports.InterfaceList, {"interfaces": listed})
+
     async def _dns_stats(self, _r: Request) -> JSONResponse:
-        return JSONResponse(self.dns_stats)
+        return _answer(reports.DnsReport, self.dns_stats)
 
     async def _dns_flush(self, r: Request) -> JSONResponse:
         body, bad = await self._body(r)
@@ -347,7 +431,14 @@ class FakeGateway:
         return JSONResponse({"ok": True})
 
     def app(self) -> Starlette:
+        async def not_found(_r: Request, _exc: Exception) -> JSONResponse:
+            return _err(404, "not_found", "no such endpoint")
+
+        async def not_allowed(_r: Request, _exc: Exception) -> JSONResponse:
+            return _err(405, "method_not_allowed", "method not allowed")
+
         return Starlette(
+            exception_handlers={404: not_found, 405: not_allowed},
             routes=[
                 Route("/v1/health", self._health),
                 Route("/v1/config", self._get_config, methods=["GET"]),
@@ -360,9 +451,10 @@ class FakeGateway:
                 Route("/v1/cache/stats", self._cache_stats),
                 Route("/v1/cache/requests/collect", self._cache_collect, methods=["POST"]),
                 Route("/v1/cache/purge", self._purge, methods=["POST"]),
+                Route("/v1/interfaces", self._interfaces),
                 Route("/v1/dns/stats", self._dns_stats),
                 Route("/v1/dns/flush", self._dns_flush, methods=["POST"]),
-            ]
+            ],
         )
 
     # --- lifecycle -----------------------------------------------------------------------------

@@ -14,8 +14,8 @@ fuzz_target!(|data: &[u8]| {
             assert!(rendered.nft.contains("table inet perigee"));
             if cfg.cache.enabled {
                 let served =
-                    perigee_squid::parse_served_subnets(&cfg.served_subnets, &cfg.served_limits)
-                        .expect("validated served subnets parse again");
+                    perigee_squid::check_served_subnets(&cfg.served_subnets, &cfg.served_limits)
+                        .expect("validated served subnets pass again");
                 let paths = perigee_squid::SquidPaths::default();
                 let _ = perigee_squid::render(
                     &cfg.cache,

@@ -157,34 +157,8 @@ def controller_status(topo: Topology) -> dict[str, Any] | None:
         return None
 
 
-def wait_converged(topo: Topology, gateways: set[str], timeout: float = 40.0, stable_s: float = 1.5) -> None:
-    """Until the controller sees exactly `gateways` up, each holding its share of the buckets, and has
-    seen nothing else for `stable_s` (its status is written at least every 2 s)."""
-    from . import state
-
-    deadline = time.monotonic() + timeout
-    since: float | None = None
-    while True:
-        st = controller_status(topo) or {}
-        states, counts = st.get("states") or {}, st.get("counts") or {}
-        up = {g for g, s in states.items() if s == "up"}
-        share = BUCKETS // max(1, len(gateways))
-        good = up == gateways and all(counts.get(g, 0) >= share for g in gateways) and bool(st.get("owner"))
-        if good and since is None:
-            since = time.monotonic()
-        elif not good:
-            since = None
-        if since is not None and time.monotonic() - since >= stable_s:
-            hub, edge = state.buckets(topo, "hub", "10.71.3.0/24"), state.buckets(topo, EDGE_ROLE, "10.71.1.0/24")
-            if hub == edge == st["owner"]:
-                return
-        if time.monotonic() > deadline:
-            raise ClusterError(f"cluster routing did not converge on {sorted(gateways)} in {timeout:.0f} s: "
-                               f"states {states}, buckets {counts}")
-        pid = procs.read_pid(topo.path("controller.pid"))
-        if pid is None or not procs.alive(pid):
-            raise ClusterError(f"the cluster controller is not running; log:\n{_tail(topo.path('controller.log'))}")
-        time.sleep(0.1)
+def controller_log_tail(topo: Topology) -> str:
+    return _tail(topo.path("controller.log"))
 
 
 def announcer_status(topo: Topology, role: str) -> dict[str, Any] | None:

@@ -5,8 +5,10 @@ FRR's BGP and BFD state (vtysh JSON), the gateways' daemons and the controller's
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
+from .. import procs
 from ..sysrun import ip
 from ..topology import EDGE_ROLE, Topology
 from . import fabric, frr
@@ -104,3 +106,32 @@ def status(topo: Topology) -> dict[str, Any]:
         "controller": fabric.controller_status(topo),
         "buckets": tables_agree(topo),
     }
+
+
+def wait_converged(topo: Topology, gateways: set[str], timeout: float = 40.0, stable_s: float = 1.5) -> None:
+    """Until the controller sees exactly `gateways` up, each holding its share of the buckets, and has
+    seen nothing else for `stable_s` (its status is written at least every 2 s)."""
+    deadline = time.monotonic() + timeout
+    since: float | None = None
+    while True:
+        st = fabric.controller_status(topo) or {}
+        states, counts = st.get("states") or {}, st.get("counts") or {}
+        up = {g for g, s in states.items() if s == "up"}
+        share = fabric.BUCKETS // max(1, len(gateways))
+        good = up == gateways and all(counts.get(g, 0) >= share for g in gateways) and bool(st.get("owner"))
+        if good and since is None:
+            since = time.monotonic()
+        elif not good:
+            since = None
+        if since is not None and time.monotonic() - since >= stable_s:
+            hub, edge = buckets(topo, "hub", "10.71.3.0/24"), buckets(topo, EDGE_ROLE, "10.71.1.0/24")
+            if hub == edge == st["owner"]:
+                return
+        if time.monotonic() > deadline:
+            raise fabric.ClusterError(f"cluster routing did not converge on {sorted(gateways)} in {timeout:.0f} s: "
+                               f"states {states}, buckets {counts}")
+        pid = procs.read_pid(topo.path("controller.pid"))
+        if pid is None or not procs.alive(pid):
+            tail = fabric.controller_log_tail(topo)
+            raise fabric.ClusterError(f"the cluster controller is not running; log:\n{tail}")
+        time.sleep(0.1)

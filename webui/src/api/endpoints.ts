@@ -28,6 +28,7 @@ export type DiffOut = S['DiffOut'];
 export type ApplyOut = S['ApplyOut'];
 export type RollbackOut = S['RollbackOut'];
 export type ValidateOut = S['ValidateOut'];
+export type RunningOut = S['RunningOut'];
 export type UserCreated = S['UserCreated'];
 export type HealthOut = S['HealthOut'];
 export type FleetStatus = S['FleetStatusOut'];
@@ -40,6 +41,27 @@ export type RestoreOut = S['RestoreOut'];
 export type SystemVersions = S['VersionsOut'];
 export type TlsStatus = S['TlsOut'];
 export type TlsCertificate = S['TlsCertificateOut'];
+// The gateway's control-protocol types, generated from its Rust types (gateway/schema/*.schema.json) via the
+// API's models and its OpenAPI.
+export type GatewayConfig = S['GatewayConfig'];
+export type TrafficClass = S['TrafficClass'];
+export type ClassMatch = S['Match'];
+export type ClassAction = S['Action'];
+export type CongestionControl = S['CongestionControl'];
+export type DnsConfig = S['Dns'];
+export type Flow = S['Flow'];
+export type FlowPath = S['FlowPath'];
+export type Relay = S['Relay'];
+export type CacheRequests = S['CacheRequests'];
+export type Site = S['Site'];
+export type TcpInfo = S['TcpInfo'];
+export type GatewayHealth = S['Health'];
+export type HyblaStatus = S['HyblaStatus'];
+export type CacheStats = S['CacheStats'];
+export type DnsReport = S['DnsReport'];
+export type ProbeResult = S['ProbeResult'];
+export type NetInterface = S['NetInterface'];
+export type PreviewOut = S['PreviewOut'];
 export type SitesOut = S['SitesOut'];
 export type SiteNow = S['SiteNow'];
 export type TopTalkersOut = S['TopTalkersOut'];
@@ -103,6 +125,9 @@ export const endpoints = {
 
   // config versions
   desiredConfig: () => unwrap(api.GET('/api/v1/config')),
+  previewConfig: (config: GatewayConfig) => unwrap(api.POST('/api/v1/config/preview', { body: { config, comment: '' } })),
+  putConfig: (config: GatewayConfig, comment: string) => unwrap(api.PUT('/api/v1/config', { body: { config, comment } })),
+  running: () => unwrap(api.GET('/api/v1/config/running')),
   versions: (limit = 100, offset = 0) => unwrap(api.GET('/api/v1/versions', { params: { query: { limit, offset } } })),
   version: (version_id: number) => unwrap(api.GET('/api/v1/versions/{version_id}', { params: { path: { version_id } } })),
   diff: (a: number, b: number) => unwrap(api.GET('/api/v1/versions/diff', { params: { query: { a, b } } })),
@@ -129,11 +154,12 @@ export const endpoints = {
   bypassCounts: () => unwrap(api.GET('/api/v1/stats/bypass')),
   cacheStats: () => unwrap(api.GET('/api/v1/cache/stats')) as Promise<Record<string, unknown>>,
   cachePurge: (target: { url: string } | { all: true }) =>
-    unwrap(api.POST('/api/v1/cache/purge', { body: 'all' in target ? { all: true } : { all: false, url: target.url } })) as Promise<Record<string, unknown>>,
-  dnsStats: () => unwrap(api.GET('/api/v1/dns/stats')) as Promise<Record<string, unknown>>,
+    unwrap(api.POST('/api/v1/cache/purge', { body: 'all' in target ? { all: true } : { all: false, url: target.url } })),
+  dnsStats: () => unwrap(api.GET('/api/v1/dns/stats')),
   dnsFlush: (target: { name: string } | { all: true }) =>
-    unwrap(api.POST('/api/v1/dns/flush', { body: 'all' in target ? { all: true } : { all: false, name: target.name } })) as Promise<Record<string, unknown>>,
+    unwrap(api.POST('/api/v1/dns/flush', { body: 'all' in target ? { all: true } : { all: false, name: target.name } })),
   health: () => unwrap(api.GET('/api/v1/health')),
+  interfaces: () => unwrap(api.GET('/api/v1/system/interfaces')),
   fleet: () => unwrap(api.GET('/api/v1/fleet')),
   systemVersions: () => unwrap(api.GET('/api/v1/system/versions')),
   audit: (query: { actor?: string; action?: string; limit?: number; offset?: number }) => unwrap(api.GET('/api/v1/audit', { params: { query } })),

@@ -6,12 +6,14 @@ export const keys = {
   version: (id: number) => ['versions', id] as const,
   diff: (a: number, b: number) => ['versions', 'diff', a, b] as const,
   desired: ['config', 'desired'] as const,
+  running: ['config', 'running'] as const,
   bodProfiles: ['bod', 'profiles'] as const,
   users: ['users'] as const,
   audit: (q: unknown) => ['audit', q] as const,
   health: ['health'] as const,
   fleet: ['fleet'] as const,
   tls: ['system', 'tls'] as const,
+  interfaces: ['system', 'interfaces'] as const,
   overview: ['overview'] as const,
   cache: ['cache'] as const,
   dns: ['dns'] as const,
@@ -22,4 +24,4 @@ export const keys = {
 };
 
 /** Everything a new config version changes. */
-export const afterConfigChange = [keys.classes, keys.bypass, keys.versions, keys.desired] as const;
+export const afterConfigChange = [keys.classes, keys.bypass, keys.versions, keys.desired, keys.running] as const;

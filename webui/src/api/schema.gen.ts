@@ -243,6 +243,40 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/config/preview": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Validate a whole config and diff it against the desired one; stores nothing */
+        post: operations["preview_config_api_v1_config_preview_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/config/running": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** What the gateway runs (imported as a version when the API did not apply it), its drift from the desired */
+        get: operations["get_running_api_v1_config_running_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/dns/flush": {
         parameters: {
             query?: never;
@@ -621,6 +655,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/system/interfaces": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The gateway's network interfaces: addresses, state, MTU, what the running config uses them for */
+        get: operations["system_interfaces_api_v1_system_interfaces_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/system/restore": {
         parameters: {
             query?: never;
@@ -851,6 +902,8 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        /** @enum {string} */
+        Action: "accelerate" | "cache" | "bypass";
         /** ApplyOut */
         ApplyOut: {
             /** Active Version Id */
@@ -957,8 +1010,7 @@ export interface components {
         /** BodProfileIn */
         BodProfileIn: {
             inputs: components["schemas"]["BodInputs"];
-            /** Name */
-            name: string;
+            name: components["schemas"]["ObjectName"];
             /** Overrides */
             overrides?: {
                 [key: string]: number;
@@ -1011,8 +1063,7 @@ export interface components {
              * @default
              */
             comment: string;
-            /** Name */
-            name: string;
+            name: components["schemas"]["ObjectName"];
             /** Ports */
             ports?: string[];
             /**
@@ -1036,24 +1087,31 @@ export interface components {
             protected: boolean;
             rule: components["schemas"]["BypassRule"];
         };
+        /** @enum {string} */
+        BypassProtocol: "tcp" | "udp" | "esp" | "ah" | "icmp" | "any";
         /** BypassRule */
         BypassRule: {
             /**
              * Builtin
+             * @description One of the IPsec entries every config carries.
              * @default false
              */
             builtin: boolean;
-            /** Cidrs */
-            cidrs?: string[];
-            /** Name */
-            name: string;
-            /** Ports */
-            ports?: string[];
             /**
-             * Protocol
-             * @enum {string}
+             * Cidrs
+             * @description Addresses either end of the traffic may have; protocol any needs at least one.
+             * @default []
              */
-            protocol: "tcp" | "udp" | "esp" | "ah" | "icmp" | "any";
+            cidrs: string[];
+            /** @description Unique among the bypass entries. */
+            name: components["schemas"]["ObjectName"];
+            /**
+             * Ports
+             * @description Ports either end may use (tcp and udp only).
+             * @default []
+             */
+            ports: string[];
+            protocol: components["schemas"]["BypassProtocol"];
         };
         /** BypassRuleCount */
         BypassRuleCount: {
@@ -1072,109 +1130,167 @@ export interface components {
             /** Packets */
             packets: number;
         };
-        /** Cache */
+        /**
+         * Cache
+         * @description The `cache` section. Every field has a default, so `{}` is a valid (disabled) section.
+         */
         Cache: {
             /**
              * Admin Port
-             * @description loopback-only cache manager / PURGE port
+             * @description Loopback-only forward port for the cache manager and PURGE; never reachable from
+             *     clients. Differs from port.
              * @default 3130
              */
             admin_port: number;
             /**
              * Collapsed Forwarding
+             * @description Requested collapsed forwarding; only rendered where the Squid version is not affected
+             *     by CVE-2023-49288 (see crate::version).
              * @default false
              */
             collapsed_forwarding: boolean;
             /**
              * Disk Mb
-             * @description 0 = memory only; rock at most 262144
+             * @description Disk store size, MB; 0 = memory-only cache. Rock stores at most 262144.
              * @default 2048
              */
             disk_mb: number;
             /**
              * Enabled
+             * @description false leaves port 80 to the splitter and keeps Squid stopped.
              * @default false
              */
             enabled: boolean;
             /**
              * Max Memory Object Mb
-             * @description at most max_object_mb
+             * @description maximum_object_size_in_memory, MB; at most max_object_mb.
              * @default 8
              */
             max_memory_object_mb: number;
             /**
              * Max Object Mb
+             * @description maximum_object_size, MB: large so OS and software updates are cached.
              * @default 4096
              */
             max_object_mb: number;
             /**
              * Memory Mb
+             * @description cache_mem: RAM for hot objects, MB.
              * @default 256
              */
             memory_mb: number;
-            /** Never Cache Domains */
-            never_cache_domains?: string[];
+            /**
+             * Never Cache Domains
+             * @description Never stored (the domain and all its subdomains).
+             * @default []
+             */
+            never_cache_domains: string[];
             /**
              * Port
+             * @description TPROXY listening port the nft rule sends port-80 traffic to.
              * @default 3129
              */
             port: number;
             /**
              * Range Offset Limit Mb
+             * @description range_offset_limit: -1 = always fetch whole object for a range request, 0 = never, else MB.
              * @default -1
              */
             range_offset_limit_mb: number;
-            /** Refresh Patterns */
-            refresh_patterns?: components["schemas"]["RefreshPattern"][];
             /**
-             * Store
-             * @default rock
-             * @enum {string}
+             * Refresh Patterns
+             * @description Tried in order before the built-in defaults.
+             * @default []
              */
-            store: "rock" | "aufs";
+            refresh_patterns: components["schemas"]["RefreshPattern"][];
+            /** @default rock */
+            store: components["schemas"]["Store"];
         };
-        /** CacheRequests */
+        /**
+         * CacheRequests
+         * @description The access-log side of a cache flow: what Squid did with the requests of one client
+         *     connection (docs/cache.md).
+         */
         CacheRequests: {
-            /**
-             * Bytes From Cache
-             * @default 0
-             */
+            /** Bytes From Cache */
             bytes_from_cache: number;
-            /**
-             * Bytes From Origin
-             * @default 0
-             */
+            /** Bytes From Origin */
             bytes_from_origin: number;
             /**
              * Bytes To Client
-             * @default 0
+             * @description Bytes Squid sent to the client, of them those served from the cache, and the body bytes
+             *     it fetched from origins.
              */
             bytes_to_client: number;
-            /**
-             * Hits
-             * @default 0
-             */
+            /** Hits */
             hits: number;
             /**
              * Host
-             * @default
+             * @description Host and Squid result code (TCP_HIT, TCP_MISS, ...) of the latest request.
              */
             host: string;
-            /**
-             * Misses
-             * @default 0
-             */
+            /** Misses */
             misses: number;
-            /**
-             * Requests
-             * @default 0
-             */
+            /** Requests */
             requests: number;
-            /**
-             * Result
-             * @default
-             */
+            /** Result */
             result: string;
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * CacheStats
+         * @description GET /v1/cache/stats.
+         */
+        CacheStats: {
+            /** Bytes From Cache */
+            bytes_from_cache: number;
+            /** Bytes From Origin */
+            bytes_from_origin: number;
+            /** Bytes Saved Satellite */
+            bytes_saved_satellite: number;
+            /** Bytes To Clients */
+            bytes_to_clients: number;
+            /** Collapsed Forwarding Effective */
+            collapsed_forwarding_effective: boolean;
+            /** Collapsed Forwarding Requested */
+            collapsed_forwarding_requested: boolean;
+            /** Denied */
+            denied: number;
+            /** Disk Capacity Bytes */
+            disk_capacity_bytes: number | null;
+            /** Disk Used Bytes */
+            disk_used_bytes: number | null;
+            /** Enabled */
+            enabled: boolean;
+            /** Hit Ratio Bytes */
+            hit_ratio_bytes: number;
+            /** Hit Ratio Requests */
+            hit_ratio_requests: number;
+            /** Hits */
+            hits: number;
+            /** Memory Capacity Bytes */
+            memory_capacity_bytes: number | null;
+            /** Memory Used Bytes */
+            memory_used_bytes: number | null;
+            /** Misses */
+            misses: number;
+            /** Problems */
+            problems: string[];
+            /** Requests */
+            requests: number;
+            /** Requests Buffered */
+            requests_buffered: number;
+            /** Requests Dropped */
+            requests_dropped: number;
+            /** Running */
+            running: boolean;
+            /** Squid Version */
+            squid_version: string | null;
+            /** Store Entries */
+            store_entries: number | null;
+            /** Unparsed Lines */
+            unparsed_lines: number;
         } & {
             [key: string]: unknown;
         };
@@ -1216,27 +1332,21 @@ export interface components {
         };
         /** ClassIn */
         ClassIn: {
-            /**
-             * Action
-             * @enum {string}
-             */
-            action: "accelerate" | "cache" | "bypass";
+            action: components["schemas"]["Action"];
             /**
              * Comment
              * @default
              */
             comment: string;
             match?: components["schemas"]["Match"];
-            /** Name */
-            name: string;
+            name: components["schemas"]["ObjectName"];
             /** Priority */
             priority: number;
             satellite?: components["schemas"]["ClassSatellite"];
         };
         /** ClassPatch */
         ClassPatch: {
-            /** Action */
-            action?: ("accelerate" | "cache" | "bypass") | null;
+            action?: components["schemas"]["Action"] | null;
             /**
              * Comment
              * @default
@@ -1247,17 +1357,22 @@ export interface components {
             priority?: number | null;
             satellite?: components["schemas"]["ClassSatellite"] | null;
         };
-        /** ClassSatellite */
+        /**
+         * ClassSatellite
+         * @description A class's own satellite-leg settings; each left at its default inherits the global one.
+         */
         ClassSatellite: {
             /**
              * Buffer Bytes
+             * @description Socket buffers of the satellite leg, bytes; 0 = inherit.
              * @default 0
              */
             buffer_bytes: number;
-            /** Congestion Control */
-            congestion_control?: ("hybla" | "hybla_ld" | "cubic" | "bbr" | "reno") | null;
+            /** @description null = the satellite section's. */
+            congestion_control?: components["schemas"]["CongestionControl"] | null;
             /**
              * Pacing Rate Bps
+             * @description Pacing cap, bit/s; 0 = inherit.
              * @default 0
              */
             pacing_rate_bps: number;
@@ -1279,6 +1394,10 @@ export interface components {
             comment: string;
             config: components["schemas"]["GatewayConfig"];
         };
+        /** @enum {string} */
+        ConfiguredAs: "lan" | "satellite";
+        /** @enum {string} */
+        CongestionControl: "hybla" | "hybla_ld" | "cubic" | "bbr" | "reno";
         /** CsrfOut */
         CsrfOut: {
             /** Csrf Token */
@@ -1325,80 +1444,99 @@ export interface components {
         };
         /**
          * Dns
-         * @description The gateway's caching resolver (unbound); docs/dns.md.
+         * @description The `dns` section. Every field has a default, so `{}` is a valid (disabled) section.
          */
         Dns: {
             /**
              * Cache Mb
+             * @description Memory for cached answers, MB: one third for whole messages, two thirds for RRsets.
              * @default 64
              */
             cache_mb: number;
             /**
              * Client Qps Limit
+             * @description Queries per second one client address may send (unbound's ip-ratelimit); 0 = no limit.
              * @default 0
              */
             client_qps_limit: number;
             /**
              * Enabled
+             * @description false: no resolver runs and DNS from the served subnets passes untouched.
              * @default false
              */
             enabled: boolean;
             /**
              * Intercept
-             * @description answer DNS from the served subnets sent to any address
+             * @description true: queries from the served subnets to any address on port 53 (UDP and TCP) are
+             *     answered by the gateway's resolver. false: only queries addressed to the gateway are.
              * @default true
              */
             intercept: boolean;
             /**
              * Max Negative Ttl S
+             * @description Upper bound on how long a negative answer (NXDOMAIN, NODATA) is cached.
              * @default 3600
              */
             max_negative_ttl_s: number;
             /**
              * Max Ttl S
+             * @description Upper bound on a cached TTL (cache-max-ttl).
              * @default 86400
              */
             max_ttl_s: number;
             /**
              * Min Ttl S
+             * @description Lower bound on a cached TTL (cache-min-ttl); 0 keeps the origin's.
              * @default 0
              */
             min_ttl_s: number;
             /**
              * Prefetch
+             * @description Refresh a popular name in the background when a query arrives in the last tenth of
+             *     its TTL, so it never expires while in use.
              * @default true
              */
             prefetch: boolean;
             /**
              * Probe Timeout Ms
+             * @description How long the gateway waits for an upstream's answer to its health probe before
+             *     counting the probe as failed (the port-80 cache steps aside after two in a row).
              * @default 3000
              */
             probe_timeout_ms: number;
             /**
              * Serve Stale
+             * @description Serve expired answers (RFC 8767) instead of waiting for the upstream.
              * @default true
              */
             serve_stale: boolean;
             /**
              * Stale Client Timeout Ms
+             * @description How long to try the upstream before answering stale; 0 answers stale at once and
+             *     refreshes in the background (RFC 8767's "client response timer").
              * @default 0
              */
             stale_client_timeout_ms: number;
             /**
              * Stale Reply Ttl S
+             * @description The TTL a stale answer carries to the client (RFC 8767 recommends 30 s).
              * @default 30
              */
             stale_reply_ttl_s: number;
             /**
              * Stale Ttl S
+             * @description How long past its expiry an answer may still be served (RFC 8767 "maximum stale timer").
              * @default 86400
              */
             stale_ttl_s: number;
             /**
              * Upstream
-             * @description resolvers to forward to: 'addr' or 'addr@port'
+             * @description Resolvers the cache forwards to ("192.0.2.53", "2001:db8::53", "192.0.2.53@5353"),
+             *     tried in unbound's order (fastest first). Also Squid's nameservers when `enabled` is
+             *     false and the cache is on.
+             * @default []
              */
-            upstream?: string[];
+            upstream: string[];
         };
         /**
          * DnsFlushIn
@@ -1413,6 +1551,96 @@ export interface components {
             /** Name */
             name?: string | null;
         };
+        /** DnsFlushOut */
+        DnsFlushOut: {
+            /** Ok */
+            ok: boolean;
+        };
+        /**
+         * DnsReport
+         * @description GET /v1/dns/stats: the resolver's counters with what the daemon knows about it.
+         */
+        DnsReport: {
+            /** Cache Hits */
+            cache_hits: number;
+            /** Cache Memory Capacity Bytes */
+            cache_memory_capacity_bytes: number | null;
+            /** Cache Memory Used Bytes */
+            cache_memory_used_bytes: number | null;
+            /** Cache Misses */
+            cache_misses: number;
+            /** Enabled */
+            enabled: boolean;
+            /**
+             * Hit Ratio
+             * @description cache_hits / queries.
+             */
+            hit_ratio: number;
+            /**
+             * Intercept
+             * @description Queries to any address on port 53 are answered (dns.enabled and dns.intercept).
+             */
+            intercept: boolean;
+            /**
+             * Intercepted Packets
+             * @description DNS packets handed to the resolver since the last apply.
+             */
+            intercepted_packets: number;
+            /**
+             * Mean Upstream Ms
+             * @description Mean time a miss waited for the upstream, ms (null before the first miss).
+             */
+            mean_upstream_ms: number | null;
+            /** Prefetches */
+            prefetches: number;
+            /** Problems */
+            problems: string[];
+            /** Queries */
+            queries: number;
+            /** Ratelimited Queries */
+            ratelimited_queries: number;
+            /** Running */
+            running: boolean;
+            /**
+             * Satellite Time Saved S
+             * @description cache_hits × the mean upstream time, s.
+             */
+            satellite_time_saved_s: number;
+            /** Servfail Answers */
+            servfail_answers: number;
+            /**
+             * Serving
+             * @description Port 53 goes to the resolver now.
+             */
+            serving: boolean;
+            /**
+             * Stale Answers
+             * @description Answers served from expired records (RFC 8767), part of cache_hits.
+             */
+            stale_answers: number;
+            /** Unbound Version */
+            unbound_version: string | null;
+            /**
+             * Upstream Healthy
+             * @description The upstream probe's verdict (the cache's port-80 gate depends on it).
+             */
+            upstream_healthy: boolean;
+            /**
+             * Upstream Probe
+             * @description The last probe round, one result per upstream.
+             */
+            upstream_probe: components["schemas"]["ProbeResult"][];
+            /**
+             * Upstream Resolutions
+             * @description Misses answered by the upstream.
+             */
+            upstream_resolutions: number;
+            /** Upstreams */
+            upstreams: string[];
+        } & {
+            [key: string]: unknown;
+        };
+        DscpItem: number;
         /** ErrorBody */
         ErrorBody: {
             /** Code */
@@ -1503,84 +1731,93 @@ export interface components {
         };
         /**
          * Flow
-         * @description A gateway flow as in docs/control-protocol.md (passed through; unknown fields kept).
+         * @description One split flow, live or closed (docs/control-protocol.md, *Flow*).
          */
         Flow: {
-            /** Action */
-            action?: string | null;
+            action: components["schemas"]["Action"];
             /**
              * Bytes Down
-             * @default 0
+             * @description Server to client, bytes relayed.
              */
             bytes_down: number;
             /**
              * Bytes Up
-             * @default 0
+             * @description Bytes the relay moved from one socket to the other (client → server, server → client).
              */
             bytes_up: number;
-            /** @description Squid's flows: what the access log recorded */
+            /** @description Squid's flows: the requests the access log recorded on this client connection so far. */
             cache?: components["schemas"]["CacheRequests"] | null;
-            /** Class */
-            class?: string | null;
-            /** Client */
+            /**
+             * Class
+             * @description The class that matched ("default" when none did).
+             */
+            class: string;
+            /**
+             * Client
+             * @description "ip:port" ("[v6]:port" for IPv6).
+             */
             client: string;
             /**
              * Dscp
-             * @description the DSCP the re-originated leg carries
+             * @description The DSCP the re-originated leg's packets carry (the client's, or the class's `set_dscp`);
+             *     None when it could not be read.
              */
             dscp?: number | null;
-            /** End Reason */
-            end_reason?: string | null;
+            /**
+             * End Reason
+             * @description Why it ended (closed flows): "eof", "reset", "idle", "connect_failed: ...".
+             */
+            end_reason: string | null;
             /** Ended At */
-            ended_at?: number | null;
+            ended_at: number | null;
             /**
              * Family
-             * @default 4
+             * @description 4 or 6.
              */
             family: number;
-            /** Id */
+            /**
+             * Id
+             * @description Unique within this daemon's run.
+             */
             id: number;
-            legs?: components["schemas"]["FlowLegs"] | null;
+            legs: components["schemas"]["Legs"];
             /**
-             * Path
-             * @description how the flow crossed the satellite: the gateway's own connection (direct) or a warm, authenticated connection between the two gateways (peer); null from gateways without the field
+             * @description Which way the flow crossed the satellite (docs/splitter.md).
+             * @default direct
              */
-            path?: ("direct" | "peer") | null;
-            /**
-             * Rate Down Bps
-             * @default 0
-             */
+            path: components["schemas"]["FlowPath"];
+            /** Rate Down Bps */
             rate_down_bps: number;
             /**
              * Rate Up Bps
-             * @default 0
+             * @description What crossed the satellite leg over the last sample, bit/s (docs/splitter.md, *Rates*):
+             *     toward the server (`up`) and toward the client (`down`), each from the kernel's count of
+             *     delivered bytes on the satellite-facing socket, never from bytes written into it.
              */
             rate_up_bps: number;
             /**
-             * Relay
-             * @description who terminated the client's connection: the splitter or the cache (Squid)
+             * @description Who terminated the client's connection: the splitter, or Squid (the cache; its legs are
+             *     read from the kernel with sock_diag, docs/cache.md *Live connections*).
+             * @default splitter
              */
-            relay?: ("splitter" | "squid") | null;
-            /** Server */
+            relay: components["schemas"]["Relay"];
+            /**
+             * Server
+             * @description The server's "ip:port", the flow's original destination.
+             */
             server: string;
             /**
              * Site
-             * @description the client's remote site ('other': no configured site)
+             * @description The remote site the client belongs to (`sites` in the config; "other" when none matches).
+             * @default other
              */
-            site?: string | null;
-            /** Started At */
+            site: string;
+            /**
+             * Started At
+             * @description Unix time, seconds.
+             */
             started_at: number;
-            /** State */
-            state: string;
-        } & {
-            [key: string]: unknown;
-        };
-        /** FlowLegs */
-        FlowLegs: {
-            client?: components["schemas"]["TcpInfo"] | null;
-            /** Satellite */
-            satellite?: ("client" | "server") | null;
-            server?: components["schemas"]["TcpInfo"] | null;
+            state: components["schemas"]["FlowState"];
         } & {
             [key: string]: unknown;
         };
@@ -1595,6 +1832,8 @@ export interface components {
             /** Total */
             total: number;
         };
+        /** @enum {string} */
+        FlowPath: "direct" | "peer";
         /** FlowRecordOut */
         FlowRecordOut: {
             /** Action */
@@ -1632,6 +1871,8 @@ export interface components {
             /** Started At */
             started_at: number;
         };
+        /** @enum {string} */
+        FlowState: "connecting" | "established" | "half_closed" | "closed";
         /**
          * GatewayApplyOut
          * @description One fleet member's part of an apply: applied | failed | rolled_back | rollback_failed | not_attempted |
@@ -1655,56 +1896,167 @@ export interface components {
             /** Status */
             status: string;
         };
-        /** GatewayConfig */
+        /**
+         * GatewayConfig
+         * @description A Perigee gateway's configuration (control protocol v1): what PUT /v1/config takes. Generated from the gateway's Rust types (gateway/crates/perigee/src/gateway/config.rs); rules between fields are the gateway's validator's (and the API's cross-field validators').
+         */
         GatewayConfig: {
-            /** Bypass */
-            bypass?: components["schemas"]["BypassRule"][];
-            cache?: components["schemas"]["Cache"];
-            /** Classes */
-            classes?: components["schemas"]["TrafficClass"][];
-            dns?: components["schemas"]["Dns"];
-            hybla?: components["schemas"]["Hybla"];
-            interfaces: components["schemas"]["Interfaces"];
-            peer?: components["schemas"]["Peer"];
             /**
-             * Quic
-             * @description QUIC (UDP 443) from the served subnets: pass (end to end, not accelerated) or fallback (answered with ICMP port-unreachable, so browsers use TCP, which is accelerated)
-             * @default fallback
-             * @enum {string}
+             * Bypass
+             * @description Traffic that is never touched (evaluated before any class); the IPsec entries are built in.
+             * @default []
              */
-            quic: "pass" | "fallback";
+            bypass: components["schemas"]["BypassRule"][];
+            /**
+             * @default {
+             *       "admin_port": 3130,
+             *       "collapsed_forwarding": false,
+             *       "disk_mb": 2048,
+             *       "enabled": false,
+             *       "max_memory_object_mb": 8,
+             *       "max_object_mb": 4096,
+             *       "memory_mb": 256,
+             *       "never_cache_domains": [],
+             *       "port": 3129,
+             *       "range_offset_limit_mb": -1,
+             *       "refresh_patterns": [],
+             *       "store": "rock"
+             *     }
+             */
+            cache: components["schemas"]["Cache"];
+            /**
+             * Classes
+             * @description Traffic classes, evaluated by priority (lowest first); the first that matches decides.
+             * @default []
+             */
+            classes: components["schemas"]["TrafficClass"][];
+            /**
+             * @default {
+             *       "cache_mb": 64,
+             *       "client_qps_limit": 0,
+             *       "enabled": false,
+             *       "intercept": true,
+             *       "max_negative_ttl_s": 3600,
+             *       "max_ttl_s": 86400,
+             *       "min_ttl_s": 0,
+             *       "prefetch": true,
+             *       "probe_timeout_ms": 3000,
+             *       "serve_stale": true,
+             *       "stale_client_timeout_ms": 0,
+             *       "stale_reply_ttl_s": 30,
+             *       "stale_ttl_s": 86400,
+             *       "upstream": []
+             *     }
+             */
+            dns: components["schemas"]["Dns"];
+            /**
+             * @default {
+             *       "base_rtt_ms": 0,
+             *       "cwnd_max": 0,
+             *       "rtt0_ms": 25
+             *     }
+             */
+            hybla: components["schemas"]["Hybla"];
+            interfaces: components["schemas"]["Interfaces"];
+            /**
+             * @default {
+             *       "allowed": [],
+             *       "enabled": false,
+             *       "hub": "",
+             *       "key": "",
+             *       "pool_size": 8,
+             *       "port": 7072
+             *     }
+             */
+            peer: components["schemas"]["Peer"];
+            /**
+             * @description What happens to QUIC (UDP 443) from the served subnets; see `QuicPolicy`.
+             * @default fallback
+             */
+            quic: components["schemas"]["QuicPolicy"];
             /**
              * Revision
+             * @description Who wrote this config: the API's version ("v12"), an operator's label; "" = none.
              * @default
              */
             revision: string;
+            role: components["schemas"]["Role"];
             /**
-             * Role
-             * @enum {string}
+             * @default {
+             *       "congestion_control": "hybla",
+             *       "forward_rate_bps": 0,
+             *       "initcwnd": 10,
+             *       "initrwnd": 10,
+             *       "pacing_rate_bps": 0,
+             *       "rcvbuf_bytes": 4194304,
+             *       "return_rate_bps": 0,
+             *       "routes": [],
+             *       "sndbuf_bytes": 4194304
+             *     }
              */
-            role: "hub" | "terminal";
-            satellite?: components["schemas"]["Satellite"];
+            satellite: components["schemas"]["Satellite"];
             /**
              * Schema
+             * @description The config format's version: only 1 exists; absent means 1.
              * @default 1
-             * @constant
              */
-            schema: 1;
-            served_limits?: components["schemas"]["ServedLimits"];
-            /** Served Subnets */
+            schema: number;
+            /**
+             * @description The most address space the served subnets may cover together (perigee_squid::served).
+             * @default {
+             *       "ipv4_prefix": 8,
+             *       "ipv6_prefix": 32
+             *     }
+             */
+            served_limits: components["schemas"]["ServedLimits"];
+            /**
+             * Served Subnets
+             * @description The clients this gateway serves: their flows are split, their DNS answered, their web
+             *     requests cached. Together at most `served_limits` of address space; never a /0.
+             */
             served_subnets: string[];
-            shaping?: components["schemas"]["Shaping"];
+            /**
+             * @default {
+             *       "enabled": false,
+             *       "overhead_bytes": 0,
+             *       "queue_packets": 1000,
+             *       "rate_bps": 0
+             *     }
+             */
+            shaping: components["schemas"]["Shaping"];
             /**
              * Sites
-             * @description remote sites by client prefix (longest match wins), for the per-site stats; clients none covers count as 'other'
+             * @description Remote sites by client prefix, for the per-site stats (a hub serving many terminals);
+             *     clients no site covers count under "other".
+             * @default []
              */
-            sites?: components["schemas"]["Site"][];
-            splitter?: components["schemas"]["Splitter"];
-            /** Sysctls */
-            sysctls?: {
-                [key: string]: string;
+            sites: components["schemas"]["Site"][];
+            /**
+             * @default {
+             *       "connect_timeout_ms": 10000,
+             *       "enabled": true,
+             *       "idle_timeout_s": 600,
+             *       "max_flows": 10000,
+             *       "nodelay": true,
+             *       "relay_buffer_bytes": 1048576,
+             *       "tproxy_port": 7071
+             *     }
+             */
+            splitter: components["schemas"]["Splitter"];
+            /**
+             * Sysctls
+             * @description Kernel settings the gateway writes (allow-listed keys, short plain values).
+             * @default {}
+             */
+            sysctls: {
+                [key: string]: components["schemas"]["SysctlsAdditionalProperty"];
             };
-            terrestrial?: components["schemas"]["Terrestrial"];
+            /**
+             * @default {
+             *       "congestion_control": ""
+             *     }
+             */
+            terrestrial: components["schemas"]["Terrestrial"];
         };
         /**
          * GatewayCredentials
@@ -1743,16 +2095,53 @@ export interface components {
              */
             name: string;
         };
+        /**
+         * Health
+         * @description GET /v1/health.
+         */
+        Health: {
+            /**
+             * Config Revision
+             * @description The running config's `revision` ("" when it has none); null while no config is
+             *     installed (the daemon intercepts nothing until one is).
+             */
+            config_revision: string | null;
+            /**
+             * Fail Open
+             * @description True while new connections pass unsplit (no listening worker, or above max_flows).
+             */
+            fail_open: boolean;
+            hybla: components["schemas"]["HyblaStatus"];
+            /** @description The peer path's state summed over the workers; null when it is off. */
+            peer: components["schemas"]["PeerHealth"] | null;
+            /**
+             * Problems
+             * @description What an operator should fix, one sentence each; empty when all is well.
+             */
+            problems: string[];
+            /** @description The running config's role; null while no config is installed. */
+            role: components["schemas"]["Role"] | null;
+            status: components["schemas"]["HealthStatus"];
+            /** Uptime S */
+            uptime_s: number;
+            /**
+             * Version
+             * @description The daemon's version.
+             */
+            version: string;
+            /** Workers */
+            workers: components["schemas"]["WorkerHealth"][];
+        } & {
+            [key: string]: unknown;
+        };
         /** HealthOut */
         HealthOut: {
             /** Api */
             api: {
                 [key: string]: unknown;
             };
-            /** Gateway */
-            gateway: {
-                [key: string]: unknown;
-            } | null;
+            /** @description the gateway's own health (control protocol), null when unreachable */
+            gateway: components["schemas"]["Health"] | null;
             /** Gateway Reachable */
             gateway_reachable: boolean;
             /** Problems */
@@ -1763,6 +2152,8 @@ export interface components {
              */
             status: "ok" | "degraded";
         };
+        /** @enum {string} */
+        HealthStatus: "ok" | "degraded";
         /** HTTPValidationError */
         HTTPValidationError: {
             /** Detail */
@@ -1772,28 +2163,132 @@ export interface components {
         Hybla: {
             /**
              * Base Rtt Ms
+             * @description The RTT Hybla assumes before it has measured one, ms; 0 = measure.
              * @default 0
              */
             base_rtt_ms: number;
             /**
              * Cwnd Max
-             * @description cwnd ceiling in segments for Perigee's BPF Hybla; 0 = none (the kernel's hybla needs 0)
+             * @description Operator cwnd ceiling in segments for Perigee's BPF Hybla (docs/hybla.md); 0 = none
+             *     (only the built-in 65536). The kernel's tcp_hybla cannot honour a nonzero value.
              * @default 0
              */
             cwnd_max: number;
             /**
              * Rtt0 Ms
+             * @description Hybla's reference RTT, ms: a flow grows its window as fast as one with this RTT would.
              * @default 25
              */
             rtt0_ms: number;
         };
+        /** HyblaStatus */
+        HyblaStatus: {
+            /** Available */
+            available: string[];
+            /** Base Rtt Ms */
+            base_rtt_ms: number;
+            /**
+             * Cwnd Max
+             * @description Operator cwnd ceiling, segments; 0 = only the built-in 65536 (and the socket's clamp).
+             */
+            cwnd_max: number;
+            implementation: components["schemas"]["Implementation"];
+            /** @description `hybla_ld`, the loss-differentiating variant (always Perigee's BPF). */
+            ld: components["schemas"]["LdStatus"];
+            /**
+             * Loaded
+             * @description `hybla` is registered (usable by routes and sockets).
+             */
+            loaded: boolean;
+            /**
+             * Netns
+             * @description Per-namespace entries (rtt0_ms, base_rtt_ms, cwnd_max above are the host-wide entry,
+             *     which namespaces without one of their own use).
+             */
+            netns: components["schemas"]["NetnsParams"][];
+            /**
+             * Netns Cookie
+             * @description The caller's network namespace cookie (None if the kernel cannot tell, < 5.14).
+             */
+            netns_cookie: number | null;
+            /**
+             * Owned
+             * @description The registration is Perigee's own BPF one (so `unload` would remove it).
+             */
+            owned: boolean;
+            /**
+             * Pin Dir
+             * @description Where Perigee pins its maps.
+             */
+            pin_dir: string;
+            /** Problem */
+            problem: string | null;
+            /** Rtt0 Ms */
+            rtt0_ms: number;
+        } & {
+            [key: string]: unknown;
+        };
+        IfName: string;
+        /** @enum {string} */
+        Implementation: "kernel" | "bpf" | "none";
+        /** InterfaceList */
+        InterfaceList: {
+            /** Interfaces */
+            interfaces: components["schemas"]["NetInterface"][];
+        } & {
+            [key: string]: unknown;
+        };
         /** Interfaces */
         Interfaces: {
-            /** Lan */
-            lan: string[];
-            /** Satellite */
-            satellite: string;
+            /**
+             * Lan
+             * @description The interfaces toward the served clients (terminal) or the servers (hub).
+             */
+            lan: components["schemas"]["IfName"][];
+            /** @description The interface toward the satellite modem; not one of `lan`. */
+            satellite: components["schemas"]["IfName"];
         };
+        /**
+         * LdStatus
+         * @description The `hybla_ld` registration as this build sees it.
+         */
+        LdStatus: {
+            /**
+             * Loaded
+             * @description `hybla_ld` is registered (usable by routes and sockets).
+             */
+            loaded: boolean;
+            /** Problem */
+            problem: string | null;
+            /**
+             * Registration
+             * @description missing | current | newer | stale | foreign (see [`LdRegistration`]).
+             */
+            registration: string;
+            /**
+             * Version
+             * @description BPF version of the Perigee build that registered it (ours only).
+             */
+            version: number | null;
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * Legs
+         * @description Both sockets of a split flow.
+         */
+        Legs: {
+            /** @description The socket toward the client (accepted). */
+            client: components["schemas"]["TcpInfo"];
+            /** @description Which of the two faces the satellite: the client's at a hub, the server's at a terminal. */
+            satellite: components["schemas"]["LegSide"];
+            /** @description The socket toward the server (the gateway's own connect). */
+            server: components["schemas"]["TcpInfo"];
+        } & {
+            [key: string]: unknown;
+        };
+        /** @enum {string} */
+        LegSide: "client" | "server";
         /** LiveFlowsOut */
         LiveFlowsOut: {
             /** Count */
@@ -1822,27 +2317,107 @@ export interface components {
             must_change_password: boolean;
             user: components["schemas"]["UserOut"];
         };
-        /** Match */
+        /**
+         * Match
+         * @description What a class matches; an empty list matches anything.
+         */
         Match: {
-            /** Dports */
-            dports?: string[];
-            /** Dscp */
-            dscp?: number[];
-            /** Dst */
-            dst?: string[];
-            /** Iifname */
-            iifname?: string[];
             /**
-             * Protocol
-             * @default tcp
-             * @enum {string}
+             * Dports
+             * @default []
              */
-            protocol: "tcp" | "udp" | "any";
-            /** Sports */
-            sports?: string[];
-            /** Src */
-            src?: string[];
+            dports: string[];
+            /**
+             * Dscp
+             * @default []
+             */
+            dscp: components["schemas"]["DscpItem"][];
+            /**
+             * Dst
+             * @default []
+             */
+            dst: string[];
+            /**
+             * Iifname
+             * @default []
+             */
+            iifname: components["schemas"]["IfName"][];
+            /**
+             * @description tcp (default), udp or any; ports need tcp or udp.
+             * @default tcp
+             */
+            protocol: components["schemas"]["MatchProtocol"];
+            /**
+             * Sports
+             * @default []
+             */
+            sports: string[];
+            /**
+             * Src
+             * @default []
+             */
+            src: string[];
         };
+        /** @enum {string} */
+        MatchProtocol: "tcp" | "udp" | "any";
+        /** NetInterface */
+        NetInterface: {
+            /**
+             * Addresses
+             * @description Addresses with their prefix length ("10.71.1.1/24"), IPv4 first; IPv6 link-local ones
+             *     included.
+             */
+            addresses: string[];
+            /** @description What the running config uses it for; null when it uses it for nothing. */
+            configured_as: components["schemas"]["ConfiguredAs"] | null;
+            /** Loopback */
+            loopback: boolean;
+            /** Mac */
+            mac: string | null;
+            /** Mtu */
+            mtu: number | null;
+            /** Name */
+            name: string;
+            /**
+             * Oper State
+             * @description The kernel's operational state (/sys/class/net/NAME/operstate): up, down, dormant,
+             *     lowerlayerdown, unknown (virtual links without carrier detection report unknown).
+             */
+            oper_state: string;
+            /**
+             * Running
+             * @description Has carrier and is passing traffic (IFF_RUNNING).
+             */
+            running: boolean;
+            /**
+             * Up
+             * @description Administratively up (IFF_UP).
+             */
+            up: boolean;
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * NetnsParams
+         * @description One network namespace's own parameters (Perigee's BPF Hybla only). Its sockets use them
+         *     instead of the host-wide ones.
+         */
+        NetnsParams: {
+            /** Base Rtt Ms */
+            base_rtt_ms: number;
+            /**
+             * Cookie
+             * @description The namespace's cookie (SO_NETNS_COOKIE): unique per namespace until reboot.
+             */
+            cookie: number;
+            /** Cwnd Max */
+            cwnd_max: number;
+            /** Rtt0 Ms */
+            rtt0_ms: number;
+        } & {
+            [key: string]: unknown;
+        };
+        ObjectName: string;
         /** OkOut */
         OkOut: {
             /**
@@ -1851,17 +2426,21 @@ export interface components {
              */
             ok: boolean;
         };
+        Option: string;
         /**
          * Peer
-         * @description The peer path: a terminal keeps warm, authenticated connections to its hub and starts new flows on
-         *     them, so a client's first bytes cross the satellite without a handshake first (docs/splitter.md).
+         * @description The peer path (docs/splitter.md, *The peer path*): a terminal keeps warm, authenticated
+         *     TCP connections to its hub's peer listener and hands each new flow to one of them, so the
+         *     client's first bytes cross the satellite at once instead of after a handshake. The hub
+         *     re-originates the flow to the server from the client's own address, as on the direct path.
          */
         Peer: {
             /**
              * Allowed
-             * @description hub: CIDRs terminals may connect from; empty = any
+             * @description Hub: the CIDRs terminals may connect from; empty = any holder of the key.
+             * @default []
              */
-            allowed?: string[];
+            allowed: string[];
             /**
              * Enabled
              * @default false
@@ -1869,28 +2448,50 @@ export interface components {
             enabled: boolean;
             /**
              * Hub
-             * @description terminal: the hub's address (an IP literal); empty at a hub
+             * @description Terminal: the hub's unicast address (an IP literal; a name would need DNS across the
+             *     satellite at start). Empty at a hub.
              * @default
              */
             hub: string;
             /**
              * Key
-             * @description the shared secret, 64 hex digits; required when enabled
+             * @description The shared secret: 64 hex digits (32 bytes, e.g. `openssl rand -hex 32`). Required when
+             *     enabled.
              * @default
              */
             key: string;
             /**
              * Pool Size
-             * @description terminal: warm connections each worker keeps ready
+             * @description Terminal: warm connections each worker keeps ready (refilled as flows take them).
              * @default 8
              */
             pool_size: number;
             /**
              * Port
-             * @description hub: its peer listener; terminal: the hub's
+             * @description Hub: the TCP port its peer listener binds (all addresses). Terminal: the hub's peer port.
              * @default 7072
              */
             port: number;
+        };
+        /** PeerHealth */
+        PeerHealth: {
+            /**
+             * Error
+             * @description Terminal: why the last connection attempt failed.
+             */
+            error: string | null;
+            /**
+             * Listening
+             * @description Hub: the peer listener is bound.
+             */
+            listening: boolean;
+            /**
+             * Ready
+             * @description Terminal: warm connections ready for new flows.
+             */
+            ready: number;
+        } & {
+            [key: string]: unknown;
         };
         /** PolicyIssue */
         PolicyIssue: {
@@ -1906,6 +2507,37 @@ export interface components {
              */
             severity: "error" | "warning";
         };
+        /**
+         * PreviewOut
+         * @description What saving a config would change in the desired (latest) version; nothing is stored.
+         */
+        PreviewOut: {
+            /** Base Version Id */
+            base_version_id: number | null;
+            /** Changes */
+            changes: components["schemas"]["DiffEntry"][];
+            /** Issues */
+            issues: components["schemas"]["PolicyIssue"][];
+        };
+        /**
+         * ProbeResult
+         * @description One upstream's result in a round.
+         */
+        ProbeResult: {
+            /** Error */
+            error: string | null;
+            /** Ok */
+            ok: boolean;
+            /**
+             * Rtt Ms
+             * @description Round trip of the answer, when there was one.
+             */
+            rtt_ms: number | null;
+            /** Upstream */
+            upstream: string;
+        } & {
+            [key: string]: unknown;
+        };
         /** PurgeIn */
         PurgeIn: {
             /**
@@ -1916,27 +2548,52 @@ export interface components {
             /** Url */
             url?: string | null;
         };
-        /** RefreshPattern */
+        /** PurgeResponse */
+        PurgeResponse: {
+            /** Ok */
+            ok: boolean;
+            /** Purged */
+            purged: number;
+        } & {
+            [key: string]: unknown;
+        };
+        /** @enum {string} */
+        QuicPolicy: "pass" | "fallback";
+        /**
+         * RefreshPattern
+         * @description One operator refresh rule (Squid's `refresh_pattern`).
+         */
         RefreshPattern: {
             /**
              * Case Insensitive
              * @default true
              */
             case_insensitive: boolean;
-            /** Max Minutes */
+            /**
+             * Max Minutes
+             * @description At most one year; at least min_minutes.
+             */
             max_minutes: number;
             /** Min Minutes */
             min_minutes: number;
-            /** Options */
-            options?: string[];
+            /**
+             * Options
+             * @description Squid's refresh_pattern options that are safe to offer.
+             * @default []
+             */
+            options: components["schemas"]["Option"][];
             /** Percent */
             percent: number;
             /**
              * Regex
-             * @description POSIX extended regex on the URL
+             * @description POSIX extended regex matched against the URL: no whitespace, control characters or '#'
+             *     (squid.conf has no quoting; use \s or [[:space:]]), not starting with '-', brackets and
+             *     parentheses balanced.
              */
             regex: string;
         };
+        /** @enum {string} */
+        Relay: "splitter" | "squid";
         /** RestoreOut */
         RestoreOut: {
             /** Bod Profiles */
@@ -1948,67 +2605,119 @@ export interface components {
             /** Versions */
             versions: number;
         };
+        /** @enum {string} */
+        Role: "hub" | "terminal";
         /** RollbackOut */
         RollbackOut: {
             apply: components["schemas"]["ApplyOut"];
             /** New Version Id */
             new_version_id: number;
         };
-        /** Route */
+        /**
+         * Route
+         * @description A route across the satellite: `dst` via the other side's satellite address.
+         */
         Route: {
             /** Dst */
             dst: string;
-            /** Via */
+            /**
+             * Via
+             * @description The next hop, of the same family as dst.
+             */
             via: string;
+        };
+        /**
+         * RunningOut
+         * @description What the gateway runs, and how it differs from the desired (latest) version.
+         */
+        RunningOut: {
+            /**
+             * Changes
+             * @description what applying the desired version would change in what runs
+             */
+            changes: components["schemas"]["DiffEntry"][];
+            /**
+             * Checked At
+             * @description when the gateway was last asked (unix s)
+             */
+            checked_at: number;
+            /** @description the config it runs (null: none, or it cannot be asked) */
+            config: components["schemas"]["GatewayConfig"] | null;
+            /** Desired Version Id */
+            desired_version_id: number | null;
+            /** Error */
+            error: string | null;
+            /**
+             * In Sync
+             * @description the gateway runs the desired version
+             */
+            in_sync: boolean;
+            /** Reachable */
+            reachable: boolean;
+            /**
+             * Revision
+             * @description the revision the gateway runs; null when it runs no config or cannot be asked
+             */
+            revision: string | null;
+            /**
+             * Version Id
+             * @description the version that config is (imported when it was none the API knew)
+             */
+            version_id: number | null;
         };
         /** Satellite */
         Satellite: {
             /**
-             * Congestion Control
+             * @description The satellite leg's congestion control (classes may choose another).
              * @default hybla
-             * @enum {string}
              */
-            congestion_control: "hybla" | "hybla_ld" | "cubic" | "bbr" | "reno";
+            congestion_control: components["schemas"]["CongestionControl"];
             /**
              * Forward Rate Bps
-             * @description the link's forward (hub → terminal) rate as the satellite interface counts it, for utilisation and the link alert; 0 = unknown (nothing is shaped by it)
+             * @description The link's capacity, bit/s, forward (hub → terminal) and return, as the satellite
+             *     interface counts it (whole frames): for utilisation figures and the link alert
+             *     (docs/operations.md, *Metrics*). 0 = unknown. Nothing is shaped or paced by it.
              * @default 0
              */
             forward_rate_bps: number;
             /**
              * Initcwnd
-             * @description 0 = kernel default
+             * @description Initial congestion window of the satellite routes, segments; 0 = kernel default.
              * @default 10
              */
             initcwnd: number;
             /**
              * Initrwnd
-             * @description 0 = kernel default
+             * @description Initial receive window advertised on the satellite routes, segments; 0 = kernel default.
              * @default 10
              */
             initrwnd: number;
             /**
              * Pacing Rate Bps
+             * @description Per-socket pacing cap, bit/s; 0 = none.
              * @default 0
              */
             pacing_rate_bps: number;
             /**
              * Rcvbuf Bytes
-             * @description 0 = kernel autotuning
+             * @description 0 = kernel autotuning.
              * @default 4194304
              */
             rcvbuf_bytes: number;
             /**
              * Return Rate Bps
-             * @description the return rate; 0 = unknown
              * @default 0
              */
             return_rate_bps: number;
-            /** Routes */
-            routes?: components["schemas"]["Route"][];
+            /**
+             * Routes
+             * @description Destinations across the satellite; no two with the same dst.
+             * @default []
+             */
+            routes: components["schemas"]["Route"][];
             /**
              * Sndbuf Bytes
-             * @description 0 = kernel autotuning
+             * @description 0 = kernel autotuning.
              * @default 4194304
              */
             sndbuf_bytes: number;
@@ -2046,60 +2755,69 @@ export interface components {
         };
         /**
          * ServedLimits
-         * @description The most address space the served subnets may cover together (the gateway's perigee_squid::served).
+         * @description The operator's maximum for the served address space (config `served_limits`).
          */
         ServedLimits: {
             /**
              * Ipv4 Prefix
-             * @description IPv4 served subnets together: at most one /N of addresses (8: 16,777,216)
+             * @description The IPv4 served subnets together cover at most as many addresses as one prefix of this
+             *     length: 8 (default) = 16,777,216 addresses.
              * @default 8
              */
             ipv4_prefix: number;
             /**
              * Ipv6 Prefix
-             * @description IPv6 served subnets together: at most one /N
+             * @description The same for IPv6: 32 (default) = 2^96 addresses.
              * @default 32
              */
             ipv6_prefix: number;
         };
         /**
          * Shaping
-         * @description Aggregate egress shaper on the satellite interface (an HTB class at rate_bps over a FIFO):
-         *     caps the sum of every flow leaving toward the satellite, so they cannot overflow the modem's queue.
+         * @description Aggregate egress shaper on `interfaces.satellite` (`tc`, docs/control-protocol.md *Shaping*):
+         *     an HTB root whose one class holds everything leaving the interface to `rate_bps`, over a
+         *     FIFO leaf. Per-socket pacing caps each flow at the link rate, so N flows together send N
+         *     times it and overflow the modem's queue; this caps their sum, so the queue that builds is
+         *     the gateway's own, where TCP small queues hold each local socket to a couple of packets.
          */
         Shaping: {
             /**
              * Enabled
-             * @description false = the interface keeps its own qdisc
+             * @description false (default): the interface keeps the qdisc it had, nothing is shaped.
              * @default false
              */
             enabled: boolean;
             /**
              * Overhead Bytes
-             * @description bytes the modem adds to each packet, charged against the rate
+             * @description Bytes added to every packet's length when charging it against `rate_bps` (the framing
+             *     the modem adds and counts, e.g. its encapsulation).
              * @default 0
              */
             overhead_bytes: number;
             /**
              * Queue Packets
-             * @description the gateway's own queue (FIFO) in packets
+             * @description The leaf FIFO's length in packets (default 1000, the kernel's txqueuelen). Local TCP
+             *     senders keep only ~2 packets each in it (TCP small queues), so it fills only with
+             *     forwarded traffic or thousands of flows; when full, new packets are dropped.
              * @default 1000
              */
             queue_packets: number;
             /**
              * Rate Bps
-             * @description the satellite link's rate for what this gateway sends, bit/s counted over whole frames; 8000..100000000000, 0 = none (required when enabled)
+             * @description 0 (default) = none; required when enabled: 8000..100000000000 bit/s, counted over each
+             *     packet as the interface sends it (an Ethernet frame without preamble and FCS) plus
+             *     `overhead_bytes`. Set it to the modem's rate for this direction, not above.
              * @default 0
              */
             rate_bps: number;
         };
         /**
          * Site
-         * @description A remote site (a terminal's LAN) for the per-site stats: its name and client prefixes.
+         * @description A remote site: the client prefixes it serves (a terminal's LAN).
          */
         Site: {
-            /** Name */
-            name: string;
+            /** @description Not "other": that is where clients no site covers count. */
+            name: components["schemas"]["ObjectName"];
             /** Prefixes */
             prefixes: string[];
         };
@@ -2148,109 +2866,159 @@ export interface components {
         Splitter: {
             /**
              * Connect Timeout Ms
+             * @description How long the connect toward the server may take.
              * @default 10000
              */
             connect_timeout_ms: number;
             /**
              * Enabled
+             * @description false: nothing is intercepted (flows are routed as they are).
              * @default true
              */
             enabled: boolean;
             /**
              * Idle Timeout S
+             * @description A flow with no byte either way for this long is closed.
              * @default 600
              */
             idle_timeout_s: number;
             /**
              * Max Flows
+             * @description Split flows open at once; above it new flows are routed unsplit.
              * @default 10000
              */
             max_flows: number;
             /**
              * Nodelay
-             * @description TCP_NODELAY on both legs of every relayed flow and the peer path's connections, so no small segment waits a satellite round trip for an ACK (Nagle); false = the kernel's default
+             * @description TCP_NODELAY on both legs of every relayed flow (and the peer path's connections), so a
+             *     small segment never waits a satellite round trip for the ACK of the one before it
+             *     (Nagle). false = the kernel's default (Nagle on), kept as a knob for measurements.
              * @default true
              */
             nodelay: boolean;
             /**
              * Relay Buffer Bytes
-             * @description per flow and direction, the bytes held inside the gateway (pipe capacity, at most 1 MiB)
+             * @description Per flow and direction, the bytes held inside the gateway (pipe capacity, at most 1 MiB
+             *     is used).
              * @default 1048576
              */
             relay_buffer_bytes: number;
             /**
              * Tproxy Port
+             * @description The TPROXY port intercepted connections are handed to.
              * @default 7071
              */
             tproxy_port: number;
         };
-        /** TcpInfo */
+        /** @enum {string} */
+        Store: "rock" | "aufs";
+        SysctlsAdditionalProperty: string;
+        /**
+         * TcpInfo
+         * @description One socket's TCP_INFO, as sampled (every second while the flow is open, once at its end).
+         */
         TcpInfo: {
             /** Bytes Acked */
-            bytes_acked?: number | null;
+            bytes_acked: number;
             /** Bytes Received */
-            bytes_received?: number | null;
-            /** Bytes Retrans */
-            bytes_retrans?: number | null;
-            /** Bytes Sent */
-            bytes_sent?: number | null;
-            /** Cc */
-            cc?: string | null;
+            bytes_received: number;
+            /**
+             * Bytes Retrans
+             * @default 0
+             */
+            bytes_retrans: number;
+            /**
+             * Bytes Sent
+             * @description Payload bytes handed to IP, retransmissions included (Linux 4.19+; 0 before).
+             * @default 0
+             */
+            bytes_sent: number;
+            /**
+             * Cc
+             * @description The congestion control the socket runs.
+             */
+            cc: string;
             /** Cwnd */
-            cwnd?: number | null;
-            /** Data Segs In */
-            data_segs_in?: number | null;
-            /** Data Segs Out */
-            data_segs_out?: number | null;
+            cwnd: number;
+            /**
+             * Data Segs In
+             * @default 0
+             */
+            data_segs_in: number;
+            /**
+             * Data Segs Out
+             * @default 0
+             */
+            data_segs_out: number;
             /** Delivery Rate Bps */
-            delivery_rate_bps?: number | null;
+            delivery_rate_bps: number;
             /** Lost */
-            lost?: number | null;
+            lost: number;
             /** Min Rtt Us */
-            min_rtt_us?: number | null;
+            min_rtt_us: number;
             /** Mss */
-            mss?: number | null;
+            mss: number;
             /** Notsent Bytes */
-            notsent_bytes?: number | null;
+            notsent_bytes: number;
             /** Pacing Rate Bps */
-            pacing_rate_bps?: number | null;
+            pacing_rate_bps: number;
             /** Retrans Total */
-            retrans_total?: number | null;
+            retrans_total: number;
             /** Rttvar Us */
-            rttvar_us?: number | null;
+            rttvar_us: number;
             /**
              * Rx Bps
-             * @description payload received in order per second (last sample)
+             * @default 0
              */
-            rx_bps?: number | null;
-            /** Segs In */
-            segs_in?: number | null;
-            /** Segs Out */
-            segs_out?: number | null;
+            rx_bps: number;
+            /**
+             * Segs In
+             * @default 0
+             */
+            segs_in: number;
+            /**
+             * Segs Out
+             * @description Segments sent and received, pure ACKs included; of them, those carrying data.
+             * @default 0
+             */
+            segs_out: number;
             /** Srtt Us */
-            srtt_us?: number | null;
+            srtt_us: number;
             /** Ssthresh */
-            ssthresh?: number | null;
-            /** State */
-            state?: string | null;
-            /** Timestamps */
-            timestamps?: boolean | null;
+            ssthresh: number;
+            /**
+             * State
+             * @description The kernel's TCP state name ("established", "fin_wait1", ...).
+             */
+            state: string;
+            /**
+             * Timestamps
+             * @description The connection uses TCP timestamps (12 more bytes in every segment's header).
+             * @default false
+             */
+            timestamps: boolean;
             /**
              * Tx Bps
-             * @description payload the peer acknowledged per second (last sample)
+             * @description What this leg delivered per second over the last sample: payload the peer acknowledged
+             *     (`bytes_acked` delta), and payload that arrived in order (`bytes_received` delta), bit/s.
+             * @default 0
              */
-            tx_bps?: number | null;
+            tx_bps: number;
         } & {
             [key: string]: unknown;
         };
-        /** Terrestrial */
+        /**
+         * Terrestrial
+         * @description The other leg of each split flow: the client side at a terminal, the server side at a hub.
+         */
         Terrestrial: {
             /**
              * Congestion Control
-             * @description the terrestrial leg's congestion control; empty = the system default
+             * @description Congestion control of the terrestrial socket; "" (default) = the namespace's default
+             *     (net.ipv4.tcp_congestion_control), which a container usually cannot change itself.
              * @default
              */
-            congestion_control: ("hybla" | "hybla_ld" | "cubic" | "bbr" | "reno") | "";
+            congestion_control: components["schemas"]["CongestionControl"] | "";
         };
         /** TlsCertificateOut */
         TlsCertificateOut: {
@@ -2407,20 +3175,38 @@ export interface components {
         };
         /** TrafficClass */
         TrafficClass: {
+            /** @description cache needs protocol tcp. */
+            action: components["schemas"]["Action"];
             /**
-             * Action
-             * @enum {string}
+             * @default {
+             *       "dports": [],
+             *       "dscp": [],
+             *       "dst": [],
+             *       "iifname": [],
+             *       "protocol": "tcp",
+             *       "sports": [],
+             *       "src": []
+             *     }
              */
-            action: "accelerate" | "cache" | "bypass";
-            match?: components["schemas"]["Match"];
-            /** Name */
-            name: string;
-            /** Priority */
+            match: components["schemas"]["Match"];
+            /** @description Unique among the classes; "default" is reserved. */
+            name: components["schemas"]["ObjectName"];
+            /**
+             * Priority
+             * @description Required: the evaluation order is too important to default. Lowest first.
+             */
             priority: number;
-            satellite?: components["schemas"]["ClassSatellite"];
+            /**
+             * @default {
+             *       "buffer_bytes": 0,
+             *       "pacing_rate_bps": 0
+             *     }
+             */
+            satellite: components["schemas"]["ClassSatellite"];
             /**
              * Set Dscp
-             * @description the DSCP the class's re-originated connections carry instead of the client's; null = the client's
+             * @description The DSCP (0..63) this class's re-originated connections carry instead of the client's.
+             *     Absent or null = copy the client's (docs/splitter.md, *DSCP*).
              */
             set_dscp?: number | null;
         };
@@ -2580,6 +3366,24 @@ export interface components {
             created_at: number;
             /** Id */
             id: number;
+        };
+        /** WorkerHealth */
+        WorkerHealth: {
+            /** Alive */
+            alive: boolean;
+            /**
+             * Live
+             * @description Split flows it holds.
+             */
+            live: number;
+            /** Pid */
+            pid: number;
+            /** Pipes In Use */
+            pipes_in_use: number;
+            /** Restarts */
+            restarts: number;
+        } & {
+            [key: string]: unknown;
         };
     };
     responses: never;
@@ -3230,9 +4034,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        [key: string]: unknown;
-                    };
+                    "application/json": components["schemas"]["PurgeResponse"];
                 };
             };
             /** @description Unauthorized */
@@ -3279,9 +4081,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        [key: string]: unknown;
-                    };
+                    "application/json": components["schemas"]["CacheStats"];
                 };
             };
             /** @description Unauthorized */
@@ -3458,6 +4258,104 @@ export interface operations {
             };
         };
     };
+    preview_config_api_v1_config_preview_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ConfigPut"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PreviewOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    get_running_api_v1_config_running_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RunningOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
     dns_flush_api_v1_dns_flush_post: {
         parameters: {
             query?: never;
@@ -3477,9 +4375,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        [key: string]: unknown;
-                    };
+                    "application/json": components["schemas"]["DnsFlushOut"];
                 };
             };
             /** @description Unauthorized */
@@ -3526,9 +4422,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        [key: string]: unknown;
-                    };
+                    "application/json": components["schemas"]["DnsReport"];
                 };
             };
             /** @description Unauthorized */
@@ -4735,6 +5629,53 @@ export interface operations {
             };
             /** @description Forbidden */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    system_interfaces_api_v1_system_interfaces_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InterfaceList"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Bad Gateway */
+            502: {
                 headers: {
                     [name: string]: unknown;
                 };

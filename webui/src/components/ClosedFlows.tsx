@@ -4,7 +4,7 @@ import { useState } from 'react';
 import { useSearchParams } from 'react-router-dom';
 import { endpoints, flowHistoryCsvUrl, type FlowHistoryFilter } from '../api/endpoints';
 import { formatBytes, formatDuration, formatMs, formatTime } from '../lib/format';
-import { PATH_LABEL, RELAY_LABEL } from '../lib/gateway-types';
+import { PATH_LABEL, RELAY_LABEL } from '../lib/flows';
 import { ScrollTable } from './ScrollTable';
 import { EmptyState, QueryView } from './StateViews';
 

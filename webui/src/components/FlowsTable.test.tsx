@@ -58,8 +58,8 @@ describe('FlowsTable', () => {
     expect(rows.filter((r) => r.textContent?.includes('direct'))).toHaveLength(2);
   });
 
-  it('sorts by path and counts flows without one as direct', () => {
-    const flows = makeFlows(8).map((f, i) => (i === 1 ? { ...f, path: undefined } : f));
+  it('sorts and filters by path', () => {
+    const flows = makeFlows(8).map((f, i) => (i === 1 ? { ...f, path: 'direct' as const } : f));
     const sorted = filterAndSortFlows(flows, { search: '', action: null, state: null, path: null, sort: 'path', dir: 'asc' });
     expect(sorted.slice(0, 3).map((f) => f.id)).toEqual([1, 2, 5]);
     expect(filterAndSortFlows(flows, { search: '', action: null, state: null, path: 'direct', sort: 'id', dir: 'asc' }).map((f) => f.id)).toEqual([1, 2, 5]);

@@ -3,7 +3,8 @@ import { useVirtualizer } from '@tanstack/react-virtual';
 import { useMemo, useRef, useState } from 'react';
 import { Link } from 'react-router-dom';
 import { formatBps, formatBytes, formatMs } from '../lib/format';
-import { legsOf, PATH_LABEL, pathOf, RELAY_LABEL, type Flow } from '../lib/gateway-types';
+import type { Flow } from '../api/endpoints';
+import { legsOf, PATH_LABEL, pathOf, RELAY_LABEL } from '../lib/flows';
 import classes from './FlowsTable.module.css';
 
 export type SortKey = 'id' | 'client' | 'server' | 'site' | 'class' | 'action' | 'path' | 'state' | 'bytes' | 'rate' | 'rtt';

@@ -1,6 +1,6 @@
 import { Alert, Grid, NumberInput, Select, TagsInput, TextInput } from '@mantine/core';
 import type { FieldErrors } from '../api/errors';
-import type { ClassAction, ClassMatch, TrafficClass } from '../lib/config-types';
+import type { ClassAction, ClassMatch, TrafficClass } from '../api/endpoints';
 import { errorFor } from '../lib/field-errors';
 
 export interface TrafficClassFormProps {

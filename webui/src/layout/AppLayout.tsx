@@ -8,6 +8,8 @@ import { ThemeToggle } from '../components/ThemeToggle';
 import { LiveStatusBadge } from '../live/LiveStatusBadge';
 import { LiveFlowsProvider } from '../live/LiveFlowsProvider';
 import { NAV_ITEMS } from './nav';
+import { DriftBanner } from '../components/DriftBanner';
+import { SetupRedirect } from '../components/SetupRedirect';
 
 export function AppLayout() {
   const [opened, { toggle, close }] = useDisclosure();
@@ -74,6 +76,9 @@ export function AppLayout() {
         </ScrollArea>
       </AppShell.Navbar>
       <AppShell.Main id="main" tabIndex={-1}>
+        <SetupRedirect />
+        {/* The wizard says itself what the gateway runs and what applying changes. */}
+        {location.pathname !== '/setup' && <DriftBanner />}
         <Suspense fallback={<LoadingState />}>
           <Outlet />
         </Suspense>

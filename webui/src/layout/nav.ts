@@ -18,6 +18,7 @@ export const NAV_ITEMS: NavItem[] = [
   { to: '/users', label: 'Users and roles', adminOnly: true },
   { to: '/audit', label: 'Audit log' },
   { to: '/backup', label: 'Backup and restore', adminOnly: true },
+  { to: '/system', label: 'System settings' },
   { to: '/fleet', label: 'Fleet' },
   { to: '/health', label: 'System health' },
 ];

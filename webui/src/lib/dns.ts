@@ -1,11 +1,6 @@
 // The resolver's stats (GET /api/v1/dns/stats, docs/dns.md) as the dashboard shows them.
 
-export interface ProbeResult {
-  upstream: string;
-  ok: boolean;
-  rtt_ms: number | null;
-  error: string | null;
-}
+import type { ProbeResult } from '../api/endpoints';
 
 export interface DnsView {
   enabled: boolean;
@@ -25,7 +20,7 @@ export interface DnsView {
 
 const num = (v: unknown): number | null => (typeof v === 'number' && Number.isFinite(v) ? v : null);
 
-/** Pass-through stats (their fields may grow) into the numbers the page shows. */
+/** The resolver's report (typed by the gateway's schema; a newer gateway may add fields) into what the page shows. */
 export function dnsView(s: Record<string, unknown> | undefined): DnsView {
   const queries = num(s?.queries) ?? 0;
   const hits = num(s?.cache_hits) ?? 0;

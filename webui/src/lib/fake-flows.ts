@@ -1,16 +1,17 @@
-import type { Flow, TcpInfo } from './gateway-types';
+import type { ClassAction, Flow, TcpInfo } from '../api/endpoints';
 
 function tcp(srttUs: number, cwnd: number, rate: number): TcpInfo {
   return {
-    cc: 'hybla', state: 'ESTABLISHED', srtt_us: srttUs, rttvar_us: srttUs / 10, min_rtt_us: srttUs * 0.9,
+    cc: 'hybla', state: 'established', srtt_us: srttUs, rttvar_us: srttUs / 10, min_rtt_us: srttUs * 0.9,
     cwnd, ssthresh: 2147483647, mss: 1448, retrans_total: 0, lost: 0, delivery_rate_bps: rate,
-    pacing_rate_bps: rate * 1.2, bytes_acked: 0, bytes_received: 0, notsent_bytes: 0,
+    pacing_rate_bps: rate * 1.2, bytes_acked: 0, bytes_received: 0, notsent_bytes: 0, bytes_sent: 0, bytes_retrans: 0,
+    segs_out: 0, segs_in: 0, data_segs_out: 0, data_segs_in: 0, timestamps: true, tx_bps: rate, rx_bps: 0,
   };
 }
 
 /** Deterministic synthetic flows for tests and for sizing the table. */
 export function makeFlows(n: number): Flow[] {
-  const actions = ['accelerate', 'cache', 'bypass'];
+  const actions: ClassAction[] = ['accelerate', 'cache', 'bypass'];
   return Array.from({ length: n }, (_, i) => ({
     id: i + 1,
     state: i % 10 === 0 ? 'connecting' : 'established',
@@ -28,5 +29,7 @@ export function makeFlows(n: number): Flow[] {
     rate_down_bps: 100_000 * ((i * 13) % 97),
     legs: { client: tcp(600_000, 10 + (i % 90), 2e6), server: tcp(20_000, 10, 5e6), satellite: 'client' },
     path: i % 4 === 0 ? 'direct' : 'peer',
+    relay: 'splitter',
+    site: 'other',
   }));
 }

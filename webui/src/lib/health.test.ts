@@ -1,12 +1,22 @@
 import { describe, expect, it } from 'vitest';
-import type { HealthOut } from '../api/endpoints';
+import type { GatewayHealth, HealthOut } from '../api/endpoints';
 import { alertsFrom } from './health';
 
-const okGateway = {
+const okGateway: GatewayHealth = {
   status: 'ok',
+  version: '0.1.0',
+  uptime_s: 60,
+  role: 'hub',
+  config_revision: 'v1',
   fail_open: false,
-  hybla: { implementation: 'bpf', loaded: true, rtt0_ms: 25, base_rtt_ms: 0, available: ['hybla', 'cubic'], problem: null },
+  hybla: {
+    implementation: 'bpf', loaded: true, rtt0_ms: 25, base_rtt_ms: 0, cwnd_max: 0, available: ['hybla', 'cubic'], problem: null,
+    owned: true, pin_dir: '/sys/fs/bpf/perigee', netns_cookie: null, netns: [],
+    ld: { loaded: true, registration: 'current', version: 1, problem: null },
+  },
   problems: [],
+  peer: null,
+  workers: [],
 };
 
 function health(over: Partial<HealthOut>): HealthOut {
@@ -25,7 +35,7 @@ describe('alertsFrom', () => {
   });
 
   it('reports fail-open, BPF not loaded and a full cache', () => {
-    const gw = { ...okGateway, fail_open: true, hybla: { ...okGateway.hybla, loaded: false, implementation: 'none', problem: 'verifier refused' } };
+    const gw: GatewayHealth = { ...okGateway, fail_open: true, hybla: { ...okGateway.hybla, loaded: false, implementation: 'none', problem: 'verifier refused' } };
     const a = alertsFrom(health({ gateway: gw }), { enabled: true, disk_used_bytes: 99, disk_capacity_bytes: 100 });
     expect(a.map((x) => x.id)).toEqual(['fail-open', 'bpf-not-loaded', 'cache-full']);
     expect(a[1].text).toContain('verifier refused');

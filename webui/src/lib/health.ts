@@ -1,6 +1,5 @@
-import type { HealthOut } from '../api/endpoints';
+import type { GatewayHealth, HealthOut } from '../api/endpoints';
 import { cacheView } from './cache';
-import type { HyblaStatus } from './gateway-types';
 
 export interface DashboardAlert {
   id: string;
@@ -10,19 +9,8 @@ export interface DashboardAlert {
 }
 
 /** The gateway's own health answer, passed through by the API (docs/control-protocol.md). */
-export interface GatewayHealth {
-  status?: string;
-  version?: string;
-  uptime_s?: number;
-  role?: string;
-  config_revision?: string | null;
-  fail_open?: boolean;
-  hybla?: HyblaStatus;
-  problems?: string[];
-}
-
 export function gatewayHealth(h: HealthOut | undefined): GatewayHealth | null {
-  return (h?.gateway as GatewayHealth | null | undefined) ?? null;
+  return h?.gateway ?? null;
 }
 
 /** Everything an operator must notice, most severe first. `cacheStats`: the gateway's own (what it runs). */

@@ -1,5 +1,5 @@
 import { createContext, useContext } from 'react';
-import type { Flow } from '../lib/gateway-types';
+import type { Flow } from '../api/endpoints';
 import type { StreamStatus } from './useEventStream';
 
 export interface LiveFlows {

@@ -1,4 +1,4 @@
-import type { Flow } from '../lib/gateway-types';
+import type { Flow } from '../api/endpoints';
 
 export interface LiveFlowsState {
   flows: Map<number, Flow>;

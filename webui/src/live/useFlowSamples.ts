@@ -1,5 +1,6 @@
 import { useEffect, useState } from 'react';
-import { legsOf, type Flow } from '../lib/gateway-types';
+import type { Flow } from '../api/endpoints';
+import { legsOf } from '../lib/flows';
 
 export interface FlowSample {
   [key: string]: number | null;

@@ -5,7 +5,6 @@ import { useState } from 'react';
 import { endpoints, type BodInputs, type BodProfileIn, type BodProfileOut, type Derived, type Tuning } from '../api/endpoints';
 import { ApiError, errorMessage, type FieldErrors } from '../api/errors';
 import { afterConfigChange, keys } from '../api/keys';
-import { ApplyBanner } from '../components/ApplyBanner';
 import { PageHeader } from '../components/PageHeader';
 import { ScrollTable } from '../components/ScrollTable';
 import { QueryView } from '../components/StateViews';
@@ -340,7 +339,6 @@ export default function BodPage() {
   return (
     <>
       <PageHeader title="BoD tuning" description="Describe the bandwidth-on-demand link; the API derives the satellite-leg settings and shows how each number comes about." />
-      <ApplyBanner />
       <QueryView query={profiles}>
         {(list) => {
           const current = list.find((p) => String(p.id) === selected) ?? (selected === 'new' ? null : list[0] ?? null);

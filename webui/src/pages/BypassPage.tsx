@@ -5,26 +5,23 @@ import { useAuth } from '../auth/useAuth';
 import { endpoints, type BypassIn, type ChangeOut } from '../api/endpoints';
 import { ApiError, errorMessage, type FieldErrors } from '../api/errors';
 import { afterConfigChange, keys } from '../api/keys';
-import { ApplyBanner } from '../components/ApplyBanner';
 import { PageHeader } from '../components/PageHeader';
 import { ScrollTable } from '../components/ScrollTable';
 import { QueryView } from '../components/StateViews';
 import { errorFor } from '../lib/field-errors';
+import { checkField } from '../lib/schema-check';
 import { formatBytes } from '../lib/format';
-import { checkAll, checkCidr, checkName, checkPortSpec } from '../lib/validate';
 
 type Protocol = BypassIn['protocol'];
 const EMPTY: BypassIn = { name: '', protocol: 'any', cidrs: [], ports: [], comment: '' };
 
+/** Field checks from the gateway's schema (a bypass entry's); rules between fields are the API's to answer. */
 function validate(r: BypassIn): FieldErrors {
   const e: FieldErrors = {};
-  const n = checkName(r.name);
-  if (n) e.name = n;
-  const c = checkAll(r.cidrs ?? [], checkCidr);
-  if (c) e.cidrs = c;
-  const p = checkAll(r.ports ?? [], checkPortSpec);
-  if (p) e.ports = p;
-  if ((r.ports ?? []).length && r.protocol !== 'tcp' && r.protocol !== 'udp') e.ports = 'ports need protocol tcp or udp';
+  for (const [key, value] of [['name', r.name], ['cidrs', r.cidrs ?? []], ['ports', r.ports ?? []]] as const) {
+    const problem = checkField('BypassRule', key, value);
+    if (problem) e[key] = problem;
+  }
   return e;
 }
 
@@ -69,7 +66,6 @@ export default function BypassPage() {
         title="IPsec bypass"
         description="Traffic matching these rules is never intercepted, split, cached or rewritten. The built-in IPsec/IKE rules are locked."
       />
-      <ApplyBanner />
       {saved && (
         <Alert color="green" mb="md" withCloseButton closeButtonLabel="Dismiss" onClose={() => setSaved(null)} role="status">
           Saved as config version {saved.version_id}.

@@ -1,7 +1,7 @@
 import { Alert, Button, Group, Paper, SimpleGrid, Stack, Table, Text, TextInput, Title } from '@mantine/core';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState, type FormEvent } from 'react';
-import { endpoints } from '../api/endpoints';
+import { endpoints, type ProbeResult } from '../api/endpoints';
 import { ApiError, errorMessage } from '../api/errors';
 import { keys } from '../api/keys';
 import { LazyTimeSeriesChart } from '../charts/LazyChart';
@@ -9,8 +9,7 @@ import { KeyValueTable } from '../components/KeyValueTable';
 import { PageHeader } from '../components/PageHeader';
 import { StatCard } from '../components/StatCard';
 import { QueryView } from '../components/StateViews';
-import type { DnsConfig } from '../lib/config-types';
-import { dnsView, formatWait, type ProbeResult } from '../lib/dns';
+import { dnsView, formatWait } from '../lib/dns';
 import { formatBytes, formatPercent } from '../lib/format';
 import { seriesToRows } from '../lib/series';
 
@@ -44,7 +43,7 @@ function ProbeTable({ probe }: { probe: ProbeResult[] }) {
 export default function DnsPage() {
   const queryClient = useQueryClient();
   const stats = useQuery({ queryKey: keys.dns, queryFn: endpoints.dnsStats, refetchInterval: 5000 });
-  const desired = useQuery({ queryKey: keys.desired, queryFn: endpoints.desiredConfig });
+  const running = useQuery({ queryKey: keys.running, queryFn: endpoints.running });
   const series = useQuery({
     queryKey: keys.series({ metric: 'dns_hit_ratio', window: WINDOW_S }),
     queryFn: () => endpoints.series('dns_hit_ratio', Math.floor(Date.now() / 1000) - WINDOW_S),
@@ -57,7 +56,8 @@ export default function DnsPage() {
     onSuccess: () => queryClient.invalidateQueries({ queryKey: keys.dns }),
     onError: (e) => setNameError(e instanceof ApiError ? (e.fieldErrors.name ?? undefined) : undefined),
   });
-  const dnsCfg = desired.data?.config.dns as DnsConfig | undefined;
+  // What the gateway runs, not the desired version: the two differ until it is applied.
+  const dnsCfg = running.data?.config?.dns;
 
   const submitName = (e: FormEvent) => {
     e.preventDefault();
@@ -75,7 +75,7 @@ export default function DnsPage() {
       <Stack>
         {dnsCfg && !dnsCfg.enabled && (
           <Alert color="gray" title="Resolver disabled">
-            The desired config has dns off: lookups from the served subnets go to the resolvers they were sent to. Counters below are the gateway&apos;s last values.
+            The gateway runs with dns off: lookups from the served subnets go to the resolvers they were sent to. Counters below are the gateway&apos;s last values.
           </Alert>
         )}
         <QueryView query={stats}>

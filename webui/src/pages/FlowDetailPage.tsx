@@ -4,7 +4,8 @@ import { LazyTimeSeriesChart } from '../charts/LazyChart';
 import { PageHeader } from '../components/PageHeader';
 import { LoadingState } from '../components/StateViews';
 import { formatBps, formatBytes, formatDuration, formatMs, formatTime } from '../lib/format';
-import { legsOf, PATH_LABEL, pathOf, RELAY_LABEL, type TcpInfo } from '../lib/gateway-types';
+import type { TcpInfo } from '../api/endpoints';
+import { legsOf, PATH_LABEL, pathOf, RELAY_LABEL } from '../lib/flows';
 import { useLiveFlows } from '../live/LiveFlowsContext';
 import { useFlowSamples } from '../live/useFlowSamples';
 

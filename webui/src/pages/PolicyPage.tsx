@@ -4,13 +4,13 @@ import { useState } from 'react';
 import { endpoints, type ChangeOut } from '../api/endpoints';
 import { ApiError, errorMessage, type FieldErrors } from '../api/errors';
 import { afterConfigChange, keys } from '../api/keys';
-import { ApplyBanner } from '../components/ApplyBanner';
 import { IssueList, issuesFromDetails } from '../components/IssueList';
 import { PageHeader } from '../components/PageHeader';
 import { ScrollTable } from '../components/ScrollTable';
 import { EmptyState, QueryView } from '../components/StateViews';
 import { TrafficClassForm } from '../components/TrafficClassForm';
-import { newTrafficClass, normaliseClass, type TrafficClass } from '../lib/config-types';
+import type { TrafficClass } from '../api/endpoints';
+import { newTrafficClass, normaliseClass } from '../lib/classes';
 import { validateClass } from '../lib/class-validation';
 
 interface Editing {
@@ -68,7 +68,6 @@ export default function PolicyPage() {
         description="Traffic classes, evaluated by priority (lower first); the first match decides: accelerate, cache or bypass."
         actions={<Button onClick={() => open({ original: null, value: newTrafficClass(nextPriority) })}>Add class</Button>}
       />
-      <ApplyBanner />
       {saved && (
         <Alert color="green" mb="md" withCloseButton onClose={() => setSaved(null)} role="status" closeButtonLabel="Dismiss">
           Saved as config version {saved.version_id}.

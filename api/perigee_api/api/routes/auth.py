@@ -10,9 +10,9 @@ from sqlalchemy import select
 
 from perigee_api.api.deps import AnyPrincipal, Db, SettingsDep, audit_info
 from perigee_api.core import security
+from perigee_api.core.client_address import client_address
 from perigee_api.core.config import Settings
 from perigee_api.core.errors import ApiError, ErrorResponse
-from perigee_api.core.middleware import client_address
 from perigee_api.models import User
 from perigee_api.schemas.api import ChangePasswordIn, CsrfOut, LoginIn, LoginOut, OkOut, UserOut
 from perigee_api.services import audit, throttle

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import time
+
 from fastapi import APIRouter, Query, Request
 from sqlalchemy import func, select
 
 from perigee_api.api.deps import Ctx, Db, Gateway, Id, Operator, Viewer, audit_info
+from perigee_api.core.context import AppContext
 from perigee_api.core.errors import ApiError, ErrorResponse
 from perigee_api.models import ConfigVersion
 from perigee_api.schemas.api import (
@@ -16,14 +19,19 @@ from perigee_api.schemas.api import (
     DiffEntry,
     DiffOut,
     PolicyIssue,
+    PreviewOut,
     RollbackOut,
+    RunningOut,
     ValidateOut,
     VersionList,
     VersionOut,
     VersionSummary,
 )
 from perigee_api.schemas.gateway_config import GatewayConfig
-from perigee_api.services import fleet, versions
+from perigee_api.services import fleet, running, versions
+
+# Older than this, the collector's last look at the gateway is taken again before answering.
+RUNNING_STALE_S = 15.0
 
 router = APIRouter(
     tags=["config"],
@@ -64,12 +72,64 @@ def get_active(who: Viewer, db: Db) -> VersionOut:
     return _full(versions.get(db, aid), aid)
 
 
+def _refresh_running(ctx: AppContext) -> running.Running:
+    if ctx.collector is not None:
+        return ctx.collector.sync_running()
+    ctx.running = running.observe(ctx.gateway)
+    return ctx.running
+
+
+@router.get(
+    "/config/running",
+    response_model=RunningOut,
+    summary="What the gateway runs (imported as a version when the API did not apply it), its drift from the desired",
+)
+def get_running(who: Viewer, db: Db, ctx: Ctx) -> RunningOut:
+    state = ctx.running
+    if time.time() - state.checked_at > RUNNING_STALE_S:
+        state = _refresh_running(ctx)
+    desired = versions.latest_or_none(db)
+    return RunningOut(
+        reachable=state.reachable,
+        revision=state.revision,
+        config=GatewayConfig.model_validate(state.config) if state.config is not None else None,
+        version_id=state.version_id,
+        desired_version_id=desired.id if desired else None,
+        in_sync=desired is not None and state.version_id == desired.id,
+        changes=[DiffEntry(**d) for d in running.drift(db, state)],
+        checked_at=state.checked_at,
+        error=state.error,
+    )
+
+
 @router.put("/config", response_model=ChangeOut, summary="Replace the whole desired config (new version)")
 def put_config(body: ConfigPut, who: Operator, db: Db, request: Request) -> ChangeOut:
     v, warnings = versions.store(db, body.config.to_json(), who.name, body.comment or "config replaced")
     db.commit()
     audit_info(request, version_id=v.id)
     return ChangeOut(version_id=v.id, issues=[PolicyIssue(**i) for i in versions.issues_json(warnings)])
+
+
+@router.post(
+    "/config/preview",
+    response_model=PreviewOut,
+    summary="Validate a whole config and diff it against the desired one; stores nothing",
+)
+def preview_config(body: ConfigPut, who: Operator, db: Db) -> PreviewOut:
+    # The same checks PUT /config makes (the model's, then the policy's), so a preview that passes saves.
+    errors, warnings = versions.policy_errors(body.config)
+    if errors:
+        raise ApiError(
+            422, errors[0].code, errors[0].message, "classes", {"issues": versions.issues_json(errors + warnings)}
+        )
+    base = versions.latest_or_none(db)
+    before = {k: v for k, v in (base.config if base else {}).items() if k != "revision"}
+    after = {k: v for k, v in body.config.to_json().items() if k != "revision"}
+    return PreviewOut(
+        base_version_id=base.id if base else None,
+        changes=[DiffEntry(**d) for d in versions.diff(before, after)],
+        issues=[PolicyIssue(**i) for i in versions.issues_json(warnings)],
+    )
 
 
 @router.get("/versions", response_model=VersionList)
@@ -128,6 +188,7 @@ def apply_version(
     with fleet.members(ctx, db) as ms:
         res = versions.apply(db, ms, v)
     db.commit()
+    _refresh_running(ctx)
     audit_info(request, version_id=v.id, ok=res["ok"], comment=body.comment if body else "")
     return ApplyOut(**res)
 
@@ -142,5 +203,6 @@ def rollback_version(version_id: Id, who: Operator, db: Db, ctx: Ctx, request: R
     with fleet.members(ctx, db) as ms:
         new, res = versions.rollback(db, ms, target, who.name)
     db.commit()
+    _refresh_running(ctx)
     audit_info(request, target_version=target.id, new_version_id=new.id, ok=res["ok"])
     return RollbackOut(new_version_id=new.id, apply=ApplyOut(**res))

@@ -24,13 +24,6 @@ from perigee_api.services.flow_query import FlowFilter
 
 router = APIRouter(tags=["flows"], responses={401: {"model": ErrorResponse}, 403: {"model": ErrorResponse}})
 
-_listeners: set[asyncio.Event] = set()
-
-
-def notify_listeners() -> None:
-    for ev in list(_listeners):
-        ev.set()
-
 
 @router.get("/flows", response_model=LiveFlowsOut, summary="Live flows (the collector's latest snapshot)")
 def live_flows(
@@ -118,8 +111,7 @@ async def flows_stream(
         )
 
     async def events() -> AsyncIterator[bytes]:
-        ev = asyncio.Event()
-        _listeners.add(ev)
+        ev = ctx.live.listen()
         sent = 0
         last_seq = -1
         try:
@@ -140,7 +132,7 @@ async def flows_stream(
                     yield b": keepalive\n\n"
                 ev.clear()
         finally:
-            _listeners.discard(ev)
+            ctx.live.unlisten(ev)
 
     return _SlotResponse(
         events(),

@@ -21,9 +21,14 @@ from perigee_api.models import AuditEntry
 from perigee_api.schemas.api import (
     AuditOut,
     AuditPage,
+    CacheStats,
     DnsFlushIn,
+    DnsFlushOut,
+    DnsReport,
     HealthOut,
+    InterfaceList,
     PurgeIn,
+    PurgeResponse,
     RestoreOut,
     TlsIn,
     TlsOut,
@@ -32,6 +37,7 @@ from perigee_api.schemas.api import (
 from perigee_api.services import audit
 from perigee_api.services import backup as backup_service
 from perigee_api.services import tls as tls_service
+from perigee_control.reports import Health
 
 router = APIRouter(tags=["system"], responses={401: {"model": ErrorResponse}, 403: {"model": ErrorResponse}})
 
@@ -49,13 +55,13 @@ def health(ctx: Ctx, db: Db) -> HealthOut:
         api["status"] = "degraded"
     if ctx.collector is not None:
         api["collector"] = {"ticks": ctx.collector.ticks, "last_error": ctx.collector.last_error}
-    gw_health: dict[str, Any] | None = None
+    gw_health: Health | None = None
     reachable = False
     try:
-        gw_health = ctx.gateway.health()
+        gw_health = Health.model_validate(ctx.gateway.health())
         reachable = True
-        if gw_health.get("status") != "ok":
-            problems += [f"gateway: {p}" for p in gw_health.get("problems", [])] or ["gateway: degraded"]
+        if gw_health.status != "ok":
+            problems += [f"gateway: {p}" for p in gw_health.problems] or ["gateway: degraded"]
     except GatewayError as exc:
         problems.append(f"gateway unreachable: {exc.message}")
     status = "ok" if not problems else "degraded"
@@ -74,12 +80,22 @@ def system_versions(who: Viewer, db: Db, gw: Gateway) -> VersionsOut:
     return VersionsOut(api=__version__, python=platform.python_version(), schema_revision=rev, gateway=gwv)
 
 
-@router.get("/cache/stats", summary="Cache counters (gateway passthrough)")
+@router.get(
+    "/system/interfaces",
+    response_model=InterfaceList,
+    responses={502: {"model": ErrorResponse}},
+    summary="The gateway's network interfaces: addresses, state, MTU, what the running config uses them for",
+)
+def system_interfaces(who: Viewer, gw: Gateway) -> dict[str, Any]:
+    return gw.interfaces()
+
+
+@router.get("/cache/stats", response_model=CacheStats, summary="Cache counters (gateway passthrough)")
 def cache_stats(who: Viewer, gw: Gateway) -> dict[str, Any]:
     return gw.cache_stats()
 
 
-@router.post("/cache/purge", summary="Purge one URL or everything (gateway passthrough)")
+@router.post("/cache/purge", response_model=PurgeResponse, summary="Purge one URL or everything (gateway passthrough)")
 def cache_purge(body: PurgeIn, who: Operator, gw: Gateway, request: Request) -> dict[str, Any]:
     if body.all == (body.url is not None):
         raise ApiError(422, "purge_target", "give exactly one of url or all=true", "url")
@@ -88,13 +104,17 @@ def cache_purge(body: PurgeIn, who: Operator, gw: Gateway, request: Request) -> 
 
 
 @router.get(
-    "/dns/stats", summary="Resolver counters: queries, hit ratio, stale answers, time saved (gateway passthrough)"
+    "/dns/stats",
+    response_model=DnsReport,
+    summary="Resolver counters: queries, hit ratio, stale answers, time saved (gateway passthrough)",
 )
 def dns_stats(who: Viewer, gw: Gateway) -> dict[str, Any]:
     return gw.dns_stats()
 
 
-@router.post("/dns/flush", summary="Flush one name or the whole resolver cache (gateway passthrough)")
+@router.post(
+    "/dns/flush", response_model=DnsFlushOut, summary="Flush one name or the whole resolver cache (gateway passthrough)"
+)
 def dns_flush(body: DnsFlushIn, who: Operator, gw: Gateway, request: Request) -> dict[str, Any]:
     if body.all == (body.name is not None):
         raise ApiError(422, "flush_target", "give exactly one of name or all=true", "name")

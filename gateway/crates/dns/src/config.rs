@@ -3,25 +3,31 @@
 //! Every value that reaches unbound.conf is checked here first: addresses are parsed into
 //! `IpAddr`s and numbers are bounded, so nothing an operator writes can add a directive.
 
+use perigee_types::Cidr;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 use std::fmt;
 use std::net::IpAddr;
 use std::str::FromStr;
 
 /// The `dns` section. Every field has a default, so `{}` is a valid (disabled) section.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
+#[schemars(rename = "Dns")]
 pub struct DnsConfig {
     /// false: no resolver runs and DNS from the served subnets passes untouched.
     pub enabled: bool,
     /// Resolvers the cache forwards to ("192.0.2.53", "2001:db8::53", "192.0.2.53@5353"),
     /// tried in unbound's order (fastest first). Also Squid's nameservers when `enabled` is
     /// false and the cache is on.
-    pub upstream: Vec<String>,
+    #[schemars(length(max = MAX_UPSTREAMS))]
+    pub upstream: Vec<Upstream>,
     /// true: queries from the served subnets to any address on port 53 (UDP and TCP) are
     /// answered by the gateway's resolver. false: only queries addressed to the gateway are.
     pub intercept: bool,
     /// Memory for cached answers, MB: one third for whole messages, two thirds for RRsets.
+    #[schemars(range(min = *CACHE_MB.start(), max = *CACHE_MB.end()))]
     pub cache_mb: u32,
     /// Refresh a popular name in the background when a query arrives in the last tenth of
     /// its TTL, so it never expires while in use.
@@ -29,22 +35,30 @@ pub struct DnsConfig {
     /// Serve expired answers (RFC 8767) instead of waiting for the upstream.
     pub serve_stale: bool,
     /// How long past its expiry an answer may still be served (RFC 8767 "maximum stale timer").
+    #[schemars(range(min = *STALE_TTL_S.start(), max = *STALE_TTL_S.end()))]
     pub stale_ttl_s: u32,
     /// The TTL a stale answer carries to the client (RFC 8767 recommends 30 s).
+    #[schemars(range(min = *STALE_REPLY_TTL_S.start(), max = *STALE_REPLY_TTL_S.end()))]
     pub stale_reply_ttl_s: u32,
     /// How long to try the upstream before answering stale; 0 answers stale at once and
     /// refreshes in the background (RFC 8767's "client response timer").
+    #[schemars(range(min = *STALE_CLIENT_TIMEOUT_MS.start(), max = *STALE_CLIENT_TIMEOUT_MS.end()))]
     pub stale_client_timeout_ms: u32,
     /// Lower bound on a cached TTL (cache-min-ttl); 0 keeps the origin's.
+    #[schemars(range(min = *MIN_TTL_S.start(), max = *MIN_TTL_S.end()))]
     pub min_ttl_s: u32,
     /// Upper bound on a cached TTL (cache-max-ttl).
+    #[schemars(range(min = *MAX_TTL_S.start(), max = *MAX_TTL_S.end()))]
     pub max_ttl_s: u32,
     /// Upper bound on how long a negative answer (NXDOMAIN, NODATA) is cached.
+    #[schemars(range(min = *MAX_NEGATIVE_TTL_S.start(), max = *MAX_NEGATIVE_TTL_S.end()))]
     pub max_negative_ttl_s: u32,
     /// Queries per second one client address may send (unbound's ip-ratelimit); 0 = no limit.
+    #[schemars(range(min = *CLIENT_QPS_LIMIT.start(), max = *CLIENT_QPS_LIMIT.end()))]
     pub client_qps_limit: u32,
     /// How long the gateway waits for an upstream's answer to its health probe before
     /// counting the probe as failed (the port-80 cache steps aside after two in a row).
+    #[schemars(range(min = *PROBE_TIMEOUT_MS.start(), max = *PROBE_TIMEOUT_MS.end()))]
     pub probe_timeout_ms: u32,
 }
 
@@ -96,6 +110,39 @@ fn err(field: impl Into<String>, message: impl Into<String>) -> ConfigError {
 pub struct Upstream {
     pub addr: IpAddr,
     pub port: u16,
+}
+
+/// As the config writes it: "addr", or "addr@port" when the port is not 53.
+impl Serialize for Upstream {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        if self.port == 53 {
+            s.collect_str(&self.addr)
+        } else {
+            s.collect_str(&format_args!("{}@{}", self.addr, self.port))
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Upstream {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+impl JsonSchema for Upstream {
+    fn schema_name() -> Cow<'static, str> {
+        "Upstream".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "maxLength": 64,
+            "pattern": format!("^{}(@{})?$", perigee_types::ip_pattern(), perigee_types::port_pattern()),
+            "description": "An upstream resolver: an IP literal, with \"@port\" when not 53 (\"192.0.2.53\", \"2001:db8::53\", \"192.0.2.53@5353\"); unicast, and not a loopback address on port 53 (the gateway's own resolver)",
+        })
+    }
 }
 
 impl FromStr for Upstream {
@@ -227,64 +274,50 @@ impl DnsConfig {
             ));
         }
         let mut out: Vec<Upstream> = Vec::new();
-        for (i, s) in self.upstream.iter().enumerate() {
-            let field = format!("dns.upstream[{i}]");
-            let u: Upstream = s.parse().map_err(|m: String| err(&field, m))?;
-            if out.contains(&u) {
-                return Err(err(field, format!("{s:?} is listed twice")));
+        for (i, u) in self.upstream.iter().enumerate() {
+            if out.contains(u) {
+                return Err(err(
+                    format!("dns.upstream[{i}]"),
+                    format!("\"{u}\" is listed twice"),
+                ));
             }
-            out.push(u);
+            out.push(*u);
         }
         Ok(out)
     }
 }
 
-/// A served subnet as unbound's access-control takes it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Subnet {
-    pub addr: IpAddr,
-    pub prefix: u8,
+/// The served subnets from text (tools and tests; the daemon's config holds them parsed).
+pub fn parse_served_subnets(subnets: &[String]) -> Result<Vec<Cidr>, ConfigError> {
+    let parsed = subnets
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            s.parse()
+                .map_err(|m: String| err(format!("served_subnets[{i}]"), m))
+        })
+        .collect::<Result<Vec<Cidr>, ConfigError>>()?;
+    check_served_subnets(&parsed)
 }
 
-impl fmt::Display for Subnet {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.addr, self.prefix)
-    }
-}
-
-/// The served subnets as parsed prefixes. Refuses /0 and an empty list: the resolver must
-/// never be open to the world (an open resolver is an amplifier).
-pub fn parse_served_subnets(subnets: &[String]) -> Result<Vec<Subnet>, ConfigError> {
+/// The served subnets unbound's access-control admits. Refuses /0 and an empty list: the
+/// resolver must never be open to the world (an open resolver is an amplifier).
+pub fn check_served_subnets(subnets: &[Cidr]) -> Result<Vec<Cidr>, ConfigError> {
     if subnets.is_empty() {
         return Err(err(
             "served_subnets",
             "the resolver needs at least one served subnet",
         ));
     }
-    subnets
-        .iter()
-        .enumerate()
-        .map(|(i, s)| {
-            let field = format!("served_subnets[{i}]");
-            let (a, p) = s.split_once('/').unwrap_or((s, ""));
-            let addr: IpAddr = a
-                .parse()
-                .map_err(|_| err(&field, format!("{s:?} is not an IP prefix")))?;
-            let max = if addr.is_ipv4() { 32 } else { 128 };
-            let prefix = if p.is_empty() {
-                max
-            } else {
-                p.parse::<u8>()
-                    .ok()
-                    .filter(|n| *n <= max && p.bytes().all(|b| b.is_ascii_digit()))
-                    .ok_or_else(|| err(&field, format!("{s:?}: bad prefix length")))?
-            };
-            if prefix == 0 {
-                return Err(err(&field, "a /0 would make the resolver open to everyone"));
-            }
-            Ok(Subnet { addr, prefix })
-        })
-        .collect()
+    for (i, c) in subnets.iter().enumerate() {
+        if c.len == 0 {
+            return Err(err(
+                format!("served_subnets[{i}]"),
+                "a /0 would make the resolver open to everyone",
+            ));
+        }
+    }
+    Ok(subnets.to_vec())
 }
 
 #[cfg(test)]
@@ -352,11 +385,28 @@ mod tests {
         }
     }
 
+    fn ups(list: &[&str]) -> Vec<Upstream> {
+        list.iter().map(|u| u.parse().unwrap()).collect()
+    }
+
+    #[test]
+    fn upstreams_deserialize_strictly_and_serialize_as_written() {
+        let c: DnsConfig =
+            serde_json::from_str(r#"{"upstream": ["192.0.2.53", "192.0.2.54@5353"]}"#).unwrap();
+        assert_eq!(
+            serde_json::to_value(&c.upstream).unwrap(),
+            serde_json::json!(["192.0.2.53", "192.0.2.54@5353"])
+        );
+        let e = serde_json::from_str::<DnsConfig>(r#"{"upstream": ["192.0.2.53", "nope"]}"#)
+            .unwrap_err();
+        assert!(e.to_string().contains("not an IP address"), "{e}");
+    }
+
     #[test]
     fn invalid_values_name_their_field() {
         let on = DnsConfig {
             enabled: true,
-            upstream: vec!["192.0.2.53".into()],
+            upstream: ups(&["192.0.2.53"]),
             ..DnsConfig::default()
         };
         on.validate().unwrap();
@@ -370,21 +420,16 @@ mod tests {
             ),
             (
                 DnsConfig {
-                    upstream: vec!["192.0.2.53".into(), "nope".into()],
+                    upstream: ups(&["192.0.2.53", "192.0.2.53@53"]),
                     ..on.clone()
                 },
                 "dns.upstream[1]",
             ),
             (
                 DnsConfig {
-                    upstream: vec!["192.0.2.53".into(), "192.0.2.53@53".into()],
-                    ..on.clone()
-                },
-                "dns.upstream[1]",
-            ),
-            (
-                DnsConfig {
-                    upstream: (0..9).map(|i| format!("192.0.2.{i}")).collect(),
+                    upstream: (0..9)
+                        .map(|i| format!("192.0.2.{i}").parse().unwrap())
+                        .collect(),
                     ..on.clone()
                 },
                 "dns.upstream",
@@ -464,20 +509,13 @@ mod tests {
         for (cfg, field) in cases {
             assert_eq!(field_of(&cfg), field, "{cfg:?}");
         }
-        // A disabled section may keep its upstreams (they may feed Squid), but they must parse.
+        // A disabled section may keep its upstreams (they may feed Squid).
         DnsConfig {
             enabled: false,
             ..on.clone()
         }
         .validate()
         .unwrap();
-        assert_eq!(
-            field_of(&DnsConfig {
-                upstream: vec!["x".into()],
-                ..DnsConfig::default()
-            }),
-            "dns.upstream[0]"
-        );
     }
 
     #[test]
@@ -486,7 +524,7 @@ mod tests {
         assert_eq!(s[0].to_string(), "10.71.1.0/24");
         assert_eq!(s[1].to_string(), "fd71:1::/64");
         assert_eq!(
-            parse_served_subnets(&["10.0.0.1".into()]).unwrap()[0].prefix,
+            parse_served_subnets(&["10.0.0.1".into()]).unwrap()[0].len,
             32
         );
         assert_eq!(

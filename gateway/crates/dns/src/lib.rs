@@ -16,8 +16,9 @@ pub mod render;
 pub mod stats;
 pub mod wire;
 
-pub use config::{parse_served_subnets, ConfigError, DnsConfig, Subnet, Upstream};
+pub use config::{check_served_subnets, parse_served_subnets, ConfigError, DnsConfig, Upstream};
 pub use manager::{ApplyAction, ApplyReport, DnsError, DnsStats, ManagerOptions, UnboundManager};
+pub use perigee_types::Cidr;
 pub use probe::{probe_all, ProbeResult, ResolverHealth};
 pub use render::{render, UnboundPaths, LISTEN_PORT};
 pub use stats::Totals;

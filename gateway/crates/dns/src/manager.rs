@@ -9,9 +9,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::config::{parse_served_subnets, ConfigError, DnsConfig, Subnet, Upstream};
+use crate::config::{check_served_subnets, ConfigError, DnsConfig, Upstream};
 use crate::render::{render, UnboundPaths};
 use crate::stats::{parse_stats, Accumulator, Totals};
+use perigee_types::Cidr;
 
 /// A failed manager operation, shaped like the control protocol's error object.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, thiserror::Error)]
@@ -93,7 +94,7 @@ pub struct ApplyReport {
 }
 
 /// GET /v1/dns/stats (the resolver-health fields are filled in by the daemon).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct DnsStats {
     pub enabled: bool,
     pub running: bool,
@@ -123,7 +124,7 @@ pub struct DnsStats {
 struct Running {
     child: Child,
     config: DnsConfig,
-    served: Vec<Subnet>,
+    served: Vec<Cidr>,
 }
 
 pub struct UnboundManager {
@@ -134,7 +135,7 @@ pub struct UnboundManager {
     running: Option<Running>,
     /// The last config applied with enabled: true (kept when unbound dies, so
     /// ensure_running can bring it back).
-    desired: Option<(DnsConfig, Vec<Subnet>)>,
+    desired: Option<(DnsConfig, Vec<Cidr>)>,
     last_exit: Option<String>,
     counters: Accumulator,
 }
@@ -189,13 +190,13 @@ impl UnboundManager {
     pub fn render_checked(
         &self,
         cfg: &DnsConfig,
-        served_subnets: &[String],
+        served_subnets: &[Cidr],
     ) -> Result<Option<String>, DnsError> {
         cfg.validate()?;
         if !cfg.enabled {
             return Ok(None);
         }
-        let served = parse_served_subnets(served_subnets)?;
+        let served = check_served_subnets(served_subnets)?;
         Ok(Some(render(
             cfg,
             &served,
@@ -210,7 +211,7 @@ impl UnboundManager {
     pub fn apply(
         &mut self,
         cfg: &DnsConfig,
-        served_subnets: &[String],
+        served_subnets: &[Cidr],
     ) -> Result<ApplyReport, DnsError> {
         cfg.validate()?;
         if !cfg.enabled {
@@ -222,7 +223,7 @@ impl UnboundManager {
                 unbound_conf: None,
             });
         }
-        let served = parse_served_subnets(served_subnets)?;
+        let served = check_served_subnets(served_subnets)?;
         let upstreams: Vec<Upstream> = cfg.upstreams()?;
         self.check_paths()?;
         let text = render(cfg, &served, &upstreams, &self.opts.paths);
@@ -236,7 +237,7 @@ impl UnboundManager {
     pub fn install(
         &mut self,
         cfg: &DnsConfig,
-        served: Vec<Subnet>,
+        served: Vec<Cidr>,
         text: String,
     ) -> Result<ApplyReport, DnsError> {
         self.reap();
@@ -376,7 +377,10 @@ impl UnboundManager {
             enabled: cfg.is_some(),
             running,
             unbound_version: self.version.clone(),
-            upstreams: cfg.as_ref().map(|c| c.upstream.clone()).unwrap_or_default(),
+            upstreams: cfg
+                .as_ref()
+                .map(|c| c.upstream.iter().map(|u| u.to_string()).collect())
+                .unwrap_or_default(),
             queries: t.queries,
             cache_hits: t.cache_hits,
             cache_misses: t.cache_misses,
@@ -586,7 +590,7 @@ impl UnboundManager {
         self.remove_run_files();
     }
 
-    fn spawn(&mut self, cfg: &DnsConfig, served: Vec<Subnet>) -> Result<(), DnsError> {
+    fn spawn(&mut self, cfg: &DnsConfig, served: Vec<Cidr>) -> Result<(), DnsError> {
         self.stop_stale();
         self.prepare_dirs()?;
         let log = std::fs::OpenOptions::new()
@@ -807,7 +811,7 @@ mod tests {
                     enabled: true,
                     ..DnsConfig::default()
                 },
-                &["10.0.0.0/8".into()],
+                &["10.0.0.0/8".parse().unwrap()],
             )
             .unwrap_err();
         assert_eq!(

@@ -75,7 +75,7 @@ pub fn probe_one(server: SocketAddr, timeout: Duration) -> Result<Duration, Stri
 }
 
 /// One upstream's result in a round.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct ProbeResult {
     pub upstream: String,
     pub ok: bool,

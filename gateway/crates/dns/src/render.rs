@@ -4,7 +4,8 @@
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
 
-use crate::config::{DnsConfig, Subnet, Upstream};
+use crate::config::{DnsConfig, Upstream};
+use perigee_types::Cidr;
 
 /// Where this gateway's unbound keeps its files (never the system's /etc/unbound).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -72,10 +73,10 @@ fn quoted(p: &Path) -> String {
 }
 
 /// Renders unbound.conf. `cfg` must have passed `validate()`; `served` comes from
-/// `parse_served_subnets`, `upstreams` from `cfg.upstreams()`.
+/// `check_served_subnets`, `upstreams` from `cfg.upstreams()`.
 pub fn render(
     cfg: &DnsConfig,
-    served: &[Subnet],
+    served: &[Cidr],
     upstreams: &[Upstream],
     paths: &UnboundPaths,
 ) -> String {
@@ -210,7 +211,7 @@ mod tests {
         );
     }
 
-    fn served() -> Vec<Subnet> {
+    fn served() -> Vec<Cidr> {
         parse_served_subnets(&["10.71.1.0/24".into(), "fd71:1::/64".into()]).unwrap()
     }
 
@@ -228,7 +229,7 @@ mod tests {
     fn default_policy_snapshot() {
         let cfg = DnsConfig {
             enabled: true,
-            upstream: vec!["10.71.3.53".into()],
+            upstream: vec!["10.71.3.53".parse().unwrap()],
             ..DnsConfig::default()
         };
         check_snapshot("default.conf", &rendered(&cfg));
@@ -250,7 +251,7 @@ mod tests {
     fn never_an_open_resolver() {
         let text = rendered(&DnsConfig {
             enabled: true,
-            upstream: vec!["192.0.2.53".into()],
+            upstream: vec!["192.0.2.53".parse().unwrap()],
             ..DnsConfig::default()
         });
         let acl: Vec<&str> = text
@@ -275,7 +276,7 @@ mod tests {
     fn special_use_zones_the_upstream_may_serve_are_forwarded() {
         let text = rendered(&DnsConfig {
             enabled: true,
-            upstream: vec!["192.0.2.53".into()],
+            upstream: vec!["192.0.2.53".parse().unwrap()],
             ..DnsConfig::default()
         });
         assert!(
@@ -294,7 +295,7 @@ mod tests {
     fn serve_stale_off_renders_no_stale_settings() {
         let text = rendered(&DnsConfig {
             enabled: true,
-            upstream: vec!["192.0.2.53".into()],
+            upstream: vec!["192.0.2.53".parse().unwrap()],
             serve_stale: false,
             ..DnsConfig::default()
         });
@@ -306,7 +307,7 @@ mod tests {
     fn cache_memory_is_split_a_third_to_messages() {
         let text = rendered(&DnsConfig {
             enabled: true,
-            upstream: vec!["192.0.2.53".into()],
+            upstream: vec!["192.0.2.53".parse().unwrap()],
             cache_mb: 96,
             ..DnsConfig::default()
         });

@@ -2,8 +2,8 @@
 //! and pd-mgr-s (its upstream, a counting responder), joined by a veth. Also: every rendered
 //! variant passes the installed unbound-checkconf.
 use perigee_dns::{
-    parse_served_subnets, render, ApplyAction, DnsConfig, ManagerOptions, UnboundManager,
-    UnboundPaths,
+    check_served_subnets, parse_served_subnets, render, ApplyAction, Cidr, DnsConfig,
+    ManagerOptions, UnboundManager, UnboundPaths,
 };
 use perigee_testkit::dns::{address_of, query, Responder, TYPE_A};
 use perigee_testkit::{run, NetnsGuard};
@@ -60,14 +60,14 @@ fn paths(dir: &Path) -> UnboundPaths {
 fn config(cache_mb: u32) -> DnsConfig {
     DnsConfig {
         enabled: true,
-        upstream: vec![UPSTREAM.into()],
+        upstream: vec![UPSTREAM.parse().unwrap()],
         cache_mb,
         ..DnsConfig::default()
     }
 }
 
-fn served() -> Vec<String> {
-    vec!["10.98.1.0/24".into()]
+fn served() -> Vec<Cidr> {
+    vec!["10.98.1.0/24".parse().unwrap()]
 }
 
 /// Asks the resolver on the gateway's loopback (the calling thread must be in GW).
@@ -100,7 +100,7 @@ fn a_refused_config_leaves_the_running_one_serving_and_changes_keep_the_cache() 
 
         // --- a config unbound-checkconf refuses: the old one keeps serving ---
         let conf_before = std::fs::read_to_string(p.conf()).unwrap();
-        let served_nets = parse_served_subnets(&served()).unwrap();
+        let served_nets = check_served_subnets(&served()).unwrap();
         let good = render(
             &config(32),
             &served_nets,

@@ -43,7 +43,7 @@ impl Default for HyblaParams {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Implementation {
     Kernel,
@@ -53,7 +53,7 @@ pub enum Implementation {
 
 /// One network namespace's own parameters (Perigee's BPF Hybla only). Its sockets use them
 /// instead of the host-wide ones.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct NetnsParams {
     /// The namespace's cookie (SO_NETNS_COOKIE): unique per namespace until reboot.
     pub cookie: u64,
@@ -80,7 +80,7 @@ impl NetnsParams {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct HyblaStatus {
     pub implementation: Implementation,
     /// `hybla` is registered (usable by routes and sockets).
@@ -105,7 +105,7 @@ pub struct HyblaStatus {
 }
 
 /// The `hybla_ld` registration as this build sees it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct LdStatus {
     /// `hybla_ld` is registered (usable by routes and sockets).
     pub loaded: bool,

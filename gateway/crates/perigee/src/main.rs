@@ -45,6 +45,12 @@ enum Command {
         #[command(flatten)]
         sock: cli::SocketArg,
     },
+    /// The control protocol's JSON Schema: `config` (what PUT /v1/config takes) or `reports`
+    /// (what the daemon answers).
+    Schema {
+        #[arg(value_parser = ["config", "reports"])]
+        which: String,
+    },
 }
 
 fn main() {
@@ -56,6 +62,14 @@ fn main() {
         Command::Config { cmd, sock } => cli::config_cmd(&sock, cmd),
         Command::Health { sock } => cli::health(&sock),
         Command::Counters { sock } => cli::simple(&sock, "/v1/counters"),
+        Command::Schema { which } => {
+            let schema = match which.as_str() {
+                "config" => perigee::gateway::schema::config_schema(),
+                _ => perigee::gateway::schema::reports_schema(),
+            };
+            print!("{}", perigee::gateway::schema::render(&schema));
+            0
+        }
     };
     std::process::exit(code);
 }

@@ -618,6 +618,61 @@ fn failed_apply_keeps_previous_state() {
 }
 
 #[test]
+fn started_without_a_config_it_intercepts_nothing_until_one_is_put() {
+    let _g = serial();
+    let mut t = Topo::new("nc");
+    let good = t.config();
+    let child = start_daemon_until(&t.g, &t.dir, "gw", &serde_json::Value::Null, |h| {
+        h["status"] == "degraded"
+    });
+    t.daemon = Some(child);
+    let (_, h) = control(&t.sock(), "GET", "/v1/health", None).unwrap();
+    assert!(h["config_revision"].is_null() && h["role"].is_null(), "{h}");
+    assert!(
+        h["problems"].to_string().contains("no config is installed"),
+        "{h}"
+    );
+    let (st, v) = control(&t.sock(), "GET", "/v1/config", None).unwrap();
+    assert_eq!((st, v["error"]["code"].as_str()), (404, Some("no_config")));
+    let (st, ifs) = control(&t.sock(), "GET", "/v1/interfaces", None).unwrap();
+    assert_eq!(st, 200);
+    let names: Vec<&str> = ifs["interfaces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|i| i["name"].as_str())
+        .collect();
+    assert!(names.contains(&"lan0") && names.contains(&"sat0"), "{ifs}");
+    assert!(run(&["ip", "netns", "exec", &t.g, "nft", "list", "tables"]).is_empty());
+    let (st, v) = control(&t.sock(), "PUT", "/v1/config", Some(&good)).unwrap();
+    assert_eq!(st, 200, "{v}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let h = loop {
+        let (_, h) = control(&t.sock(), "GET", "/v1/health", None).unwrap();
+        if h["status"] == "ok" || Instant::now() > deadline {
+            break h;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(
+        (h["status"].as_str(), h["role"].as_str()),
+        (Some("ok"), Some("terminal")),
+        "{h}\n{}",
+        t.log()
+    );
+    let (_, ifs) = control(&t.sock(), "GET", "/v1/interfaces", None).unwrap();
+    let lan0 = ifs["interfaces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["name"] == "lan0")
+        .unwrap()
+        .clone();
+    assert_eq!(lan0["configured_as"], "lan", "{lan0}");
+    assert!(lan0["addresses"].to_string().contains("/24"), "{lan0}");
+}
+
+#[test]
 fn failed_initial_apply_runs_degraded_until_a_good_config() {
     let _g = serial();
     let mut t = Topo::new("ia");

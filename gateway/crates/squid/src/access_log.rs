@@ -15,8 +15,9 @@ pub const LOGFORMAT_NAME: &str = "perigee";
 pub const LOGFORMAT_SPEC: &str = "P1 %ts.%03tu %tr %>a %>p %rm %Ss %Sh %>Hs %<st %<bs %<a %>rd %ru";
 
 /// How Squid satisfied a request, folded from its `%Ss` result code.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
+#[schemars(transform = perigee_types::flat_enum)]
 pub enum CacheOutcome {
     /// Served from the cache, body not fetched over the satellite (incl. revalidated 304s).
     Hit,
@@ -29,7 +30,7 @@ pub enum CacheOutcome {
 }
 
 /// One request as Squid logged it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct AccessRecord {
     /// Unix time the request finished, seconds.
     pub ts: f64,

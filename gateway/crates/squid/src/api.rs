@@ -7,7 +7,7 @@ use crate::access_log::AccessRecord;
 use crate::manager::{CacheStats, SquidError, SquidManager};
 
 /// POST /v1/cache/purge body: exactly one of `{"url": "..."}` or `{"all": true}`.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PurgeRequest {
     #[serde(default)]
@@ -16,14 +16,14 @@ pub struct PurgeRequest {
     pub all: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct PurgeResponse {
     pub ok: bool,
     pub purged: u64,
 }
 
 /// POST /v1/cache/requests/collect answer.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct CollectResponse {
     pub requests: Vec<AccessRecord>,
     /// Records dropped because the ring was full, since the manager started.

@@ -3,12 +3,15 @@
 //! Every value that reaches squid.conf is checked here first, because squid.conf has no quoting:
 //! a stray space or newline in an operator string would otherwise inject directives.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 use std::fmt;
 
 /// Which Squid disk store backs the cache.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, JsonSchema)]
 #[serde(rename_all = "lowercase")]
+#[schemars(transform = perigee_types::flat_enum)]
 pub enum Store {
     /// One database file, shared-memory index; SMP friendly, Squid's recommended store.
     #[default]
@@ -27,18 +30,70 @@ impl Store {
 }
 
 /// One operator refresh rule (Squid's `refresh_pattern`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RefreshPattern {
-    /// POSIX extended regex matched against the URL.
+    /// POSIX extended regex matched against the URL: no whitespace, control characters or '#'
+    /// (squid.conf has no quoting; use \s or [[:space:]]), not starting with '-', brackets and
+    /// parentheses balanced.
+    #[schemars(with = "RefreshRegexSchema")]
     pub regex: String,
     #[serde(default = "yes")]
     pub case_insensitive: bool,
+    #[schemars(range(max = MAX_REFRESH_MINUTES))]
     pub min_minutes: u32,
+    #[schemars(range(max = 10_000))]
     pub percent: u32,
+    /// At most one year; at least min_minutes.
+    #[schemars(range(max = MAX_REFRESH_MINUTES))]
     pub max_minutes: u32,
+    /// Squid's refresh_pattern options that are safe to offer.
     #[serde(default)]
+    #[schemars(inner(regex(pattern = refresh_option_pattern())))]
     pub options: Vec<String>,
+}
+
+/// The schema of `RefreshPattern.regex`: its own definition, so the API can attach the checks
+/// a pattern cannot express (balanced brackets).
+struct RefreshRegexSchema;
+
+impl JsonSchema for RefreshRegexSchema {
+    fn schema_name() -> Cow<'static, str> {
+        "RefreshRegex".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 512,
+            "description": "A POSIX extended regex for squid.conf: 1-512 bytes, no whitespace, control characters or '#', not starting with '-', brackets and parentheses balanced",
+        })
+    }
+}
+
+/// The schema of a `never_cache_domains` entry (its own definition: the label rules are the API's
+/// to check too).
+struct CacheDomainSchema;
+
+impl JsonSchema for CacheDomainSchema {
+    fn schema_name() -> Cow<'static, str> {
+        "CacheDomain".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 254,
+            "description": "A hostname (its subdomains included; an optional leading dot is the same) or an IPv4 literal: labels of A-Z a-z 0-9 and '-', 1-63 each, 253 in all",
+        })
+    }
+}
+
+/// The refresh_pattern options, as one anchored pattern for the schema.
+fn refresh_option_pattern() -> String {
+    format!("^({}|max-stale=[0-9]{{1,9}})$", FLAG_OPTIONS.join("|"))
 }
 
 fn yes() -> bool {
@@ -46,29 +101,40 @@ fn yes() -> bool {
 }
 
 /// The `cache` section. Every field has a default, so `{}` is a valid (disabled) section.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
+#[schemars(rename = "Cache")]
 pub struct CacheConfig {
     /// false leaves port 80 to the splitter and keeps Squid stopped.
     pub enabled: bool,
     /// TPROXY listening port the nft rule sends port-80 traffic to.
+    #[schemars(range(min = 1))]
     pub port: u16,
-    /// Loopback-only forward port for the cache manager and PURGE; never reachable from clients.
+    /// Loopback-only forward port for the cache manager and PURGE; never reachable from
+    /// clients. Differs from port.
+    #[schemars(range(min = 1))]
     pub admin_port: u16,
-    /// cache_mem: RAM for hot objects.
+    /// cache_mem: RAM for hot objects, MB.
+    #[schemars(range(max = MAX_MEMORY_MB))]
     pub memory_mb: u32,
-    /// Disk store size; 0 = memory-only cache.
+    /// Disk store size, MB; 0 = memory-only cache. Rock stores at most 262144.
+    #[schemars(range(max = MAX_AUFS_MB))]
     pub disk_mb: u32,
     pub store: Store,
-    /// maximum_object_size: large so OS and software updates are cached.
+    /// maximum_object_size, MB: large so OS and software updates are cached.
+    #[schemars(range(min = 1, max = MAX_OBJECT_MB))]
     pub max_object_mb: u32,
-    /// maximum_object_size_in_memory.
+    /// maximum_object_size_in_memory, MB; at most max_object_mb.
+    #[schemars(range(max = MAX_OBJECT_MB))]
     pub max_memory_object_mb: u32,
     /// Tried in order before the built-in defaults.
+    #[schemars(length(max = MAX_REFRESH_PATTERNS))]
     pub refresh_patterns: Vec<RefreshPattern>,
     /// Never stored (the domain and all its subdomains).
+    #[schemars(with = "Vec<CacheDomainSchema>", length(max = MAX_NEVER_CACHE_DOMAINS))]
     pub never_cache_domains: Vec<String>,
-    /// range_offset_limit: -1 = always fetch whole object for a range request, 0 = never.
+    /// range_offset_limit: -1 = always fetch whole object for a range request, 0 = never, else MB.
+    #[schemars(range(min = -1, max = MAX_OBJECT_MB))]
     pub range_offset_limit_mb: i64,
     /// Requested collapsed forwarding; only rendered where the Squid version is not affected
     /// by CVE-2023-49288 (see crate::version).
@@ -123,6 +189,10 @@ pub const MAX_ROCK_MB: u32 = 262_144;
 pub const MAX_AUFS_MB: u32 = 16 * 1024 * 1024;
 pub const MAX_REFRESH_PATTERNS: usize = 256;
 pub const MAX_NEVER_CACHE_DOMAINS: usize = 4096;
+/// cache_mem's ceiling (1 TiB).
+pub const MAX_MEMORY_MB: u32 = 1_048_576;
+/// maximum_object_size's ceiling (1 TiB), also range_offset_limit's.
+pub const MAX_OBJECT_MB: u32 = 1_048_576;
 
 const FLAG_OPTIONS: &[&str] = &[
     "override-expire",
@@ -147,7 +217,7 @@ impl CacheConfig {
         if self.admin_port == self.port {
             return Err(err("cache.admin_port", "must differ from cache.port"));
         }
-        if self.memory_mb > 1_048_576 {
+        if self.memory_mb > MAX_MEMORY_MB {
             return Err(err("cache.memory_mb", "must be at most 1048576 (1 TiB)"));
         }
         let disk_max = match self.store {
@@ -163,7 +233,7 @@ impl CacheConfig {
                 ),
             ));
         }
-        if self.max_object_mb == 0 || self.max_object_mb > 1_048_576 {
+        if self.max_object_mb == 0 || self.max_object_mb > MAX_OBJECT_MB {
             return Err(err("cache.max_object_mb", "must be 1-1048576"));
         }
         if self.max_memory_object_mb > self.max_object_mb {
@@ -172,7 +242,8 @@ impl CacheConfig {
                 "must not exceed cache.max_object_mb",
             ));
         }
-        if self.range_offset_limit_mb < -1 || self.range_offset_limit_mb > 1_048_576 {
+        if self.range_offset_limit_mb < -1 || self.range_offset_limit_mb > i64::from(MAX_OBJECT_MB)
+        {
             return Err(err(
                 "cache.range_offset_limit_mb",
                 "must be -1 (always fetch the whole object), 0 (never) or a size in MB up to 1048576",

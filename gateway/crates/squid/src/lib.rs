@@ -9,7 +9,6 @@
 pub mod access_log;
 pub mod admin;
 pub mod api;
-pub mod cidr;
 pub mod config;
 pub mod manager;
 pub mod render;
@@ -19,13 +18,13 @@ pub mod version;
 
 pub use access_log::{parse_access_line, AccessRecord, CacheOutcome, RequestCounters, RequestRing};
 pub use api::{CollectResponse, PurgeRequest, PurgeResponse};
-pub use cidr::Cidr;
 pub use config::{CacheConfig, ConfigError, RefreshPattern, Store};
 pub use manager::{
     ApplyAction, ApplyReport, CacheStats, ManagerOptions, RecordFeed, SquidError, SquidManager,
 };
+pub use perigee_types::Cidr;
 pub use render::{default_refresh_patterns, render, SquidPaths};
-pub use served::{parse_served_subnets, ServedLimits};
+pub use served::{check_served_subnets, parse_served_subnets, ServedLimits};
 pub use tailer::AccessLogTailer;
 pub use version::{
     collapsed_forwarding_safe, parse_squid_v, SquidVersion, COLLAPSED_FORWARDING_ADVISORY,

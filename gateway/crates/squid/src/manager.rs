@@ -14,14 +14,14 @@ use std::time::{Duration, Instant};
 
 use crate::access_log::{parse_access_line, AccessRecord, RequestCounters, RequestRing};
 use crate::admin::{self, StoreInfo};
-use crate::cidr::Cidr;
 use crate::config::{CacheConfig, ConfigError};
 use crate::render::{render, SquidPaths};
-use crate::served::{parse_served_subnets, ServedLimits};
+use crate::served::{check_served_subnets, ServedLimits};
 use crate::tailer::AccessLogTailer;
 use crate::version::{
     collapsed_forwarding_safe, parse_squid_v, SquidVersion, COLLAPSED_FORWARDING_ADVISORY,
 };
+use perigee_types::Cidr;
 
 /// Debian's Squid keeps its IPC sockets here (compiled-in DEFAULT_STATEDIR).
 pub const SQUID_IPC_DIR: &str = "/run/squid";
@@ -102,7 +102,7 @@ pub struct ApplyReport {
 }
 
 /// GET /v1/cache/stats.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct CacheStats {
     pub enabled: bool,
     pub running: bool,
@@ -281,7 +281,7 @@ impl SquidManager {
     pub fn render_checked(
         &self,
         cfg: &CacheConfig,
-        served_subnets: &[String],
+        served_subnets: &[Cidr],
         limits: &ServedLimits,
         nameservers: &[IpAddr],
     ) -> Result<Option<String>, SquidError> {
@@ -289,7 +289,7 @@ impl SquidManager {
         if !cfg.enabled {
             return Ok(None);
         }
-        let served = parse_served_subnets(served_subnets, limits)?;
+        let served = check_served_subnets(served_subnets, limits)?;
         check_nameservers(nameservers)?;
         Ok(Some(render(
             cfg,
@@ -304,7 +304,7 @@ impl SquidManager {
     pub fn start(
         &mut self,
         cfg: &CacheConfig,
-        served_subnets: &[String],
+        served_subnets: &[Cidr],
         limits: &ServedLimits,
         nameservers: &[IpAddr],
     ) -> Result<ApplyReport, SquidError> {
@@ -318,7 +318,7 @@ impl SquidManager {
     pub fn apply(
         &mut self,
         cfg: &CacheConfig,
-        served_subnets: &[String],
+        served_subnets: &[Cidr],
         limits: &ServedLimits,
         nameservers: &[IpAddr],
     ) -> Result<ApplyReport, SquidError> {
@@ -332,7 +332,7 @@ impl SquidManager {
                 squid_conf: None,
             });
         }
-        let served = parse_served_subnets(served_subnets, limits)?;
+        let served = check_served_subnets(served_subnets, limits)?;
         check_nameservers(nameservers)?;
         let text = render(cfg, &served, nameservers, &self.opts.paths, self.version);
         let collapsed_forwarding_effective =

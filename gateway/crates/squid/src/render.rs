@@ -5,9 +5,9 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
 use crate::access_log::{LOGFORMAT_NAME, LOGFORMAT_SPEC};
-use crate::cidr::Cidr;
 use crate::config::{CacheConfig, RefreshPattern, Store};
 use crate::version::{collapsed_forwarding_safe, SquidVersion, COLLAPSED_FORWARDING_ADVISORY};
+use perigee_types::Cidr;
 
 /// Where this Squid instance keeps everything. Nothing here points at the system's /etc/squid.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -134,7 +134,7 @@ pub const DNS_RETRANSMIT_S: u32 = 1;
 pub const CONNECT_TIMEOUT_S: u32 = 10;
 
 /// Renders squid.conf. `cfg` must have passed `validate()`; `served` comes from
-/// `served::parse_served_subnets` (checked, normalised, merged); `nameservers` are Squid's resolvers (at
+/// `served::check_served_subnets` (checked, merged); `nameservers` are Squid's resolvers (at
 /// least one). `version` decides whether collapsed forwarding may be switched on.
 pub fn render(
     cfg: &CacheConfig,

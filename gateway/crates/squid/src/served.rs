@@ -10,20 +10,22 @@
 //!   `/ipv6_prefix` (default /32) worth of addresses, an operator-set maximum (`served_limits`);
 //! - entries are normalised (host bits cleared), duplicates and nested ones merged, sorted.
 
+use perigee_types::Cidr;
 use serde::{Deserialize, Serialize};
 use std::net::{IpAddr, Ipv6Addr};
 
-use crate::cidr::Cidr;
 use crate::config::ConfigError;
 
 /// The operator's maximum for the served address space (config `served_limits`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct ServedLimits {
     /// The IPv4 served subnets together cover at most as many addresses as one prefix of this
-    /// length: 8 (default) = 16,777,216 addresses. 1..=32.
+    /// length: 8 (default) = 16,777,216 addresses.
+    #[schemars(range(min = 1, max = 32))]
     pub ipv4_prefix: u8,
-    /// The same for IPv6: 32 (default) = 2^96 addresses. 1..=128.
+    /// The same for IPv6: 32 (default) = 2^96 addresses.
+    #[schemars(range(min = 1, max = 128))]
     pub ipv6_prefix: u8,
 }
 
@@ -58,60 +60,23 @@ fn err(field: impl Into<String>, message: impl Into<String>) -> ConfigError {
 /// `::ffff:0:0/96`, where IPv6 sockets (and Squid) keep IPv4 addresses.
 const V4_MAPPED: Cidr = Cidr {
     addr: IpAddr::V6(Ipv6Addr::new(0, 0, 0, 0, 0, 0xffff, 0, 0)),
-    prefix: 96,
+    len: 96,
 };
 
-fn bits(c: &Cidr) -> u32 {
-    if c.addr.is_ipv4() {
-        32
-    } else {
-        128
-    }
-}
-
-/// The prefix with its host bits cleared.
-pub fn network(c: &Cidr) -> Cidr {
-    let keep = |width: u32| {
-        u128::MAX
-            .checked_shl(width - u32::from(c.prefix))
-            .unwrap_or(0)
-    };
-    let addr = match c.addr {
-        IpAddr::V4(a) => IpAddr::V4(((u32::from(a) as u128 & keep(32)) as u32).into()),
-        IpAddr::V6(a) => IpAddr::V6((u128::from(a) & keep(128)).into()),
-    };
-    Cidr {
-        addr,
-        prefix: c.prefix,
-    }
-}
-
-/// Do the two prefixes share an address (one contains the other: prefixes never partly overlap)?
-pub fn overlaps(a: &Cidr, b: &Cidr) -> bool {
-    a.addr.is_ipv4() == b.addr.is_ipv4() && (a.contains(b.addr) || b.contains(a.addr))
-}
-
-/// Addresses in the prefix, saturating (a /0 of IPv6 is 2^128, one more than u128 holds).
-fn size(c: &Cidr) -> u128 {
-    1u128
-        .checked_shl(bits(c) - u32::from(c.prefix))
-        .unwrap_or(u128::MAX)
-}
-
-/// Normalised, merged and sorted: no entry contains another. IPv4 first.
+/// Merged and sorted: no entry contains another. IPv4 first.
 pub fn merge(list: &[Cidr]) -> Vec<Cidr> {
-    let mut sorted: Vec<Cidr> = list.iter().map(network).collect();
+    let mut sorted: Vec<Cidr> = list.to_vec();
     // Family, then address, then the wider prefix first: a contained entry follows its container.
     sorted.sort_by_key(|c| {
         let (fam, n) = match c.addr {
             IpAddr::V4(a) => (0u8, u128::from(u32::from(a))),
             IpAddr::V6(a) => (1u8, u128::from(a)),
         };
-        (fam, n, c.prefix)
+        (fam, n, c.len)
     });
     let mut out: Vec<Cidr> = Vec::with_capacity(sorted.len());
     for c in sorted {
-        if out.last().is_some_and(|last| overlaps(last, &c)) {
+        if out.last().is_some_and(|last| last.overlaps(&c)) {
             continue;
         }
         out.push(c);
@@ -131,11 +96,27 @@ fn human(n: u128) -> String {
     out
 }
 
-/// The served subnets as the gateway uses them (nft sets, Squid's ACL): parsed, checked as
-/// address space against `limits`, normalised and merged. Errors name the entry at fault, or
-/// `served_subnets` for the set as a whole.
+/// The served subnets from text (tools and tests; the daemon's config holds them parsed).
 pub fn parse_served_subnets(
     subnets: &[String],
+    limits: &ServedLimits,
+) -> Result<Vec<Cidr>, ConfigError> {
+    let parsed = subnets
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            s.parse()
+                .map_err(|m: String| err(format!("served_subnets[{i}]"), m))
+        })
+        .collect::<Result<Vec<Cidr>, ConfigError>>()?;
+    check_served_subnets(&parsed, limits)
+}
+
+/// The served subnets as the gateway uses them (nft sets, Squid's ACL): checked as address space
+/// against `limits`, merged and sorted. Errors name the entry at fault, or `served_subnets` for
+/// the set as a whole.
+pub fn check_served_subnets(
+    subnets: &[Cidr],
     limits: &ServedLimits,
 ) -> Result<Vec<Cidr>, ConfigError> {
     limits.validate()?;
@@ -146,19 +127,18 @@ pub fn parse_served_subnets(
         ));
     }
     let mut parsed = Vec::with_capacity(subnets.len());
-    for (i, s) in subnets.iter().enumerate() {
+    for (i, c) in subnets.iter().enumerate() {
         let field = format!("served_subnets[{i}]");
-        let c: Cidr = s.parse().map_err(|m: String| err(&field, m))?;
-        if c.prefix == 0 {
+        if c.len == 0 {
             return Err(err(&field, "a /0 is every address, never a served subnet"));
         }
-        if overlaps(&c, &V4_MAPPED) {
+        if c.overlaps(&V4_MAPPED) {
             return Err(err(
                 &field,
                 "overlaps ::ffff:0:0/96 (IPv4-mapped IPv6): write the IPv4 subnet itself",
             ));
         }
-        parsed.push(c);
+        parsed.push(*c);
     }
     let merged = merge(&parsed);
     for (v4, max_prefix, name) in [
@@ -168,7 +148,7 @@ pub fn parse_served_subnets(
         let total = merged
             .iter()
             .filter(|c| c.addr.is_ipv4() == v4)
-            .fold(0u128, |sum, c| sum.saturating_add(size(c)));
+            .fold(0u128, |sum, c| sum.saturating_add(c.size()));
         let width = if v4 { 32 } else { 128 };
         let allowed = 1u128 << (width - u32::from(max_prefix));
         if total > allowed {

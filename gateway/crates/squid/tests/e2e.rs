@@ -5,8 +5,8 @@ mod common;
 
 use common::*;
 use perigee_squid::{
-    api, AccessRecord, ApplyAction, CacheConfig, CacheOutcome, ManagerOptions, RefreshPattern,
-    ServedLimits, SquidManager, SquidPaths, Store,
+    api, AccessRecord, ApplyAction, CacheConfig, CacheOutcome, Cidr, ManagerOptions,
+    RefreshPattern, ServedLimits, SquidManager, SquidPaths, Store,
 };
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -39,8 +39,8 @@ fn cache_config() -> CacheConfig {
     }
 }
 
-fn served() -> Vec<String> {
-    vec![SERVED.to_string(), SERVED6.to_string()]
+fn served() -> Vec<Cidr> {
+    vec![SERVED.parse().unwrap(), SERVED6.parse().unwrap()]
 }
 
 /// Squid's resolver: nothing answers there, and nothing needs to (every origin is an IP
@@ -345,7 +345,7 @@ fn tproxy_cache_end_to_end() {
     let e = mgr
         .apply(
             &cache_config(),
-            &["0.0.0.0/0".to_string()],
+            &["0.0.0.0/0".parse().unwrap()],
             &ServedLimits::default(),
             &ns(),
         )

@@ -4,7 +4,7 @@
 //! hybla (params and cwnd ceiling, see `HyblaPlan`). On a failure every step already done is
 //! undone in reverse, so the previous state stays. Subprocesses get argument vectors only,
 //! never shell strings.
-use super::config::GatewayConfig;
+use super::config::{CongestionControl, GatewayConfig};
 use super::render::{remove_root_qdisc_argv, Rendered, RouteOp, Shaper, SHAPER_HANDLE, TABLE};
 use perigee_hybla::{HyblaParams, HyblaStatus, Implementation};
 use std::collections::BTreeMap;
@@ -75,12 +75,14 @@ impl HyblaPlan {
     /// The plan for `cfg`, or None when no satellite leg uses hybla or hybla_ld (both read
     /// the same parameters).
     pub fn for_config(cfg: &GatewayConfig) -> Option<HyblaPlan> {
-        let hybla = |cc: &str| cc == "hybla" || cc == perigee_hybla::LD_NAME;
-        let uses = hybla(&cfg.satellite.congestion_control)
+        let hybla = |cc: CongestionControl| {
+            matches!(cc, CongestionControl::Hybla | CongestionControl::HyblaLd)
+        };
+        let uses = hybla(cfg.satellite.congestion_control)
             || cfg
                 .classes
                 .iter()
-                .any(|c| c.satellite.congestion_control.as_deref().is_some_and(hybla));
+                .any(|c| c.satellite.congestion_control.is_some_and(hybla));
         uses.then_some(HyblaPlan {
             params: HyblaParams {
                 rtt0_ms: cfg.hybla.rtt0_ms,

@@ -6,12 +6,15 @@
 //! and the origin connection Squid opened for it (Squid ↔ origin, from the client's address)
 //! are one flow with two legs; the access log's records are joined to it by the client's
 //! address and port as each request ends.
+use super::classify::Classifier;
 use super::config::{Action, Cidr, GatewayConfig, Role};
 use super::ipc::Usage;
 use super::meter::{Crossed, LegMeter, LinkBytes};
 use super::sites::SiteMap;
 use super::sockdiag::{DestroyWatch, DiagInfo, DiagSocket, SockDiag, ACTIVE_STATES};
-use super::telemetry::{parse_tcp_info, CacheRequests, Flow, Legs, TcpInfo};
+use super::telemetry::{
+    parse_tcp_info, CacheRequests, Flow, FlowPath, FlowState, LegSide, Legs, Relay, TcpInfo,
+};
 use perigee_squid::{AccessRecord, CacheOutcome};
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::net::SocketAddr;
@@ -67,6 +70,8 @@ pub struct View<'a> {
     pub cfg: &'a GatewayConfig,
     pub sites: SiteMap,
     served: Vec<Cidr>,
+    /// The config's classes, built once per view (a view lives one step).
+    classifier: Classifier,
 }
 
 impl<'a> View<'a> {
@@ -75,6 +80,7 @@ impl<'a> View<'a> {
             cfg,
             sites: SiteMap::of(cfg),
             served: cfg.served(),
+            classifier: Classifier::new(cfg),
         }
     }
 
@@ -94,10 +100,10 @@ impl<'a> View<'a> {
     /// The class Squid's connection came through: a `cache` class that matches it, else
     /// "default" (port 80 from the served subnets goes to Squid without one).
     fn class_of(&self, client: &SocketAddr, server: &SocketAddr) -> String {
-        self.cfg
-            .classify(client, server, None)
+        self.classifier
+            .classify(self.cfg, client, server, None)
             .filter(|c| c.action == Action::Cache)
-            .map_or_else(|| "default".to_string(), |c| c.name.clone())
+            .map_or_else(|| "default".to_string(), |c| c.name.to_string())
     }
 }
 
@@ -351,8 +357,7 @@ impl CacheFlows {
             self.recent.push_back((now, r.clone()));
             let client: Option<SocketAddr> = r.client.parse().ok();
             if r.outcome == CacheOutcome::Hit {
-                let site =
-                    client.map_or(super::telemetry::OTHER_SITE, |c| view.sites.site_of(c.ip()));
+                let site = client.map_or(super::config::OTHER_SITE, |c| view.sites.site_of(c.ip()));
                 *out.saved_by_site.entry(site.to_string()).or_default() += r.bytes;
             }
             let live = by_client
@@ -498,7 +503,7 @@ fn to_flow(view: &View, t: &Tracked, other: Option<&TcpInfo>, ended: Option<f64>
             Legs {
                 client: t.info.clone(),
                 server: other.cloned().unwrap_or_default(),
-                satellite: String::new(),
+                satellite: LegSide::default(),
             },
         ),
         Side::Origin => (
@@ -507,7 +512,7 @@ fn to_flow(view: &View, t: &Tracked, other: Option<&TcpInfo>, ended: Option<f64>
             Legs {
                 client: TcpInfo::default(),
                 server: t.info.clone(),
-                satellite: String::new(),
+                satellite: LegSide::default(),
             },
         ),
     };
@@ -532,12 +537,16 @@ fn to_flow(view: &View, t: &Tracked, other: Option<&TcpInfo>, ended: Option<f64>
     Flow {
         id: t.id,
         state: if ended.is_some() {
-            "closed".into()
+            FlowState::Closed
         } else {
-            t.info.state.clone()
+            match t.info.state.as_str() {
+                "established" => FlowState::Established,
+                "syn_sent" | "syn_recv" => FlowState::Connecting,
+                _ => FlowState::HalfClosed,
+            }
         },
         class: t.class.clone(),
-        action: "cache".into(),
+        action: Action::Cache,
         client: client.to_string(),
         server: server.to_string(),
         family: if client.is_ipv4() { 4 } else { 6 },
@@ -549,11 +558,15 @@ fn to_flow(view: &View, t: &Tracked, other: Option<&TcpInfo>, ended: Option<f64>
         rate_up_bps: rate_up,
         rate_down_bps: rate_down,
         legs: Legs {
-            satellite: if sat_is_client { "client" } else { "server" }.into(),
+            satellite: if sat_is_client {
+                LegSide::Client
+            } else {
+                LegSide::Server
+            },
             ..legs
         },
-        path: "direct".into(),
-        relay: "squid".into(),
+        path: FlowPath::Direct,
+        relay: Relay::Squid,
         site: t.site.clone(),
         dscp: None,
         cache: t.cache.clone(),
@@ -668,10 +681,10 @@ mod tests {
             .find(|f| f.client == "10.71.1.10:40000")
             .unwrap();
         assert_eq!(
-            (f.relay.as_str(), f.action.as_str(), f.site.as_str()),
-            ("squid", "cache", "ship")
+            (f.relay, f.action.as_str(), f.site.as_str()),
+            (Relay::Squid, "cache", "ship")
         );
-        assert_eq!(f.legs.satellite, "server"); // a terminal fetches across the satellite
+        assert_eq!(f.legs.satellite, LegSide::Server); // a terminal fetches across the satellite
         t.join(
             &view,
             vec![
@@ -698,7 +711,7 @@ mod tests {
         );
         assert_eq!(t.pending.len(), 1);
         assert_eq!(t.pending[0].1.cache.as_ref().unwrap().requests, 3);
-        assert_eq!(t.pending[0].1.state, "closed");
+        assert_eq!(t.pending[0].1.state, FlowState::Closed);
     }
 
     #[test]

@@ -121,8 +121,10 @@ impl ControlTlsArgs {
 pub enum GatewayCmd {
     /// Run the splitter daemon (master + workers) in the foreground.
     Run {
+        /// The config to start with; without it the daemon intercepts nothing until a config is
+        /// PUT on its control socket (a new box, set up from the dashboard).
         #[arg(long)]
-        config: String,
+        config: Option<String>,
         #[arg(long, default_value = DEFAULT_SOCKET)]
         control_socket: String,
         /// Worker processes sharing the TPROXY port (each holds at most ~20,000 fds).
@@ -163,7 +165,13 @@ pub enum ConfigCmd {
     /// Apply FILE atomically.
     Apply { file: String },
     /// Validate FILE locally, without a daemon.
-    Check { file: String },
+    Check {
+        file: String,
+        /// Print the config as the daemon would run it (every default written out, values in
+        /// their canonical form: what GET /v1/config answers) instead of `{"ok": true}`.
+        #[arg(long)]
+        canonical: bool,
+    },
     /// Print an example configuration (the satlab terminal).
     Example,
 }
@@ -248,13 +256,16 @@ pub fn config_cmd(sock: &SocketArg, cmd: ConfigCmd) -> i32 {
         ConfigCmd::Apply { file } => {
             read_json(&file).and_then(|v| call(s, "PUT", "/v1/config", Some(&v)))
         }
-        ConfigCmd::Check { file } => read_json(&file).and_then(|v| match config::from_value(v) {
-            Ok(_) => Ok(serde_json::json!({"ok": true})),
-            Err(e) => {
-                eprintln!("perigee: invalid config: {e}");
-                Err(1)
-            }
-        }),
+        ConfigCmd::Check { file, canonical } => {
+            read_json(&file).and_then(|v| match config::from_value(v) {
+                Ok(cfg) if canonical => Ok(serde_json::to_value(&cfg).unwrap_or_default()),
+                Ok(_) => Ok(serde_json::json!({"ok": true})),
+                Err(e) => {
+                    eprintln!("perigee: invalid config: {e}");
+                    Err(1)
+                }
+            })
+        }
     };
     r.map(|v| print(&v)).unwrap_or_else(|c| c)
 }

@@ -1,9 +1,20 @@
 //! `GatewayConfig`: the serde types of docs/control-protocol.md and their strict validation.
 //! Every error names the JSON path of the offending field so the API can point at it.
+//!
+//! These types are the source of the control protocol's JSON Schema (`perigee schema config`,
+//! committed as gateway/schema/config.schema.json): the API's models and the dashboard's types
+//! are generated from it. Bounds are written once as constants that both the `#[schemars]`
+//! attributes and `validate()` use; rules between fields live only in `validate()` (and in the
+//! API's cross-field validators, which tests/test_config_contract.py holds to these).
+use perigee_types::IpAddrSchema;
+pub use perigee_types::{parse_cidr, parse_ports, Cidr, IfName, ObjectName, PortRange};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::IpAddr;
 
+/// A rejected config, named by the JSON path of the field at fault (the control protocol's
+/// `error.field`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigError {
     pub field: String,
@@ -23,25 +34,86 @@ fn err(field: impl Into<String>, message: impl Into<String>) -> ConfigError {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
     Hub,
     Terminal,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// The congestion controls policy may choose for a leg (the kernel's names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum CongestionControl {
+    Hybla,
+    // Perigee's loss-tolerant Hybla (docs/hybla.md). A plain comment: a doc comment on one
+    // variant would make the schema a oneOf instead of one enum.
+    #[serde(rename = "hybla_ld")]
+    HyblaLd,
+    Cubic,
+    Bbr,
+    Reno,
+}
+
+impl CongestionControl {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CongestionControl::Hybla => "hybla",
+            CongestionControl::HyblaLd => "hybla_ld",
+            CongestionControl::Cubic => "cubic",
+            CongestionControl::Bbr => "bbr",
+            CongestionControl::Reno => "reno",
+        }
+    }
+}
+
+impl std::fmt::Display for CongestionControl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Bounds of the top-level lists and values (the schema carries them to the API).
+pub const MAX_LAN: usize = 16;
+pub const MAX_SUBNETS: usize = 256;
+pub const MAX_ROUTES: usize = 256;
+pub const MAX_CLASSES: usize = 512;
+pub const MAX_BYPASS: usize = 512;
+pub const MAX_CIDRS: usize = 256;
+pub const MAX_BYPASS_CIDRS: usize = 1024;
+pub const MAX_PORTS: usize = 256;
+pub const MAX_DSCP: usize = 64;
+pub const MAX_IIFNAME: usize = 16;
+/// The site of clients no configured site covers (so no configured site may be called that).
+pub const OTHER_SITE: &str = "other";
+pub const MAX_SITES: usize = 1024;
+pub const MAX_SITE_PREFIXES: usize = 256;
+/// Pacing caps, bit/s (100 Gbit/s).
+pub const MAX_PACING_BPS: u64 = 100_000_000_000;
+pub const MAX_PRIORITY: u32 = 65_535;
+/// Socket buffers and a class's buffer, bytes (1 GiB).
+pub const MAX_BUFFER_BYTES: u64 = 1 << 30;
+pub const MAX_INITCWND: u32 = 1000;
+pub const MAX_REVISION_LEN: usize = 64;
+pub const REVISION_PATTERN: &str = "^[A-Za-z0-9_.:-]{0,64}$";
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GatewayConfig {
-    /// Only 1 exists; a missing `schema` means 1 (the API sends it anyway).
+    /// The config format's version: only 1 exists; absent means 1.
     #[serde(default = "schema_one")]
+    #[schemars(range(min = 1, max = 1))]
     pub schema: u32,
-    /// Absent = none; JSON null is refused like any other null (the API never sends one).
-    #[serde(default, deserialize_with = "present")]
-    pub revision: Option<String>,
+    /// Who wrote this config: the API's version ("v12"), an operator's label; "" = none.
+    #[serde(default)]
+    #[schemars(regex(pattern = REVISION_PATTERN), length(max = MAX_REVISION_LEN))]
+    pub revision: String,
     pub role: Role,
     pub interfaces: Interfaces,
-    pub served_subnets: Vec<String>,
+    /// The clients this gateway serves: their flows are split, their DNS answered, their web
+    /// requests cached. Together at most `served_limits` of address space; never a /0.
+    #[schemars(length(min = 1, max = MAX_SUBNETS))]
+    pub served_subnets: Vec<Cidr>,
     /// The most address space the served subnets may cover together (perigee_squid::served).
     #[serde(default)]
     pub served_limits: ServedLimits,
@@ -53,9 +125,13 @@ pub struct GatewayConfig {
     pub terrestrial: Terrestrial,
     #[serde(default)]
     pub hybla: Hybla,
+    /// Traffic classes, evaluated by priority (lowest first); the first that matches decides.
     #[serde(default)]
+    #[schemars(length(max = MAX_CLASSES))]
     pub classes: Vec<Class>,
+    /// Traffic that is never touched (evaluated before any class); the IPsec entries are built in.
     #[serde(default)]
+    #[schemars(length(max = MAX_BYPASS))]
     pub bypass: Vec<Bypass>,
     #[serde(default)]
     pub cache: Cache,
@@ -71,8 +147,11 @@ pub struct GatewayConfig {
     /// Remote sites by client prefix, for the per-site stats (a hub serving many terminals);
     /// clients no site covers count under "other".
     #[serde(default)]
+    #[schemars(length(max = MAX_SITES))]
     pub sites: Vec<Site>,
+    /// Kernel settings the gateway writes (allow-listed keys, short plain values).
     #[serde(default)]
+    #[schemars(schema_with = "sysctls_schema")]
     pub sysctls: BTreeMap<String, String>,
 }
 
@@ -80,41 +159,47 @@ fn schema_one() -> u32 {
     1
 }
 
-/// `Option` fields whose absence means None but whose explicit `null` is a type error, so that
-/// the gateway and the API's pydantic model agree on what a valid document is.
-fn present<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
-where
-    D: serde::Deserializer<'de>,
-    T: Deserialize<'de>,
-{
-    T::deserialize(d).map(Some)
-}
-
-fn tcp() -> Option<String> {
-    Some("tcp".into())
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Interfaces {
-    pub lan: Vec<String>,
-    pub satellite: String,
+    /// The interfaces toward the served clients (terminal) or the servers (hub).
+    #[schemars(length(min = 1, max = MAX_LAN))]
+    pub lan: Vec<IfName>,
+    /// The interface toward the satellite modem; not one of `lan`.
+    pub satellite: IfName,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Splitter {
+    /// false: nothing is intercepted (flows are routed as they are).
     pub enabled: bool,
+    /// The TPROXY port intercepted connections are handed to.
+    #[schemars(range(min = 1, max = 65_535))]
     pub tproxy_port: u32,
+    /// Split flows open at once; above it new flows are routed unsplit.
+    #[schemars(range(min = 1, max = MAX_FLOWS))]
     pub max_flows: u32,
+    /// How long the connect toward the server may take.
+    #[schemars(range(min = *CONNECT_TIMEOUT_MS.start(), max = *CONNECT_TIMEOUT_MS.end()))]
     pub connect_timeout_ms: u64,
+    /// A flow with no byte either way for this long is closed.
+    #[schemars(range(min = *IDLE_TIMEOUT_S.start(), max = *IDLE_TIMEOUT_S.end()))]
     pub idle_timeout_s: u64,
+    /// Per flow and direction, the bytes held inside the gateway (pipe capacity, at most 1 MiB
+    /// is used).
+    #[schemars(range(min = *RELAY_BUFFER_BYTES.start(), max = *RELAY_BUFFER_BYTES.end()))]
     pub relay_buffer_bytes: u32,
     /// TCP_NODELAY on both legs of every relayed flow (and the peer path's connections), so a
     /// small segment never waits a satellite round trip for the ACK of the one before it
     /// (Nagle). false = the kernel's default (Nagle on), kept as a knob for measurements.
     pub nodelay: bool,
 }
+
+pub const MAX_FLOWS: u32 = 1_000_000;
+pub const CONNECT_TIMEOUT_MS: std::ops::RangeInclusive<u64> = 100..=600_000;
+pub const IDLE_TIMEOUT_S: std::ops::RangeInclusive<u64> = 1..=604_800;
+pub const RELAY_BUFFER_BYTES: std::ops::RangeInclusive<u32> = 4096..=(64 << 20);
 
 impl Default for Splitter {
     fn default() -> Self {
@@ -130,34 +215,53 @@ impl Default for Splitter {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// A route across the satellite: `dst` via the other side's satellite address.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "Route")]
 pub struct SatRoute {
-    pub dst: String,
-    pub via: String,
+    pub dst: Cidr,
+    /// The next hop, of the same family as dst.
+    #[schemars(with = "IpAddrSchema")]
+    pub via: IpAddr,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Satellite {
-    pub congestion_control: String,
+    /// The satellite leg's congestion control (classes may choose another).
+    pub congestion_control: CongestionControl,
+    /// 0 = kernel autotuning.
+    #[schemars(range(max = MAX_BUFFER_BYTES))]
     pub sndbuf_bytes: u64,
+    /// 0 = kernel autotuning.
+    #[schemars(range(max = MAX_BUFFER_BYTES))]
     pub rcvbuf_bytes: u64,
+    /// Per-socket pacing cap, bit/s; 0 = none.
+    #[schemars(range(max = MAX_PACING_BPS))]
     pub pacing_rate_bps: u64,
+    /// Initial congestion window of the satellite routes, segments; 0 = kernel default.
+    #[schemars(range(max = MAX_INITCWND))]
     pub initcwnd: u32,
+    /// Initial receive window advertised on the satellite routes, segments; 0 = kernel default.
+    #[schemars(range(max = MAX_INITCWND))]
     pub initrwnd: u32,
+    /// Destinations across the satellite; no two with the same dst.
+    #[schemars(length(max = MAX_ROUTES))]
     pub routes: Vec<SatRoute>,
     /// The link's capacity, bit/s, forward (hub → terminal) and return, as the satellite
     /// interface counts it (whole frames): for utilisation figures and the link alert
     /// (docs/operations.md, *Metrics*). 0 = unknown. Nothing is shaped or paced by it.
+    #[schemars(range(max = MAX_PACING_BPS))]
     pub forward_rate_bps: u64,
+    #[schemars(range(max = MAX_PACING_BPS))]
     pub return_rate_bps: u64,
 }
 
 impl Default for Satellite {
     fn default() -> Self {
         Satellite {
-            congestion_control: "hybla".into(),
+            congestion_control: CongestionControl::Hybla,
             sndbuf_bytes: 4 << 20,
             rcvbuf_bytes: 4 << 20,
             pacing_rate_bps: 0,
@@ -171,23 +275,65 @@ impl Default for Satellite {
 }
 
 /// The other leg of each split flow: the client side at a terminal, the server side at a hub.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Terrestrial {
     /// Congestion control of the terrestrial socket; "" (default) = the namespace's default
     /// (net.ipv4.tcp_congestion_control), which a container usually cannot change itself.
-    pub congestion_control: String,
+    #[serde(with = "system_default_cc")]
+    #[schemars(schema_with = "system_default_cc::schema")]
+    pub congestion_control: Option<CongestionControl>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// `""` on the wire for "the system's default", a name otherwise.
+mod system_default_cc {
+    use super::CongestionControl;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer>(
+        cc: &Option<CongestionControl>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        cc.map(CongestionControl::as_str).unwrap_or("").serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<CongestionControl>, D::Error> {
+        let name = String::deserialize(d)?;
+        if name.is_empty() {
+            return Ok(None);
+        }
+        CongestionControl::deserialize(serde::de::value::StrDeserializer::<D::Error>::new(&name))
+            .map(Some)
+    }
+
+    pub fn schema(g: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let named = g.subschema_for::<CongestionControl>();
+        schemars::json_schema!({
+            "anyOf": [named, {"type": "string", "const": ""}],
+            "default": "",
+        })
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Hybla {
+    /// Hybla's reference RTT, ms: a flow grows its window as fast as one with this RTT would.
+    #[schemars(range(min = *RTT0_MS.start(), max = *RTT0_MS.end()))]
     pub rtt0_ms: u32,
+    /// The RTT Hybla assumes before it has measured one, ms; 0 = measure.
+    #[schemars(range(max = MAX_BASE_RTT_MS))]
     pub base_rtt_ms: u32,
     /// Operator cwnd ceiling in segments for Perigee's BPF Hybla (docs/hybla.md); 0 = none
     /// (only the built-in 65536). The kernel's tcp_hybla cannot honour a nonzero value.
+    #[schemars(range(max = perigee_hybla::MAX_CWND_CEILING))]
     pub cwnd_max: u32,
 }
+
+pub const RTT0_MS: std::ops::RangeInclusive<u32> = 1..=10_000;
+pub const MAX_BASE_RTT_MS: u32 = 10_000;
 
 impl Default for Hybla {
     fn default() -> Self {
@@ -199,9 +345,10 @@ impl Default for Hybla {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Action {
+    #[default]
     Accelerate,
     Cache,
     Bypass,
@@ -217,78 +364,129 @@ impl Action {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct Match {
-    pub src: Vec<String>,
-    pub dst: Vec<String>,
-    /// tcp | udp | any; absent = tcp (the API's default), null refused.
-    #[serde(deserialize_with = "present")]
-    pub protocol: Option<String>,
-    pub dports: Vec<String>,
-    pub sports: Vec<String>,
-    pub dscp: Vec<u32>,
-    pub iifname: Vec<String>,
+/// The transport a class matches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum MatchProtocol {
+    #[default]
+    Tcp,
+    Udp,
+    Any,
 }
 
-impl Default for Match {
-    fn default() -> Self {
-        Match {
-            src: Vec::new(),
-            dst: Vec::new(),
-            protocol: tcp(),
-            dports: Vec::new(),
-            sports: Vec::new(),
-            dscp: Vec::new(),
-            iifname: Vec::new(),
+impl MatchProtocol {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MatchProtocol::Tcp => "tcp",
+            MatchProtocol::Udp => "udp",
+            MatchProtocol::Any => "any",
         }
     }
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+/// What a class matches; an empty list matches anything.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct Match {
+    #[schemars(length(max = MAX_CIDRS))]
+    pub src: Vec<Cidr>,
+    #[schemars(length(max = MAX_CIDRS))]
+    pub dst: Vec<Cidr>,
+    /// tcp (default), udp or any; ports need tcp or udp.
+    pub protocol: MatchProtocol,
+    #[schemars(length(max = MAX_PORTS))]
+    pub dports: Vec<PortRange>,
+    #[schemars(length(max = MAX_PORTS))]
+    pub sports: Vec<PortRange>,
+    #[schemars(length(max = MAX_DSCP), inner(range(max = 63)))]
+    pub dscp: Vec<u32>,
+    #[schemars(length(max = MAX_IIFNAME))]
+    pub iifname: Vec<IfName>,
+}
+
+/// A class's own satellite-leg settings; each left at its default inherits the global one.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct ClassSatellite {
-    pub congestion_control: Option<String>,
+    /// null = the satellite section's.
+    pub congestion_control: Option<CongestionControl>,
+    /// Socket buffers of the satellite leg, bytes; 0 = inherit.
+    #[schemars(range(max = MAX_BUFFER_BYTES))]
     pub buffer_bytes: u64,
+    /// Pacing cap, bit/s; 0 = inherit.
+    #[schemars(range(max = MAX_PACING_BPS))]
     pub pacing_rate_bps: u64,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "TrafficClass")]
 pub struct Class {
-    pub name: String,
-    /// Required: the evaluation order is too important to default.
+    /// Unique among the classes; "default" is reserved.
+    pub name: ObjectName,
+    /// Required: the evaluation order is too important to default. Lowest first.
+    #[schemars(range(max = MAX_PRIORITY))]
     pub priority: u32,
     #[serde(rename = "match", default)]
     pub matcher: Match,
+    /// cache needs protocol tcp.
     pub action: Action,
     #[serde(default)]
     pub satellite: ClassSatellite,
     /// The DSCP (0..63) this class's re-originated connections carry instead of the client's.
     /// Absent or null = copy the client's (docs/splitter.md, *DSCP*).
     #[serde(default)]
+    #[schemars(range(max = 63))]
     pub set_dscp: Option<u32>,
 }
 
 /// A remote site: the client prefixes it serves (a terminal's LAN).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Site {
-    pub name: String,
-    pub prefixes: Vec<String>,
+    /// Not "other": that is where clients no site covers count.
+    pub name: ObjectName,
+    #[schemars(length(min = 1, max = MAX_SITE_PREFIXES))]
+    pub prefixes: Vec<Cidr>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// The traffic a bypass entry leaves untouched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum BypassProtocol {
+    Tcp,
+    Udp,
+    Esp,
+    Ah,
+    Icmp,
+    Any,
+}
+
+impl BypassProtocol {
+    /// Whether the protocol has ports to match.
+    pub fn has_ports(self) -> bool {
+        matches!(self, BypassProtocol::Tcp | BypassProtocol::Udp)
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "BypassRule")]
 pub struct Bypass {
-    pub name: String,
+    /// Unique among the bypass entries.
+    pub name: ObjectName,
+    /// One of the IPsec entries every config carries.
     #[serde(default)]
     pub builtin: bool,
-    pub protocol: String,
+    pub protocol: BypassProtocol,
+    /// Addresses either end of the traffic may have; protocol any needs at least one.
     #[serde(default)]
-    pub cidrs: Vec<String>,
+    #[schemars(length(max = MAX_BYPASS_CIDRS))]
+    pub cidrs: Vec<Cidr>,
+    /// Ports either end may use (tcp and udp only).
     #[serde(default)]
-    pub ports: Vec<String>,
+    #[schemars(length(max = MAX_PORTS))]
+    pub ports: Vec<PortRange>,
 }
 
 /// The `cache` section is the Squid crate's own policy type (same JSON, validated there too).
@@ -305,21 +503,24 @@ pub type Dns = perigee_dns::DnsConfig;
 /// FIFO leaf. Per-socket pacing caps each flow at the link rate, so N flows together send N
 /// times it and overflow the modem's queue; this caps their sum, so the queue that builds is
 /// the gateway's own, where TCP small queues hold each local socket to a couple of packets.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Shaping {
-    /// Default false: the interface keeps the qdisc it had, nothing is shaped.
+    /// false (default): the interface keeps the qdisc it had, nothing is shaped.
     pub enabled: bool,
-    /// Default 0 (none); required when enabled: 8000..100000000000 bit/s, counted over each
+    /// 0 (default) = none; required when enabled: 8000..100000000000 bit/s, counted over each
     /// packet as the interface sends it (an Ethernet frame without preamble and FCS) plus
     /// `overhead_bytes`. Set it to the modem's rate for this direction, not above.
+    #[schemars(range(max = MAX_PACING_BPS))]
     pub rate_bps: u64,
-    /// Default 0: bytes added to every packet's length when charging it against `rate_bps`
-    /// (the framing the modem adds and counts, e.g. its encapsulation), 0..256.
+    /// Bytes added to every packet's length when charging it against `rate_bps` (the framing
+    /// the modem adds and counts, e.g. its encapsulation).
+    #[schemars(range(max = MAX_SHAPING_OVERHEAD))]
     pub overhead_bytes: u32,
-    /// Default 1000 (the kernel's txqueuelen): the leaf FIFO's length in packets, 16..100000.
-    /// Local TCP senders keep only ~2 packets each in it (TCP small queues), so it fills only
-    /// with forwarded traffic or thousands of flows; when full, new packets are dropped.
+    /// The leaf FIFO's length in packets (default 1000, the kernel's txqueuelen). Local TCP
+    /// senders keep only ~2 packets each in it (TCP small queues), so it fills only with
+    /// forwarded traffic or thousands of flows; when full, new packets are dropped.
+    #[schemars(range(min = *SHAPING_QUEUE_PACKETS.start(), max = *SHAPING_QUEUE_PACKETS.end()))]
     pub queue_packets: u32,
 }
 
@@ -338,19 +539,26 @@ impl Default for Shaping {
 /// TCP connections to its hub's peer listener and hands each new flow to one of them, so the
 /// client's first bytes cross the satellite at once instead of after a handshake. The hub
 /// re-originates the flow to the server from the client's own address, as on the direct path.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Peer {
     pub enabled: bool,
     /// Hub: the TCP port its peer listener binds (all addresses). Terminal: the hub's peer port.
+    #[schemars(range(min = 1, max = 65_535))]
     pub port: u32,
-    /// Terminal: the hub's address (an IP literal). Empty at a hub.
+    /// Terminal: the hub's unicast address (an IP literal; a name would need DNS across the
+    /// satellite at start). Empty at a hub.
+    #[schemars(schema_with = "peer_hub_schema")]
     pub hub: String,
-    /// The shared secret: 64 hex digits (32 bytes). Required when enabled.
+    /// The shared secret: 64 hex digits (32 bytes, e.g. `openssl rand -hex 32`). Required when
+    /// enabled.
+    #[schemars(regex(pattern = PEER_KEY_PATTERN))]
     pub key: String,
     /// Hub: the CIDRs terminals may connect from; empty = any holder of the key.
-    pub allowed: Vec<String>,
+    #[schemars(length(max = MAX_CIDRS))]
+    pub allowed: Vec<Cidr>,
     /// Terminal: warm connections each worker keeps ready (refilled as flows take them).
+    #[schemars(range(min = *PEER_POOL_SIZE.start(), max = *PEER_POOL_SIZE.end()))]
     pub pool_size: u32,
 }
 
@@ -367,9 +575,19 @@ impl Default for Peer {
     }
 }
 
-/// `peer` bounds (the API's model has the same ones).
+/// `peer` bounds.
 pub const PEER_KEY_HEX_LEN: usize = 64;
+pub const PEER_KEY_PATTERN: &str = "^([0-9A-Fa-f]{64})?$";
 pub const PEER_POOL_SIZE: std::ops::RangeInclusive<u32> = 1..=256;
+
+fn peer_hub_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "string",
+        "maxLength": 64,
+        "pattern": format!("^({})?$", perigee_types::ip_pattern()),
+        "default": "",
+    })
+}
 
 impl Peer {
     /// The shared key as bytes (None unless it is 64 hex digits: validation guarantees it
@@ -381,13 +599,6 @@ impl Peer {
     /// The hub's address (terminal).
     pub fn hub_addr(&self) -> Option<IpAddr> {
         self.hub.parse().ok()
-    }
-
-    pub fn allowed_cidrs(&self) -> Vec<Cidr> {
-        self.allowed
-            .iter()
-            .filter_map(|s| parse_cidr(s).ok())
-            .collect()
     }
 }
 
@@ -408,14 +619,14 @@ pub fn parse_peer_key(s: &str) -> Result<[u8; 32], String> {
 /// QUIC (UDP 443) from the served subnets: `pass` forwards it untouched (end to end, not
 /// accelerated: a PEP cannot split QUIC); `fallback` answers it with an ICMP port-unreachable
 /// so browsers switch to TCP at once (which is then split and accelerated).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum QuicPolicy {
     Pass,
     Fallback,
 }
 
-/// The one place the default QUIC policy is chosen (the API's model mirrors it). `fallback`, by
+/// The one place the default QUIC policy is chosen (the schema carries it to the API). `fallback`, by
 /// measurement: on geo-hts the modern-web benchmark loaded every page faster over TCP through
 /// Perigee at both ends than over QUIC end to end (docs/benchmarks.md, modern-web).
 pub const DEFAULT_QUIC: QuicPolicy = QuicPolicy::Fallback;
@@ -424,7 +635,7 @@ fn default_quic() -> QuicPolicy {
     DEFAULT_QUIC
 }
 
-/// `shaping` bounds (the API's model has the same ones).
+/// `shaping` bounds.
 pub const MIN_SHAPING_BPS: u64 = 8_000;
 pub const MAX_SHAPING_OVERHEAD: u32 = 256;
 pub const SHAPING_QUEUE_PACKETS: std::ops::RangeInclusive<u32> = 16..=100_000;
@@ -451,182 +662,29 @@ pub const SYSCTL_ALLOW: &[&str] = &[
     "net.ipv6.conf.all.forwarding",
 ];
 
-/// An IPv4 or IPv6 prefix.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Cidr {
-    pub addr: IpAddr,
-    pub len: u8,
+/// A sysctl value: short plain text (it is written to /proc as it is).
+pub const SYSCTL_VALUE_PATTERN: &str = "^[A-Za-z0-9 \\t._-]{1,64}$";
+
+fn valid_sysctl_value(v: &str) -> bool {
+    (1..=64).contains(&v.len())
+        && v.chars()
+            .all(|c| c.is_ascii_alphanumeric() || " \t._-".contains(c))
 }
 
-impl Cidr {
-    pub fn is_v4(&self) -> bool {
-        self.addr.is_ipv4()
-    }
-
-    /// The prefix with its host bits cleared ("10.0.0.7/24" → "10.0.0.0/24").
-    pub fn network(&self) -> Cidr {
-        let addr = match self.addr {
-            IpAddr::V4(a) => {
-                let mask = u32::MAX.checked_shl(32 - u32::from(self.len)).unwrap_or(0);
-                IpAddr::V4((u32::from(a) & mask).into())
-            }
-            IpAddr::V6(a) => {
-                let mask = u128::MAX
-                    .checked_shl(128 - u32::from(self.len))
-                    .unwrap_or(0);
-                IpAddr::V6((u128::from(a) & mask).into())
-            }
-        };
-        Cidr {
-            addr,
-            len: self.len,
-        }
-    }
-
-    pub fn contains(&self, ip: IpAddr) -> bool {
-        match (self.addr, ip) {
-            (IpAddr::V4(n), IpAddr::V4(a)) => {
-                let mask = if self.len == 0 {
-                    0
-                } else {
-                    u32::MAX << (32 - self.len)
-                };
-                u32::from(n) & mask == u32::from(a) & mask
-            }
-            (IpAddr::V6(n), IpAddr::V6(a)) => {
-                let mask = if self.len == 0 {
-                    0
-                } else {
-                    u128::MAX << (128 - self.len)
-                };
-                u128::from(n) & mask == u128::from(a) & mask
-            }
-            _ => false,
-        }
-    }
-}
-
-impl std::fmt::Display for Cidr {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}", self.addr, self.len)
-    }
-}
-
-pub fn parse_cidr(s: &str) -> Result<Cidr, String> {
-    let (a, l) = match s.split_once('/') {
-        Some((a, l)) => (a, Some(l)),
-        None => (s, None),
-    };
-    let addr: IpAddr = a
-        .parse()
-        .map_err(|_| format!("'{s}' is not an IPv4/IPv6 CIDR"))?;
-    let max = if addr.is_ipv4() { 32 } else { 128 };
-    // Digits only: u8's parser would also take "+24".
-    let len = match l {
-        None => max,
-        Some(l) => Some(l)
-            .filter(|l| (1..=3).contains(&l.len()) && l.bytes().all(|b| b.is_ascii_digit()))
-            .and_then(|l| l.parse::<u8>().ok())
-            .filter(|l| *l <= max)
-            .ok_or(format!("'{s}': bad prefix length"))?,
-    };
-    // IPv4 packets never carry an IPv4-mapped IPv6 address: such a rule would match nothing.
-    if let IpAddr::V6(v6) = addr {
-        if len >= 96 && v6.to_ipv4_mapped().is_some() {
-            return Err(format!(
-                "'{s}' is IPv4-mapped IPv6 (::ffff:0:0/96): write the IPv4 address or subnet itself"
-            ));
-        }
-    }
-    Ok(Cidr { addr, len })
-}
-
-/// An inclusive port range; a single port is `lo == hi`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PortRange {
-    pub lo: u16,
-    pub hi: u16,
-}
-
-impl PortRange {
-    pub fn contains(&self, p: u16) -> bool {
-        self.lo <= p && p <= self.hi
-    }
-}
-
-impl std::fmt::Display for PortRange {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.lo == self.hi {
-            write!(f, "{}", self.lo)
-        } else {
-            write!(f, "{}-{}", self.lo, self.hi)
-        }
-    }
-}
-
-pub fn parse_ports(s: &str) -> Result<PortRange, String> {
-    // 1-5 ASCII digits: no spaces, no sign (the API's pattern is the same).
-    let one = |p: &str| {
-        Some(p)
-            .filter(|p| (1..=5).contains(&p.len()) && p.bytes().all(|b| b.is_ascii_digit()))
-            .and_then(|p| p.parse::<u16>().ok())
-            .filter(|p| *p > 0)
-            .ok_or(format!("'{s}' is not a port or range"))
-    };
-    let r = match s.split_once('-') {
-        Some((a, b)) => PortRange {
-            lo: one(a)?,
-            hi: one(b)?,
-        },
-        None => {
-            let p = one(s)?;
-            PortRange { lo: p, hi: p }
-        }
-    };
-    if r.lo > r.hi {
-        return Err(format!("'{s}': range start is above its end"));
-    }
-    Ok(r)
-}
-
-/// Interface names go into nft text verbatim, so allow only what the kernel allows and nft can quote.
-fn valid_ifname(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 15
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "._-@:".contains(c))
-}
-
-/// Class and bypass names: 1-64 of [A-Za-z0-9_.-], starting with a letter or digit.
-fn valid_name(s: &str) -> bool {
-    s.len() <= 64
-        && s.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c))
+fn sysctls_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "propertyNames": {"enum": SYSCTL_ALLOW},
+        "additionalProperties": {"type": "string", "pattern": SYSCTL_VALUE_PATTERN},
+        "default": {},
+    })
 }
 
 fn valid_revision(s: &str) -> bool {
-    s.len() <= 64
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "_.:-".contains(c))
+    s.len() <= MAX_REVISION_LEN
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_.:-".contains(&b))
 }
-
-/// Upper bounds on list lengths (the API's model has the same ones).
-pub const MAX_LAN: usize = 16;
-pub const MAX_SUBNETS: usize = 256;
-pub const MAX_ROUTES: usize = 256;
-pub const MAX_CLASSES: usize = 512;
-pub const MAX_BYPASS: usize = 512;
-pub const MAX_CIDRS: usize = 256;
-pub const MAX_BYPASS_CIDRS: usize = 1024;
-pub const MAX_PORTS: usize = 256;
-pub const MAX_DSCP: usize = 64;
-pub const MAX_IIFNAME: usize = 16;
-pub const MAX_SITES: usize = 1024;
-pub const MAX_SITE_PREFIXES: usize = 256;
-/// Pacing caps, bit/s (100 Gbit/s).
-pub const MAX_PACING_BPS: u64 = 100_000_000_000;
-pub const MAX_PRIORITY: u32 = 65_535;
 
 fn at_most(field: &str, len: usize, max: usize) -> Result<(), ConfigError> {
     if len > max {
@@ -635,11 +693,17 @@ fn at_most(field: &str, len: usize, max: usize) -> Result<(), ConfigError> {
     Ok(())
 }
 
-/// The congestion controls policy may choose for the satellite leg (the API offers the same set).
-pub const SUPPORTED_CCS: [&str; 5] = ["hybla", "hybla_ld", "cubic", "bbr", "reno"];
-
-pub fn valid_cc_name(s: &str) -> bool {
-    SUPPORTED_CCS.contains(&s)
+impl GatewayConfig {
+    /// What a daemon started without a config holds until one is installed: valid, but never
+    /// applied nor reported (GET /v1/config answers 404 and /v1/health a null revision meanwhile).
+    pub fn unconfigured() -> GatewayConfig {
+        from_value(serde_json::json!({
+            "role": "hub",
+            "interfaces": {"lan": ["lo"], "satellite": "unconfigured"},
+            "served_subnets": ["192.0.2.0/24"],
+        }))
+        .expect("the placeholder config is valid")
+    }
 }
 
 /// Parse JSON text into a config, naming the path of a type error or unknown field.
@@ -665,10 +729,8 @@ impl GatewayConfig {
         if self.schema != 1 {
             return Err(err("schema", "only schema 1 is supported"));
         }
-        if let Some(r) = &self.revision {
-            if !valid_revision(r) {
-                return Err(err("revision", "at most 64 of [A-Za-z0-9_.:-]"));
-            }
+        if !valid_revision(&self.revision) {
+            return Err(err("revision", "at most 64 of [A-Za-z0-9_.:-]"));
         }
         at_most("interfaces.lan", self.interfaces.lan.len(), MAX_LAN)?;
         if self.interfaces.lan.is_empty() {
@@ -679,21 +741,12 @@ impl GatewayConfig {
         }
         let mut seen = HashSet::new();
         for (i, n) in self.interfaces.lan.iter().enumerate() {
-            if !valid_ifname(n) {
-                return Err(err(
-                    format!("interfaces.lan[{i}]"),
-                    format!("'{n}' is not an interface name"),
-                ));
-            }
             if !seen.insert(n) {
                 return Err(err(
                     format!("interfaces.lan[{i}]"),
                     format!("duplicate interface '{n}'"),
                 ));
             }
-        }
-        if !valid_ifname(&self.interfaces.satellite) {
-            return Err(err("interfaces.satellite", "not an interface name"));
         }
         if self.interfaces.lan.contains(&self.interfaces.satellite) {
             return Err(err(
@@ -708,23 +761,15 @@ impl GatewayConfig {
             ));
         }
         at_most("served_subnets", self.served_subnets.len(), MAX_SUBNETS)?;
-        cidrs("served_subnets", &self.served_subnets)?;
         // As address space: no IPv4-mapped range, at most served_limits of each family together.
-        perigee_squid::parse_served_subnets(&self.served_subnets, &self.served_limits)
+        perigee_squid::check_served_subnets(&self.served_subnets, &self.served_limits)
             .map_err(|e| err(e.field, e.message))?;
         self.validate_splitter()?;
         self.validate_satellite()?;
-        let t = &self.terrestrial.congestion_control;
-        if !t.is_empty() && !valid_cc_name(t) {
-            return Err(err(
-                "terrestrial.congestion_control",
-                "must be empty (system default) or one of hybla, hybla_ld, cubic, bbr, reno",
-            ));
-        }
-        if !(1..=10_000).contains(&self.hybla.rtt0_ms) {
+        if !RTT0_MS.contains(&self.hybla.rtt0_ms) {
             return Err(err("hybla.rtt0_ms", "must be 1..10000"));
         }
-        if self.hybla.base_rtt_ms > 10_000 {
+        if self.hybla.base_rtt_ms > MAX_BASE_RTT_MS {
             return Err(err("hybla.base_rtt_ms", "must be 0..10000"));
         }
         if self.hybla.cwnd_max > perigee_hybla::MAX_CWND_CEILING {
@@ -748,12 +793,7 @@ impl GatewayConfig {
             if !SYSCTL_ALLOW.contains(&k.as_str()) {
                 return Err(err(f, "key is not in the sysctl allow-list"));
             }
-            if v.is_empty()
-                || v.len() > 64
-                || !v
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || " \t._-".contains(c))
-            {
+            if !valid_sysctl_value(v) {
                 return Err(err(f, "value must be short plain text"));
             }
         }
@@ -765,16 +805,16 @@ impl GatewayConfig {
         if !(1..=65535).contains(&s.tproxy_port) {
             return Err(err("splitter.tproxy_port", "must be 1..65535"));
         }
-        if !(1..=1_000_000).contains(&s.max_flows) {
+        if !(1..=MAX_FLOWS).contains(&s.max_flows) {
             return Err(err("splitter.max_flows", "must be 1..1000000"));
         }
-        if !(100..=600_000).contains(&s.connect_timeout_ms) {
+        if !CONNECT_TIMEOUT_MS.contains(&s.connect_timeout_ms) {
             return Err(err("splitter.connect_timeout_ms", "must be 100..600000"));
         }
-        if !(1..=604_800).contains(&s.idle_timeout_s) {
+        if !IDLE_TIMEOUT_S.contains(&s.idle_timeout_s) {
             return Err(err("splitter.idle_timeout_s", "must be 1..604800"));
         }
-        if !(4096..=(64 << 20)).contains(&s.relay_buffer_bytes) {
+        if !RELAY_BUFFER_BYTES.contains(&s.relay_buffer_bytes) {
             return Err(err("splitter.relay_buffer_bytes", "must be 4096..67108864"));
         }
         Ok(())
@@ -782,17 +822,11 @@ impl GatewayConfig {
 
     fn validate_satellite(&self) -> Result<(), ConfigError> {
         let s = &self.satellite;
-        if !valid_cc_name(&s.congestion_control) {
-            return Err(err(
-                "satellite.congestion_control",
-                "must be one of hybla, hybla_ld, cubic, bbr, reno",
-            ));
-        }
         for (name, v) in [
             ("sndbuf_bytes", s.sndbuf_bytes),
             ("rcvbuf_bytes", s.rcvbuf_bytes),
         ] {
-            if v > (1 << 30) {
+            if v > MAX_BUFFER_BYTES {
                 return Err(err(
                     format!("satellite.{name}"),
                     "must be at most 1 GiB (0 = kernel autotuning)",
@@ -817,7 +851,7 @@ impl GatewayConfig {
             }
         }
         for (name, v) in [("initcwnd", s.initcwnd), ("initrwnd", s.initrwnd)] {
-            if v > 1000 {
+            if v > MAX_INITCWND {
                 return Err(err(
                     format!("satellite.{name}"),
                     "must be 0..1000 (0 = kernel default)",
@@ -827,20 +861,14 @@ impl GatewayConfig {
         at_most("satellite.routes", s.routes.len(), MAX_ROUTES)?;
         let mut dsts = HashSet::new();
         for (i, r) in s.routes.iter().enumerate() {
-            let dst =
-                parse_cidr(&r.dst).map_err(|m| err(format!("satellite.routes[{i}].dst"), m))?;
-            let via: IpAddr = r
-                .via
-                .parse()
-                .map_err(|_| err(format!("satellite.routes[{i}].via"), "not an IP address"))?;
-            if via.is_ipv4() != dst.is_v4() {
+            if r.via.is_ipv4() != r.dst.is_v4() {
                 return Err(err(
                     format!("satellite.routes[{i}].via"),
                     "address family differs from dst",
                 ));
             }
-            // Host bits do not make a different route.
-            if !dsts.insert(dst.network().to_string()) {
+            // Host bits were cleared when it was parsed: they do not make a different route.
+            if !dsts.insert(r.dst) {
                 return Err(err(format!("satellite.routes[{i}].dst"), "duplicate route"));
             }
         }
@@ -852,9 +880,6 @@ impl GatewayConfig {
         let mut names = HashSet::new();
         for (i, c) in self.classes.iter().enumerate() {
             let f = |x: &str| format!("classes[{i}].{x}");
-            if !valid_name(&c.name) {
-                return Err(err(f("name"), "names are 1-64 of [A-Za-z0-9_.-]"));
-            }
             if c.name == "default" || !names.insert(c.name.clone()) {
                 return Err(err(
                     f("name"),
@@ -871,18 +896,11 @@ impl GatewayConfig {
             at_most(&f("match.sports"), m.sports.len(), MAX_PORTS)?;
             at_most(&f("match.dscp"), m.dscp.len(), MAX_DSCP)?;
             at_most(&f("match.iifname"), m.iifname.len(), MAX_IIFNAME)?;
-            cidrs(&f("match.src"), &m.src)?;
-            cidrs(&f("match.dst"), &m.dst)?;
-            let proto = m.protocol.as_deref().unwrap_or("any");
-            if !["tcp", "udp", "any"].contains(&proto) {
-                return Err(err(f("match.protocol"), "must be tcp, udp or any"));
-            }
-            ports(&f("match.dports"), &m.dports)?;
-            ports(&f("match.sports"), &m.sports)?;
-            if proto == "any" && !(m.dports.is_empty() && m.sports.is_empty()) {
+            let proto = m.protocol;
+            if proto == MatchProtocol::Any && !(m.dports.is_empty() && m.sports.is_empty()) {
                 return Err(err(f("match.protocol"), "ports need protocol tcp or udp"));
             }
-            if c.action == Action::Cache && proto != "tcp" {
+            if c.action == Action::Cache && proto != MatchProtocol::Tcp {
                 return Err(err(f("match.protocol"), "action cache needs protocol tcp"));
             }
             if let Some(j) = m.dscp.iter().position(|d| *d > 63) {
@@ -891,22 +909,7 @@ impl GatewayConfig {
                     "DSCP is 0..63",
                 ));
             }
-            if let Some(j) = m.iifname.iter().position(|n| !valid_ifname(n)) {
-                return Err(err(
-                    format!("classes[{i}].match.iifname[{j}]"),
-                    "not an interface name",
-                ));
-            }
-            // null = inherit; an empty string is refused like in the API.
-            if let Some(cc) = &c.satellite.congestion_control {
-                if !valid_cc_name(cc) {
-                    return Err(err(
-                        f("satellite.congestion_control"),
-                        "must be one of hybla, hybla_ld, cubic, bbr, reno",
-                    ));
-                }
-            }
-            if c.satellite.buffer_bytes > (1 << 30) {
+            if c.satellite.buffer_bytes > MAX_BUFFER_BYTES {
                 return Err(err(f("satellite.buffer_bytes"), "must be at most 1 GiB"));
             }
             if c.satellite.pacing_rate_bps > MAX_PACING_BPS {
@@ -928,10 +931,7 @@ impl GatewayConfig {
         let mut prefixes: HashMap<String, usize> = HashMap::new();
         for (i, site) in self.sites.iter().enumerate() {
             let f = |x: &str| format!("sites[{i}].{x}");
-            if !valid_name(&site.name) {
-                return Err(err(f("name"), "names are 1-64 of [A-Za-z0-9_.-]"));
-            }
-            if site.name == crate::gateway::telemetry::OTHER_SITE || !names.insert(&site.name) {
+            if &*site.name == OTHER_SITE || !names.insert(&site.name) {
                 return Err(err(
                     f("name"),
                     format!("duplicate or reserved site name '{}'", site.name),
@@ -942,9 +942,8 @@ impl GatewayConfig {
             }
             at_most(&f("prefixes"), site.prefixes.len(), MAX_SITE_PREFIXES)?;
             for (j, p) in site.prefixes.iter().enumerate() {
-                let c = parse_cidr(p).map_err(|m| err(format!("sites[{i}].prefixes[{j}]"), m))?;
-                // Host bits do not make another prefix; one prefix belongs to one site.
-                if let Some(other) = prefixes.insert(c.network().to_string(), i) {
+                // Canonical already (host bits cleared): one prefix belongs to one site.
+                if let Some(other) = prefixes.insert(p.to_string(), i) {
                     return Err(err(
                         format!("sites[{i}].prefixes[{j}]"),
                         format!(
@@ -963,26 +962,18 @@ impl GatewayConfig {
         let mut names = HashSet::new();
         for (i, b) in self.bypass.iter().enumerate() {
             let f = |x: &str| format!("bypass[{i}].{x}");
-            if !valid_name(&b.name) {
-                return Err(err(f("name"), "names are 1-64 of [A-Za-z0-9_.-]"));
-            }
             if !names.insert(b.name.clone()) {
                 return Err(err(
                     f("name"),
                     format!("duplicate bypass name '{}'", b.name),
                 ));
             }
-            if !["tcp", "udp", "esp", "ah", "icmp", "any"].contains(&b.protocol.as_str()) {
-                return Err(err(f("protocol"), "must be tcp, udp, esp, ah, icmp or any"));
-            }
             at_most(&f("cidrs"), b.cidrs.len(), MAX_BYPASS_CIDRS)?;
             at_most(&f("ports"), b.ports.len(), MAX_PORTS)?;
-            cidrs(&f("cidrs"), &b.cidrs)?;
-            ports(&f("ports"), &b.ports)?;
-            if !b.ports.is_empty() && !["tcp", "udp"].contains(&b.protocol.as_str()) {
+            if !b.ports.is_empty() && !b.protocol.has_ports() {
                 return Err(err(f("ports"), "ports need protocol tcp or udp"));
             }
-            if b.protocol == "any" && b.cidrs.is_empty() {
+            if b.protocol == BypassProtocol::Any && b.cidrs.is_empty() {
                 return Err(err(
                     f("cidrs"),
                     "protocol any needs cidrs (it would bypass everything)",
@@ -1029,7 +1020,6 @@ impl GatewayConfig {
             ));
         }
         at_most("peer.allowed", p.allowed.len(), MAX_CIDRS)?;
-        cidrs("peer.allowed", &p.allowed)?;
         if !PEER_POOL_SIZE.contains(&p.pool_size) {
             return Err(err(
                 "peer.pool_size",
@@ -1052,40 +1042,6 @@ impl GatewayConfig {
             }
         }
         Ok(())
-    }
-
-    /// The first class (by priority) that matches a TCP connection from `client` to `server`;
-    /// `dscp`: the client's marking, when known (a class that matches on DSCP never matches a
-    /// connection whose marking is unknown).
-    pub fn classify(
-        &self,
-        client: &std::net::SocketAddr,
-        server: &std::net::SocketAddr,
-        dscp: Option<u8>,
-    ) -> Option<&Class> {
-        self.sorted_classes().into_iter().find(|c| {
-            let m = &c.matcher;
-            let cidr_ok = |list: &[String], ip| {
-                list.is_empty()
-                    || list
-                        .iter()
-                        .filter_map(|s| parse_cidr(s).ok())
-                        .any(|c| c.contains(ip))
-            };
-            let port_ok = |list: &[String], p| {
-                list.is_empty()
-                    || list
-                        .iter()
-                        .filter_map(|s| parse_ports(s).ok())
-                        .any(|r| r.contains(p))
-            };
-            m.protocol.as_deref().unwrap_or("any") != "udp"
-                && cidr_ok(&m.src, client.ip())
-                && cidr_ok(&m.dst, server.ip())
-                && port_ok(&m.dports, server.port())
-                && port_ok(&m.sports, client.port())
-                && (m.dscp.is_empty() || dscp.is_some_and(|d| m.dscp.contains(&u32::from(d))))
-        })
     }
 
     /// Classes sorted by priority (stable: equal priorities keep their listed order).
@@ -1119,7 +1075,7 @@ impl GatewayConfig {
         let upstreams = self.dns.upstreams().map_err(|e| err(e.field, e.message))?;
         if self.dns.enabled {
             // unbound's access-control refuses /0 (it would make the resolver open to all).
-            perigee_dns::parse_served_subnets(&self.served_subnets)
+            perigee_dns::check_served_subnets(&self.served_subnets)
                 .map_err(|e| err(e.field, e.message))?;
             let port = u32::from(perigee_dns::LISTEN_PORT);
             for (field, p) in [
@@ -1204,29 +1160,9 @@ impl GatewayConfig {
     /// The served subnets as rendered: normalised (host bits cleared), merged, sorted. Validation
     /// has checked them; an invalid set (never rendered) gives an empty list.
     pub fn served(&self) -> Vec<Cidr> {
-        perigee_squid::parse_served_subnets(&self.served_subnets, &self.served_limits)
+        perigee_squid::check_served_subnets(&self.served_subnets, &self.served_limits)
             .unwrap_or_default()
-            .iter()
-            .map(|c| Cidr {
-                addr: c.addr,
-                len: c.prefix,
-            })
-            .collect()
     }
-}
-
-fn cidrs(field: &str, list: &[String]) -> Result<Vec<Cidr>, ConfigError> {
-    list.iter()
-        .enumerate()
-        .map(|(i, s)| parse_cidr(s).map_err(|m| err(format!("{field}[{i}]"), m)))
-        .collect()
-}
-
-fn ports(field: &str, list: &[String]) -> Result<Vec<PortRange>, ConfigError> {
-    list.iter()
-        .enumerate()
-        .map(|(i, s)| parse_ports(s).map_err(|m| err(format!("{field}[{i}]"), m)))
-        .collect()
 }
 
 /// A sample configuration (the satlab terminal); used by tests and `perigee config` docs.
@@ -1499,13 +1435,23 @@ mod tests {
     fn terrestrial_congestion_control_is_empty_or_supported() {
         let cfg = from_value(example_json()).unwrap();
         assert_eq!(
-            cfg.terrestrial.congestion_control, "",
+            cfg.terrestrial.congestion_control, None,
             "default: system default"
         );
         let e = with(&["terrestrial", "congestion_control"], "vegas".into()).unwrap_err();
         assert_eq!(e.field, "terrestrial.congestion_control");
         let cfg = with(&["terrestrial", "congestion_control"], "cubic".into()).unwrap();
-        assert_eq!(cfg.terrestrial.congestion_control, "cubic");
+        assert_eq!(
+            cfg.terrestrial.congestion_control,
+            Some(CongestionControl::Cubic)
+        );
+        let back = serde_json::to_value(&cfg.terrestrial).unwrap();
+        assert_eq!(back["congestion_control"], "cubic");
+        let none = serde_json::to_value(Terrestrial::default()).unwrap();
+        assert_eq!(
+            none["congestion_control"], "",
+            "the system default is written as \"\""
+        );
         let e = with(&["terrestrial", "cc"], "cubic".into()).unwrap_err();
         assert!(e.field.starts_with("terrestrial"), "{}", e.field);
     }
@@ -1604,7 +1550,7 @@ mod tests {
             .unwrap()
             .remove("protocol");
         let c = from_value(j).unwrap();
-        assert_eq!(c.classes[0].matcher.protocol.as_deref(), Some("tcp"));
+        assert_eq!(c.classes[0].matcher.protocol, MatchProtocol::Tcp);
         // Host bits do not make a second route to the same prefix.
         let e = with(
             &["satellite", "routes", "1"],

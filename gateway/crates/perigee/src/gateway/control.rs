@@ -1,8 +1,14 @@
 //! The control socket (docs/control-protocol.md): HTTP/1.1 + JSON over a Unix stream socket.
 use super::config::{self, ConfigError};
-use super::master::{ConfigFailure, Shared};
+use super::reports::{
+    ActionCounters, Applied, BypassRuleCounters, BypassRuleKind, CacheCounters, Counters,
+    DnsReport, ErrorBody, FlowList, Health, HealthStatus, LinkCounters, PacketCounters,
+    PeerCounters, PeerHealth, SiteCounters, SplitCounters, Validated, WorkerHealth,
+};
+use super::state::{ConfigFailure, Shared};
 use super::telemetry::Flow;
-use super::{apply, http, ipc, log, render, sys};
+use super::{apply, http, interfaces, ipc, log, render, sys};
+use serde::Serialize;
 use serde_json::{json, Value};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -65,7 +71,12 @@ pub fn answer<S: std::io::Read + std::io::Write>(
 }
 
 fn error(code: &str, message: &str, field: Option<&str>) -> Value {
-    json!({"error": {"code": code, "message": message, "field": field}})
+    to_json(&ErrorBody::new(code, message, field))
+}
+
+/// The answer types are plain data: serializing them cannot fail.
+fn to_json<T: Serialize>(v: &T) -> Value {
+    serde_json::to_value(v).unwrap_or(Value::Null)
 }
 
 fn invalid(e: &ConfigError) -> (u16, Value) {
@@ -83,6 +94,13 @@ pub fn problems(shared: &Shared) -> Vec<String> {
             "config not installed (initial apply failed: {why}); nothing is intercepted until PUT /v1/config succeeds"
         ));
     }
+    if !shared.configured.load(Ordering::Relaxed) {
+        // The placeholder config says nothing about this box: nothing else to report yet.
+        if p.is_empty() {
+            p.push("no config is installed: nothing is intercepted until PUT /v1/config".into());
+        }
+        return p;
+    }
     // Workers only start once a config is installed: before that their absence is expected.
     if shared.configured.load(Ordering::Relaxed) {
         for (i, w) in shared.workers.iter().enumerate() {
@@ -98,7 +116,7 @@ pub fn problems(shared: &Shared) -> Vec<String> {
             p.push(why);
         }
     }
-    if render::effective_cc(&cfg.satellite.congestion_control, &avail).is_none() {
+    if render::effective_cc(cfg.satellite.congestion_control, &avail).is_none() {
         p.push(format!(
             "congestion control '{}' is not available (have: {}); the satellite leg uses the system default",
             cfg.satellite.congestion_control,
@@ -157,21 +175,20 @@ pub fn problems(shared: &Shared) -> Vec<String> {
     p
 }
 
-/// The peer path's state summed over the workers (`/v1/health` `peer`, null when it is off).
-fn peer_json(shared: &Shared) -> Value {
+/// The peer path's state summed over the workers (`/v1/health` `peer`, None when it is off).
+fn peer_health(shared: &Shared) -> Option<PeerHealth> {
     let reports: Vec<ipc::PeerReport> = shared
         .workers
         .iter()
         .filter_map(|w| w.peer.lock().unwrap().clone())
         .collect();
     if reports.is_empty() {
-        return Value::Null;
+        return None;
     }
-    let error = reports.iter().find_map(|r| r.error.clone());
-    json!({
-        "ready": reports.iter().map(|r| r.ready).sum::<u64>(),
-        "listening": reports.iter().any(|r| r.listening),
-        "error": error,
+    Some(PeerHealth {
+        ready: reports.iter().map(|r| r.ready).sum(),
+        listening: reports.iter().any(|r| r.listening),
+        error: reports.iter().find_map(|r| r.error.clone()),
     })
 }
 
@@ -205,63 +222,67 @@ fn peer_problem(shared: &Shared, cfg: &config::GatewayConfig) -> Option<String> 
     }
 }
 
-/// `rendered.squid_conf` of /v1/config/validate: what Squid would get (null when disabled).
-fn render_squid(shared: &Shared, cfg: &config::GatewayConfig) -> Value {
+/// `rendered.squid_conf` of /v1/config/validate: what Squid would get (None when disabled).
+fn render_squid(shared: &Shared, cfg: &config::GatewayConfig) -> Option<String> {
     if !cfg.cache.enabled {
-        return Value::Null;
+        return None;
     }
-    match perigee_squid::parse_served_subnets(&cfg.served_subnets, &cfg.served_limits) {
-        Ok(served) => perigee_squid::render(
-            &cfg.cache,
-            &served,
-            &cfg.squid_nameservers(),
-            &shared.squid_paths,
-            shared.squid_version,
-        )
-        .into(),
-        Err(_) => Value::Null,
-    }
+    let served =
+        perigee_squid::check_served_subnets(&cfg.served_subnets, &cfg.served_limits).ok()?;
+    Some(perigee_squid::render(
+        &cfg.cache,
+        &served,
+        &cfg.squid_nameservers(),
+        &shared.squid_paths,
+        shared.squid_version,
+    ))
 }
 
-/// `rendered.unbound_conf` of /v1/config/validate: what unbound would get (null when disabled).
-fn render_unbound(shared: &Shared, cfg: &config::GatewayConfig) -> Value {
+/// `rendered.unbound_conf` of /v1/config/validate: what unbound would get (None when disabled).
+fn render_unbound(shared: &Shared, cfg: &config::GatewayConfig) -> Option<String> {
     if !cfg.dns.enabled {
-        return Value::Null;
+        return None;
     }
-    match (
-        perigee_dns::parse_served_subnets(&cfg.served_subnets),
-        cfg.dns.upstreams(),
-    ) {
-        (Ok(served), Ok(ups)) => {
-            perigee_dns::render(&cfg.dns, &served, &ups, &shared.dns_paths).into()
-        }
-        _ => Value::Null,
-    }
+    let served = perigee_dns::check_served_subnets(&cfg.served_subnets).ok()?;
+    let ups = cfg.dns.upstreams().ok()?;
+    Some(perigee_dns::render(
+        &cfg.dns,
+        &served,
+        &ups,
+        &shared.dns_paths,
+    ))
 }
 
-/// `/v1/dns/*`, served by the resolver crate, with what the daemon knows added to the stats.
-fn dns_endpoint(shared: &Shared, req: &http::Request) -> (u16, Value) {
+/// GET /v1/dns/stats: the resolver crate's counters with what the daemon knows about it.
+fn dns_report(shared: &Shared) -> DnsReport {
     let cfg = shared.config.lock().unwrap().clone();
     let health = shared.resolver.lock().unwrap().clone();
     let (intercepted, _) = apply::read_counter("dns_intercepted").unwrap_or((0, 0));
-    let mut extra = serde_json::Map::new();
-    extra.insert(
-        "intercept".into(),
-        (cfg.dns.enabled && cfg.dns.intercept).into(),
-    );
-    extra.insert(
-        "serving".into(),
-        shared.dns_up.load(Ordering::Relaxed).into(),
-    );
-    extra.insert("intercepted_packets".into(), intercepted.into());
-    extra.insert("upstream_healthy".into(), health.healthy.into());
-    extra.insert(
-        "upstream_probe".into(),
-        serde_json::to_value(&health.last).unwrap_or(Value::Null),
-    );
+    let stats = shared.dns.lock().unwrap().stats();
+    DnsReport {
+        stats,
+        intercept: cfg.dns.enabled && cfg.dns.intercept,
+        serving: shared.dns_up.load(Ordering::Relaxed),
+        intercepted_packets: intercepted,
+        upstream_healthy: health.healthy,
+        upstream_probe: health.last,
+    }
+}
+
+/// `/v1/dns/*`: the stats here, the rest served by the resolver crate.
+fn dns_endpoint(shared: &Shared, req: &http::Request) -> (u16, Value) {
+    if (req.method.as_str(), req.path.as_str()) == ("GET", "/v1/dns/stats") {
+        return (200, to_json(&dns_report(shared)));
+    }
     let mut mgr = shared.dns.lock().unwrap();
-    perigee_dns::api::handle(&mut mgr, &req.method, &req.path, &req.body, extra)
-        .unwrap_or_else(|| (404, error("not_found", "no such endpoint", None)))
+    perigee_dns::api::handle(
+        &mut mgr,
+        &req.method,
+        &req.path,
+        &req.body,
+        serde_json::Map::new(),
+    )
+    .unwrap_or_else(|| (404, error("not_found", "no such endpoint", None)))
 }
 
 /// `/v1/cache/*`, served by the Squid crate.
@@ -285,115 +306,147 @@ pub fn fail_open(shared: &Shared) -> bool {
     !listening || shared.overflow.load(Ordering::Relaxed)
 }
 
-fn health(shared: &Shared) -> Value {
+fn health(shared: &Shared) -> Health {
     let problems = problems(shared);
     let cfg = shared.config.lock().unwrap().clone();
-    json!({
-        "status": if problems.is_empty() { "ok" } else { "degraded" },
-        "version": VERSION,
-        "uptime_s": shared.started.elapsed().as_secs_f64(),
-        "role": cfg.role,
-        // null while the startup config could not be installed.
-        "config_revision": if shared.configured.load(Ordering::Relaxed) { json!(cfg.revision) } else { Value::Null },
-        // True while new connections pass unsplit (no listening worker, or above max_flows).
-        "fail_open": fail_open(shared),
-        "hybla": hybla_json(),
-        "problems": problems,
-        "peer": peer_json(shared),
-        "workers": shared.workers.iter().map(|w| json!({
-            "alive": w.alive.load(Ordering::Relaxed), "pid": w.pid.load(Ordering::Relaxed),
-            "live": w.live.load(Ordering::Relaxed), "restarts": w.restarts.load(Ordering::Relaxed),
-            "pipes_in_use": w.pipes.load(Ordering::Relaxed)})).collect::<Vec<_>>(),
-    })
+    let configured = shared.configured.load(Ordering::Relaxed);
+    Health {
+        status: if problems.is_empty() {
+            HealthStatus::Ok
+        } else {
+            HealthStatus::Degraded
+        },
+        version: VERSION.into(),
+        uptime_s: shared.started.elapsed().as_secs_f64(),
+        role: configured.then_some(cfg.role),
+        // None while no config is installed (the startup one could not be).
+        config_revision: configured.then(|| cfg.revision.clone()),
+        fail_open: fail_open(shared),
+        hybla: perigee_hybla::status(),
+        problems,
+        peer: peer_health(shared),
+        workers: shared
+            .workers
+            .iter()
+            .map(|w| WorkerHealth {
+                alive: w.alive.load(Ordering::Relaxed),
+                pid: w.pid.load(Ordering::Relaxed),
+                live: w.live.load(Ordering::Relaxed),
+                restarts: w.restarts.load(Ordering::Relaxed),
+                pipes_in_use: w.pipes.load(Ordering::Relaxed),
+            })
+            .collect(),
+    }
 }
 
-pub fn counters(shared: &Shared) -> Value {
+/// The daemon's counters now (GET /v1/counters).
+pub fn counters_report(shared: &Shared) -> Counters {
     let t = shared.totals.lock().unwrap().clone();
+    // Every nft counter in one read (one `nft` run, not one per counter).
     let nft = apply::read_counters();
-    let read = |name: &str| nft.get(name).copied().unwrap_or((0, 0));
-    let (bp, bb) = read("bypass");
-    let (ovf, _) = read("overflow_syns");
-    let (quic_p, quic_b) = read("quic_rejected");
-    let usage = |u: &ipc::Usage| {
-        json!({"bytes_up": u.bytes_up, "bytes_down": u.bytes_down, "flows": u.flows,
-               "retrans_segments": u.retrans_segments})
+    let read = |name: &str| {
+        let (packets, bytes) = nft.get(name).copied().unwrap_or((0, 0));
+        PacketCounters { packets, bytes }
     };
-    let mut by_action = serde_json::Map::new();
-    for a in ["accelerate", "cache"] {
-        let v = t.by_action.get(a).copied().unwrap_or_default();
-        by_action.insert(a.into(), usage(&v));
-    }
-    // Squid's side of `cache` (from its access log); bytes/flows above are what the cache's
-    // and cache-class flows carried over the satellite.
-    let c = shared.cache_counters();
-    if let Some(v) = by_action.get_mut("cache") {
-        v["requests"] = c.requests.into();
-        v["hits"] = c.hits.into();
-        v["misses"] = c.misses.into();
-        v["denied"] = c.denied.into();
-        v["bytes"] = c.bytes.into();
-        v["bytes_from_origin"] = c.upstream_bytes.into();
-        v["bytes_saved"] = c.hit_bytes.into();
-    }
-    by_action.insert("bypass".into(), json!({"packets": bp, "bytes": bb}));
-    let by_class: serde_json::Map<String, Value> = t
-        .by_class
-        .iter()
-        .map(|(k, u)| (k.clone(), usage(u)))
-        .collect();
-    let mut sites: Vec<&String> = t
+    let usage = |u: Option<&ipc::Usage>| {
+        let u = u.copied().unwrap_or_default();
+        SplitCounters {
+            bytes_up: u.bytes_up,
+            bytes_down: u.bytes_down,
+            flows: u.flows,
+            retrans_segments: u.retrans_segments,
+        }
+    };
+    let mut site_names: Vec<&String> = t
         .by_site
         .keys()
         .chain(t.cache_saved_by_site.keys())
         .collect();
-    sites.sort();
-    sites.dedup();
-    let by_site: serde_json::Map<String, Value> = sites
+    site_names.sort();
+    site_names.dedup();
+    let by_site = site_names
         .into_iter()
         .map(|k| {
-            let mut v = usage(&t.by_site.get(k).copied().unwrap_or_default());
-            v["cache_saved_bytes"] = t.cache_saved_by_site.get(k).copied().unwrap_or(0).into();
-            (k.clone(), v)
+            let site = SiteCounters {
+                usage: usage(t.by_site.get(k)),
+                cache_saved_bytes: t.cache_saved_by_site.get(k).copied().unwrap_or(0),
+            };
+            (k.clone(), site)
         })
         .collect();
     let cfg = shared.config.lock().unwrap().clone();
-    let mut bypass_rules: Vec<Value> = cfg
+    let mut bypass_rules: Vec<BypassRuleCounters> = cfg
         .bypass
         .iter()
         .enumerate()
-        .map(|(i, b)| {
-            let (p, by) = read(&render::bypass_counter(i));
-            json!({"name": b.name, "kind": "bypass", "builtin": b.builtin, "packets": p, "bytes": by})
+        .map(|(i, b)| BypassRuleCounters {
+            name: b.name.to_string(),
+            kind: BypassRuleKind::Bypass,
+            builtin: b.builtin,
+            counted: read(&render::bypass_counter(i)),
         })
         .collect();
     for (i, c) in cfg.classes.iter().enumerate() {
         if c.action == config::Action::Bypass {
-            let (p, by) = read(&render::bypass_class_counter(i));
-            bypass_rules.push(json!({"name": c.name, "kind": "class", "builtin": false, "packets": p, "bytes": by}));
+            bypass_rules.push(BypassRuleCounters {
+                name: c.name.to_string(),
+                kind: BypassRuleKind::Class,
+                builtin: false,
+                counted: read(&render::bypass_class_counter(i)),
+            });
         }
     }
-    json!({
-        "flows_live": shared.live() + shared.cache_live.lock().unwrap().len() as u64,
-        "flows_total": t.flows_total,
-        "flows_unsplit_overflow": ovf,
-        "flows_failed_connect": t.failed_connect,
-        "bytes_up": t.bytes_up,
-        "bytes_down": t.bytes_down,
-        "link": {
-            "forward_bytes": t.link.forward_wire,
-            "return_bytes": t.link.return_wire,
-            "forward_payload_bytes": t.link.forward_payload,
-            "return_payload_bytes": t.link.return_payload,
+    // Squid's side of `cache` (from its access log); bytes and flows are what the cache's and
+    // the cache-class flows carried over the satellite.
+    let c = shared.cache_counters();
+    Counters {
+        flows_live: shared.live() + shared.cache_live.lock().unwrap().len() as u64,
+        flows_total: t.flows_total,
+        flows_unsplit_overflow: read("overflow_syns").packets,
+        flows_failed_connect: t.failed_connect,
+        bytes_up: t.bytes_up,
+        bytes_down: t.bytes_down,
+        link: LinkCounters {
+            forward_bytes: t.link.forward_wire,
+            return_bytes: t.link.return_wire,
+            forward_payload_bytes: t.link.forward_payload,
+            return_payload_bytes: t.link.return_payload,
         },
-        "by_action": by_action,
-        "by_class": by_class,
-        "by_site": by_site,
-        "bypass_rules": bypass_rules,
-        "cc_fallback": t.cc_fallback,
-        "closed_dropped": t.closed_dropped,
-        "peer": {"flows": t.peer_flows, "fallbacks": t.peer_fallbacks, "refused": t.peer_refused},
-        "quic_rejected": {"packets": quic_p, "bytes": quic_b},
-    })
+        by_action: ActionCounters {
+            accelerate: usage(t.by_action.get("accelerate")),
+            cache: CacheCounters {
+                split: usage(t.by_action.get("cache")),
+                requests: c.requests,
+                hits: c.hits,
+                misses: c.misses,
+                denied: c.denied,
+                bytes: c.bytes,
+                bytes_from_origin: c.upstream_bytes,
+                bytes_saved: c.hit_bytes,
+            },
+            bypass: read("bypass"),
+        },
+        by_class: t
+            .by_class
+            .iter()
+            .map(|(k, u)| (k.clone(), usage(Some(u))))
+            .collect(),
+        by_site,
+        bypass_rules,
+        cc_fallback: t.cc_fallback,
+        closed_dropped: t.closed_dropped,
+        peer: PeerCounters {
+            flows: t.peer_flows,
+            fallbacks: t.peer_fallbacks,
+            refused: t.peer_refused,
+        },
+        quic_rejected: read("quic_rejected"),
+    }
+}
+
+/// GET /v1/counters as JSON (the metrics exporter reads it too).
+pub fn counters(shared: &Shared) -> Value {
+    to_json(&counters_report(shared))
 }
 
 fn parse_body(body: &[u8]) -> Result<config::GatewayConfig, ConfigError> {
@@ -403,20 +456,22 @@ fn parse_body(body: &[u8]) -> Result<config::GatewayConfig, ConfigError> {
 pub fn handle(shared: &Shared, req: &http::Request) -> (u16, Value) {
     let now = sys::now_f64();
     match (req.method.as_str(), req.path.as_str()) {
-        ("GET", "/v1/health") => (200, health(shared)),
-        ("GET", "/v1/config") => {
-            let mut v =
-                serde_json::to_value(&*shared.config.lock().unwrap()).unwrap_or(Value::Null);
-            let rev = v["revision"].clone();
-            v["revision"] = rev;
-            (200, v)
-        }
+        ("GET", "/v1/health") => (200, to_json(&health(shared))),
+        ("GET", "/v1/config") if !shared.configured.load(Ordering::Relaxed) => (
+            404,
+            error(
+                "no_config",
+                "no config is installed: nothing is intercepted until one is PUT",
+                None,
+            ),
+        ),
+        ("GET", "/v1/config") => (200, to_json(&*shared.config.lock().unwrap())),
         ("POST", "/v1/config/validate") => match parse_body(&req.body) {
             Ok(cfg) => {
-                let mut rendered = render::render(&cfg, &sys::available_cc()).to_json();
-                rendered["squid_conf"] = render_squid(shared, &cfg);
-                rendered["unbound_conf"] = render_unbound(shared, &cfg);
-                (200, json!({"ok": true, "rendered": rendered}))
+                let mut rendered = render::render(&cfg, &sys::available_cc()).report();
+                rendered.squid_conf = render_squid(shared, &cfg);
+                rendered.unbound_conf = render_unbound(shared, &cfg);
+                (200, to_json(&Validated { ok: true, rendered }))
             }
             Err(e) => invalid(&e),
         },
@@ -425,7 +480,14 @@ pub fn handle(shared: &Shared, req: &http::Request) -> (u16, Value) {
             Ok(cfg) => {
                 let rev = cfg.revision.clone();
                 match shared.apply_config(cfg) {
-                    Ok(()) => (200, json!({"ok": true, "revision": rev, "applied_at": now})),
+                    Ok(()) => (
+                        200,
+                        to_json(&Applied {
+                            ok: true,
+                            revision: rev,
+                            applied_at: now,
+                        }),
+                    ),
                     Err(ConfigFailure::Invalid(e)) => invalid(&e),
                     Err(ConfigFailure::Apply(e)) => {
                         log::error(
@@ -458,14 +520,34 @@ pub fn handle(shared: &Shared, req: &http::Request) -> (u16, Value) {
                     ),
                 );
             }
-            (200, json!({"flows": flows, "now": now}))
+            (
+                200,
+                to_json(&FlowList {
+                    flows,
+                    now: Some(now),
+                }),
+            )
         }
         ("POST", "/v1/flows/collect") => {
             let drained: Vec<Flow> = shared.closed.lock().unwrap().drain(..).collect();
-            (200, json!({"flows": drained}))
+            (
+                200,
+                to_json(&FlowList {
+                    flows: drained,
+                    now: None,
+                }),
+            )
         }
         ("GET", "/v1/counters") => (200, counters(shared)),
         ("GET", "/v1/hybla") => (200, hybla_json()),
+        ("GET", "/v1/interfaces") => {
+            let cfg = shared.config.lock().unwrap().clone();
+            let running = shared.configured.load(Ordering::Relaxed).then_some(&cfg);
+            match interfaces::list(running) {
+                Ok(list) => (200, to_json(&list)),
+                Err(e) => (500, error("interfaces_unreadable", &e.to_string(), None)),
+            }
+        }
         (_, p) if p == "/v1/cache" || p.starts_with("/v1/cache/") => cache_endpoint(shared, req),
         (_, p) if p == "/v1/dns" || p.starts_with("/v1/dns/") => dns_endpoint(shared, req),
         (
@@ -476,7 +558,8 @@ pub fn handle(shared: &Shared, req: &http::Request) -> (u16, Value) {
             | "/v1/flows"
             | "/v1/flows/collect"
             | "/v1/counters"
-            | "/v1/hybla",
+            | "/v1/hybla"
+            | "/v1/interfaces",
         ) => (405, error("method_not_allowed", "method not allowed", None)),
         _ => (404, error("not_found", "no such endpoint", None)),
     }

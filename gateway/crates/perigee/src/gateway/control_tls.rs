@@ -3,7 +3,7 @@
 //! (the management API's client certificate); anything else fails the handshake before a request
 //! is read. The Unix socket stays the local way in.
 use super::control;
-use super::master::Shared;
+use super::state::Shared;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::WebPkiClientVerifier;

@@ -4,13 +4,12 @@
 use super::sys;
 use std::os::fd::RawFd;
 
-/// linux/tcp.h: keep the SYN's headers / read them back once (Linux 4.2+).
-const TCP_SAVE_SYN: libc::c_int = 27;
+/// linux/tcp.h: read the kept SYN's headers back once (Linux 4.2+; sys::TCP_SAVE_SYN keeps them).
 const TCP_SAVED_SYN: libc::c_int = 28;
 
 /// Ask a listener to keep the network and TCP headers of each SYN it accepts.
 pub fn save_syn(listener: RawFd) {
-    let _ = sys::set_int(listener, libc::IPPROTO_TCP, TCP_SAVE_SYN, 1);
+    let _ = sys::set_int(listener, libc::IPPROTO_TCP, sys::TCP_SAVE_SYN, 1);
 }
 
 /// The DSCP of the SYN an accepted socket was made from (None when none was kept). The kernel

@@ -5,30 +5,14 @@ use super::meter::{Crossed, LegMeter};
 use super::peer::handover::Handover;
 use super::session::Direction;
 use super::sys;
-use super::telemetry::{parse_tcp_info, Flow, Legs, TcpInfo};
+pub use super::telemetry::FlowPath as Path;
+use super::telemetry::{parse_tcp_info, Flow, FlowState, LegSide, Legs, Relay, TcpInfo};
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::time::Instant;
 
 pub const CLIENT: u64 = 0;
 pub const SERVER: u64 = 1;
-
-/// Which way a flow crossed the satellite: `Direct` (the terminal's own connection, intercepted
-/// again at a hub), or `Peer` (a warm, authenticated connection between the two gateways).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Path {
-    Direct,
-    Peer,
-}
-
-impl Path {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Path::Direct => "direct",
-            Path::Peer => "peer",
-        }
-    }
-}
 
 /// Per-socket epoll registration state.
 #[derive(Default)]
@@ -86,13 +70,13 @@ impl Session {
         }
     }
 
-    pub fn state(&self) -> &'static str {
+    pub fn state(&self) -> FlowState {
         if self.connecting || self.handover.is_some() {
-            "connecting"
+            FlowState::Connecting
         } else if self.up.eof || self.down.eof {
-            "half_closed"
+            FlowState::HalfClosed
         } else {
-            "established"
+            FlowState::Established
         }
     }
 
@@ -100,12 +84,12 @@ impl Session {
         Flow {
             id: self.id,
             state: if ended.is_some() {
-                "closed".into()
+                FlowState::Closed
             } else {
-                self.state().into()
+                self.state()
             },
             class: self.class.clone(),
-            action: self.action.as_str().into(),
+            action: self.action,
             client: self.client_addr.to_string(),
             server: self.server_addr.to_string(),
             family: if self.client_addr.is_ipv4() { 4 } else { 6 },
@@ -120,28 +104,16 @@ impl Session {
                 client: self.info[0].clone(),
                 server: self.info[1].clone(),
                 satellite: if self.sat_is_client {
-                    "client"
+                    LegSide::Client
                 } else {
-                    "server"
-                }
-                .into(),
+                    LegSide::Server
+                },
             },
-            path: self.path.as_str().into(),
-            relay: "splitter".into(),
+            path: self.path,
+            relay: Relay::Splitter,
             site: self.site.clone(),
             dscp: self.dscp,
             cache: None,
-        }
-    }
-
-    /// Both legs' TCP_INFO now: a new flow shows its congestion control and RTT at once, not
-    /// only from its first periodic sample (a short flow may be listed before that). Rates and
-    /// delivered bytes are left to `sample`.
-    pub fn read_info(&mut self) {
-        for side in [CLIENT as usize, SERVER as usize] {
-            if let Some(raw) = sys::tcp_info_raw(self.fd(side as u64)) {
-                self.info[side] = parse_tcp_info(&raw, &self.cc[side]);
-            }
         }
     }
 
@@ -167,6 +139,16 @@ impl Session {
     fn info_rates(&self) -> (f64, f64) {
         let i = &self.info[self.sat_side()];
         (i.tx_bps, i.rx_bps)
+    }
+
+    /// Both legs' TCP_INFO now: a new flow shows its congestion control and RTT at once, not
+    /// only from its first periodic sample (a short flow may be listed before that).
+    pub fn read_info(&mut self) {
+        for side in [CLIENT, SERVER] {
+            if let Some(raw) = sys::tcp_info_raw(self.fd(side)) {
+                self.info[side as usize] = parse_tcp_info(&raw, &self.cc[side as usize]);
+            }
+        }
     }
 
     /// Reads both sockets' TCP_INFO; returns what crossed the satellite-facing socket since the

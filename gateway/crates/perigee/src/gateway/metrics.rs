@@ -2,7 +2,7 @@
 //! PERIGEE_METRICS). Names and units follow the Prometheus conventions: `_total` counters,
 //! `_bytes`/`_seconds`/`_bits_per_second` units, `_info` metrics for labels with value 1.
 //! Every metric is listed in docs/operations.md, *Metrics*.
-use super::master::Shared;
+use super::state::Shared;
 use super::{control, http, log, procstat};
 use serde_json::{json, Value};
 use std::fmt::Write;
@@ -115,7 +115,7 @@ pub fn render(shared: &Shared) -> String {
         vec![(labels(&[("version", control::VERSION)]), 1.0)],
     );
     let configured = shared.configured.load(Ordering::Relaxed);
-    let revision = cfg.revision.clone().unwrap_or_default();
+    let revision = cfg.revision.clone();
     e.family(
         "perigee_config_info",
         "gauge",

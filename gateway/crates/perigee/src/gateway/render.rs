@@ -1,8 +1,13 @@
 //! Pure rendering of a `GatewayConfig` into kernel state: the nftables ruleset (one table,
 //! `inet perigee`), the policy-routing and satellite routes (as `ip` argument vectors) and sysctls.
-use super::config::{parse_cidr, parse_ports, Action, Cidr, GatewayConfig, QuicPolicy, Role};
+use super::config::{
+    Action, BypassProtocol, Cidr, CongestionControl, GatewayConfig, IfName, MatchProtocol,
+    PortRange, QuicPolicy, Role,
+};
+use super::reports::RenderedReport;
 use std::collections::BTreeMap;
 use std::fmt::Write;
+use std::net::IpAddr;
 
 pub const TABLE: &str = "perigee";
 /// fwmark bit set on diverted SYNs and on packets of our transparent sockets.
@@ -228,7 +233,7 @@ pub fn remove_root_qdisc_argv(dev: &str) -> Vec<String> {
 pub fn render_shaper(cfg: &GatewayConfig) -> Option<Shaper> {
     let s = &cfg.shaping;
     s.enabled.then(|| Shaper {
-        dev: cfg.interfaces.satellite.clone(),
+        dev: cfg.interfaces.satellite.to_string(),
         rate_bps: s.rate_bps,
         overhead_bytes: s.overhead_bytes,
         queue_packets: s.queue_packets,
@@ -247,24 +252,29 @@ pub struct Rendered {
 }
 
 impl Rendered {
+    /// The control protocol's view (Squid's and unbound's files are added by the caller).
+    pub fn report(&self) -> RenderedReport {
+        RenderedReport {
+            nft: self.nft.clone(),
+            routes: self.routes.iter().map(|r| r.describe()).collect(),
+            sysctls: self.sysctls.clone(),
+            shaping: self.shaper.as_ref().map(|s| s.describe()),
+            squid_conf: None,
+            unbound_conf: None,
+        }
+    }
+
     pub fn to_json(&self) -> serde_json::Value {
-        serde_json::json!({
-            "nft": self.nft,
-            "routes": self.routes.iter().map(|r| r.describe()).collect::<Vec<_>>(),
-            "sysctls": self.sysctls,
-            "shaping": self.shaper.as_ref().map(|s| s.describe()),
-            "squid_conf": null,
-            "unbound_conf": null,
-        })
+        serde_json::to_value(self.report()).unwrap_or_default()
     }
 }
 
 /// The congestion control to use on the satellite: the configured one when the kernel has it,
 /// else None (the system default).
-pub fn effective_cc(wanted: &str, available: &[String]) -> Option<String> {
+pub fn effective_cc(wanted: CongestionControl, available: &[String]) -> Option<String> {
     available
         .iter()
-        .any(|a| a == wanted)
+        .any(|a| a == wanted.as_str())
         .then(|| wanted.to_string())
 }
 
@@ -275,7 +285,7 @@ pub fn render(cfg: &GatewayConfig, available_cc: &[String]) -> Rendered {
         routes,
         sysctls: cfg.sysctls.clone(),
         shaper: render_shaper(cfg),
-        satellite: cfg.interfaces.satellite.clone(),
+        satellite: cfg.interfaces.satellite.to_string(),
     }
 }
 
@@ -286,18 +296,18 @@ pub fn render_routes(cfg: &GatewayConfig, available_cc: &[String]) -> Vec<RouteO
         RouteOp::LocalRoute { v6: false },
         RouteOp::LocalRoute { v6: true },
     ];
-    let cc = effective_cc(&cfg.satellite.congestion_control, available_cc);
+    let cc = effective_cc(cfg.satellite.congestion_control, available_cc);
     let routes = cfg
         .satellite
         .routes
         .iter()
-        .map(|r| (r.dst.clone(), Some(r.via.clone())))
+        .map(|r| (r.dst, Some(r.via)))
         .chain(peer_routes(cfg));
     for (dst, via) in routes {
         ops.push(RouteOp::SatRoute {
-            dst,
-            via,
-            dev: cfg.interfaces.satellite.clone(),
+            dst: dst.to_string(),
+            via: via.map(|v| v.to_string()),
+            dev: cfg.interfaces.satellite.to_string(),
             cc: cc.clone(),
             initcwnd: cfg.satellite.initcwnd,
             initrwnd: cfg.satellite.initrwnd,
@@ -312,27 +322,22 @@ pub fn render_routes(cfg: &GatewayConfig, available_cc: &[String]) -> Vec<RouteO
 /// covers it, else on the link); a hub routes to the next hops of its satellite routes, which
 /// are its terminals' satellite addresses. Prefixes a satellite route already covers exactly
 /// are left to it.
-pub fn peer_routes(cfg: &GatewayConfig) -> Vec<(String, Option<String>)> {
+pub fn peer_routes(cfg: &GatewayConfig) -> Vec<(Cidr, Option<IpAddr>)> {
     if !cfg.peer.enabled {
         return Vec::new();
     }
-    let sat: Vec<(Cidr, &str)> = cfg
+    let sat: Vec<(Cidr, IpAddr)> = cfg
         .satellite
         .routes
         .iter()
-        .filter_map(|r| Some((parse_cidr(&r.dst).ok()?.network(), r.via.as_str())))
+        .map(|r| (r.dst, r.via))
         .collect();
-    let host = |ip: std::net::IpAddr| Cidr {
-        addr: ip,
-        len: if ip.is_ipv4() { 32 } else { 128 },
-    };
-    let mut out: Vec<(String, Option<String>)> = Vec::new();
-    let mut add = |ip: std::net::IpAddr, via: Option<String>| {
-        let dst = host(ip);
-        let taken =
-            sat.iter().any(|(c, _)| *c == dst) || out.iter().any(|(d, _)| *d == dst.to_string());
+    let mut out: Vec<(Cidr, Option<IpAddr>)> = Vec::new();
+    let mut add = |ip: IpAddr, via: Option<IpAddr>| {
+        let dst = Cidr::host(ip);
+        let taken = sat.iter().any(|(c, _)| *c == dst) || out.iter().any(|(d, _)| *d == dst);
         if !taken {
-            out.push((dst.to_string(), via));
+            out.push((dst, via));
         }
     };
     match cfg.role {
@@ -342,15 +347,13 @@ pub fn peer_routes(cfg: &GatewayConfig) -> Vec<(String, Option<String>)> {
                     .iter()
                     .filter(|(c, _)| c.contains(hub))
                     .max_by_key(|(c, _)| c.len)
-                    .map(|(_, via)| via.to_string());
+                    .map(|(_, via)| *via);
                 add(hub, via);
             }
         }
         Role::Hub => {
             for (_, via) in &sat {
-                if let Ok(ip) = via.parse() {
-                    add(ip, None);
-                }
+                add(*via, None);
             }
         }
     }
@@ -366,23 +369,9 @@ fn set_of<T: std::fmt::Display>(items: &[T]) -> String {
     }
 }
 
-fn quoted_set(items: &[String]) -> String {
+fn quoted_set(items: &[IfName]) -> String {
     let quoted: Vec<String> = items.iter().map(|x| format!("\"{x}\"")).collect();
     set_of(&quoted)
-}
-
-/// The port specs that parse (validation has rejected the others), as nft writes them.
-fn ports_of(specs: &[String]) -> Vec<String> {
-    specs
-        .iter()
-        .filter_map(|p| parse_ports(p).ok())
-        .map(|p| p.to_string())
-        .collect()
-}
-
-/// The CIDRs that parse (validation has rejected the others).
-fn cidrs_of(specs: &[String]) -> Vec<Cidr> {
-    specs.iter().filter_map(|c| parse_cidr(c).ok()).collect()
 }
 
 fn split_family(list: &[Cidr]) -> (Vec<Cidr>, Vec<Cidr>) {
@@ -648,10 +637,7 @@ fn render_quic_fallback(t: &mut String, cfg: &GatewayConfig) {
     }
     for f in &FAMS {
         for c in cfg.sorted_classes() {
-            let udp = matches!(
-                c.matcher.protocol.as_deref(),
-                Some("udp") | Some("any") | None
-            );
+            let udp = c.matcher.protocol != MatchProtocol::Tcp;
             if c.action == Action::Bypass && udp {
                 if let Some(rule) = class_rule(cfg, c, f) {
                     let _ = writeln!(t, "\t\t{rule} comment \"class {}\"", c.name);
@@ -693,15 +679,18 @@ fn elements(list: &[Cidr]) -> String {
 }
 
 fn bypass_rules(b: &super::config::Bypass) -> Vec<String> {
-    let ports = ports_of(&b.ports);
-    let cidrs = cidrs_of(&b.cidrs);
-    let proto = match b.protocol.as_str() {
-        "any" => String::new(),
-        "icmp" => "meta l4proto { icmp, ipv6-icmp }".into(),
-        p => format!("meta l4proto {p}"),
+    let ports: &[PortRange] = &b.ports;
+    let cidrs: &[Cidr] = &b.cidrs;
+    let proto = match b.protocol {
+        BypassProtocol::Any => String::new(),
+        BypassProtocol::Icmp => "meta l4proto { icmp, ipv6-icmp }".into(),
+        BypassProtocol::Tcp => "meta l4proto tcp".into(),
+        BypassProtocol::Udp => "meta l4proto udp".into(),
+        BypassProtocol::Esp => "meta l4proto esp".into(),
+        BypassProtocol::Ah => "meta l4proto ah".into(),
     };
     let mut addr_parts: Vec<String> = Vec::new();
-    let (c4, c6) = split_family(&cidrs);
+    let (c4, c6) = split_family(cidrs);
     for (fam, list) in [("ip", &c4), ("ip6", &c6)] {
         if !list.is_empty() {
             addr_parts.push(format!("{fam} saddr {}", set_of(list)));
@@ -716,8 +705,8 @@ fn bypass_rules(b: &super::config::Bypass) -> Vec<String> {
         port_parts.push(String::new());
     } else {
         // Both directions of the exchange: to the port and back from it.
-        port_parts.push(format!("th dport {}", set_of(&ports)));
-        port_parts.push(format!("th sport {}", set_of(&ports)));
+        port_parts.push(format!("th dport {}", set_of(ports)));
+        port_parts.push(format!("th sport {}", set_of(ports)));
     }
     let mut out = Vec::new();
     for a in &addr_parts {
@@ -756,12 +745,9 @@ fn class_rules(cfg: &GatewayConfig, c: &super::config::Class, f: &Fam) -> Vec<St
 /// One intercept rule for a class and address family (a cache class toward the splitter).
 fn class_rule(cfg: &GatewayConfig, c: &super::config::Class, f: &Fam) -> Option<String> {
     let m = &c.matcher;
-    let proto = m.protocol.as_deref().unwrap_or("any");
-    let of_family = |specs: &[String]| -> Vec<Cidr> {
-        cidrs_of(specs)
-            .into_iter()
-            .filter(|c| c.is_v4() == f.v4)
-            .collect()
+    let proto = m.protocol;
+    let of_family = |list: &[Cidr]| -> Vec<Cidr> {
+        list.iter().copied().filter(|c| c.is_v4() == f.v4).collect()
     };
     let (src, dst) = (of_family(&m.src), of_family(&m.dst));
     if (!m.src.is_empty() && src.is_empty()) || (!m.dst.is_empty() && dst.is_empty()) {
@@ -780,29 +766,29 @@ fn class_rule(cfg: &GatewayConfig, c: &super::config::Class, f: &Fam) -> Option<
     if !m.dscp.is_empty() {
         parts.push(format!("{} dscp {}", f.ip, set_of(&m.dscp)));
     }
-    let (dports, sports) = (ports_of(&m.dports), ports_of(&m.sports));
+    let (dports, sports): (&[PortRange], &[PortRange]) = (&m.dports, &m.sports);
     match c.action {
         Action::Bypass => {
-            if proto != "any" {
-                parts.push(format!("meta l4proto {proto}"));
+            if proto != MatchProtocol::Any {
+                parts.push(format!("meta l4proto {}", proto.as_str()));
             }
             if !dports.is_empty() {
-                parts.push(format!("th dport {}", set_of(&dports)));
+                parts.push(format!("th dport {}", set_of(dports)));
             }
             if !sports.is_empty() {
-                parts.push(format!("th sport {}", set_of(&sports)));
+                parts.push(format!("th sport {}", set_of(sports)));
             }
             parts.push("accept".into());
         }
         Action::Accelerate | Action::Cache => {
-            if proto == "udp" {
+            if proto == MatchProtocol::Udp {
                 return None;
             }
             if !dports.is_empty() {
-                parts.push(format!("tcp dport {}", set_of(&dports)));
+                parts.push(format!("tcp dport {}", set_of(dports)));
             }
             if !sports.is_empty() {
-                parts.push(format!("tcp sport {}", set_of(&sports)));
+                parts.push(format!("tcp sport {}", set_of(sports)));
             }
             parts.push(SYN_ONLY.into());
             parts.push(format!(
@@ -1144,8 +1130,8 @@ mod tests {
         assert_eq!(
             peer_routes(&hub),
             vec![
-                ("10.71.2.1/32".into(), None),
-                ("fd71:2::1/128".into(), None)
+                ("10.71.2.1/32".parse().unwrap(), None),
+                ("fd71:2::1/128".parse().unwrap(), None)
             ]
         );
         j["peer"]["enabled"] = false.into();

@@ -16,19 +16,14 @@ impl SatLeg {
     pub fn of(cfg: &GatewayConfig, class: Option<&Class>) -> SatLeg {
         let s = &cfg.satellite;
         let mut sat = SatLeg {
-            cc: s.congestion_control.clone(),
+            cc: s.congestion_control.to_string(),
             sndbuf: s.sndbuf_bytes,
             rcvbuf: s.rcvbuf_bytes,
             pacing_bps: s.pacing_rate_bps,
         };
         if let Some(c) = class {
-            if let Some(cc) = c
-                .satellite
-                .congestion_control
-                .as_ref()
-                .filter(|c| !c.is_empty())
-            {
-                sat.cc = cc.clone();
+            if let Some(cc) = c.satellite.congestion_control {
+                sat.cc = cc.to_string();
             }
             if c.satellite.buffer_bytes > 0 {
                 sat.sndbuf = c.satellite.buffer_bytes;

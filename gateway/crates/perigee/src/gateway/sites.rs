@@ -1,7 +1,6 @@
 //! Which remote site a client belongs to (`sites` in the config): the longest configured
 //! prefix that holds its address, "other" when none does.
-use super::config::{parse_cidr, Cidr, GatewayConfig};
-use super::telemetry::OTHER_SITE;
+use super::config::{Cidr, GatewayConfig, OTHER_SITE};
 use std::net::IpAddr;
 
 #[derive(Debug, Clone, Default)]
@@ -15,12 +14,7 @@ impl SiteMap {
         let mut prefixes: Vec<(Cidr, String)> = cfg
             .sites
             .iter()
-            .flat_map(|s| {
-                s.prefixes
-                    .iter()
-                    .filter_map(|p| parse_cidr(p).ok())
-                    .map(|c| (c.network(), s.name.clone()))
-            })
+            .flat_map(|s| s.prefixes.iter().map(|c| (*c, s.name.to_string())))
             .collect();
         prefixes.sort_by_key(|p| std::cmp::Reverse(p.0.len));
         SiteMap { prefixes }

@@ -26,6 +26,9 @@ pub fn set_transparent(fd: RawFd, v6: bool) -> io::Result<()> {
     }
 }
 
+/// linux/tcp.h: keep each SYN's network and TCP headers (Linux 4.2+).
+pub const TCP_SAVE_SYN: libc::c_int = 27;
+
 /// A TPROXY listener: IP_TRANSPARENT, SO_REUSEPORT (shared by all workers), non-blocking.
 pub fn tproxy_listener(port: u16, v6: bool, bufs: Option<(u64, u64)>) -> io::Result<OwnedFd> {
     let s = socket(v6)?;
@@ -39,8 +42,8 @@ pub fn tproxy_listener(port: u16, v6: bool, bufs: Option<(u64, u64)>) -> io::Res
     if let Some((snd, rcv)) = bufs {
         set_bufs(fd, snd, rcv);
     }
-    // Keep each SYN's headers: the client's DSCP is read from them after accept.
-    super::dscp::save_syn(fd);
+    // Keep each SYN's headers: the client's DSCP is read from them after accept (dscp.rs).
+    let _ = set_int(fd, libc::IPPROTO_TCP, TCP_SAVE_SYN, 1);
     let addr: SocketAddr = if v6 {
         (Ipv6Addr::UNSPECIFIED, port).into()
     } else {

@@ -1,9 +1,14 @@
 //! Per-flow telemetry: TCP_INFO parsing and the `Flow` record of docs/control-protocol.md.
+use super::config::Action;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+/// One socket's TCP_INFO, as sampled (every second while the flow is open, once at its end).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct TcpInfo {
+    /// The congestion control the socket runs.
     pub cc: String,
+    /// The kernel's TCP state name ("established", "fin_wait1", ...).
     pub state: String,
     pub srtt_us: u32,
     pub rttvar_us: u32,
@@ -106,27 +111,74 @@ pub fn parse_tcp_info(b: &[u8], cc: &str) -> TcpInfo {
 /// `tcpi_options` bit: timestamps negotiated.
 const TCPI_OPT_TIMESTAMPS: u8 = 1;
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct Legs {
-    pub client: TcpInfo,
-    pub server: TcpInfo,
-    pub satellite: String,
+/// Which of a flow's two sockets faces the satellite.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum LegSide {
+    Client,
+    #[default]
+    Server,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+/// Both sockets of a split flow.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+pub struct Legs {
+    /// The socket toward the client (accepted).
+    pub client: TcpInfo,
+    /// The socket toward the server (the gateway's own connect).
+    pub server: TcpInfo,
+    /// Which of the two faces the satellite: the client's at a hub, the server's at a terminal.
+    pub satellite: LegSide,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+#[schemars(transform = perigee_types::flat_enum)]
+pub enum FlowState {
+    /// The connect toward the server (or the hub's answer on the peer path) is under way.
+    #[default]
+    Connecting,
+    /// Both directions relay.
+    Established,
+    /// One direction has ended.
+    HalfClosed,
+    /// Ended (closed flows only).
+    Closed,
+}
+
+/// Which way a flow crossed the satellite: `direct` (the terminal's own connection, intercepted
+/// again at a hub), or `peer` (a warm, authenticated connection between the two gateways).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum FlowPath {
+    #[default]
+    Direct,
+    Peer,
+}
+
+/// One split flow, live or closed (docs/control-protocol.md, *Flow*).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 pub struct Flow {
+    /// Unique within this daemon's run.
     pub id: u64,
-    pub state: String,
+    pub state: FlowState,
+    /// The class that matched ("default" when none did).
     pub class: String,
-    pub action: String,
+    pub action: Action,
+    /// "ip:port" ("[v6]:port" for IPv6).
     pub client: String,
+    /// The server's "ip:port", the flow's original destination.
     pub server: String,
+    /// 4 or 6.
     pub family: u8,
+    /// Unix time, seconds.
     pub started_at: f64,
     pub ended_at: Option<f64>,
+    /// Why it ended (closed flows): "eof", "reset", "idle", "connect_failed: ...".
     pub end_reason: Option<String>,
     /// Bytes the relay moved from one socket to the other (client → server, server → client).
     pub bytes_up: u64,
+    /// Server to client, bytes relayed.
     pub bytes_down: u64,
     /// What crossed the satellite leg over the last sample, bit/s (docs/splitter.md, *Rates*):
     /// toward the server (`up`) and toward the client (`down`), each from the kernel's count of
@@ -134,13 +186,13 @@ pub struct Flow {
     pub rate_up_bps: f64,
     pub rate_down_bps: f64,
     pub legs: Legs,
-    /// "direct" or "peer": which way the flow crossed the satellite (docs/splitter.md).
-    #[serde(default = "direct")]
-    pub path: String,
-    /// Who terminated the client's connection: "splitter" (a split flow) or "squid" (the cache;
-    /// its legs are read from the kernel with sock_diag, docs/cache.md *Live connections*).
-    #[serde(default = "splitter")]
-    pub relay: String,
+    /// Which way the flow crossed the satellite (docs/splitter.md).
+    #[serde(default)]
+    pub path: FlowPath,
+    /// Who terminated the client's connection: the splitter, or Squid (the cache; its legs are
+    /// read from the kernel with sock_diag, docs/cache.md *Live connections*).
+    #[serde(default)]
+    pub relay: Relay,
     /// The remote site the client belongs to (`sites` in the config; "other" when none matches).
     #[serde(default = "other_site")]
     pub site: String,
@@ -155,7 +207,7 @@ pub struct Flow {
 
 /// The access-log side of a cache flow: what Squid did with the requests of one client
 /// connection (docs/cache.md).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct CacheRequests {
     pub requests: u64,
     pub hits: u64,
@@ -170,19 +222,19 @@ pub struct CacheRequests {
     pub bytes_from_origin: u64,
 }
 
-/// The site of clients no configured site covers.
-pub const OTHER_SITE: &str = "other";
+pub use super::config::OTHER_SITE;
 
 fn other_site() -> String {
     OTHER_SITE.into()
 }
 
-fn splitter() -> String {
-    "splitter".into()
-}
-
-fn direct() -> String {
-    "direct".into()
+/// Who relays a flow's bytes between its two sockets.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Relay {
+    #[default]
+    Splitter,
+    Squid,
 }
 
 #[cfg(test)]

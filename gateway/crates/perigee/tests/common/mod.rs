@@ -234,7 +234,8 @@ pub fn start_daemon_until(
     start_daemon_with(ns, dir, name, cfg, &[], ready)
 }
 
-/// `start_daemon_until` with `extra` arguments for `perigee gateway run` (e.g. Squid's dirs).
+/// `start_daemon_until` with `extra` arguments for `perigee gateway run` (e.g. Squid's dirs). A null
+/// `cfg` starts the daemon without a config.
 #[allow(clippy::zombie_processes)]
 pub fn start_daemon_with(
     ns: &str,
@@ -249,21 +250,20 @@ pub fn start_daemon_with(
         .join(format!("{name}.sock"))
         .to_string_lossy()
         .into_owned();
-    std::fs::write(&path, cfg.to_string()).unwrap();
+    let config_args: Vec<String> = if cfg.is_null() {
+        Vec::new()
+    } else {
+        std::fs::write(&path, cfg.to_string()).unwrap();
+        vec!["--config".into(), path.to_string_lossy().into_owned()]
+    };
     let log_path = dir.join(format!("{name}.log"));
     let log = std::fs::File::create(&log_path).unwrap();
     // nsenter --net, as satlab does: `ip netns exec` remounts /sys, which hides the BPF
     // filesystem and so the pinned maps of Perigee's Hybla (its per-namespace parameters).
     let mut child = Command::new("nsenter")
         .arg(format!("--net=/run/netns/{ns}"))
-        .args([
-            "--",
-            env!("CARGO_BIN_EXE_perigee"),
-            "gateway",
-            "run",
-            "--config",
-        ])
-        .arg(&path)
+        .args(["--", env!("CARGO_BIN_EXE_perigee"), "gateway", "run"])
+        .args(&config_args)
         .args([
             "--control-socket",
             &sock,

@@ -5,7 +5,8 @@
 //! (a terminal's warm connections, a hub's peer listener) are set up in `peer`.
 mod peer;
 
-use super::config::{Action, Class, GatewayConfig, Role};
+use super::classify::Classifier;
+use super::config::{Action, CongestionControl, GatewayConfig, Role};
 use super::dscp;
 use super::epoll::Epoll;
 use super::flow::{Path, Session, CLIENT, SERVER};
@@ -93,6 +94,8 @@ pub struct Worker {
     ep: Epoll,
     /// Shared, not cloned, per new flow: a deep copy of the config per accept was measurable.
     cfg: Option<Rc<GatewayConfig>>,
+    /// The classes of `cfg` in evaluation order, built with it.
+    classifier: Classifier,
     /// The config's sites, by longest prefix.
     sites: SiteMap,
     listeners: Vec<(u64, OwnedFd)>,
@@ -123,10 +126,10 @@ pub struct Worker {
 
 /// The congestion control of the leg the TPROXY listener accepts: the client's leg, which is the
 /// terrestrial one at a terminal and the satellite one at a hub (its default, before any class).
-fn accepted_leg_cc(cfg: &GatewayConfig) -> &str {
+fn accepted_leg_cc(cfg: &GatewayConfig) -> Option<CongestionControl> {
     match cfg.role {
-        Role::Hub => &cfg.satellite.congestion_control,
-        Role::Terminal => &cfg.terrestrial.congestion_control,
+        Role::Hub => Some(cfg.satellite.congestion_control),
+        Role::Terminal => cfg.terrestrial.congestion_control,
     }
 }
 
@@ -149,6 +152,7 @@ impl Worker {
             seq: 0,
             ep,
             cfg: None,
+            classifier: Classifier::default(),
             sites: SiteMap::default(),
             listeners: Vec::new(),
             listen_port: 0,
@@ -203,6 +207,7 @@ impl Worker {
         }
         self.set_listener_cc(accepted_leg_cc(&cfg));
         self.configure_peer(&cfg);
+        self.classifier = Classifier::new(&cfg);
         self.sites = SiteMap::of(&cfg);
         self.cfg = Some(Rc::new(cfg));
     }
@@ -212,13 +217,9 @@ impl Worker {
     /// BBR's init turns on the kernel's internal pacing for good, so a leg switched from the
     /// namespace default bbr to cubic afterwards still paced every burst through a high-resolution
     /// timer (measured on the overhead bench: ~11,000 timer interrupts a second on the gateway's
-    /// core, and under half the routed throughput). "" leaves the namespace default.
-    fn set_listener_cc(&mut self, cc: &str) {
-        let cc = if cc.is_empty() {
-            self.default_cc.clone()
-        } else {
-            cc.to_string()
-        };
+    /// core, and under half the routed throughput). None leaves the namespace default.
+    fn set_listener_cc(&mut self, cc: Option<CongestionControl>) {
+        let cc = cc.map_or_else(|| self.default_cc.clone(), |c| c.to_string());
         for (_, l) in &self.listeners {
             if let Err(e) = sys::set_cc(l.as_raw_fd(), &cc) {
                 if self.cc_warned.insert(format!("listener {cc}")) {
@@ -229,15 +230,6 @@ impl Worker {
                 }
             }
         }
-    }
-
-    fn classify<'a>(
-        cfg: &'a GatewayConfig,
-        client: &SocketAddr,
-        server: &SocketAddr,
-        dscp: Option<u8>,
-    ) -> Option<&'a Class> {
-        cfg.classify(client, server, dscp)
     }
 
     /// Set the satellite leg's congestion control; fall back to the system default if missing.
@@ -314,7 +306,9 @@ impl Worker {
             return Ok(());
         }
         let client_dscp = dscp::of_accepted(cfd.as_raw_fd());
-        let class = Self::classify(&cfg, &peer, &orig_dst, client_dscp);
+        let class = self
+            .classifier
+            .classify(&cfg, &peer, &orig_dst, client_dscp);
         let action = match class.map(|c| c.action) {
             Some(Action::Cache) if cfg.cache.enabled => Action::Cache,
             _ => Action::Accelerate,
@@ -328,7 +322,7 @@ impl Worker {
             client: cfd,
             client_addr: peer,
             server_addr: orig_dst,
-            class: class.map(|c| c.name.clone()),
+            class: class.map(|c| c.name.to_string()),
             action,
             sat: SatLeg::of(&cfg, class),
             dscp: dscp::chosen(class.and_then(|c| c.set_dscp), client_dscp),
@@ -422,11 +416,9 @@ impl Worker {
 
     /// The terrestrial leg: only its congestion control, when the config names one.
     fn tune_terrestrial_leg(&mut self, cfg: &GatewayConfig, fd: RawFd) -> String {
-        let cc = &cfg.terrestrial.congestion_control;
-        if !cc.is_empty() && self.set_cc(fd, cc) {
-            cc.clone()
-        } else {
-            self.default_cc.clone()
+        match cfg.terrestrial.congestion_control {
+            Some(cc) if self.set_cc(fd, cc.as_str()) => cc.to_string(),
+            _ => self.default_cc.clone(),
         }
     }
 
@@ -657,8 +649,8 @@ impl Worker {
             self.default_cc = default_cc;
             // Listeners that follow the namespace default were given it by name: give the new one.
             if let Some(cfg) = self.cfg.clone() {
-                if accepted_leg_cc(&cfg).is_empty() {
-                    self.set_listener_cc("");
+                if accepted_leg_cc(&cfg).is_none() {
+                    self.set_listener_cc(None);
                 }
             }
         }

@@ -44,7 +44,7 @@ fn admission_config(cfg: &GatewayConfig) -> Option<AdmissionConfig> {
     Some(AdmissionConfig {
         port: p.port as u16,
         key: p.key_bytes()?,
-        allowed: p.allowed_cidrs(),
+        allowed: p.allowed.clone(),
         served: cfg.served(),
         sat: SatLeg::of(cfg, None),
         nodelay: cfg.splitter.nodelay,
@@ -159,7 +159,9 @@ impl Worker {
             return;
         };
         let (client, server) = (a.open.client, a.open.server);
-        let class = Self::classify(&cfg, &client, &server, a.open.dscp);
+        let class = self
+            .classifier
+            .classify(&cfg, &client, &server, a.open.dscp);
         let action = match class.map(|c| c.action) {
             Some(crate::gateway::config::Action::Cache) if cfg.cache.enabled => {
                 crate::gateway::config::Action::Cache
@@ -170,7 +172,7 @@ impl Worker {
             client: a.fd,
             client_addr: client,
             server_addr: server,
-            class: class.map(|c| c.name.clone()),
+            class: class.map(|c| c.name.to_string()),
             action,
             sat: SatLeg::of(&cfg, class),
             dscp: dscp::chosen(class.and_then(|c| c.set_dscp), a.open.dscp),
@@ -314,7 +316,10 @@ impl Worker {
         let addrs = (s.client_addr, s.server_addr);
         let client_fd = s.client.as_raw_fd();
         let mark = s.dscp;
-        let sat = SatLeg::of(&cfg, Self::classify(&cfg, &addrs.0, &addrs.1, mark));
+        let sat = SatLeg::of(
+            &cfg,
+            self.classifier.classify(&cfg, &addrs.0, &addrs.1, mark),
+        );
         self.deltas.peer_fallbacks += 1;
         log::info(
             "peer flow falls back to the direct path",

@@ -45,11 +45,6 @@ def _cookies(header: str) -> dict[str, str]:
     return out
 
 
-def client_address(scope: Scope) -> str:
-    """The address GuardMiddleware resolved for this request (core/client_address.py)."""
-    return addresses.resolve(scope, addresses.FrontProxies(()))
-
-
 class GuardMiddleware:
     def __init__(self, app: ASGIApp, ctx: AppContext) -> None:
         self.app = app
@@ -131,12 +126,14 @@ class GuardMiddleware:
         await self.app(scope, replay, capture)
         if method in UNSAFE and path.startswith("/api/") and not path.endswith("/auth/login"):
             info: dict[str, Any] = scope.get("perigee", {})
-            await run_in_threadpool(self._audit, info, method, path, status["code"], client_address(scope))
+            await run_in_threadpool(self._audit, info, method, path, status["code"], addresses.client_address(scope))
 
     async def _audit_rejected(self, scope: Scope, status: int) -> None:
         """Writes refused before routing (too large, no CSRF token) are audited too."""
         if scope["method"] in UNSAFE and scope["path"].startswith("/api/"):
-            await run_in_threadpool(self._audit, {}, scope["method"], scope["path"], status, client_address(scope))
+            await run_in_threadpool(
+                self._audit, {}, scope["method"], scope["path"], status, addresses.client_address(scope)
+            )
 
     def _audit(self, info: dict[str, Any], method: str, path: str, status: int, address: str) -> None:
         with self.ctx.db.session() as db:

@@ -1,0 +1,269 @@
+//! What the control socket answers (docs/control-protocol.md): health, counters, flow lists,
+//! the resolver's stats as the daemon completes them, apply and validate results, errors. Typed
+//! here so that the answers and the JSON Schema the API's models are generated from
+//! (`perigee schema reports`, gateway/schema/reports.schema.json) are one thing.
+use super::config::Role;
+use super::telemetry::Flow;
+use perigee_dns::{DnsStats, ProbeResult};
+use perigee_hybla::HyblaStatus;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+#[schemars(transform = perigee_types::flat_enum)]
+pub enum HealthStatus {
+    /// Nothing to fix.
+    Ok,
+    /// At least one problem is listed.
+    Degraded,
+}
+
+/// GET /v1/health.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Health {
+    pub status: HealthStatus,
+    /// The daemon's version.
+    pub version: String,
+    pub uptime_s: f64,
+    /// The running config's role; null while no config is installed.
+    pub role: Option<Role>,
+    /// The running config's `revision` ("" when it has none); null while no config is
+    /// installed (the daemon intercepts nothing until one is).
+    pub config_revision: Option<String>,
+    /// True while new connections pass unsplit (no listening worker, or above max_flows).
+    pub fail_open: bool,
+    pub hybla: HyblaStatus,
+    /// What an operator should fix, one sentence each; empty when all is well.
+    pub problems: Vec<String>,
+    /// The peer path's state summed over the workers; null when it is off.
+    pub peer: Option<PeerHealth>,
+    pub workers: Vec<WorkerHealth>,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct PeerHealth {
+    /// Terminal: warm connections ready for new flows.
+    pub ready: u64,
+    /// Hub: the peer listener is bound.
+    pub listening: bool,
+    /// Terminal: why the last connection attempt failed.
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct WorkerHealth {
+    pub alive: bool,
+    pub pid: i32,
+    /// Split flows it holds.
+    pub live: u64,
+    pub restarts: u64,
+    pub pipes_in_use: u64,
+}
+
+/// Bytes and flows the splitter relayed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SplitCounters {
+    pub bytes_up: u64,
+    pub bytes_down: u64,
+    pub flows: u64,
+    /// Satellite-leg segments retransmitted.
+    #[serde(default)]
+    pub retrans_segments: u64,
+}
+
+/// What crossed the satellite link, split flows and the cache's connections together
+/// (docs/splitter.md, *Rates*): payload, and the wire estimate with headers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct LinkCounters {
+    pub forward_bytes: u64,
+    pub return_bytes: u64,
+    pub forward_payload_bytes: u64,
+    pub return_payload_bytes: u64,
+}
+
+/// One site's satellite-leg usage and what the cache saved it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SiteCounters {
+    #[serde(flatten)]
+    pub usage: SplitCounters,
+    pub cache_saved_bytes: u64,
+}
+
+/// Where a bypass counter comes from: a bypass entry, or a class whose action is bypass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum BypassRuleKind {
+    Bypass,
+    Class,
+}
+
+/// The traffic one bypass rule let through untouched.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct BypassRuleCounters {
+    pub name: String,
+    pub kind: BypassRuleKind,
+    pub builtin: bool,
+    #[serde(flatten)]
+    pub counted: PacketCounters,
+}
+
+/// The `cache` action: what the splitter carried while Squid was down, and Squid's own side
+/// (from its access log).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct CacheCounters {
+    #[serde(flatten)]
+    pub split: SplitCounters,
+    pub requests: u64,
+    pub hits: u64,
+    pub misses: u64,
+    pub denied: u64,
+    /// Bytes Squid sent to clients.
+    pub bytes: u64,
+    /// Body bytes Squid fetched from origins.
+    pub bytes_from_origin: u64,
+    /// Bytes served from the cache (not fetched over the satellite).
+    pub bytes_saved: u64,
+}
+
+/// An nft counter.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct PacketCounters {
+    pub packets: u64,
+    pub bytes: u64,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ActionCounters {
+    pub accelerate: SplitCounters,
+    pub cache: CacheCounters,
+    /// Packets the bypass rules let through untouched.
+    pub bypass: PacketCounters,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct PeerCounters {
+    /// Flows started on the peer path.
+    pub flows: u64,
+    /// Of them, those that lost their peer connection before the hub's answer and went direct.
+    pub fallbacks: u64,
+    /// Peer connections the hub refused.
+    pub refused: u64,
+}
+
+/// GET /v1/counters: totals since the daemon started (the nft ones since the last apply).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Counters {
+    pub flows_live: u64,
+    pub flows_total: u64,
+    /// SYNs routed unsplit above max_flows.
+    pub flows_unsplit_overflow: u64,
+    pub flows_failed_connect: u64,
+    pub bytes_up: u64,
+    pub bytes_down: u64,
+    pub link: LinkCounters,
+    pub by_action: ActionCounters,
+    /// Satellite-leg usage per traffic class ("default" for flows no class matched).
+    pub by_class: BTreeMap<String, SplitCounters>,
+    /// Per site of the client (`sites` in the config; "other" for clients no site covers).
+    pub by_site: BTreeMap<String, SiteCounters>,
+    /// Per bypass entry and bypass class, in config order.
+    pub bypass_rules: Vec<BypassRuleCounters>,
+    /// Satellite sockets left on the system default congestion control.
+    pub cc_fallback: u64,
+    /// Closed flows dropped because nobody collected them in time.
+    pub closed_dropped: u64,
+    pub peer: PeerCounters,
+    /// QUIC packets answered with port-unreachable (quic: fallback).
+    pub quic_rejected: PacketCounters,
+}
+
+/// GET /v1/flows and POST /v1/flows/collect.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct FlowList {
+    pub flows: Vec<Flow>,
+    /// The daemon's clock when it answered (GET /v1/flows), Unix seconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub now: Option<f64>,
+}
+
+/// GET /v1/dns/stats: the resolver's counters with what the daemon knows about it.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct DnsReport {
+    #[serde(flatten)]
+    pub stats: DnsStats,
+    /// Queries to any address on port 53 are answered (dns.enabled and dns.intercept).
+    pub intercept: bool,
+    /// Port 53 goes to the resolver now.
+    pub serving: bool,
+    /// DNS packets handed to the resolver since the last apply.
+    pub intercepted_packets: u64,
+    /// The upstream probe's verdict (the cache's port-80 gate depends on it).
+    pub upstream_healthy: bool,
+    /// The last probe round, one result per upstream.
+    pub upstream_probe: Vec<ProbeResult>,
+}
+
+/// PUT /v1/config, 200.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Applied {
+    pub ok: bool,
+    pub revision: String,
+    /// Unix seconds.
+    pub applied_at: f64,
+}
+
+/// What a config renders to (POST /v1/config/validate).
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct RenderedReport {
+    /// The nftables ruleset, as `nft -f -` reads it.
+    pub nft: String,
+    /// The `ip` commands of the policy routing and the satellite routes.
+    pub routes: Vec<String>,
+    pub sysctls: BTreeMap<String, String>,
+    /// The `tc` commands of the shaper; null when shaping is off.
+    pub shaping: Option<Vec<String>>,
+    /// What Squid would get; null when the cache is off.
+    pub squid_conf: Option<String>,
+    /// What unbound would get; null when the resolver is off.
+    pub unbound_conf: Option<String>,
+}
+
+/// POST /v1/config/validate, 200.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Validated {
+    pub ok: bool,
+    pub rendered: RenderedReport,
+}
+
+/// Every error answer: `{"error": {...}}` with a 4xx or 5xx status.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct ErrorDetail {
+    /// invalid_config, apply_failed, bad_request, not_found, method_not_allowed, not_running, ...
+    pub code: String,
+    pub message: String,
+    /// The JSON path of the field at fault ("classes[2].match.dports[0]"), when one is.
+    pub field: Option<String>,
+    /// apply_failed: the apply step that failed (nft, routes, sysctls, squid, dns, ...).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub step: Option<String>,
+}
+
+impl ErrorBody {
+    pub fn new(code: &str, message: &str, field: Option<&str>) -> ErrorBody {
+        ErrorBody {
+            error: ErrorDetail {
+                code: code.into(),
+                message: message.into(),
+                field: field.map(String::from),
+                step: None,
+            },
+        }
+    }
+}
