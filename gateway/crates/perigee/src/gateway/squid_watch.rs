@@ -18,6 +18,9 @@ const PROBE_EVERY: Duration = Duration::from_secs(1);
 /// Time Squid has to answer a probe. It answers in well under a millisecond when idle; the
 /// margin (and the run of failures ServingPolicy asks for) keeps a busy Squid in service.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+/// The last look before a restart, once the verdict is in (a Squid that serves answers in
+/// milliseconds).
+const CONFIRM_TIMEOUT: Duration = Duration::from_millis(500);
 
 pub fn watch_serving(shared: Arc<Shared>) {
     let policy = ServingPolicy::default();
@@ -37,7 +40,7 @@ pub fn watch_serving(shared: Arc<Shared>) {
                 let result = admin::probe(port, PROBE_TIMEOUT);
                 let step = watch.record(result.is_ok(), Instant::now());
                 if step != ServingStep::Keep {
-                    act(&shared, step, &watch, result.err().unwrap_or_default());
+                    act(&shared, step, &mut watch, result.err().unwrap_or_default());
                 }
             }
         }
@@ -64,36 +67,45 @@ fn probe_target(shared: &Shared) -> Target {
     Target::AdminPort(cache.admin_port)
 }
 
-fn act(shared: &Shared, step: ServingStep, watch: &ServingWatch, error: String) {
+fn act(shared: &Shared, step: ServingStep, watch: &mut ServingWatch, error: String) {
+    if step == ServingStep::WithdrawAndRestart {
+        // At once, without waiting for the apply lock (the storage figures or an apply may
+        // hold it for seconds): the gate reads squid_not_serving, so whoever rewrites the
+        // cache_up set meanwhile keeps port 80 with the splitter too.
+        let why = format!(
+            "squid does not answer ({error}, {} probes in a row); restarting it",
+            watch.failures()
+        );
+        log::error(
+            "squid runs but does not answer: port 80 goes to the splitter",
+            json!({"error": error, "probes_failed": watch.failures()}),
+        );
+        *shared.squid_not_serving.lock().unwrap() = Some(why.clone());
+        shared.set_cache_up(false, Some(why));
+    }
     // Same lock order as apply_config: applied, then squid. Shutdown stops Squid under these
     // locks: never act afterwards, nor for a config that switched the cache off meanwhile.
     let _applied = shared.applied.lock().unwrap();
-    if shared.shutting_down.load(Ordering::Relaxed) || !shared.config.lock().unwrap().cache.enabled
-    {
+    let cache = shared.config.lock().unwrap().cache.clone();
+    if shared.shutting_down.load(Ordering::Relaxed) || !cache.enabled {
         return;
     }
-    match step {
-        ServingStep::Keep => {}
-        ServingStep::WithdrawAndRestart => {
-            let why = format!(
-                "squid does not answer ({error}, {} probes in a row); restarting it",
-                watch.failures()
-            );
-            log::error(
-                "squid runs but does not answer: port 80 goes to the splitter",
-                json!({"error": error, "probes_failed": watch.failures()}),
-            );
-            *shared.squid_not_serving.lock().unwrap() = Some(why.clone());
-            shared.set_cache_up(false, Some(why));
-            restart(shared);
-        }
-        ServingStep::Restart => {
+    let mut step = step;
+    if step != ServingStep::Restore {
+        // An apply may have been restarting Squid while the probes went unanswered (and held
+        // the lock just taken): ask the Squid there is now before killing it.
+        if admin::probe(cache.admin_port, CONFIRM_TIMEOUT).is_ok() {
+            step = watch.record(true, Instant::now());
+        } else if step == ServingStep::Restart {
             log::warn(
                 "squid still does not answer since its restart",
                 json!({"error": error}),
             );
-            restart(shared);
         }
+    }
+    match step {
+        ServingStep::Keep => {}
+        ServingStep::WithdrawAndRestart | ServingStep::Restart => restart(shared),
         ServingStep::Restore => {
             log::info("squid answers again", json!({}));
             *shared.squid_not_serving.lock().unwrap() = None;
