@@ -110,9 +110,22 @@ fn join_host_port(ip: &str, port: &str) -> String {
     }
 }
 
-/// Parses one line written with LOGFORMAT_SPEC.
+/// Parses one line written with LOGFORMAT_SPEC. A record Squid could write only in part (a
+/// full disk; `on-error=drop` goes on) is followed on the same line by the next whole one, cut
+/// anywhere: the last place that parses as a whole record wins.
 pub fn parse_access_line(line: &str) -> Result<AccessRecord, String> {
     let line = line.trim_end_matches(['\n', '\r']);
+    let whole = parse_record(line);
+    if whole.is_ok() {
+        return whole;
+    }
+    line.rmatch_indices("P1 ")
+        .filter(|&(i, _)| i > 0)
+        .find_map(|(i, _)| parse_record(&line[i..]).ok())
+        .ok_or_else(|| whole.unwrap_err())
+}
+
+fn parse_record(line: &str) -> Result<AccessRecord, String> {
     let mut parts = line.splitn(14, ' ');
     let mut next = |what: &str| parts.next().ok_or_else(|| format!("missing field {what}"));
     let tag = next("tag")?;
@@ -323,6 +336,15 @@ mod tests {
         )
         .is_err());
         assert!(parse_access_line("P1 1.0 2 10.0.0.1 5").is_err());
+        // A record cut short by a full disk, then the next one on the same line.
+        for cut in ["ORIGINAL_DST ", "ORIGINAL_DST", "ORIG", "P1 1763780000.1"] {
+            let joined = format!("P1 1763780000.100 8 10.0.0.1 4000 GET TCP_MISS {cut}{MISS}");
+            assert_eq!(
+                parse_access_line(&joined).unwrap(),
+                parse_access_line(MISS).unwrap(),
+                "{joined}"
+            );
+        }
         assert!(parse_access_line("P1 x 2 a b c d e f g h i j k").is_err());
     }
 

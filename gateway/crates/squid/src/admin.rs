@@ -18,10 +18,20 @@ pub struct Response {
 
 /// Sends one request line plus Host, reads the whole answer (Connection: close).
 pub fn request(port: u16, method: &str, target: &str) -> std::io::Result<Response> {
+    request_within(port, method, target, TIMEOUT)
+}
+
+/// `request` with its own timeout for connecting, sending and each read.
+pub fn request_within(
+    port: u16,
+    method: &str,
+    target: &str,
+    timeout: Duration,
+) -> std::io::Result<Response> {
     let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
-    let mut s = TcpStream::connect_timeout(&addr, TIMEOUT)?;
-    s.set_read_timeout(Some(TIMEOUT))?;
-    s.set_write_timeout(Some(TIMEOUT))?;
+    let mut s = TcpStream::connect_timeout(&addr, timeout)?;
+    s.set_read_timeout(Some(timeout))?;
+    s.set_write_timeout(Some(timeout))?;
     let req = format!(
         "{method} {target} HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"
     );
@@ -60,6 +70,28 @@ pub fn mgr_page(port: u16, page: &str) -> std::io::Result<String> {
         )));
     }
     Ok(r.body)
+}
+
+/// Whether Squid serves requests: one request on the admin port that its worker answers by
+/// itself (a URL that is neither the cache manager nor a PURGE is denied there: 403, with no
+/// store, resolver or origin involved). Any HTTP answer within `timeout` counts. Squid keeps
+/// its listening sockets in a separate process (the coordinator) when it has diskers, so a
+/// worker that died or hangs still accepts connections: only an answer shows it serves.
+pub fn probe(port: u16, timeout: Duration) -> Result<(), String> {
+    let host = crate::render::VISIBLE_HOSTNAME;
+    request_within(
+        port,
+        "GET",
+        &format!("http://{host}:{port}/perigee-serving-probe"),
+        timeout,
+    )
+    .map(|_| ())
+    .map_err(|e| match e.kind() {
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
+            format!("no answer within {} ms", timeout.as_millis())
+        }
+        _ => e.to_string(),
+    })
 }
 
 /// What `mgr:info` tells about storage.

@@ -13,6 +13,7 @@ pub mod config;
 pub mod manager;
 pub mod render;
 pub mod served;
+pub mod serving;
 pub mod tailer;
 pub mod version;
 
@@ -25,6 +26,7 @@ pub use manager::{
 pub use perigee_types::Cidr;
 pub use render::{default_refresh_patterns, render, SquidPaths};
 pub use served::{check_served_subnets, parse_served_subnets, ServedLimits};
+pub use serving::{ServingPolicy, ServingStep, ServingWatch};
 pub use tailer::AccessLogTailer;
 pub use version::{
     collapsed_forwarding_safe, parse_squid_v, SquidVersion, COLLAPSED_FORWARDING_ADVISORY,

@@ -443,6 +443,18 @@ impl SquidManager {
         self.shared.pump();
     }
 
+    /// Kills a Squid that runs but does not serve (its whole process group: a hung or
+    /// half-dead Squid would not act on a graceful shutdown) and starts it again with the last
+    /// applied config. Ok(false) when nothing was applied to start.
+    pub fn restart_unresponsive(&mut self) -> Result<bool, SquidError> {
+        if let Some(mut run) = self.running.take() {
+            kill_group(run.child.id());
+            let _ = run.child.wait();
+            self.shared.pump();
+        }
+        self.ensure_running()
+    }
+
     /// Whether our Squid process is alive.
     pub fn is_running(&mut self) -> bool {
         self.reap();

@@ -302,9 +302,11 @@ pub fn render(
 
     w.push_str("# --- access log: one machine-parseable line per intercepted request ---\n");
     let _ = writeln!(w, "logformat {LOGFORMAT_NAME} {LOGFORMAT_SPEC}");
+    // on-error=drop: a record that cannot be written (a full disk) is lost, where the default
+    // (die) kills the worker, and Squid does not start another one: the cache stops serving.
     let _ = writeln!(
         w,
-        "access_log stdio:{} logformat={LOGFORMAT_NAME} perigee_intercept",
+        "access_log stdio:{} logformat={LOGFORMAT_NAME} on-error=drop perigee_intercept",
         path_str(&paths.access_log())
     );
     w.push_str("access_log none\n");

@@ -5,7 +5,7 @@ use super::apply::{self, AppliedState};
 use super::cache_flows::{self, CacheFlows};
 use super::config::{self, GatewayConfig};
 use super::state::{merge, ConfigFailure, Shared, Totals, WorkerSlot, CLOSED_RING};
-use super::{control, control_tls, ipc, log, metrics, sys};
+use super::{control, control_tls, ipc, log, metrics, squid_watch, sys};
 use perigee_dns::{ResolverHealth, UnboundManager};
 use perigee_netsys::signals::TermSignals;
 use perigee_squid::{RequestCounters, SquidManager};
@@ -345,7 +345,9 @@ fn watch_cache(shared: Arc<Shared>) {
         }
         since_full = Duration::ZERO;
         *shared.cache_counters.lock().unwrap() = mgr.counters();
-        if store_read.is_none_or(|t| t.elapsed() >= STORE_INFO_EVERY) {
+        // Not from a Squid known not to answer: the request would hold the lock for seconds.
+        let answers = shared.squid_not_serving.lock().unwrap().is_none();
+        if answers && store_read.is_none_or(|t| t.elapsed() >= STORE_INFO_EVERY) {
             *shared.cache_store.lock().unwrap() = mgr.store_info().ok();
             store_read = Some(Instant::now());
         }
@@ -436,6 +438,7 @@ pub fn run(args: RunArgs) -> i32 {
         squid_version,
         cache_up: AtomicBool::new(false),
         cache_problem: Mutex::new(None),
+        squid_not_serving: Mutex::new(None),
         cache_counters: Mutex::new(RequestCounters::default()),
         squid_running: AtomicBool::new(false),
         dns: Mutex::new(dns),
@@ -518,6 +521,10 @@ pub fn run(args: RunArgs) -> i32 {
     {
         let s = shared.clone();
         std::thread::spawn(move || watch_cache(s));
+    }
+    {
+        let s = shared.clone();
+        std::thread::spawn(move || squid_watch::watch_serving(s));
     }
     {
         let s = shared.clone();

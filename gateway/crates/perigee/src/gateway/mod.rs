@@ -25,6 +25,7 @@ pub mod schema;
 pub mod session;
 pub mod sites;
 pub mod sockdiag;
+pub mod squid_watch;
 pub mod state;
 pub mod sys;
 pub mod telemetry;

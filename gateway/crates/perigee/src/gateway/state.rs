@@ -86,6 +86,9 @@ pub struct Shared {
     pub cache_up: AtomicBool,
     /// Why the enabled cache is not serving, for /v1/health.
     pub cache_problem: Mutex<Option<String>>,
+    /// Set while a running Squid does not answer the serving probe (squid_watch.rs): port 80
+    /// stays with the splitter until it answers again.
+    pub squid_not_serving: Mutex<Option<String>>,
     /// The last Squid request counters read (used while the manager is busy).
     pub cache_counters: Mutex<RequestCounters>,
     /// Whether Squid was running when last looked at (the probe thread's gate decisions).
@@ -333,6 +336,7 @@ impl Shared {
             return;
         }
         let resolver_reason = self.resolver.lock().unwrap().reason();
+        let not_serving = self.squid_not_serving.lock().unwrap().clone();
         let why = if !squid_running {
             Some(
                 self.cache_problem
@@ -342,6 +346,8 @@ impl Shared {
                     .filter(|p| !p.starts_with("resolver:"))
                     .unwrap_or_else(|| "squid is not running".into()),
             )
+        } else if not_serving.is_some() {
+            not_serving
         } else {
             resolver_reason.map(|r| format!("resolver: {r}"))
         };
