@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from typing import Any
 
@@ -29,7 +30,10 @@ DESCRIPTION = (
     "`splitter-overhead`; sizing in docs/operations.md, *Scaling out*). `pinned/N3` on geo-hts: "
     "`flows` concurrent checked downloads (sha256 of 16 KiB each) through 3 gateways; `flows_ok`, "
     "`flows_reset`, and `flows_pinned`: flows found in exactly one gateway's flow table, the gateway both "
-    "routers' kernels choose for the flow's two directions; `flows_per_gateway` the spread."
+    "routers' kernels choose for the flow's two directions; `flows_per_gateway` the spread; "
+    "`bucket_moves` (the controller's table changes during the run) and `guard_resets` (packets the "
+    "gateways' guards answered with a reset) are 0 when no gateway was taken for dead while serving "
+    "(the routers are asked after the run, so a move would also make `flows_pinned` undercount)."
 )
 PARAMS: dict[str, dict[str, Any]] = {
     "quick": {
@@ -99,8 +103,17 @@ def run_flows(lb: lab.Lab, *args: str, timeout: float = 300) -> dict[str, Any]:
     return data
 
 
+def run_path(lb: lab.Lab, name: str) -> str:
+    """A file of the lab's run directory (satlab's own layout)."""
+    if LAB_PATH not in sys.path:
+        sys.path.append(LAB_PATH)
+    from satlab.topology import Topology  # type: ignore[import-not-found,unused-ignore]
+
+    return str(Topology(prefix=lb.prefix).path(name))
+
+
 def gateway_flows(lb: lab.Lab, role: str) -> list[dict[str, Any]]:
-    sock = f"/run/satlab/{lb.prefix}/gw-{lb.ns(role)}.sock"
+    sock = run_path(lb, f"gw-{lb.ns(role)}.sock")
     out = procs.run(
         [
             str(procs.REPO / "bin/perigee"),
@@ -115,6 +128,26 @@ def gateway_flows(lb: lab.Lab, role: str) -> list[dict[str, Any]]:
     )
     data: list[dict[str, Any]] = json.loads(out.stdout)["flows"]
     return data
+
+
+def bucket_moves(lb: lab.Lab) -> int:
+    """Buckets the cluster controller has moved since it started (its status file)."""
+    with open(run_path(lb, "controller.json")) as f:
+        return int(json.load(f).get("moves_total", 0))
+
+
+def guard_resets(lb: lab.Lab, role: str) -> int:
+    """Packets a gateway's cluster guard answered with a reset (not its flow: docs/cluster.md)."""
+    out = procs.run(
+        lb.exec_argv(
+            role, ["nft", "-j", "list", "counters", "table", "inet", "perigee_cluster"]
+        ),
+        timeout=10,
+    )
+    for o in json.loads(out.stdout)["nftables"]:
+        if o.get("counter", {}).get("name") == "reset_foreign":
+            return int(o["counter"]["packets"])
+    return 0
 
 
 def route_dev(
@@ -223,13 +256,18 @@ def capacity(ctx: Context, n: int, params: dict[str, Any]) -> list[records.Recor
 def pinning(ctx: Context, params: dict[str, Any]) -> list[records.Record]:
     variant = "pinned/N3"
     flows = int(params["flows"])
+    gateways = ("gw1", "gw2", "gw3")
     with lab.running("geo-hts", gateway="hub", overrides=["--hub-gateways", "3"]) as lb:
+        moves0 = bucket_moves(lb)
+        resets0 = sum(guard_resets(lb, g) for g in gateways)
         run = run_flows(
             lb, "--flows", str(flows), "--size", str(FLOW_SIZE), "--stall", "60"
         )
         tables: dict[int, list[str]] = {}
         time.sleep(1.5)  # the gateways' workers report their flows once a second
-        for role in ("gw1", "gw2", "gw3"):
+        moves = bucket_moves(lb) - moves0
+        resets = sum(guard_resets(lb, g) for g in gateways) - resets0
+        for role in gateways:
             for f in gateway_flows(lb, role):
                 if (
                     f["client"].startswith("10.71.1.10:")
@@ -256,6 +294,8 @@ def pinning(ctx: Context, params: dict[str, Any]) -> list[records.Record]:
         ctx.raw.setdefault(NAME, {})[variant] = {
             "summary": summary,
             "per_gateway": per_gw,
+            "bucket_moves": moves,
+            "guard_resets": resets,
         }
         return [
             records.measured(
@@ -284,6 +324,22 @@ def pinning(ctx: Context, params: dict[str, Any]) -> list[records.Record]:
                 min(per_gw.values()) if per_gw else 0,
                 "flows",
                 ", ".join(f"{g}: {n}" for g, n in sorted(per_gw.items())),
+            ),
+            records.measured(
+                NAME,
+                variant,
+                "bucket_moves",
+                moves,
+                "buckets",
+                "the controller's table changes while the flows ran",
+            ),
+            records.measured(
+                NAME,
+                variant,
+                "guard_resets",
+                resets,
+                "packets",
+                "answered with a reset by a gateway that does not hold the flow",
             ),
         ]
 

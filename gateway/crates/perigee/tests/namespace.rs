@@ -856,6 +856,27 @@ fn shaper_rate_and_limit(t: &Topo, dev: &str) -> (String, u64) {
     (at("rate"), leaf["options"]["limit"].as_u64().unwrap())
 }
 
+/// The u32 filters that send network control to the shaper's class 5047:2, and the packets
+/// that class has sent.
+fn control_filters_and_sent(t: &Topo, dev: &str) -> (usize, u64) {
+    let filters = run(&[
+        "ip", "netns", "exec", &t.g, "tc", "filter", "show", "dev", dev,
+    ]);
+    let classes = run(&[
+        "ip", "netns", "exec", &t.g, "tc", "-s", "class", "show", "dev", dev,
+    ]);
+    let after = classes
+        .split("class htb 5047:2 ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no class 5047:2 on {dev}: {classes}"));
+    let words: Vec<&str> = after.split_whitespace().collect();
+    let sent = words[words.iter().position(|w| *w == "bytes").unwrap() + 1];
+    (
+        filters.matches("flowid 5047:2").count(),
+        sent.parse().unwrap(),
+    )
+}
+
 #[test]
 fn shaping_applies_rolls_back_and_is_removed() {
     let _g = serial();
@@ -872,6 +893,17 @@ fn shaping_applies_rolls_back_and_is_removed() {
     assert_eq!(st, 200, "{v}");
     assert_eq!(root_qdisc(&t, "sat0"), "htb 5047:");
     assert_eq!(shaper_rate_and_limit(&t, "sat0"), ("16Mbit".into(), 200));
+    // Network control (CS6, as BGP and BFD mark it) goes through its own class.
+    let (filters, sent_before) = control_filters_and_sent(&t, "sat0");
+    assert_eq!(filters, 2, "one u32 filter for IPv4, one for IPv6");
+    run(&[
+        "ip", "netns", "exec", &t.g, "ping", "-c", "3", "-i", "0.2", "-Q", "0xc0", SERVER4,
+    ]);
+    let (_, sent_after) = control_filters_and_sent(&t, "sat0");
+    assert!(
+        sent_after >= sent_before + 3,
+        "{sent_before} -> {sent_after}"
+    );
     let n = 2 << 20;
     let started = Instant::now();
     transfer_up(&t, sa(SERVER4, 5001), n);
@@ -887,6 +919,11 @@ fn shaping_applies_rolls_back_and_is_removed() {
     let (st, v) = control(&t.sock(), "PUT", "/v1/config", Some(&cfg)).unwrap();
     assert_eq!(st, 200, "{v}");
     assert_eq!(shaper_rate_and_limit(&t, "sat0"), ("24Mbit".into(), 200));
+    assert_eq!(
+        control_filters_and_sent(&t, "sat0").0,
+        2,
+        "a re-apply adds none"
+    );
     // Moving the satellite to an interface with somebody else's root qdisc fails at the
     // shaping step, after nft and routes applied: all of it rolls back, our shaper on sat0
     // keeps its rate and the other qdisc is left alone.
