@@ -124,14 +124,30 @@ impl Admission {
         &self.cfg
     }
 
-    /// Whether `other` needs no new listener or new proofs (same port, key and socket settings).
+    /// Whether `other` needs no new listener or new proofs: the same port and key, and socket
+    /// settings the open connections can take in place (`retune`).
     pub fn same_listener(&self, other: &AdmissionConfig) -> bool {
-        (
-            self.cfg.port,
-            &self.cfg.key,
-            &self.cfg.sat,
-            self.cfg.nodelay,
-        ) == (other.port, &other.key, &other.sat, other.nodelay)
+        (self.cfg.port, &self.cfg.key) == (other.port, &other.key)
+            && self.cfg.sat.retunable_to(&other.sat)
+    }
+
+    /// New satellite-leg settings on the listeners (for what they accept from now on) and on the
+    /// terminals' open connections, which stay: closing them would cost each terminal its warm
+    /// pool and a backoff (a BoD tuning apply changes only these settings).
+    pub fn retune(&mut self, sat: SatLeg, nodelay: bool) {
+        for (_, l) in &self.listeners {
+            let fd = l.as_raw_fd();
+            let _ = sys::set_cc(fd, &sat.cc);
+            sys::set_bufs(fd, sat.sndbuf, sat.rcvbuf);
+            if nodelay {
+                let _ = sys::set_nodelay(fd);
+            }
+        }
+        for c in self.conns.values() {
+            sat.apply_live(c.fd.as_raw_fd(), nodelay);
+        }
+        self.cfg.sat = sat;
+        self.cfg.nodelay = nodelay;
     }
 
     /// New `allowed` and served subnets: they apply to connections and flows from now on.

@@ -126,4 +126,76 @@ mod tests {
             assert_eq!(adm.refused, attempts, "a retry came before the backoff");
         }
     }
+
+    fn sndbuf_of(fd: i32) -> i32 {
+        let mut v: libc::c_int = 0;
+        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: v and len are valid for getsockopt's int option.
+        let r = unsafe {
+            libc::getsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                libc::SO_SNDBUF,
+                &mut v as *mut libc::c_int as *mut libc::c_void,
+                &mut len,
+            )
+        };
+        assert_eq!(r, 0);
+        v
+    }
+
+    /// A config apply that retunes the satellite leg (the BoD tuning's buffers and pacing) keeps
+    /// the warm connections on both sides and puts the new settings on them; one whose receive
+    /// buffer needs a larger window scale than their SYNs carried does not.
+    #[test]
+    fn retuning_the_satellite_leg_keeps_the_warm_connections() {
+        use std::os::fd::AsRawFd;
+        let (ep, mut adm, mut pool) = pair([1; 32], [1; 32], &[]);
+        let tuned = |buf: u64| crate::gateway::satleg::SatLeg {
+            cc: "reno".into(),
+            sndbuf: buf,
+            rcvbuf: buf,
+            pacing_bps: 1_144_000,
+        };
+        let mut cfg = pool.config().clone();
+        cfg.sat = tuned(1 << 20);
+        assert!(
+            !pool.retune(&cfg, &ep, Instant::now()),
+            "autotuned SYNs: no fixed scale to keep"
+        );
+        let mut pool = Pool::new(cfg, POOL_BASE);
+        let mut adm_cfg = adm.config().clone();
+        adm_cfg.sat = tuned(1 << 20);
+        adm.retune(adm_cfg.sat.clone(), true);
+        drive(&ep, &mut adm, &mut pool, Duration::from_secs(5), |p| {
+            p.ready() == 3
+        });
+        assert_eq!(pool.ready(), 3);
+
+        let mut bod = pool.config().clone();
+        bod.sat = tuned(1_109_680);
+        adm_cfg.sat = bod.sat.clone();
+        assert!(adm.same_listener(&adm_cfg));
+        adm.retune(adm_cfg.sat.clone(), true);
+        assert!(pool.retune(&bod, &ep, Instant::now()));
+        drive(&ep, &mut adm, &mut pool, Duration::from_millis(300), |_| {
+            false
+        });
+        assert_eq!(pool.ready(), 3, "the warm connections stay");
+        assert_eq!((adm.refused, pool.last_error.as_deref()), (0, None));
+        let warm = pool.take(&ep, Instant::now()).expect("a ready connection");
+        // The kernel doubles SO_SNDBUF for its bookkeeping.
+        assert_eq!(sndbuf_of(warm.fd.as_raw_fd()), 2 * 1_109_680);
+
+        let mut bigger = pool.config().clone();
+        bigger.sat = tuned(8 << 20);
+        adm_cfg.sat = bigger.sat.clone();
+        assert!(!adm.same_listener(&adm_cfg));
+        assert!(!pool.retune(&bigger, &ep, Instant::now()));
+        assert_eq!(
+            pool.config().sat.rcvbuf,
+            1_109_680,
+            "a refused retune changes nothing"
+        );
+    }
 }

@@ -101,6 +101,38 @@ impl Pool {
         token >= self.token_base
     }
 
+    /// Take `new` without closing the connections, when it reaches the same hub with the same key
+    /// and their window scale covers its receive buffer; false leaves the pool as it was. A
+    /// config apply that only retunes the satellite leg (BoD tuning) thus keeps the warm
+    /// connections: replacing them costs every flow that starts meanwhile the direct path's
+    /// round trip, and their handshakes share the return link's small capacity with that flow.
+    pub fn retune(&mut self, new: &PoolConfig, ep: &Epoll, now: Instant) -> bool {
+        if (new.hub, &new.key) != (self.cfg.hub, &self.cfg.key)
+            || !self.cfg.sat.retunable_to(&new.sat)
+        {
+            return false;
+        }
+        for c in self.conns.values() {
+            new.sat.apply_live(c.fd.as_raw_fd(), new.nodelay);
+        }
+        self.cfg = new.clone();
+        // A smaller pool: drop the surplus ready connections; a larger one fills up.
+        let surplus: Vec<u64> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| matches!(c.phase, Phase::Ready(_)))
+            .map(|(t, _)| *t)
+            .skip(self.cfg.size)
+            .collect();
+        for t in surplus {
+            if let Some(c) = self.conns.remove(&t) {
+                ep.forget(c.fd.as_raw_fd());
+            }
+        }
+        self.fill(ep, now);
+        true
+    }
+
     pub fn ready(&self) -> usize {
         self.conns
             .values()

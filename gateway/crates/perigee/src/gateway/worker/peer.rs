@@ -68,7 +68,11 @@ impl Worker {
     /// flows keep their connections; only new flows see the change.
     pub(super) fn configure_peer(&mut self, cfg: &GatewayConfig) {
         let want_pool = pool_config(cfg);
-        if self.warm.as_ref().map(|p| p.config()) != want_pool.as_ref() {
+        let retuned = match (self.warm.as_mut(), want_pool.as_ref()) {
+            (Some(p), Some(w)) if p.config() != w => p.retune(w, &self.ep, Instant::now()),
+            _ => false,
+        };
+        if !retuned && self.warm.as_ref().map(|p| p.config()) != want_pool.as_ref() {
             self.warm = want_pool.map(|c| Pool::new(c, TOKEN_PEER_BASE));
             if let Some(p) = self.warm.as_mut() {
                 p.fill(&self.ep, Instant::now());
@@ -80,6 +84,7 @@ impl Worker {
             // authenticated idle connections stay.
             if a.same_listener(w) {
                 a.set_policy(w.allowed.clone(), w.served.clone());
+                a.retune(w.sat.clone(), w.nodelay);
             }
         }
         if self.admission.as_ref().map(|a| a.config()) != want_adm.as_ref() {
