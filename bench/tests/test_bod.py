@@ -393,3 +393,15 @@ def test_bod_tuning_doc_table():
     )
     text = bt.doc_extra(recs)
     assert "| gateway-both/tuned | 3.9 s | n/a | n/a |" in text
+
+
+def test_the_hub_sample_is_the_socket_that_carried_the_flow() -> None:
+    # On the peer path the terminal's idle warm connections share the flow's local port at the hub.
+    samples = [
+        {"t": 1.0, "local": "10.71.2.2:7072", "cwnd": 10, "bytes_acked": 120},
+        {"t": 1.0, "local": "10.71.2.2:7072", "cwnd": 385, "bytes_acked": 90_000},
+        {"t": 1.1, "local": "10.71.2.2:7072", "cwnd": 385, "bytes_acked": 150_000},
+        {"t": 1.1, "local": "10.71.2.2:7072", "cwnd": 10},
+    ]
+    picked = bod.busiest_per_sample(samples)
+    assert [(s["t"], s["cwnd"]) for s in picked] == [(1.0, 385), (1.1, 385)]
