@@ -63,9 +63,8 @@ impl SatLeg {
                 u64::MAX
             },
         );
-        if nodelay {
-            let _ = super::sys::set_nodelay(fd);
-        }
+        // Both ways: turning nodelay off must give the open connection Nagle back.
+        let _ = super::sys::set_int(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY, i32::from(nodelay));
     }
 }
 

@@ -139,9 +139,7 @@ impl Admission {
             let fd = l.as_raw_fd();
             let _ = sys::set_cc(fd, &sat.cc);
             sys::set_bufs(fd, sat.sndbuf, sat.rcvbuf);
-            if nodelay {
-                let _ = sys::set_nodelay(fd);
-            }
+            let _ = sys::set_int(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY, i32::from(nodelay));
         }
         for c in self.conns.values() {
             sat.apply_live(c.fd.as_raw_fd(), nodelay);

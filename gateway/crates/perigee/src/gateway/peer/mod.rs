@@ -127,15 +127,15 @@ mod tests {
         }
     }
 
-    fn sndbuf_of(fd: i32) -> i32 {
+    fn int_opt(fd: i32, level: i32, name: i32) -> i32 {
         let mut v: libc::c_int = 0;
         let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
         // SAFETY: v and len are valid for getsockopt's int option.
         let r = unsafe {
             libc::getsockopt(
                 fd,
-                libc::SOL_SOCKET,
-                libc::SO_SNDBUF,
+                level,
+                name,
                 &mut v as *mut libc::c_int as *mut libc::c_void,
                 &mut len,
             )
@@ -185,7 +185,25 @@ mod tests {
         assert_eq!((adm.refused, pool.last_error.as_deref()), (0, None));
         let warm = pool.take(&ep, Instant::now()).expect("a ready connection");
         // The kernel doubles SO_SNDBUF for its bookkeeping.
-        assert_eq!(sndbuf_of(warm.fd.as_raw_fd()), 2 * 1_109_680);
+        let fd = warm.fd.as_raw_fd();
+        assert_eq!(
+            int_opt(fd, libc::SOL_SOCKET, libc::SO_SNDBUF),
+            2 * 1_109_680
+        );
+        assert_eq!(int_opt(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY), 1);
+
+        // nodelay off reaches the kept connections too (Nagle back on).
+        let mut nagle = pool.config().clone();
+        nagle.nodelay = false;
+        assert!(pool.retune(&nagle, &ep, Instant::now()));
+        drive(&ep, &mut adm, &mut pool, Duration::from_secs(2), |p| {
+            p.ready() == 3
+        });
+        let warm = pool.take(&ep, Instant::now()).expect("a ready connection");
+        assert_eq!(
+            int_opt(warm.fd.as_raw_fd(), libc::IPPROTO_TCP, libc::TCP_NODELAY),
+            0
+        );
 
         let mut bigger = pool.config().clone();
         bigger.sat = tuned(8 << 20);
