@@ -16,11 +16,9 @@ from typing import Any
 
 from bench import hybla, lab, metrics, procs
 from bench.tools import gwconfig
+from bench.tools.ss_parse import busiest_per_sample
 
 SAT_PORT = 5201
-# The gateway's default peer.port (satlab leaves it): with Perigee at both ends the flow's
-# satellite leg at the hub is a peer-path connection accepted on it.
-PEER_PORT = 7072
 WIRED_PORT0 = 5301  # the wired flows use WIRED_PORT0, +1, ...
 UDP_PORT = 9100
 # Caini et al. sec. 6: the wired R1–R2 link is 10 Mbit/s; the wired flows' RTT is 25 ms.
@@ -300,7 +298,7 @@ def sat_download(
                         "--local-port",
                         str(SAT_PORT),
                         "--local-port",
-                        str(PEER_PORT),
+                        str(lab.PEER_PORT),
                         "--duration",
                         str(duration_s + 5),
                     ),
@@ -359,17 +357,6 @@ def sat_download(
     finally:
         for bg in background:
             bg.close()
-
-
-def busiest_per_sample(samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Of the hub's sockets seen at one poll, the one that carried the most (the flow's satellite
-    leg; on the peer path the terminal's idle warm connections share its local port)."""
-    best: dict[float, dict[str, Any]] = {}
-    for s in samples:
-        cur = best.get(s["t"])
-        if cur is None or int(s.get("bytes_acked", 0)) > int(cur.get("bytes_acked", 0)):
-            best[s["t"]] = s
-    return [best[t] for t in sorted(best)]
 
 
 def check_run(run: FlowRun, cc: str, gateway: bool) -> str | None:

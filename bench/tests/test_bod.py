@@ -15,6 +15,7 @@ from bench.scenarios import bod_tuning as bt
 from bench.scenarios import caini_bod as cb
 from bench.scenarios import web_pages
 from bench.tools import gwconfig
+from bench.tools.ss_parse import busiest_per_sample
 from bench.transfer import Transfer
 
 RATE = 1_144_000.0
@@ -403,5 +404,5 @@ def test_the_hub_sample_is_the_socket_that_carried_the_flow() -> None:
         {"t": 1.1, "local": "10.71.2.2:7072", "cwnd": 385, "bytes_acked": 150_000},
         {"t": 1.1, "local": "10.71.2.2:7072", "cwnd": 10},
     ]
-    picked = bod.busiest_per_sample(samples)
+    picked = busiest_per_sample(samples)
     assert [(s["t"], s["cwnd"]) for s in picked] == [(1.0, 385), (1.1, 385)]

@@ -68,6 +68,33 @@ impl SatLeg {
     }
 }
 
+/// What a connection takes from its route only when it opens and cannot change later: the
+/// satellite routes' initial receive window (0 = no route value).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Opening {
+    pub initrwnd: u32,
+}
+
+impl Opening {
+    pub fn of(cfg: &GatewayConfig) -> Opening {
+        Opening {
+            initrwnd: cfg.satellite.initrwnd,
+        }
+    }
+
+    /// Whether connections opened under `self` receive as `new` asks: the same initrwnd, or none
+    /// (no route value opens the whole receive space, which a route value can only lower). A
+    /// warm connection opened with a small initrwnd grows its window only as data arrives, so
+    /// it needs replacing (measured on geo-skyplex, bod-tuning: kept connections opened under
+    /// initrwnd 10, tuned t90 7.2 s; new ones 4.1 s). A new initcwnd does not: each kept
+    /// connection is replaced with the new settings as a flow takes it, and Hybla's first flight
+    /// is initcwnd x rho, above the pipe on a GEO link either way (caini-bod: kept connections
+    /// opened under initcwnd 10 where the tuning asks 49, t90 4.0-4.3 s; new ones 5.4-6.0 s).
+    pub fn covers(&self, new: &Opening) -> bool {
+        self.initrwnd == new.initrwnd || self.initrwnd == 0
+    }
+}
+
 /// The smallest shift that lets a 16-bit window cover `rcvbuf` bytes, at most 14, as the kernel's
 /// tcp_select_initial_window picks it. The kernel starts from the doubled SO_RCVBUF, which moves
 /// an old and a new buffer alike: what counts is comparing two of these.
@@ -92,6 +119,17 @@ mod tests {
             rcvbuf,
             pacing_bps: 0,
         }
+    }
+
+    #[test]
+    fn the_receive_window_is_covered_only_as_it_opened() {
+        let o = |initrwnd| Opening { initrwnd };
+        // satlab's start (no initrwnd) to the API's BoD tuning (initrwnd 384): kept.
+        assert!(o(0).covers(&o(384)));
+        assert!(o(384).covers(&o(384)));
+        // The daemon's defaults (initrwnd 10) to the tuning: new connections.
+        assert!(!o(10).covers(&o(384)));
+        assert!(!o(384).covers(&o(0)));
     }
 
     #[test]

@@ -9,7 +9,7 @@
 //! worker as a flow. Nothing an outsider sends reaches a server.
 use super::super::config::Cidr;
 use super::super::epoll::Epoll;
-use super::super::satleg::SatLeg;
+use super::super::satleg::{Opening, SatLeg};
 use super::super::{log, sys};
 use super::frame::{FrameIn, Outbox};
 use super::wire::{self, Key, Nonce, Open, Refusal, AUTH_LEN, OPEN_LEN};
@@ -34,6 +34,7 @@ pub struct AdmissionConfig {
     pub allowed: Vec<Cidr>,
     pub served: Vec<Cidr>,
     pub sat: SatLeg,
+    pub opening: Opening,
     pub nodelay: bool,
 }
 
@@ -129,12 +130,13 @@ impl Admission {
     pub fn same_listener(&self, other: &AdmissionConfig) -> bool {
         (self.cfg.port, &self.cfg.key) == (other.port, &other.key)
             && self.cfg.sat.retunable_to(&other.sat)
+            && self.cfg.opening.covers(&other.opening)
     }
 
     /// New satellite-leg settings on the listeners (for what they accept from now on) and on the
     /// terminals' open connections, which stay: closing them would cost each terminal its warm
     /// pool and a backoff (a BoD tuning apply changes only these settings).
-    pub fn retune(&mut self, sat: SatLeg, nodelay: bool) {
+    pub fn retune(&mut self, sat: SatLeg, opening: Opening, nodelay: bool) {
         for (_, l) in &self.listeners {
             let fd = l.as_raw_fd();
             let _ = sys::set_cc(fd, &sat.cc);
@@ -145,6 +147,7 @@ impl Admission {
             sat.apply_live(c.fd.as_raw_fd(), nodelay);
         }
         self.cfg.sat = sat;
+        self.cfg.opening = opening;
         self.cfg.nodelay = nodelay;
     }
 

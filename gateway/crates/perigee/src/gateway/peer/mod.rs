@@ -14,11 +14,12 @@ mod tests {
     use super::pool::{Pool, PoolConfig};
     use crate::gateway::config::parse_cidr;
     use crate::gateway::epoll::Epoll;
-    use crate::gateway::satleg::SatLeg;
+    use crate::gateway::satleg::{Opening, SatLeg};
     use std::time::{Duration, Instant};
 
     const POOL_BASE: u64 = 1 << 40;
     const ADM_BASE: u64 = 1 << 50;
+    const OPENING: Opening = Opening { initrwnd: 0 };
 
     fn free_port() -> u16 {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -44,6 +45,7 @@ mod tests {
                 allowed: allowed.iter().map(|c| parse_cidr(c).unwrap()).collect(),
                 served: vec![parse_cidr("10.71.1.0/24").unwrap()],
                 sat: sat(),
+                opening: OPENING,
                 nodelay: true,
             },
             &ep,
@@ -56,6 +58,7 @@ mod tests {
                 key: pool_key,
                 size: 3,
                 sat: sat(),
+                opening: OPENING,
                 nodelay: true,
                 connect_timeout: Duration::from_secs(2),
             },
@@ -166,7 +169,7 @@ mod tests {
         let mut pool = Pool::new(cfg, POOL_BASE);
         let mut adm_cfg = adm.config().clone();
         adm_cfg.sat = tuned(1 << 20);
-        adm.retune(adm_cfg.sat.clone(), true);
+        adm.retune(adm_cfg.sat.clone(), OPENING, true);
         drive(&ep, &mut adm, &mut pool, Duration::from_secs(5), |p| {
             p.ready() == 3
         });
@@ -176,7 +179,7 @@ mod tests {
         bod.sat = tuned(1_109_680);
         adm_cfg.sat = bod.sat.clone();
         assert!(adm.same_listener(&adm_cfg));
-        adm.retune(adm_cfg.sat.clone(), true);
+        adm.retune(adm_cfg.sat.clone(), OPENING, true);
         assert!(pool.retune(&bod, &ep, Instant::now()));
         drive(&ep, &mut adm, &mut pool, Duration::from_millis(300), |_| {
             false
@@ -204,6 +207,21 @@ mod tests {
             int_opt(warm.fd.as_raw_fd(), libc::IPPROTO_TCP, libc::TCP_NODELAY),
             0
         );
+
+        // A route initrwnd now, where they opened with the whole receive space: still covered;
+        // the reverse is not (their receive window opened small).
+        let mut tuned_rwnd = pool.config().clone();
+        tuned_rwnd.opening.initrwnd = 384;
+        adm_cfg.opening = tuned_rwnd.opening;
+        assert!(adm.same_listener(&adm_cfg));
+        assert!(pool.retune(&tuned_rwnd, &ep, Instant::now()));
+        adm.retune(adm_cfg.sat.clone(), adm_cfg.opening, true);
+        let mut wider = pool.config().clone();
+        wider.opening.initrwnd = 0;
+        adm_cfg.opening = wider.opening;
+        assert!(!adm.same_listener(&adm_cfg));
+        assert!(!pool.retune(&wider, &ep, Instant::now()));
+        adm_cfg.opening = tuned_rwnd.opening;
 
         let mut bigger = pool.config().clone();
         bigger.sat = tuned(8 << 20);

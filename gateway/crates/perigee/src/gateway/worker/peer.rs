@@ -12,7 +12,7 @@ use crate::gateway::peer::admission::{Admission, AdmissionConfig, Admitted};
 use crate::gateway::peer::handover::{Handover, Progress};
 use crate::gateway::peer::pool::{Pool, PoolConfig, Warm};
 use crate::gateway::peer::wire::{self, Open, Status};
-use crate::gateway::satleg::SatLeg;
+use crate::gateway::satleg::{Opening, SatLeg};
 use crate::gateway::sys;
 use serde_json::json;
 use std::net::SocketAddr;
@@ -30,6 +30,7 @@ fn pool_config(cfg: &GatewayConfig) -> Option<PoolConfig> {
         key: p.key_bytes()?,
         size: p.pool_size as usize,
         sat: SatLeg::of(cfg, None),
+        opening: Opening::of(cfg),
         nodelay: cfg.splitter.nodelay,
         connect_timeout: Duration::from_millis(cfg.splitter.connect_timeout_ms),
     })
@@ -47,6 +48,7 @@ fn admission_config(cfg: &GatewayConfig) -> Option<AdmissionConfig> {
         allowed: p.allowed.clone(),
         served: cfg.served(),
         sat: SatLeg::of(cfg, None),
+        opening: Opening::of(cfg),
         nodelay: cfg.splitter.nodelay,
     })
 }
@@ -84,7 +86,7 @@ impl Worker {
             // authenticated idle connections stay.
             if a.same_listener(w) {
                 a.set_policy(w.allowed.clone(), w.served.clone());
-                a.retune(w.sat.clone(), w.nodelay);
+                a.retune(w.sat.clone(), w.opening, w.nodelay);
             }
         }
         if self.admission.as_ref().map(|a| a.config()) != want_adm.as_ref() {
