@@ -16,6 +16,7 @@ from typing import Any
 
 from bench import hybla, lab, metrics, procs
 from bench.tools import gwconfig
+from bench.tools.ss_parse import busiest_per_sample
 
 SAT_PORT = 5201
 WIRED_PORT0 = 5301  # the wired flows use WIRED_PORT0, +1, ...
@@ -296,6 +297,8 @@ def sat_download(
                         "bench.tools.ss_sampler",
                         "--local-port",
                         str(SAT_PORT),
+                        "--local-port",
+                        str(lab.PEER_PORT),
                         "--duration",
                         str(duration_s + 5),
                     ),
@@ -345,7 +348,7 @@ def sat_download(
             run.wired_bps = total * 8 / max(end - start, 1e-3)
         if sampler is not None:
             sampler.terminate()
-            ss = sampler.result(timeout=10)
+            ss = busiest_per_sample(sampler.result(timeout=10))
             run.cc_actual = next((s["cc"] for s in ss if "cc" in s), "")
             run.cwnd = [
                 (round(s["t"] - t0, 3), float(s["cwnd"])) for s in ss if "cwnd" in s

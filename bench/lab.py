@@ -18,6 +18,9 @@ from bench import procs
 
 SATLAB = str(procs.REPO / "bin/satlab")
 PREFIX = os.environ.get("BENCH_PREFIX", "bn-")
+# The gateway's default peer.port (satlab leaves it): with Perigee at both ends a flow's satellite
+# leg at the hub is a peer-path connection accepted on it.
+PEER_PORT = 7072
 CLIENT_V4 = "10.71.1.10"
 SERVER_V4 = "10.71.3.10"
 CROSS_V4 = "10.71.4.10"  # the short-RTT host at the hub's terrestrial side

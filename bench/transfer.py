@@ -7,8 +7,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench import hybla, metrics, procs, records
-from bench.lab import SERVER_V4, Lab
+from bench.lab import PEER_PORT, SERVER_V4, Lab
 from bench.tools.ss_parse import LIMITED_KEYS as LIMITED
+from bench.tools.ss_parse import busiest_per_sample
 
 PORT = 5201  # not satlab's :80 / :5001 servers
 
@@ -118,6 +119,8 @@ def download(
                         "bench.tools.ss_sampler",
                         "--local-port",
                         str(port),
+                        "--local-port",
+                        str(PEER_PORT),
                         "--duration",
                         str(timeout_s + 5),
                     ),
@@ -133,7 +136,7 @@ def download(
             fetched = json.loads(got.stdout.strip().splitlines()[-1])
             if sampler is not None:
                 sampler.terminate()
-                ss_samples = sampler.result(timeout=10)
+                ss_samples = busiest_per_sample(sampler.result(timeout=10))
         finally:
             if sampler is not None:
                 sampler.close()

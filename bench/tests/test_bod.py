@@ -15,6 +15,7 @@ from bench.scenarios import bod_tuning as bt
 from bench.scenarios import caini_bod as cb
 from bench.scenarios import web_pages
 from bench.tools import gwconfig
+from bench.tools.ss_parse import busiest_per_sample
 from bench.transfer import Transfer
 
 RATE = 1_144_000.0
@@ -393,3 +394,15 @@ def test_bod_tuning_doc_table():
     )
     text = bt.doc_extra(recs)
     assert "| gateway-both/tuned | 3.9 s | n/a | n/a |" in text
+
+
+def test_the_hub_sample_is_the_socket_that_carried_the_flow() -> None:
+    # On the peer path the terminal's idle warm connections share the flow's local port at the hub.
+    samples = [
+        {"t": 1.0, "local": "10.71.2.2:7072", "cwnd": 10, "bytes_acked": 120},
+        {"t": 1.0, "local": "10.71.2.2:7072", "cwnd": 385, "bytes_acked": 90_000},
+        {"t": 1.1, "local": "10.71.2.2:7072", "cwnd": 385, "bytes_acked": 150_000},
+        {"t": 1.1, "local": "10.71.2.2:7072", "cwnd": 10},
+    ]
+    picked = busiest_per_sample(samples)
+    assert [(s["t"], s["cwnd"]) for s in picked] == [(1.0, 385), (1.1, 385)]

@@ -103,3 +103,14 @@ def parse_ss(text: str) -> list[dict[str, Any]]:
 
 def port_of(endpoint: str) -> int:
     return int(endpoint.rsplit(":", 1)[1])
+
+
+def busiest_per_sample(samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Of the hub's sockets seen at one poll, the one that carried the most (the flow's satellite
+    leg; on the peer path the terminal's idle warm connections share its local port)."""
+    best: dict[float, dict[str, Any]] = {}
+    for s in samples:
+        cur = best.get(s["t"])
+        if cur is None or int(s.get("bytes_acked", 0)) > int(cur.get("bytes_acked", 0)):
+            best[s["t"]] = s
+    return [best[t] for t in sorted(best)]

@@ -24,7 +24,10 @@ def main(argv: list[str] | None = None) -> int:
         "--peer-port", type=int, help="keep sockets whose peer port is this"
     )
     parser.add_argument(
-        "--local-port", type=int, help="keep sockets whose local port is this"
+        "--local-port",
+        type=int,
+        action="append",
+        help="keep sockets whose local port is this (repeatable: any of them)",
     )
     parser.add_argument("--duration", type=float, required=True)
     parser.add_argument("--period", type=float, default=0.1)
@@ -50,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             if args.peer_port and port_of(sock["peer"]) != args.peer_port:
                 continue
-            if args.local_port and port_of(sock["local"]) != args.local_port:
+            if args.local_port and port_of(sock["local"]) not in args.local_port:
                 continue
             samples.append({"t": t, **sock})
         next_t += args.period

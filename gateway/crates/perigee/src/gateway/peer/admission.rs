@@ -9,7 +9,7 @@
 //! worker as a flow. Nothing an outsider sends reaches a server.
 use super::super::config::Cidr;
 use super::super::epoll::Epoll;
-use super::super::satleg::SatLeg;
+use super::super::satleg::{Opening, SatLeg};
 use super::super::{log, sys};
 use super::frame::{FrameIn, Outbox};
 use super::wire::{self, Key, Nonce, Open, Refusal, AUTH_LEN, OPEN_LEN};
@@ -34,6 +34,7 @@ pub struct AdmissionConfig {
     pub allowed: Vec<Cidr>,
     pub served: Vec<Cidr>,
     pub sat: SatLeg,
+    pub opening: Opening,
     pub nodelay: bool,
 }
 
@@ -124,14 +125,30 @@ impl Admission {
         &self.cfg
     }
 
-    /// Whether `other` needs no new listener or new proofs (same port, key and socket settings).
+    /// Whether `other` needs no new listener or new proofs: the same port and key, and socket
+    /// settings the open connections can take in place (`retune`).
     pub fn same_listener(&self, other: &AdmissionConfig) -> bool {
-        (
-            self.cfg.port,
-            &self.cfg.key,
-            &self.cfg.sat,
-            self.cfg.nodelay,
-        ) == (other.port, &other.key, &other.sat, other.nodelay)
+        (self.cfg.port, &self.cfg.key) == (other.port, &other.key)
+            && self.cfg.sat.retunable_to(&other.sat)
+            && self.cfg.opening.covers(&other.opening)
+    }
+
+    /// New satellite-leg settings on the listeners (for what they accept from now on) and on the
+    /// terminals' open connections, which stay: closing them would cost each terminal its warm
+    /// pool and a backoff (a BoD tuning apply changes only these settings).
+    pub fn retune(&mut self, sat: SatLeg, opening: Opening, nodelay: bool) {
+        for (_, l) in &self.listeners {
+            let fd = l.as_raw_fd();
+            let _ = sys::set_cc(fd, &sat.cc);
+            sys::set_bufs(fd, sat.sndbuf, sat.rcvbuf);
+            let _ = sys::set_int(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY, i32::from(nodelay));
+        }
+        for c in self.conns.values() {
+            sat.apply_live(c.fd.as_raw_fd(), nodelay);
+        }
+        self.cfg.sat = sat;
+        self.cfg.opening = opening;
+        self.cfg.nodelay = nodelay;
     }
 
     /// New `allowed` and served subnets: they apply to connections and flows from now on.

@@ -10,7 +10,7 @@
 //! no ready connection, flows take the direct path, so a missing hub costs nothing but the
 //! probes: one SYN per backoff period.
 use super::super::epoll::Epoll;
-use super::super::satleg::SatLeg;
+use super::super::satleg::{Opening, SatLeg};
 use super::super::{log, sys};
 use super::frame::{FrameIn, Outbox};
 use super::wire::{self, Key, Nonce, AUTH_OK_LEN, HELLO_LEN};
@@ -31,6 +31,7 @@ pub struct PoolConfig {
     pub key: Key,
     pub size: usize,
     pub sat: SatLeg,
+    pub opening: Opening,
     pub nodelay: bool,
     pub connect_timeout: Duration,
 }
@@ -99,6 +100,40 @@ impl Pool {
 
     pub fn owns(&self, token: u64) -> bool {
         token >= self.token_base
+    }
+
+    /// Take `new` without closing the connections, when it reaches the same hub with the same key,
+    /// their window scale covers its receive buffer and they opened with the windows its routes
+    /// give (`Opening::covers`); false leaves the pool as it was. A
+    /// config apply that only retunes the satellite leg (BoD tuning) thus keeps the warm
+    /// connections: replacing them costs every flow that starts meanwhile the direct path's
+    /// round trip, and their handshakes share the return link's small capacity with that flow.
+    pub fn retune(&mut self, new: &PoolConfig, ep: &Epoll, now: Instant) -> bool {
+        if (new.hub, &new.key) != (self.cfg.hub, &self.cfg.key)
+            || !self.cfg.sat.retunable_to(&new.sat)
+            || !self.cfg.opening.covers(&new.opening)
+        {
+            return false;
+        }
+        for c in self.conns.values() {
+            new.sat.apply_live(c.fd.as_raw_fd(), new.nodelay);
+        }
+        self.cfg = new.clone();
+        // A smaller pool: drop the surplus ready connections; a larger one fills up.
+        let surplus: Vec<u64> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| matches!(c.phase, Phase::Ready(_)))
+            .map(|(t, _)| *t)
+            .skip(self.cfg.size)
+            .collect();
+        for t in surplus {
+            if let Some(c) = self.conns.remove(&t) {
+                ep.forget(c.fd.as_raw_fd());
+            }
+        }
+        self.fill(ep, now);
+        true
     }
 
     pub fn ready(&self) -> usize {

@@ -12,7 +12,7 @@ use crate::gateway::peer::admission::{Admission, AdmissionConfig, Admitted};
 use crate::gateway::peer::handover::{Handover, Progress};
 use crate::gateway::peer::pool::{Pool, PoolConfig, Warm};
 use crate::gateway::peer::wire::{self, Open, Status};
-use crate::gateway::satleg::SatLeg;
+use crate::gateway::satleg::{Opening, SatLeg};
 use crate::gateway::sys;
 use serde_json::json;
 use std::net::SocketAddr;
@@ -30,6 +30,7 @@ fn pool_config(cfg: &GatewayConfig) -> Option<PoolConfig> {
         key: p.key_bytes()?,
         size: p.pool_size as usize,
         sat: SatLeg::of(cfg, None),
+        opening: Opening::of(cfg),
         nodelay: cfg.splitter.nodelay,
         connect_timeout: Duration::from_millis(cfg.splitter.connect_timeout_ms),
     })
@@ -47,6 +48,7 @@ fn admission_config(cfg: &GatewayConfig) -> Option<AdmissionConfig> {
         allowed: p.allowed.clone(),
         served: cfg.served(),
         sat: SatLeg::of(cfg, None),
+        opening: Opening::of(cfg),
         nodelay: cfg.splitter.nodelay,
     })
 }
@@ -68,7 +70,11 @@ impl Worker {
     /// flows keep their connections; only new flows see the change.
     pub(super) fn configure_peer(&mut self, cfg: &GatewayConfig) {
         let want_pool = pool_config(cfg);
-        if self.warm.as_ref().map(|p| p.config()) != want_pool.as_ref() {
+        let retuned = match (self.warm.as_mut(), want_pool.as_ref()) {
+            (Some(p), Some(w)) if p.config() != w => p.retune(w, &self.ep, Instant::now()),
+            _ => false,
+        };
+        if !retuned && self.warm.as_ref().map(|p| p.config()) != want_pool.as_ref() {
             self.warm = want_pool.map(|c| Pool::new(c, TOKEN_PEER_BASE));
             if let Some(p) = self.warm.as_mut() {
                 p.fill(&self.ep, Instant::now());
@@ -80,6 +86,7 @@ impl Worker {
             // authenticated idle connections stay.
             if a.same_listener(w) {
                 a.set_policy(w.allowed.clone(), w.served.clone());
+                a.retune(w.sat.clone(), w.opening, w.nodelay);
             }
         }
         if self.admission.as_ref().map(|a| a.config()) != want_adm.as_ref() {
