@@ -9,10 +9,6 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
-fn sa(ip: &str, port: u16) -> SocketAddr {
-    SocketAddr::new(ip.parse().unwrap(), port)
-}
-
 /// The upstream resolver on the server's addresses; `delay` stands in for the satellite.
 fn upstream(t: &Topo, delay: Duration) -> Responder {
     in_ns(&t.s, move || {
@@ -52,18 +48,6 @@ fn block_upstream(t: &Topo, on: bool) {
         "table inet pdblock {}\ndelete table inet pdblock\n".to_string()
     };
     run_stdin(&["ip", "netns", "exec", &t.s, "nft", "-f", "-"], &rules);
-}
-
-fn health_problems(t: &Topo) -> Vec<String> {
-    let (_, h) = control(&t.sock(), "GET", "/v1/health", None).unwrap();
-    h["problems"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|p| p.as_str().map(String::from))
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// Polls /v1/health until `cond` holds on its problems (or panics after `within`).
@@ -260,30 +244,6 @@ fn fetch(t: &Topo, host: &str, path: &str) -> (u16, Duration) {
             .unwrap_or(0);
         (status, started.elapsed())
     })
-}
-
-/// The URLs Squid logged so far.
-fn squid_urls(t: &Topo) -> Vec<String> {
-    let (_, v) = control(&t.sock(), "GET", "/v1/cache/requests?limit=1000", None).unwrap();
-    v["requests"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|r| r["url"].as_str().map(String::from))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-fn wait_logged(t: &Topo, url_end: &str) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(3);
-    while Instant::now() < deadline {
-        if squid_urls(t).iter().any(|u| u.ends_with(url_end)) {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    false
 }
 
 /// The cache with its resolver unreachable: port 80 steps aside to the splitter within a few

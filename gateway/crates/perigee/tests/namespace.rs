@@ -5,10 +5,6 @@ use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr};
 use std::time::{Duration, Instant};
 
-fn sa(ip: &str, port: u16) -> SocketAddr {
-    SocketAddr::new(ip.parse().unwrap(), port)
-}
-
 fn who(t: &Topo, server: SocketAddr) -> (SocketAddr, SocketAddr, String) {
     let mut c = connect(&t.c, server).expect("connect");
     c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();

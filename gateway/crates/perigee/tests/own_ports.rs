@@ -12,10 +12,6 @@ const GATEWAY_LAN6: &str = "fd99:1::1";
 const SPLITTER_PORT: u16 = 7071;
 const CACHE_PORT: u16 = 3129;
 
-fn sa(ip: &str, port: u16) -> SocketAddr {
-    SocketAddr::new(ip.parse().unwrap(), port)
-}
-
 /// Connecting (from namespace `ns`) is refused at once: the SYN is answered with a reset (which
 /// a loopback connect reports as "reset", a routed one as "refused"); it is never accepted.
 fn assert_refused(ns: &str, addr: SocketAddr, log: impl Fn() -> String) {

@@ -6,13 +6,9 @@ mod common;
 use common::*;
 use perigee_testkit::dns::Responder;
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-
-fn sa(ip: &str, port: u16) -> SocketAddr {
-    SocketAddr::new(ip.parse().unwrap(), port)
-}
 
 /// The test topology's config with the cache on, Squid resolving through the server's responder.
 fn cache_config(t: &Topo, disk_mb: u32) -> serde_json::Value {
@@ -79,18 +75,6 @@ fn fetch(t: &Topo, host: &str, path: &str) -> (u16, Duration) {
     })
 }
 
-fn health_problems(t: &Topo) -> Vec<String> {
-    let (_, h) = control(&t.sock(), "GET", "/v1/health", None).unwrap();
-    h["problems"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|p| p.as_str().map(String::from))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 fn cache_problems(t: &Topo) -> Vec<String> {
     health_problems(t)
         .into_iter()
@@ -134,30 +118,6 @@ fn tail(file: &Path, n: usize) -> String {
 
 fn squid_log(t: &Topo) -> String {
     tail(&squid_dir(t).join("logs/cache.log"), 40)
-}
-
-/// The URLs Squid logged so far.
-fn squid_urls(t: &Topo) -> Vec<String> {
-    let (_, v) = control(&t.sock(), "GET", "/v1/cache/requests?limit=1000", None).unwrap();
-    v["requests"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|r| r["url"].as_str().map(String::from))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-fn wait_logged(t: &Topo, url_end: &str) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(3);
-    while Instant::now() < deadline {
-        if squid_urls(t).iter().any(|u| u.ends_with(url_end)) {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    false
 }
 
 fn serving(p: &[String]) -> bool {

@@ -516,3 +516,45 @@ pub fn set_linger0(s: &TcpStream) {
     };
     let _ = perigee_netsys::setsockopt(s.as_raw_fd(), libc::SOL_SOCKET, libc::SO_LINGER, &l);
 }
+
+pub fn sa(ip: &str, port: u16) -> SocketAddr {
+    SocketAddr::new(ip.parse().unwrap(), port)
+}
+
+/// The problems /v1/health lists now.
+pub fn health_problems(t: &Topo) -> Vec<String> {
+    let (_, h) = control(&t.sock(), "GET", "/v1/health", None).unwrap();
+    h["problems"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|p| p.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The URLs Squid logged so far.
+pub fn squid_urls(t: &Topo) -> Vec<String> {
+    let (_, v) = control(&t.sock(), "GET", "/v1/cache/requests?limit=1000", None).unwrap();
+    v["requests"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|r| r["url"].as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Whether Squid logs a URL ending in `url_end` within 3 s.
+pub fn wait_logged(t: &Topo, url_end: &str) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < deadline {
+        if squid_urls(t).iter().any(|u| u.ends_with(url_end)) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    false
+}
