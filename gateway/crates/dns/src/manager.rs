@@ -608,15 +608,7 @@ impl UnboundManager {
             .stdout(log)
             .stderr(log2)
             .process_group(0);
-        // SAFETY: only pthread_sigmask on the child's own mask between fork and exec. The
-        // daemon blocks SIGTERM/SIGINT for its sigwait; a child inheriting that could not be
-        // stopped by a signal (systemd, an operator's kill).
-        unsafe {
-            cmd.pre_exec(|| {
-                perigee_netsys::signals::TermSignals::unblock();
-                Ok(())
-            });
-        }
+        perigee_netsys::signals::TermSignals::unblock_in_child(&mut cmd);
         let child = cmd
             .spawn()
             .map_err(|e| DnsError::new("unbound_start", format!("cannot start unbound: {e}")))?;

@@ -33,6 +33,19 @@ impl TermSignals {
         Self::mask(libc::SIG_UNBLOCK);
     }
 
+    /// Make `cmd`'s child start with the signals unblocked: a child of the blocking daemon
+    /// inherits its mask and could not be stopped by them (systemd, an operator's kill).
+    pub fn unblock_in_child(cmd: &mut std::process::Command) {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: only pthread_sigmask on the child's own mask between fork and exec.
+        unsafe {
+            cmd.pre_exec(|| {
+                Self::unblock();
+                Ok(())
+            });
+        }
+    }
+
     /// Wait until one of them arrives; its number.
     pub fn wait(&self) -> libc::c_int {
         let mut sig: libc::c_int = 0;

@@ -832,15 +832,7 @@ impl SquidManager {
             .stdout(out_log)
             .stderr(err_log)
             .process_group(0);
-        // SAFETY: only pthread_sigmask on the child's own mask between fork and exec. The
-        // daemon blocks SIGTERM/SIGINT for its sigwait; a Squid inheriting that ignores the
-        // signals everything else uses to stop it.
-        unsafe {
-            cmd.pre_exec(|| {
-                perigee_netsys::signals::TermSignals::unblock();
-                Ok(())
-            });
-        }
+        perigee_netsys::signals::TermSignals::unblock_in_child(&mut cmd);
         let child = cmd
             .spawn()
             .map_err(|e| SquidError::new("squid_start", format!("cannot start squid: {e}")))?;
