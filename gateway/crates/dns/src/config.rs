@@ -83,27 +83,8 @@ impl Default for DnsConfig {
     }
 }
 
-/// A rejected value, named by its JSON path (e.g. `dns.upstream[1]`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ConfigError {
-    pub field: String,
-    pub message: String,
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.field, self.message)
-    }
-}
-
-impl std::error::Error for ConfigError {}
-
-fn err(field: impl Into<String>, message: impl Into<String>) -> ConfigError {
-    ConfigError {
-        field: field.into(),
-        message: message.into(),
-    }
-}
+use perigee_types::config_error as err;
+pub use perigee_types::ConfigError;
 
 /// One upstream resolver: an IP literal and a port (53 unless written as `addr@port`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

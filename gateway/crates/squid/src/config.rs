@@ -6,7 +6,6 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
-use std::fmt;
 
 /// Which Squid disk store backs the cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, JsonSchema)]
@@ -160,27 +159,8 @@ impl Default for CacheConfig {
     }
 }
 
-/// A rejected value, named by its JSON path (e.g. `cache.refresh_patterns[2].regex`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ConfigError {
-    pub field: String,
-    pub message: String,
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.field, self.message)
-    }
-}
-
-impl std::error::Error for ConfigError {}
-
-fn err(field: impl Into<String>, message: impl Into<String>) -> ConfigError {
-    ConfigError {
-        field: field.into(),
-        message: message.into(),
-    }
-}
+use perigee_types::config_error as err;
+pub use perigee_types::ConfigError;
 
 /// Squid's own ceiling for refresh_pattern max age (one year, in minutes).
 pub const MAX_REFRESH_MINUTES: u32 = 525_600;

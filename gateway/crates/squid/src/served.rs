@@ -10,7 +10,7 @@
 //!   `/ipv6_prefix` (default /32) worth of addresses, an operator-set maximum (`served_limits`);
 //! - entries are normalised (host bits cleared), duplicates and nested ones merged, sorted.
 
-use perigee_types::Cidr;
+use perigee_types::{config_error as err, Cidr};
 use serde::{Deserialize, Serialize};
 use std::net::{IpAddr, Ipv6Addr};
 
@@ -47,13 +47,6 @@ impl ServedLimits {
             return Err(err("served_limits.ipv6_prefix", "must be 1..128"));
         }
         Ok(())
-    }
-}
-
-fn err(field: impl Into<String>, message: impl Into<String>) -> ConfigError {
-    ConfigError {
-        field: field.into(),
-        message: message.into(),
     }
 }
 

@@ -7,11 +7,13 @@
 //! as a regular expression can say it; the tests hold each pattern against its parser. The API
 //! and the dashboard validate with these definitions (docs/ARCHITECTURE.md, *One schema*).
 mod cidr;
+mod error;
 mod names;
 mod patterns;
 mod ports;
 
 pub use cidr::{parse_cidr, Cidr};
+pub use error::{config_error, ConfigError};
 pub use names::{IfName, ObjectName, IFNAME_MAX, OBJECT_NAME_MAX};
 pub use patterns::{ip_pattern, ipv4_pattern, ipv6_pattern, port_pattern, IpAddrSchema};
 pub use ports::{parse_ports, PortRange};

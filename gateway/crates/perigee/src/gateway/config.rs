@@ -13,26 +13,8 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::IpAddr;
 
-/// A rejected config, named by the JSON path of the field at fault (the control protocol's
-/// `error.field`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigError {
-    pub field: String,
-    pub message: String,
-}
-
-impl std::fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.field, self.message)
-    }
-}
-
-fn err(field: impl Into<String>, message: impl Into<String>) -> ConfigError {
-    ConfigError {
-        field: field.into(),
-        message: message.into(),
-    }
-}
+use perigee_types::config_error as err;
+pub use perigee_types::ConfigError;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
