@@ -32,16 +32,22 @@ test: build
 	  echo "=== $$c: test ==="; \
 	  $(MAKE) --no-print-directory -C $$c test || failed="$$failed $$c"; \
 	done; \
-	echo "=== packaging: deb, deb-test, setup-test ==="; \
+	echo "=== packaging: deb, deb-test, setup-test, image, image-test, vm, vm-test ==="; \
 	$(MAKE) --no-print-directory test-packaging || failed="$$failed packaging"; \
 	if [ -n "$$failed" ]; then echo "FAILED suites:$$failed"; exit 1; fi; \
 	echo "all suites passed: $(COMPONENTS) packaging"
 
-# The .debs with lintian, their install/upgrade/purge test and the stock-Debian setup test.
+# The .debs with lintian, their install/upgrade/purge test and the stock-Debian setup test; then the
+# container images from the binaries `make build` made, and the compose stack's test; the VM from the .debs
+# and its boot test (both check the first start ends with the API and the gateway on one config version).
 test-packaging:
 	@images/deb/build
 	@images/deb/upgrade-test --if-docker
 	@images/setup-test --if-docker
+	@PERIGEE_RUST_FROM=host PERIGEE_WEB_FROM=host images/build --if-docker
+	@images/test --if-docker
+	@images/vm/build
+	@images/vm/test
 
 lint: setup
 	@failed=""; for c in $(COMPONENTS) images; do $(MAKE) --no-print-directory -C $$c lint || failed="$$failed $$c"; done; \
