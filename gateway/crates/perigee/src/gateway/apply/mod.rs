@@ -206,3 +206,114 @@ pub fn teardown(state: &AppliedState) {
     }
     sysctl::restore_originals(&state.sysctl_originals);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::RefCell;
+    use std::rc::Rc;
+
+    /// A step that records what was asked of it, and fails its apply when told to.
+    struct Recorder {
+        name: &'static str,
+        fails: bool,
+        undoable: bool,
+        log: Rc<RefCell<Vec<String>>>,
+    }
+
+    impl ApplyStep for Recorder {
+        fn name(&self) -> &'static str {
+            self.name
+        }
+        fn apply(&mut self) -> Result<(), ApplyError> {
+            self.log.borrow_mut().push(format!("apply {}", self.name));
+            if self.fails {
+                return Err(ApplyError {
+                    step: self.name,
+                    message: "refused".into(),
+                    field: Some("x.y".into()),
+                });
+            }
+            Ok(())
+        }
+        fn rollback(&mut self) {
+            self.log
+                .borrow_mut()
+                .push(format!("rollback {}", self.name));
+        }
+        fn has_rollback(&self) -> bool {
+            self.undoable
+        }
+    }
+
+    /// Runs steps named `names` (the one named `failing` fails) and returns the error and
+    /// what each step was asked to do, in order.
+    fn run(names: &[&'static str], failing: &str) -> (Option<ApplyError>, Vec<String>) {
+        let log = Rc::new(RefCell::new(Vec::new()));
+        let mut steps: Vec<Recorder> = names
+            .iter()
+            .map(|&name| Recorder {
+                name,
+                fails: name == failing,
+                undoable: name != "hybla",
+                log: log.clone(),
+            })
+            .collect();
+        let mut refs: Vec<&mut dyn ApplyStep> =
+            steps.iter_mut().map(|s| s as &mut dyn ApplyStep).collect();
+        let result = run_steps(&mut refs).err();
+        let done = log.borrow().clone();
+        (result, done)
+    }
+
+    const STEPS: [&str; 7] = [
+        "nft", "routes", "sysctl", "shaping", "dns", "squid", "hybla",
+    ];
+
+    #[test]
+    fn a_failing_step_rolls_back_the_ones_before_it_last_first() {
+        let (e, done) = run(&STEPS, "dns");
+        let e = e.unwrap();
+        assert_eq!((e.step, e.field.as_deref()), ("dns", Some("x.y")));
+        assert_eq!(
+            done,
+            [
+                "apply nft",
+                "apply routes",
+                "apply sysctl",
+                "apply shaping",
+                "apply dns",
+                "rollback shaping",
+                "rollback sysctl",
+                "rollback routes",
+                "rollback nft",
+            ],
+            "the failed step undoes its own part itself, later steps never run"
+        );
+    }
+
+    #[test]
+    fn the_first_step_failing_rolls_back_nothing_and_the_last_everything_else() {
+        let (e, done) = run(&STEPS, "nft");
+        assert_eq!(e.unwrap().step, "nft");
+        assert_eq!(done, ["apply nft"]);
+        let (e, done) = run(&STEPS, "hybla");
+        assert_eq!(e.unwrap().step, "hybla");
+        let rolled: Vec<&str> = done
+            .iter()
+            .filter_map(|d| d.strip_prefix("rollback "))
+            .collect();
+        assert_eq!(
+            rolled,
+            ["squid", "dns", "shaping", "sysctl", "routes", "nft"]
+        );
+    }
+
+    #[test]
+    fn every_step_applies_in_order_when_none_fails() {
+        let (e, done) = run(&STEPS, "");
+        assert!(e.is_none());
+        let applied: Vec<String> = STEPS.iter().map(|s| format!("apply {s}")).collect();
+        assert_eq!(done, applied);
+    }
+}
