@@ -246,16 +246,24 @@ mod tests {
         }
     }
 
-    /// Runs steps named `names` (the one named `failing` fails) and returns the error and
-    /// what each step was asked to do, in order.
+    /// Runs steps named `names` (the one named `failing` fails, "hybla" has no rollback) and
+    /// returns the error and what each step was asked to do, in order.
     fn run(names: &[&'static str], failing: &str) -> (Option<ApplyError>, Vec<String>) {
+        run_with(names, failing, "hybla")
+    }
+
+    fn run_with(
+        names: &[&'static str],
+        failing: &str,
+        no_rollback: &str,
+    ) -> (Option<ApplyError>, Vec<String>) {
         let log = Rc::new(RefCell::new(Vec::new()));
         let mut steps: Vec<Recorder> = names
             .iter()
             .map(|&name| Recorder {
                 name,
                 fails: name == failing,
-                undoable: name != "hybla",
+                undoable: name != no_rollback,
                 log: log.clone(),
             })
             .collect();
@@ -264,6 +272,47 @@ mod tests {
         let result = run_steps(&mut refs).err();
         let done = log.borrow().clone();
         (result, done)
+    }
+
+    /// The soak's hook (built with `--features fault-injection` only): a fault after a step
+    /// rolls back that step too; a step without a rollback gets its fault before it runs.
+    /// The step names are the test's own, so the other tests here never match the file.
+    #[cfg(feature = "fault-injection")]
+    #[test]
+    fn an_injected_fault_rolls_back_the_step_it_follows_and_those_before() {
+        let file = std::env::temp_dir().join(format!("perigee-fault-{}", std::process::id()));
+        std::env::set_var("PERIGEE_FAULT_APPLY_STEP_FILE", &file);
+        let names = ["fault-a", "fault-b", "fault-c"];
+        std::fs::write(&file, "fault-b\n").unwrap();
+        let (e, done) = run_with(&names, "", "fault-c");
+        let e = e.unwrap();
+        assert_eq!(
+            (e.step, e.message.as_str()),
+            ("fault-b", "injected fault at step fault-b")
+        );
+        assert_eq!(
+            done,
+            [
+                "apply fault-a",
+                "apply fault-b",
+                "rollback fault-b",
+                "rollback fault-a"
+            ]
+        );
+        std::fs::write(&file, "fault-c").unwrap();
+        let (e, done) = run_with(&names, "", "fault-c");
+        assert_eq!(e.unwrap().step, "fault-c");
+        assert_eq!(
+            done,
+            [
+                "apply fault-a",
+                "apply fault-b",
+                "rollback fault-b",
+                "rollback fault-a"
+            ],
+            "the step without a rollback never ran"
+        );
+        std::fs::remove_file(&file).unwrap();
     }
 
     const STEPS: [&str; 7] = [
