@@ -444,7 +444,7 @@ pub fn counters_report(shared: &Shared) -> Counters {
     }
 }
 
-/// GET /v1/counters as JSON (the metrics exporter reads it too).
+/// GET /v1/counters as JSON (the metrics exporter renders `counters_report` itself).
 pub fn counters(shared: &Shared) -> Value {
     to_json(&counters_report(shared))
 }

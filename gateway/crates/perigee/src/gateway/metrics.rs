@@ -2,9 +2,10 @@
 //! PERIGEE_METRICS). Names and units follow the Prometheus conventions: `_total` counters,
 //! `_bytes`/`_seconds`/`_bits_per_second` units, `_info` metrics for labels with value 1.
 //! Every metric is listed in docs/operations.md, *Metrics*.
+use super::reports::{BypassRuleKind, CacheCounters, Counters, PacketCounters, SplitCounters};
 use super::state::Shared;
 use super::{control, http, log, procstat};
-use serde_json::{json, Value};
+use serde_json::json;
 use std::fmt::Write;
 use std::net::TcpListener;
 use std::sync::atomic::Ordering;
@@ -52,8 +53,9 @@ impl Exposition {
     }
 }
 
-fn n(v: &Value) -> f64 {
-    v.as_f64().unwrap_or(0.0)
+/// A counter as a sample value (Prometheus samples are floats).
+fn n(v: u64) -> f64 {
+    v as f64
 }
 
 fn b(v: bool) -> f64 {
@@ -66,19 +68,19 @@ fn b(v: bool) -> f64 {
 
 /// Per-category usage maps of /v1/counters (`by_action`, `by_class`, `by_site`) as labelled
 /// bytes (both directions) and flows.
-fn usage_families(e: &mut Exposition, c: &Value, what: &str, label: &str, keys: &[String]) {
-    let map = &c[format!("by_{what}")];
+fn usage_families<'a>(
+    e: &mut Exposition,
+    what: &str,
+    label: &str,
+    usages: impl IntoIterator<Item = (&'a str, &'a SplitCounters)>,
+) {
     let mut bytes = Vec::new();
     let mut flows = Vec::new();
-    for k in keys {
-        let u = &map[k.as_str()];
-        for dir in ["up", "down"] {
-            bytes.push((
-                labels(&[(label, k), ("direction", dir)]),
-                n(&u[format!("bytes_{dir}")]),
-            ));
+    for (k, u) in usages {
+        for (dir, v) in [("up", u.bytes_up), ("down", u.bytes_down)] {
+            bytes.push((labels(&[(label, k), ("direction", dir)]), n(v)));
         }
-        flows.push((labels(&[(label, k)]), n(&u["flows"])));
+        flows.push((labels(&[(label, k)]), n(u.flows)));
     }
     e.family(
         &format!("perigee_{what}_bytes_total"),
@@ -96,14 +98,8 @@ fn usage_families(e: &mut Exposition, c: &Value, what: &str, label: &str, keys: 
     );
 }
 
-fn keys_of(v: &Value) -> Vec<String> {
-    v.as_object()
-        .map(|m| m.keys().cloned().collect())
-        .unwrap_or_default()
-}
-
 pub fn render(shared: &Shared) -> String {
-    let c = control::counters(shared);
+    let c = control::counters_report(shared);
     let cfg = shared.config.lock().unwrap().clone();
     let problems = control::problems(shared);
     let mut e = Exposition::default();
@@ -182,59 +178,7 @@ pub fn render(shared: &Shared) -> String {
             (labels(&[("relay", "squid")]), cache_live as f64),
         ],
     );
-    e.one(
-        "perigee_flows_total",
-        "counter",
-        "Split flows accepted.",
-        n(&c["flows_total"]),
-    );
-    e.one(
-        "perigee_flows_failed_connect_total",
-        "counter",
-        "Flows whose server connect failed.",
-        n(&c["flows_failed_connect"]),
-    );
-    e.one(
-        "perigee_flows_unsplit_overflow_total",
-        "counter",
-        "SYNs routed unsplit above max_flows.",
-        n(&c["flows_unsplit_overflow"]),
-    );
-    e.one(
-        "perigee_closed_flows_dropped_total",
-        "counter",
-        "Closed-flow records dropped because nobody collected them (ring full).",
-        n(&c["closed_dropped"]),
-    );
-    e.family(
-        "perigee_relay_bytes_total",
-        "counter",
-        "Bytes the splitter's relay moved between its sockets (up: client to server).",
-        vec![
-            (labels(&[("direction", "up")]), n(&c["bytes_up"])),
-            (labels(&[("direction", "down")]), n(&c["bytes_down"])),
-        ],
-    );
-
-    let link = &c["link"];
-    e.family(
-        "perigee_link_bytes_total",
-        "counter",
-        "Bytes that crossed the satellite interface for intercepted connections, headers included (forward: hub to terminal).",
-        vec![
-            (labels(&[("direction", "forward")]), n(&link["forward_bytes"])),
-            (labels(&[("direction", "return")]), n(&link["return_bytes"])),
-        ],
-    );
-    e.family(
-        "perigee_link_payload_bytes_total",
-        "counter",
-        "TCP payload that crossed the satellite for intercepted connections (delivered, not written).",
-        vec![
-            (labels(&[("direction", "forward")]), n(&link["forward_payload_bytes"])),
-            (labels(&[("direction", "return")]), n(&link["return_payload_bytes"])),
-        ],
-    );
+    relay_families(&mut e, &c);
     e.family(
         "perigee_link_capacity_bits_per_second",
         "gauge",
@@ -251,103 +195,12 @@ pub fn render(shared: &Shared) -> String {
         ],
     );
 
-    usage_families(
-        &mut e,
-        &c,
-        "action",
-        "action",
-        &["accelerate".to_string(), "cache".to_string()],
-    );
-    usage_families(&mut e, &c, "class", "class", &keys_of(&c["by_class"]));
-    let sites = keys_of(&c["by_site"]);
-    usage_families(&mut e, &c, "site", "site", &sites);
-    e.family(
-        "perigee_site_retransmitted_segments_total",
-        "counter",
-        "Segments retransmitted on the satellite leg, per site.",
-        sites
-            .iter()
-            .map(|s| {
-                (
-                    labels(&[("site", s)]),
-                    n(&c["by_site"][s]["retrans_segments"]),
-                )
-            })
-            .collect(),
-    );
-    e.family(
-        "perigee_site_cache_saved_bytes_total",
-        "counter",
-        "Bytes the cache served to a site's clients without fetching them over the satellite.",
-        sites
-            .iter()
-            .map(|s| {
-                (
-                    labels(&[("site", s)]),
-                    n(&c["by_site"][s]["cache_saved_bytes"]),
-                )
-            })
-            .collect(),
-    );
-    let rules = c["bypass_rules"].as_array().cloned().unwrap_or_default();
-    let rule_samples = |field: &str| -> Vec<(String, f64)> {
-        rules
-            .iter()
-            .map(|r| {
-                (
-                    labels(&[
-                        ("rule", r["name"].as_str().unwrap_or("")),
-                        ("kind", r["kind"].as_str().unwrap_or("")),
-                    ]),
-                    n(&r[field]),
-                )
-            })
-            .collect()
-    };
-    e.family(
-        "perigee_bypass_packets_total",
-        "counter",
-        "Packets accepted untouched, per bypass rule (kind bypass: a bypass entry; class: a bypass class, LAN side).",
-        rule_samples("packets"),
-    );
-    e.family(
-        "perigee_bypass_bytes_total",
-        "counter",
-        "Bytes accepted untouched, per bypass rule.",
-        rule_samples("bytes"),
-    );
+    usage_and_bypass_families(&mut e, &c);
 
     render_cache(&mut e, shared, &c, &cfg);
     render_dns(&mut e, shared, &cfg);
 
-    let peer = &c["peer"];
-    e.family(
-        "perigee_peer_flows_total",
-        "counter",
-        "Flows by way of the peer path, by outcome (fallback: lost the peer connection before the hub's status and went direct).",
-        vec![
-            (labels(&[("outcome", "started")]), n(&peer["flows"])),
-            (labels(&[("outcome", "fallback")]), n(&peer["fallbacks"])),
-        ],
-    );
-    e.one(
-        "perigee_peer_refused_total",
-        "counter",
-        "Peer connections the hub refused (not allowed, failed authentication, garbage, too slow).",
-        n(&peer["refused"]),
-    );
-    e.one(
-        "perigee_quic_rejected_packets_total",
-        "counter",
-        "QUIC packets answered with port-unreachable (quic: fallback).",
-        n(&c["quic_rejected"]["packets"]),
-    );
-    e.one(
-        "perigee_cc_fallback_total",
-        "counter",
-        "Satellite sockets left on the system default congestion control.",
-        n(&c["cc_fallback"]),
-    );
+    peer_and_fallback_families(&mut e, &c);
 
     render_processes(&mut e, shared);
     e.one(
@@ -357,6 +210,161 @@ pub fn render(shared: &Shared) -> String {
         shared.started.elapsed().as_secs() as f64,
     );
     e.text
+}
+
+/// The splitter's flow and byte totals and what crossed the satellite link.
+fn relay_families(e: &mut Exposition, c: &Counters) {
+    e.one(
+        "perigee_flows_total",
+        "counter",
+        "Split flows accepted.",
+        n(c.flows_total),
+    );
+    e.one(
+        "perigee_flows_failed_connect_total",
+        "counter",
+        "Flows whose server connect failed.",
+        n(c.flows_failed_connect),
+    );
+    e.one(
+        "perigee_flows_unsplit_overflow_total",
+        "counter",
+        "SYNs routed unsplit above max_flows.",
+        n(c.flows_unsplit_overflow),
+    );
+    e.one(
+        "perigee_closed_flows_dropped_total",
+        "counter",
+        "Closed-flow records dropped because nobody collected them (ring full).",
+        n(c.closed_dropped),
+    );
+    e.family(
+        "perigee_relay_bytes_total",
+        "counter",
+        "Bytes the splitter's relay moved between its sockets (up: client to server).",
+        vec![
+            (labels(&[("direction", "up")]), n(c.bytes_up)),
+            (labels(&[("direction", "down")]), n(c.bytes_down)),
+        ],
+    );
+
+    let link = &c.link;
+    e.family(
+        "perigee_link_bytes_total",
+        "counter",
+        "Bytes that crossed the satellite interface for intercepted connections, headers included (forward: hub to terminal).",
+        vec![
+            (labels(&[("direction", "forward")]), n(link.forward_bytes)),
+            (labels(&[("direction", "return")]), n(link.return_bytes)),
+        ],
+    );
+    e.family(
+        "perigee_link_payload_bytes_total",
+        "counter",
+        "TCP payload that crossed the satellite for intercepted connections (delivered, not written).",
+        vec![
+            (labels(&[("direction", "forward")]), n(link.forward_payload_bytes)),
+            (labels(&[("direction", "return")]), n(link.return_payload_bytes)),
+        ],
+    );
+}
+
+/// Satellite-leg usage per action, class and site, and what each bypass rule let through.
+fn usage_and_bypass_families(e: &mut Exposition, c: &Counters) {
+    let actions = [
+        ("accelerate", &c.by_action.accelerate),
+        ("cache", &c.by_action.cache.split),
+    ];
+    usage_families(e, "action", "action", actions);
+    usage_families(
+        e,
+        "class",
+        "class",
+        c.by_class.iter().map(|(k, u)| (k.as_str(), u)),
+    );
+    usage_families(
+        e,
+        "site",
+        "site",
+        c.by_site.iter().map(|(k, s)| (k.as_str(), &s.usage)),
+    );
+    e.family(
+        "perigee_site_retransmitted_segments_total",
+        "counter",
+        "Segments retransmitted on the satellite leg, per site.",
+        c.by_site
+            .iter()
+            .map(|(k, s)| (labels(&[("site", k)]), n(s.usage.retrans_segments)))
+            .collect(),
+    );
+    e.family(
+        "perigee_site_cache_saved_bytes_total",
+        "counter",
+        "Bytes the cache served to a site's clients without fetching them over the satellite.",
+        c.by_site
+            .iter()
+            .map(|(k, s)| (labels(&[("site", k)]), n(s.cache_saved_bytes)))
+            .collect(),
+    );
+    let rule_samples = |value: fn(&PacketCounters) -> u64| -> Vec<(String, f64)> {
+        c.bypass_rules
+            .iter()
+            .map(|r| {
+                let kind = match r.kind {
+                    BypassRuleKind::Bypass => "bypass",
+                    BypassRuleKind::Class => "class",
+                };
+                (
+                    labels(&[("rule", &r.name), ("kind", kind)]),
+                    n(value(&r.counted)),
+                )
+            })
+            .collect()
+    };
+    e.family(
+        "perigee_bypass_packets_total",
+        "counter",
+        "Packets accepted untouched, per bypass rule (kind bypass: a bypass entry; class: a bypass class, LAN side).",
+        rule_samples(|p| p.packets),
+    );
+    e.family(
+        "perigee_bypass_bytes_total",
+        "counter",
+        "Bytes accepted untouched, per bypass rule.",
+        rule_samples(|p| p.bytes),
+    );
+}
+
+/// The peer path's outcomes, QUIC rejected, and sockets left on the default congestion control.
+fn peer_and_fallback_families(e: &mut Exposition, c: &Counters) {
+    let peer = &c.peer;
+    e.family(
+        "perigee_peer_flows_total",
+        "counter",
+        "Flows by way of the peer path, by outcome (fallback: lost the peer connection before the hub's status and went direct).",
+        vec![
+            (labels(&[("outcome", "started")]), n(peer.flows)),
+            (labels(&[("outcome", "fallback")]), n(peer.fallbacks)),
+        ],
+    );
+    e.one(
+        "perigee_peer_refused_total",
+        "counter",
+        "Peer connections the hub refused (not allowed, failed authentication, garbage, too slow).",
+        n(peer.refused),
+    );
+    e.one(
+        "perigee_quic_rejected_packets_total",
+        "counter",
+        "QUIC packets answered with port-unreachable (quic: fallback).",
+        n(c.quic_rejected.packets),
+    );
+    e.one(
+        "perigee_cc_fallback_total",
+        "counter",
+        "Satellite sockets left on the system default congestion control.",
+        n(c.cc_fallback),
+    );
 }
 
 fn role_name(cfg: &super::config::GatewayConfig) -> &'static str {
@@ -369,10 +377,9 @@ fn role_name(cfg: &super::config::GatewayConfig) -> &'static str {
 fn render_cache(
     e: &mut Exposition,
     shared: &Shared,
-    c: &Value,
+    c: &Counters,
     cfg: &super::config::GatewayConfig,
 ) {
-    let cache = &c["by_action"]["cache"];
     e.one(
         "perigee_cache_enabled",
         "gauge",
@@ -385,33 +392,7 @@ fn render_cache(
         "1 while port 80 goes to Squid (running, its resolver answering).",
         b(shared.cache_up.load(Ordering::Relaxed)),
     );
-    e.family(
-        "perigee_cache_requests_total",
-        "counter",
-        "Requests Squid answered, by outcome (hit: no origin fetch across the satellite).",
-        [("hit", "hits"), ("miss", "misses"), ("denied", "denied")]
-            .iter()
-            .map(|(outcome, field)| (labels(&[("outcome", outcome)]), n(&cache[*field])))
-            .collect(),
-    );
-    e.one(
-        "perigee_cache_saved_bytes_total",
-        "counter",
-        "Bytes served from the cache: what did not cross the satellite.",
-        n(&cache["bytes_saved"]),
-    );
-    e.one(
-        "perigee_cache_client_bytes_total",
-        "counter",
-        "Bytes Squid sent to clients.",
-        n(&cache["bytes"]),
-    );
-    e.one(
-        "perigee_cache_origin_bytes_total",
-        "counter",
-        "Body bytes Squid fetched from origins.",
-        n(&cache["bytes_from_origin"]),
-    );
+    cache_request_families(e, &c.by_action.cache);
     let store = shared
         .cache_store
         .lock()
@@ -451,6 +432,41 @@ fn render_cache(
             .store_entries
             .map(|v| vec![(String::new(), v as f64)])
             .unwrap_or_default(),
+    );
+}
+
+/// Squid's side of the cache action, from its access log.
+fn cache_request_families(e: &mut Exposition, cache: &CacheCounters) {
+    e.family(
+        "perigee_cache_requests_total",
+        "counter",
+        "Requests Squid answered, by outcome (hit: no origin fetch across the satellite).",
+        [
+            ("hit", cache.hits),
+            ("miss", cache.misses),
+            ("denied", cache.denied),
+        ]
+        .iter()
+        .map(|(outcome, v)| (labels(&[("outcome", outcome)]), n(*v)))
+        .collect(),
+    );
+    e.one(
+        "perigee_cache_saved_bytes_total",
+        "counter",
+        "Bytes served from the cache: what did not cross the satellite.",
+        n(cache.bytes_saved),
+    );
+    e.one(
+        "perigee_cache_client_bytes_total",
+        "counter",
+        "Bytes Squid sent to clients.",
+        n(cache.bytes),
+    );
+    e.one(
+        "perigee_cache_origin_bytes_total",
+        "counter",
+        "Body bytes Squid fetched from origins.",
+        n(cache.bytes_from_origin),
     );
 }
 
@@ -608,6 +624,124 @@ pub fn serve(shared: Arc<Shared>, addr: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::gateway::reports::{BypassRuleCounters, PacketCounters, SiteCounters};
+
+    /// A snapshot whose every value is distinct, so a family reading the wrong field shows.
+    fn snapshot() -> Counters {
+        let split = |base: u64| SplitCounters {
+            bytes_up: base + 1,
+            bytes_down: base + 2,
+            flows: base + 3,
+            retrans_segments: base + 4,
+        };
+        let mut c = Counters {
+            flows_total: 7,
+            flows_failed_connect: 8,
+            flows_unsplit_overflow: 9,
+            closed_dropped: 10,
+            bytes_up: 11,
+            bytes_down: 12,
+            cc_fallback: 13,
+            ..Default::default()
+        };
+        c.link.forward_bytes = 21;
+        c.link.return_bytes = 22;
+        c.link.forward_payload_bytes = 23;
+        c.link.return_payload_bytes = 24;
+        c.by_action.accelerate = split(100);
+        c.by_action.cache.split = split(200);
+        c.by_action.cache.hits = 31;
+        c.by_action.cache.misses = 32;
+        c.by_action.cache.denied = 33;
+        c.by_action.cache.bytes = 34;
+        c.by_action.cache.bytes_from_origin = 35;
+        c.by_action.cache.bytes_saved = 36;
+        c.by_class.insert("bulk".into(), split(300));
+        c.by_site.insert(
+            "north".into(),
+            SiteCounters {
+                usage: split(400),
+                cache_saved_bytes: 41,
+            },
+        );
+        c.bypass_rules.push(BypassRuleCounters {
+            name: "lan".into(),
+            kind: BypassRuleKind::Class,
+            builtin: false,
+            counted: PacketCounters {
+                packets: 51,
+                bytes: 52,
+            },
+        });
+        c.peer.flows = 61;
+        c.peer.fallbacks = 62;
+        c.peer.refused = 63;
+        c.quic_rejected.packets = 71;
+        c
+    }
+
+    #[test]
+    fn a_typed_snapshot_renders_each_family_from_its_field() {
+        let c = snapshot();
+        let mut e = Exposition::default();
+        relay_families(&mut e, &c);
+        usage_and_bypass_families(&mut e, &c);
+        cache_request_families(&mut e, &c.by_action.cache);
+        peer_and_fallback_families(&mut e, &c);
+        for line in [
+            "# TYPE perigee_flows_total counter",
+            "perigee_flows_total 7",
+            "perigee_flows_failed_connect_total 8",
+            "perigee_flows_unsplit_overflow_total 9",
+            "perigee_closed_flows_dropped_total 10",
+            "perigee_relay_bytes_total{direction=\"down\"} 12",
+            "perigee_link_bytes_total{direction=\"return\"} 22",
+            "perigee_link_payload_bytes_total{direction=\"forward\"} 23",
+            "perigee_action_bytes_total{action=\"accelerate\",direction=\"up\"} 101",
+            "perigee_action_flows_total{action=\"cache\"} 203",
+            "perigee_class_bytes_total{class=\"bulk\",direction=\"down\"} 302",
+            "perigee_site_flows_total{site=\"north\"} 403",
+            "perigee_site_retransmitted_segments_total{site=\"north\"} 404",
+            "perigee_site_cache_saved_bytes_total{site=\"north\"} 41",
+            "perigee_bypass_packets_total{rule=\"lan\",kind=\"class\"} 51",
+            "perigee_bypass_bytes_total{rule=\"lan\",kind=\"class\"} 52",
+            "perigee_cache_requests_total{outcome=\"hit\"} 31",
+            "perigee_cache_requests_total{outcome=\"denied\"} 33",
+            "perigee_cache_saved_bytes_total 36",
+            "perigee_cache_client_bytes_total 34",
+            "perigee_cache_origin_bytes_total 35",
+            "perigee_peer_flows_total{outcome=\"fallback\"} 62",
+            "perigee_peer_refused_total 63",
+            "perigee_quic_rejected_packets_total 71",
+            "perigee_cc_fallback_total 13",
+        ] {
+            assert!(
+                e.text.lines().any(|l| l == line),
+                "missing {line:?} in\n{}",
+                e.text
+            );
+        }
+    }
+
+    #[test]
+    fn bypass_kinds_are_labelled_as_the_counters_json_names_them() {
+        for kind in [BypassRuleKind::Bypass, BypassRuleKind::Class] {
+            let c = Counters {
+                bypass_rules: vec![BypassRuleCounters {
+                    name: "r".into(),
+                    kind,
+                    builtin: false,
+                    counted: PacketCounters::default(),
+                }],
+                ..Default::default()
+            };
+            let mut e = Exposition::default();
+            usage_and_bypass_families(&mut e, &c);
+            let json = serde_json::to_value(kind).unwrap();
+            let want = format!("kind=\"{}\"", json.as_str().unwrap());
+            assert!(e.text.contains(&want), "{want} in\n{}", e.text);
+        }
+    }
 
     #[test]
     fn labels_are_escaped_and_numbers_plain() {

@@ -1,7 +1,7 @@
 //! The state the master shares with its threads (control socket, metrics, watchers, worker
 //! supervisors): the running config and what applying it installed, the workers' slots, the
 //! totals of closed flows, and the apply itself (`Shared::apply_config`).
-use super::apply::{self, AppliedState, ApplyError, ServiceStep};
+use super::apply::{self, AppliedState, ApplyError, DnsStep, SquidStep};
 use super::config::{ConfigError, GatewayConfig};
 use super::ipc::Usage;
 use super::meter::LinkBytes;
@@ -120,114 +120,6 @@ pub struct Shared {
     pub dns_totals: Mutex<perigee_dns::Totals>,
     /// Squid's storage figures as last read (every STORE_INFO_EVERY).
     pub cache_store: Mutex<Option<perigee_squid::admin::StoreInfo>>,
-}
-
-/// The `dns` step of an apply: the new resolver policy, and the previous one to go back to.
-struct DnsStep<'a> {
-    mgr: &'a mut UnboundManager,
-    new: &'a GatewayConfig,
-    /// None on the first apply: going back means stopping unbound.
-    prev: Option<&'a GatewayConfig>,
-}
-
-impl ServiceStep for DnsStep<'_> {
-    fn name(&self) -> &'static str {
-        "dns"
-    }
-
-    fn apply(&mut self) -> Result<(), ApplyError> {
-        match self.mgr.apply(&self.new.dns, &self.new.served_subnets) {
-            Ok(report) => {
-                log::info(
-                    "resolver applied",
-                    json!({"action": report.action, "cache_records_kept": report.cache_records_kept}),
-                );
-                Ok(())
-            }
-            Err(e) => Err(ApplyError {
-                step: "dns",
-                message: format!("{}: {}", e.code, e.message),
-                field: e.field,
-            }),
-        }
-    }
-
-    fn restore(&mut self) {
-        let result = match self.prev {
-            Some(p) => self.mgr.apply(&p.dns, &p.served_subnets).map(|_| ()),
-            None => {
-                self.mgr.stop();
-                Ok(())
-            }
-        };
-        if let Err(e) = result {
-            log::error(
-                "could not restore the previous resolver policy",
-                json!({"error": e.to_string()}),
-            );
-        }
-    }
-}
-
-/// The `squid` step of an apply: the new cache policy, and the previous one to go back to.
-struct SquidStep<'a> {
-    mgr: &'a mut SquidManager,
-    new: &'a GatewayConfig,
-    /// None on the first apply: going back means stopping Squid.
-    prev: Option<&'a GatewayConfig>,
-}
-
-impl ServiceStep for SquidStep<'_> {
-    fn name(&self) -> &'static str {
-        "squid"
-    }
-
-    fn apply(&mut self) -> Result<(), ApplyError> {
-        let ns = self.new.squid_nameservers();
-        match self.mgr.apply(
-            &self.new.cache,
-            &self.new.served_subnets,
-            &self.new.served_limits,
-            &ns,
-        ) {
-            Ok(report) => {
-                log::info(
-                    "cache applied",
-                    json!({"action": report.action, "collapsed_forwarding_effective": report.collapsed_forwarding_effective}),
-                );
-                Ok(())
-            }
-            Err(e) => Err(ApplyError {
-                step: "squid",
-                message: format!("{}: {}", e.code, e.message),
-                field: e.field,
-            }),
-        }
-    }
-
-    fn restore(&mut self) {
-        let result = match self.prev {
-            Some(p) => self
-                .mgr
-                .apply(
-                    &p.cache,
-                    &p.served_subnets,
-                    &p.served_limits,
-                    &p.squid_nameservers(),
-                )
-                .map(|_| ()),
-            None => {
-                self.mgr.stop();
-                Ok(())
-            }
-        };
-        if let Err(e) = result {
-            log::error(
-                "could not restore the previous cache policy",
-                json!({"error": e.to_string()}),
-            );
-        }
-    }
 }
 
 #[derive(Debug)]

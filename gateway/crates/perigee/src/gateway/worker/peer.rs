@@ -2,7 +2,9 @@
 //! the peer listener in step with the config, starting a terminal's flow on a warm connection,
 //! admitting a hub's flow, the handover phase until the hub's status, and the fall back to the
 //! direct path when the peer connection is lost first.
-use super::{set_interest, NewFlow, Worker, TOKEN_PEER_BASE};
+use super::admit::NewFlow;
+use super::relay::set_interest;
+use super::{Worker, TOKEN_PEER_BASE};
 use crate::gateway::config::{GatewayConfig, Role};
 use crate::gateway::dscp;
 use crate::gateway::flow::{Path, Reg, Session, CLIENT, SERVER};
