@@ -10,7 +10,7 @@ from perigee_api.core.config import Settings
 from perigee_api.main import create_app
 from perigee_api.models import FlowRecord, Sample1h, Sample1m, Sample1s
 from perigee_api.services import stats
-from perigee_api.testing.fake_gateway import FakeGateway, make_flow
+from perigee_fakes.fake_gateway import FakeGateway, make_flow
 
 T0 = 1_800_000_000  # a fixed, minute- and hour-aligned unix time
 
