@@ -10,7 +10,24 @@ from contextlib import asynccontextmanager
 from fastapi import APIRouter, FastAPI
 
 from perigee_api import __version__
-from perigee_api.api.routes import auth, bod, config, exports, fleet, flows, policy, sites, system, users
+from perigee_api.api.routes import (
+    audit,
+    auth,
+    backup,
+    bod,
+    cache,
+    config,
+    dns,
+    exports,
+    fleet,
+    flows,
+    health,
+    policy,
+    sites,
+    system,
+    tls,
+    users,
+)
 from perigee_api.core import errors
 from perigee_api.core.config import Settings, get_settings
 from perigee_api.core.context import AppContext
@@ -28,7 +45,9 @@ API_PREFIX = "/api/v1"
 
 def api_router() -> APIRouter:
     router = APIRouter(prefix=API_PREFIX)
-    for module in (auth, users, policy, bod, config, flows, fleet, exports, sites, system):
+    features = (auth, users, policy, bod, config, flows, fleet, exports, sites)
+    appliance = (health, system, cache, dns, backup, audit, tls)  # the appliance's own state and upkeep
+    for module in features + appliance:
         router.include_router(module.router)
     return router
 
