@@ -83,18 +83,19 @@ def create_app(settings: Settings | None = None, *, prepare_db: bool = True) -> 
         db=database,
         gateway=GatewayClient(settings.gateway_socket, settings.gateway_timeout_s),
     )
+    # The collector exists with the app (readers ask it for fresh live flows); its thread runs from startup to
+    # shutdown when collector_enabled, else tests drive it by hand.
+    collector = ctx.collector = Collector(ctx)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         ctx.loop = asyncio.get_running_loop()
         if settings.collector_enabled:
-            ctx.collector = Collector(ctx)
-            ctx.collector.start()
+            collector.start()
         try:
             yield
         finally:
-            if ctx.collector is not None:
-                ctx.collector.stop()
+            collector.stop()
             ctx.gateway.close()
             ctx.db.dispose()
 
@@ -114,9 +115,6 @@ def create_app(settings: Settings | None = None, *, prepare_db: bool = True) -> 
         lifespan=lifespan,
     )
     app.state.ctx = ctx
-    if ctx.collector is None and not settings.collector_enabled:
-        # Tests drive the collector by hand: it exists, its thread does not run.
-        ctx.collector = Collector(ctx)
     errors.install(app)
     app.include_router(api_router())
     app.add_middleware(GuardMiddleware, ctx=ctx)

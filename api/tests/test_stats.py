@@ -189,7 +189,7 @@ def test_sse_stream_yields_flows(app: FastAPI, fake_gw: FakeGateway, viewer: Tes
     assert '"id": 7' in data
 
 
-def test_live_flows_fetched_directly_when_collector_idle(fake_gw: FakeGateway, viewer: TestClient) -> None:
+def test_live_flows_refreshed_when_collector_idle(fake_gw: FakeGateway, viewer: TestClient) -> None:
     fake_gw.live_flows = [make_flow(42)]
     snap = viewer.get("/api/v1/flows").json()
     assert snap["count"] == 1 and snap["flows"][0]["id"] == 42 and snap["error"] is None
