@@ -34,7 +34,7 @@ from perigee_api.core import security
 from perigee_api.core.config import Settings
 from perigee_api.main import create_app
 from perigee_api.models import ApiToken, User
-from perigee_api.testing.fake_gateway import FakeGateway, make_flow
+from perigee_fakes.fake_gateway import FakeGateway, make_flow
 
 TOKEN = security.TOKEN_PREFIX + "bench-token-0123456789abcdef"
 

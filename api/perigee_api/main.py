@@ -10,7 +10,24 @@ from contextlib import asynccontextmanager
 from fastapi import APIRouter, FastAPI
 
 from perigee_api import __version__
-from perigee_api.api.routes import auth, bod, config, exports, fleet, flows, policy, sites, system, users
+from perigee_api.api.routes import (
+    audit,
+    auth,
+    backup,
+    bod,
+    cache,
+    config,
+    dns,
+    exports,
+    fleet,
+    flows,
+    health,
+    policy,
+    sites,
+    system,
+    tls,
+    users,
+)
 from perigee_api.core import errors
 from perigee_api.core.config import Settings, get_settings
 from perigee_api.core.context import AppContext
@@ -28,7 +45,9 @@ API_PREFIX = "/api/v1"
 
 def api_router() -> APIRouter:
     router = APIRouter(prefix=API_PREFIX)
-    for module in (auth, users, policy, bod, config, flows, fleet, exports, sites, system):
+    features = (auth, users, policy, bod, config, flows, fleet, exports, sites)
+    appliance = (health, system, cache, dns, backup, audit, tls)  # the appliance's own state and upkeep
+    for module in features + appliance:
         router.include_router(module.router)
     return router
 
@@ -64,18 +83,19 @@ def create_app(settings: Settings | None = None, *, prepare_db: bool = True) -> 
         db=database,
         gateway=GatewayClient(settings.gateway_socket, settings.gateway_timeout_s),
     )
+    # The collector exists with the app (readers ask it for fresh live flows); its thread runs from startup to
+    # shutdown when collector_enabled, else tests drive it by hand.
+    collector = ctx.collector = Collector(ctx)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         ctx.loop = asyncio.get_running_loop()
         if settings.collector_enabled:
-            ctx.collector = Collector(ctx)
-            ctx.collector.start()
+            collector.start()
         try:
             yield
         finally:
-            if ctx.collector is not None:
-                ctx.collector.stop()
+            collector.stop()
             ctx.gateway.close()
             ctx.db.dispose()
 
@@ -95,9 +115,6 @@ def create_app(settings: Settings | None = None, *, prepare_db: bool = True) -> 
         lifespan=lifespan,
     )
     app.state.ctx = ctx
-    if ctx.collector is None and not settings.collector_enabled:
-        # Tests drive the collector by hand: it exists, its thread does not run.
-        ctx.collector = Collector(ctx)
     errors.install(app)
     app.include_router(api_router())
     app.add_middleware(GuardMiddleware, ctx=ctx)

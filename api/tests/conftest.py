@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 
 from perigee_api.core.config import Settings
 from perigee_api.main import create_app
-from perigee_api.testing.fake_gateway import FakeGateway
+from perigee_fakes.fake_gateway import FakeGateway
 
 STRONG = "correct-horse-battery-staple"
 

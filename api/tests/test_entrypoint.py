@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 
 from perigee_api.core.config import Settings
-from perigee_api.testing.fake_gateway import FakeGateway, make_flow
+from perigee_fakes.fake_gateway import FakeGateway, make_flow
 
 API_DIR = Path(__file__).resolve().parents[1]
 

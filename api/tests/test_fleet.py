@@ -23,7 +23,7 @@ from fastapi.testclient import TestClient
 
 from perigee_api.core.config import Settings
 from perigee_api.services import fleet_pki
-from perigee_api.testing.fake_gateway import FakeGateway, FakeTls, make_flow
+from perigee_fakes.fake_gateway import FakeGateway, FakeTls, make_flow
 
 REPO = Path(__file__).resolve().parents[2]
 WEB = {"name": "web", "priority": 100, "action": "accelerate", "match": {"protocol": "tcp", "dports": ["80"]}}

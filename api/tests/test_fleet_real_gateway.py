@@ -23,7 +23,7 @@ from fastapi.testclient import TestClient
 from perigee_api.gateway_client import GatewayClient, GatewayError
 from perigee_api.schemas.gateway_config import default_config
 from perigee_api.services import fleet_pki
-from perigee_api.testing.fake_gateway import FakeGateway
+from perigee_fakes.fake_gateway import FakeGateway
 
 REPO = Path(__file__).resolve().parents[2]
 PERIGEE = REPO / "gateway" / "target" / "release" / "perigee"

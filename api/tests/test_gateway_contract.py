@@ -16,8 +16,8 @@ from pydantic import BaseModel
 
 from perigee_api.gateway_client import GatewayClient, GatewayError
 from perigee_api.schemas.gateway_config import BUILTIN_NAMES, default_config
-from perigee_api.testing.fake_gateway import FakeGateway
 from perigee_control import reports
+from perigee_fakes.fake_gateway import FakeGateway
 from tests.conftest import real_gateway_socket
 
 TARGETS = ["fake"] + (["real"] if real_gateway_socket() else [])

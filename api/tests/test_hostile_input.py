@@ -12,7 +12,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from perigee_api.models import BodProfile
-from perigee_api.testing.fake_gateway import FakeGateway, make_flow
+from perigee_fakes.fake_gateway import FakeGateway, make_flow
 from tests.running_api import log_in_as_admin, running_api, unix_client
 from tests.test_bod import GEO
 

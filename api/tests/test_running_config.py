@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 
 from perigee_api.main import create_app
 from perigee_api.schemas.gateway_config import GatewayConfig, default_config
-from perigee_api.testing.fake_gateway import FakeGateway
+from perigee_fakes.fake_gateway import FakeGateway
 from tests.conftest import STRONG, login, make_settings, new_client, one_time_password, real_gateway_socket
 
 

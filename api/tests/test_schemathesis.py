@@ -22,7 +22,7 @@ from schemathesis.checks import not_a_server_error
 from perigee_api.core import security
 from perigee_api.main import create_app
 from perigee_api.models import BrowserSession, LoginAttempt, User
-from perigee_api.testing.fake_gateway import FakeGateway
+from perigee_fakes.fake_gateway import FakeGateway
 from tests.conftest import make_settings
 
 SESSION_ID = "schemathesis-fuzzing-session-0123456789"

@@ -12,7 +12,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from perigee_api.services import collector, stats
-from perigee_api.testing.fake_gateway import FakeGateway, make_flow
+from perigee_fakes.fake_gateway import FakeGateway, make_flow
 
 T0 = 1_800_000_000
 

@@ -10,7 +10,7 @@ from perigee_api.core.config import Settings
 from perigee_api.main import create_app
 from perigee_api.models import FlowRecord, Sample1h, Sample1m, Sample1s
 from perigee_api.services import stats
-from perigee_api.testing.fake_gateway import FakeGateway, make_flow
+from perigee_fakes.fake_gateway import FakeGateway, make_flow
 
 T0 = 1_800_000_000  # a fixed, minute- and hour-aligned unix time
 
@@ -189,7 +189,7 @@ def test_sse_stream_yields_flows(app: FastAPI, fake_gw: FakeGateway, viewer: Tes
     assert '"id": 7' in data
 
 
-def test_live_flows_fetched_directly_when_collector_idle(fake_gw: FakeGateway, viewer: TestClient) -> None:
+def test_live_flows_refreshed_when_collector_idle(fake_gw: FakeGateway, viewer: TestClient) -> None:
     fake_gw.live_flows = [make_flow(42)]
     snap = viewer.get("/api/v1/flows").json()
     assert snap["count"] == 1 and snap["flows"][0]["id"] == 42 and snap["error"] is None

@@ -16,7 +16,7 @@ from cryptography.x509.oid import NameOID
 from fastapi.testclient import TestClient
 
 from perigee_api.core.config import Settings
-from perigee_api.testing.fake_gateway import FakeGateway
+from perigee_fakes.fake_gateway import FakeGateway
 from tests.conftest import make_settings
 
 TLS = "/api/v1/system/tls"

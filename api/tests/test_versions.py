@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from fastapi.testclient import TestClient
 
-from perigee_api.testing.fake_gateway import FakeGateway
+from perigee_fakes.fake_gateway import FakeGateway
 
 WEB = {"name": "web", "priority": 100, "action": "accelerate", "match": {"protocol": "tcp", "dports": ["80"]}}
 

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from perigee_api.schemas.gateway_config import default_config
-from perigee_api.testing.fake_gateway import FakeGateway, make_flow
+from perigee_fakes.fake_gateway import FakeGateway, make_flow
 
 
 def flows_at(tick: int, count: int) -> list[dict]:

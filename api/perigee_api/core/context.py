@@ -20,8 +20,9 @@ if TYPE_CHECKING:
 class LiveFlows:
     """The latest live-flow snapshot from the gateway, and the live streams waiting for the next one.
 
-    The collector is its only writer (`update`, `fail`, then `notify` on the event loop); each SSE stream
-    registers an event with `listen` and drops it with `unlisten`."""
+    The collector is its only writer (`publish`, `publish_error`, then `notify` on the event loop; a test holds
+    every other module to that); readers take `snapshot`, and each SSE stream registers an event with `listen`
+    and drops it with `unlisten`. `encoded` and `encoded_flows` are the readers' cache of one snapshot's JSON."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -35,7 +36,8 @@ class LiveFlows:
         # (seq, each flow's JSON): filtered answers join these instead of encoding again.
         self.encoded_flows: tuple[int, list[bytes]] | None = None
 
-    def update(self, flows: list[dict[str, Any]], now: float) -> None:
+    def publish(self, flows: list[dict[str, Any]], now: float) -> None:
+        """A new snapshot: the gateway's live flows at its time `now`."""
         with self._lock:
             self.flows = flows
             self.now = now
@@ -43,7 +45,8 @@ class LiveFlows:
             self.seq += 1
             self.error = None
 
-    def fail(self, message: str) -> None:
+    def publish_error(self, message: str) -> None:
+        """The gateway could not be read: the last flows stay, with the reason they are stale."""
         with self._lock:
             self.error = message
             self.encoded = None  # the cached answer carries the old error field

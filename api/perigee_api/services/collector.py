@@ -1,4 +1,7 @@
-"""Background collector: polls the gateway every interval, keeps the live snapshot, stores history."""
+"""Background collector: polls the gateway every interval, keeps the live snapshot, stores history.
+
+It is the only writer of the live snapshot (`ctx.live`): readers that find it stale ask it to read the gateway
+now (`refresh_live_if_stale`) instead of reading the gateway themselves."""
 
 from __future__ import annotations
 
@@ -15,6 +18,10 @@ log = logging.getLogger("perigee_api.collector")
 # How often the collector asks which config the gateway runs (and records it as a version).
 RUNNING_EVERY_S = 5.0
 
+
+# A live snapshot older than this many collector intervals is stale: the collector is stopped or behind, and a
+# reader's request reads the gateway at once.
+LIVE_STALE_INTERVALS = 3
 
 # How long after a whole second the gateway's per-second samples are in (they take a few ms).
 READ_AFTER_S = 0.4
@@ -35,6 +42,10 @@ class Collector:
         self._thread: threading.Thread | None = None
         self._last_maintenance = 0.0
         self._running_lock = threading.Lock()
+        # Held while reading the gateway's live flows and publishing them: snapshots are published in the order
+        # they were read, and readers that ask at once share one read.
+        self._live_lock = threading.Lock()
+        self._live_read_at = 0.0  # time.monotonic() when the last read of the live flows ended (either way)
         self.ticks = 0
         self.last_error: str | None = None
 
@@ -54,13 +65,13 @@ class Collector:
             self.sync_running()
         gw = self.ctx.gateway
         try:
-            snap = gw.flows("live")
-            self.ctx.live.update(list(snap.get("flows", [])), float(snap.get("now", now)))
+            with self._live_lock:
+                self._read_live(now)
             closed = gw.collect_flows()
             counters = gw.counters()
         except GatewayError as exc:
             self.last_error = exc.message
-            self.ctx.live.fail(exc.message)
+            self.ctx.live.publish_error(exc.message)
             if now - self._last_maintenance >= 60:
                 with self.ctx.db.session() as db:
                     auth.housekeeping(db, self.ctx.settings, now)
@@ -94,6 +105,35 @@ class Collector:
         self.last_error = None
         self._notify()
 
+    def refresh_live_if_stale(self) -> None:
+        """For readers of the live snapshot: when it is stale (the collector is stopped or behind), read the
+        gateway's live flows now and wake the live streams. An unreachable gateway leaves the last flows with
+        the error. Readers that ask while a read is under way take its result instead of reading again."""
+        if self._live_is_fresh():
+            return
+        asked_at = time.monotonic()
+        with self._live_lock:
+            if self._live_read_at >= asked_at or self._live_is_fresh():
+                return  # another reader's read ended after this one asked
+            try:
+                self._read_live(time.time())
+            except GatewayError as exc:
+                self.ctx.live.publish_error(exc.message)
+        self._notify()
+
+    def _live_is_fresh(self) -> bool:
+        max_age = LIVE_STALE_INTERVALS * self.ctx.settings.collect_interval_s
+        return time.time() - self.ctx.live.fetched_at <= max_age
+
+    def _read_live(self, now: float) -> None:
+        """Reads the gateway's live flows into a new snapshot (the caller holds `_live_lock`); a GatewayError
+        leaves the snapshot to the caller."""
+        try:
+            snap = self.ctx.gateway.flows("live")
+        finally:
+            self._live_read_at = time.monotonic()
+        self.ctx.live.publish(list(snap.get("flows", [])), float(snap.get("now", now)))
+
     def _notify(self) -> None:
         loop = self.ctx.loop
         if loop is not None and not loop.is_closed():
@@ -113,6 +153,7 @@ class Collector:
                 log.exception("collector tick failed")
 
     def start(self) -> None:
+        self._stop.clear()
         self._thread = threading.Thread(target=self._run, name="perigee-collector", daemon=True)
         self._thread.start()
 
