@@ -7,8 +7,8 @@ import threading
 import time
 
 from perigee_api.core.context import AppContext
-from perigee_api.gateway_client import GatewayError
 from perigee_api.services import auth, running, stats
+from perigee_control.client import GatewayError
 
 log = logging.getLogger("perigee_api.collector")
 
@@ -54,10 +54,10 @@ class Collector:
             self.sync_running()
         gw = self.ctx.gateway
         try:
-            snap = gw.flows("live")
+            snap = gw.json.flows("live")
             self.ctx.live.update(list(snap.get("flows", [])), float(snap.get("now", now)))
-            closed = gw.collect_flows()
-            counters = gw.counters()
+            closed = list(gw.json.collect_flows().get("flows", []))
+            counters = gw.json.counters()
         except GatewayError as exc:
             self.last_error = exc.message
             self.ctx.live.fail(exc.message)
@@ -68,11 +68,11 @@ class Collector:
                 self._last_maintenance = now
             return
         try:
-            cache = gw.cache_stats()
+            cache = gw.json.cache_stats()
         except GatewayError:
             cache = None  # the cache is optional
         try:
-            dns = gw.dns_stats()
+            dns = gw.json.dns_stats()
         except GatewayError:
             dns = None  # so is the resolver (and an older gateway has no /v1/dns)
         values = self.builder.build(now, self.ctx.live.flows, counters, cache, dns)

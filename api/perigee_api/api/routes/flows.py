@@ -16,11 +16,11 @@ from starlette.types import Receive, Scope, Send
 from perigee_api.api.deps import Ctx, Db, Viewer
 from perigee_api.core.context import LiveFlows
 from perigee_api.core.errors import ApiError, ErrorResponse
-from perigee_api.gateway_client import GatewayError
 from perigee_api.models import FlowRecord
 from perigee_api.schemas.api import FlowPage, FlowRecordOut, LiveFlowsOut, Series, SeriesOut, SeriesPoint
 from perigee_api.services import stats
 from perigee_api.services.flow_query import FlowFilter
+from perigee_control.client import GatewayError
 
 router = APIRouter(tags=["flows"], responses={401: {"model": ErrorResponse}, 403: {"model": ErrorResponse}})
 
@@ -37,7 +37,7 @@ def live_flows(
     if time.time() - ctx.live.fetched_at > 3 * ctx.settings.collect_interval_s:
         # The collector is stopped or behind: ask the gateway directly (errors are reported in `error`).
         try:
-            snap = ctx.gateway.flows("live")
+            snap = ctx.gateway.json.flows("live")
             ctx.live.update(list(snap.get("flows", [])), float(snap.get("now", time.time())))
         except GatewayError as exc:
             ctx.live.fail(exc.message)

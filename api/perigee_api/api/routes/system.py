@@ -16,7 +16,6 @@ from sqlalchemy import func, select
 from perigee_api import __version__
 from perigee_api.api.deps import Admin, Ctx, Db, Gateway, Operator, Viewer, audit_info
 from perigee_api.core.errors import ApiError, ErrorResponse, validation_details
-from perigee_api.gateway_client import GatewayError
 from perigee_api.models import AuditEntry
 from perigee_api.schemas.api import (
     AuditOut,
@@ -37,6 +36,7 @@ from perigee_api.schemas.api import (
 from perigee_api.services import audit
 from perigee_api.services import backup as backup_service
 from perigee_api.services import tls as tls_service
+from perigee_control.client import GatewayError
 from perigee_control.reports import Health
 
 router = APIRouter(tags=["system"], responses={401: {"model": ErrorResponse}, 403: {"model": ErrorResponse}})
@@ -58,7 +58,7 @@ def health(ctx: Ctx, db: Db) -> HealthOut:
     gw_health: Health | None = None
     reachable = False
     try:
-        gw_health = Health.model_validate(ctx.gateway.health())
+        gw_health = ctx.gateway.health()
         reachable = True
         if gw_health.status != "ok":
             problems += [f"gateway: {p}" for p in gw_health.problems] or ["gateway: degraded"]
@@ -74,7 +74,7 @@ def system_versions(who: Viewer, db: Db, gw: Gateway) -> VersionsOut:
 
     rev = db.scalar(text("SELECT version_num FROM alembic_version"))
     try:
-        gwv = str(gw.health().get("version"))
+        gwv = gw.health().version
     except GatewayError:
         gwv = None
     return VersionsOut(api=__version__, python=platform.python_version(), schema_revision=rev, gateway=gwv)
@@ -87,12 +87,12 @@ def system_versions(who: Viewer, db: Db, gw: Gateway) -> VersionsOut:
     summary="The gateway's network interfaces: addresses, state, MTU, what the running config uses them for",
 )
 def system_interfaces(who: Viewer, gw: Gateway) -> dict[str, Any]:
-    return gw.interfaces()
+    return gw.json.interfaces()
 
 
 @router.get("/cache/stats", response_model=CacheStats, summary="Cache counters (gateway passthrough)")
 def cache_stats(who: Viewer, gw: Gateway) -> dict[str, Any]:
-    return gw.cache_stats()
+    return gw.json.cache_stats()
 
 
 @router.post("/cache/purge", response_model=PurgeResponse, summary="Purge one URL or everything (gateway passthrough)")
@@ -100,7 +100,7 @@ def cache_purge(body: PurgeIn, who: Operator, gw: Gateway, request: Request) -> 
     if body.all == (body.url is not None):
         raise ApiError(422, "purge_target", "give exactly one of url or all=true", "url")
     audit_info(request, url=body.url, all=body.all)
-    return gw.cache_purge(url=body.url, purge_all=body.all)
+    return gw.json.cache_purge(url=body.url, purge_all=body.all)
 
 
 @router.get(
@@ -109,7 +109,7 @@ def cache_purge(body: PurgeIn, who: Operator, gw: Gateway, request: Request) -> 
     summary="Resolver counters: queries, hit ratio, stale answers, time saved (gateway passthrough)",
 )
 def dns_stats(who: Viewer, gw: Gateway) -> dict[str, Any]:
-    return gw.dns_stats()
+    return gw.json.dns_stats()
 
 
 @router.post(
@@ -119,7 +119,7 @@ def dns_flush(body: DnsFlushIn, who: Operator, gw: Gateway, request: Request) ->
     if body.all == (body.name is not None):
         raise ApiError(422, "flush_target", "give exactly one of name or all=true", "name")
     audit_info(request, name=body.name, all=body.all)
-    return gw.dns_flush(name=body.name, flush_all=body.all)
+    return gw.json.dns_flush(name=body.name, flush_all=body.all)
 
 
 @router.get("/system/backup", summary="Config versions, users (argon2 hashes only) and BoD profiles as JSON")
