@@ -6,15 +6,14 @@ from __future__ import annotations
 import pytest
 
 from bench import records, run, scenarios
+from bench.profiles import figures
 from bench.scenarios import geo_ber, shared_bottleneck
+from bench.tools import gwconfig
 from bench.transfer import Transfer
+from perigee_api.schemas.gateway_config import GatewayConfig
 
 
-def gateway_config_model():  # type: ignore[no-untyped-def]
-    from perigee_api.schemas.gateway_config import (
-        GatewayConfig,
-    )
-
+def gateway_config_model() -> type[GatewayConfig]:
     return GatewayConfig
 
 
@@ -44,11 +43,11 @@ def test_geo_ber_classes_are_a_valid_gateway_config(role: str) -> None:
 def test_shared_bottleneck_classes_are_a_valid_gateway_config(role: str, monkeypatch: pytest.MonkeyPatch) -> None:
     put: list[dict] = []  # type: ignore[type-arg]
     monkeypatch.setattr(
-        shared_bottleneck.gwconfig,
+        gwconfig,
         "get_config",
         lambda sock: lab_config("hub" if sock.endswith("hub.sock") else "terminal"),
     )
-    monkeypatch.setattr(shared_bottleneck.gwconfig, "put_config", lambda sock, cfg: put.append(cfg))
+    monkeypatch.setattr(gwconfig, "put_config", lambda sock, cfg: put.append(cfg))
 
     class FakeLab:
         prefix = "t-"
@@ -74,7 +73,7 @@ def transfer(size: int, done_at: float | None, got: int | None = None) -> Transf
 
 
 def test_percent_of_optimal_for_finished_and_capped_transfers() -> None:
-    link = geo_ber.figures("geo-hts")
+    link = figures("geo-hts")
     limit = geo_ber.limit_s(50_000_000, link)
     assert limit == pytest.approx(9.2)
     assert geo_ber.pct_optimal(transfer(50_000_000, 18.4), link) == pytest.approx(50.0)

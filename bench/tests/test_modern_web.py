@@ -342,7 +342,7 @@ def test_a_refused_config_skips_the_variant_with_the_gateways_error(monkeypatch)
         monkeypatch.setattr(gwconfig, "RUN_ROOT", run_root)
         os.makedirs(f"{run_root}/pw-x-")
         gw = FakeGateway(f"{run_root}/pw-x-/gw-pw-x-hub.sock", forbidden="nodelay")
-        h = mw.LabHandle("hub", FakeLab("pw-x-"), driver=None, settle_s=0)  # type: ignore[arg-type]
+        h = mw.LabHandle("hub", FakeLab("pw-x-"), driver=None, settle_s=0)
         h.base["hub"] = gwconfig.get_config(h.socket("hub"))
         refused = h.apply(mw.Variant("hub-nodelay-off", "hub", "off", (("splitter.nodelay", False),)))
         assert refused and "unknown field `nodelay`" in refused

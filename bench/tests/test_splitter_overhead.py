@@ -1,7 +1,9 @@
+from typing import Any
+
 from bench.scenarios import splitter_overhead as so
 
 
-def _transfer(rate_gbps: float, busy_s: float = 0.0, cores_s: float = 0.0) -> dict:
+def _transfer(rate_gbps: float, busy_s: float = 0.0, cores_s: float = 0.0) -> dict[str, Any]:
     rate_bps = rate_gbps * 1e9 / 8
     return {
         "runs": [{}],
