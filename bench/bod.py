@@ -9,7 +9,6 @@ is the paper's R2 (where PEPsal ran, and where Perigee's splitter runs).
 
 from __future__ import annotations
 
-import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,12 +23,8 @@ UDP_PORT = 9100
 # Caini et al. sec. 6: the wired R1–R2 link is 10 Mbit/s; the wired flows' RTT is 25 ms.
 WIRED_RATE_BPS = 10_000_000
 WIRED_ONE_WAY_MS = 12.5
-WIRED_QUEUE_S = (
-    0.1  # drop-tail queue of 100 ms at the wired rate (the paper's R1 is not specified)
-)
-ETHERNET_HEADER = (
-    14  # the emulator charges whole frames; the UDP rate is counted the same way
-)
+WIRED_QUEUE_S = 0.1  # drop-tail queue of 100 ms at the wired rate (the paper's R1 is not specified)
+ETHERNET_HEADER = 14  # the emulator charges whole frames; the UDP rate is counted the same way
 
 
 @dataclass
@@ -57,16 +52,12 @@ class FlowRun:
 # --- pure summaries ----------------------------------------------------------------------------
 
 
-def window_goodput_bps(
-    samples: metrics.Series, t_from: float, t_to: float, rate_bps: float
-) -> float:
+def window_goodput_bps(samples: metrics.Series, t_from: float, t_to: float, rate_bps: float) -> float:
     """Average link-feasible goodput over [t_from, t_to] (s since connect())."""
     if t_to <= t_from:
         raise ValueError("empty window")
     progress = metrics.link_progress(samples, rate_bps)
-    got = metrics.cumulative_at(progress, t_to) - metrics.cumulative_at(
-        progress, t_from
-    )
+    got = metrics.cumulative_at(progress, t_to) - metrics.cumulative_at(progress, t_from)
     return got * 8 / (t_to - t_from)
 
 
@@ -78,24 +69,14 @@ def time_to_fraction_after(
 ) -> float | None:
     """Seconds after `after_s` until the trailing 1 s goodput is back at fraction × rate (None: never)."""
     for t, bps in metrics.goodput_series(metrics.link_progress(samples, rate_bps)):
-        if (
-            t >= after_s + metrics.GOODPUT_WINDOW_S - 1e-9
-            and bps >= fraction * rate_bps - 1e-9
-        ):
+        if t >= after_s + metrics.GOODPUT_WINDOW_S - 1e-9 and bps >= fraction * rate_bps - 1e-9:
             return t - after_s
     return None
 
 
-def goodput_line(
-    samples: metrics.Series, rate_bps: float, t_end: float | None = None
-) -> list[tuple[float, float]]:
+def goodput_line(samples: metrics.Series, rate_bps: float, t_end: float | None = None) -> list[tuple[float, float]]:
     """(t, Mbit/s) of the link-feasible 1 s goodput, for plots."""
-    return [
-        (t, v / 1e6)
-        for t, v in metrics.goodput_series(
-            metrics.link_progress(samples, rate_bps), t_end=t_end
-        )
-    ]
+    return [(t, v / 1e6) for t, v in metrics.goodput_series(metrics.link_progress(samples, rate_bps), t_end=t_end)]
 
 
 # --- the gateway's config ----------------------------------------------------------------------
@@ -105,9 +86,7 @@ def gateway_roles(where: str | None) -> list[str]:
     return [] if not where else ["hub", "terminal"] if where == "both" else [where]
 
 
-def configure(
-    lb: lab.Lab, where: str | None, profile: str, tuned: bool
-) -> dict[str, dict[str, int]]:
+def configure(lb: lab.Lab, where: str | None, profile: str, tuned: bool) -> dict[str, dict[str, int]]:
     """PUT the BoD-tuned (the API's derivation for the link's DAMA profile) or the daemon's untuned
     settings into each gateway of the lab; returns what each role now runs."""
     applied = {}
@@ -154,10 +133,7 @@ def wait_bod_idle(lb: lab.Lab, timeout_s: float = 10.0) -> None:
     while time.monotonic() < end:
         try:
             stats = lb.link_stats()
-            if not any(
-                stats[d].get("granted_bps") or stats[d].get("queue_bytes")
-                for d in ("forward", "return")
-            ):
+            if not any(stats[d].get("granted_bps") or stats[d].get("queue_bytes") for d in ("forward", "return")):
                 return
         except (lab.LabUnavailable, KeyError, ValueError):
             return
@@ -196,9 +172,7 @@ def flush_link(lb: lab.Lab, profile: str) -> None:
 
 
 def _profile_bod(profile: str) -> dict[str, Any]:
-    if str(procs.REPO / "lab") not in sys.path:
-        sys.path.append(str(procs.REPO / "lab"))
-    from satlab.profiles import PROFILES  # type: ignore[import-not-found,unused-ignore]
+    from satlab.profiles import PROFILES
 
     return dict(PROFILES[profile].forward.get("bod") or {})
 
@@ -229,9 +203,7 @@ def _fetch(lb: lab.Lab, role: str, port: int, timeout: float) -> procs.Backgroun
     return procs.Background(lab.cross_fetch_argv(lb, role, port, timeout))
 
 
-def _udp_spike(
-    lb: lab.Lab, rate_bps: float, length_s: float
-) -> tuple[procs.Background, procs.Background]:
+def _udp_spike(lb: lab.Lab, rate_bps: float, length_s: float) -> tuple[procs.Background, procs.Background]:
     sink = procs.Background(
         lb.exec_argv(
             "server",
@@ -350,9 +322,7 @@ def sat_download(
             sampler.terminate()
             ss = busiest_per_sample(sampler.result(timeout=10))
             run.cc_actual = next((s["cc"] for s in ss if "cc" in s), "")
-            run.cwnd = [
-                (round(s["t"] - t0, 3), float(s["cwnd"])) for s in ss if "cwnd" in s
-            ]
+            run.cwnd = [(round(s["t"] - t0, 3), float(s["cwnd"])) for s in ss if "cwnd" in s]
         return run
     finally:
         for bg in background:

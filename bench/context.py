@@ -13,9 +13,7 @@ from typing import Any
 class Context:
     mode: str  # "quick" or "full"
     plots_dir: Path
-    raw: dict[str, Any] = field(
-        default_factory=dict
-    )  # series kept in the run file, not in latest.json
+    raw: dict[str, Any] = field(default_factory=dict)  # series kept in the run file, not in latest.json
     plots: list[Path] = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
 

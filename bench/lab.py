@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -43,14 +42,10 @@ class LabUnavailable(RuntimeError):
     """satlab (or the requested feature, e.g. the gateway) cannot run here; the variant is skipped."""
 
 
-def satlab(
-    *args: str, timeout: float = 120.0, check: bool = True, prefix: str = PREFIX
-) -> str:
+def satlab(*args: str, timeout: float = 120.0, check: bool = True, prefix: str = PREFIX) -> str:
     proc = procs.run([SATLAB, "--prefix", prefix, *args], timeout=timeout, check=False)
     if check and proc.returncode != 0:
-        raise LabUnavailable(
-            f"satlab {' '.join(args)}: {(proc.stderr or proc.stdout).strip()[-600:]}"
-        )
+        raise LabUnavailable(f"satlab {' '.join(args)}: {(proc.stderr or proc.stdout).strip()[-600:]}")
     return proc.stdout
 
 
@@ -70,9 +65,7 @@ class Lab:
 
     def tune_tcp(self) -> None:
         for role in TCP_ROLES:
-            procs.run(
-                self.exec_argv(role, ["sysctl", "-q", "-w", *TCP_SYSCTLS]), timeout=10
-            )
+            procs.run(self.exec_argv(role, ["sysctl", "-q", "-w", *TCP_SYSCTLS]), timeout=10)
 
     def flush_tcp_metrics(self) -> None:
         for role in TCP_ROLES:
@@ -97,10 +90,8 @@ class Lab:
     def forward_queue_bytes(self) -> int:
         """The satellite link's forward queue right now, asked of the emulator's control socket
         directly (cheap enough to sample every 100 ms, unlike a `satlab link stats` process)."""
-        if str(procs.REPO / "lab") not in sys.path:
-            sys.path.append(str(procs.REPO / "lab"))
-        from satlab import linkctl  # type: ignore[import-not-found,unused-ignore]
-        from satlab.topology import SAT_LINK, Topology  # type: ignore[import-not-found,unused-ignore]
+        from satlab import linkctl
+        from satlab.topology import SAT_LINK, Topology
 
         sock = Topology(prefix=self.prefix).path(f"{SAT_LINK.name}-link.sock")
         try:
@@ -119,9 +110,7 @@ class Lab:
 
     def emulator_pids(self) -> list[int]:
         """Processes of the link emulator: those in the sat namespace whose program is satlab-link."""
-        out = procs.run(
-            ["ip", "netns", "pids", self.ns("sat")], timeout=10, check=False
-        ).stdout
+        out = procs.run(["ip", "netns", "pids", self.ns("sat")], timeout=10, check=False).stdout
         pids = []
         for pid in (int(p) for p in out.split()):
             try:

@@ -12,9 +12,7 @@ from bench.procs import REPO
 
 def _first_line(argv: list[str]) -> str:
     try:
-        out = subprocess.run(
-            argv, capture_output=True, text=True, timeout=10, check=False
-        )
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=10, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return "unavailable"
     text = (out.stdout or out.stderr).strip()
@@ -61,9 +59,7 @@ def info() -> dict[str, Any]:
         "kernel": platform.release(),
         "os": _first_line(["sh", "-c", ". /etc/os-release && echo $PRETTY_NAME"]),
         "git_commit": _first_line(["git", "-C", str(REPO), "rev-parse", "HEAD"]),
-        "git_dirty": _first_line(
-            ["git", "-C", str(REPO), "status", "--porcelain", "--", "lab", "gateway"]
-        )
+        "git_dirty": _first_line(["git", "-C", str(REPO), "status", "--porcelain", "--", "lab", "gateway"])
         != "unavailable",
         "tools": {
             "python": platform.python_version(),

@@ -92,9 +92,7 @@ def time_to_fraction(
     return None
 
 
-def physical_limit_s(
-    size_bytes: float, rate_bps: float, rtt_s: float, rtts_before_data: float = 1.0
-) -> float:
+def physical_limit_s(size_bytes: float, rate_bps: float, rtt_s: float, rtts_before_data: float = 1.0) -> float:
     """Shortest possible completion time of a transfer on an idle link.
 
     rtts_before_data × RTT (1 = the handshake, for data sent by the side that connects) + serialization

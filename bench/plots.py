@@ -21,22 +21,18 @@ def time_series(
     log_panels: Sequence[int] = (),
 ) -> Path:
     """Stacked panels sharing the time axis; each panel maps a label to (t, y) points."""
-    fig, axes = plt.subplots(
-        len(panels), 1, figsize=(8, 3.2 * len(panels)), sharex=True, squeeze=False
-    )
+    fig, axes = plt.subplots(len(panels), 1, figsize=(8, 3.2 * len(panels)), sharex=True, squeeze=False)
     for i, (ylabel, lines) in enumerate(panels):
         ax = axes[i][0]
         for label, points in lines.items():
             if points:
-                xs, ys = zip(*points)
+                xs, ys = zip(*points, strict=True)
                 ax.plot(xs, ys, label=label, linewidth=1.3)
         if hlines and i in hlines:
             y, text = hlines[i]
             ax.axhline(y, color="grey", linestyle="--", linewidth=0.8, label=text)
         if i in log_panels:
-            ax.set_yscale(
-                "log"
-            )  # Hybla's cwnd spikes to the clamp; the others stay readable
+            ax.set_yscale("log")  # Hybla's cwnd spikes to the clamp; the others stay readable
         ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8, loc="best")
@@ -110,15 +106,11 @@ def line_grid(
             ax = axes[i][j]
             for label, points in cells.get((row, col), {}).items():
                 if points:
-                    xs, ys = zip(*points)
-                    ax.plot(
-                        xs, ys, marker="o", markersize=3, label=label, linewidth=1.2
-                    )
+                    xs, ys = zip(*points, strict=True)
+                    ax.plot(xs, ys, marker="o", markersize=3, label=label, linewidth=1.2)
             for k, (y, text) in enumerate((hlines or {}).get((row, col), ())):
                 style = ("grey", "--") if k == 0 else ("tab:red", ":")
-                ax.axhline(
-                    y, color=style[0], linestyle=style[1], linewidth=0.9, label=text
-                )
+                ax.axhline(y, color=style[0], linestyle=style[1], linewidth=0.9, label=text)
             if log_x:
                 ax.set_xscale("log")
             if log_y:

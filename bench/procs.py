@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import select
 import subprocess
 import sys
@@ -26,17 +25,7 @@ def tool_argv(module: str, *args: str) -> list[str]:
     return [PYTHON, "-m", module, *args]
 
 
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(REPO) + (
-        ":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else ""
-    )
-    return env
-
-
-def run(
-    argv: list[str], timeout: float, check: bool = True
-) -> subprocess.CompletedProcess[str]:
+def run(argv: list[str], timeout: float, check: bool = True) -> subprocess.CompletedProcess[str]:
     try:
         proc = subprocess.run(
             argv,
@@ -44,15 +33,12 @@ def run(
             text=True,
             timeout=timeout,
             cwd=REPO,
-            env=_env(),
             check=False,
         )
     except subprocess.TimeoutExpired as exc:
         raise ToolError(f"timed out after {timeout}s: {' '.join(argv)}") from exc
     if check and proc.returncode != 0:
-        raise ToolError(
-            f"{' '.join(argv)} exited {proc.returncode}: {proc.stderr.strip()[-2000:]}"
-        )
+        raise ToolError(f"{' '.join(argv)} exited {proc.returncode}: {proc.stderr.strip()[-2000:]}")
     return proc
 
 
@@ -67,7 +53,6 @@ class Background:
             stderr=subprocess.PIPE,
             text=True,
             cwd=REPO,
-            env=_env(),
             start_new_session=True,
         )
 
@@ -78,9 +63,7 @@ class Background:
         line = self.proc.stdout.readline() if ready else ""
         if line.strip() != expected:
             self.close()
-            raise ToolError(
-                f"{' '.join(self.argv)} not ready: {line!r} {self.stderr_tail()}"
-            )
+            raise ToolError(f"{' '.join(self.argv)} not ready: {line!r} {self.stderr_tail()}")
 
     def stderr_tail(self) -> str:
         if self.proc.poll() is None or self.proc.stderr is None:
@@ -93,14 +76,10 @@ class Background:
             out, err = self.proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired as exc:
             self.close()
-            raise ToolError(
-                f"timed out after {timeout}s: {' '.join(self.argv)}"
-            ) from exc
+            raise ToolError(f"timed out after {timeout}s: {' '.join(self.argv)}") from exc
         lines = [ln for ln in out.splitlines() if ln.strip()]
         if not lines:
-            raise ToolError(
-                f"{' '.join(self.argv)} printed nothing; stderr: {err.strip()[-2000:]}"
-            )
+            raise ToolError(f"{' '.join(self.argv)} printed nothing; stderr: {err.strip()[-2000:]}")
         return json.loads(lines[-1])
 
     def terminate(self) -> None:

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
-
-from bench.procs import REPO
 
 # Used only when satlab's package cannot be imported; the same numbers as lab/satlab/profiles.py.
 _FALLBACK = {
@@ -24,10 +21,8 @@ class LinkFigures:
 
 
 def figures(name: str) -> LinkFigures:
-    if str(REPO / "lab") not in sys.path:
-        sys.path.append(str(REPO / "lab"))
     try:
-        from satlab.profiles import PROFILES  # type: ignore[import-not-found,unused-ignore]
+        from satlab.profiles import PROFILES
 
         prof = PROFILES[name]
         return LinkFigures(

@@ -30,9 +30,7 @@ class Record:
         return data
 
 
-def measured(
-    scenario: str, variant: str, metric: str, value: float, unit: str, note: str = ""
-) -> Record:
+def measured(scenario: str, variant: str, metric: str, value: float, unit: str, note: str = "") -> Record:
     return validate(Record(scenario, variant, metric, float(value), unit, note))
 
 
@@ -54,14 +52,8 @@ def validate(rec: Record) -> Record:
         raise RecordError(f"unit must be a string: {rec!r}")
     if rec.value is None:
         if not rec.note:
-            raise RecordError(
-                f"a record without a value needs a note saying why: {rec!r}"
-            )
-    elif (
-        isinstance(rec.value, bool)
-        or not isinstance(rec.value, (int, float))
-        or not math.isfinite(rec.value)
-    ):
+            raise RecordError(f"a record without a value needs a note saying why: {rec!r}")
+    elif isinstance(rec.value, bool) or not isinstance(rec.value, (int, float)) or not math.isfinite(rec.value):
         raise RecordError(f"value must be a finite number or null: {rec!r}")
     if rec.metric == SKIPPED and rec.value is not None:
         raise RecordError(f"a skipped record carries no value: {rec!r}")
@@ -78,9 +70,7 @@ def from_json(data: Any) -> Record:
     if extra:
         raise RecordError(f"record has unknown keys {sorted(extra)}: {data!r}")
     value = data["value"]
-    if value is not None and (
-        isinstance(value, bool) or not isinstance(value, (int, float))
-    ):
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
         raise RecordError(f"value must be a number or null: {data!r}")
     return validate(
         Record(

@@ -9,9 +9,7 @@ from bench.records import SKIPPED, Record
 
 BEGIN = "<!-- BEGIN GENERATED RESULTS (bench/report.py; do not edit by hand) -->"
 END = "<!-- END GENERATED RESULTS -->"
-HARNESS = (
-    "harness"  # the runner's own records (wall time), shown under the table, not in it
-)
+HARNESS = "harness"  # the runner's own records (wall time), shown under the table, not in it
 
 
 def format_value(value: float | None) -> str:

@@ -44,27 +44,15 @@ def run_scenario(mod: ModuleType, mode: str, ctx: Context) -> list[records.Recor
         recs: list[records.Record] = mod.run(ctx, params)
     except Exception as exc:  # noqa: BLE001  (one broken scenario must not lose the others)
         traceback.print_exc()
-        recs = [
-            records.skipped(
-                mod.NAME, "all", f"scenario failed: {type(exc).__name__}: {exc}"[:300]
-            )
-        ]
+        recs = [records.skipped(mod.NAME, "all", f"scenario failed: {type(exc).__name__}: {exc}"[:300])]
     finally:
         lab.down()
-    recs.append(
-        records.measured(
-            mod.NAME, "harness", "scenario_wall_time", time.monotonic() - t0, "s"
-        )
-    )
-    ctx.log(
-        f"scenario {mod.NAME} done in {time.monotonic() - t0:.0f}s, {len(recs)} records"
-    )
+    recs.append(records.measured(mod.NAME, "harness", "scenario_wall_time", time.monotonic() - t0, "s"))
+    ctx.log(f"scenario {mod.NAME} done in {time.monotonic() - t0:.0f}s, {len(recs)} records")
     return recs
 
 
-def merge_latest(
-    previous: list[records.Record], fresh: list[records.Record]
-) -> list[records.Record]:
+def merge_latest(previous: list[records.Record], fresh: list[records.Record]) -> list[records.Record]:
     """Records of the scenarios that ran replace theirs; the other scenarios keep their last records."""
     ran = {r.scenario for r in fresh}
     return [r for r in previous if r.scenario not in ran] + fresh
@@ -72,16 +60,10 @@ def merge_latest(
 
 def last_wall_times(latest: list[records.Record]) -> dict[str, float]:
     """Each scenario's wall time in the last results (the harness's own record), in seconds."""
-    return {
-        r.scenario: r.value
-        for r in latest
-        if r.metric == "scenario_wall_time" and r.value is not None
-    }
+    return {r.scenario: r.value for r in latest if r.metric == "scenario_wall_time" and r.value is not None}
 
 
-def time_left(
-    remaining: list[str], last_wall: dict[str, float], done_s: list[float]
-) -> float | None:
+def time_left(remaining: list[str], last_wall: dict[str, float], done_s: list[float]) -> float | None:
     """Seconds the remaining scenarios should take: each one's last wall time, else the mean of the
     scenarios run so far; None while neither is known for one of them."""
     fallback = sum(done_s) / len(done_s) if done_s else None
@@ -115,15 +97,11 @@ def plots_for(registry: dict[str, ModuleType]) -> dict[str, list[str]]:
     """Each scenario's figures: docs/plots/<scenario>-*.png, relative to docs/."""
     out: dict[str, list[str]] = {}
     for name in registry:
-        out[name] = [
-            f"plots/{p.name}" for p in sorted(PATHS.plots.glob(f"{name}-*.png"))
-        ]
+        out[name] = [f"plots/{p.name}" for p in sorted(PATHS.plots.glob(f"{name}-*.png"))]
     return out
 
 
-def regenerate_doc(
-    latest: list[records.Record], registry: dict[str, ModuleType], when: str
-) -> None:
+def regenerate_doc(latest: list[records.Record], registry: dict[str, ModuleType], when: str) -> None:
     extra = {}
     tables = {}
     groups = report.group_by_scenario(latest)
@@ -133,9 +111,7 @@ def regenerate_doc(
             text += "\n\n" + mod.doc_extra(groups[name])
         extra[name] = text
         if hasattr(mod, "doc_tables") and name in groups:
-            tables[name] = mod.doc_tables(
-                [r for r in groups[name] if r.variant != report.HARNESS]
-            )
+            tables[name] = mod.doc_tables([r for r in groups[name] if r.variant != report.HARNESS])
     note = (
         f"Generated from `bench/results/latest.json` ({when}). Values `n/a` carry the reason; "
         "skipped variants are listed under each table."
@@ -170,9 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="each scenario's full parameters (about 55 min on 2 cores)",
     )
-    parser.add_argument(
-        "--only", action="append", help="run only this scenario (repeatable)"
-    )
+    parser.add_argument("--only", action="append", help="run only this scenario (repeatable)")
     parser.add_argument(
         "--output-dir",
         help="publish results, page and plots under this directory instead of the repository",
@@ -226,9 +200,7 @@ def main(argv: list[str] | None = None) -> int:
         run_info["records"] = [r.to_json() for r in fresh]
         run_info["finished"] = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
         (PATHS.results / "runs").mkdir(parents=True, exist_ok=True)
-        (PATHS.results / "runs" / f"{stamp}.json").write_text(
-            json.dumps(run_info, indent=1) + "\n"
-        )
+        (PATHS.results / "runs" / f"{stamp}.json").write_text(json.dumps(run_info, indent=1) + "\n")
     latest = merge_latest(load_latest(latest_path), fresh)
     latest_path.write_text(json.dumps([r.to_json() for r in latest], indent=1) + "\n")
     regenerate_doc(

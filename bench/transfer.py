@@ -20,9 +20,7 @@ class Transfer:
     size_bytes: int
     bytes_received: int
     samples: list[tuple[float, float]]  # (s since connect(), cumulative bytes)
-    cwnd: list[tuple[float, float]] = field(
-        default_factory=list
-    )  # (s, segments) of the satellite-leg sender
+    cwnd: list[tuple[float, float]] = field(default_factory=list)  # (s, segments) of the satellite-leg sender
     rtt_ms: list[tuple[float, float]] = field(default_factory=list)
     cc_actual: str = ""
     retransmits: int | None = None
@@ -129,9 +127,7 @@ def download(
         try:
             got = procs.run(fetch_argv, timeout=timeout_s + 20, check=False)
             if not got.stdout.strip():
-                raise procs.ToolError(
-                    f"fetch printed nothing: {got.stderr.strip()[-1000:]}"
-                )
+                raise procs.ToolError(f"fetch printed nothing: {got.stderr.strip()[-1000:]}")
 
             fetched = json.loads(got.stdout.strip().splitlines()[-1])
             if sampler is not None:
@@ -156,40 +152,20 @@ def download(
         error=fetched.get("error") or served.get("error", ""),
     )
     if sample_gateway_leg:
-        result.cwnd = [
-            (round(s["t"] - t0, 4), float(s["cwnd"])) for s in ss_samples if "cwnd" in s
-        ]
-        result.rtt_ms = [
-            (round(s["t"] - t0, 4), float(s["rtt_ms"]))
-            for s in ss_samples
-            if s.get("rtt_ms")
-        ]
+        result.cwnd = [(round(s["t"] - t0, 4), float(s["cwnd"])) for s in ss_samples if "cwnd" in s]
+        result.rtt_ms = [(round(s["t"] - t0, 4), float(s["rtt_ms"])) for s in ss_samples if s.get("rtt_ms")]
         result.cc_actual = next((s["cc"] for s in ss_samples if "cc" in s), "")
-        last: dict[str, Any] = next(
-            (s for s in reversed(ss_samples) if "busy_ms" in s), {}
-        )
+        last: dict[str, Any] = next((s for s in reversed(ss_samples) if "busy_ms" in s), {})
         # ss prints a limited time only when it is not zero.
-        result.limited_ms = (
-            {k: float(last.get(f"{k}_ms", 0.0)) for k in LIMITED} if last else {}
-        )
+        result.limited_ms = {k: float(last.get(f"{k}_ms", 0.0)) for k in LIMITED} if last else {}
     else:
         infos = served.get("tcp_info", [])
-        result.cwnd = [
-            (round(i["t"] - t0, 4), float(i["snd_cwnd"]))
-            for i in infos
-            if "snd_cwnd" in i
-        ]
-        result.rtt_ms = [
-            (round(i["t"] - t0, 4), i["rtt_us"] / 1000)
-            for i in infos
-            if i.get("rtt_us")
-        ]
+        result.cwnd = [(round(i["t"] - t0, 4), float(i["snd_cwnd"])) for i in infos if "snd_cwnd" in i]
+        result.rtt_ms = [(round(i["t"] - t0, 4), i["rtt_us"] / 1000) for i in infos if i.get("rtt_us")]
         if infos:
             result.retransmits = int(infos[-1].get("total_retrans", 0))
             names = {"busy": "busy_time_us"} | {k: f"{k}_us" for k in LIMITED[1:]}
-            result.limited_ms = {
-                k: infos[-1][us] / 1000 for k, us in names.items() if us in infos[-1]
-            }
+            result.limited_ms = {k: infos[-1][us] / 1000 for k, us in names.items() if us in infos[-1]}
     return result
 
 
@@ -202,9 +178,7 @@ def attempt(
     port: int = PORT,
 ) -> Transfer | str:
     """download(), or the reason it could not run (hybla missing, a tool failed): never a number."""
-    if (
-        cc == "hybla" or sample_gateway_leg
-    ):  # the gateway's satellite leg asks for hybla too
+    if cc == "hybla" or sample_gateway_leg:  # the gateway's satellite leg asks for hybla too
         reason = hybla.ensure()
         if reason and cc == "hybla":
             return reason

@@ -22,6 +22,7 @@ from pathlib import Path
 from bench import procs
 from bench.lab import PREFIX, TCP_SYSCTLS, LabUnavailable
 from bench.tools import gwproc
+from perigee_control.client import GatewayClient, GatewayError
 
 PERIGEE = str(procs.REPO / "bin/perigee")
 CLIENT_V4, GATEWAY_LAN_V4, GATEWAY_SRV_V4, SERVER_V4 = (
@@ -66,9 +67,7 @@ def placements(cpu_count: int | None = None) -> dict[str, Placement]:
     every = frozenset(range(n))
     out = {"shared": Placement("shared", every, every)}
     if n >= 2:
-        out["dedicated"] = Placement(
-            "dedicated", frozenset({0}), frozenset(range(1, n))
-        )
+        out["dedicated"] = Placement("dedicated", frozenset({0}), frozenset(range(1, n)))
     return out
 
 
@@ -109,11 +108,7 @@ class VethPath:
         _sh("ip", "-n", s, "route", "add", "default", "via", GATEWAY_SRV_V4)
         _sh(*self.exec_argv("gw", ["sysctl", "-qw", "net.ipv4.ip_forward=1"]))
         for role in ("client", "gw", "server"):
-            _sh(
-                *self.exec_argv(
-                    role, ["sysctl", "-qw", *TCP_SYSCTLS, PORT_RANGE, TW_REUSE]
-                )
-            )
+            _sh(*self.exec_argv(role, ["sysctl", "-qw", *TCP_SYSCTLS, PORT_RANGE, TW_REUSE]))
 
     def steer(self, placement: Placement | None) -> None:
         """Receive flow steering (RPS) on each veth: the end hosts' receive queues to the
@@ -140,9 +135,7 @@ class VethPath:
         rps = f"/sys/class/net/{dev}/queues/rx-0/rps_cpus"
         # `ip netns exec` mounts the namespace's own /sys; tee writes its stdin there.
         argv = procs.in_netns(ns, ["tee", rps])
-        done = subprocess.run(
-            argv, check=False, input=mask, text=True, capture_output=True, timeout=20
-        )
+        done = subprocess.run(argv, check=False, input=mask, text=True, capture_output=True, timeout=20)
         if done.returncode != 0:
             raise procs.ToolError(f"{' '.join(argv)}: {done.stderr.strip()}")
 
@@ -195,9 +188,7 @@ class RunningGateway:
 
 
 @contextmanager
-def gateway(
-    vp: VethPath, workers: int, max_flows: int, placement: Placement | None = None
-) -> Iterator[RunningGateway]:
+def gateway(vp: VethPath, workers: int, max_flows: int, placement: Placement | None = None) -> Iterator[RunningGateway]:
     """`perigee gateway run` in the gateway namespace until exit (SIGTERM: it removes its rules),
     on the placement's gateway CPUs when one is given."""
     tmp = tempfile.mkdtemp(prefix=f"{vp.prefix}ovh-")
@@ -221,20 +212,15 @@ def gateway(
         deadline = time.monotonic() + 30
         while True:
             if proc.poll() is not None:
-                raise LabUnavailable(
-                    f"gateway exited {proc.returncode}: {Path(log).read_text()[-600:]}"
-                )
+                raise LabUnavailable(f"gateway exited {proc.returncode}: {Path(log).read_text()[-600:]}")
             try:
-                health = gwproc.control_get(sock, "/v1/health", timeout=1)
-                alive = [w for w in health.get("workers", []) if w.get("alive")]
-                if len(alive) == workers:
+                health = GatewayClient(sock, timeout_s=1).health()
+                if sum(w.alive for w in health.workers) == workers:
                     break
-            except (OSError, ValueError, IndexError, procs.ToolError):
+            except GatewayError:
                 pass
             if time.monotonic() > deadline:
-                raise LabUnavailable(
-                    "gateway did not report its workers alive within 30 s"
-                )
+                raise LabUnavailable("gateway did not report its workers alive within 30 s")
             time.sleep(0.05)
         daemon = gwproc.find(vp.ns("gw"))
         yield RunningGateway(sock, daemon)

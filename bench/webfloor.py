@@ -68,9 +68,7 @@ class Floor:
     arrivals: dict[str, float]  # path -> when its last byte can arrive
 
 
-def page_floor(
-    items: Sequence[Item], rate_bps: float, rtt_s: float, cold_dns: bool
-) -> Floor:
+def page_floor(items: Sequence[Item], rate_bps: float, rtt_s: float, cold_dns: bool) -> Floor:
     if rate_bps <= 0 or rtt_s < 0:
         raise ValueError("rate must be > 0 and rtt >= 0")
     roots = [i for i in items if i.parent is None]
@@ -84,9 +82,7 @@ def page_floor(
     orphans = [i.path for i in items if i.parent is not None and i.parent not in known]
     if orphans:
         raise ValueError(f"objects whose parent is not on the page: {orphans[:5]}")
-    setup = rtt_s * (
-        1 + (1 if cold_dns else 0)
-    )  # TLS (+ DNS when cold), before the first request
+    setup = rtt_s * (1 + (1 if cold_dns else 0))  # TLS (+ DNS when cold), before the first request
     ready: dict[str, float] = {}
     arrivals: dict[str, float] = {}
     first_bytes: dict[str, float] = {}
@@ -110,7 +106,5 @@ def page_floor(
     if len(arrivals) != len(items):
         raise ValueError("objects unreachable from the HTML")
     critical = max(arrivals.values())
-    bandwidth = first_bytes[roots[0].path] + wire_s(
-        sum(i.size for i in items), rate_bps
-    )
+    bandwidth = first_bytes[roots[0].path] + wire_s(sum(i.size for i in items), rate_bps)
     return Floor(max(critical, bandwidth), critical, bandwidth, arrivals)

@@ -56,17 +56,11 @@ class PageLoad:
         return sum(1 for r in self.requests if r.new_connection)
 
     def protocol_share(self, protocol: str) -> float:
-        return sum(1 for r in self.requests if r.protocol == protocol) / len(
-            self.requests
-        )
+        return sum(1 for r in self.requests if r.protocol == protocol) / len(self.requests)
 
     def mean_phase(self, phase: str, new_only: bool) -> float | None:
         """Mean of a phase over the requests (those that opened a connection when new_only)."""
-        values = [
-            getattr(r, phase)
-            for r in self.requests
-            if (r.new_connection or not new_only)
-        ]
+        values = [getattr(r, phase) for r in self.requests if (r.new_connection or not new_only)]
         values = [v for v in values if v is not None]
         return statistics.fmean(values) if values else None
 
@@ -92,11 +86,7 @@ def parse_request(r: dict[str, Any]) -> Request:
         float(r["connect_end_ms"]),
     )
     tls_start, tls_end = float(r["tls_start_ms"]), float(r["tls_end_ms"])
-    new = (
-        connect_start >= 0
-        and connect_end >= connect_start
-        and not r.get("reused", False)
-    )
+    new = connect_start >= 0 and connect_end >= connect_start and not r.get("reused", False)
     tcp_end = tls_start if tls_start >= 0 else connect_end
     send, headers, end = (
         float(r["send_start_ms"]),
@@ -104,9 +94,7 @@ def parse_request(r: dict[str, Any]) -> Request:
         float(r["end_ms"]),
     )
     if send < 0 or headers < send or end < headers:
-        raise LoadError(
-            f"{r.get('url')}: request times out of order (send {send}, headers {headers}, end {end})"
-        )
+        raise LoadError(f"{r.get('url')}: request times out of order (send {send}, headers {headers}, end {end})")
     return Request(
         url=str(r["url"]),
         status=int(r["status"]),
@@ -176,9 +164,7 @@ class ModernDriver:
         readable, _, _ = select.select([self.proc.stdout], [], [], timeout)
         line = self.proc.stdout.readline() if readable else ""
         if not line:
-            raise procs.ToolError(
-                f"page-load driver: no answer in {timeout:.0f} s (exit {self.proc.poll()})"
-            )
+            raise procs.ToolError(f"page-load driver: no answer in {timeout:.0f} s (exit {self.proc.poll()})")
         data: dict[str, Any] = json.loads(line)
         return data
 

@@ -32,11 +32,11 @@ from perigee_api.core import errors
 from perigee_api.core.config import Settings, get_settings
 from perigee_api.core.context import AppContext
 from perigee_api.core.db import Database
-from perigee_api.gateway_client import GatewayClient
 from perigee_api.middleware import GuardMiddleware
 from perigee_api.services import auth as auth_service
 from perigee_api.services import fleet_sd, running, versions
 from perigee_api.services.collector import Collector
+from perigee_control.client import GatewayClient
 
 log = logging.getLogger("perigee_api")
 

@@ -22,7 +22,6 @@ def running_api(data_dir: Path, socket: Path, gateway_socket: Path, **env: str) 
     """Starts the API on `socket` (secure cookies off: plain HTTP on the socket); yields the socket path."""
     full_env = {
         **os.environ,
-        "PYTHONPATH": str(API_DIR),
         "PERIGEE_DATA_DIR": str(data_dir),
         "PERIGEE_GATEWAY_SOCKET": str(gateway_socket),
         "PERIGEE_LISTEN": f"unix:{socket}",

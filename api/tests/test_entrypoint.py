@@ -31,7 +31,6 @@ def test_entrypoint_serves_on_unix_socket(tmp_path: Path, fake_gw: FakeGateway, 
     api_sock = sock_dir / "api.sock"
     env = {
         **os.environ,
-        "PYTHONPATH": str(API_DIR),
         "PERIGEE_DATA_DIR": str(tmp_path / "data"),
         "PERIGEE_GATEWAY_SOCKET": str(fake_gw.socket_path),
         "PERIGEE_LISTEN": f"unix:{api_sock}",
@@ -65,7 +64,7 @@ def test_entrypoint_serves_on_unix_socket(tmp_path: Path, fake_gw: FakeGateway, 
 def test_entrypoint_refuses_root_without_opt_in(tmp_path: Path) -> None:
     if os.geteuid() != 0:
         return
-    env = {**os.environ, "PYTHONPATH": str(API_DIR), "PERIGEE_DATA_DIR": str(tmp_path)}
+    env = {**os.environ, "PERIGEE_DATA_DIR": str(tmp_path)}
     env.pop("PERIGEE_ALLOW_ROOT", None)
     r = subprocess.run([sys.executable, "-m", "perigee_api"], env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode != 0 and "unprivileged" in r.stderr

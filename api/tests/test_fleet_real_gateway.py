@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from perigee_api.gateway_client import GatewayClient, GatewayError
 from perigee_api.schemas.gateway_config import default_config
 from perigee_api.services import fleet_pki
+from perigee_control.client import GatewayClient, GatewayError
 from perigee_fakes.fake_gateway import FakeGateway
 
 REPO = Path(__file__).resolve().parents[2]
@@ -150,7 +150,7 @@ def test_real_gateway_in_the_fleet(
         # The API's client certificate gets in; the gateway's certificate names the registered address.
         good = GatewayClient.over_tls(GW_IP, PORT, fleet_pki.client_context(data_dir), 5)
         h = good.health()
-        assert h["config_revision"] == "boot", h["problems"]
+        assert h.config_revision == "boot", h.problems
         good.close()
         # No client certificate, or one another CA issued: the handshake fails, nothing is answered.
         anonymous = ssl.create_default_context(cafile=str(fleet_pki.files(data_dir).ca))

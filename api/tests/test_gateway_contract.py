@@ -1,4 +1,4 @@
-"""Contract tests of the control protocol (docs/control-protocol.md) through perigee_api.gateway_client.
+"""Contract tests of the control protocol (docs/control-protocol.md) through perigee_control.client.
 
 They run against the fake gateway, and also against the real daemon when
 PERIGEE_TEST_REAL_GATEWAY=/path/to/control.sock is set (applying a config to the real daemon changes
@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from perigee_api.gateway_client import GatewayClient, GatewayError
 from perigee_api.schemas.gateway_config import BUILTIN_NAMES, default_config
 from perigee_control import reports
+from perigee_control.client import GatewayClient, GatewayError
 from perigee_fakes.fake_gateway import FakeGateway
 from tests.conftest import real_gateway_socket
 
@@ -37,7 +37,7 @@ def target(request: pytest.FixtureRequest, sock_dir: Path) -> Iterator[tuple[str
 
 
 def test_health_shape(target: tuple[str, GatewayClient]) -> None:
-    h = target[1].health()
+    h = target[1].json.health()
     assert h["status"] in ("ok", "degraded")
     for key in ("version", "uptime_s", "role", "config_revision", "fail_open", "hybla", "problems"):
         assert key in h, key
@@ -46,7 +46,7 @@ def test_health_shape(target: tuple[str, GatewayClient]) -> None:
 
 
 def test_validate_accepts_default_config(target: tuple[str, GatewayClient]) -> None:
-    res = target[1].validate_config(default_config().to_json())
+    res = target[1].json.validate_config(default_config().to_json())
     assert res["ok"] is True
     assert {"nft", "routes", "sysctls", "squid_conf"} <= set(res["rendered"])
     assert BUILTIN_NAMES  # the default carries the IPsec bypass rules
@@ -77,15 +77,15 @@ def test_validate_rejects_with_error_shape(target: tuple[str, GatewayClient], mu
 
 def test_flows_counters_cache(target: tuple[str, GatewayClient]) -> None:
     gw = target[1]
-    snap = gw.flows("live")
+    snap = gw.json.flows("live")
     assert isinstance(snap["flows"], list) and isinstance(snap["now"], float | int)
-    assert isinstance(gw.collect_flows(), list)
-    c = gw.counters()
+    assert isinstance(gw.json.collect_flows()["flows"], list)
+    c = gw.json.counters()
     for key in ("flows_live", "flows_total", "bytes_up", "bytes_down", "by_action"):
         assert key in c, key
-    assert isinstance(gw.hybla()["loaded"], bool)
+    assert isinstance(gw.json.hybla()["loaded"], bool)
     with pytest.raises(GatewayError) as info:
-        gw._call("GET", "/v1/flows", params={"state": "bogus"})
+        gw.call("GET", "/v1/flows", query={"state": "bogus"})
     assert 400 <= info.value.status < 500
 
 
@@ -106,21 +106,21 @@ def test_every_answer_is_what_the_schema_says(target: tuple[str, GatewayClient])
     schema does not name: the schema is what the daemon sends, not an approximation of it."""
     gw = target[1]
     answers: list[tuple[type[BaseModel], object]] = [
-        (reports.Health, gw.health()),
-        (reports.Counters, gw.counters()),
-        (reports.FlowList, gw.flows("all")),
-        (reports.FlowList, {"flows": gw.collect_flows()}),
-        (reports.HyblaStatus, gw.hybla()),
-        (reports.CacheStats, gw.cache_stats()),
-        (reports.DnsReport, gw.dns_stats()),
-        (reports.InterfaceList, gw.interfaces()),
-        (reports.Validated, gw.validate_config(default_config().to_json())),
+        (reports.Health, gw.json.health()),
+        (reports.Counters, gw.json.counters()),
+        (reports.FlowList, gw.json.flows("all")),
+        (reports.FlowList, gw.json.collect_flows()),
+        (reports.HyblaStatus, gw.json.hybla()),
+        (reports.CacheStats, gw.json.cache_stats()),
+        (reports.DnsReport, gw.json.dns_stats()),
+        (reports.InterfaceList, gw.json.interfaces()),
+        (reports.Validated, gw.json.validate_config(default_config().to_json())),
     ]
     for model, body in answers:
         parsed = model.model_validate(body)
         assert not extras(parsed), f"{model.__name__}: fields outside the schema: {extras(parsed)}"
     with pytest.raises(GatewayError) as info:
-        gw._call("GET", "/v1/nope")
+        gw.call("GET", "/v1/nope")
     assert info.value.code == "not_found"
 
 
@@ -131,7 +131,7 @@ def test_apply_is_atomic(target: tuple[str, GatewayClient], sock_dir: Path) -> N
     cfg = default_config().to_json()
     cfg["revision"] = "contract-1"
     res = gw.apply_config(cfg)
-    assert res["ok"] is True and res["revision"] == "contract-1"
+    assert res.ok is True and res.revision == "contract-1"
     assert gw.get_config()["revision"] == "contract-1"
     bad = dict(cfg, revision="contract-2", surprise=True)
     with pytest.raises(GatewayError):

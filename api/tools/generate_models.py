@@ -103,7 +103,7 @@ def generate(target: Target) -> str:
         subprocess.run(cmd, check=True, capture_output=True, text=True)
         # The API's own style (its imports' order, 120 columns), so `make lint` holds for them too.
         ruff = [sys.executable, "-m", "ruff"]
-        style = [f"--config={ROOT / 'api' / 'pyproject.toml'}", "--no-cache"]
+        style = [f"--config={ROOT / 'pyproject.toml'}", "--no-cache"]
         subprocess.run([*ruff, "check", "-q", "--fix", "--select=I,F401,UP", *style, str(out)], check=True)
         subprocess.run([*ruff, "format", "-q", *style, str(out)], check=True)
         return out.read_text()

@@ -45,9 +45,7 @@ class Fetched:
 class Connection:
     """One keep-alive HTTP/1.1 connection; `get` sends a request and reads its whole response."""
 
-    def __init__(
-        self, host: str, port: int, ident: int, t0: float, timeout: float
-    ) -> None:
+    def __init__(self, host: str, port: int, ident: int, t0: float, timeout: float) -> None:
         self.ident, self.t0, self.host, self.buf = ident, t0, host, b""
         start = time.monotonic()
         self.sock = socket.create_connection((host, port), timeout=timeout)
@@ -158,20 +156,13 @@ def load(page_url: str, connections: int = 6, timeout: float = 60.0) -> dict[str
                     errors.append(f"connection {ident}: {type(exc).__name__}: {exc}")
 
         n = max(1, min(connections, len(images)))
-        threads = [
-            threading.Thread(
-                target=worker, args=(first if i == 0 else None, i), daemon=True
-            )
-            for i in range(n)
-        ]
+        threads = [threading.Thread(target=worker, args=(first if i == 0 else None, i), daemon=True) for i in range(n)]
         for t in threads:
             t.start()
         for t in threads:
             t.join(timeout)
         if errors or not todo.empty() or len(fetched) != len(images) + 1:
-            raise HttpError(
-                "; ".join(errors) or f"{len(fetched)} of {len(images) + 1} objects"
-            )
+            raise HttpError("; ".join(errors) or f"{len(fetched)} of {len(images) + 1} objects")
         failed = [f"{f.url}: {f.status}" for f in fetched if f.status != 200]
         if failed:
             raise HttpError("not 200: " + ", ".join(failed))

@@ -34,9 +34,7 @@ MODULES = (
 
 
 def module_names() -> list[str]:
-    present = {
-        m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_")
-    }
+    present = {m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_")}
     return [m for m in MODULES if m in present] + sorted(present - set(MODULES))
 
 
@@ -49,8 +47,6 @@ def load_all() -> dict[str, ModuleType]:
         mod = importlib.import_module(f"bench.scenarios.{mod_name}")
         missing = [attr for attr in REQUIRED if not hasattr(mod, attr)]
         if missing or set(mod.PARAMS) != {"quick", "full"}:
-            raise RuntimeError(
-                f"scenario {mod_name} is incomplete: {missing or 'PARAMS needs quick and full'}"
-            )
+            raise RuntimeError(f"scenario {mod_name} is incomplete: {missing or 'PARAMS needs quick and full'}")
         registry[mod.NAME] = mod
     return registry

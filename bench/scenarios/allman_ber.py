@@ -16,7 +16,8 @@ NAME = "allman-ber"
 KIND = "bit-errors"
 TITLE = "Goodput under bit errors, ACTS/T1 (Allman et al.)"
 DESCRIPTION = (
-    "5 MB (quick: 2.5 MB) server → client on `geo-acts-t1` (1.536 Mbit/s, 290 ms each way) with the emulator's bit error "
+    "5 MB (quick: 2.5 MB) server → client on `geo-acts-t1` (1.536 Mbit/s, 290 ms each way) with the emulator's bit "
+    "error "
     "rate set in both directions, each BER × congestion control on its own lab, `lanes` labs at once (a T1 costs "
     "little CPU). Goodput as % of optimal = (bytes delivered / time since connect()) ÷ "
     "(size / physical limit), the limit being 2 RTT + size/rate for a download. A transfer that has not "
@@ -71,16 +72,10 @@ def expected_s(job: tuple[float, str], params: dict[str, Any]) -> float:
     link = figures(params["profile"])
     wire = int(params["size_bytes"]) * 8 / link.forward_bps
     slow = ber >= 1e-6 and name not in ("hybla", PERIGEE)
-    return (
-        float(params["cap_s"])
-        if slow
-        else min(float(params["cap_s"]), wire * (1 + ber * 1e6))
-    )
+    return float(params["cap_s"]) if slow else min(float(params["cap_s"]), wire * (1 + ber * 1e6))
 
 
-def one_transfer(
-    ctx: Context, params: dict[str, Any], ber: float, name: str, prefix: str
-) -> Transfer | str:
+def one_transfer(ctx: Context, params: dict[str, Any], ber: float, name: str, prefix: str) -> Transfer | str:
     """One BER × variant on its own lab (T1 costs little CPU, so several run at once)."""
     gateway = params["perigee"]["gateway"] if name == PERIGEE else None
     cc = params["perigee"]["cc"] if name == PERIGEE else name
@@ -123,12 +118,8 @@ def run(ctx: Context, params: dict[str, Any]) -> list[records.Record]:
     limit = metrics.physical_limit_s(size, link.forward_bps, link.rtt_s, 1.5)
     optimal_bps = size * 8 / limit
     bers = [float(b) for b in params["bers"]]
-    specs = lanes.longest_first(
-        [(ber, n) for ber in bers for n in names], lambda j: expected_s(j, params)
-    )
-    jobs: list[Callable[[str], Transfer | str]] = [
-        partial(one_transfer, ctx, params, ber, n) for ber, n in specs
-    ]
+    specs = lanes.longest_first([(ber, n) for ber in bers for n in names], lambda j: expected_s(j, params))
+    jobs: list[Callable[[str], Transfer | str]] = [partial(one_transfer, ctx, params, ber, n) for ber, n in specs]
     done = dict(zip(specs, lanes.run_parallel(jobs, int(params["lanes"])), strict=True))
     bars: dict[str, list[float | None]] = {n: [] for n in names}
     for ber in bers:
@@ -145,25 +136,11 @@ def run(ctx: Context, params: dict[str, Any]) -> list[records.Record]:
                 continue
             ctx.raw.setdefault(NAME, {})[variant] = tr.to_json()
             pct = 100.0 * tr.goodput_bps() / optimal_bps
-            note = (
-                ""
-                if tr.completed
-                else f"{tr.bytes_received / 1e6:.2f} of {size / 1e6:g} MB in {cap:.0f} s cap"
-            )
-            out.append(
-                records.measured(NAME, variant, "goodput_pct_optimal", pct, "%", note)
-            )
-            out.append(
-                records.measured(
-                    NAME, variant, "goodput", tr.goodput_bps() / 1e3, "kbit/s"
-                )
-            )
+            note = "" if tr.completed else f"{tr.bytes_received / 1e6:.2f} of {size / 1e6:g} MB in {cap:.0f} s cap"
+            out.append(records.measured(NAME, variant, "goodput_pct_optimal", pct, "%", note))
+            out.append(records.measured(NAME, variant, "goodput", tr.goodput_bps() / 1e3, "kbit/s"))
             if tr.retransmits is not None:
-                out.append(
-                    records.measured(
-                        NAME, variant, "retransmits", tr.retransmits, "segments"
-                    )
-                )
+                out.append(records.measured(NAME, variant, "retransmits", tr.retransmits, "segments"))
             bars[n].append(pct)
     # The paper's SACK numbers (1997, ACTS/T1) as their own bars where it reports that BER.
     bars["Allman et al. SACK (paper)"] = [PAPER.get(("sack", b)) for b in bers]
@@ -197,14 +174,9 @@ def doc_extra(recs: list[records.Record]) -> str:
             cells.append("not run" if value is None else f"{value:.1f}%")
         lines.append("| " + " | ".join(cells) + " |")
     got = ours.get(f"ber={ber_label(TARGET_BER)}/{PERIGEE}")
-    verdict = (
-        "not measured in this run"
-        if got is None
-        else f"{got:.1f}%: {'met' if got >= TARGET_PCT else 'NOT met'}"
-    )
+    verdict = "not measured in this run" if got is None else f"{got:.1f}%: {'met' if got >= TARGET_PCT else 'NOT met'}"
     return (
         "Paper vs ours (goodput % of optimal; Linux reno/cubic always use SACK, so they compare to "
         "the paper's SACK column; – = the paper does not report that BER). Target: at BER "
-        f"{ber_label(TARGET_BER)} through Perigee ≥ {TARGET_PCT:g}% of optimal: {verdict}.\n\n"
-        + "\n".join(lines)
+        f"{ber_label(TARGET_BER)} through Perigee ≥ {TARGET_PCT:g}% of optimal: {verdict}.\n\n" + "\n".join(lines)
     )

@@ -13,7 +13,8 @@ KIND = "control-plane"
 TITLE = "Control plane: live-flow listing and closed-flow ingestion"
 DESCRIPTION = (
     "`api/bench/flows_bench.py` runs the real FastAPI app under uvicorn on a Unix socket with a fake "
-    "gateway holding 10,000 live flows (a Bearer-token client in its own process, as automation or a browser would be). It times "
+    "gateway holding 10,000 live flows (a Bearer-token client in its own process, as automation or a browser would "
+    "be). It times "
     "`GET /api/v1/flows` unfiltered and filtered by action (targets: p99 under 50 ms), then feeds "
     "1,000 closed flows into the gateway's ring each second through the real collector path (HTTP "
     "collect, SQLite insert, commit) while a second client polls what an open dashboard reads each "
@@ -48,9 +49,7 @@ def to_records(summary: dict[str, Any]) -> list[records.Record]:
         label = f"list-{listing['flows']}-{variant.replace('_', '-')}"
         note = f"target p99 < {LIST_P99_TARGET_MS:g} ms; answer {lat['bytes']} bytes"
         out.append(records.measured(NAME, label, "latency_p50", lat["p50_ms"], "ms"))
-        out.append(
-            records.measured(NAME, label, "latency_p99", lat["p99_ms"], "ms", note)
-        )
+        out.append(records.measured(NAME, label, "latency_p99", lat["p99_ms"], "ms", note))
     variant = f"ingest-{ingest['records_per_tick']}-per-s"
     out.append(records.measured(NAME, variant, "tick_p50", ingest["tick_p50_ms"], "ms"))
     out.append(records.measured(NAME, variant, "tick_max", ingest["tick_max_ms"], "ms"))

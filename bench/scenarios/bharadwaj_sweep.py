@@ -56,9 +56,7 @@ PARAMS: dict[str, dict[str, Any]] = {
 }
 E2E_CC = "cubic"
 GATEWAY = "both"
-MIN_BUFFER = (
-    128 * 1024
-)  # geo-acts-t1's queue: "above the delay-bandwidth product" (Allman et al.)
+MIN_BUFFER = 128 * 1024  # geo-acts-t1's queue: "above the delay-bandwidth product" (Allman et al.)
 RTTS_BEFORE_DATA = 1.5  # handshake + the request's one-way trip
 # Bharadwaj et al. sec. 4 (Figs. 4-9 are plots; the text gives the shape): end to end (NT/Win95 stacks,
 # 8 KB window) is window-limited to ~128 kbit/s whatever the link rate; split is near the link rate for
@@ -123,9 +121,7 @@ def expected_s(job: tuple[int, float, str], params: dict[str, Any]) -> float:
     sizes = [int(x) for x in params["sizes"]]
     rtt = float(params["rtt_ms"]) / 1000
     speed = rate if mode == "split" else min(rate, loss_ceiling_bps(rtt, ber))
-    return sum(
-        min(cap_for(s, rate, params), 6 * rtt + s * 8 / speed) + 1.5 for s in sizes
-    )
+    return sum(min(cap_for(s, rate, params), 6 * rtt + s * 8 / speed) + 1.5 for s in sizes)
 
 
 def run_lab(
@@ -143,9 +139,7 @@ def run_lab(
         hybla.ensure()  # the gateways' satellite leg asks for hybla
     out: dict[int, Transfer | str] = {}
     overrides = lab_overrides(rate, float(params["rtt_ms"]), ber)
-    with lab.running(
-        "geo-acts-t1", gateway=gateway, overrides=overrides, prefix=prefix
-    ) as lb:
+    with lab.running("geo-acts-t1", gateway=gateway, overrides=overrides, prefix=prefix) as lb:
         for size in sizes:
             ctx.log(f"{NAME}: {prefix} {variant(rate, size, ber, mode)}")
             out[size] = attempt(
@@ -158,9 +152,7 @@ def run_lab(
     return out
 
 
-def cell_records(
-    var: str, tr: Transfer, rate: int, rtt_s: float, split: bool
-) -> list[records.Record]:
+def cell_records(var: str, tr: Transfer, rate: int, rtt_s: float, split: bool) -> list[records.Record]:
     if split and not tr.cwnd:
         return [
             records.skipped(
@@ -198,32 +190,24 @@ def run(ctx: Context, params: dict[str, Any]) -> list[records.Record]:
             for mode in params["modes"]:
                 jobs_spec.append((int(rate), float(ber), mode))
     jobs_spec = lanes.longest_first(jobs_spec, lambda j: expected_s(j, params))
-    jobs: list[Callable[[str], dict[int, Transfer | str]]] = [
-        partial(run_lab, ctx, params, *j) for j in jobs_spec
-    ]
+    jobs: list[Callable[[str], dict[int, Transfer | str]]] = [partial(run_lab, ctx, params, *j) for j in jobs_spec]
     results = lanes.run_parallel(jobs, int(params["lanes"]))
     curves: dict[tuple[str, str], dict[str, list[tuple[float, float]]]] = {}
     for (rate, ber, mode), res in zip(jobs_spec, results, strict=True):
         if isinstance(res, BaseException):
             for size in sizes:
-                out.append(
-                    records.skipped(
-                        NAME, variant(rate, size, ber, mode), f"lab failed: {res}"[:300]
-                    )
-                )
+                out.append(records.skipped(NAME, variant(rate, size, ber, mode), f"lab failed: {res}"[:300]))
             continue
-        line = curves.setdefault(
-            (f"BER {ber_label(ber)}", rate_label(rate)), {}
-        ).setdefault(mode, [])
+        line = curves.setdefault((f"BER {ber_label(ber)}", rate_label(rate)), {}).setdefault(mode, [])
         for size in sizes:
             var = variant(rate, size, ber, mode)
             tr = res.get(size, "not run: the lab stopped before this size")
             if isinstance(tr, str):
                 out.append(records.skipped(NAME, var, tr))
                 continue
-            ctx.raw.setdefault(NAME, {})[var] = {
-                k: v for k, v in tr.to_json().items() if k != "samples"
-            } | {"completion_s": tr.completion_s()}
+            ctx.raw.setdefault(NAME, {})[var] = {k: v for k, v in tr.to_json().items() if k != "samples"} | {
+                "completion_s": tr.completion_s()
+            }
             recs = cell_records(var, tr, rate, rtt_s, mode == "split")
             out += recs
             thr = next((r.value for r in recs if r.metric == "throughput"), None)
@@ -260,9 +244,7 @@ def doc_extra(recs: list[records.Record]) -> str:
     cells_seen = [v.split("/") for v in set(thr) | skipped if v.count("/") == 3]
     rates = sorted({c[0] for c in cells_seen}, key=_rate_key)
     sizes = sorted({c[1] for c in cells_seen}, key=_size_key)
-    bers = sorted(
-        {c[2] for c in cells_seen}, key=lambda b: float(b.removeprefix("ber="))
-    )
+    bers = sorted({c[2] for c in cells_seen}, key=lambda b: float(b.removeprefix("ber=")))
     intro = (
         f"The paper's shape (Bharadwaj et al., sec. 4): {PAPER_SHAPE}. Our end-to-end baseline is a "
         "modern Linux sender and receiver (window scaling, 64 MB buffers, IW10, SACK), so it is never "
@@ -291,8 +273,7 @@ def doc_extra(recs: list[records.Record]) -> str:
         blocks.append("\n".join(lines))
     if capped:
         blocks.append(
-            "\\* still running at its cap: throughput over the part delivered (the record's note "
-            "says how much)."
+            "\\* still running at its cap: throughput over the part delivered (the record's note says how much)."
         )
     return "\n\n".join(blocks)
 

@@ -14,6 +14,7 @@ from bench.profiles import LinkFigures, figures
 from bench.scenarios import web_pages
 from bench.tools import gwconfig, lanes
 from bench.transfer import Transfer, attempt, completion_record
+from perigee_control.client import GatewayClient, GatewayError
 
 NAME = "bod-tuning"
 KIND = "bod"
@@ -65,17 +66,12 @@ PHASE_TIMEOUT_S = 240.0
 def hybla_params(lb: lab.Lab) -> dict[str, int]:
     """The Hybla parameters in force for the hub's gateway now, as it reports them: its network
     namespace's own entry (Perigee's BPF Hybla), else the host-wide values (the kernel's)."""
-    status, body = gwconfig.request(
-        gwconfig.socket_path(lb.prefix, "hub"), "GET", "/v1/hybla"
-    )
-    if status != 200 or not isinstance(body, dict):
+    try:
+        body = GatewayClient(gwconfig.socket_path(lb.prefix, "hub")).json.hybla()
+    except GatewayError:
         return {}
     own = next(
-        (
-            e
-            for e in body.get("netns") or []
-            if isinstance(e, dict) and e.get("cookie") == body.get("netns_cookie")
-        ),
+        (e for e in body.get("netns") or [] if isinstance(e, dict) and e.get("cookie") == body.get("netns_cookie")),
         body,
     )
     return {k: int(own.get(k) or 0) for k in ("base_rtt_ms", "cwnd_max")}
@@ -89,9 +85,7 @@ def expected_hybla(applied: dict[str, dict[str, int]]) -> dict[str, int]:
     }
 
 
-def measure(
-    lb: lab.Lab, kind: str, params: dict[str, Any]
-) -> Transfer | web_pages.Load | str:
+def measure(lb: lab.Lab, kind: str, params: dict[str, Any]) -> Transfer | web_pages.Load | str:
     if kind == "transfer":
         return attempt(
             lb,
@@ -122,19 +116,13 @@ def lab_job(
     try:
         with lab.running(params["profile"], gateway=where, prefix=prefix) as lb:
             for config in CONFIGS:
-                applied = bod.configure(
-                    lb, where, params["profile"], tuned=config == "tuned"
-                )
-                barrier.wait(
-                    PHASE_TIMEOUT_S
-                )  # every lab runs this config before anyone measures
+                applied = bod.configure(lb, where, params["profile"], tuned=config == "tuned")
+                barrier.wait(PHASE_TIMEOUT_S)  # every lab runs this config before anyone measures
                 bod.wait_bod_idle(lb)
                 ctx.log(f"{NAME}: {prefix} {placement}/{config} {kind}")
                 result = measure(lb, kind, params)
                 seen = hybla_params(lb)
-                barrier.wait(
-                    PHASE_TIMEOUT_S
-                )  # nobody switches config while another still measures
+                barrier.wait(PHASE_TIMEOUT_S)  # nobody switches config while another still measures
                 out[config] = {"applied": applied, "result": result, "hybla_seen": seen}
     except BaseException:
         barrier.abort()  # the other labs stop waiting for this one
@@ -144,8 +132,7 @@ def lab_job(
 
 def settings_note(applied: dict[str, dict[str, int]]) -> str:
     return "; ".join(
-        f"{role}: "
-        + ", ".join(f"{k.split('.', 1)[1]}={v}" for k, v in sorted(s.items()))
+        f"{role}: " + ", ".join(f"{k.split('.', 1)[1]}={v}" for k, v in sorted(s.items()))
         for role, s in applied.items()
     )
 
@@ -159,9 +146,7 @@ def hybla_note(entry: dict[str, Any]) -> str:
     return ""
 
 
-def transfer_records(
-    variant: str, entry: dict[str, Any], link: LinkFigures
-) -> list[records.Record]:
+def transfer_records(variant: str, entry: dict[str, Any], link: LinkFigures) -> list[records.Record]:
     tr = entry["result"]
     if isinstance(tr, str):
         return [records.skipped(NAME, variant, tr)]
@@ -197,16 +182,12 @@ def transfer_records(
     return out
 
 
-def page_records(
-    variant: str, entry: dict[str, Any], link: LinkFigures, page: str
-) -> list[records.Record]:
+def page_records(variant: str, entry: dict[str, Any], link: LinkFigures, page: str) -> list[records.Record]:
     ld = entry["result"]
     if isinstance(ld, str):
         return [records.missing(NAME, variant, "page_load", "s", ld)]
     limit = web_pages.physical_limit_s(page, link.forward_bps, link.rtt_s)
-    note = f"{page}, plain HTTP client, {ld.connections} connections" + hybla_note(
-        entry
-    )
+    note = f"{page}, plain HTTP client, {ld.connections} connections" + hybla_note(entry)
     return [
         records.measured(NAME, variant, "page_load", ld.load_s, "s", note),
         records.measured(
@@ -225,11 +206,7 @@ def run(ctx: Context, params: dict[str, Any]) -> list[records.Record]:
     out: list[records.Record] = []
     reason = hybla.ensure()
     if reason:
-        return [
-            records.skipped(NAME, f"{p}/{c}", reason)
-            for p in params["placements"]
-            for c in CONFIGS
-        ]
+        return [records.skipped(NAME, f"{p}/{c}", reason) for p in params["placements"] for c in CONFIGS]
     link = figures(params["profile"])
     combos = [(p, kind) for p in params["placements"] for kind in ("transfer", "page")]
     barrier = threading.Barrier(len(combos))
@@ -304,6 +281,4 @@ def doc_extra(recs: list[records.Record]) -> str:
             f"| {v} | {f'{t90:.1f} s' if t90 else 'n/a'} | {f'{page:.1f} s' if page else 'n/a'} | "
             f"{f'{ratio:.2f}x' if ratio else 'n/a'} |"
         )
-    return f"Untuned vs tuned (target: t90 < {TARGET_T90_S:g} s):\n\n" + "\n".join(
-        lines
-    )
+    return f"Untuned vs tuned (target: t90 < {TARGET_T90_S:g} s):\n\n" + "\n".join(lines)

@@ -119,9 +119,7 @@ def disturbance(cond: str, at_s: float) -> dict[str, Any] | None:
     raise ValueError(f"unknown condition {cond!r}")
 
 
-def one_run(
-    ctx: Context, params: dict[str, Any], cond: str, mode: str, cc: str, prefix: str
-) -> bod.FlowRun:
+def one_run(ctx: Context, params: dict[str, Any], cond: str, mode: str, cc: str, prefix: str) -> bod.FlowRun:
     where = GATEWAY_AT.get(mode)
     if where or cc == "hybla":
         hybla.ensure()
@@ -152,15 +150,9 @@ def summarize(
     out = []
     t90 = metrics.time_to_fraction(run.samples, rate, 0.9)
     paper = PAPER_T90.get(paper_key(variant))
-    note = (
-        f"Caini et al. Table 2, {paper[0]}: {paper[1]:g} s"
-        if paper and cond == "clean"
-        else ""
-    )
+    note = f"Caini et al. Table 2, {paper[0]}: {paper[1]:g} s" if paper and cond == "clean" else ""
     if t90 is None:
-        out.append(
-            records.missing(NAME, variant, "t90", "s", f"not reached in {duration:g} s")
-        )
+        out.append(records.missing(NAME, variant, "t90", "s", f"not reached in {duration:g} s"))
     else:
         if variant.startswith("clean/gateway"):
             verdict = "met" if t90 < TARGET_T90_S else "NOT met"
@@ -183,11 +175,7 @@ def summarize(
     if clean is not None:
         base = bod.window_goodput_bps(clean.samples, at, duration, rate)
         if base > 0:
-            out.append(
-                records.measured(
-                    NAME, variant, "penalty", 100 * (1 - after / base), "%"
-                )
-            )
+            out.append(records.measured(NAME, variant, "penalty", 100 * (1 - after / base), "%"))
     if cond == "udp-spike" and run.event:
         rec = bod.time_to_fraction_after(run.samples, rate, run.event[1])
         if rec is None:
@@ -203,11 +191,7 @@ def summarize(
         else:
             out.append(records.measured(NAME, variant, "recovery", rec, "s"))
     if cond == "wired-tcp" and run.wired_bps is not None:
-        out.append(
-            records.measured(
-                NAME, variant, "wired_goodput", run.wired_bps / 1e6, "Mbit/s"
-            )
-        )
+        out.append(records.measured(NAME, variant, "wired_goodput", run.wired_bps / 1e6, "Mbit/s"))
     return out
 
 
@@ -221,9 +205,7 @@ def run(ctx: Context, params: dict[str, Any]) -> list[records.Record]:
             out.append(records.skipped(NAME, variant_name(cond, mode, cc), skipped[cc]))
         else:
             todo.append((cond, mode, cc))
-    jobs: list[Callable[[str], bod.FlowRun]] = [
-        partial(one_run, ctx, params, c, m, k) for c, m, k in todo
-    ]
+    jobs: list[Callable[[str], bod.FlowRun]] = [partial(one_run, ctx, params, c, m, k) for c, m, k in todo]
     try:
         results = lanes.run_parallel(jobs, int(params["lanes"]))
     finally:
@@ -232,9 +214,7 @@ def run(ctx: Context, params: dict[str, Any]) -> list[records.Record]:
     for (cond, mode, cc), res in zip(todo, results, strict=True):
         variant = variant_name(cond, mode, cc)
         if isinstance(res, BaseException):
-            out.append(
-                records.skipped(NAME, variant, f"{type(res).__name__}: {res}"[:300])
-            )
+            out.append(records.skipped(NAME, variant, f"{type(res).__name__}: {res}"[:300]))
             continue
         ctx.raw.setdefault(NAME, {})[variant] = res.to_json()
         reason = bod.check_run(res, cc, mode in GATEWAY_AT)
@@ -268,9 +248,7 @@ def plot(
         ("wired-tcp", f"{WIRED_FLOWS} wired 25 ms flows"),
     ):
         lines = {
-            paper_key(v): bod.goodput_line(
-                r.samples, link.forward_bps, float(params["duration_s"])
-            )
+            paper_key(v): bod.goodput_line(r.samples, link.forward_bps, float(params["duration_s"]))
             for v, r in runs.items()
             if v.startswith(f"{cond}/")
         }
@@ -282,10 +260,7 @@ def plot(
         ctx.plot_path(f"{NAME}-goodput"),
         f"{link.name} with BoD: satellite flow goodput (events at {params['at_s']} s)",
         panels,
-        hlines={
-            i: (0.9 * link.forward_bps / 1e6, "90% of link rate")
-            for i in range(len(panels))
-        },
+        hlines={i: (0.9 * link.forward_bps / 1e6, "90% of link rate") for i in range(len(panels))},
     )
 
 
@@ -303,9 +278,7 @@ def doc_extra(recs: list[records.Record]) -> str:
         target = ""
         if variant.startswith("clean/gateway") and rec.value is not None:
             target = f"< {TARGET_T90_S:g} s: {'met' if rec.value < TARGET_T90_S else 'NOT met'}"
-        lines.append(
-            f"| {variant} | {f'{paper[0]} {paper[1]:g} s' if paper else '–'} | {ours} | {target} |"
-        )
+        lines.append(f"| {variant} | {f'{paper[0]} {paper[1]:g} s' if paper else '–'} | {ours} | {target} |")
     return (
         "Time to 90% of capacity, the paper (real Skyplex) beside ours (satlab):\n\n"
         + "\n".join(lines)

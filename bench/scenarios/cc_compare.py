@@ -57,52 +57,34 @@ def summarize(
     out = []
     t90 = metrics.time_to_fraction(samples, rate_bps, 0.9)
     if t90 is None:
-        out.append(
-            records.missing(
-                NAME, variant, "t90", "s", f"not reached in {duration_s:.0f} s"
-            )
-        )
+        out.append(records.missing(NAME, variant, "t90", "s", f"not reached in {duration_s:.0f} s"))
     else:
         out.append(records.measured(NAME, variant, "t90", t90, "s"))
         out.append(records.measured(NAME, variant, "t90", t90 / rtt_s, "RTT"))
     # On the link-feasible series, so an out-of-order release just after mid-run is not counted twice.
     progress = metrics.link_progress(samples, rate_bps)
     half = duration_s / 2
-    late = metrics.cumulative_at(progress, duration_s) - metrics.cumulative_at(
-        progress, half
-    )
-    out.append(
-        records.measured(
-            NAME, variant, "goodput_2nd_half", late * 8 / half / 1e6, "Mbit/s"
-        )
-    )
+    late = metrics.cumulative_at(progress, duration_s) - metrics.cumulative_at(progress, half)
+    out.append(records.measured(NAME, variant, "goodput_2nd_half", late * 8 / half / 1e6, "Mbit/s"))
     return out
 
 
-def measure_one(
-    ctx: Context, profile: str, cc: str, duration: float, lb: lab.Lab
-) -> Transfer | str:
+def measure_one(ctx: Context, profile: str, cc: str, duration: float, lb: lab.Lab) -> Transfer | str:
     ctx.log(f"{NAME}: {lb.prefix} {profile} {cc} for {duration:.0f}s")
     return attempt(lb, cc, HUGE, duration)
 
 
-def on_own_lab(
-    ctx: Context, profile: str, cc: str, duration: float, prefix: str
-) -> Transfer | str:
+def on_own_lab(ctx: Context, profile: str, cc: str, duration: float, prefix: str) -> Transfer | str:
     with lab.running(profile, prefix=prefix) as lb:
         return measure_one(ctx, profile, cc, duration, lb)
 
 
-def transfers(
-    ctx: Context, profile: str, ccs: list[str], duration: float, n_lanes: int
-) -> dict[str, Transfer | str]:
+def transfers(ctx: Context, profile: str, ccs: list[str], duration: float, n_lanes: int) -> dict[str, Transfer | str]:
     """Each cc's run: one after another on one lab, or (slow links) each on its own lab at once."""
     if n_lanes <= 1:
         with lab.running(profile) as lb:
             return {cc: measure_one(ctx, profile, cc, duration, lb) for cc in ccs}
-    jobs: list[Callable[[str], Transfer | str]] = [
-        partial(on_own_lab, ctx, profile, cc, duration) for cc in ccs
-    ]
+    jobs: list[Callable[[str], Transfer | str]] = [partial(on_own_lab, ctx, profile, cc, duration) for cc in ccs]
     results = lanes.run_parallel(jobs, n_lanes)
     return {
         cc: (f"lab failed: {r}"[:300] if isinstance(r, BaseException) else r)
@@ -135,9 +117,7 @@ def run(ctx: Context, params: dict[str, Any]) -> list[records.Record]:
                     )
                 )
                 continue
-            out += summarize(
-                profile, cc, tr.samples, link.forward_bps, link.rtt_s, duration
-            )
+            out += summarize(profile, cc, tr.samples, link.forward_bps, link.rtt_s, duration)
             if tr.cwnd:
                 out.append(
                     records.measured(
@@ -159,10 +139,7 @@ def run(ctx: Context, params: dict[str, Any]) -> list[records.Record]:
                     )
                 )
             goodput[cc] = [
-                (t, v / 1e6)
-                for t, v in metrics.goodput_series(
-                    metrics.link_progress(tr.samples, link.forward_bps)
-                )
+                (t, v / 1e6) for t, v in metrics.goodput_series(metrics.link_progress(tr.samples, link.forward_bps))
             ]
             cwnd[cc] = tr.cwnd
         if goodput:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 from typing import Any
 
@@ -77,7 +76,6 @@ PARAMS: dict[str, dict[str, Any]] = {
         "flows": 1000,
     },
 }
-LAB_PATH = str(procs.REPO / "lab")
 FLOW_SIZE = 16384
 
 
@@ -85,8 +83,6 @@ def flowcheck_argv(lb: lab.Lab, *args: str) -> list[str]:
     return lb.exec_argv(
         "client",
         [
-            "env",
-            f"PYTHONPATH={LAB_PATH}",
             procs.PYTHON,
             "-m",
             "satlab.cluster.flowcheck",
@@ -105,9 +101,7 @@ def run_flows(lb: lab.Lab, *args: str, timeout: float = 300) -> dict[str, Any]:
 
 def run_path(lb: lab.Lab, name: str) -> str:
     """A file of the lab's run directory (satlab's own layout)."""
-    if LAB_PATH not in sys.path:
-        sys.path.append(LAB_PATH)
-    from satlab.topology import Topology  # type: ignore[import-not-found,unused-ignore]
+    from satlab.topology import Topology
 
     return str(Topology(prefix=lb.prefix).path(name))
 
@@ -139,9 +133,7 @@ def bucket_moves(lb: lab.Lab) -> int:
 def guard_resets(lb: lab.Lab, role: str) -> int:
     """Packets a gateway's cluster guard answered with a reset (not its flow: docs/cluster.md)."""
     out = procs.run(
-        lb.exec_argv(
-            role, ["nft", "-j", "list", "counters", "table", "inet", "perigee_cluster"]
-        ),
+        lb.exec_argv(role, ["nft", "-j", "list", "counters", "table", "inet", "perigee_cluster"]),
         timeout=10,
     )
     for o in json.loads(out.stdout)["nftables"]:
@@ -150,9 +142,7 @@ def guard_resets(lb: lab.Lab, role: str) -> int:
     return 0
 
 
-def route_dev(
-    lb: lab.Lab, role: str, src: str, dst: str, sport: int, dport: int, iif: str
-) -> str:
+def route_dev(lb: lab.Lab, role: str, src: str, dst: str, sport: int, dport: int, iif: str) -> str:
     out = procs.run(
         [
             "ip",
@@ -232,9 +222,7 @@ def capacity(ctx: Context, n: int, params: dict[str, Any]) -> list[records.Recor
             str(params["bulk_bytes"]),
         )
         got = sum(int(r["bytes"]) for r in bulk["flows"])
-        wall = max(r["t_end"] for r in bulk["flows"]) - min(
-            r["t_start"] for r in bulk["flows"]
-        )
+        wall = max(r["t_end"] for r in bulk["flows"]) - min(r["t_start"] for r in bulk["flows"])
         ok = bulk["summary"].get("ok", 0)
         out.append(
             records.measured(
@@ -260,33 +248,22 @@ def pinning(ctx: Context, params: dict[str, Any]) -> list[records.Record]:
     with lab.running("geo-hts", gateway="hub", overrides=["--hub-gateways", "3"]) as lb:
         moves0 = bucket_moves(lb)
         resets0 = sum(guard_resets(lb, g) for g in gateways)
-        run = run_flows(
-            lb, "--flows", str(flows), "--size", str(FLOW_SIZE), "--stall", "60"
-        )
+        run = run_flows(lb, "--flows", str(flows), "--size", str(FLOW_SIZE), "--stall", "60")
         tables: dict[int, list[str]] = {}
         time.sleep(1.5)  # the gateways' workers report their flows once a second
         moves = bucket_moves(lb) - moves0
         resets = sum(guard_resets(lb, g) for g in gateways) - resets0
         for role in gateways:
             for f in gateway_flows(lb, role):
-                if (
-                    f["client"].startswith("10.71.1.10:")
-                    and f["started_at"] >= run["t_start"] - 0.5
-                ):
-                    tables.setdefault(int(f["client"].rsplit(":", 1)[1]), []).append(
-                        role
-                    )
+                if f["client"].startswith("10.71.1.10:") and f["started_at"] >= run["t_start"] - 0.5:
+                    tables.setdefault(int(f["client"].rsplit(":", 1)[1]), []).append(role)
         per_gw: dict[str, int] = {}
         pinned = 0
         for r in run["flows"]:
             held = tables.get(r["sport"], [])
             if len(held) == 1 and r["result"] == "ok":
-                there = route_dev(
-                    lb, "hub", "10.71.1.10", SERVER_V4, r["sport"], 5001, "sat0"
-                )
-                back = route_dev(
-                    lb, "edge", SERVER_V4, "10.71.1.10", 5001, r["sport"], "lan0"
-                )
+                there = route_dev(lb, "hub", "10.71.1.10", SERVER_V4, r["sport"], 5001, "sat0")
+                back = route_dev(lb, "edge", SERVER_V4, "10.71.1.10", 5001, r["sport"], "lan0")
                 if there == back == held[0]:
                     pinned += 1
                     per_gw[held[0]] = per_gw.get(held[0], 0) + 1
@@ -306,9 +283,7 @@ def pinning(ctx: Context, params: dict[str, Any]) -> list[records.Record]:
                 "flows",
                 f"of {flows}, sha256 checked",
             ),
-            records.measured(
-                NAME, variant, "flows_reset", summary.get("reset", 0), "flows"
-            ),
+            records.measured(NAME, variant, "flows_reset", summary.get("reset", 0), "flows"),
             records.measured(
                 NAME,
                 variant,

@@ -16,7 +16,8 @@ NAME = "emulator"
 KIND = "emulator"
 TITLE = "Link emulator capacity and timing"
 DESCRIPTION = (
-    "A paced UDP source in the server namespace sends 1500-byte Ethernet frames (1486-byte IP packets) at 100 Mbit/s through the "
+    "A paced UDP source in the server namespace sends 1500-byte Ethernet frames (1486-byte IP packets) at 100 Mbit/s "
+    "through the "
     "`leo` profile (100 Mbit/s, 15 ms each way) to a sink in the client namespace. We report the rate "
     "that arrived, the loss, the emulator's own lateness (how late it released packets against their "
     "schedule, from `satlab link stats --json`) and the emulator's CPU while idle for 10 s "
@@ -53,9 +54,7 @@ def run(ctx: Context, params: dict[str, Any]) -> list[records.Record]:
         pids = lb.emulator_pids()
         if pids:
             idle = cpu.cpu_percent_over(pids, params["idle_s"])
-            out.append(
-                records.measured(NAME, "idle", "emulator_cpu", idle, "% of a core")
-            )
+            out.append(records.measured(NAME, "idle", "emulator_cpu", idle, "% of a core"))
         else:
             out.append(
                 records.missing(
@@ -109,26 +108,11 @@ def run(ctx: Context, params: dict[str, Any]) -> list[records.Record]:
         stats = lb.link_stats()
         ctx.raw[NAME] = {"blast": blasted, "sink": got, "link_stats": stats}
         variant = f"udp-{params['rate_bps'] / 1e6:.0f}M"
-        offered = (
-            blasted["packets"]
-            * blasted["frame_bytes"]
-            * 8
-            / (blasted["t_end"] - blasted["t_start"])
-        )
-        out.append(
-            records.measured(NAME, variant, "offered_rate", offered / 1e6, "Mbit/s")
-        )
+        offered = blasted["packets"] * blasted["frame_bytes"] * 8 / (blasted["t_end"] - blasted["t_start"])
+        out.append(records.measured(NAME, variant, "offered_rate", offered / 1e6, "Mbit/s"))
         if got["packets"] > 1:
-            achieved = (
-                (got["ip_bytes"] + ETHERNET_HEADER * got["packets"])
-                * 8
-                / (got["t_last"] - got["t_first"])
-            )
-            out.append(
-                records.measured(
-                    NAME, variant, "achieved_rate", achieved / 1e6, "Mbit/s"
-                )
-            )
+            achieved = (got["ip_bytes"] + ETHERNET_HEADER * got["packets"]) * 8 / (got["t_last"] - got["t_first"])
+            out.append(records.measured(NAME, variant, "achieved_rate", achieved / 1e6, "Mbit/s"))
         out.append(
             records.measured(
                 NAME,
@@ -174,9 +158,7 @@ def pick_lateness(found: dict[str, float]) -> dict[str, float]:
         low = path.lower()
         if "ret" in low.split(".")[0] or "return" in low:
             continue
-        scale = (
-            1000.0 if low.endswith("_ms") else (0.001 if low.endswith("_ns") else 1.0)
-        )
+        scale = 1000.0 if low.endswith("_ms") else (0.001 if low.endswith("_ns") else 1.0)
         for tag in ("p50", "p99", "max"):
             if low.endswith(tag) or f"_{tag}_" in low or f".{tag}" in low:
                 picked.setdefault(f"lateness_{tag}", value * scale)

@@ -142,9 +142,7 @@ def gateway_classes(role: str, loss_buffer_bytes: int) -> list[dict[str, Any]]:
 def loss_buffer_bytes(profile: str) -> int:
     """The socket buffer the BoD page derives for this link with bit errors (the API's own
     derivation: four windows of the forward direction at either end)."""
-    hub = gwconfig.derive_tuning(
-        gwconfig.plain_link_inputs(profile, ber=1e-6, role="hub")
-    )
+    hub = gwconfig.derive_tuning(gwconfig.plain_link_inputs(profile, ber=1e-6, role="hub"))
     return int(hub["sndbuf_bytes"])
 
 
@@ -160,9 +158,7 @@ def configure_gateways(lb: lab.Lab, buffer_bytes: int) -> None:
 Result = dict[tuple[str, int, str], Transfer | str]
 
 
-def run_lane(
-    ctx: Context, params: dict[str, Any], kind: str, names: list[str], prefix: str
-) -> Result:
+def run_lane(ctx: Context, params: dict[str, Any], kind: str, names: list[str], prefix: str) -> Result:
     """One lab, every condition × size × variant of this lane, in the order all lanes use."""
     gateway = "both" if kind == "gateway" else None
     for name in names:
@@ -194,9 +190,7 @@ def run_lane(
 
 
 def limit_s(size: int, link: LinkFigures) -> float:
-    return metrics.physical_limit_s(
-        size, link.forward_bps, link.rtt_s, DOWNLOAD_RTTS_BEFORE_DATA
-    )
+    return metrics.physical_limit_s(size, link.forward_bps, link.rtt_s, DOWNLOAD_RTTS_BEFORE_DATA)
 
 
 def pct_optimal(tr: Transfer, link: LinkFigures) -> float:
@@ -218,33 +212,23 @@ def check(v: Variant, tr: Transfer) -> str | None:
     return None
 
 
-def transfer_records(
-    key: str, tr: Transfer, link: LinkFigures, cap: float
-) -> list[records.Record]:
+def transfer_records(key: str, tr: Transfer, link: LinkFigures, cap: float) -> list[records.Record]:
     limit = limit_s(tr.size_bytes, link)
     out = [records.measured(NAME, key, "limit", limit, "s")]
     done = tr.completion_s()
     if done is None:
         note = f"{tr.bytes_received / 1e6:.1f} of {tr.size_bytes / 1e6:g} MB in the {cap:g} s cap"
         out.append(records.missing(NAME, key, "completion", "s", note))
-        out.append(
-            records.missing(NAME, key, "vs_limit", "x", f"> {cap / limit:.2f}x: {note}")
-        )
+        out.append(records.missing(NAME, key, "vs_limit", "x", f"> {cap / limit:.2f}x: {note}"))
     else:
         out.append(records.measured(NAME, key, "completion", done, "s"))
         out.append(records.measured(NAME, key, "vs_limit", done / limit, "x"))
     out.append(records.measured(NAME, key, "pct_optimal", pct_optimal(tr, link), "%"))
     out.append(records.measured(NAME, key, "goodput", tr.goodput_bps() / 1e6, "Mbit/s"))
     if tr.cwnd:
-        out.append(
-            records.measured(
-                NAME, key, "max_cwnd", max(c for _, c in tr.cwnd), "segments"
-            )
-        )
+        out.append(records.measured(NAME, key, "max_cwnd", max(c for _, c in tr.cwnd), "segments"))
     if tr.retransmits is not None:
-        out.append(
-            records.measured(NAME, key, "retransmits", tr.retransmits, "segments")
-        )
+        out.append(records.measured(NAME, key, "retransmits", tr.retransmits, "segments"))
     return out
 
 
@@ -278,15 +262,11 @@ def run(ctx: Context, params: dict[str, Any]) -> list[records.Record]:
             for cond in params["conditions"]:
                 for size in params["sizes"]:
                     for name in names:
-                        results[(cond, size, name)] = (
-                            f"lab failed: {type(res).__name__}: {res}"[:300]
-                        )
+                        results[(cond, size, name)] = f"lab failed: {type(res).__name__}: {res}"[:300]
             continue
         results.update(res)
     good: dict[tuple[str, int, str], Transfer] = {}
-    for (cond, size, name), tr in sorted(
-        results.items(), key=lambda kv: order_key(kv[0], params)
-    ):
+    for (cond, size, name), tr in sorted(results.items(), key=lambda kv: order_key(kv[0], params)):
         key = variant_key(cond, size, name)
         reason = tr if isinstance(tr, str) else check(VARIANTS[name], tr)
         if reason:
@@ -315,11 +295,7 @@ def plot(
     conds = list(params["conditions"])
     for size in params["sizes"]:
         bars = {
-            n: [
-                pct_optimal(good[(c, size, n)], link) if (c, size, n) in good else None
-                for c in conds
-            ]
-            for n in names
+            n: [pct_optimal(good[(c, size, n)], link) if (c, size, n) in good else None for c in conds] for n in names
         }
         plots.grouped_bars(
             ctx.plot_path(f"{NAME}-{size_label(size)}"),
@@ -344,9 +320,7 @@ def plot(
                     {
                         n: [
                             (t, v / 1e6)
-                            for t, v in metrics.goodput_series(
-                                metrics.link_progress(tr.samples, link.forward_bps)
-                            )
+                            for t, v in metrics.goodput_series(metrics.link_progress(tr.samples, link.forward_bps))
                         ]
                         for n, tr in runs.items()
                     },
@@ -363,9 +337,7 @@ def bod_choice(cond: str) -> str:
     """What the BoD page names for geo-hts at this BER (the API's derivation)."""
     if cond == "ge":
         return "– (burst loss has no BER)"
-    return gwconfig.derive_congestion_control(
-        gwconfig.plain_link_inputs("geo-hts", ber=float(cond))
-    )
+    return gwconfig.derive_congestion_control(gwconfig.plain_link_inputs("geo-hts", ber=float(cond)))
 
 
 def cell(recs: dict[tuple[str, str], records.Record], key: str) -> str:
@@ -396,11 +368,7 @@ def verdicts(recs: dict[tuple[str, str], records.Record]) -> list[str]:
     slower = []
     compared = 0
     for (key, metric), rec in recs.items():
-        if (
-            metric != "pct_optimal"
-            or not key.endswith(f"/{HEADLINE}")
-            or rec.value is None
-        ):
+        if metric != "pct_optimal" or not key.endswith(f"/{HEADLINE}") or rec.value is None:
             continue
         base = recs.get((key.replace(f"/{HEADLINE}", f"/{BASELINE}"), "pct_optimal"))
         if base is None or base.value is None:
@@ -419,16 +387,8 @@ def verdicts(recs: dict[tuple[str, str], records.Record]) -> list[str]:
 def doc_extra(recs_list: list[records.Record]) -> str:
     """Every condition and size beside its baselines; the targets' verdicts."""
     recs = {(r.variant, r.metric): r for r in recs_list}
-    conds = [
-        c for c in CONDITIONS if any(r.variant.startswith(f"{c}/") for r in recs_list)
-    ]
-    sizes = sorted(
-        {
-            int(float(r.variant.split("/")[1][:-2]) * 1e6)
-            for r in recs_list
-            if r.variant.count("/") >= 2
-        }
-    )
+    conds = [c for c in CONDITIONS if any(r.variant.startswith(f"{c}/") for r in recs_list)]
+    sizes = sorted({int(float(r.variant.split("/")[1][:-2]) * 1e6) for r in recs_list if r.variant.count("/") >= 2})
     names = [n for n in VARIANTS if any(r.variant.endswith(f"/{n}") for r in recs_list)]
     lines = [
         "| condition | size | BoD page says | " + " | ".join(names) + " |",

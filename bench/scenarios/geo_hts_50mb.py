@@ -17,8 +17,10 @@ DESCRIPTION = (
     "sender's congestion control; `gateway-hub` runs satlab with `--gateway hub`, so the splitter at the hub "
     "carries the satellite leg (Hybla) while the server's socket runs the named cc on the short terrestrial "
     "leg; `gateway-both` adds the terminal's splitter, whose satellite socket opens a large receive window "
-    "at once (its 2 x BDP receive buffer, with no route initrwnd to lower it), where a hub-only gateway waits for the client's own window to grow "
-    "(~3x per RTT from 64 KB). `limit` is the physical limit of a download: 1.5 RTT before the first data byte can leave the "
+    "at once (its 2 x BDP receive buffer, with no route initrwnd to lower it), where a hub-only gateway waits for "
+    "the client's own window to grow "
+    "(~3x per RTT from 64 KB). `limit` is the physical limit of a download: 1.5 RTT before the first data byte can "
+    "leave the "
     "server (handshake + request), size/rate, ½ RTT propagation; `efficiency` = limit / completion. "
     "Where the time went: `rwnd_limited` / `sndbuf_limited` = time the satellite-leg sender (the hub's "
     "socket through the gateway, the server's end to end) was held back by the receiver's window / its own "
@@ -57,9 +59,7 @@ GATEWAY_AT = {"gateway-hub": "hub", "gateway-both": "both"}  # satlab --gateway 
 TARGET_FACTOR = 1.15  # target: completion within 1.15 x the physical limit
 
 
-def transfer_records(
-    scenario: str, variant: str, tr: Transfer, link: LinkFigures
-) -> list[records.Record]:
+def transfer_records(scenario: str, variant: str, tr: Transfer, link: LinkFigures) -> list[records.Record]:
     """t90, completion, the physical limit and efficiency of one transfer."""
     out = []
     t90 = metrics.time_to_fraction(tr.samples, link.forward_bps, 0.9)
@@ -76,16 +76,12 @@ def transfer_records(
     else:
         out.append(records.measured(scenario, variant, "t90", t90, "s"))
         out.append(records.measured(scenario, variant, "t90", t90 / link.rtt_s, "RTT"))
-    limit = metrics.physical_limit_s(
-        tr.size_bytes, link.forward_bps, link.rtt_s, DOWNLOAD_RTTS_BEFORE_DATA
-    )
+    limit = metrics.physical_limit_s(tr.size_bytes, link.forward_bps, link.rtt_s, DOWNLOAD_RTTS_BEFORE_DATA)
     out.append(records.measured(scenario, variant, "limit", limit, "s"))
     out.append(completion_record(scenario, variant, tr))
     done = tr.completion_s()
     if done is not None:
-        out.append(
-            records.measured(scenario, variant, "efficiency", 100.0 * limit / done, "%")
-        )
+        out.append(records.measured(scenario, variant, "efficiency", 100.0 * limit / done, "%"))
         out.append(
             records.measured(
                 scenario,
@@ -114,19 +110,11 @@ def where_time_went(
         ("sndbuf_limited", "sender held back by its own send buffer"),
     ):
         if key in tr.limited_ms:
-            out.append(
-                records.measured(
-                    scenario, variant, key, tr.limited_ms[key] / 1000, "s", why
-                )
-            )
+            out.append(records.measured(scenario, variant, key, tr.limited_ms[key] / 1000, "s", why))
     fwd = link_stats.get("forward") or {}
     if fwd:
         drops = sum(int(v) for v in (fwd.get("drops") or {}).values())
-        out.append(
-            records.measured(
-                scenario, variant, "link_drops", drops, "frames", "forward direction"
-            )
-        )
+        out.append(records.measured(scenario, variant, "link_drops", drops, "frames", "forward direction"))
         queue_ms = int(fwd.get("max_queue_bytes", 0)) * 8 / rate_bps * 1000
         out.append(
             records.measured(
@@ -175,9 +163,7 @@ def run(ctx: Context, params: dict[str, Any]) -> list[records.Record]:
                         lb.link_reset()
                     except lab.LabUnavailable:
                         pass  # counters since lab start: still an upper bound on drops
-                    tr = attempt(
-                        lb, cc, size, timeout, sample_gateway_leg=gateway is not None
-                    )
+                    tr = attempt(lb, cc, size, timeout, sample_gateway_leg=gateway is not None)
                     stats = link_stats(lb)
                     if isinstance(tr, str):
                         out.append(records.skipped(NAME, variant, tr))
@@ -188,26 +174,17 @@ def run(ctx: Context, params: dict[str, Any]) -> list[records.Record]:
                             records.skipped(
                                 NAME,
                                 variant,
-                                "no intercepted socket seen at the hub: "
-                                "the flow did not go through the gateway",
+                                "no intercepted socket seen at the hub: the flow did not go through the gateway",
                             )
                         )
                         continue
                     if not gateway and tr.cc_actual != cc:
-                        out.append(
-                            records.skipped(
-                                NAME, variant, f"sender ran {tr.cc_actual!r}, not {cc}"
-                            )
-                        )
+                        out.append(records.skipped(NAME, variant, f"sender ran {tr.cc_actual!r}, not {cc}"))
                         continue
                     out += transfer_records(NAME, variant, tr, link)
                     out += where_time_went(NAME, variant, tr, stats, link.forward_bps)
                     if tr.cwnd:
-                        leg = (
-                            f"satellite-leg socket at the hub ran {tr.cc_actual or 'unknown cc'}"
-                            if gateway
-                            else ""
-                        )
+                        leg = f"satellite-leg socket at the hub ran {tr.cc_actual or 'unknown cc'}" if gateway else ""
                         out.append(
                             records.measured(
                                 NAME,
@@ -220,9 +197,7 @@ def run(ctx: Context, params: dict[str, Any]) -> list[records.Record]:
                         )
                     series[variant] = [
                         (t, v / 1e6)
-                        for t, v in metrics.goodput_series(
-                            metrics.link_progress(tr.samples, link.forward_bps)
-                        )
+                        for t, v in metrics.goodput_series(metrics.link_progress(tr.samples, link.forward_bps))
                     ]
         except lab.LabUnavailable as exc:
             for cc in usable:

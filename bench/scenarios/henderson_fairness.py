@@ -75,9 +75,7 @@ PAPER = {
 def expected_s(params: dict[str, Any]) -> float:
     """One variant's wall time on its lab, without the lab's setup: each run plus ~3 s of
     servers starting and flows draining."""
-    return int(params["repeats"]) * (
-        float(params["duration_s"]) + float(params["short_lead_s"]) + 3.0
-    )
+    return int(params["repeats"]) * (float(params["duration_s"]) + float(params["short_lead_s"]) + 3.0)
 
 
 def paper_finding(variant: str) -> str:
@@ -93,9 +91,7 @@ def short_cc(cc: str) -> str:
     return "cubic" if cc == "hybla" else cc
 
 
-def window_rate_bps(
-    samples: list[tuple[float, float]], t_from: float, t_to: float
-) -> float:
+def window_rate_bps(samples: list[tuple[float, float]], t_from: float, t_to: float) -> float:
     """Average receive rate over [t_from, t_to] (absolute monotonic times)."""
     if t_to <= t_from:
         return 0.0
@@ -107,9 +103,7 @@ def hub_leg_cc(lb: lab.Lab) -> str:
     """The congestion control of the hub's socket that sends the GEO flow over the satellite, or
     "" when the hub holds no such socket (the flow was not split). The splitter is transparent,
     so that socket's local end is the cross host's :GEO_PORT."""
-    out = procs.run(
-        lb.exec_argv("hub", ["ss", "-tinH"]), timeout=10, check=False
-    ).stdout
+    out = procs.run(lb.exec_argv("hub", ["ss", "-tinH"]), timeout=10, check=False).stdout
     for sock in parse_ss(out):
         if sock["state"] == "ESTAB" and port_of(sock["local"]) == GEO_PORT:
             return str(sock.get("cc") or "unknown")
@@ -121,22 +115,14 @@ def pair(lb: lab.Lab, cc: str, params: dict[str, Any]) -> dict[str, Any]:
     duration, lead = float(params["duration_s"]), float(params["short_lead_s"])
     lb.flush_tcp_metrics()
     with (
-        procs.Background(
-            lab.cross_serve_argv(lb, GEO_PORT, cc, duration + lead)
-        ) as geo_srv,
-        procs.Background(
-            lab.cross_serve_argv(lb, SHORT_PORT, short_cc(cc), duration + lead)
-        ) as short_srv,
+        procs.Background(lab.cross_serve_argv(lb, GEO_PORT, cc, duration + lead)) as geo_srv,
+        procs.Background(lab.cross_serve_argv(lb, SHORT_PORT, short_cc(cc), duration + lead)) as short_srv,
     ):
         geo_srv.wait_line("LISTENING", timeout=15)
         short_srv.wait_line("LISTENING", timeout=15)
-        with procs.Background(
-            lab.cross_fetch_argv(lb, "server", SHORT_PORT, duration + lead)
-        ) as short_fetch:
+        with procs.Background(lab.cross_fetch_argv(lb, "server", SHORT_PORT, duration + lead)) as short_fetch:
             time.sleep(lead)
-            with procs.Background(
-                lab.cross_fetch_argv(lb, "client", GEO_PORT, duration)
-            ) as geo_fetch:
+            with procs.Background(lab.cross_fetch_argv(lb, "client", GEO_PORT, duration)) as geo_fetch:
                 time.sleep(float(params["warmup_s"]))  # both flows up by now
                 split_cc = hub_leg_cc(lb)
                 geo = geo_fetch.result(timeout=duration + 30)
@@ -154,9 +140,7 @@ def pair(lb: lab.Lab, cc: str, params: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def run_variant(
-    ctx: Context, params: dict[str, Any], mode: str, cc: str, prefix: str
-) -> list[dict[str, Any]]:
+def run_variant(ctx: Context, params: dict[str, Any], mode: str, cc: str, prefix: str) -> list[dict[str, Any]]:
     gateway = "hub" if mode == "gateway-hub" else None
     if gateway:
         hybla.ensure()  # the gateway's satellite leg asks for hybla
@@ -184,13 +168,9 @@ def run_problem(mode: str, cc: str, runs: list[dict[str, Any]]) -> str | None:
             return f"run {i}: the GEO sender ran {r['geo_cc']}, not {cc}"
         split = bool(r.get("hub_leg_cc"))
         if mode == "gateway-hub" and not split:
-            return (
-                f"run {i}: no intercepted socket at the hub: the GEO flow was not split"
-            )
+            return f"run {i}: no intercepted socket at the hub: the GEO flow was not split"
         if mode == "e2e" and split:
-            return (
-                f"run {i}: a socket at the hub carried the GEO flow without a gateway"
-            )
+            return f"run {i}: a socket at the hub carried the GEO flow without a gateway"
     return None
 
 
@@ -206,21 +186,13 @@ def summarize(
         geo_rates.append(window_rate_bps(g["samples"], t_from, t_to))
         short_rates.append(window_rate_bps(x["samples"], t_from, t_to))
     geo, cross = sum(geo_rates) / len(runs), sum(short_rates) / len(runs)
-    note = f"mean of {len(runs)} runs: " + ", ".join(
-        f"{v / 1e6:.2f}" for v in geo_rates
-    )
+    note = f"mean of {len(runs)} runs: " + ", ".join(f"{v / 1e6:.2f}" for v in geo_rates)
     out = [
         records.measured(NAME, variant, "geo_throughput", geo / 1e6, "Mbit/s", note),
         records.measured(NAME, variant, "short_throughput", cross / 1e6, "Mbit/s"),
-        records.measured(
-            NAME, variant, "geo_share", 100 * geo / max(geo + cross, 1.0), "%"
-        ),
-        records.measured(
-            NAME, variant, "jain_index", metrics.jain_index([geo, cross]), ""
-        ),
-        records.measured(
-            NAME, variant, "utilization", 100 * (geo + cross) / bottleneck, "%"
-        ),
+        records.measured(NAME, variant, "geo_share", 100 * geo / max(geo + cross, 1.0), "%"),
+        records.measured(NAME, variant, "jain_index", metrics.jain_index([geo, cross]), ""),
+        records.measured(NAME, variant, "utilization", 100 * (geo + cross) / bottleneck, "%"),
     ]
     # Goodput over time of the last run, both flows on the GEO flow's clock.
     last = runs[-1]
@@ -248,17 +220,13 @@ def run(ctx: Context, params: dict[str, Any]) -> list[records.Record]:
             out.append(records.skipped(NAME, f"{mode}/{cc}", skipped[cc]))
             continue
         names.append((mode, usable[0]))
-        jobs.append(
-            lambda prefix, m=mode, c=usable[0]: run_variant(ctx, params, m, c, prefix)
-        )
+        jobs.append(lambda prefix, m=mode, c=usable[0]: run_variant(ctx, params, m, c, prefix))
     results = lanes.run_parallel(jobs, int(params["lanes"]))
     panels: dict[str, dict[str, list[tuple[float, float]]]] = {"geo": {}, "short": {}}
     for (mode, cc), res in zip(names, results, strict=True):
         variant = f"{mode}/{cc}"
         if isinstance(res, BaseException):
-            out.append(
-                records.skipped(NAME, variant, f"{type(res).__name__}: {res}"[:300])
-            )
+            out.append(records.skipped(NAME, variant, f"{type(res).__name__}: {res}"[:300]))
             continue
         ctx.raw.setdefault(NAME, {})[variant] = res
         problem = run_problem(mode, cc, res)
@@ -298,10 +266,6 @@ def doc_extra(recs: list[records.Record]) -> str:
         geo, cross = by.get((v, "geo_throughput")), by.get((v, "short_throughput"))
         share, jain = by.get((v, "geo_share")), by.get((v, "jain_index"))
         lines.append(
-            f"| {v} | {paper} | {geo or 0:.2f} Mbit/s | {cross or 0:.2f} Mbit/s | "
-            f"{share or 0:.0f}% | {jain or 0:.3f} |"
+            f"| {v} | {paper} | {geo or 0:.2f} Mbit/s | {cross or 0:.2f} Mbit/s | {share or 0:.0f}% | {jain or 0:.3f} |"
         )
-    return (
-        "Henderson's finding beside ours (fair share = 50%, Jain 1.0 = equal shares):\n\n"
-        + "\n".join(lines)
-    )
+    return "Henderson's finding beside ours (fair share = 50%, Jain 1.0 = equal shares):\n\n" + "\n".join(lines)

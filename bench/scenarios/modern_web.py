@@ -13,7 +13,6 @@ import copy
 import json
 import secrets
 import statistics
-import sys
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -86,9 +85,7 @@ class Variant:
     name: str
     lab: str  # "none" | "hub" | "both": which of the three labs
     quic: str  # the driver's QUIC mode: off | race | force
-    settings: tuple[
-        tuple[str, Any], ...
-    ] = ()  # dotted config path -> value, on every gateway of the lab
+    settings: tuple[tuple[str, Any], ...] = ()  # dotted config path -> value, on every gateway of the lab
     dns_states: tuple[str, ...] = ("cold",)
 
 
@@ -154,12 +151,7 @@ def schedule(
     """Every repetition runs each (page, variant, DNS state) once; the order of the variants is
     rotated by one per repetition, never a block of one variant. `dns_states` limits the DNS
     states to run (each variant has its own)."""
-    combos = [
-        (v, d)
-        for v in variants
-        for d in VARIANT_BY_NAME[v].dns_states
-        if d in dns_states
-    ]
+    combos = [(v, d) for v in variants for d in VARIANT_BY_NAME[v].dns_states if d in dns_states]
     out = []
     for rep in range(reps):
         k = rep % len(combos) if combos else 0
@@ -214,15 +206,9 @@ class LabHandle:
     kind: str
     lb: lab.Lab
     driver: ModernDriver
-    base: dict[str, dict[str, Any]] = field(
-        default_factory=dict
-    )  # role -> config at start
-    current: dict[str, str] = field(
-        default_factory=dict
-    )  # role -> variant whose config is applied
-    refused: dict[str, str] = field(
-        default_factory=dict
-    )  # variant -> the gateway's answer
+    base: dict[str, dict[str, Any]] = field(default_factory=dict)  # role -> config at start
+    current: dict[str, str] = field(default_factory=dict)  # role -> variant whose config is applied
+    refused: dict[str, str] = field(default_factory=dict)  # variant -> the gateway's answer
     settle_s: float = 2.0
 
     @property
@@ -246,13 +232,9 @@ class LabHandle:
             if self.current.get(role) == variant.name:
                 continue
             try:
-                gwconfig.put_config(
-                    self.socket(role), desired_config(self.base[role], variant)
-                )
+                gwconfig.put_config(self.socket(role), desired_config(self.base[role], variant))
             except (gwconfig.GatewayConfigError, OSError) as exc:
-                self.refused[variant.name] = (
-                    f"{role} gateway refused the config: {exc}"[:400]
-                )
+                self.refused[variant.name] = f"{role} gateway refused the config: {exc}"[:400]
                 self.current.pop(role, None)
                 return self.refused[variant.name]
             self.current[role] = variant.name
@@ -265,9 +247,7 @@ class LabHandle:
         parts = []
         for role in self.roles:
             try:
-                parts.append(
-                    f"{role}: {mechanism_note(gwconfig.get_config(self.socket(role)))}"
-                )
+                parts.append(f"{role}: {mechanism_note(gwconfig.get_config(self.socket(role)))}")
             except (gwconfig.GatewayConfigError, OSError) as exc:
                 parts.append(f"{role}: config unreadable ({exc})")
         return "; ".join(parts)
@@ -281,9 +261,7 @@ def ca_file(lb: lab.Lab) -> str:
 
 
 def _satlab_web() -> tuple[Any, Any]:
-    if str(procs.REPO / "lab") not in sys.path:
-        sys.path.append(str(procs.REPO / "lab"))
-    from satlab import webnames, webpages  # type: ignore[import-not-found,unused-ignore]
+    from satlab import webnames, webpages
 
     return webnames, webpages
 
@@ -302,9 +280,7 @@ def warm_names(lb: lab.Lab, hosts: list[str]) -> None:
     )
     out = procs.run(argv, timeout=30, check=False)
     if out.returncode != 0:
-        raise LoadError(
-            f"warming DNS: {out.stdout.strip()[-300:]} {out.stderr.strip()[-300:]}"
-        )
+        raise LoadError(f"warming DNS: {out.stdout.strip()[-300:]} {out.stderr.strip()[-300:]}")
 
 
 def load_once(h: LabHandle, step: Step, variant: Variant) -> PageLoad:
@@ -331,9 +307,7 @@ def load_once(h: LabHandle, step: Step, variant: Variant) -> PageLoad:
 class Results:
     loads: dict[str, list[PageLoad]] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
-    notes: dict[str, str] = field(
-        default_factory=dict
-    )  # variant name -> mechanisms seen
+    notes: dict[str, str] = field(default_factory=dict)  # variant name -> mechanisms seen
 
 
 def run_step(
@@ -392,17 +366,9 @@ def run(ctx: Context, params: dict[str, Any]) -> list[records.Record]:
         for kind in needed:
             try:
                 if LAB_GATEWAY[kind] and no_hybla:
-                    raise lab.LabUnavailable(
-                        f"the gateway's satellite leg needs hybla: {no_hybla}"
-                    )
-                lb = stack.enter_context(
-                    lab.running(
-                        PROFILE, gateway=LAB_GATEWAY[kind], prefix=lab_prefixes()[kind]
-                    )
-                )
-                drv = ModernDriver(
-                    lb.exec_argv("client", []), float(params["load_timeout_s"])
-                )
+                    raise lab.LabUnavailable(f"the gateway's satellite leg needs hybla: {no_hybla}")
+                lb = stack.enter_context(lab.running(PROFILE, gateway=LAB_GATEWAY[kind], prefix=lab_prefixes()[kind]))
+                drv = ModernDriver(lb.exec_argv("client", []), float(params["load_timeout_s"]))
                 stack.callback(drv.close)
                 h = LabHandle(kind, lb, drv)
                 for role in h.roles:
@@ -439,19 +405,12 @@ def run(ctx: Context, params: dict[str, Any]) -> list[records.Record]:
 def floor_s(page: str, link: LinkFigures, dns: str) -> float:
     _, webpages = _satlab_web()
     items = webfloor.items_from_manifest(webpages.manifest(page))
-    return webfloor.page_floor(
-        items, link.forward_bps, link.rtt_s, cold_dns=(dns == "cold")
-    ).floor_s
+    return webfloor.page_floor(items, link.forward_bps, link.rtt_s, cold_dns=(dns == "cold")).floor_s
 
 
-def make_records(
-    res: Results, params: dict[str, Any], link: LinkFigures
-) -> list[records.Record]:
+def make_records(res: Results, params: dict[str, Any], link: LinkFigures) -> list[records.Record]:
     out: list[records.Record] = []
-    medians = {
-        key: statistics.median(ld.load_s for ld in loads)
-        for key, loads in res.loads.items()
-    }
+    medians = {key: statistics.median(ld.load_s for ld in loads) for key, loads in res.loads.items()}
     states = tuple(params.get("dns_states", ("cold", "warm")))
     for step in schedule(list(params["pages"]), list(params["variants"]), 1, states):
         key = step.key
@@ -463,9 +422,7 @@ def make_records(
             continue
         median = medians[key]
         runs = ", ".join(f"{ld.load_s:.2f}" for ld in loads)
-        note = f"runs: {runs}" + (
-            f"; {res.notes[step.variant]}" if step.variant in res.notes else ""
-        )
+        note = f"runs: {runs}" + (f"; {res.notes[step.variant]}" if step.variant in res.notes else "")
         floor = floor_s(step.page, link, step.dns)
         out += [
             records.measured(NAME, key, "load_time", median, "s", note),
@@ -476,17 +433,11 @@ def make_records(
         if base:
             out.append(records.measured(NAME, key, "vs_no_gateway", median / base, "x"))
         else:
-            out.append(
-                records.missing(
-                    NAME, key, "vs_no_gateway", "x", "no-gateway did not run"
-                )
-            )
+            out.append(records.missing(NAME, key, "vs_no_gateway", "x", "no-gateway did not run"))
         for phase, value in median_breakdown(loads).items():
             metric = phase.removesuffix("_ms")
             if value is None:
-                out.append(
-                    records.missing(NAME, key, metric, "ms", "no connection opened")
-                )
+                out.append(records.missing(NAME, key, metric, "ms", "no connection opened"))
             else:
                 out.append(records.measured(NAME, key, metric, value, "ms"))
         out.append(
@@ -517,10 +468,7 @@ def plot(ctx: Context, params: dict[str, Any], recs: list[records.Record]) -> No
     if not any(by.get((f"{p}/{v}/{d}", "load_time")) for p in pages for v, d in combos):
         return
     series: dict[str, list[float | None]] = {
-        "floor (cold DNS)": [
-            by.get((f"{p}/no-gateway/cold", "floor")) or _floor_or_none(p)
-            for p in pages
-        ]
+        "floor (cold DNS)": [by.get((f"{p}/no-gateway/cold", "floor")) or _floor_or_none(p) for p in pages]
     }
     for v, d in combos:
         values = [by.get((f"{p}/{v}/{d}", "load_time")) for p in pages]
@@ -535,16 +483,9 @@ def plot(ctx: Context, params: dict[str, Any], recs: list[records.Record]) -> No
         legend_outside=True,
     )
     page = "news" if "news" in pages else pages[0]
-    groups = [
-        f"{v} {d}"
-        for v, d in combos
-        if by.get((f"{page}/{v}/{d}", "load_time")) is not None
-    ]
+    groups = [f"{v} {d}" for v, d in combos if by.get((f"{page}/{v}/{d}", "load_time")) is not None]
     breakdown = {
-        p.removesuffix("_ms"): [
-            by.get((f"{page}/{g.replace(' ', '/')}", p.removesuffix("_ms")))
-            for g in groups
-        ]
+        p.removesuffix("_ms"): [by.get((f"{page}/{g.replace(' ', '/')}", p.removesuffix("_ms"))) for g in groups]
         for p in PHASES
     }
     if groups:
@@ -569,9 +510,7 @@ def doc_extra(recs: list[records.Record]) -> str:
     by = {(r.variant, r.metric): r for r in recs}
     pages = sorted({r.variant.split("/")[0] for r in recs if r.variant.count("/") == 2})
     lines = [
-        "| page | floor (cold / warm DNS) | no gateway | "
-        + " | ".join(f"{v} ({d})" for (v, d) in TARGETS)
-        + " |",
+        "| page | floor (cold / warm DNS) | no gateway | " + " | ".join(f"{v} ({d})" for (v, d) in TARGETS) + " |",
         "|---|---|---|" + "---|" * len(TARGETS),
     ]
     for page in pages:

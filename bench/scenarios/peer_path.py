@@ -13,6 +13,7 @@ from bench import hybla, lab, metrics, plots, procs, records
 from bench.context import Context
 from bench.profiles import LinkFigures, figures
 from bench.scenarios import web_pages
+from satlab import gateway as satlab_gateway
 
 NAME = "peer-path"
 KIND = "web"
@@ -57,9 +58,7 @@ PAGE2_TARGET_S = 2.9
 DOWNLOAD_RTTS_BEFORE_DATA = 1.5
 
 
-def variant_configs(
-    base: dict[str, dict[str, Any]], variant: str
-) -> dict[str, dict[str, Any]]:
+def variant_configs(base: dict[str, dict[str, Any]], variant: str) -> dict[str, dict[str, Any]]:
     """The hub's and the terminal's config for a variant, from the lab's own (`both-peer`) ones."""
     out = {role: json.loads(json.dumps(cfg)) for role, cfg in base.items()}
     term, hub = out["terminal"], out["hub"]
@@ -76,14 +75,11 @@ def variant_configs(
 
 
 def apply_variant(lb: lab.Lab, base: dict[str, dict[str, Any]], variant: str) -> None:
-    gw = web_pages._satlab_gateway()
     cfgs = variant_configs(base, variant)
     for role in ("hub", "terminal"):
-        web_pages.control(
-            web_pages.control_socket(lb, role), "PUT", "/v1/config", cfgs[role]
-        )
+        web_pages.control(web_pages.control_socket(lb, role), "PUT", "/v1/config", cfgs[role])
     if variant == "both-peer":
-        ready = gw.wait_peer_pool(web_pages.control_socket(lb, "terminal"), timeout=30)
+        ready = satlab_gateway.wait_peer_pool(web_pages.control_socket(lb, "terminal"), timeout=30)
         if not ready:
             raise lab.LabUnavailable("the terminal's peer pool did not come up")
     lb.flush_tcp_metrics()
@@ -94,8 +90,6 @@ def probe(lb: lab.Lab, *args: str, timeout: float = 60) -> dict[str, Any]:
     argv = lb.exec_argv(
         "client",
         [
-            "env",
-            f"PYTHONPATH={procs.REPO / 'lab'}",
             procs.PYTHON,
             "-m",
             "satlab.probes",
@@ -113,18 +107,14 @@ def probe(lb: lab.Lab, *args: str, timeout: float = 60) -> dict[str, Any]:
 
 
 def bulk_s(lb: lab.Lab, size: int) -> float:
-    out = lab.satlab(
-        "bulk", "client", "get", str(size), "--json", timeout=120, prefix=lb.prefix
-    )
+    out = lab.satlab("bulk", "client", "get", str(size), "--json", timeout=120, prefix=lb.prefix)
     data = json.loads(out.strip().splitlines()[-1])
     if not data.get("complete"):
         raise procs.ToolError(f"bulk download incomplete: {data}")
     return float(data["duration_s"])
 
 
-def measure_round(
-    lb: lab.Lab, params: dict[str, Any], variant: str, bulk: bool
-) -> dict[str, list[float]]:
+def measure_round(lb: lab.Lab, params: dict[str, Any], variant: str, bulk: bool) -> dict[str, list[float]]:
     got: dict[str, list[float]] = {
         "tls_handshake": [],
         "first_byte": [],
@@ -133,9 +123,7 @@ def measure_round(
     }
     server = web_pages.SERVER.removeprefix("http://")
     for _ in range(int(params["samples"])):
-        got["tls_handshake"].append(
-            float(probe(lb, "tls", server, str(TLS_PORT))["handshake_s"])
-        )
+        got["tls_handshake"].append(float(probe(lb, "tls", server, str(TLS_PORT))["handshake_s"]))
         got["first_byte"].append(
             float(
                 probe(
@@ -148,17 +136,13 @@ def measure_round(
                 )["first_byte_s"]
             )
         )
-    got["page2"].append(
-        web_pages.http_load(lb, web_pages.page_urls("page2")[0], 30).load_s
-    )
+    got["page2"].append(web_pages.http_load(lb, web_pages.page_urls("page2")[0], 30).load_s)
     if bulk:
         got["bulk"].append(bulk_s(lb, int(params["bulk_bytes"])))
     return got
 
 
-def variant_records(
-    variant: str, got: dict[str, list[float]], link: LinkFigures, size: int
-) -> list[records.Record]:
+def variant_records(variant: str, got: dict[str, list[float]], link: LinkFigures, size: int) -> list[records.Record]:
     out: list[records.Record] = []
     for metric in ("tls_handshake", "first_byte", "page2", "bulk"):
         values = got.get(metric) or []
@@ -172,22 +156,12 @@ def variant_records(
             if variant == "both-peer":
                 target = link.rtt_s + TARGET_EXTRA_S
                 note = f"target <= 1 RTT + 50 ms ({target:.3f} s): {'met' if med <= target else 'missed'}"
-            out.append(
-                records.measured(
-                    NAME, variant, f"{metric}_rtt", med / link.rtt_s, "RTT", note
-                )
-            )
+            out.append(records.measured(NAME, variant, f"{metric}_rtt", med / link.rtt_s, "RTT", note))
         if metric == "page2" and variant == "both-peer":
             ok = "met" if med <= PAGE2_TARGET_S else "missed"
-            out.append(
-                records.measured(
-                    NAME, variant, "page2_target", PAGE2_TARGET_S, "s", f"target {ok}"
-                )
-            )
+            out.append(records.measured(NAME, variant, "page2_target", PAGE2_TARGET_S, "s", f"target {ok}"))
         if metric == "bulk":
-            limit = metrics.physical_limit_s(
-                size, link.forward_bps, link.rtt_s, DOWNLOAD_RTTS_BEFORE_DATA
-            )
+            limit = metrics.physical_limit_s(size, link.forward_bps, link.rtt_s, DOWNLOAD_RTTS_BEFORE_DATA)
             out.append(
                 records.measured(
                     NAME,
@@ -205,26 +179,16 @@ def run(ctx: Context, params: dict[str, Any]) -> list[records.Record]:
     link = figures(params["profile"])
     no_hybla = hybla.ensure()
     if no_hybla:
-        return [
-            records.skipped(
-                NAME, v, f"the gateways' satellite legs need hybla: {no_hybla}"
-            )
-            for v in VARIANTS
-        ]
+        return [records.skipped(NAME, v, f"the gateways' satellite legs need hybla: {no_hybla}") for v in VARIANTS]
     got: dict[str, dict[str, list[float]]] = {v: {} for v in VARIANTS}
     try:
         with lab.running(params["profile"], gateway="both") as lb:
             base = {
-                r: web_pages.control(
-                    web_pages.control_socket(lb, r), "GET", "/v1/config"
-                )
-                for r in ("hub", "terminal")
+                r: web_pages.control(web_pages.control_socket(lb, r), "GET", "/v1/config") for r in ("hub", "terminal")
             }
             server_argv = lb.exec_argv(
                 "server",
                 [
-                    "env",
-                    f"PYTHONPATH={procs.REPO / 'lab'}",
                     procs.PYTHON,
                     "-m",
                     "satlab.probes",
@@ -234,23 +198,16 @@ def run(ctx: Context, params: dict[str, Any]) -> list[records.Record]:
                 ],
             )
             with procs.Background(server_argv) as srv:
-                srv.wait_line(
-                    json.dumps({"ready": True, "ports": [OBJECT_PORT, TLS_PORT]}), 30
-                )
+                srv.wait_line(json.dumps({"ready": True, "ports": [OBJECT_PORT, TLS_PORT]}), 30)
                 for rnd in range(int(params["rounds"])):
                     bulk = rnd < int(params["bulk_rounds"])
                     for variant in VARIANTS:
                         ctx.log(f"{NAME}: round {rnd + 1} {variant}")
                         apply_variant(lb, base, variant)
-                        for metric, values in measure_round(
-                            lb, params, variant, bulk
-                        ).items():
+                        for metric, values in measure_round(lb, params, variant, bulk).items():
                             got[variant].setdefault(metric, []).extend(values)
     except (lab.LabUnavailable, procs.ToolError, OSError, ValueError) as exc:
-        return [
-            records.skipped(NAME, v, f"{type(exc).__name__}: {exc}"[:300])
-            for v in VARIANTS
-        ]
+        return [records.skipped(NAME, v, f"{type(exc).__name__}: {exc}"[:300]) for v in VARIANTS]
     out: list[records.Record] = []
     for variant in VARIANTS:
         out += variant_records(variant, got[variant], link, int(params["bulk_bytes"]))
@@ -291,8 +248,6 @@ def doc_extra(recs: list[records.Record]) -> str:
                 cells.append(f"{val:.2f}×")
             else:
                 rtt = by.get((v, f"{metric}_rtt"))
-                cells.append(
-                    f"{val:.3f} s" + (f" ({rtt:.2f} RTT)" if rtt is not None else "")
-                )
+                cells.append(f"{val:.3f} s" + (f" ({rtt:.2f} RTT)" if rtt is not None else ""))
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return "Medians, variants interleaved in each round:\n\n" + "\n".join(lines)

@@ -100,16 +100,8 @@ def hold_records(variant: str, held: gwload.HeldFlows) -> list[records.Record]:
                 )
             )
     if plateau.fds:
-        out.append(
-            records.measured(
-                NAME, variant, "fds_max_per_process", max(plateau.fds.values()), "fds"
-            )
-        )
-        out.append(
-            records.measured(
-                NAME, variant, "fds_total", sum(plateau.fds.values()), "fds"
-            )
-        )
+        out.append(records.measured(NAME, variant, "fds_max_per_process", max(plateau.fds.values()), "fds"))
+        out.append(records.measured(NAME, variant, "fds_total", sum(plateau.fds.values()), "fds"))
         out.append(
             records.measured(
                 NAME,
@@ -121,21 +113,10 @@ def hold_records(variant: str, held: gwload.HeldFlows) -> list[records.Record]:
             )
         )
         if n:
-            per_flow = (
-                gwload.bytes_per_flow(
-                    held.before.rss_total_kib, plateau.rss_total_kib, n
-                )
-                / 1024
-            )
-            out.append(
-                records.measured(NAME, variant, "rss_per_flow", per_flow, "KiB/flow")
-            )
+            per_flow = gwload.bytes_per_flow(held.before.rss_total_kib, plateau.rss_total_kib, n) / 1024
+            out.append(records.measured(NAME, variant, "rss_per_flow", per_flow, "KiB/flow"))
     else:
-        out.append(
-            records.missing(
-                NAME, variant, "fds_total", "fds", "no gateway process found at the hub"
-            )
-        )
+        out.append(records.missing(NAME, variant, "fds_total", "fds", "no gateway process found at the hub"))
     return out
 
 
@@ -174,9 +155,7 @@ def measure_rate(lb: lab.Lab, params: dict[str, Any]) -> dict[str, Any]:
     )
 
 
-def rate_records(
-    variant: str, rate: dict[str, Any], max_conns: int, gateway: bool
-) -> list[records.Record]:
+def rate_records(variant: str, rate: dict[str, Any], max_conns: int, gateway: bool) -> list[records.Record]:
     out = [
         records.measured(
             NAME, variant, "conn_rate", rate["rate_per_s"], "conn/s",
@@ -207,11 +186,7 @@ def run(ctx: Context, params: dict[str, Any]) -> list[records.Record]:
         sock = os.path.join(str(status.get("run_dir", "")), f"gw-{lb.ns('hub')}.sock")
         daemon = gwproc.find(lb.ns("hub"))
         if not daemon.pids:
-            return [
-                records.skipped(
-                    NAME, variant, "no perigee gateway process in the hub namespace"
-                )
-            ]
+            return [records.skipped(NAME, variant, "no perigee gateway process in the hub namespace")]
         ctx.log(f"{NAME}: {flows} flows, daemon pids {daemon.pids}")
         allow_fast_port_reuse(lb, ("client", "hub"))
         hz = os.sysconf("SC_CLK_TCK")
@@ -229,12 +204,8 @@ def run(ctx: Context, params: dict[str, Any]) -> list[records.Record]:
             ctx.log(f"{NAME}: held {held.client}; connection rate")
             ticks0 = gwproc.snapshot(daemon.pids).cpu_ticks
             rate = measure_rate(lb, params)
-            rate["daemon_cpu_s"] = (
-                gwproc.snapshot(daemon.pids).cpu_ticks - ticks0
-            ) / hz
-        out += rate_records(
-            "gateway-hub/rate", rate, int(params["rate_max_conns"]), True
-        )
+            rate["daemon_cpu_s"] = (gwproc.snapshot(daemon.pids).cpu_ticks - ticks0) / hz
+        out += rate_records("gateway-hub/rate", rate, int(params["rate_max_conns"]), True)
         ctx.raw[NAME] = {
             "hold": {
                 "client": held.client,

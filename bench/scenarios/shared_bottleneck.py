@@ -17,7 +17,9 @@ from bench.tools import gwconfig, lanes
 
 NAME = "shared-bottleneck"
 KIND = "fairness"
-TITLE = "A 10 Mbit/s satellite bottleneck shared by two flows, no random loss: queue and fairness per satellite-leg option"
+TITLE = (
+    "A 10 Mbit/s satellite bottleneck shared by two flows, no random loss: queue and fairness per satellite-leg option"
+)
 DESCRIPTION = (
     "satlab `geo-hts` with the forward carrier shaped to 10 Mbit/s (`--fwd-rate 10M`; the emulator's drop-tail "
     "queue stays 3.75 MB: 3 s, 5 BDP at that rate) and Perigee at both ends, tuned by the lab for that carrier "
@@ -73,9 +75,7 @@ def standing_queue(samples: list[tuple[float, float]], window_s: float) -> float
     for t, q in samples:
         k = int((t - t0) // window_s)
         mins[k] = min(q, mins.get(k, q))
-    full = [
-        v for k, v in mins.items() if k < max(mins)
-    ]  # the last window may be partial
+    full = [v for k, v in mins.items() if k < max(mins)]  # the last window may be partial
     return max(full or list(mins.values()))
 
 
@@ -150,9 +150,7 @@ def hub_cc(lb: lab.Lab) -> dict[int, str]:
     """The congestion control of the hub's satellite-leg socket of each flow (by server port)."""
     from bench.tools.ss_parse import parse_ss, port_of
 
-    out = procs.run(
-        lb.exec_argv("hub", ["ss", "-tinH"]), timeout=10, check=False
-    ).stdout
+    out = procs.run(lb.exec_argv("hub", ["ss", "-tinH"]), timeout=10, check=False).stdout
     return {
         port_of(s["local"]): str(s.get("cc") or "unknown")
         for s in parse_ss(out)
@@ -160,17 +158,13 @@ def hub_cc(lb: lab.Lab) -> dict[int, str]:
     }
 
 
-def one_run(
-    ctx: Context, params: dict[str, Any], ccs: list[str], prefix: str
-) -> dict[str, Any]:
+def one_run(ctx: Context, params: dict[str, Any], ccs: list[str], prefix: str) -> dict[str, Any]:
     for cc in ccs:
         if cc in hybla.LOADED_BY_PERIGEE:
             hybla.ensure(cc)
     duration, lead = float(params["duration_s"]), float(params["lead_s"])
     rate = f"{int(params['rate_bps'])}"
-    with lab.running(
-        params["profile"], gateway="both", overrides=["--fwd-rate", rate], prefix=prefix
-    ) as lb:
+    with lab.running(params["profile"], gateway="both", overrides=["--fwd-rate", rate], prefix=prefix) as lb:
         configure(lb, ccs)
         ctx.log(f"{NAME}: {prefix} {variant_name(ccs)}")
         queue: list[tuple[float, float]] = []
@@ -209,9 +203,7 @@ def one_run(
     return {"first": first, "second": second, "queue": queue, "hub_cc": seen}
 
 
-def window_rate_bps(
-    samples: list[tuple[float, float]], t_from: float, t_to: float
-) -> float:
+def window_rate_bps(samples: list[tuple[float, float]], t_from: float, t_to: float) -> float:
     got = metrics.cumulative_at(samples, t_to) - metrics.cumulative_at(samples, t_from)
     return got * 8 / (t_to - t_from) if t_to > t_from else 0.0
 
@@ -237,24 +229,16 @@ def summarize(
     rate = float(params["rate_bps"])
     q_ms = [(t, b * 8 / rate * 1000) for t, b in res["queue"] if t_from <= t <= t_to]
     out = [
-        records.measured(
-            NAME, variant, "first_throughput", rates[0] / 1e6, "Mbit/s", ccs[0]
-        ),
-        records.measured(
-            NAME, variant, "second_throughput", rates[1] / 1e6, "Mbit/s", ccs[1]
-        ),
+        records.measured(NAME, variant, "first_throughput", rates[0] / 1e6, "Mbit/s", ccs[0]),
+        records.measured(NAME, variant, "second_throughput", rates[1] / 1e6, "Mbit/s", ccs[1]),
         records.measured(NAME, variant, "jain_index", metrics.jain_index(rates), ""),
         records.measured(NAME, variant, "utilization", 100 * sum(rates) / rate, "%"),
     ]
     if q_ms:
         values = [q for _, q in q_ms]
         out += [
-            records.measured(
-                NAME, variant, "queue_median", metrics.percentile(values, 50), "ms"
-            ),
-            records.measured(
-                NAME, variant, "queue_p95", metrics.percentile(values, 95), "ms"
-            ),
+            records.measured(NAME, variant, "queue_median", metrics.percentile(values, 50), "ms"),
+            records.measured(NAME, variant, "queue_p95", metrics.percentile(values, 95), "ms"),
             records.measured(
                 NAME,
                 variant,
@@ -283,22 +267,16 @@ def run(ctx: Context, params: dict[str, Any]) -> list[records.Record]:
     for ccs in params["variants"]:
         _, skipped = hybla.filter_ccs(list(dict.fromkeys(ccs)))
         if skipped:
-            out.append(
-                records.skipped(NAME, variant_name(ccs), next(iter(skipped.values())))
-            )
+            out.append(records.skipped(NAME, variant_name(ccs), next(iter(skipped.values()))))
         else:
             todo.append(list(ccs))
-    jobs: list[Callable[[str], dict[str, Any]]] = [
-        partial(one_run, ctx, params, ccs) for ccs in todo
-    ]
+    jobs: list[Callable[[str], dict[str, Any]]] = [partial(one_run, ctx, params, ccs) for ccs in todo]
     results = lanes.run_parallel(jobs, len(jobs))
     panels: dict[str, dict[str, list[tuple[float, float]]]] = {"queue": {}, "share": {}}
     for ccs, res in zip(todo, results, strict=True):
         variant = variant_name(ccs)
         if isinstance(res, BaseException):
-            out.append(
-                records.skipped(NAME, variant, f"{type(res).__name__}: {res}"[:300])
-            )
+            out.append(records.skipped(NAME, variant, f"{type(res).__name__}: {res}"[:300]))
             continue
         ctx.raw.setdefault(NAME, {})[variant] = res
         recs, problem = summarize(variant, ccs, res, params)
@@ -308,20 +286,17 @@ def run(ctx: Context, params: dict[str, Any]) -> list[records.Record]:
         out += recs
         t0 = res["first"]["t_start"]
         rate = float(params["rate_bps"])
-        panels["queue"][variant] = [
-            (t - t0, b * 8 / rate * 1000) for t, b in res["queue"]
-        ]
+        panels["queue"][variant] = [(t - t0, b * 8 / rate * 1000) for t, b in res["queue"]]
         second = res["second"]
         panels["share"][variant] = [
             (t + second["t_start"] - t0, v / 1e6)
-            for t, v in metrics.goodput_series(
-                [(t - second["t_start"], b) for t, b in second["samples"]]
-            )
+            for t, v in metrics.goodput_series([(t - second["t_start"], b) for t, b in second["samples"]])
         ]
     if panels["queue"]:
         plots.time_series(
             ctx.plot_path(NAME),
-            f"Two flows through Perigee on a {params['rate_bps'] / 1e6:g} Mbit/s carrier (second from {params['lead_s']} s)",
+            f"Two flows through Perigee on a {params['rate_bps'] / 1e6:g} Mbit/s carrier (second from "
+            f"{params['lead_s']} s)",
             [
                 ("carrier queue [ms]", panels["queue"]),
                 ("second flow's goodput, 1 s [Mbit/s]", panels["share"]),
@@ -336,9 +311,7 @@ def run(ctx: Context, params: dict[str, Any]) -> list[records.Record]:
 
 def doc_extra(recs: list[records.Record]) -> str:
     by = {(r.variant, r.metric): r.value for r in recs}
-    variants = [
-        v for v in dict.fromkeys(r.variant for r in recs) if (v, "jain_index") in by
-    ]
+    variants = [v for v in dict.fromkeys(r.variant for r in recs) if (v, "jain_index") in by]
     lines = [
         "| first+second flow | first | second | Jain | utilization | queue median | queue p95 | standing queue |",
         "|---|---|---|---|---|---|---|---|",
@@ -368,8 +341,4 @@ def doc_extra(recs: list[records.Record]) -> str:
             f"standing queue {standing:.0f} ms (target: no standing queue above the BDP, 600 ms: "
             f"{'met' if standing <= 600 else 'NOT met'})."
         )
-    return (
-        "Each variant beside the others from the same run (labs side by side):\n\n"
-        + "\n".join(lines)
-        + verdict
-    )
+    return "Each variant beside the others from the same run (labs side by side):\n\n" + "\n".join(lines) + verdict

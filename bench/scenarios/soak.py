@@ -32,7 +32,9 @@ APPLY_STEPS = ("nft", "routes", "sysctl", "shaping", "dns", "squid", "hybla")
 DESCRIPTION = (
     "satlab `leo` profile (100 Mbit/s both ways, 30 ms RTT; fast enough to move gigabytes in "
     "minutes) with BER 1e-6 (about 1.2 % of full-size frames lost) and bandwidth on demand (DAMA, "
-    "CRA 40 Mbit/s + RBDC up to the carrier, Skyplex superframe and allocation delay; with a small CRA the lossy BoD link carried under 15 Mbit/s in total, too little for gigabytes), Perigee at both ends (peer path on) with the Squid cache, each daemon "
+    "CRA 40 Mbit/s + RBDC up to the carrier, Skyplex superframe and allocation delay; with a small CRA the lossy BoD "
+    "link carried under 15 Mbit/s in total, too little for gigabytes), Perigee at both ends (peer path on) with the "
+    "Squid cache, each daemon "
     "under satlab's copy of the packaged unit's restart policy (Restart=always, RestartSec=2). "
     "Load from the client: bulk downloads and uploads, short HTTP fetches past the cache, "
     "cacheable fetches (hits and misses), IPsec ESP packets, and every 100 ms a new short TCP "
@@ -196,13 +198,9 @@ def read_records(path: str) -> list[dict[str, Any]]:
 
 def run(ctx: Context, p: dict[str, Any]) -> list[Record]:
     if os.geteuid() != 0:
-        raise lab.LabUnavailable(
-            "the soak needs root (satlab namespaces, tmpfs, SIGKILL of the daemons)"
-        )
+        raise lab.LabUnavailable("the soak needs root (satlab namespaces, tmpfs, SIGKILL of the daemons)")
     if not os.access(FAULTS_BIN, os.X_OK):
-        raise lab.LabUnavailable(
-            f"{FAULTS_BIN} is not built (make -C gateway build-faults)"
-        )
+        raise lab.LabUnavailable(f"{FAULTS_BIN} is not built (make -C gateway build-faults)")
     prefix = os.environ.get("SOAK_PREFIX") or PREFIXES[ctx.mode]
     run_dir = f"/run/satlab/{prefix}"
     fault_file = f"{run_dir}/soak-apply-fault"
@@ -225,9 +223,7 @@ def soak(ctx: Context, p: dict[str, Any], lb: lab.Lab, fault_file: str) -> list[
     gw = faults.Gateways(lb)
     roles = ("terminal", "hub")
     for role in roles:
-        status, reply = gw.put_config(
-            role, soak_config(gw.config(role), p["idle_timeout_s"])
-        )
+        status, reply = gw.put_config(role, soak_config(gw.config(role), p["idle_timeout_s"]))
         if status != 200:
             raise SoakFailure(f"soak config on {role}: {status} {reply}")
     baseline = {r: gwprocs.footprint(gw.master(r)) for r in roles}
@@ -315,9 +311,7 @@ def soak(ctx: Context, p: dict[str, Any], lb: lab.Lab, fault_file: str) -> list[
                 faults.restore_routes(lb, arg, ev.detail.pop("deleted_routes"))
                 time.sleep(1.0)
             k += 1
-        Path(
-            stop_file
-        ).touch()  # the schedule is done: the load finishes what it started
+        Path(stop_file).touch()  # the schedule is done: the load finishes what it started
         summary = load.result(timeout=p["duration_s"] + 4 * p["stall_timeout_s"] + 120)
         t_load_end = time.monotonic()
     finally:
@@ -333,15 +327,9 @@ def soak(ctx: Context, p: dict[str, Any], lb: lab.Lab, fault_file: str) -> list[
             break
         time.sleep(1.0)
     after = {r: gwprocs.footprint(gw.master(r)) for r in roles}
-    live = {
-        r: gw.request(r, "GET", "/v1/flows?state=live")[1]
-        for r in roles
-        if hung_gw.get(r)
-    }
+    live = {r: gw.request(r, "GET", "/v1/flows?state=live")[1] for r in roles if hung_gw.get(r)}
     if live:
-        ctx.log(
-            f"soak: flows still live after the idle timeout: {json.dumps(live)[:3000]}"
-        )
+        ctx.log(f"soak: flows still live after the idle timeout: {json.dumps(live)[:3000]}")
     keep_artefacts(ctx, lb)
     recs = read_records(out_path)
     return summarize(
@@ -365,10 +353,7 @@ ARTEFACTS = Path("/tmp/perigee-soak")
 def keep_artefacts(ctx: Context, lb: lab.Lab) -> None:
     """The transfer records and the daemons' logs outlive the lab (satlab down removes its run
     dir), for a look at what went wrong; never committed."""
-    dest = (
-        ARTEFACTS
-        / f"{lb.prefix}{ctx.mode}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
-    )
+    dest = ARTEFACTS / f"{lb.prefix}{ctx.mode}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
     dest.mkdir(parents=True, exist_ok=True)
     run_dir = Path(f"/run/satlab/{lb.prefix}")
     for name in (
@@ -422,9 +407,7 @@ def summarize(
         "ended early by a fault; not verified",
     )
     m("totals", "cache_hits", tot.cache_hits, "")
-    hung = int(summary.get("hung_client_flows", 0)) + sum(
-        max(0, v) for v in hung_gw.values()
-    )
+    hung = int(summary.get("hung_client_flows", 0)) + sum(max(0, v) for v in hung_gw.values())
     m(
         "totals",
         "hung_flows",
@@ -439,9 +422,7 @@ def summarize(
     if tot.corrupted_bytes:
         violations.append(f"{tot.corrupted_bytes} corrupted bytes")
     if hung:
-        violations.append(
-            f"{hung} hung flows (client {summary.get('hung_client_flows')}, gateways {hung_gw})"
-        )
+        violations.append(f"{hung} hung flows (client {summary.get('hung_client_flows')}, gateways {hung_gw})")
     if esp_rx.get("altered"):
         violations.append(f"{esp_rx['altered']} ESP packets altered")
     if "error" in esp_rx or not esp_rx.get("intact"):
@@ -456,9 +437,7 @@ def summarize(
     # Probes before the first fault: what "served" takes on this lossy link without any fault.
     first_fault = events[0].t if events else t_end
     quiet = sorted(
-        r["t1"] - r["t0"]
-        for r in recs
-        if r["kind"] in analysis.PROBES and r["sha256_ok"] and r["t1"] < first_fault
+        r["t1"] - r["t0"] for r in recs if r["kind"] in analysis.PROBES and r["sha256_ok"] and r["t1"] < first_fault
     )
     if quiet:
         m("quiet probes", "p50", quiet[len(quiet) // 2], "s")
@@ -473,15 +452,9 @@ def summarize(
     # Per fault: recovery until the next fault (daemon faults) or the end of the load (lasting
     # conditions: whether and when the gateway served again at all).
     worst: dict[str, list[float]] = {}
-    restarts: dict[
-        str, list[float]
-    ] = {}  # a killed master: until it is healthy (splitting) again
+    restarts: dict[str, list[float]] = {}  # a killed master: until it is healthy (splitting) again
     for i, ev in enumerate(events):
-        until = (
-            events[i + 1].t
-            if i + 1 < len(events) and ev.kind in faults.BOUNDS_S
-            else t_end
-        )
+        until = events[i + 1].t if i + 1 < len(events) and ev.kind in faults.BOUNDS_S else t_end
         rec = analysis.recovery(recs, ev.t_ref, until)
         bound = faults.BOUNDS_S.get(ev.kind)
         if rec.worst_s is None:
@@ -491,30 +464,21 @@ def summarize(
                     ev.name,
                     "recovery",
                     "s",
-                    f"no intact probe of each kind in its window (tcp {rec.tcp_s}, "
-                    f"http {rec.http_s})",
+                    f"no intact probe of each kind in its window (tcp {rec.tcp_s}, http {rec.http_s})",
                 )
             )
             if bound is not None or ev.kind in ("link-down", "squid-disk-full"):
-                violations.append(
-                    f"{ev.name}: new flows not served again before the next fault"
-                )
+                violations.append(f"{ev.name}: new flows not served again before the next fault")
         else:
             worst.setdefault(ev.name, []).append(rec.worst_s)
         if bound is not None and rec.worst_s is not None and rec.worst_s > bound:
-            violations.append(
-                f"{ev.name}: recovery {rec.worst_s:.2f} s > bound {bound:g} s"
-            )
+            violations.append(f"{ev.name}: recovery {rec.worst_s:.2f} s > bound {bound:g} s")
         if "harness_error" in ev.detail:
             violations.append(f"{ev.name}: {ev.detail['harness_error']}")
         if ev.kind == "kill-master" and not ev.detail.get("back_healthy"):
-            violations.append(
-                f"{ev.name}: the daemon was not healthy again within 30 s"
-            )
+            violations.append(f"{ev.name}: the daemon was not healthy again within 30 s")
         if ev.kind == "apply-fail" and not ev.detail.get("rolled_back"):
-            violations.append(
-                f"{ev.name}: apply not refused and rolled back: {ev.detail}"
-            )
+            violations.append(f"{ev.name}: apply not refused and rolled back: {ev.detail}")
     # One row per fault (several cycles: the worst and the count).
     for ev in events:
         if "healthy_after_s" in ev.detail:
@@ -536,10 +500,7 @@ def summarize(
                 "the restarted daemon splitting again; new flows are routed unsplit meanwhile",
             )
     ctx.raw["soak"] = {
-        "events": [
-            {"name": e.name, "t": e.t, "t_restored": e.t_restored, "detail": e.detail}
-            for e in events
-        ],
+        "events": [{"name": e.name, "t": e.t, "t_restored": e.t_restored, "detail": e.detail} for e in events],
         "load_summary": summary,
         "esp": [esp_tx, esp_rx],
         "hung_gateway_flows": hung_gw,
@@ -574,11 +535,7 @@ def _value(recs: list[Record], variant: str, metric: str) -> Record | None:
 def _fmt(rec: Record | None) -> str:
     if rec is None:
         return ""
-    if (
-        rec.value is not None
-        and rec.value == int(rec.value)
-        and rec.unit in ("", "B", "pkt")
-    ):
+    if rec.value is not None and rec.value == int(rec.value) and rec.unit in ("", "B", "pkt"):
         return f"{int(rec.value):,}"  # a count
     text = report.format_value(rec.value)
     return f"{text} ({rec.note})" if rec.value is None and rec.note else text
@@ -591,14 +548,11 @@ def doc_tables(recs: list[Record]) -> str:
         if r.variant == "totals" and r.metric != records.SKIPPED:
             unit = f" [{r.unit}]" if r.unit else ""
             note = f" ({r.note})" if r.note else ""
-            lines.append(
-                f"| {r.metric.replace('_', ' ')}{unit}{note} | {_fmt(r)} |".replace(
-                    "\n", " "
-                )
-            )
+            lines.append(f"| {r.metric.replace('_', ' ')}{unit}{note} | {_fmt(r)} |".replace("\n", " "))
     lines += [
         "",
-        "| fault | times | not served again in its window | recovery median [s] | recovery worst [s] | bound [s] | daemon healthy again, worst [s] |",
+        "| fault | times | not served again in its window | recovery median [s] | recovery worst [s] | bound [s] | "
+        "daemon healthy again, worst [s] |",
         "|---|---|---|---|---|---|---|",
     ]
     faults_seen = [
@@ -610,23 +564,15 @@ def doc_tables(recs: list[Record]) -> str:
         missing = _value(recs, v, "recovery")
         # Each time a fault found no intact probe of each kind in its window is a `recovery`
         # record without a value; `times` counts the others.
-        failed = sum(
-            1
-            for r in recs
-            if r.variant == v and r.metric == "recovery" and r.value is None
-        )
+        failed = sum(1 for r in recs if r.variant == v and r.metric == "recovery" and r.value is None)
         ok = _value(recs, v, "times")
-        total = failed + (
-            int(ok.value) if ok is not None and ok.value is not None else 0
-        )
+        total = failed + (int(ok.value) if ok is not None and ok.value is not None else 0)
         lines.append(
             f"| {v} | {total} | {failed} | {_fmt(_value(recs, v, 'recovery_median'))} | "
             f"{_fmt(_value(recs, v, 'recovery_worst')) or _fmt(missing)} | {_fmt(_value(recs, v, 'bound'))} | "
             f"{_fmt(_value(recs, v, 'healthy_again_worst'))} |"
         )
-    q = {
-        k: _fmt(_value(recs, "quiet probes", k)) for k in ("count", "p50", "p99", "max")
-    }
+    q = {k: _fmt(_value(recs, "quiet probes", k)) for k in ("count", "p50", "p99", "max")}
     if q["count"]:
         lines += [
             "",

@@ -39,9 +39,11 @@ DESCRIPTION = (
     "each connect → 1-byte echo → close (steering off: its IPIs cost both variants ~30% here; no "
     "pinning), so it counts only connections that reached the server (target "
     "≥ 5,000/s), from the Rust `perigee-loadgen` client and echo server (threads × concurrency in flight; "
-    "`conn_latency_p99`: connect start → echo back); the routed figure is their own ceiling on the machine that ran it. "
+    "`conn_latency_p99`: connect start → echo back); the routed figure is their own ceiling on the machine that ran "
+    "it. "
     "`idle_flow_rss`: growth of the daemon's RSS (master + workers) per idle split flow with N flows "
-    "open at once (target ≤ 32 KiB), the client's flows spread over several processes (the machine that ran it caps a process at 20,000 fds). "
+    "open at once (target ≤ 32 KiB), the client's flows spread over several processes (the machine that ran it caps "
+    "a process at 20,000 fds). "
     "Two shared cores carry client, server and gateway at once: absolute numbers are noisy."
 )
 PARAMS: dict[str, dict[str, Any]] = {
@@ -79,9 +81,7 @@ def _children_cpu_s() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-def download(
-    vp: vethlab.VethPath, size: int, placement: vethlab.Placement
-) -> dict[str, Any]:
+def download(vp: vethlab.VethPath, size: int, placement: vethlab.Placement) -> dict[str, Any]:
     """One transfer server → client on the placement's endpoint CPUs; bytes, seconds, and the
     endpoints' CPU seconds.
 
@@ -110,9 +110,7 @@ def download(
     cpu_s = _children_cpu_s() - cpu0
     fetched = json.loads(got.stdout.strip().splitlines()[-1])
     if fetched.get("error") or int(fetched["bytes"]) < size:
-        raise procs.ToolError(
-            f"download incomplete: {fetched.get('bytes')} of {size}: {fetched.get('error')}"
-        )
+        raise procs.ToolError(f"download incomplete: {fetched.get('bytes')} of {size}: {fetched.get('error')}")
     seconds = fetched["t_done"] - fetched["t_connected"]
     return {"bytes": int(fetched["bytes"]), "seconds": seconds, "endpoint_cpu_s": cpu_s}
 
@@ -130,9 +128,7 @@ def timed_download(
     busy0 = cpu.core_busy_ticks(placement.gateway_cpus)
     tr = download(vp, size, placement)
     busy1 = cpu.core_busy_ticks(placement.gateway_cpus)
-    tr["daemon_cpu_s"] = (
-        (gwproc.snapshot(daemon.pids).cpu_ticks - ticks0) / hz if daemon else 0.0
-    )
+    tr["daemon_cpu_s"] = (gwproc.snapshot(daemon.pids).cpu_ticks - ticks0) / hz if daemon else 0.0
     tr["gateway_cores_busy_s"] = (busy1 - busy0) / hz
     # The window includes starting the Python endpoints; the share is taken over the transfer's
     # own time (the gateway's CPUs are idle before the first byte).
@@ -155,9 +151,7 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def conn_rate(
-    vp: vethlab.VethPath, params: dict[str, Any], daemon: gwproc.Daemon | None
-) -> dict[str, Any]:
+def conn_rate(vp: vethlab.VethPath, params: dict[str, Any], daemon: gwproc.Daemon | None) -> dict[str, Any]:
     """New connections per second across the path as it is now (routed or split)."""
     hz = os.sysconf("SC_CLK_TCK")
     with gwload.echo_server(vp.exec_argv, vethlab.SERVER_V4, ECHO_PROCS):
@@ -170,9 +164,7 @@ def conn_rate(
             params["rate_duration_s"],
             params["rate_max_conns"],
         )
-        rate["daemon_cpu_s"] = (
-            (gwproc.snapshot(daemon.pids).cpu_ticks - ticks0) / hz if daemon else 0.0
-        )
+        rate["daemon_cpu_s"] = (gwproc.snapshot(daemon.pids).cpu_ticks - ticks0) / hz if daemon else 0.0
     return rate
 
 
@@ -182,9 +174,7 @@ def transfer_variant(mode: str, placement: str) -> str:
     return mode if placement == "dedicated" else f"{mode}-shared"
 
 
-def transfer_records(
-    mode: str, placement: str, tr: dict[str, Any]
-) -> list[records.Record]:
+def transfer_records(mode: str, placement: str, tr: dict[str, Any]) -> list[records.Record]:
     variant = transfer_variant(mode, placement)
     gbps = tr["rate_Bps"] * 8 / 1e9
     spread = ", ".join(f"{r * 8 / 1e9:.1f}" for r in tr["rates_Bps"])
@@ -255,12 +245,8 @@ def rate_records(mode: str, rate: dict[str, Any]) -> list[records.Record]:
     return out
 
 
-def ratio_record(
-    placement: str, transfers: dict[tuple[str, str], dict[str, Any]]
-) -> records.Record:
-    metric = (
-        "throughput_ratio" if placement == "dedicated" else "throughput_ratio_shared"
-    )
+def ratio_record(placement: str, transfers: dict[tuple[str, str], dict[str, Any]]) -> records.Record:
+    metric = "throughput_ratio" if placement == "dedicated" else "throughput_ratio_shared"
     routed, split = (
         transfers.get((placement, "routed")),
         transfers.get((placement, "split")),
@@ -303,12 +289,7 @@ def idle_records(held: gwload.HeldFlows, wanted: int) -> list[records.Record]:
             )
         )
     if n > 0:
-        per_flow = (
-            gwload.bytes_per_flow(
-                held.before.rss_total_kib, held.plateau.rss_total_kib, n
-            )
-            / 1024
-        )
+        per_flow = gwload.bytes_per_flow(held.before.rss_total_kib, held.plateau.rss_total_kib, n) / 1024
         out.append(
             records.measured(
                 NAME, variant, "idle_flow_rss", per_flow, "KiB/flow",
@@ -316,11 +297,7 @@ def idle_records(held: gwload.HeldFlows, wanted: int) -> list[records.Record]:
             )
         )  # fmt: skip
     else:
-        out.append(
-            records.missing(
-                NAME, variant, "idle_flow_rss", "KiB/flow", "no flow could be opened"
-            )
-        )
+        out.append(records.missing(NAME, variant, "idle_flow_rss", "KiB/flow", "no flow could be opened"))
     return out
 
 
@@ -335,17 +312,13 @@ def run(ctx: Context, params: dict[str, Any]) -> list[records.Record]:
             runs: dict[str, list[dict[str, Any]]] = {"routed": [], "split": []}
             vp.steer(placement)
             for i in range(int(params["reps"])):
-                ctx.log(
-                    f"{NAME}: throughput, {placement.name} CPUs, repetition {i + 1}: routed, then split"
-                )
+                ctx.log(f"{NAME}: throughput, {placement.name} CPUs, repetition {i + 1}: routed, then split")
                 runs["routed"].append(timed_download(vp, size, placement, None))
                 with vethlab.gateway(vp, workers, max_flows, placement) as gw:
                     runs["split"].append(timed_download(vp, size, placement, gw.daemon))
             for mode, mode_runs in runs.items():
                 transfers[(placement.name, mode)] = summarize(mode_runs)
-                out += transfer_records(
-                    mode, placement.name, transfers[(placement.name, mode)]
-                )
+                out += transfer_records(mode, placement.name, transfers[(placement.name, mode)])
         vp.steer(None)
         ctx.log(f"{NAME}: connection rate, routed")
         routed_rate = conn_rate(vp, params, None)

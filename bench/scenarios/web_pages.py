@@ -11,7 +11,6 @@ import os
 import select
 import statistics
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -21,6 +20,8 @@ from typing import Any
 from bench import hybla, lab, plots, procs, records
 from bench.context import Context
 from bench.profiles import LinkFigures, figures
+from perigee_control.client import GatewayClient
+from satlab import gateway as satlab_gateway
 
 NAME = "web-pages"
 KIND = "web"
@@ -57,10 +58,7 @@ PAGES: dict[str, tuple[int, tuple[int, ...]]] = {
     "page1": (356, (391 * KB,)),
     "page2": (
         1741,
-        tuple(
-            k * KB
-            for k in (19, 22, 25, 27, 30, 33, 35, 37, 39, 41, 43, 45, 48, 52, 73, 100)
-        ),
+        tuple(k * KB for k in (19, 22, 25, 27, 30, 33, 35, 37, 39, 41, 43, 45, 48, 52, 73, 100)),
     ),
 }
 TARGET_RATIO = 1.3
@@ -168,9 +166,7 @@ def parse_browser(result: dict[str, Any]) -> Load:
         html_s=(float(result["html"]["response_end_ms"]) - start_ms) / 1000,
         connections=int(result["connections"]),
         objects=1 + len(result["resources"]),
-        hits=sum(
-            1 for v in xcache.values() if nearest_x_cache(str(v)).startswith("HIT")
-        ),
+        hits=sum(1 for v in xcache.values() if nearest_x_cache(str(v)).startswith("HIT")),
         raw=result,
     )
 
@@ -182,11 +178,7 @@ def parse_http(result: dict[str, Any]) -> Load:
         html_s=float(result["html_end_s"]),
         connections=int(result["connections"]),
         objects=len(objs),
-        hits=sum(
-            1
-            for o in objs
-            if nearest_x_cache(str(o.get("x_cache", ""))).startswith("HIT")
-        ),
+        hits=sum(1 for o in objs if nearest_x_cache(str(o.get("x_cache", ""))).startswith("HIT")),
         raw=result,
     )
 
@@ -218,9 +210,7 @@ class BrowserDriver:
         readable, _, _ = select.select([self.proc.stdout], [], [], timeout)
         line = self.proc.stdout.readline() if readable else ""
         if not line:
-            raise procs.ToolError(
-                f"chromium driver: no answer in {timeout:.0f} s (exit {self.proc.poll()})"
-            )
+            raise procs.ToolError(f"chromium driver: no answer in {timeout:.0f} s (exit {self.proc.poll()})")
         data: dict[str, Any] = json.loads(line)
         return data
 
@@ -256,23 +246,13 @@ def http_load(lb: lab.Lab, url: str, timeout_s: float) -> Load:
     try:
         result = json.loads(out.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError) as exc:
-        raise procs.ToolError(
-            f"http load of {url}: {out.stderr.strip()[-300:]}"
-        ) from exc
+        raise procs.ToolError(f"http load of {url}: {out.stderr.strip()[-300:]}") from exc
     if not result.get("ok"):
         raise procs.ToolError(f"http load of {url}: {result.get('error')}")
     return parse_http(result)
 
 
 # --- the gateway's control socket --------------------------------------------------------------
-
-
-def _satlab_gateway() -> Any:
-    if str(procs.REPO / "lab") not in sys.path:
-        sys.path.append(str(procs.REPO / "lab"))
-    from satlab import gateway  # type: ignore[import-not-found,unused-ignore]
-
-    return gateway
 
 
 def gateway_roles(spec: dict[str, Any]) -> list[str]:
@@ -286,19 +266,16 @@ def control_socket(lb: lab.Lab, role: str) -> str:
 
 
 def control(sock: str, method: str, path: str, body: Any = None) -> Any:
-    status, out = _satlab_gateway().request(sock, method, path, body, timeout=60)
-    if status != 200:
-        raise lab.LabUnavailable(
-            f"{method} {path}: HTTP {status}: {json.dumps(out)[:300]}"
-        )
-    return out
+    answer = GatewayClient(sock, timeout_s=60).exchange(method, path, body)
+    if not answer.ok:
+        raise lab.LabUnavailable(f"{method} {path}: HTTP {answer.status}: {json.dumps(answer.body)[:300]}")
+    return answer.body
 
 
 def enable_cache(sock: str) -> None:
     """Turn the Squid cache on through the control protocol (satlab's small-store settings)."""
-    gw = _satlab_gateway()
     cfg = control(sock, "GET", "/v1/config")
-    cfg["cache"] = dict(gw.CACHE_CONFIG)
+    cfg["cache"] = dict(satlab_gateway.CACHE_CONFIG)
     cfg["revision"] = "bench-web-cache"
     control(sock, "PUT", "/v1/config", cfg)
     deadline = time.monotonic() + 30
@@ -333,9 +310,7 @@ def drop_origin_connections(lb: lab.Lab, role: str) -> None:
     procs.run(lb.exec_argv(role, ["ss", "-K", "-tn", *match]), timeout=10, check=False)
     left = procs.run(lb.exec_argv(role, ["ss", "-Htn", *match]), timeout=10).stdout
     if left.strip():
-        raise procs.ToolError(
-            f"connections to the origin still open: {left.strip()[:200]}"
-        )
+        raise procs.ToolError(f"connections to the origin still open: {left.strip()[:200]}")
 
 
 # --- one lab: all its loads, in a thread -------------------------------------------------------
@@ -366,37 +341,24 @@ def run_lab(
 ) -> LabResult:
     res = LabResult()
     clients = list(spec.get("clients", params["clients"]))
-    keys = [
-        variant_key(p, c, v)
-        for p in params["pages"]
-        for c in clients
-        for v in lab_variants(spec)
-    ]
+    keys = [variant_key(p, c, v) for p in params["pages"] for c in clients for v in lab_variants(spec)]
     timeout = float(params["load_timeout_s"])
     try:
         if spec["gateway"] and no_hybla:
-            raise lab.LabUnavailable(
-                f"the gateway's satellite leg needs hybla: {no_hybla}"
-            )
-        with lab.running(
-            params["profile"], gateway=spec["gateway"], prefix=prefix
-        ) as lb:
+            raise lab.LabUnavailable(f"the gateway's satellite leg needs hybla: {no_hybla}")
+        with lab.running(params["profile"], gateway=spec["gateway"], prefix=prefix) as lb:
             if spec["cache"]:
                 for role in gateway_roles(spec):
                     enable_cache(control_socket(lb, role))
             driver = BrowserDriver(lb, timeout) if "browser" in clients else None
             try:
-                loaders: dict[str, Callable[[str], Load]] = {
-                    "http": lambda url: http_load(lb, url, timeout)
-                }
+                loaders: dict[str, Callable[[str], Load]] = {"http": lambda url: http_load(lb, url, timeout)}
                 if driver:
                     loaders["browser"] = driver.load
                 for rep in range(int(params["reps"])):
                     for page in params["pages"]:
                         for client in clients:
-                            ctx.log(
-                                f"{NAME}: {prefix} {spec['name']} {page} {client} #{rep + 1}"
-                            )
+                            ctx.log(f"{NAME}: {prefix} {spec['name']} {page} {client} #{rep + 1}")
                             measure(res, spec, lb, page, client, loaders[client])
             finally:
                 if driver:
@@ -424,24 +386,16 @@ def measure(
         cold = loader(url)
         time.sleep(CACHE_SETTLE_S)
         warm = loader(url)
-        res.loads.setdefault(
-            variant_key(page, client, f"{spec['name']}/cold"), []
-        ).append(cold)
-        res.loads.setdefault(
-            variant_key(page, client, f"{spec['name']}/warm"), []
-        ).append(warm)
+        res.loads.setdefault(variant_key(page, client, f"{spec['name']}/cold"), []).append(cold)
+        res.loads.setdefault(variant_key(page, client, f"{spec['name']}/warm"), []).append(warm)
     else:
-        res.loads.setdefault(variant_key(page, client, spec["name"]), []).append(
-            loader(url)
-        )
+        res.loads.setdefault(variant_key(page, client, spec["name"]), []).append(loader(url))
 
 
 # --- records, plot, doc ------------------------------------------------------------------------
 
 
-def variant_records(
-    key: str, loads: list[Load], link: LinkFigures
-) -> list[records.Record]:
+def variant_records(key: str, loads: list[Load], link: LinkFigures) -> list[records.Record]:
     page = key.split("/", 1)[0]
     limit = physical_limit_s(page, link.forward_bps, link.rtt_s)
     times = [ld.load_s for ld in loads]
@@ -458,9 +412,7 @@ def variant_records(
         ),
         records.measured(NAME, key, "limit", limit, "s"),
         records.measured(NAME, key, "ratio_to_limit", median / limit, "x"),
-        records.measured(
-            NAME, key, "html_time", statistics.median(ld.html_s for ld in loads), "s"
-        ),
+        records.measured(NAME, key, "html_time", statistics.median(ld.html_s for ld in loads), "s"),
         records.measured(
             NAME,
             key,
@@ -472,9 +424,7 @@ def variant_records(
     if "/cache-" in key:
         hits = min(ld.hits for ld in loads)
         objects = max(ld.objects for ld in loads)
-        out.append(
-            records.measured(NAME, key, "cache_hits", hits, "objects", f"of {objects}")
-        )
+        out.append(records.measured(NAME, key, "cache_hits", hits, "objects", f"of {objects}"))
     return out
 
 
@@ -511,16 +461,13 @@ def run(ctx: Context, params: dict[str, Any]) -> list[records.Record]:
     for key in sorted(loads):
         out += variant_records(key, loads[key], link)
         ctx.raw.setdefault(NAME, {})[key] = [
-            {"load_s": ld.load_s, "html_s": ld.html_s, "result": ld.raw}
-            for ld in loads[key]
+            {"load_s": ld.load_s, "html_s": ld.html_s, "result": ld.raw} for ld in loads[key]
         ]
     plot(ctx, params, out, link)
     return out
 
 
-def plot(
-    ctx: Context, params: dict[str, Any], recs: list[records.Record], link: LinkFigures
-) -> None:
+def plot(ctx: Context, params: dict[str, Any], recs: list[records.Record], link: LinkFigures) -> None:
     times = {r.variant: r.value for r in recs if r.metric == "load_time"}
     if not times:
         return
@@ -531,9 +478,7 @@ def plot(
             if v not in variants:
                 variants.append(v)
     series: dict[str, list[float | None]] = {
-        "physical limit": [
-            physical_limit_s(p, link.forward_bps, link.rtt_s) for p, _ in groups
-        ]
+        "physical limit": [physical_limit_s(p, link.forward_bps, link.rtt_s) for p, _ in groups]
     }
     for v in variants:
         series[v] = [times.get(variant_key(p, c, v)) for p, c in groups]
@@ -570,18 +515,14 @@ def doc_extra(recs: list[records.Record]) -> str:
             for c in cols:
                 t = by.get((variant_key(page, client, c), "load_time"))
                 q = by.get((variant_key(page, client, c), "ratio_to_limit"))
-                cells.append(
-                    "not run" if t is None or q is None else f"{t:.2f} s ({q:.2f}×)"
-                )
+                cells.append("not run" if t is None or q is None else f"{t:.2f} s ({q:.2f}×)")
             lines.append("| " + " | ".join(cells) + " |")
     verdict = []
     for c in ("cache-hub/cold", "cache-terminal/cold", "cache-both/cold"):
         q = by.get((variant_key("page2", "browser", c), "ratio_to_limit"))
         if q is not None:
             ok = "meets" if q <= TARGET_RATIO else "misses"
-            verdict.append(
-                f"page 2, browser, {c}: {q:.2f}× the limit ({ok} the {TARGET_RATIO}× target)"
-            )
+            verdict.append(f"page 2, browser, {c}: {q:.2f}× the limit ({ok} the {TARGET_RATIO}× target)")
     return (
         "Load time (median) and its ratio to the physical limit:\n\n"
         + "\n".join(lines)

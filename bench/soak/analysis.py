@@ -47,9 +47,7 @@ class Totals:
     by_kind: dict[str, int]
     verified_bytes: int
     corrupted_bytes: int
-    broken: (
-        int  # ended early (reset, stall timeout, refused): never counted as verified
-    )
+    broken: int  # ended early (reset, stall timeout, refused): never counted as verified
     cache_hits: int
 
 

@@ -45,9 +45,7 @@ def send(dst: str, duration: float, rate_pps: float, stop_file: str) -> dict[str
             s.sendto(payload(SPI, seq), (dst, 0))
             sent += 1
         except OSError:
-            errors += (
-                1  # e.g. no route while the routes are gone: the packet never left
-            )
+            errors += 1  # e.g. no route while the routes are gone: the packet never left
         seq += 1
         time.sleep(max(0.0, t0 + seq / rate_pps - time.monotonic()))
     return {"sent": sent, "send_errors": errors, "last_seq": seq - 1}
@@ -60,9 +58,7 @@ def recv(duration: float, stop_file: str) -> dict[str, int]:
     intact = altered = duplicates = 0
     t_end = time.monotonic() + duration
     while time.monotonic() < t_end:
-        if stopped(
-            stop_file
-        ):  # the sender stops too: what is still in flight arrives within 5 s
+        if stopped(stop_file):  # the sender stops too: what is still in flight arrives within 5 s
             t_end = min(t_end, time.monotonic() + 5.0)
         try:
             pkt = s.recv(65535)
@@ -100,11 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rate", type=float, default=50.0, help="packets per second")
     ap.add_argument("--stop-file", default="", help="stop once this file exists")
     a = ap.parse_args(argv)
-    out = (
-        send(a.dst, a.duration, a.rate, a.stop_file)
-        if a.mode == "send"
-        else recv(a.duration, a.stop_file)
-    )
+    out = send(a.dst, a.duration, a.rate, a.stop_file) if a.mode == "send" else recv(a.duration, a.stop_file)
     print(json.dumps(out), flush=True)
     return 0
 

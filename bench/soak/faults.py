@@ -8,7 +8,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,9 +15,7 @@ from typing import Any
 from bench import lab as benchlab
 from bench import procs
 from bench.soak import gwprocs
-
-if str(procs.REPO / "lab") not in sys.path:
-    sys.path.append(str(procs.REPO / "lab"))
+from perigee_control.client import GatewayClient, GatewayError
 
 # How long each daemon fault may take until new flows are served again (the short soak fails
 # beyond it): the 1 s target for all of them. A dead worker's share of new flows goes to the
@@ -65,13 +62,9 @@ class Gateways:
     def master(self, role: str) -> int | None:
         return gwprocs.read_pid(self.pidfile(role))
 
-    def request(
-        self, role: str, method: str, path: str, body: Any = None
-    ) -> tuple[int, Any]:
-        from satlab.gateway import request  # type: ignore[import-not-found,unused-ignore]
-
-        status, reply = request(self.sock(role), method, path, body, timeout=60.0)
-        return int(status), reply
+    def request(self, role: str, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        answer = GatewayClient(self.sock(role), timeout_s=60.0).exchange(method, path, body)
+        return answer.status, answer.body
 
     def config(self, role: str) -> dict[str, Any]:
         status, cfg = self.request(role, "GET", "/v1/config")
@@ -93,11 +86,9 @@ class Gateways:
         while time.monotonic() < deadline:
             try:
                 status, health = self.request(role, "GET", "/v1/health")
-                if status == 200 and all(
-                    w.get("alive") for w in health.get("workers", [])
-                ):
+                if status == 200 and all(w.get("alive") for w in health.get("workers", [])):
                     return True
-            except (OSError, ValueError, IndexError):
+            except GatewayError:
                 pass
             time.sleep(0.2)
         return False
@@ -209,17 +200,13 @@ def link_down(lb: benchlab.Lab, hold_s: float) -> FaultEvent:
     lb.link_set("--per", "1")
     time.sleep(hold_s)
     lb.link_set("--per", "0")
-    return FaultEvent(
-        "link-down", "link-down", t, time.monotonic(), {"seconds": hold_s}
-    )
+    return FaultEvent("link-down", "link-down", t, time.monotonic(), {"seconds": hold_s})
 
 
 def _routes_with_gateway(lb: benchlab.Lab, role: str) -> list[list[str]]:
     out = []
     for fam in ("-4", "-6"):
-        text = procs.run(
-            lb.exec_argv(role, ["ip", "-j", fam, "route", "show"]), timeout=10
-        ).stdout
+        text = procs.run(lb.exec_argv(role, ["ip", "-j", fam, "route", "show"]), timeout=10).stdout
         for r in json.loads(text or "[]"):
             if r.get("gateway"):
                 out.append([fam, "route", "del", r["dst"], "via", r["gateway"]])
@@ -257,6 +244,4 @@ def routes_lost(lb: benchlab.Lab, gw: Gateways, role: str, hold_s: float) -> Fau
 def restore_routes(lb: benchlab.Lab, role: str, argvs: list[list[str]]) -> None:
     for argv in argvs:
         add = [*argv[:2], "replace", *argv[3:]]
-        subprocess.run(
-            lb.exec_argv(role, ["ip", *add]), check=False, capture_output=True
-        )
+        subprocess.run(lb.exec_argv(role, ["ip", *add]), check=False, capture_output=True)

@@ -40,11 +40,7 @@ def descendants(pid: int) -> list[int]:
 
 def cmdline(pid: int) -> list[str]:
     try:
-        return [
-            a.decode(errors="replace")
-            for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-            if a
-        ]
+        return [a.decode(errors="replace") for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") if a]
     except OSError:
         return []
 

@@ -23,11 +23,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import IO, Any
 
-from bench.procs import REPO
-
-if str(REPO / "lab") not in sys.path:
-    sys.path.append(str(REPO / "lab"))
-from satlab.content import iter_stream, stream_bytes  # type: ignore[import-not-found]
+from satlab.content import iter_stream, stream_bytes
 
 BULK_PORT = 5001
 HTTP_PORT = 80
@@ -89,9 +85,7 @@ class BodyCheck:
         self.offset += len(data)
 
 
-def bulk_get(
-    server: str, size: int, timeout: float, exp: Expected, kind: str = "bulk-down"
-) -> Transfer:
+def bulk_get(server: str, size: int, timeout: float, exp: Expected, kind: str = "bulk-down") -> Transfer:
     tr = Transfer(kind, size, time.monotonic())
     chk = BodyCheck()
     try:
@@ -141,25 +135,19 @@ def bulk_put(server: str, size: int, timeout: float, exp: Expected) -> Transfer:
             tr.complete = int(reply.get("bytes", -1)) == size
             tr.sha256_ok = tr.complete and reply.get("sha256") == exp.sha256(size)
             if tr.complete and not tr.sha256_ok:
-                tr.corrupted_bytes = (
-                    size  # the sink saw other bytes; where, only it could tell
-                )
+                tr.corrupted_bytes = size  # the sink saw other bytes; where, only it could tell
     except (OSError, ValueError) as e:
         tr.error = f"{type(e).__name__}: {e}"
     tr.t1 = time.monotonic()
     return tr
 
 
-def http_get(
-    server: str, path: str, size: int, timeout: float, exp: Expected, kind: str
-) -> Transfer:
+def http_get(server: str, path: str, size: int, timeout: float, exp: Expected, kind: str) -> Transfer:
     tr = Transfer(kind, size, time.monotonic())
     chk = BodyCheck()
     try:
         with socket.create_connection((server, HTTP_PORT), timeout=timeout) as s:
-            s.sendall(
-                f"GET {path} HTTP/1.1\r\nHost: {server}\r\nConnection: close\r\n\r\n".encode()
-            )
+            s.sendall(f"GET {path} HTTP/1.1\r\nHost: {server}\r\nConnection: close\r\n\r\n".encode())
             buf = b""
             while b"\r\n\r\n" not in buf:
                 data = s.recv(65536)
@@ -169,10 +157,7 @@ def http_get(
             head, _, body = buf.partition(b"\r\n\r\n")
             lines = head.decode("latin-1").split("\r\n")
             status = int(lines[0].split(" ", 2)[1])
-            headers = {
-                k.strip().lower(): v.strip()
-                for k, _, v in (ln.partition(":") for ln in lines[1:])
-            }
+            headers = {k.strip().lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:])}
             tr.x_cache = headers.get("x-cache", "")
             if status != 200:
                 raise ConnectionError(f"HTTP {status}")
@@ -237,13 +222,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="bench.soak.load")
     ap.add_argument("--server", default="10.71.3.10")
     ap.add_argument("--duration", type=float, required=True, help="at most this long")
-    ap.add_argument(
-        "--stop-file", default="", help="stop starting transfers once this file exists"
-    )
+    ap.add_argument("--stop-file", default="", help="stop starting transfers once this file exists")
     ap.add_argument("--out", required=True)
-    ap.add_argument(
-        "--bulk-down", type=int, default=3, help="concurrent bulk downloads"
-    )
+    ap.add_argument("--bulk-down", type=int, default=3, help="concurrent bulk downloads")
     ap.add_argument("--bulk-up", type=int, default=2, help="concurrent bulk uploads")
     ap.add_argument("--bulk-bytes", type=int, default=64 << 20)
     ap.add_argument("--web", type=int, default=4, help="concurrent short HTTP fetchers")
@@ -270,19 +251,13 @@ def main(argv: list[str] | None = None) -> int:
             pick = rnd.random()
         if pick < 0.4:
             n = fresh_size()
-            return http_get(
-                a.server, f"/nocache/bytes/{n}", n, a.stall_timeout, exp, "http-short"
-            )
+            return http_get(a.server, f"/nocache/bytes/{n}", n, a.stall_timeout, exp, "http-short")
         if pick < 0.75:
             with rlock:
                 n = rnd.choice(HOT_SIZES)
-            return http_get(
-                a.server, f"/bytes/{n}", n, a.stall_timeout, exp, "http-cacheable-hot"
-            )
+            return http_get(a.server, f"/bytes/{n}", n, a.stall_timeout, exp, "http-cacheable-hot")
         n = fresh_size()
-        return http_get(
-            a.server, f"/bytes/{n}", n, a.stall_timeout, exp, "http-cacheable-fresh"
-        )
+        return http_get(a.server, f"/bytes/{n}", n, a.stall_timeout, exp, "http-cacheable-fresh")
 
     with open(a.out, "w") as out:
         rec = Recorder(out)
@@ -304,10 +279,7 @@ def main(argv: list[str] | None = None) -> int:
             + [("web", web_job)] * a.web
         )
         threads = [
-            threading.Thread(
-                target=loop, args=(stop_at, a.stop_file, rec, j, name), daemon=True
-            )
-            for name, j in jobs
+            threading.Thread(target=loop, args=(stop_at, a.stop_file, rec, j, name), daemon=True) for name, j in jobs
         ]
         for t in threads:
             t.start()
@@ -316,11 +288,7 @@ def main(argv: list[str] | None = None) -> int:
         while running(stop_at, a.stop_file):
             probes.append(
                 threading.Thread(
-                    target=lambda: rec.add(
-                        bulk_get(
-                            a.server, PROBE_BYTES, a.probe_timeout, exp, "probe-tcp"
-                        )
-                    ),
+                    target=lambda: rec.add(bulk_get(a.server, PROBE_BYTES, a.probe_timeout, exp, "probe-tcp")),
                     daemon=True,
                 )
             )

@@ -34,10 +34,7 @@ SUMMARY = {
 
 def test_summary_is_the_last_line_and_becomes_records():
     out = "list 10000 live flows: {...}\ningest: {...}\n" + json.dumps(SUMMARY) + "\n\n"
-    recs = {
-        (r.variant, r.metric): r
-        for r in api_flows.to_records(api_flows.parse_summary(out))
-    }
+    recs = {(r.variant, r.metric): r for r in api_flows.to_records(api_flows.parse_summary(out))}
     assert recs[("list-10000-unfiltered", "latency_p99")].value == 41.5
     assert "target p99 < 50 ms" in recs[("list-10000-unfiltered", "latency_p99")].note
     assert recs[("list-10000-filtered-action", "latency_p50")].value == 9.0

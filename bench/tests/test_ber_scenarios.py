@@ -3,30 +3,22 @@ config model), conditions, scoring, verdicts and the standing-queue measure."""
 
 from __future__ import annotations
 
-import sys
-
 import pytest
 
 from bench import records, run, scenarios
-from bench.procs import REPO
+from bench.profiles import figures
 from bench.scenarios import geo_ber, shared_bottleneck
+from bench.tools import gwconfig
 from bench.transfer import Transfer
+from perigee_api.schemas.gateway_config import GatewayConfig
 
 
-def gateway_config_model():  # type: ignore[no-untyped-def]
-    if str(REPO / "api") not in sys.path:
-        sys.path.append(str(REPO / "api"))
-    from perigee_api.schemas.gateway_config import (  # type: ignore[import-not-found,unused-ignore]
-        GatewayConfig,
-    )
-
+def gateway_config_model() -> type[GatewayConfig]:
     return GatewayConfig
 
 
 def lab_config(role: str) -> dict:  # type: ignore[type-arg]
-    if str(REPO / "lab") not in sys.path:
-        sys.path.append(str(REPO / "lab"))
-    from satlab.gateway import default_config  # type: ignore[import-not-found,unused-ignore]
+    from satlab.gateway import default_config
 
     cfg: dict = default_config(role)  # type: ignore[type-arg]
     return cfg
@@ -42,29 +34,20 @@ def test_geo_ber_classes_are_a_valid_gateway_config(role: str) -> None:
     assert hub_only["action"] == ("bypass" if role == "terminal" else "accelerate")
     ld = by_port[str(geo_ber.VARIANTS["both/hybla_ld"].port)]
     assert ld["satellite"]["buffer_bytes"] == 15_000_000
-    assert ld["satellite"]["congestion_control"] == (
-        "hybla_ld" if role == "hub" else None
-    )
+    assert ld["satellite"]["congestion_control"] == ("hybla_ld" if role == "hub" else None)
     # the default variant keeps the lab's buffers
-    assert (
-        by_port[str(geo_ber.VARIANTS["both/hybla"].port)]["satellite"]["buffer_bytes"]
-        == 0
-    )
+    assert by_port[str(geo_ber.VARIANTS["both/hybla"].port)]["satellite"]["buffer_bytes"] == 0
 
 
 @pytest.mark.parametrize("role", ["hub", "terminal"])
-def test_shared_bottleneck_classes_are_a_valid_gateway_config(
-    role: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_shared_bottleneck_classes_are_a_valid_gateway_config(role: str, monkeypatch: pytest.MonkeyPatch) -> None:
     put: list[dict] = []  # type: ignore[type-arg]
     monkeypatch.setattr(
-        shared_bottleneck.gwconfig,
+        gwconfig,
         "get_config",
         lambda sock: lab_config("hub" if sock.endswith("hub.sock") else "terminal"),
     )
-    monkeypatch.setattr(
-        shared_bottleneck.gwconfig, "put_config", lambda sock, cfg: put.append(cfg)
-    )
+    monkeypatch.setattr(gwconfig, "put_config", lambda sock, cfg: put.append(cfg))
 
     class FakeLab:
         prefix = "t-"
@@ -90,15 +73,13 @@ def transfer(size: int, done_at: float | None, got: int | None = None) -> Transf
 
 
 def test_percent_of_optimal_for_finished_and_capped_transfers() -> None:
-    link = geo_ber.figures("geo-hts")
+    link = figures("geo-hts")
     limit = geo_ber.limit_s(50_000_000, link)
     assert limit == pytest.approx(9.2)
     assert geo_ber.pct_optimal(transfer(50_000_000, 18.4), link) == pytest.approx(50.0)
     # capped at 15 s with 25 MB: goodput 13.33 Mbit/s against the optimal 43.48 Mbit/s
     capped = transfer(50_000_000, None, 25_000_000)
-    assert geo_ber.pct_optimal(capped, link) == pytest.approx(
-        100 * 25e6 * 8 / 15 / (50e6 * 8 / 9.2)
-    )
+    assert geo_ber.pct_optimal(capped, link) == pytest.approx(100 * 25e6 * 8 / 15 / (50e6 * 8 / 9.2))
     recs = geo_ber.transfer_records("1e-6/50MB/e2e/bbr", capped, link, 15)
     by = {r.metric: r for r in recs}
     assert by["completion"].value is None and "25.0 of 50 MB" in by["completion"].note
@@ -108,9 +89,7 @@ def test_percent_of_optimal_for_finished_and_capped_transfers() -> None:
 def rec(variant: str, metric: str, value: float | None) -> records.Record:
     if value is None:
         return records.missing("geo-ber", variant, metric, "x", "capped")
-    return records.measured(
-        "geo-ber", variant, metric, value, "%" if metric == "pct_optimal" else "x"
-    )
+    return records.measured("geo-ber", variant, metric, value, "%" if metric == "pct_optimal" else "x")
 
 
 def test_verdicts_and_table() -> None:
@@ -151,9 +130,7 @@ def test_shared_bottleneck_doc_checks_the_targets() -> None:
         records.measured("shared-bottleneck", v, "jain_index", 0.99, ""),
         records.measured("shared-bottleneck", v, "standing_queue", 120.0, "ms"),
         records.measured("shared-bottleneck", "hybla+hybla", "jain_index", 1.0, ""),
-        records.measured(
-            "shared-bottleneck", "hybla+hybla", "standing_queue", 1900.0, "ms"
-        ),
+        records.measured("shared-bottleneck", "hybla+hybla", "standing_queue", 1900.0, "ms"),
     ]
     text = shared_bottleneck.doc_extra(recs)
     assert "Jain 0.990 (target >= 0.95: met), standing queue 120 ms" in text

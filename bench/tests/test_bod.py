@@ -70,16 +70,12 @@ def test_check_run_refuses_unsplit_or_wrong_cc():
     assert "gateway" in (bod.check_run(run, "reno", gateway=True) or "")
     run.cwnd = [(1.0, 10.0)]
     assert bod.check_run(run, "reno", gateway=True) is None
-    assert "no data" in (
-        bod.check_run(bod.FlowRun(samples=[], cc_actual="x"), "x", False) or ""
-    )
+    assert "no data" in (bod.check_run(bod.FlowRun(samples=[], cc_actual="x"), "x", False) or "")
 
 
 def test_variant_names_and_paper_keys():
     assert cb.variant_name("clean", "e2e", "reno") == "clean/e2e/reno"
-    assert (
-        cb.variant_name("udp-spike", "gateway-hub", "reno") == "udp-spike/gateway-hub"
-    )
+    assert cb.variant_name("udp-spike", "gateway-hub", "reno") == "udp-spike/gateway-hub"
     assert cb.paper_key("clean/e2e/reno") == "e2e/reno"
     assert cb.PAPER_T90[cb.paper_key("clean/gateway-hub")] == ("PEPsal", 16.0)
     assert cb.disturbance("clean", 20) is None
@@ -102,29 +98,19 @@ def test_full_runs_cover_every_condition_and_variant():
 
 
 def by(recs, metric, unit=None):
-    return {
-        r.variant: r
-        for r in recs
-        if r.metric == metric and (unit is None or r.unit == unit)
-    }
+    return {r.variant: r for r in recs if r.metric == metric and (unit is None or r.unit == unit)}
 
 
 def test_clean_records_carry_paper_and_target():
     link = figures("geo-skyplex")
     params = cb.PARAMS["full"]
-    recs = cb.summarize(
-        "clean/gateway-hub", bod.FlowRun(ramp(3.0, 40)), link, params, None
-    )
+    recs = cb.summarize("clean/gateway-hub", bod.FlowRun(ramp(3.0, 40)), link, params, None)
     t90 = by(recs, "t90", "s")["clean/gateway-hub"]
     assert t90.value == pytest.approx(4.0, abs=0.11)
     assert "PEPsal: 16 s" in t90.note and "target < 6 s: met" in t90.note
-    slow = cb.summarize(
-        "clean/gateway-hub", bod.FlowRun(ramp(9.0, 40)), link, params, None
-    )
+    slow = cb.summarize("clean/gateway-hub", bod.FlowRun(ramp(9.0, 40)), link, params, None)
     assert "NOT met" in by(slow, "t90", "s")["clean/gateway-hub"].note
-    flat = cb.summarize(
-        "clean/e2e/reno", bod.FlowRun(ramp(50.0, 40)), link, params, None
-    )
+    flat = cb.summarize("clean/e2e/reno", bod.FlowRun(ramp(50.0, 40)), link, params, None)
     assert by(flat, "t90")["clean/e2e/reno"].value is None
 
 
@@ -135,23 +121,15 @@ def test_spike_records_penalty_and_recovery():
     spiked = bod.FlowRun(with_gap(ramp(0.0, 40), 20.0, 30.0), event=(20.0, 30.0))
     recs = cb.summarize("udp-spike/e2e/reno", spiked, link, params, clean)
     assert by(recs, "penalty")["udp-spike/e2e/reno"].value == pytest.approx(50, abs=1)
-    assert by(recs, "recovery")["udp-spike/e2e/reno"].value == pytest.approx(
-        1.0, abs=0.11
-    )
-    assert by(recs, "goodput_after")["udp-spike/e2e/reno"].value == pytest.approx(
-        0.572, abs=0.01
-    )
+    assert by(recs, "recovery")["udp-spike/e2e/reno"].value == pytest.approx(1.0, abs=0.11)
+    assert by(recs, "goodput_after")["udp-spike/e2e/reno"].value == pytest.approx(0.572, abs=0.01)
 
 
 def test_doc_extra_puts_the_paper_beside_ours():
     link = figures("geo-skyplex")
     params = cb.PARAMS["full"]
-    recs = cb.summarize(
-        "clean/gateway-hub", bod.FlowRun(ramp(3.0, 40)), link, params, None
-    )
-    recs += cb.summarize(
-        "clean/e2e/reno", bod.FlowRun(ramp(50.0, 40)), link, params, None
-    )
+    recs = cb.summarize("clean/gateway-hub", bod.FlowRun(ramp(3.0, 40)), link, params, None)
+    recs += cb.summarize("clean/e2e/reno", bod.FlowRun(ramp(50.0, 40)), link, params, None)
     text = cb.doc_extra(recs)
     assert "| clean/gateway-hub | PEPsal 16 s | 3.9 s | < 6 s: met |" in text
     assert "| clean/e2e/reno | SACK 29 s | n/a (not reached in 40 s) |  |" in text
@@ -167,9 +145,7 @@ def control_socket(
     """A one-thread HTTP/1.1 server on a Unix socket that answers like the gateway's control socket."""
     path = str(tmp_path / "gw.sock")
     seen: list[tuple[str, str, bytes]] = []
-    state = {
-        "config": {"schema": 1, "revision": "satlab-hub", "satellite": {"initcwnd": 10}}
-    }
+    state = {"config": {"schema": 1, "revision": "satlab-hub", "satellite": {"initcwnd": 10}}}
     srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     srv.bind(path)
     srv.listen(4)
@@ -185,9 +161,7 @@ def control_socket(
                 while b"\r\n\r\n" not in raw:
                     raw += conn.recv(4096)
                 head, _, body = raw.partition(b"\r\n\r\n")
-                length = int(
-                    head.lower().split(b"content-length: ")[1].split(b"\r\n")[0]
-                )
+                length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
                 while len(body) < length:
                     body += conn.recv(4096)
                 method, target = head.decode().split(" ")[:2]
@@ -203,10 +177,7 @@ def control_socket(
                         {"ok": True, "revision": state["config"]["revision"]},
                     )
                 payload = json.dumps(out).encode()
-                conn.sendall(
-                    f"HTTP/1.1 {status} X\r\nContent-Length: {len(payload)}\r\n\r\n".encode()
-                    + payload
-                )
+                conn.sendall(f"HTTP/1.1 {status} X\r\nContent-Length: {len(payload)}\r\n\r\n".encode() + payload)
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
@@ -230,18 +201,6 @@ def test_get_and_put_over_the_control_socket(control_socket):
         ("GET", "/v1/config"),
         ("PUT", "/v1/config"),
     ]
-
-
-def test_parse_response():
-    assert gwconfig.parse_response(b'HTTP/1.1 200 OK\r\nA: b\r\n\r\n{"x": 1}') == (
-        200,
-        {"x": 1},
-    )
-    assert gwconfig.parse_response(b"HTTP/1.1 204 No Content\r\n\r\n") == (204, None)
-    with pytest.raises(gwconfig.GatewayConfigError):
-        gwconfig.parse_response(b"garbage")
-    with pytest.raises(gwconfig.GatewayConfigError):
-        gwconfig.parse_response(b"HTTP/1.1 500 X\r\n\r\n<html>")
 
 
 def test_socket_path_follows_satlab_run_dir():
@@ -276,9 +235,7 @@ def test_tuned_and_untuned_configs():
     assert flat["hybla.cwnd_max"] == 385
     assert flat["satellite.initrwnd"] == 384
     assert flat["satellite.rcvbuf_bytes"] == flat["satellite.sndbuf_bytes"] == 1_109_680
-    assert (
-        tuned["satellite"]["routes"] == [1] and tuned["revision"] == "bench-bod-tuned"
-    )
+    assert tuned["satellite"]["routes"] == [1] and tuned["revision"] == "bench-bod-tuned"
     assert base["satellite"]["initcwnd"] == 10  # the input is not modified
     plain = gwconfig.tuned_settings(gwconfig.untuned(tuned))
     assert plain == {
@@ -309,9 +266,7 @@ def test_hybla_note_flags_parameters_changed_by_another_gateway():
     entry = {"applied": TUNED_HUB, "hybla_seen": {"base_rtt_ms": 600, "cwnd_max": 385}}
     assert bt.hybla_note(entry) == ""
     entry["hybla_seen"] = {"base_rtt_ms": 0, "cwnd_max": 0}
-    assert "WARNING" in bt.hybla_note(entry) and "another gateway" in bt.hybla_note(
-        entry
-    )
+    assert "WARNING" in bt.hybla_note(entry) and "another gateway" in bt.hybla_note(entry)
     assert bt.hybla_note({"applied": TUNED_HUB, "hybla_seen": {}}) == ""
 
 
@@ -328,7 +283,17 @@ def test_hybla_params_are_the_hub_namespace_entry_else_host_wide(
         ],
     }
     monkeypatch.setattr(gwconfig, "socket_path", lambda prefix, role: "unused")
-    monkeypatch.setattr(gwconfig, "request", lambda sock, method, path: (200, status))
+
+    class Answers:
+        """The control client, answering GET /v1/hybla with `status`."""
+
+        def __init__(self, sock: str) -> None:
+            self.json = self
+
+        def hybla(self) -> dict[str, object]:
+            return status
+
+    monkeypatch.setattr(bt, "GatewayClient", Answers)
     lb = type("Lab", (), {"prefix": "t-"})()
     # Perigee's BPF Hybla: the hub's own namespace entry, not another lab's nor the host-wide one.
     assert bt.hybla_params(lb) == {"base_rtt_ms": 600, "cwnd_max": 385}
@@ -339,11 +304,7 @@ def test_hybla_params_are_the_hub_namespace_entry_else_host_wide(
 
 def test_settings_note_names_each_role_and_field():
     note = bt.settings_note(TUNED_HUB)
-    assert (
-        note.startswith("hub: ")
-        and "base_rtt_ms=600" in note
-        and "initrwnd=384" in note
-    )
+    assert note.startswith("hub: ") and "base_rtt_ms=600" in note and "initrwnd=384" in note
 
 
 def test_transfer_records_t90_target_and_skips():
@@ -354,9 +315,7 @@ def test_transfer_records_t90_target_and_skips():
     t90 = by(recs, "t90", "s")["gateway-both/tuned"]
     assert t90.value == pytest.approx(3.9, abs=0.11) and "target < 6 s: met" in t90.note
     assert by(recs, "completion")["gateway-both/tuned"].value is None
-    done = Transfer(
-        "reno", 1_000_000, 1_000_000, [(1.0, 5e5), (8.2, 1e6)], cwnd=[(1.0, 9.0)]
-    )
+    done = Transfer("reno", 1_000_000, 1_000_000, [(1.0, 5e5), (8.2, 1e6)], cwnd=[(1.0, 9.0)])
     finished = bt.transfer_records("v", {**entry, "result": done}, link)
     assert by(finished, "completion")["v"].value == 8.2
     tr.cwnd = []
@@ -372,9 +331,7 @@ def test_page_records_ratio_to_the_physical_limit():
     recs = bt.page_records("gateway-hub/tuned", entry, link, "page2")
     limit = web_pages.physical_limit_s("page2", link.forward_bps, link.rtt_s)
     assert by(recs, "page_limit")["gateway-hub/tuned"].value == pytest.approx(limit)
-    assert by(recs, "page_vs_limit")["gateway-hub/tuned"].value == pytest.approx(
-        12.0 / limit
-    )
+    assert by(recs, "page_vs_limit")["gateway-hub/tuned"].value == pytest.approx(12.0 / limit)
     failed = bt.page_records(
         "v",
         {"applied": {}, "result": "http load: boom", "hybla_seen": {}},

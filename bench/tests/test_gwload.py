@@ -44,9 +44,7 @@ def test_conn_rate_with_the_built_loadgen_on_loopback():
 
 def test_bytes_per_flow_from_rss_growth():
     assert gwload.bytes_per_flow(10_000, 22_500, 10_000) == 1280.0
-    assert (
-        gwload.bytes_per_flow(10_000, 9_000, 100) == 0.0
-    )  # RSS shrank: no growth, not negative
+    assert gwload.bytes_per_flow(10_000, 9_000, 100) == 0.0  # RSS shrank: no growth, not negative
     with pytest.raises(ValueError):
         gwload.bytes_per_flow(1, 2, 0)
 
@@ -60,13 +58,8 @@ def test_cpu_per_gbps_is_core_seconds_per_gbit():
 
 def test_classify_cmdline_tells_master_from_worker():
     exe = b"/work/main/gateway/target/release/perigee"
-    assert (
-        gwproc.classify_cmdline(exe + b"\0gateway\0run\0--config\0x.json\0") == "master"
-    )
-    assert (
-        gwproc.classify_cmdline(exe + b"\0gateway\0worker\0--index\0" + b"2\0")
-        == "worker"
-    )
+    assert gwproc.classify_cmdline(exe + b"\0gateway\0run\0--config\0x.json\0") == "master"
+    assert gwproc.classify_cmdline(exe + b"\0gateway\0worker\0--index\0" + b"2\0") == "worker"
     assert gwproc.classify_cmdline(exe + b"\0flows\0--json\0") is None
     assert gwproc.classify_cmdline(b"/usr/bin/python3\0-m\0gateway\0run\0") is None
     assert gwproc.classify_cmdline(b"") is None
@@ -86,9 +79,7 @@ def test_scale_conn_rate_note_says_lower_bound_only_when_capped():
         "through the emulator and the hub's splitter (its own rate: splitter-overhead)"
         "; lower bound: the run hit rate_max_conns (10,000)"
     )
-    assert scale.conn_rate_note({"capped": False}, 60_000, False) == (
-        "through the emulator only: the baseline"
-    )
+    assert scale.conn_rate_note({"capped": False}, 60_000, False) == ("through the emulator only: the baseline")
     assert "lower bound" not in scale.conn_rate_note({}, 60_000, True)
     # The caps leave room above the target: at least 3x it over each window.
     for p in scale.PARAMS.values():

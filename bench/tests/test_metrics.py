@@ -22,9 +22,7 @@ def ramp_then_full(rate_bps=10e6, ramp_s=3.0, total_s=10.0, step=0.1):
 def test_goodput_of_a_constant_stream_is_its_rate_after_one_window():
     samples = [(round(0.1 * k, 6), 125_000.0 * k) for k in range(1, 51)]  # 10 Mbit/s
     series = dict(metrics.goodput_series(samples))
-    assert series[0.5] == pytest.approx(
-        5e6
-    )  # the window before connect() counts as empty
+    assert series[0.5] == pytest.approx(5e6)  # the window before connect() counts as empty
     assert series[1.0] == pytest.approx(10e6)
     assert series[4.0] == pytest.approx(10e6)
 
@@ -38,9 +36,7 @@ def test_time_to_90_percent_on_a_linear_ramp():
 
 
 def test_time_to_90_percent_is_none_when_never_reached():
-    samples = [
-        (round(0.1 * k, 6), 100_000.0 * k) for k in range(1, 101)
-    ]  # 8 Mbit/s on a 10 Mbit/s link
+    samples = [(round(0.1 * k, 6), 100_000.0 * k) for k in range(1, 101)]  # 8 Mbit/s on a 10 Mbit/s link
     assert metrics.time_to_fraction(samples, 10e6, 0.9) is None
     # 0.9 s into the window the trailing mean is 0.9 × 8 Mbit/s (the pre-connect part counts as 0).
     assert metrics.time_to_fraction(samples, 8e6, 0.9) == pytest.approx(0.9)
@@ -56,13 +52,9 @@ def test_stall_keeps_the_last_count():
 
 def test_physical_limit_formula():
     # 5 MB at 1.536 Mbit/s with 580 ms RTT: 1 RTT + 26.04 s + 0.5 RTT.
-    assert metrics.physical_limit_s(5_000_000, 1_536_000, 0.58) == pytest.approx(
-        0.58 + 40e6 / 1.536e6 + 0.29
-    )
+    assert metrics.physical_limit_s(5_000_000, 1_536_000, 0.58) == pytest.approx(0.58 + 40e6 / 1.536e6 + 0.29)
     # A download: 1.5 RTT before the data + size/rate + 0.5 RTT = 2 RTT + size/rate.
-    assert metrics.physical_limit_s(
-        50_000_000, 50e6, 0.6, rtts_before_data=1.5
-    ) == pytest.approx(8.0 + 1.2)
+    assert metrics.physical_limit_s(50_000_000, 50e6, 0.6, rtts_before_data=1.5) == pytest.approx(8.0 + 1.2)
     with pytest.raises(ValueError):
         metrics.physical_limit_s(1, 0, 0.1)
 
@@ -79,18 +71,11 @@ def test_link_progress_spreads_an_out_of_order_release_back_in_time():
     samples = [(1.0, 1e6), (2.0, 1e6), (3.0, 1e6), (4.0, 6e6), (5.0, 7.25e6)]
     progress = dict(metrics.link_progress(samples, 10e6))
     assert progress[4.0] == 6e6 and progress[5.0] == 7.25e6
-    assert progress[3.0] == pytest.approx(
-        4.75e6
-    )  # 6 MB at t=4 needs 4.75 MB across by t=3
+    assert progress[3.0] == pytest.approx(4.75e6)  # 6 MB at t=4 needs 4.75 MB across by t=3
     assert progress[1.0] == pytest.approx(2.25e6)
     # The application saw a 5 MB/s burst; the link-feasible series never exceeds the link rate.
     assert (
-        max(
-            b - a
-            for (_, a), (_, b) in zip(
-                list(progress.items()), list(progress.items())[1:]
-            )
-        )
+        max(b - a for (_, a), (_, b) in zip(list(progress.items()), list(progress.items())[1:], strict=False))
         <= 1.25e6 + 1
     )
 

@@ -8,7 +8,6 @@ import json
 import os
 import re
 import socket
-import sys
 import tempfile
 import threading
 from typing import Any
@@ -16,14 +15,11 @@ from typing import Any
 import pytest
 
 from bench import webfloor
-from bench.procs import REPO
 from bench.profiles import figures
 from bench.scenarios import modern_web as mw
 from bench.tools import dnsq, gwconfig
 from bench.webload import LoadError, PageLoad, parse_result
-
-sys.path.insert(0, str(REPO / "lab"))
-from satlab import webnames, webpages  # type: ignore[import-not-found,unused-ignore]
+from satlab import webnames, webpages
 
 MIB = 1024 * 1024
 LABEL = "k3x9q2aa"
@@ -51,10 +47,7 @@ def test_bodies_are_deterministic_and_label_length_keeps_sizes():
         assert a == webpages.body("news", obj.path, LABEL)
         assert len(webpages.body("news", obj.path, "00000000")) == len(a)
     digest = hashlib.sha256(webpages.body("shop", "img/7.png", LABEL)).hexdigest()
-    assert (
-        digest
-        == hashlib.sha256(webpages.body("shop", "img/7.png", "zzzzzzzz")).hexdigest()
-    )
+    assert digest == hashlib.sha256(webpages.body("shop", "img/7.png", "zzzzzzzz")).hexdigest()
 
 
 @pytest.mark.parametrize("page", webpages.PAGE_NAMES)
@@ -125,12 +118,8 @@ def test_floor_follows_the_chain_and_reuses_an_origins_connection():
     page = [
         item("", "www", 1000, None, "html"),
         item("a.js", "static", 1000, "", "js"),
-        item(
-            "b.js", "static", 1000, "a.js", "js"
-        ),  # same origin: 1 RTT, no new handshake
-        item(
-            "c.png", "img", 1000, "b.js"
-        ),  # new origin: TLS + request (+ DNS when cold)
+        item("b.js", "static", 1000, "a.js", "js"),  # same origin: 1 RTT, no new handshake
+        item("c.png", "img", 1000, "b.js"),  # new origin: TLS + request (+ DNS when cold)
     ]
     b = 1000 * 1514 / 1448 * 8 / RATE
     f = webfloor.page_floor(page, RATE, RTT, cold_dns=True)
@@ -138,9 +127,7 @@ def test_floor_follows_the_chain_and_reuses_an_origins_connection():
     assert f.arrivals["c.png"] == pytest.approx(10 * RTT + 3 * b)
     assert f.floor_s == pytest.approx(10 * RTT + 3 * b)
     warm = webfloor.page_floor(page, RATE, RTT, cold_dns=False)
-    assert f.floor_s - warm.floor_s == pytest.approx(
-        3 * RTT
-    )  # one lookup per new origin on the path
+    assert f.floor_s - warm.floor_s == pytest.approx(3 * RTT)  # one lookup per new origin on the path
 
 
 def test_html_children_start_at_its_first_byte_and_bytes_can_dominate():
@@ -149,9 +136,7 @@ def test_html_children_start_at_its_first_byte_and_bytes_can_dominate():
     f = webfloor.page_floor(page, RATE, RTT, cold_dns=False)
     assert f.arrivals["x.png"] < f.arrivals[""]  # found while the HTML still streams
     assert f.floor_s == pytest.approx(f.bandwidth_s)
-    assert f.bandwidth_s == pytest.approx(
-        2 * RTT + (big + 1000) * 1514 / 1448 * 8 / RATE
-    )
+    assert f.bandwidth_s == pytest.approx(2 * RTT + (big + 1000) * 1514 / 1448 * 8 / RATE)
 
 
 def test_an_origin_connects_when_first_needed_by_any_branch():
@@ -164,9 +149,7 @@ def test_an_origin_connects_when_first_needed_by_any_branch():
     ]
     f = webfloor.page_floor(page, RATE, RTT, cold_dns=False)
     # img's connection starts when quick.js arrives, so late.png needs only its request then.
-    assert f.arrivals["late.png"] == pytest.approx(
-        f.arrivals["slow.css"] + RTT + 1000 * 1514 / 1448 * 8 / RATE
-    )
+    assert f.arrivals["late.png"] == pytest.approx(f.arrivals["slow.css"] + RTT + 1000 * 1514 / 1448 * 8 / RATE)
 
 
 def test_floor_rejects_malformed_pages():
@@ -252,9 +235,7 @@ def test_parse_breaks_down_new_connections_and_all_requests():
 
 
 def test_parse_counts_quic_handshakes_as_connect_without_tls():
-    ld = parse_result(
-        answer([req("https://a/", tls=(-1, -1), protocol="h3")]), expect=1
-    )
+    ld = parse_result(answer([req("https://a/", tls=(-1, -1), protocol="h3")]), expect=1)
     assert ld.breakdown()["tcp_ms"] == 1200 and ld.breakdown()["tls_ms"] is None
     assert ld.protocol_share("h3") == 1.0
 
@@ -298,14 +279,8 @@ def test_schedule_interleaves_variants_and_rotates_each_repetition():
     for rep in range(3):
         for page in ("news", "shop"):
             got = [(s.variant, s.dns) for s in steps if s.rep == rep and s.page == page]
-            assert sorted(got) == sorted(
-                combos
-            )  # each once per repetition: never a block
-    firsts = [
-        next(s for s in steps if s.rep == r).variant
-        + next(s for s in steps if s.rep == r).dns
-        for r in range(3)
-    ]
+            assert sorted(got) == sorted(combos)  # each once per repetition: never a block
+    firsts = [next(s for s in steps if s.rep == r).variant + next(s for s in steps if s.rep == r).dns for r in range(3)]
     assert len(set(firsts)) == 3  # the order rotates
     assert len(steps) == 3 * 2 * 4
 
@@ -347,16 +322,14 @@ class FakeGateway:
                 if head.startswith(b"GET"):
                     status, out = 200, self.config
                 elif self.forbidden.encode() in body:
-                    status, out = 400, {"error": f"unknown field `{self.forbidden}`"}
+                    error = {"code": "invalid_config", "message": f"unknown field `{self.forbidden}`", "field": None}
+                    status, out = 400, {"error": error}
                 else:
                     status, out = 200, {"applied": True}
                     self.config = json.loads(body)
                     self.puts.append(self.config)
                 payload = json.dumps(out).encode()
-                conn.sendall(
-                    f"HTTP/1.1 {status} X\r\nContent-Length: {len(payload)}\r\n\r\n".encode()
-                    + payload
-                )
+                conn.sendall(f"HTTP/1.1 {status} X\r\nContent-Length: {len(payload)}\r\n\r\n".encode() + payload)
 
 
 class FakeLab:
@@ -369,28 +342,14 @@ def test_a_refused_config_skips_the_variant_with_the_gateways_error(monkeypatch)
         monkeypatch.setattr(gwconfig, "RUN_ROOT", run_root)
         os.makedirs(f"{run_root}/pw-x-")
         gw = FakeGateway(f"{run_root}/pw-x-/gw-pw-x-hub.sock", forbidden="nodelay")
-        h = mw.LabHandle("hub", FakeLab("pw-x-"), driver=None, settle_s=0)  # type: ignore[arg-type]
+        h = mw.LabHandle("hub", FakeLab("pw-x-"), driver=None, settle_s=0)
         h.base["hub"] = gwconfig.get_config(h.socket("hub"))
-        refused = h.apply(
-            mw.Variant("hub-nodelay-off", "hub", "off", (("splitter.nodelay", False),))
-        )
+        refused = h.apply(mw.Variant("hub-nodelay-off", "hub", "off", (("splitter.nodelay", False),)))
         assert refused and "unknown field `nodelay`" in refused
-        assert (
-            h.apply(
-                mw.Variant(
-                    "hub-nodelay-off", "hub", "off", (("splitter.nodelay", False),)
-                )
-            )
-            == refused
-        )
-        assert (
-            h.apply(mw.VARIANT_BY_NAME["hub"]) is None
-        )  # defaults: the base config back
+        assert h.apply(mw.Variant("hub-nodelay-off", "hub", "off", (("splitter.nodelay", False),))) == refused
+        assert h.apply(mw.VARIANT_BY_NAME["hub"]) is None  # defaults: the base config back
         assert gw.puts[-1]["splitter"] == {"enabled": True}
-        assert (
-            h.apply(mw.Variant("quic-fallback", "hub", "race", (("quic", "fallback"),)))
-            is None
-        )
+        assert h.apply(mw.Variant("quic-fallback", "hub", "race", (("quic", "fallback"),))) is None
         assert gw.puts[-1]["quic"] == "fallback"
         assert 'quic="fallback"' in h.note() and "splitter.nodelay=absent" in h.note()
         gw.sock.close()
@@ -409,11 +368,7 @@ def test_set_path_creates_sections_and_refuses_non_objects():
 
 def test_dns_query_encoding_and_reply_header():
     q = dnsq.encode_query(0x1234, "ab.site.test", 65)
-    assert (
-        q[:2] == b"\x12\x34"
-        and b"\x02ab\x04site\x04test\x00" in q
-        and q.endswith(b"\x00\x41\x00\x01")
-    )
+    assert q[:2] == b"\x12\x34" and b"\x02ab\x04site\x04test\x00" in q and q.endswith(b"\x00\x41\x00\x01")
     reply = b"\x12\x34\x85\x83" + b"\x00\x01\x00\x00\x00\x00\x00\x00"
     assert dnsq.decode_header(reply) == (0x1234, 3, 0)
     with pytest.raises(ValueError):
@@ -438,9 +393,7 @@ def test_records_compare_each_variant_with_no_gateway_and_the_floor():
         "news/both/cold": [fake_load(8.0)],
         "news/both/warm": [fake_load(6.0)],
     }
-    res.skipped = {
-        "news/hub/cold": "hub gateway refused the config: unknown field `nodelay`"
-    }
+    res.skipped = {"news/hub/cold": "hub gateway refused the config: unknown field `nodelay`"}
     res.notes = {"both": "terminal: splitter.nodelay=true"}
     params = {"pages": ["news"], "variants": ["no-gateway", "hub", "both"]}
     recs = mw.make_records(res, params, figures("geo-hts"))
@@ -450,9 +403,7 @@ def test_records_compare_each_variant_with_no_gateway_and_the_floor():
     floor_cold = by[("news/both/cold", "floor")].value
     floor_warm = by[("news/both/warm", "floor")].value
     assert floor_cold > floor_warm
-    assert by[("news/both/warm", "ratio_to_floor")].value == pytest.approx(
-        6 / floor_warm
-    )
+    assert by[("news/both/warm", "ratio_to_floor")].value == pytest.approx(6 / floor_warm)
     assert by[("news/hub/cold", "skipped")].note.startswith("hub gateway refused")
     assert "splitter.nodelay=true" in by[("news/both/cold", "load_time")].note
     doc = mw.doc_extra(recs)

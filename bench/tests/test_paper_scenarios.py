@@ -24,12 +24,8 @@ def test_short_flow_runs_cubic_against_hybla_and_the_same_cc_otherwise():
 
 def test_henderson_doc_puts_the_finding_beside_ours():
     recs = [
-        records.measured(
-            "henderson-fairness", "e2e/cubic", "geo_throughput", 0.8, "Mbit/s"
-        ),
-        records.measured(
-            "henderson-fairness", "e2e/cubic", "short_throughput", 8.8, "Mbit/s"
-        ),
+        records.measured("henderson-fairness", "e2e/cubic", "geo_throughput", 0.8, "Mbit/s"),
+        records.measured("henderson-fairness", "e2e/cubic", "short_throughput", 8.8, "Mbit/s"),
         records.measured("henderson-fairness", "e2e/cubic", "geo_share", 8.3, "%"),
         records.measured("henderson-fairness", "e2e/cubic", "jain_index", 0.59, ""),
     ]
@@ -52,27 +48,19 @@ def test_allman_full_fits_its_budget():
 def test_henderson_full_fits_its_budget():
     p = henderson_fairness.PARAMS["full"]
     per_variant = henderson_fairness.expected_s(p)
-    assert (
-        lanes.makespan([per_variant] * len(p["variants"]), p["lanes"], SETUP_S) <= 100
-    )
+    assert lanes.makespan([per_variant] * len(p["variants"]), p["lanes"], SETUP_S) <= 100
 
 
 def test_allman_doc_shows_the_target_through_perigee_beside_the_paper():
     recs = [
-        records.measured(
-            "allman-ber", "ber=1e-6/reno", "goodput_pct_optimal", 14.8, "%"
-        ),
-        records.measured(
-            "allman-ber", "ber=1e-6/perigee", "goodput_pct_optimal", 85.9, "%"
-        ),
+        records.measured("allman-ber", "ber=1e-6/reno", "goodput_pct_optimal", 14.8, "%"),
+        records.measured("allman-ber", "ber=1e-6/perigee", "goodput_pct_optimal", 85.9, "%"),
     ]
     text = allman_ber.doc_extra(recs)
     assert "| 1e-6 | 4% | 9% | 14.8% | not run | not run | 85.9% |" in text
     assert "| 1e-5 | – | – | not run | not run | not run | not run |" in text
     assert "85.9%: met" in text
-    recs[1] = records.measured(
-        "allman-ber", "ber=1e-6/perigee", "goodput_pct_optimal", 70.0, "%"
-    )
+    recs[1] = records.measured("allman-ber", "ber=1e-6/perigee", "goodput_pct_optimal", 70.0, "%")
     assert "70.0%: NOT met" in allman_ber.doc_extra(recs)
     assert "not measured in this run" in allman_ber.doc_extra(recs[:1])
 
@@ -82,15 +70,9 @@ def test_henderson_refuses_runs_that_do_not_measure_their_variant():
     direct = {"geo_cc": "cubic", "hub_leg_cc": ""}
     assert henderson_fairness.run_problem("gateway-hub", "cubic", [split]) is None
     assert henderson_fairness.run_problem("e2e", "cubic", [direct]) is None
-    assert "not split" in henderson_fairness.run_problem(
-        "gateway-hub", "cubic", [split, direct]
-    )
-    assert "without a gateway" in henderson_fairness.run_problem(
-        "e2e", "cubic", [split]
-    )
-    assert "ran cubic, not reno" in henderson_fairness.run_problem(
-        "e2e", "reno", [direct]
-    )
+    assert "not split" in henderson_fairness.run_problem("gateway-hub", "cubic", [split, direct])
+    assert "without a gateway" in henderson_fairness.run_problem("e2e", "cubic", [split])
+    assert "ran cubic, not reno" in henderson_fairness.run_problem("e2e", "reno", [direct])
 
 
 def test_henderson_compares_only_like_with_like():
@@ -112,10 +94,7 @@ def test_sweep_runs_every_cell_and_cuts_only_the_longest_transfers():
 
 
 def test_sweep_labels_and_lab_overrides():
-    assert (
-        bharadwaj_sweep.variant(1_536_000, 100_000, 1e-7, "split")
-        == "1.536M/100KB/ber=1e-7/split"
-    )
+    assert bharadwaj_sweep.variant(1_536_000, 100_000, 1e-7, "split") == "1.536M/100KB/ber=1e-7/split"
     assert bharadwaj_sweep.rate_label(384_000) == "384k"
     ov = bharadwaj_sweep.lab_overrides(8_000_000, 500, 0.0)
     assert ov[ov.index("--buffer") + 1] == str(500_000)  # 1 BDP > 128 KiB
@@ -176,10 +155,7 @@ def test_sweep_gives_big_files_the_time_their_wire_needs():
     p = bharadwaj_sweep.PARAMS["full"]
     assert bharadwaj_sweep.cap_for(10_000, 384_000, p) == p["cap_s"]
     # 10 MB at 1.536 Mbit/s: 52 s on the wire → 65 s + 3 RTT (below max_transfer_s)
-    assert (
-        bharadwaj_sweep.cap_for(10_000_000, 1_536_000, p)
-        == 1.25 * 80e6 / 1_536_000 + 1.5
-    )
+    assert bharadwaj_sweep.cap_for(10_000_000, 1_536_000, p) == 1.25 * 80e6 / 1_536_000 + 1.5
     # a lossy end-to-end flow is expected at its loss-limited rate (1e-6: ~1.2% of packets)
     assert 200e3 < bharadwaj_sweep.loss_ceiling_bps(0.5, 1e-6) < 300e3
     assert bharadwaj_sweep.loss_ceiling_bps(0.5, 0.0) == float("inf")
@@ -187,12 +163,8 @@ def test_sweep_gives_big_files_the_time_their_wire_needs():
 
 def test_sweep_doc_says_what_was_left_out():
     recs = [
-        records.skipped(
-            "bharadwaj-sweep", "384k/10MB/ber=0/e2e", "not run: 208 s on the wire"
-        ),
-        records.skipped(
-            "bharadwaj-sweep", "8M/100MB/ber=0/e2e", "not run: 100 s on the wire"
-        ),
+        records.skipped("bharadwaj-sweep", "384k/10MB/ber=0/e2e", "not run: 208 s on the wire"),
+        records.skipped("bharadwaj-sweep", "8M/100MB/ber=0/e2e", "not run: 100 s on the wire"),
         records.skipped("bharadwaj-sweep", "384k/100MB/ber=0/e2e", "not run: 2083 s"),
         records.skipped("bharadwaj-sweep", "8M/1MB/ber=0/split", "lab failed: boom"),
     ]

@@ -39,14 +39,10 @@ def test_tcp_info_decoding_reads_the_documented_offsets():
     struct.pack_into("=I", raw, 100, 7)  # total_retrans
     struct.pack_into("=Q", raw, 120, 5_000_000)  # bytes_acked
     info = tcpinfo.decode(bytes(raw))
-    assert (
-        info["ca_state"] == 4 and info["rtt_us"] == 600_000 and info["snd_cwnd"] == 123
-    )
+    assert info["ca_state"] == 4 and info["rtt_us"] == 600_000 and info["snd_cwnd"] == 123
     assert info["total_retrans"] == 7 and info["bytes_acked"] == 5_000_000
     assert "delivery_rate" in info
-    assert "delivery_rate" not in tcpinfo.decode(
-        bytes(raw[:104])
-    )  # older kernels: shorter struct
+    assert "delivery_rate" not in tcpinfo.decode(bytes(raw[:104]))  # older kernels: shorter struct
 
 
 def test_proc_stat_cpu_ticks_with_spaces_in_the_name():
@@ -101,12 +97,7 @@ def test_tcp_info_decoding_reads_the_limited_times():
 
 
 def test_core_busy_ticks_counts_softirq_and_leaves_out_idle_iowait_steal():
-    stat = (
-        "cpu  10 0 10 100 0 0 10 0 0 0\n"
-        "cpu0 1 2 3 40 5 6 7 8 0 0\n"
-        "cpu1 100 0 100 1000 0 0 100 0 0 0\n"
-        "intr 12345\n"
-    )
+    stat = "cpu  10 0 10 100 0 0 10 0 0 0\ncpu0 1 2 3 40 5 6 7 8 0 0\ncpu1 100 0 100 1000 0 0 100 0 0 0\nintr 12345\n"
     # cpu0: user 1 + nice 2 + system 3 + irq 6 + softirq 7 busy; idle 40, iowait 5, steal 8 not.
     assert cpu.core_busy_ticks({0}, stat) == 19
     assert cpu.core_busy_ticks({0, 1}, stat) == 319

@@ -30,18 +30,10 @@ def test_each_variant_switches_only_what_it_names():
         assert not c["no-gateway"][role]["splitter"]["enabled"]
         assert not c["no-gateway"][role]["shaping"]["enabled"]
     # Hub only: the terminal steps aside entirely.
-    assert (
-        c["hub"]["hub"]["splitter"]["enabled"] and c["hub"]["hub"]["shaping"]["enabled"]
-    )
-    assert (
-        not c["hub"]["terminal"]["splitter"]["enabled"]
-        and not c["hub"]["terminal"]["shaping"]["enabled"]
-    )
+    assert c["hub"]["hub"]["splitter"]["enabled"] and c["hub"]["hub"]["shaping"]["enabled"]
+    assert not c["hub"]["terminal"]["splitter"]["enabled"] and not c["hub"]["terminal"]["shaping"]["enabled"]
     # Both: the same two gateways, the terminal's peer path off and on.
-    assert (
-        c["both"]["terminal"]["splitter"]["enabled"]
-        and not c["both"]["terminal"]["peer"]["enabled"]
-    )
+    assert c["both"]["terminal"]["splitter"]["enabled"] and not c["both"]["terminal"]["peer"]["enabled"]
     assert c["both-peer"]["terminal"]["peer"]["enabled"]
     # The lab's own configs are left as they were, and every variant names itself.
     assert base == lab_configs()
@@ -60,10 +52,7 @@ def test_records_carry_round_trips_and_the_targets():
     assert recs["tls_handshake"].value == 0.61
     assert recs["tls_handshake_rtt"].value == pytest.approx(0.61 / 0.6)
     assert "met" in recs["tls_handshake_rtt"].note
-    assert (
-        recs["first_byte"].value == pytest.approx(0.68)
-        and "missed" in recs["first_byte_rtt"].note
-    )
+    assert recs["first_byte"].value == pytest.approx(0.68) and "missed" in recs["first_byte_rtt"].note
     assert "target met" in recs["page2_target"].note
     assert recs["bulk_vs_limit"].value == pytest.approx(9.0 / (1.5 * 0.6 + 8.0 + 0.3))
     direct = {r.metric for r in p.variant_records("both", got, link, 50_000_000)}

@@ -25,14 +25,6 @@ def test_time_left_sums_last_wall_times_and_falls_back_to_this_runs_mean() -> No
 
 
 def test_progress_line_names_the_position_and_the_estimate() -> None:
-    assert (
-        progress_line(3, 12, "web-pages", 750.0)
-        == "scenario 3 of 12: web-pages (about 12 min left)"
-    )
-    assert (
-        progress_line(1, 1, "scale", 5.0) == "scenario 1 of 1: scale (about 1 min left)"
-    )
-    assert (
-        progress_line(1, 2, "new", None)
-        == "scenario 1 of 2: new (time left unknown: no earlier wall time)"
-    )
+    assert progress_line(3, 12, "web-pages", 750.0) == "scenario 3 of 12: web-pages (about 12 min left)"
+    assert progress_line(1, 1, "scale", 5.0) == "scenario 1 of 1: scale (about 1 min left)"
+    assert progress_line(1, 2, "new", None) == "scenario 1 of 2: new (time left unknown: no earlier wall time)"

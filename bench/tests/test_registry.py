@@ -23,11 +23,7 @@ def test_every_scenario_registers_with_quick_and_full_parameters():
 def test_allman_doc_puts_the_paper_beside_ours():
     from bench import records
 
-    recs = [
-        records.measured(
-            "allman-ber", "ber=1e-6/reno", "goodput_pct_optimal", 14.3, "%"
-        )
-    ]
+    recs = [records.measured("allman-ber", "ber=1e-6/reno", "goodput_pct_optimal", 14.3, "%")]
     text = allman_ber.doc_extra(recs)
     assert "| 1e-6 | 4% | 9% | 14.3% | not run | not run |" in text
     assert "| 1e-7 | 22% | 41% | not run | not run | not run |" in text

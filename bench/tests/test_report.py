@@ -31,9 +31,7 @@ def test_format_value_significant_digits():
 
 def test_splice_replaces_only_the_generated_part():
     doc = f"# Benchmarks\nintro\n\n{report.BEGIN}\nold table\n{report.END}\n\n## Targets\nkept\n"
-    section = report.generated_section(
-        sample_records(), "note", {"cc": ["plots/cc-x.png"]}
-    )
+    section = report.generated_section(sample_records(), "note", {"cc": ["plots/cc-x.png"]})
     out = report.splice(doc, section)
     assert out.startswith("# Benchmarks\nintro\n\n" + report.BEGIN)
     assert "old table" not in out
@@ -43,9 +41,7 @@ def test_splice_replaces_only_the_generated_part():
 
 
 def test_splice_appends_when_markers_are_missing():
-    out = report.splice(
-        "# Benchmarks\nhand written\n", f"{report.BEGIN}\nx\n{report.END}"
-    )
+    out = report.splice("# Benchmarks\nhand written\n", f"{report.BEGIN}\nx\n{report.END}")
     assert out == f"# Benchmarks\nhand written\n\n{report.BEGIN}\nx\n{report.END}\n"
 
 

@@ -9,9 +9,7 @@ from bench.scenarios import soak
 from bench.soak import analysis, esp
 
 
-def rec(
-    kind: str, t0: float, t1: float, ok: bool, size: int = 1000, **kw: Any
-) -> dict[str, Any]:
+def rec(kind: str, t0: float, t1: float, ok: bool, size: int = 1000, **kw: Any) -> dict[str, Any]:
     return {
         "kind": kind,
         "size": size,
@@ -24,9 +22,7 @@ def rec(
     }
 
 
-def test_recovery_is_the_first_intact_probe_of_each_kind_started_after_the_fault() -> (
-    None
-):
+def test_recovery_is_the_first_intact_probe_of_each_kind_started_after_the_fault() -> None:
     recs = [
         rec("probe-tcp", 9.9, 10.05, True),  # started before the fault: does not count
         rec("probe-tcp", 10.1, 13.0, False),
@@ -77,9 +73,9 @@ def test_esp_payload_is_deterministic_and_bounded() -> None:
 
 def test_schedule_fails_an_apply_after_every_step_and_kills_every_daemon() -> None:
     cycle = soak.schedule(soak.PARAMS["quick"])
-    assert [a for a, s in cycle if a == "apply-fail"] and {
-        s for a, s in cycle if a == "apply-fail"
-    } == set(soak.APPLY_STEPS)
+    assert [a for a, s in cycle if a == "apply-fail"] and {s for a, s in cycle if a == "apply-fail"} == set(
+        soak.APPLY_STEPS
+    )
     assert {a for a, _ in cycle} >= {
         "kill-worker",
         "kill-master",
@@ -97,9 +93,7 @@ def test_the_soak_is_opt_in() -> None:
     assert "soak" not in run.one_of_each_kind(regular) and "soak" not in regular
 
 
-def _summarize(
-    mode: str, recs: list[dict[str, Any]], events: list[Any], **kw: Any
-) -> list[Any]:
+def _summarize(mode: str, recs: list[dict[str, Any]], events: list[Any], **kw: Any) -> list[Any]:
     from pathlib import Path
 
     from bench.context import Context
@@ -122,9 +116,7 @@ def _summarize(
     )
 
 
-def _probes(
-    t0: float, t1: float, step: float = 0.1, took: float = 0.05
-) -> list[dict[str, Any]]:
+def _probes(t0: float, t1: float, step: float = 0.1, took: float = 0.05) -> list[dict[str, Any]]:
     out = []
     t = t0
     while t < t1:

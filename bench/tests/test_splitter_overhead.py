@@ -1,7 +1,9 @@
+from typing import Any
+
 from bench.scenarios import splitter_overhead as so
 
 
-def _transfer(rate_gbps: float, busy_s: float = 0.0, cores_s: float = 0.0) -> dict:
+def _transfer(rate_gbps: float, busy_s: float = 0.0, cores_s: float = 0.0) -> dict[str, Any]:
     rate_bps = rate_gbps * 1e9 / 8
     return {
         "runs": [{}],
@@ -47,20 +49,11 @@ def test_no_dedicated_placement_is_a_missing_ratio_not_a_number():
 
 
 def test_gateway_core_figures_only_where_the_gateway_has_its_own_cpus():
-    dedicated = {
-        r.metric: r
-        for r in so.transfer_records("split", "dedicated", _transfer(8.0, 0.3, 1.0))
-    }
+    dedicated = {r.metric: r for r in so.transfer_records("split", "dedicated", _transfer(8.0, 0.3, 1.0))}
     assert round(dedicated["gateway_core_busy"].value, 1) == 30.0
     # 0.3 core-seconds for 8 Gbit moved: 3.75% of a core per Gbit/s.
     assert round(dedicated["gateway_core_cpu"].value, 2) == 3.75
-    shared = {
-        r.metric
-        for r in so.transfer_records("split", "shared", _transfer(8.0, 0.3, 1.0))
-    }
+    shared = {r.metric for r in so.transfer_records("split", "shared", _transfer(8.0, 0.3, 1.0))}
     assert "gateway_core_busy" not in shared and "gateway_cpu" in shared
-    routed = {
-        r.metric
-        for r in so.transfer_records("routed", "dedicated", _transfer(8.0, 0.01, 1.0))
-    }
+    routed = {r.metric for r in so.transfer_records("routed", "dedicated", _transfer(8.0, 0.01, 1.0))}
     assert "gateway_cpu" not in routed and "gateway_core_cpu" in routed

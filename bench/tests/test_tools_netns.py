@@ -7,9 +7,7 @@ import pytest
 
 from bench import procs
 
-pytestmark = pytest.mark.skipif(
-    os.geteuid() != 0, reason="needs root for network namespaces"
-)
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces")
 
 A, B = f"pt-bna{os.getpid() % 10000}", f"pt-bnb{os.getpid() % 10000}"
 IP_A, IP_B = "10.99.7.1", "10.99.7.2"
@@ -162,9 +160,7 @@ def test_ss_sampler_sees_an_established_socket(pair):
     )
     sampler = procs.in_netns(
         A,
-        procs.tool_argv(
-            "bench.tools.ss_sampler", "--local-port", "5202", "--duration", "2.0"
-        ),
+        procs.tool_argv("bench.tools.ss_sampler", "--local-port", "5202", "--duration", "2.0"),
     )
     with procs.Background(serve) as server:
         server.wait_line("LISTENING", timeout=10)

@@ -3,9 +3,7 @@ from bench import vethlab
 
 def test_placements_dedicate_cpu0_to_the_end_hosts_and_the_rest_to_the_gateway():
     p = vethlab.placements(4)
-    assert (
-        p["shared"].endpoint_cpus == p["shared"].gateway_cpus == frozenset({0, 1, 2, 3})
-    )
+    assert p["shared"].endpoint_cpus == p["shared"].gateway_cpus == frozenset({0, 1, 2, 3})
     assert p["dedicated"].endpoint_cpus == frozenset({0})
     assert p["dedicated"].gateway_cpus == frozenset({1, 2, 3})
 

@@ -7,19 +7,14 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 
 import pytest
 
 from bench import procs
 from bench.procs import REPO
+from satlab import webnames, webpages
 
-sys.path.insert(0, str(REPO / "lab"))
-from satlab import webnames, webpages  # type: ignore[import-not-found,unused-ignore]
-
-pytestmark = pytest.mark.skipif(
-    os.geteuid() != 0, reason="needs root for network namespaces"
-)
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces")
 
 PREFIX = f"pw{os.getpid() % 1000}-"
 SATLAB = str(REPO / "bin/satlab")
@@ -28,9 +23,7 @@ CA = f"/run/satlab/{PREFIX}/web-tls/ca.pem"
 
 
 def client(*argv: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
-    return procs.run(
-        procs.in_netns(f"{PREFIX}client", list(argv)), timeout=timeout, check=False
-    )
+    return procs.run(procs.in_netns(f"{PREFIX}client", list(argv)), timeout=timeout, check=False)
 
 
 @pytest.fixture(scope="module")
@@ -58,9 +51,7 @@ def lab():
             check=False,
             timeout=60,
         )
-        assert not os.path.exists(f"/etc/netns/{PREFIX}client"), (
-            "down must remove the client's resolv.conf"
-        )
+        assert not os.path.exists(f"/etc/netns/{PREFIX}client"), "down must remove the client's resolv.conf"
 
 
 def test_the_client_resolves_through_the_lab_dns_server(lab):
@@ -68,16 +59,10 @@ def test_the_client_resolves_through_the_lab_dns_server(lab):
     assert out.returncode == 0, out.stderr
     assert webnames.ORIGIN_BY_KEY["img"].v4 in out.stdout
     for server in (webnames.DNS_V4, webnames.DNS_V6):
-        q = client(
-            *procs.tool_argv(
-                "bench.tools.dnsq", "--server", server, webnames.host_of("www", LABEL)
-            )
-        )
+        q = client(*procs.tool_argv("bench.tools.dnsq", "--server", server, webnames.host_of("www", LABEL)))
         answers = json.loads(q.stdout)["answered"]
         assert q.returncode == 0 and len(answers) == 3
-        assert all(a["rcode"] == "NOERROR" and a["answers"] == 1 for a in answers), (
-            answers
-        )
+        assert all(a["rcode"] == "NOERROR" and a["answers"] == 1 for a in answers), answers
 
 
 def test_https_origins_speak_http2_with_the_lab_ca(lab):
@@ -112,22 +97,16 @@ def test_https_origins_speak_http2_with_the_lab_ca(lab):
     assert "timing-allow-origin: *" in head.stdout.lower()
     # The object asked from another origin's name is refused: pages really use their origins.
     wrong = page.url(css, LABEL).replace(".static.site.test", ".img.site.test")
-    out = client(
-        "curl", "-sS", "--cacert", CA, "-o", "/dev/null", "-w", "%{http_code}", wrong
-    )
+    out = client("curl", "-sS", "--cacert", CA, "-o", "/dev/null", "-w", "%{http_code}", wrong)
     assert out.stdout == "421"
     # Without the lab's CA the certificate does not verify.
-    assert (
-        client("curl", "-sS", "-o", "/dev/null", page.url(css, LABEL)).returncode != 0
-    )
+    assert client("curl", "-sS", "-o", "/dev/null", page.url(css, LABEL)).returncode != 0
 
 
 def test_the_same_objects_come_over_http3(lab):
     page = webpages.page("news")
     img = next(o for o in page.objects if o.kind == "img")
-    out = client(
-        *procs.tool_argv("bench.tools.h3get", page.url(img, LABEL), "--ca", CA)
-    )
+    out = client(*procs.tool_argv("bench.tools.h3get", page.url(img, LABEL), "--ca", CA))
     result = json.loads(out.stdout)
     assert result["ok"], result
     assert (result["status"], result["bytes"], result["alpn"]) == (200, img.size, "h3")

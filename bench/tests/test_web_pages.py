@@ -63,16 +63,12 @@ def test_variant_records_carry_limit_ratio_and_hits():
         w.Load(7.0, 1.2, 6, 17, 0),
         w.Load(8.0, 1.3, 6, 17, 0),
     ]
-    recs = {
-        r.metric: r for r in w.variant_records("page2/http/cache-hub/cold", loads, link)
-    }
+    recs = {r.metric: r for r in w.variant_records("page2/http/cache-hub/cold", loads, link)}
     limit = w.physical_limit_s("page2", link.forward_bps, link.rtt_s)
     assert recs["load_time"].value == 7.0
     assert recs["ratio_to_limit"].value == pytest.approx(7.0 / limit)
     assert recs["cache_hits"].value == 0
-    assert "cache_hits" not in {
-        r.metric for r in w.variant_records("page2/http/e2e", loads, link)
-    }
+    assert "cache_hits" not in {r.metric for r in w.variant_records("page2/http/e2e", loads, link)}
 
 
 PAGE = b'<html><body><img src="a.png"><IMG alt="" SRC="/b.png"><img src="c.png"></body></html>'
@@ -124,10 +120,7 @@ def test_http_client_fetches_html_then_every_image(origin: str):
         [origin] + [origin + "a.png", origin.replace("/p/", "/b.png"), origin + "c.png"]
     )
     assert {o["bytes"] for o in result["objects"]} == {len(PAGE), 5000, 70000, 10}
-    assert all(
-        o["status"] == 200 and o["x_cache"] == "MISS from test"
-        for o in result["objects"]
-    )
+    assert all(o["status"] == 200 and o["x_cache"] == "MISS from test" for o in result["objects"])
     # The HTML first; one connection per image at most, the first one reused (keep-alive).
     first = min(result["objects"], key=lambda o: o["start_s"])
     assert first["url"] == origin and first["conn"] == 0
@@ -143,9 +136,7 @@ def test_http_client_with_one_connection_reuses_it(origin: str):
     assert len(ports) == 1 and len(_Handler.requests) == 4
 
 
-def test_http_client_reports_a_missing_object(
-    origin: str, capsys: pytest.CaptureFixture[str]
-):
+def test_http_client_reports_a_missing_object(origin: str, capsys: pytest.CaptureFixture[str]):
     BODIES["/p/c.png"], saved = None, BODIES["/p/c.png"]  # type: ignore[assignment]
     try:
         assert http_page.main([origin, "--timeout", "5"]) == 1

@@ -35,11 +35,7 @@ def encode_query(qid: int, name: str, qtype: int) -> bytes:
     if not labels or any(len(x) > 63 for x in labels):
         raise ValueError(f"bad name {name!r}")
     qname = b"".join(bytes([len(x)]) + x.encode("ascii") for x in labels) + b"\0"
-    return (
-        struct.pack(">HHHHHH", qid, 0x0100, 1, 0, 0, 0)
-        + qname
-        + struct.pack(">HH", qtype, 1)
-    )
+    return struct.pack(">HHHHHH", qid, 0x0100, 1, 0, 0, 0) + qname + struct.pack(">HH", qtype, 1)
 
 
 def decode_header(reply: bytes) -> tuple[int, int, int]:
@@ -52,9 +48,7 @@ def decode_header(reply: bytes) -> tuple[int, int, int]:
     return qid, flags & 0xF, an
 
 
-def ask(
-    server: str, names: list[str], types: list[str], timeout: float
-) -> dict[str, Any]:
+def ask(server: str, names: list[str], types: list[str], timeout: float) -> dict[str, Any]:
     family = socket.AF_INET6 if ":" in server else socket.AF_INET
     pending: dict[int, dict[str, Any]] = {}
     with socket.socket(family, socket.SOCK_DGRAM) as s:
@@ -69,9 +63,7 @@ def ask(
         done: list[dict[str, Any]] = []
         deadline = t0 + timeout
         while pending and time.monotonic() < deadline:
-            ready, _, _ = select.select(
-                [s], [], [], max(0.0, deadline - time.monotonic())
-            )
+            ready, _, _ = select.select([s], [], [], max(0.0, deadline - time.monotonic()))
             if not ready:
                 break
             data = s.recv(4096)

@@ -72,9 +72,7 @@ def serve(args: argparse.Namespace) -> dict[str, Any]:
             remaining -= sent
         conn.shutdown(socket.SHUT_WR)
         conn.settimeout(max(1.0, deadline - time.monotonic()))
-        while conn.recv(
-            4096
-        ):  # wait for the receiver to close: every byte acknowledged
+        while conn.recv(4096):  # wait for the receiver to close: every byte acknowledged
             pass
     except OSError as exc:
         error = str(exc)

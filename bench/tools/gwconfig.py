@@ -17,11 +17,10 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import socket
 import sys
 from typing import Any
 
-from bench.procs import REPO
+from perigee_control.client import GatewayClient, GatewayError
 
 RUN_ROOT = "/run/satlab"
 # The daemon's own satellite-leg and Hybla settings when nobody tuned them (docs/control-protocol.md,
@@ -57,59 +56,23 @@ def socket_path(prefix: str, role: str, run_root: str = RUN_ROOT) -> str:
     return f"{run_root}/{prefix}/gw-{prefix}{role}.sock"
 
 
-def request(
-    sock_path: str, method: str, path: str, body: Any = None, timeout: float = 10.0
-) -> tuple[int, Any]:
-    """One HTTP/1.1 request on the Unix control socket; (status, parsed JSON body or None)."""
-    payload = b"" if body is None else json.dumps(body).encode()
-    head = (
-        f"{method} {path} HTTP/1.1\r\nHost: perigee\r\nContent-Type: application/json\r\n"
-        f"Content-Length: {len(payload)}\r\nConnection: close\r\n\r\n"
-    )
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        s.settimeout(timeout)
-        s.connect(sock_path)
-        s.sendall(head.encode() + payload)
-        chunks = []
-        while data := s.recv(65536):
-            chunks.append(data)
-    return parse_response(b"".join(chunks))
-
-
-def parse_response(raw: bytes) -> tuple[int, Any]:
-    """(status, JSON body or None) of a `Connection: close` response read to EOF."""
-    head, _, body = raw.partition(b"\r\n\r\n")
-    try:
-        status = int(head.split(b" ", 2)[1])
-    except (IndexError, ValueError) as exc:
-        raise GatewayConfigError(f"not an HTTP response: {raw[:80]!r}") from exc
-    try:
-        return status, json.loads(body) if body.strip() else None
-    except ValueError as exc:
-        raise GatewayConfigError(
-            f"HTTP {status} with a body that is not JSON: {body[:80]!r}"
-        ) from exc
-
-
 def get_config(sock_path: str) -> dict[str, Any]:
     """The active GatewayConfig (its `revision` included: PUTting it back unchanged is valid)."""
-    status, body = request(sock_path, "GET", "/v1/config")
-    if status != 200 or not isinstance(body, dict):
-        raise GatewayConfigError(f"GET /v1/config: HTTP {status}: {body}")
-    return body
+    try:
+        return GatewayClient(sock_path).get_config()
+    except GatewayError as exc:
+        raise GatewayConfigError(f"GET /v1/config: HTTP {exc.status}: {exc.code}: {exc.message}") from exc
 
 
 def put_config(sock_path: str, config: dict[str, Any]) -> dict[str, Any]:
     """Apply a config; the gateway answers only once it is installed (or rolled back: an error)."""
-    status, body = request(sock_path, "PUT", "/v1/config", config, timeout=60.0)
-    if status != 200:
-        raise GatewayConfigError(f"PUT /v1/config: HTTP {status}: {body}")
-    return dict(body or {})
+    try:
+        return GatewayClient(sock_path, timeout_s=60.0).json.apply_config(config)
+    except GatewayError as exc:
+        raise GatewayConfigError(f"PUT /v1/config: HTTP {exc.status}: {exc.code}: {exc.message}") from exc
 
 
-def with_settings(
-    config: dict[str, Any], settings: dict[str, dict[str, int]], revision: str
-) -> dict[str, Any]:
+def with_settings(config: dict[str, Any], settings: dict[str, dict[str, int]], revision: str) -> dict[str, Any]:
     """A copy of `config` with the given section fields replaced and a new revision."""
     cfg = copy.deepcopy(config)
     for section, fields in settings.items():
@@ -152,9 +115,7 @@ def bod_inputs(
 
 def profile_bod_inputs(profile: str, role: str = "hub") -> dict[str, Any]:
     """BodInputs for a satlab profile with BoD: the operator's profile is the link's own figures."""
-    if str(REPO / "lab") not in sys.path:
-        sys.path.append(str(REPO / "lab"))
-    from satlab.profiles import PROFILES  # type: ignore[import-not-found,unused-ignore]
+    from satlab.profiles import PROFILES
 
     prof = PROFILES[profile]
     if not prof.ret.get("bod"):
@@ -174,14 +135,10 @@ def profile_bod_inputs(profile: str, role: str = "hub") -> dict[str, Any]:
 PLAIN_SUPERFRAME_MS = 26.5
 
 
-def plain_link_inputs(
-    profile: str, ber: float = 0.0, role: str = "hub"
-) -> dict[str, Any]:
+def plain_link_inputs(profile: str, ber: float = 0.0, role: str = "hub") -> dict[str, Any]:
     """BodInputs for a satlab profile without BoD (its return carrier as the CRA, no allocation
     delay) at bit error rate `ber`: what an operator enters for such a link."""
-    if str(REPO / "lab") not in sys.path:
-        sys.path.append(str(REPO / "lab"))
-    from satlab.profiles import PROFILES  # type: ignore[import-not-found,unused-ignore]
+    from satlab.profiles import PROFILES
 
     prof = PROFILES[profile]
     return {
@@ -198,10 +155,7 @@ def plain_link_inputs(
 
 
 def _derive(inputs: dict[str, Any]) -> Any:
-    api_dir = str(REPO / "api")
-    if api_dir not in sys.path:
-        sys.path.append(api_dir)
-    from perigee_api.tuning import (  # type: ignore[import-not-found,unused-ignore]
+    from perigee_api.tuning import (
         BodInputs,
         derive,
     )
@@ -230,8 +184,7 @@ def apply_tuning(config: dict[str, Any], values: dict[str, float]) -> dict[str, 
 def tuned_settings(config: dict[str, Any]) -> dict[str, int]:
     """The BoD-relevant fields of a config, flat (for records and logs)."""
     return {
-        f"{section}.{field}": int(config.get(section, {}).get(field, 0))
-        for section, field in TUNED_FIELDS.values()
+        f"{section}.{field}": int(config.get(section, {}).get(field, 0)) for section, field in TUNED_FIELDS.values()
     }
 
 

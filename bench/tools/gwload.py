@@ -16,13 +16,12 @@ from typing import Any
 
 from bench import procs
 from bench.tools import gwproc
+from perigee_control.client import GatewayClient, GatewayError
 
 ECHO_PORT = 5302  # not satlab's :80 / :5001 servers nor the transfer port 5201
 # Built by `make build` (gateway workspace, crate perigee-loadgen).
 LOADGEN = procs.REPO / "gateway/target/release/perigee-loadgen"
-ExecArgv = Callable[
-    [str, list[str]], list[str]
-]  # (role, argv) -> argv run in that role's netns
+ExecArgv = Callable[[str, list[str]], list[str]]  # (role, argv) -> argv run in that role's netns
 
 
 def bytes_per_flow(before_kib: int, after_kib: int, flows: int) -> float:
@@ -49,9 +48,7 @@ def read_json_line(bg: procs.Background, timeout: float) -> Any:
     line = bg.proc.stdout.readline() if ready else ""
     if not line.strip():
         bg.close()
-        raise procs.ToolError(
-            f"{' '.join(bg.argv[-8:])}: no result in {timeout:.0f} s {bg.stderr_tail()}"
-        )
+        raise procs.ToolError(f"{' '.join(bg.argv[-8:])}: no result in {timeout:.0f} s {bg.stderr_tail()}")
     return json.loads(line)
 
 
@@ -62,22 +59,16 @@ def loadgen_argv(*args: str) -> list[str]:
     so the rate and its echo server must come from the compiled tool: no Python fallback.
     """
     if not os.access(LOADGEN, os.X_OK):
-        raise procs.ToolError(
-            f"{LOADGEN} is not built; run 'make build' (or 'make -C gateway build')"
-        )
+        raise procs.ToolError(f"{LOADGEN} is not built; run 'make build' (or 'make -C gateway build')")
     return [str(LOADGEN), *args]
 
 
 @contextmanager
-def echo_server(
-    exec_argv: ExecArgv, bind: str, threads: int, port: int = ECHO_PORT
-) -> Iterator[None]:
+def echo_server(exec_argv: ExecArgv, bind: str, threads: int, port: int = ECHO_PORT) -> Iterator[None]:
     """An echo server on `port` in the server namespace, one SO_REUSEPORT listener per thread."""
     argv = exec_argv(
         "server",
-        loadgen_argv(
-            "echo", "--bind", bind, "--port", str(port), "--threads", str(threads)
-        ),
+        loadgen_argv("echo", "--bind", bind, "--port", str(port), "--threads", str(threads)),
     )
     with procs.Background(argv) as srv:
         srv.wait_line("LISTENING", timeout=15)
@@ -116,9 +107,7 @@ class HeldFlows:
     client: dict[str, Any]  # the hold tool's summary: held, errors, open_all_s, ...
     before: gwproc.Snapshot  # the daemon idle, before any flow
     plateau: gwproc.Snapshot  # the daemon with every flow open and idle
-    counters: dict[
-        str, Any
-    ]  # /v1/counters at the plateau (empty without a control socket)
+    counters: dict[str, Any]  # /v1/counters at the plateau (empty without a control socket)
 
 
 def hold_flows(
@@ -142,14 +131,12 @@ def hold_flows(
     )  # fmt: skip
     with procs.Background(argv) as client:
         summary = read_json_line(client, open_timeout_s)
-        time.sleep(
-            settle_s
-        )  # workers report to the master once a second: let the flow table catch up
+        time.sleep(settle_s)  # workers report to the master once a second: let the flow table catch up
         plateau = gwproc.snapshot(daemon.pids)
         counters: dict[str, Any] = {}
         if control_socket:
             try:
-                counters = gwproc.control_get(control_socket, "/v1/counters")
-            except (OSError, ValueError, procs.ToolError) as exc:
+                counters = GatewayClient(control_socket).json.counters()
+            except GatewayError as exc:
                 counters = {"error": str(exc)}
     return HeldFlows(summary, before, plateau, counters)

@@ -6,11 +6,8 @@ Used by the overhead and scale scenarios; the parsers are pure so they are unit-
 
 from __future__ import annotations
 
-import json
 import os
-import socket
 from dataclasses import dataclass, field
-from typing import Any
 
 from bench import procs
 from bench.tools import cpu
@@ -90,21 +87,3 @@ def snapshot(pids: list[int]) -> Snapshot:
         snap.rss_kib[pid] = mem.get("VmRSS", 0)
         snap.hwm_kib[pid] = mem.get("VmHWM", 0)
     return snap
-
-
-def control_get(sock_path: str, path: str, timeout: float = 5.0) -> Any:
-    """GET `path` on the daemon's control socket (HTTP/1.1 over a Unix socket), parsed JSON body."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        s.settimeout(timeout)
-        s.connect(sock_path)
-        s.sendall(
-            f"GET {path} HTTP/1.1\r\nHost: perigee\r\nConnection: close\r\n\r\n".encode()
-        )
-        data = b""
-        while chunk := s.recv(1 << 20):
-            data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    status = int(head.split(b" ", 2)[1])
-    if status != 200:
-        raise procs.ToolError(f"control {path}: HTTP {status}: {body[:200]!r}")
-    return json.loads(body)

@@ -59,9 +59,7 @@ async def get(url: str, ca: str, timeout: float) -> dict[str, Any]:
 
     config = QuicConfiguration(is_client=True, alpn_protocols=H3_ALPN, server_name=host)
     config.load_verify_locations(ca)
-    async with connect(
-        addr, port, configuration=config, create_protocol=Client
-    ) as client:
+    async with connect(addr, port, configuration=config, create_protocol=Client) as client:
         assert isinstance(client, Client)
         stream = client._quic.get_next_available_stream_id()
         path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")

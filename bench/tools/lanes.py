@@ -24,9 +24,7 @@ def lane_prefixes(count: int, base: str | None = None) -> list[str]:
     return [f"{stem}{i}-" for i in range(1, count + 1)]
 
 
-def run_parallel(
-    jobs: Sequence[Callable[[str], T]], lanes: int, base: str | None = None
-) -> list[T | BaseException]:
+def run_parallel(jobs: Sequence[Callable[[str], T]], lanes: int, base: str | None = None) -> list[T | BaseException]:
     """Each job's result (or the exception it raised), in the order of `jobs`.
 
     At most `lanes` jobs run at once; a lane's prefix is handed to one job at a time. Every lane

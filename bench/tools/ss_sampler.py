@@ -20,9 +20,7 @@ SENDING_STATES = ("ESTAB", "FIN-WAIT-1", "CLOSE-WAIT")
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bench.tools.ss_sampler")
-    parser.add_argument(
-        "--peer-port", type=int, help="keep sockets whose peer port is this"
-    )
+    parser.add_argument("--peer-port", type=int, help="keep sockets whose peer port is this")
     parser.add_argument(
         "--local-port",
         type=int,
@@ -35,9 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     samples = []
     end = time.monotonic() + args.duration
     stop = []
-    signal.signal(
-        signal.SIGTERM, lambda *_: stop.append(1)
-    )  # stop early but still print the samples
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(1))  # stop early but still print the samples
     next_t = time.monotonic()
     while next_t < end and not stop:
         t = time.monotonic()

@@ -49,8 +49,4 @@ def set_congestion(sock: socket.socket, name: str) -> None:
 
 
 def congestion(sock: socket.socket) -> str:
-    return (
-        sock.getsockopt(socket.IPPROTO_TCP, TCP_CONGESTION, 16)
-        .split(b"\0", 1)[0]
-        .decode()
-    )
+    return sock.getsockopt(socket.IPPROTO_TCP, TCP_CONGESTION, 16).split(b"\0", 1)[0].decode()

@@ -68,9 +68,7 @@ def first_byte(s: socket.socket, size: int, t0: float) -> tuple[float, float]:
     return t_first, time.monotonic() - t0
 
 
-def one_request(
-    mode: str, to: str, port: int, src: str | None, size: int, request_bytes: int
-) -> dict[str, Any]:
+def one_request(mode: str, to: str, port: int, src: str | None, size: int, request_bytes: int) -> dict[str, Any]:
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     s.settimeout(20)
@@ -84,9 +82,7 @@ def one_request(
             t0 = time.monotonic()
             s.sendall(req)
         elif mode == "tfo":
-            s.settimeout(
-                None
-            )  # blocking: without a cookie the call waits for the handshake
+            s.settimeout(None)  # blocking: without a cookie the call waits for the handshake
             t0 = time.monotonic()
             sent = s.sendto(req, socket.MSG_FASTOPEN, (to, port))
             s.settimeout(20)
@@ -136,12 +132,8 @@ def main(argv: list[str] | None = None) -> int:
     for req_bytes in a.request_bytes or [300]:
         for src in a.src or [None]:
             results.append(one_request("plain", a.to, a.port, src, a.size, req_bytes))
-            results.append(
-                one_request("tfo", a.to, a.port, src, a.size, req_bytes)
-            )  # first contact
-            results.append(
-                one_request("tfo", a.to, a.port, src, a.size, req_bytes)
-            )  # cookie cached
+            results.append(one_request("tfo", a.to, a.port, src, a.size, req_bytes))  # first contact
+            results.append(one_request("tfo", a.to, a.port, src, a.size, req_bytes))  # cookie cached
             results.append(one_request("warm", a.to, a.port, src, a.size, req_bytes))
     print(json.dumps({"ok": True, "results": results}))
     return 0

@@ -323,7 +323,6 @@ def cmd_link(topo: Topology, a: argparse.Namespace) -> int:
 def cmd_client(topo: Topology, a: argparse.Namespace) -> int:
     ns = _ns_name(topo, a.ns)
     argv = ["ip", "netns", "exec", ns, sys.executable, "-m", "satlab.clients", a.cmd, *a.rest]
-    os.environ["PYTHONPATH"] = lab.python_env()["PYTHONPATH"]
     os.execvp(argv[0], argv)
 
 

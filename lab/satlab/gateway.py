@@ -33,12 +33,14 @@ import math
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any, Protocol
+
+from perigee_control.client import GatewayClient
+from perigee_control.client import GatewayError as ControlError
 
 REPO = Path(__file__).resolve().parents[2]
 # SATLAB_PERIGEE runs another build of the daemon (e.g. to measure a baseline beside this one).
@@ -273,25 +275,9 @@ def _files(topo: TopologyLike, role: str) -> tuple[str, str, str]:
     return topo.path(f"gw-{ns}.json"), topo.path(f"gw-{ns}.pid"), topo.path(f"gw-{ns}.log")
 
 
-def request(sock_path: str, method: str, path: str, body: Any = None, timeout: float = 5.0) -> tuple[int, Any]:
-    """One HTTP/1.1 request on the gateway's control socket."""
-    payload = b"" if body is None else json.dumps(body).encode()
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        s.settimeout(timeout)
-        s.connect(sock_path)
-        head = (f"{method} {path} HTTP/1.1\r\nHost: perigee\r\nContent-Type: application/json\r\n"
-                f"Content-Length: {len(payload)}\r\nConnection: close\r\n\r\n")
-        s.sendall(head.encode() + payload)
-        chunks = []
-        while True:
-            data = s.recv(65536)
-            if not data:
-                break
-            chunks.append(data)
-    raw = b"".join(chunks)
-    head_b, _, body_b = raw.partition(b"\r\n\r\n")
-    status = int(head_b.split(b" ", 2)[1])
-    return status, json.loads(body_b) if body_b else None
+def client(sock_path: str, timeout: float = 5.0) -> GatewayClient:
+    """The control protocol of the daemon listening on `sock_path` (perigee_control.client)."""
+    return GatewayClient(sock_path, timeout_s=timeout)
 
 
 def _alive(pid: int) -> bool:
@@ -344,15 +330,13 @@ def _start_one(topo: TopologyLike, role: str, timeout: float, cache: bool, peer_
             "--dns-state-dir", dn, "--dns-run-dir", os.path.join(dn, "run"), *place.extra_args]
     argv[argv.index(PERIGEE)] = gateway_binary()
     supervised = restart_from_env()
-    env = None
     if supervised:
         # The packaged unit's restart policy (gwsupervise); it writes the daemon's pid itself.
         argv = [sys.executable, "-m", "satlab.gwsupervise", "--pidfile", pidfile, "--restart-sec",
                 f"{RESTART_SEC:g}", "--", *argv]
-        env = dict(os.environ, PYTHONPATH=str(REPO / "lab") + os.pathsep + os.environ.get("PYTHONPATH", ""))
     with open(logfile, "ab") as log:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True, env=env)
+                                start_new_session=True)
     Path(supervisor_pidfile(topo, role) if supervised else pidfile).write_text(f"{proc.pid}\n")
     deadline = time.monotonic() + timeout
     while True:
@@ -360,11 +344,10 @@ def _start_one(topo: TopologyLike, role: str, timeout: float, cache: bool, peer_
             tail = Path(logfile).read_text(errors="replace")[-800:]
             raise GatewayError(f"perigee gateway in {topo.ns(role)} exited ({proc.returncode}); log:\n{tail}")
         try:
-            status, health = request(sock, "GET", "/v1/health", timeout=1.0)
-            workers = health.get("workers", []) if status == 200 else []
-            if status == 200 and (not configured or all(w.get("alive") for w in workers)):
+            health = client(sock, timeout=1.0).health()
+            if not configured or all(w.alive for w in health.workers):
                 return
-        except (OSError, ValueError, IndexError):
+        except ControlError:
             pass
         if time.monotonic() > deadline:
             raise GatewayError(f"perigee gateway in {topo.ns(role)} did not answer /v1/health in {timeout:.0f} s")
@@ -506,12 +489,12 @@ def wait_peer_pool(sock: str, timeout: float = 15.0) -> int:
     ready = 0
     while time.monotonic() < deadline:
         try:
-            status, health = request(sock, "GET", "/v1/health", timeout=2.0)
-        except (OSError, ValueError, IndexError):
-            status, health = 0, {}
-        if status == 200:
-            workers = len(health.get("workers") or []) or 1
-            ready = int((health.get("peer") or {}).get("ready") or 0)
+            health = client(sock, timeout=2.0).health()
+        except ControlError:
+            health = None
+        if health is not None:
+            workers = len(health.workers) or 1
+            ready = health.peer.ready if health.peer else 0
             if ready >= workers * PEER_POOL_SIZE:
                 break
         time.sleep(0.2)

@@ -81,9 +81,8 @@ def gateway_module() -> Any | None:
 
 
 def python_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(LAB_DIR) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    return env
+    # The workspace is installed in the venv whose interpreter runs the children: they import satlab as it does.
+    return dict(os.environ)
 
 
 # --- building ---------------------------------------------------------------------------------

@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 LAB = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(LAB))
 
 # SATLAB_TEST_PREFIX lets two people run the suite on one host without sharing a lab.
 PREFIX = os.environ.get("SATLAB_TEST_PREFIX", "st-")
@@ -22,7 +21,7 @@ needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network n
 
 def satlab(*args: str, prefix: str = PREFIX, check: bool = True, timeout: float = 120,
            env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    full_env = dict(os.environ, PYTHONPATH=str(LAB), **(env or {}))
+    full_env = dict(os.environ, **(env or {}))
     p = subprocess.run([sys.executable, "-m", "satlab", "--prefix", prefix, *args],
                        capture_output=True, text=True, timeout=timeout, env=full_env)
     if check and p.returncode != 0:
@@ -37,8 +36,7 @@ def in_ns(role: str, argv: list[str], prefix: str = PREFIX) -> list[str]:
 def client_tool(role: str, *args: str, prefix: str = PREFIX, timeout: float = 120) -> dict[str, Any]:
     """Run `python -m satlab.clients ...` inside a namespace; parse its JSON line."""
     p = subprocess.run(in_ns(role, [sys.executable, "-m", "satlab.clients", *args], prefix),
-                       capture_output=True, text=True, timeout=timeout,
-                       env=dict(os.environ, PYTHONPATH=str(LAB)))
+                       capture_output=True, text=True, timeout=timeout)
     assert p.returncode == 0, p.stderr
     out: dict[str, Any] = json.loads(p.stdout.strip().splitlines()[-1])
     return out

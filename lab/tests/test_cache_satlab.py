@@ -69,7 +69,7 @@ class CsLab:
 def wait_cache_serving(sock: str, within: float = 20.0) -> None:
     deadline = time.monotonic() + within
     while True:
-        _, health = gateway.request(sock, "GET", "/v1/health", timeout=10)
+        health = gateway.client(sock, timeout=10).exchange("GET", "/v1/health").body
         problems = [p for p in health.get("problems", []) if p.startswith("cache:")]
         if not problems:
             return
@@ -166,7 +166,8 @@ def one_connection(paths: list[str], pipelined: bool) -> list[dict[str, Any]]:
 
 
 def ctl(sock: str, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-    return gateway.request(sock, method, path, body, timeout=60)
+    answer = gateway.client(sock, timeout=60).exchange(method, path, body)
+    return answer.status, answer.body
 
 
 def records(sock: str, url_end: str) -> list[dict[str, Any]]:

@@ -16,11 +16,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from conftest import LAB, satlab
+from conftest import satlab
 
 from satlab import lab as satlab_lab
 from satlab.cluster import fabric, members, state
-from satlab.gateway import request, socket_path
+from satlab.gateway import client, socket_path
 from satlab.topology import Topology
 
 PREFIX = "pc-"
@@ -48,7 +48,7 @@ def cluster() -> Iterator[None]:
 def flowcheck(*args: str, timeout: float = 120) -> dict[str, Any]:
     p = subprocess.run(["ip", "netns", "exec", f"{PREFIX}client", sys.executable, "-m", "satlab.cluster.flowcheck",
                         "--server", SERVER, "--port", str(BULK), *args],
-                       capture_output=True, text=True, timeout=timeout, env=dict(os.environ, PYTHONPATH=str(LAB)))
+                       capture_output=True, text=True, timeout=timeout)
     assert p.returncode == 0, p.stderr
     out: dict[str, Any] = json.loads(p.stdout)
     return out
@@ -57,8 +57,7 @@ def flowcheck(*args: str, timeout: float = 120) -> dict[str, Any]:
 def flowcheck_bg(*args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(["ip", "netns", "exec", f"{PREFIX}client", sys.executable, "-m",
                              "satlab.cluster.flowcheck", "--server", SERVER, "--port", str(BULK), *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=dict(os.environ, PYTHONPATH=str(LAB)))
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def finish(p: subprocess.Popen[str], timeout: float = 120) -> dict[str, Any]:
@@ -100,8 +99,7 @@ REPORT_S = 1.3  # workers report their flows to the daemon's master once a secon
 def flows_of(gateway: str, since: float) -> dict[int, dict[str, Any]]:
     """client port -> the gateway's flow record, of flows it started after `since` (live and closed).
     Call it REPORT_S after the flows of interest ended (the workers report once a second)."""
-    status, v = request(socket_path(TOPO, gateway), "GET", "/v1/flows?state=all", timeout=10)
-    assert status == 200
+    v = client(socket_path(TOPO, gateway), timeout=10).json.flows("all")
     return {int(f["client"].rsplit(":", 1)[1]): f for f in v["flows"]
             if f["client"].startswith(CLIENT + ":") and f["started_at"] >= since - 0.5}
 

@@ -35,9 +35,8 @@ def _alive(pid: int) -> bool:
 
 def test_killed_daemon_comes_back_after_restart_sec_and_sigterm_stops_for_good(tmp_path: Path) -> None:
     pidfile = tmp_path / "daemon.pid"
-    env = dict(os.environ, PYTHONPATH=str(LAB))
     sup = subprocess.Popen([sys.executable, "-m", "satlab.gwsupervise", "--pidfile", str(pidfile),
-                            "--restart-sec", "0.5", "--", "sleep", "600"], env=env,
+                            "--restart-sec", "0.5", "--", "sleep", "600"],
                            stdout=subprocess.DEVNULL)
     try:
         first = _pid(pidfile)

@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 import pytest
-from conftest import CLEAN, LAB, PREFIX, client_tool, in_ns, link_stats, ping_rtts, satlab, set_link
+from conftest import CLEAN, PREFIX, client_tool, in_ns, link_stats, ping_rtts, satlab, set_link
 
 from satlab import content
 
@@ -50,7 +50,7 @@ class Sink:
         self.proc = subprocess.Popen(
             in_ns(role, [sys.executable, "-m", "satlab.clients", "udp-recv", "--port", str(port),
                          "--idle", str(idle), "--timeout", str(timeout), "--arrivals"]),
-            stdout=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONPATH=str(LAB)))
+            stdout=subprocess.PIPE, text=True)
         assert self.proc.stdout is not None
         assert self.proc.stdout.readline().strip() == "ready"
 
@@ -126,7 +126,7 @@ def test_bod_grants_the_rate_after_the_allocation_delay(lab: None) -> None:
         sender = subprocess.Popen(
             in_ns("client", [sys.executable, "-m", "satlab.clients", "udp-send", "--to", SERVER, "--port",
                              "9002", "--rate", str(src_rate), "--size", "1000", "--duration", "3.5"]),
-            stdout=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONPATH=str(LAB)))
+            stdout=subprocess.PIPE, text=True)
         samples: list[tuple[float, int, int]] = []  # (time, current rate, current request)
         while sender.poll() is None:
             st = link_stats()["return"]
@@ -177,7 +177,7 @@ def test_bod_backlog_drains_at_the_granted_rate_after_the_sender_stops(lab: None
         sender = subprocess.Popen(
             in_ns("client", [sys.executable, "-m", "satlab.clients", "udp-send", "--to", SERVER, "--port",
                              "9003", "--rate", str(src_rate), "--size", "1000", "--duration", str(duration)]),
-            stdout=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONPATH=str(LAB)))
+            stdout=subprocess.PIPE, text=True)
         samples: list[tuple[float, int, int, int]] = []  # (time, rate, grant, queued bytes)
         deadline = time.monotonic() + duration + 15
         while time.monotonic() < deadline:

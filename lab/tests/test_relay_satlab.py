@@ -55,9 +55,9 @@ def sock(role: str) -> str:
 
 
 def control(role: str, method: str, path: str, body: Any = None) -> Any:
-    status, out = gateway.request(sock(role), method, path, body, timeout=20)
-    assert status == 200, f"{role} {method} {path}: {status} {out}"
-    return out
+    answer = gateway.client(sock(role), timeout=20).exchange(method, path, body)
+    assert answer.status == 200, f"{role} {method} {path}: {answer.status} {answer.body}"
+    return answer.body
 
 
 def reconfigure(role: str, **changes: Any) -> None:
@@ -75,8 +75,7 @@ def reconfigure(role: str, **changes: Any) -> None:
 
 def probe(kind: str, *args: str, timeout: float = 60) -> dict[str, Any]:
     p = subprocess.run(in_ns("client", [PY, "-m", "satlab.probes", kind, *args], PREFIX),
-                       capture_output=True, text=True, timeout=timeout,
-                       env=dict(os.environ, PYTHONPATH=str(gateway.REPO / "lab")))
+                       capture_output=True, text=True, timeout=timeout)
     out: dict[str, Any] = json.loads(p.stdout.strip().splitlines()[-1])
     assert out.get("ok"), out
     return out
@@ -152,8 +151,7 @@ def lab() -> Iterator[None]:
     # On the server's own addresses: the lab's web origins hold port 443 on theirs.
     argv = [PY, "-m", "satlab.probes", "serve", *ports, "--bind", SERVER4, "--bind", SERVER6]
     server = subprocess.Popen(in_ns("server", argv, PREFIX),
-                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                              env=dict(os.environ, PYTHONPATH=str(gateway.REPO / "lab")))
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         assert server.stdout is not None
         assert json.loads(server.stdout.readline()).get("ready")
@@ -316,10 +314,11 @@ def test_server_speaks_first(lab: None) -> None:
 
 def terminal_exec(code: str, timeout: float = 60) -> Any:
     """Run the PeerClient scenario `code` in the terminal namespace; it prints one JSON value."""
-    src = f"import json, sys, time\nsys.path.insert(0, {str(gateway.REPO / 'lab' / 'tests')!r})\n" \
+    # Run from lab/tests, where `python -c` finds peerclient (the script's directory is its first import path).
+    src = "import json, sys, time\n" \
           f"from peerclient import PeerClient\nkey = bytes.fromhex({peer_key().hex()!r})\n{code}"
     p = subprocess.run(in_ns("terminal", [PY, "-c", src], PREFIX), capture_output=True, text=True,
-                       timeout=timeout, env=dict(os.environ, PYTHONPATH=str(gateway.REPO / "lab")))
+                       timeout=timeout, cwd=gateway.REPO / "lab" / "tests")
     assert p.returncode == 0, p.stderr
     return json.loads(p.stdout.strip().splitlines()[-1])
 

@@ -58,20 +58,17 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network n
 
 
 def stats_module() -> Any:
-    """The API's stats service: this repository's, unless PYTHONPATH already names another (the
+    """The API's stats service: the installed workspace's, unless PYTHONPATH names another, which comes first (the
     baseline measurement runs the previous API beside the previous gateway)."""
-    try:
-        import perigee_api.services.stats as mod
-    except ImportError:
-        sys.path.append(str(gateway.REPO / "api"))
-        import perigee_api.services.stats as mod
+    import perigee_api.services.stats as mod
+
     return mod
 
 
 def gw(role: str, method: str, path: str, body: Any = None) -> Any:
-    status, answer = gateway.request(SOCK[role], method, path, body, timeout=10)
-    assert status == 200, (role, path, status, answer)
-    return answer
+    answer = gateway.client(SOCK[role], timeout=10).exchange(method, path, body)
+    assert answer.status == 200, (role, path, answer.status, answer.body)
+    return answer.body
 
 
 @pytest.fixture(scope="module")
@@ -115,11 +112,10 @@ def link_figures(duration_s: int, http_size: int) -> tuple[list[dict[str, float]
     second, and each gateway's per-second link figures (bit/s) for the second ending there."""
     mod = stats_module()
     builders = {role: mod.SampleBuilder() for role in SOCK}
-    env = dict(os.environ, PYTHONPATH=str(gateway.REPO / "lab"))
     mix = subprocess.Popen(
         in_ns("client", [sys.executable, "-m", "satlab.clients", "mix", "--duration", str(duration_s + 4),
                          "--http-size", str(http_size), "--http-at", "3", "--http-at", "17"], PREFIX),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     emu: list[dict[str, float]] = []
     figures: dict[str, list[dict[str, float]]] = {role: [] for role in SOCK}
     second = int(time.time()) + 1

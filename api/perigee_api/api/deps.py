@@ -15,9 +15,9 @@ from perigee_api.core.client_address import client_address
 from perigee_api.core.config import Settings
 from perigee_api.core.context import AppContext
 from perigee_api.core.errors import ApiError
-from perigee_api.gateway_client import GatewayClient
 from perigee_api.models import ApiToken, BrowserSession, User
 from perigee_api.services import auth as auth_service
+from perigee_control.client import GatewayClient
 
 
 def get_ctx(request: Request) -> AppContext:

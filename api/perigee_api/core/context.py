@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from perigee_api.core.config import Settings
 from perigee_api.core.db import Database
 from perigee_api.core.observed import Running
-from perigee_api.gateway_client import GatewayClient
+from perigee_control.client import GatewayClient
 
 if TYPE_CHECKING:
     from perigee_api.services.collector import Collector

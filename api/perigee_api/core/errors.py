@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from perigee_api.gateway_client import GatewayError
+from perigee_control.client import GatewayError
 
 
 class ApiError(Exception):

@@ -10,8 +10,8 @@ import threading
 import time
 
 from perigee_api.core.context import AppContext
-from perigee_api.gateway_client import GatewayError
 from perigee_api.services import auth, running, stats
+from perigee_control.client import GatewayError
 
 log = logging.getLogger("perigee_api.collector")
 
@@ -67,8 +67,8 @@ class Collector:
         try:
             with self._live_lock:
                 self._read_live(now)
-            closed = gw.collect_flows()
-            counters = gw.counters()
+            closed = list(gw.json.collect_flows().get("flows", []))
+            counters = gw.json.counters()
         except GatewayError as exc:
             self.last_error = exc.message
             self.ctx.live.publish_error(exc.message)
@@ -79,11 +79,11 @@ class Collector:
                 self._last_maintenance = now
             return
         try:
-            cache = gw.cache_stats()
+            cache = gw.json.cache_stats()
         except GatewayError:
             cache = None  # the cache is optional
         try:
-            dns = gw.dns_stats()
+            dns = gw.json.dns_stats()
         except GatewayError:
             dns = None  # so is the resolver (and an older gateway has no /v1/dns)
         values = self.builder.build(now, self.ctx.live.flows, counters, cache, dns)
@@ -129,7 +129,7 @@ class Collector:
         """Reads the gateway's live flows into a new snapshot (the caller holds `_live_lock`); a GatewayError
         leaves the snapshot to the caller."""
         try:
-            snap = self.ctx.gateway.flows("live")
+            snap = self.ctx.gateway.json.flows("live")
         finally:
             self._live_read_at = time.monotonic()
         self.ctx.live.publish(list(snap.get("flows", [])), float(snap.get("now", now)))

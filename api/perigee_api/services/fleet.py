@@ -22,9 +22,9 @@ from sqlalchemy.orm import Session
 
 from perigee_api.core.context import AppContext
 from perigee_api.core.errors import ApiError
-from perigee_api.gateway_client import GatewayClient, GatewayError
 from perigee_api.models import FleetGateway
 from perigee_api.services import fleet_pki
+from perigee_control.client import GatewayClient, GatewayError
 
 LOCAL = "local"  # the member on this host's Unix socket; no registered gateway may take the name
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
@@ -179,8 +179,8 @@ def apply_all(ms: list[Member], config: dict[str, Any]) -> tuple[bool, list[dict
     applied | failed | rolled_back | rollback_failed | not_attempted | refused (the dry run) | unreachable."""
     previous: dict[str, dict[str, Any] | None] = {}
     if len(ms) > 1:
-        current = each(ms, lambda c: c.get_config())
-        checks = each(ms, lambda c: c.validate_config(config))
+        current = each(ms, lambda c: c.json.get_config())
+        checks = each(ms, lambda c: c.json.validate_config(config))
         bad = False
         for m, cur, chk in zip(ms, current, checks, strict=True):
             if isinstance(cur, GatewayError) and cur.code != "no_config":
@@ -206,7 +206,7 @@ def apply_all(ms: list[Member], config: dict[str, Any]) -> tuple[bool, list[dict
             results.append(_result(m, "not_attempted"))
             continue
         try:
-            res = m.client.apply_config(config)
+            res = m.client.json.apply_config(config)
         except GatewayError as exc:
             failed = True
             results.append(_result(m, "failed", error=exc))
@@ -229,7 +229,7 @@ def apply_all(ms: list[Member], config: dict[str, Any]) -> tuple[bool, list[dict
                 )
                 continue
             try:
-                back = m.client.apply_config({k: v for k, v in before.items()})
+                back = m.client.json.apply_config({k: v for k, v in before.items()})
             except GatewayError as exc:
                 r.update(status="rollback_failed", rollback_error=exc.as_dict())
                 continue
@@ -247,8 +247,8 @@ def _throughput(flows: list[dict[str, Any]]) -> tuple[float, float]:
 
 
 def status(ms: list[Member]) -> list[dict[str, Any]]:
-    healths = each(ms, lambda c: c.health())
-    lives = each(ms, lambda c: c.flows("live"))
+    healths = each(ms, lambda c: c.json.health())
+    lives = each(ms, lambda c: c.json.flows("live"))
     out = []
     for m, h, live in zip(ms, healths, lives, strict=True):
         row: dict[str, Any] = {
@@ -286,7 +286,7 @@ def status(ms: list[Member]) -> list[dict[str, Any]]:
 
 def live_flows(ms: list[Member]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Every member's live flows, each with `gateway` set; and the members that did not answer."""
-    answers = each(ms, lambda c: c.flows("live"))
+    answers = each(ms, lambda c: c.json.flows("live"))
     flows: list[dict[str, Any]] = []
     errors: list[dict[str, Any]] = []
     for m, a in zip(ms, answers, strict=True):

@@ -22,10 +22,10 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from perigee_api.core.observed import Running
-from perigee_api.gateway_client import GatewayClient, GatewayError
 from perigee_api.models import ConfigVersion
 from perigee_api.schemas.gateway_config import GatewayConfig
 from perigee_api.services import audit, versions
+from perigee_control.client import GatewayClient, GatewayError
 
 __all__ = ["Running", "drift", "find_version", "import_running", "observe", "reconcile"]
 
@@ -81,7 +81,7 @@ def observe(gw: GatewayClient) -> Running:
     """Ask the gateway what it runs (no database)."""
     now = time.time()
     try:
-        revision = gw.health().get("config_revision")
+        revision = gw.health().config_revision
     except GatewayError as exc:
         return Running(checked_at=now, error=exc.message)
     if revision is None:

@@ -11,11 +11,11 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from perigee_api.core.errors import ApiError
-from perigee_api.gateway_client import GatewayClient, GatewayError
 from perigee_api.models import ConfigVersion, Meta
 from perigee_api.schemas.gateway_config import GatewayConfig, default_config
 from perigee_api.services import fleet
 from perigee_api.services.policy_check import Issue, check_classes
+from perigee_control.client import GatewayClient, GatewayError
 
 ACTIVE_KEY = "active_version"
 
@@ -134,7 +134,7 @@ def diff(a: Any, b: Any, path: str = "$") -> list[dict[str, Any]]:
 
 def dry_run(gw: GatewayClient, v: ConfigVersion) -> dict[str, Any]:
     try:
-        res = gw.validate_config(v.config)
+        res = gw.json.validate_config(v.config)
         return {"ok": True, "version_id": v.id, "rendered": res.get("rendered"), "error": None}
     except GatewayError as exc:
         if exc.code == "gateway_unreachable":

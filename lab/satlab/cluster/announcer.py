@@ -19,12 +19,13 @@ import argparse
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from typing import Any
+
+from perigee_control.client import GatewayClient, GatewayError
 
 POLL_S = 0.1
 RECOVER_POLLS = 2
@@ -44,27 +45,11 @@ class AnnouncerConf:
 
 
 def health(sock_path: str, timeout: float = 0.5) -> dict[str, Any] | None:
-    """The daemon's /v1/health, or None when it does not answer 200."""
+    """The daemon's /v1/health as it sent it, or None when it does not answer 200 (polled ten times a second:
+    the JSON, no model)."""
     try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-            s.settimeout(timeout)
-            s.connect(sock_path)
-            s.sendall(b"GET /v1/health HTTP/1.1\r\nHost: perigee\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
-            chunks = []
-            while True:
-                data = s.recv(65536)
-                if not data:
-                    break
-                chunks.append(data)
-    except OSError:
-        return None
-    head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
-    try:
-        if int(head.split(b" ", 2)[1]) != 200:
-            return None
-        out: dict[str, Any] = json.loads(body)
-        return out
-    except (ValueError, IndexError):
+        return GatewayClient(sock_path, timeout_s=timeout).json.health()
+    except GatewayError:
         return None
 
 

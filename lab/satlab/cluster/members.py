@@ -17,6 +17,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from perigee_control.client import GatewayError as ControlError
+
 from .. import gateway
 from ..sysrun import ip
 from ..topology import EDGE_ROLE, Topology
@@ -46,11 +48,10 @@ def set_links(topo: Topology, role: str, up: bool) -> None:
         # The kernel dropped the daemon's satellite routes with the link (without telling anyone: zebra
         # still believes in them) and the daemon does not watch links: apply its config again.
         sock = gateway.socket_path(topo, role)
-        status, cfg = gateway.request(sock, "GET", "/v1/config", timeout=5.0)
-        if status == 200:
-            status, answer = gateway.request(sock, "PUT", "/v1/config", cfg, timeout=30.0)
-        if status != 200:
-            raise MemberError(f"{role}: re-applying its config after the links came back failed: {answer}")
+        try:
+            gateway.client(sock, timeout=30.0).apply_config(gateway.client(sock).get_config())
+        except ControlError as exc:
+            raise MemberError(f"{role}: re-applying its config after the links came back failed: {exc}") from exc
 
 
 def start(topo: Topology, role: str, env: dict[str, str], wait: bool = True) -> None:
@@ -79,18 +80,17 @@ def enroll(topo: Topology, role: str, credentials: dict[str, str], env: dict[str
 
 def _answers(topo: Topology, role: str) -> bool:
     try:
-        status, _ = gateway.request(gateway.socket_path(topo, role), "GET", "/v1/health", timeout=1.0)
-        return status == 200
-    except (OSError, ValueError, IndexError):
+        gateway.client(gateway.socket_path(topo, role), timeout=1.0).json.health()
+        return True
+    except ControlError:
         return False
 
 
 def live_flows(topo: Topology, role: str) -> int | None:
     try:
-        status, c = gateway.request(gateway.socket_path(topo, role), "GET", "/v1/counters", timeout=2.0)
-    except (OSError, ValueError, IndexError):
+        return gateway.client(gateway.socket_path(topo, role), timeout=2.0).counters().flows_live
+    except ControlError:
         return None
-    return int(c.get("flows_live", 0)) if status == 200 else None
 
 
 def held_buckets(topo: Topology, role: str) -> int:

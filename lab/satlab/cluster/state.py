@@ -8,6 +8,9 @@ import json
 import time
 from typing import Any
 
+from perigee_control.client import BAD_ANSWER, UNREACHABLE
+from perigee_control.client import GatewayError as ControlError
+
 from .. import procs
 from ..sysrun import ip
 from ..topology import EDGE_ROLE, Topology
@@ -81,21 +84,21 @@ def router_view(topo: Topology, role: str) -> dict[str, Any]:
 
 
 def gateway_view(topo: Topology, role: str) -> dict[str, Any]:
-    from ..gateway import request, socket_path
+    from ..gateway import client, socket_path
 
     m = next(x for x in members(topo) if x.role == role)
     out: dict[str, Any] = {"namespace": topo.ns(role), "frr_running": frr.running(topo, role),
                            "announcer": fabric.announcer_status(topo, role),
                            "addresses": {"hub_side": [m.hub_side_v4, m.hub_side_v6],
                                          "edge_side": [m.edge_side_v4, m.edge_side_v6]}}
+    gw = client(socket_path(topo, role), timeout=2.0)
     try:
-        status, h = request(socket_path(topo, role), "GET", "/v1/health", timeout=2.0)
-        _, c = request(socket_path(topo, role), "GET", "/v1/counters", timeout=2.0)
-        out["daemon"] = {"status": h.get("status") if status == 200 else f"http {status}",
-                         "fail_open": h.get("fail_open"), "revision": h.get("config_revision"),
-                         "flows_live": c.get("flows_live"), "flows_total": c.get("flows_total")}
-    except (OSError, ValueError, IndexError):
-        out["daemon"] = None
+        h, c = gw.health(), gw.counters()
+        out["daemon"] = {"status": h.status, "fail_open": h.fail_open, "revision": h.config_revision,
+                         "flows_live": c.flows_live, "flows_total": c.flows_total}
+    except ControlError as exc:
+        # Not answering: None; answering with an error: its status, as before.
+        out["daemon"] = None if exc.code in (UNREACHABLE, BAD_ANSWER) else {"status": f"http {exc.status}"}
     return out
 
 

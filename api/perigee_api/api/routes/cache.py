@@ -15,7 +15,7 @@ router = APIRouter(tags=["system"], responses={401: {"model": ErrorResponse}, 40
 
 @router.get("/cache/stats", response_model=CacheStats, summary="Cache counters (gateway passthrough)")
 def cache_stats(who: Viewer, gw: Gateway) -> dict[str, Any]:
-    return gw.cache_stats()
+    return gw.json.cache_stats()
 
 
 @router.post("/cache/purge", response_model=PurgeResponse, summary="Purge one URL or everything (gateway passthrough)")
@@ -23,4 +23,4 @@ def cache_purge(body: PurgeIn, who: Operator, gw: Gateway, request: Request) -> 
     if body.all == (body.url is not None):
         raise ApiError(422, "purge_target", "give exactly one of url or all=true", "url")
     audit_info(request, url=body.url, all=body.all)
-    return gw.cache_purge(url=body.url, purge_all=body.all)
+    return gw.json.cache_purge(url=body.url, purge_all=body.all)

@@ -19,7 +19,7 @@ router = APIRouter(tags=["system"], responses={401: {"model": ErrorResponse}, 40
     summary="Resolver counters: queries, hit ratio, stale answers, time saved (gateway passthrough)",
 )
 def dns_stats(who: Viewer, gw: Gateway) -> dict[str, Any]:
-    return gw.dns_stats()
+    return gw.json.dns_stats()
 
 
 @router.post(
@@ -29,4 +29,4 @@ def dns_flush(body: DnsFlushIn, who: Operator, gw: Gateway, request: Request) ->
     if body.all == (body.name is not None):
         raise ApiError(422, "flush_target", "give exactly one of name or all=true", "name")
     audit_info(request, name=body.name, all=body.all)
-    return gw.dns_flush(name=body.name, flush_all=body.all)
+    return gw.json.dns_flush(name=body.name, flush_all=body.all)

@@ -11,8 +11,8 @@ from sqlalchemy import select
 from perigee_api import __version__
 from perigee_api.api.deps import Ctx, Db
 from perigee_api.core.errors import ErrorResponse
-from perigee_api.gateway_client import GatewayError
 from perigee_api.schemas.api import HealthOut
+from perigee_control.client import GatewayError
 from perigee_control.reports import Health
 
 router = APIRouter(tags=["system"], responses={401: {"model": ErrorResponse}, 403: {"model": ErrorResponse}})
@@ -32,7 +32,7 @@ def health(ctx: Ctx, db: Db) -> HealthOut:
     gw_health: Health | None = None
     reachable = False
     try:
-        gw_health = Health.model_validate(ctx.gateway.health())
+        gw_health = ctx.gateway.health()
         reachable = True
         if gw_health.status != "ok":
             problems += [f"gateway: {p}" for p in gw_health.problems] or ["gateway: degraded"]

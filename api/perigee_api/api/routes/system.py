@@ -11,8 +11,8 @@ from sqlalchemy import text
 from perigee_api import __version__
 from perigee_api.api.deps import Db, Gateway, Viewer
 from perigee_api.core.errors import ErrorResponse
-from perigee_api.gateway_client import GatewayError
 from perigee_api.schemas.api import InterfaceList, VersionsOut
+from perigee_control.client import GatewayError
 
 router = APIRouter(tags=["system"], responses={401: {"model": ErrorResponse}, 403: {"model": ErrorResponse}})
 
@@ -21,7 +21,7 @@ router = APIRouter(tags=["system"], responses={401: {"model": ErrorResponse}, 40
 def system_versions(who: Viewer, db: Db, gw: Gateway) -> VersionsOut:
     rev = db.scalar(text("SELECT version_num FROM alembic_version"))
     try:
-        gwv = str(gw.health().get("version"))
+        gwv = gw.health().version
     except GatewayError:
         gwv = None
     return VersionsOut(api=__version__, python=platform.python_version(), schema_revision=rev, gateway=gwv)
@@ -34,4 +34,4 @@ def system_versions(who: Viewer, db: Db, gw: Gateway) -> VersionsOut:
     summary="The gateway's network interfaces: addresses, state, MTU, what the running config uses them for",
 )
 def system_interfaces(who: Viewer, gw: Gateway) -> dict[str, Any]:
-    return gw.interfaces()
+    return gw.json.interfaces()
