@@ -83,14 +83,14 @@ def test_a_stale_snapshot_is_refreshed_by_the_collector_and_wakes_streams(app: F
 def slow_counted_reads(ctx: AppContext, monkeypatch: pytest.MonkeyPatch) -> list[float]:
     """Makes each read of the live flows take 0.2 s (so readers asking at once overlap it) and records it."""
     reads: list[float] = []
-    read = ctx.gateway.flows
+    read = ctx.gateway.json.flows
 
     def slow_read(state: str) -> dict[str, Any]:
         reads.append(time.time())
         time.sleep(0.2)
         return read(state)
 
-    monkeypatch.setattr(ctx.gateway, "flows", slow_read)
+    monkeypatch.setattr(ctx.gateway.json, "flows", slow_read)
     return reads
 
 
