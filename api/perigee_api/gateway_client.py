@@ -100,6 +100,9 @@ class GatewayClient:
     def interfaces(self) -> dict[str, Any]:
         return dict(self._call("GET", "/v1/interfaces"))
 
+    def routing(self) -> dict[str, Any]:
+        return dict(self._call("GET", "/v1/routing"))
+
     def cache_stats(self) -> dict[str, Any]:
         return dict(self._call("GET", "/v1/cache/stats"))
 
