@@ -49,14 +49,68 @@ impl std::fmt::Display for VtyError {
 /// raised to the enable node first, as vtysh does: bfdd's `show bfd peers` is only there.
 pub fn command(dir: &Path, daemon: &str, command: &str) -> Result<String, VtyError> {
     let path = dir.join(format!("{daemon}.vty"));
-    let mut stream = match UnixStream::connect(&path) {
+    let mut stream = match connect(&path) {
         Ok(s) => s,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(VtyError::Missing(path)),
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+            return Err(VtyError::Io(
+                path,
+                "not accepting connections (its listen queue is full)".into(),
+            ))
+        }
         Err(e) => return Err(VtyError::Io(path, e.to_string())),
     };
     let deadline = Instant::now() + TIMEOUT;
     exchange(&mut stream, &path, "enable", deadline)?;
     exchange(&mut stream, &path, command, deadline)
+}
+
+/// A connection that does not wait: std's `UnixStream::connect` blocks without a timeout while the
+/// daemon's listen queue is full (a hung daemon), and every request would then hang with it. A
+/// non-blocking Unix connect either completes at once or fails with EAGAIN.
+fn connect(path: &Path) -> std::io::Result<UnixStream> {
+    use std::os::fd::FromRawFd;
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = path.as_os_str().as_bytes();
+    // SAFETY: an all-zero sockaddr_un is a valid value of the type.
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    if bytes.len() >= addr.sun_path.len() || bytes.contains(&0) {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a usable socket path (too long or with a NUL)",
+        ));
+    }
+    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    for (d, s) in addr.sun_path.iter_mut().zip(bytes) {
+        *d = *s as libc::c_char;
+    }
+    // SAFETY: socket(2) with constant arguments; the result is checked.
+    let fd = unsafe {
+        libc::socket(
+            libc::AF_UNIX,
+            libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            0,
+        )
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: fd is a socket this function just opened and nothing else owns; the stream closes it.
+    let stream = unsafe { UnixStream::from_raw_fd(fd) };
+    let len = std::mem::size_of::<libc::sa_family_t>() + bytes.len() + 1;
+    // SAFETY: addr is an initialized sockaddr_un and len does not exceed its size (checked above).
+    let rc = unsafe {
+        libc::connect(
+            fd,
+            (&addr as *const libc::sockaddr_un).cast::<libc::sockaddr>(),
+            len as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    stream.set_nonblocking(false)?;
+    Ok(stream)
 }
 
 /// One command and its answer on an open connection, done by `deadline`.
@@ -187,6 +241,34 @@ mod tests {
             VtyError::Timeout(d.join("bgpd.vty"))
         );
         assert!(t.elapsed() < TIMEOUT * 3);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_daemon_that_stopped_accepting_fails_at_once() {
+        let d = tmpdir("backlog");
+        let path = d.join("bgpd.vty");
+        let _l = UnixListener::bind(&path).unwrap();
+        // Fill its listen queue as a hung daemon's fills: connections nobody accepts.
+        let mut held = Vec::new();
+        while held.len() < 10_000 {
+            match connect(&path) {
+                Ok(s) => held.push(s),
+                Err(e) => {
+                    assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock, "{e}");
+                    break;
+                }
+            }
+        }
+        assert!(held.len() < 10_000, "the listen queue never filled");
+        match command(&d, "bgpd", "show").unwrap_err() {
+            VtyError::Io(p, why) => {
+                assert_eq!(p, path);
+                assert!(why.contains("not accepting connections"), "{why}");
+            }
+            e => panic!("{e:?}"),
+        }
+        drop(held);
         std::fs::remove_dir_all(&d).unwrap();
     }
 }
