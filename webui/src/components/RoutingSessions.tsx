@@ -10,33 +10,37 @@ export function routingProblems(m: FleetMember): string[] {
   return m.routing.problems;
 }
 
+// Badges keep their full text: squeezed in a table cell they would be cut to "E…".
+const keep = { flexShrink: 0 } as const;
+
 function SessionLine({ n }: { n: BgpNeighbor }) {
   const up = n.state === 'Established';
   const bfdUp = n.bfd?.status === 'up';
   return (
-    <Group gap={6} wrap="nowrap" data-peer={n.address}>
+    <Stack gap={2} data-peer={n.address}>
       <Text size="sm" ff="monospace">
         {n.hostname ? `${n.hostname} ${n.address}` : n.address}
       </Text>
-      <Badge size="sm" color={up ? 'green' : 'red'} variant="light">
-        {n.admin_shutdown ? `${n.state} (admin)` : n.state}
-      </Badge>
-      {up && <Text size="xs" c="dimmed">{formatDuration(n.uptime_s)}</Text>}
-      <Text size="xs" c="dimmed">
-        {n.prefixes_received}↓ {n.prefixes_sent}↑ pfx
-      </Text>
-      {n.bfd ? (
-        <Badge size="sm" color={bfdUp ? 'green' : 'red'} variant="light">
-          BFD {n.bfd.status}
+      <Group gap={4}>
+        <Badge size="sm" color={up ? 'green' : 'red'} variant="light" style={keep}>
+          {n.admin_shutdown ? `${n.state} (admin)` : n.state}
         </Badge>
-      ) : (
-        n.bfd_configured && (
-          <Badge size="sm" color="red" variant="light">
-            BFD missing
+        {n.bfd ? (
+          <Badge size="sm" color={bfdUp ? 'green' : 'red'} variant="light" style={keep}>
+            BFD {n.bfd.status}
           </Badge>
-        )
-      )}
-    </Group>
+        ) : (
+          n.bfd_configured && (
+            <Badge size="sm" color="red" variant="light" style={keep}>
+              BFD missing
+            </Badge>
+          )
+        )}
+        <Text size="xs" c="dimmed">
+          {up ? `${formatDuration(n.uptime_s)} · ` : ''}prefixes {n.prefixes_received} in / {n.prefixes_sent} out
+        </Text>
+      </Group>
+    </Stack>
   );
 }
 
@@ -56,7 +60,7 @@ export function RoutingSessions({ m }: { m: FleetMember }) {
   }
   if (r.neighbors.length === 0) return <Text size="sm">no BGP neighbors</Text>;
   return (
-    <Stack gap={2}>
+    <Stack gap="xs">
       {r.neighbors.map((n) => (
         <SessionLine key={n.address} n={n} />
       ))}

@@ -123,7 +123,7 @@ describe('FleetPage', () => {
     const rows = within(table).getAllByRole('row').slice(1);
     const peer = (row: HTMLElement, address: string) => row.querySelector(`[data-peer="${address}"]`) as HTMLElement;
     // All up: both sessions Established with uptime and prefixes, BFD up, the gateway healthy.
-    expect(peer(rows[0], '10.71.11.1')).toHaveTextContent('hub 10.71.11.1Established2m 5s1↓ 3↑ pfxBFD up');
+    expect(peer(rows[0], '10.71.11.1')).toHaveTextContent('hub 10.71.11.1EstablishedBFD up2m 5s · prefixes 1 in / 3 out');
     expect(peer(rows[0], '10.71.21.1')).toHaveTextContent('BFD up');
     expect(within(rows[0]).getByText('ok')).toBeInTheDocument();
     // Sessions down: each one's state, the gateway degraded, its problems listed and named in the alert.

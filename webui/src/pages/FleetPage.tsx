@@ -50,7 +50,7 @@ export default function FleetPage() {
                     <Table.Th>Live flows</Table.Th>
                     <Table.Th>Throughput down / up</Table.Th>
                     <Table.Th>Up</Table.Th>
-                    <Table.Th>BGP / BFD</Table.Th>
+                    <Table.Th style={{ minWidth: 240 }}>BGP / BFD</Table.Th>
                     <Table.Th>Problems</Table.Th>
                   </Table.Tr>
                 </Table.Thead>
