@@ -33,6 +33,7 @@ from perigee_control.reports import (
     HyblaStatus,
     InterfaceList,
     PurgeResponse,
+    RoutingReport,
     Validated,
 )
 
@@ -249,6 +250,10 @@ class GatewayClient:
     def interfaces(self) -> InterfaceList:
         return self._read(InterfaceList, self.json.interfaces())
 
+    def routing(self) -> RoutingReport:
+        """The BGP sessions and BFD state of the FRR beside the daemon (`available: false` where none runs)."""
+        return self._read(RoutingReport, self.json.routing())
+
     def cache_stats(self) -> CacheStats:
         return self._read(CacheStats, self.json.cache_stats())
 
@@ -307,6 +312,9 @@ class JsonRoutes:
 
     def interfaces(self) -> dict[str, Any]:
         return self._object("GET", "/v1/interfaces")
+
+    def routing(self) -> dict[str, Any]:
+        return self._object("GET", "/v1/routing")
 
     def cache_stats(self) -> dict[str, Any]:
         return self._object("GET", "/v1/cache/stats")

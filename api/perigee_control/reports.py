@@ -32,6 +32,35 @@ class Applied(Report):
     revision: str
 
 
+BfdStatus = TypeAliasType("BfdStatus", Literal["up", "down", "init", "shutdown", "unknown"])
+"""
+A BFD session's state (RFC 5880), as bfdd names it.
+- shutdown: Shut by configuration (AdminDown).
+- unknown: A status this daemon does not know (a newer FRR).
+"""
+
+
+BgpState = TypeAliasType(
+    "BgpState",
+    Literal[
+        "Idle",
+        "Connect",
+        "Active",
+        "OpenSent",
+        "OpenConfirm",
+        "Established",
+        "Deleted",
+        "Clearing",
+        "Unknown",
+    ],
+)
+"""
+A BGP session's finite-state-machine state (RFC 4271), as bgpd names it.
+- Clearing: bgpd is tearing the session down.
+- Unknown: A state this daemon does not know (a newer FRR).
+"""
+
+
 BypassRuleKind = TypeAliasType("BypassRuleKind", Literal["bypass", "class"])
 """
 Where a bypass counter comes from: a bypass entry, or a class whose action is bypass.
@@ -519,6 +548,85 @@ class ActionCounters(Report):
     cache: CacheCounters
 
 
+class BfdSession(Report):
+    """
+    One of bfdd's sessions.
+    """
+
+    detect_multiplier: Annotated[int | None, Field(ge=0)]
+    diagnostic: str | None
+    """
+    Why the local side last went down ("ok", "control detection time expired", ...).
+    """
+    interface: str | None
+    local: str | None
+    peer: str
+    receive_interval_ms: Annotated[int | None, Field(ge=0)]
+    """
+    Negotiated timers: the local receive and transmit intervals and detect multiplier.
+    """
+    remote_diagnostic: str | None
+    """
+    The same, as the peer reported it.
+    """
+    status: BfdStatus
+    status_age_s: Annotated[int | None, Field(ge=0)]
+    """
+    Seconds in the current status (up or down).
+    """
+    transmit_interval_ms: Annotated[int | None, Field(ge=0)]
+
+
+class BgpNeighbor(Report):
+    """
+    One BGP neighbor of the gateway's bgpd.
+    """
+
+    address: str
+    """
+    The peer's address.
+    """
+    admin_shutdown: bool
+    """
+    The session is shut by configuration (`neighbor ... shutdown`).
+    """
+    bfd: BfdSession | None
+    """
+    bfdd's session toward this peer; null when bfdd has none.
+    """
+    bfd_configured: bool
+    """
+    BFD is configured on this session in bgpd.
+    """
+    hostname: str | None
+    """
+    The peer's hostname, when it advertised one.
+    """
+    last_reset: str | None
+    """
+    Why the session last went down, in bgpd's words ("Admin. shutdown", "BFD down received").
+    """
+    last_reset_age_s: float | None
+    """
+    Seconds since that reset.
+    """
+    local_as: Annotated[int | None, Field(ge=0)]
+    prefixes_received: Annotated[int, Field(ge=0)]
+    """
+    Prefixes accepted from the peer, summed over the address families.
+    """
+    prefixes_sent: Annotated[int, Field(ge=0)]
+    """
+    Prefixes sent to the peer, summed over the address families.
+    """
+    remote_as: Annotated[int | None, Field(ge=0)]
+    state: BgpState
+    uptime_s: float | None
+    """
+    Seconds since the session came up; null unless Established.
+    """
+
+
 class BypassRuleCounters(Report):
     """
     The traffic one bypass rule let through untouched.
@@ -711,6 +819,36 @@ class Legs(Report):
     server: TcpInfo
     """
     The socket toward the server (the gateway's own connect).
+    """
+
+
+class RoutingReport(Report):
+    """
+    GET /v1/routing: the BGP sessions and their BFD state, as the FRR running beside the gateway
+    reports them (read from its bgpd and bfdd vty sockets, `--frr-vty-dir`).
+    """
+
+    available: bool
+    """
+    True when bgpd answered. False on a box without FRR (no vty socket): the normal case of a
+    gateway on its own.
+    """
+    neighbors: list[BgpNeighbor]
+    """
+    bgpd's neighbors, by address.
+    """
+    problems: list[str]
+    """
+    One sentence per session that is not Established, or whose BFD is not up; empty when
+    every session is.
+    """
+    reason: str | None
+    """
+    Why `available` is false, or what else could not be read (bfdd); null when all was read.
+    """
+    vty_dir: str
+    """
+    The directory of the vty sockets read.
     """
 
 

@@ -267,6 +267,15 @@ class FakeGateway:
             _nic("sat0", ["10.71.2.1/30"], mac="02:00:00:00:02:01"),
             _nic("eth9", [], mac="02:00:00:00:09:01", state="down", up=False),
         ]
+        # GET /v1/routing: no FRR beside it (a gateway on its own) until a test sets a report; None answers 404
+        # as a daemon from before the route would.
+        self.routing: dict[str, Any] | None = {
+            "available": False,
+            "reason": "bgpd: /var/run/frr/bgpd.vty does not exist",
+            "vty_dir": "/var/run/frr",
+            "neighbors": [],
+            "problems": [],
+        }
         self.purges: list[dict[str, Any]] = []
         self.flushes: list[dict[str, Any]] = []
         self._fail_step: str | None = None
@@ -416,6 +425,11 @@ class FakeGateway:
             listed.append(dict(nic, configured_as=used))
         return _answer(reports.InterfaceList, {"interfaces": listed})
 
+    async def _routing(self, _r: Request) -> JSONResponse:
+        if self.routing is None:
+            return _err(404, "not_found", "no such endpoint")
+        return _answer(reports.RoutingReport, self.routing)
+
     async def _dns_stats(self, _r: Request) -> JSONResponse:
         return _answer(reports.DnsReport, self.dns_stats)
 
@@ -452,6 +466,7 @@ class FakeGateway:
                 Route("/v1/cache/requests/collect", self._cache_collect, methods=["POST"]),
                 Route("/v1/cache/purge", self._purge, methods=["POST"]),
                 Route("/v1/interfaces", self._interfaces),
+                Route("/v1/routing", self._routing),
                 Route("/v1/dns/stats", self._dns_stats),
                 Route("/v1/dns/flush", self._dns_flush, methods=["POST"]),
             ],

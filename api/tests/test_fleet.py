@@ -15,6 +15,7 @@ import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -182,6 +183,67 @@ def test_status_and_flows_from_all_gateways_each_labelled(
     flows = viewer.get("/api/v1/fleet/flows").json()
     assert sorted((f["id"], f["gateway"]) for f in flows["flows"]) == [(1, "local"), (2, "gw-a"), (3, "gw-a")]
     assert [e["gateway"] for e in flows["errors"]] == ["gw-b"]
+
+
+def bgp_session(address: str, host: str, state: str = "Established", bfd: str = "up") -> dict[str, Any]:
+    """One neighbor of a gateway's GET /v1/routing, as the daemon reads it from FRR."""
+    up = state == "Established"
+    return {
+        "address": address,
+        "hostname": host,
+        "remote_as": 65001,
+        "local_as": 65100,
+        "state": state,
+        "admin_shutdown": state == "Idle",
+        "uptime_s": 120.0 if up else None,
+        "prefixes_received": 1 if up else 0,
+        "prefixes_sent": 3 if up else 0,
+        "last_reset": None if up else "Admin. shutdown",
+        "last_reset_age_s": None if up else 4.0,
+        "bfd_configured": True,
+        "bfd": {
+            "peer": address,
+            "local": None,
+            "interface": "sat0",
+            "status": bfd,
+            "status_age_s": 118,
+            "diagnostic": "ok",
+            "remote_diagnostic": "ok",
+            "receive_interval_ms": 200,
+            "transmit_interval_ms": 200,
+            "detect_multiplier": 4,
+        },
+    }
+
+
+def test_status_carries_each_gateways_bgp_and_bfd_sessions(
+    viewer: TestClient, fake_gw: FakeGateway, remotes: list[Remote]
+) -> None:
+    established = bgp_session("10.71.11.1", "hub")
+    shut = bgp_session("10.71.21.1", "edge", state="Idle")
+    remotes[0].gw.routing = {
+        "available": True,
+        "reason": None,
+        "vty_dir": "/var/run/frr",
+        "neighbors": [established, shut],
+        "problems": ["BGP session to 10.71.21.1 (edge) is Idle (admin shutdown)"],
+    }
+    remotes[1].gw.routing = None  # a daemon from before GET /v1/routing
+    rows = {g["gateway"]: g for g in viewer.get("/api/v1/fleet").json()["gateways"]}
+    # The local gateway has no FRR beside it: the normal single-box case, not an error.
+    assert rows["local"]["routing"]["available"] is False
+    assert "bgpd.vty does not exist" in rows["local"]["routing"]["reason"]
+    assert rows["local"]["routing_error"] is None
+    a = rows["gw-a"]["routing"]
+    assert a["available"] is True and a["neighbors"] == [established, shut]
+    assert a["problems"] == ["BGP session to 10.71.21.1 (edge) is Idle (admin shutdown)"]
+    assert rows["gw-b"]["reachable"] is True and rows["gw-b"]["routing"] is None
+    assert rows["gw-b"]["routing_error"]["code"] == "not_found"
+    # An unreachable gateway shows its error once, as before: no second one for its routing.
+    remotes[1].gw.stop()
+    b = next(g for g in viewer.get("/api/v1/fleet").json()["gateways"] if g["gateway"] == "gw-b")
+    assert b["reachable"] is False and b["error"]["code"] == "gateway_unreachable"
+    assert b["routing"] is None and b["routing_error"] is None
 
 
 def test_prometheus_file_sd_follows_the_registry(admin: TestClient, remotes: list[Remote], settings: Settings) -> None:

@@ -440,13 +440,16 @@ CLUSTER_WORKERS = "2"  # N gateways share the lab's cores: 2 workers each hold t
 def _placement(topo: TopologyLike, ns_role: str) -> Placement:
     n = cluster_size(topo)
     if ns_role.startswith("gw") and n:
-        from .cluster import fleet
+        from .cluster import fleet, frr
         from .cluster.plan import member
 
         m = member(int(ns_role[2:]))
         routes = [{"dst": "10.71.1.0/24", "via": m.hub_v4}]  # the cluster routes IPv4 (docs/cluster.md)
-        # An enrolled gateway (satlab cluster enroll) also serves its control protocol over mutual TLS.
-        return Placement(ns_role, "hub", routes, n, ("--workers", CLUSTER_WORKERS, *fleet.tls_args(topo, ns_role)))
+        # An enrolled gateway (satlab cluster enroll) also serves its control protocol over mutual TLS. Its
+        # GET /v1/routing reads the FRR of its own namespace (cluster/frr.py).
+        args = ("--workers", CLUSTER_WORKERS, "--frr-vty-dir", frr.frr_dir(topo, ns_role),
+                *fleet.tls_args(topo, ns_role))
+        return Placement(ns_role, "hub", routes, n, args)
     return Placement(ns_role, ns_role, SAT_ROUTES[ns_role])
 
 

@@ -1,7 +1,8 @@
 """The hub cluster (`satlab up --hub-gateways 3 --gateway hub`, geo-hts), namespace prefix pc-:
 the hash is symmetric on this kernel, flows are pinned both ways, a gateway's failure (SIGKILL of its
 daemon, its links down, BFD silence) moves only its own flows and lets new flows reach the others within
-1 s, a gateway that returns gets only new flows, and a drain breaks nothing (docs/cluster.md)."""
+1 s, a gateway that returns gets only new flows, and a drain breaks nothing; each gateway's GET /v1/routing
+reports its two BGP sessions and their BFD state as its FRR sees them, a fault included (docs/cluster.md)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from conftest import satlab
 
 from satlab import lab as satlab_lab
 from satlab.cluster import fabric, members, state
+from satlab.cluster.plan import member
 from satlab.gateway import client, socket_path
 from satlab.topology import Topology
 
@@ -149,6 +151,48 @@ def test_hash_is_symmetric_and_both_routers_hold_one_table(cluster: None) -> Non
 
 
 # --- pinning ----------------------------------------------------------------------------------------
+
+# --- what each gateway's FRR reports ---------------------------------------------------------------
+
+def routing(gateway: str) -> dict[str, Any]:
+    return client(socket_path(TOPO, gateway), timeout=10).json.routing()
+
+
+def sessions_down(gateway: str) -> bool:
+    """Both of its BGP sessions out of Established and both BFD sessions down."""
+    ns = routing(gateway)["neighbors"]
+    return len(ns) == 2 and all(n["state"] != "Established" and (n["bfd"] or {}).get("status") == "down" for n in ns)
+
+
+def test_each_gateway_reports_its_bgp_sessions_and_bfd_state(cluster: None) -> None:
+    state.wait_converged(TOPO, set(GATEWAYS), timeout=60)
+    for k, g in enumerate(GATEWAYS, start=1):
+        r = routing(g)
+        assert r["available"] is True and r["reason"] is None and r["problems"] == [], r
+        m = member(k)
+        by_peer = {n["address"]: n for n in r["neighbors"]}
+        assert set(by_peer) == {m.hub_v4, m.edge_v4}, r
+        for peer, router, asn in ((m.hub_v4, "hub", 65001), (m.edge_v4, "edge", 65002)):
+            n = by_peer[peer]
+            assert (n["state"], n["admin_shutdown"], n["hostname"], n["remote_as"]) == \
+                ("Established", False, f"{PREFIX}{router}", asn), n
+            assert n["prefixes_received"] >= 1 and n["uptime_s"] is not None, n
+            assert n["bfd"]["status"] == "up" and n["bfd"]["detect_multiplier"] == 4, n
+    # A fault the report must show: gw3's links go down; its BFD sessions time out (0.8 s) and bgpd drops both
+    # sessions. Within a few seconds its own report says so, one problem per session and BFD session.
+    members.set_links(TOPO, "gw3", False)
+    try:
+        took = wait_for(lambda: sessions_down("gw3"), 5, "gw3's sessions reported down", poll=0.1)
+        r = routing("gw3")
+        assert len(r["problems"]) == 4, r["problems"]
+        assert all(n["bfd"]["diagnostic"] == "control detection time expired" for n in r["neighbors"]), r
+        print(f"gw3's report showed its sessions down {took:.1f} s after its links went down")
+        assert routing("gw2")["problems"] == []
+    finally:
+        members.set_links(TOPO, "gw3", True)
+    wait_for(lambda: routing("gw3")["problems"] == [], 30, "gw3's sessions Established again", poll=0.2)
+    state.wait_converged(TOPO, set(GATEWAYS), timeout=60)
+
 
 def moves_total() -> int:
     return int((fabric.controller_status(TOPO) or {})["moves_total"])

@@ -3,7 +3,9 @@
 // this host with gw1 as its local gateway (Unix socket); gw2 and gw3 are registered by address, enrolled with
 // the credentials the API issued (`satlab cluster enroll`: a management link and the daemon's mutual-TLS
 // control listener), and one config version is applied to all three. The page must show each gateway
-// healthy on that revision, and live flows while a transfer crosses the cluster. Needs root.
+// healthy on that revision with both of its BGP sessions (toward the hub and the edge router) Established
+// and BFD up, as the FRR beside it reports them, and live flows while a transfer crosses the cluster. Needs
+// root.
 //   node e2e/fleet.mjs
 // Knobs as e2e/satlab.mjs: PERIGEE_E2E_SCREENSHOTS, PERIGEE_E2E_KEEP, PERIGEE_E2E_BUILD, SATLAB_FLEET_PREFIX.
 import assert from 'node:assert/strict';
@@ -113,10 +115,25 @@ try {
     revision = res.revision;
   });
 
-  await steps.run('the Fleet page: three healthy gateways on the active revision', async () => {
+  await steps.run('the Fleet page: each gateway with its two BGP sessions Established and BFD up', async () => {
     await page.getByRole('navigation', { name: 'Main navigation' }).getByRole('link', { name: 'Fleet', exact: true }).click();
     const table = page.getByRole('table', { name: 'Fleet gateways' });
     await table.waitFor();
+    // Gateway K peers with the hub router at 10.71.(10+K).1 and the edge router at 10.71.(20+K).1. An enrolled
+    // gateway's daemon was restarted: its announcer opens the sessions again once it serves, so wait for them.
+    for (const [name, k] of [['local', 1], ['gw2', 2], ['gw3', 3]]) {
+      const row = table.locator(`tr[data-gateway="${name}"]`);
+      for (const [router, peer] of [['hub', `10.71.${10 + k}.1`], ['edge', `10.71.${20 + k}.1`]]) {
+        const session = row.locator(`[data-peer="${peer}"]`);
+        await session.getByText(`${PREFIX}${router} ${peer}`, { exact: true }).waitFor({ timeout: 30000 });
+        await session.getByText('Established', { exact: true }).waitFor({ timeout: 30000 });
+        await session.getByText('BFD up', { exact: true }).waitFor({ timeout: 30000 });
+      }
+    }
+  });
+
+  await steps.run('the Fleet page: three healthy gateways on the active revision', async () => {
+    const table = page.getByRole('table', { name: 'Fleet gateways' });
     for (const name of ['local', 'gw2', 'gw3']) {
       const row = table.locator(`tr[data-gateway="${name}"]`);
       await row.getByText('ok', { exact: true }).waitFor();

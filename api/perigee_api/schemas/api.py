@@ -22,7 +22,15 @@ from perigee_api.schemas.gateway_config import (
     TrafficClass,
 )
 from perigee_api.tuning import BodInputs, Tuning
-from perigee_control.reports import CacheStats, DnsReport, Flow, Health, InterfaceList, PurgeResponse
+from perigee_control.reports import (
+    CacheStats,
+    DnsReport,
+    Flow,
+    Health,
+    InterfaceList,
+    PurgeResponse,
+    RoutingReport,
+)
 
 Role = Literal["admin", "operator", "viewer"]
 Username = str
@@ -559,6 +567,13 @@ class FleetMemberOut(BaseModel):
     throughput_up_bps: float | None
     problems: list[str]
     error: dict[str, Any] | None
+    routing: RoutingReport | None = Field(
+        description="its BGP sessions and their BFD state (GET /v1/routing); `available` false on a gateway without "
+        "FRR; null when it did not answer"
+    )
+    routing_error: dict[str, Any] | None = Field(
+        description="why a reachable gateway's routing report could not be read (an older daemon without the route)"
+    )
 
 
 class FleetStatusOut(BaseModel):

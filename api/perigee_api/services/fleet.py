@@ -2,8 +2,9 @@
 
 One config version goes to every member: with more than one, each first reports its current config (what a
 roll-back puts back) and dry-runs the new one; then they apply one after another; the first failure stops the
-run and the members that had applied get their previous config back. Status and live flows are read from all
-members at once, each answer labelled with its gateway.
+run and the members that had applied get their previous config back. Status (health, live flows and the BGP/BFD
+sessions of the FRR beside each gateway) and live flows are read from all members at once, each answer
+labelled with its gateway.
 """
 
 from __future__ import annotations
@@ -249,8 +250,9 @@ def _throughput(flows: list[dict[str, Any]]) -> tuple[float, float]:
 def status(ms: list[Member]) -> list[dict[str, Any]]:
     healths = each(ms, lambda c: c.json.health())
     lives = each(ms, lambda c: c.json.flows("live"))
+    routings = each(ms, lambda c: c.json.routing())
     out = []
-    for m, h, live in zip(ms, healths, lives, strict=True):
+    for m, h, live, routing in zip(ms, healths, lives, routings, strict=True):
         row: dict[str, Any] = {
             "gateway": m.name,
             "address": m.address,
@@ -264,6 +266,8 @@ def status(ms: list[Member]) -> list[dict[str, Any]]:
             "throughput_up_bps": None,
             "problems": [],
             "error": None,
+            "routing": None,
+            "routing_error": None,
         }
         if isinstance(h, GatewayError):
             row["error"] = h.as_dict()
@@ -280,6 +284,12 @@ def status(ms: list[Member]) -> list[dict[str, Any]]:
             flows = list(live.get("flows") or [])
             row["flows_live"] = len(flows)
             row["throughput_down_bps"], row["throughput_up_bps"] = _throughput(flows)
+        # A gateway without FRR answers `available: false`; an error here is a daemon that could not be asked
+        # (unreachable: `error` says so already) or does not serve the route.
+        if isinstance(routing, GatewayError):
+            row["routing_error"] = None if isinstance(h, GatewayError) else routing.as_dict()
+        else:
+            row["routing"] = routing
         out.append(row)
     return out
 

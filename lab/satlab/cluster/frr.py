@@ -24,7 +24,7 @@ import pwd
 import shutil
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from .. import procs
 from ..sysrun import run
@@ -64,7 +64,12 @@ class FrrError(RuntimeError):
     pass
 
 
-def frr_dir(topo: Topology, role: str) -> str:
+class HasPaths(Protocol):
+    def path(self, name: str) -> str: ...
+
+
+def frr_dir(topo: HasPaths, role: str) -> str:
+    """The role's FRR config and runtime directory, where its daemons' vty sockets are."""
     return topo.path(f"frr-{role}")
 
 

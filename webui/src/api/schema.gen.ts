@@ -956,6 +956,109 @@ export interface components {
             /** Total */
             total: number;
         };
+        /**
+         * BfdSession
+         * @description One of bfdd's sessions.
+         */
+        BfdSession: {
+            /** Detect Multiplier */
+            detect_multiplier: number | null;
+            /**
+             * Diagnostic
+             * @description Why the local side last went down ("ok", "control detection time expired", ...).
+             */
+            diagnostic: string | null;
+            /** Interface */
+            interface: string | null;
+            /** Local */
+            local: string | null;
+            /** Peer */
+            peer: string;
+            /**
+             * Receive Interval Ms
+             * @description Negotiated timers: the local receive and transmit intervals and detect multiplier.
+             */
+            receive_interval_ms: number | null;
+            /**
+             * Remote Diagnostic
+             * @description The same, as the peer reported it.
+             */
+            remote_diagnostic: string | null;
+            status: components["schemas"]["BfdStatus"];
+            /**
+             * Status Age S
+             * @description Seconds in the current status (up or down).
+             */
+            status_age_s: number | null;
+            /** Transmit Interval Ms */
+            transmit_interval_ms: number | null;
+        } & {
+            [key: string]: unknown;
+        };
+        /** @enum {string} */
+        BfdStatus: "up" | "down" | "init" | "shutdown" | "unknown";
+        /**
+         * BgpNeighbor
+         * @description One BGP neighbor of the gateway's bgpd.
+         */
+        BgpNeighbor: {
+            /**
+             * Address
+             * @description The peer's address.
+             */
+            address: string;
+            /**
+             * Admin Shutdown
+             * @description The session is shut by configuration (`neighbor ... shutdown`).
+             */
+            admin_shutdown: boolean;
+            /** @description bfdd's session toward this peer; null when bfdd has none. */
+            bfd: components["schemas"]["BfdSession"] | null;
+            /**
+             * Bfd Configured
+             * @description BFD is configured on this session in bgpd.
+             */
+            bfd_configured: boolean;
+            /**
+             * Hostname
+             * @description The peer's hostname, when it advertised one.
+             */
+            hostname: string | null;
+            /**
+             * Last Reset
+             * @description Why the session last went down, in bgpd's words ("Admin. shutdown", "BFD down received").
+             */
+            last_reset: string | null;
+            /**
+             * Last Reset Age S
+             * @description Seconds since that reset.
+             */
+            last_reset_age_s: number | null;
+            /** Local As */
+            local_as: number | null;
+            /**
+             * Prefixes Received
+             * @description Prefixes accepted from the peer, summed over the address families.
+             */
+            prefixes_received: number;
+            /**
+             * Prefixes Sent
+             * @description Prefixes sent to the peer, summed over the address families.
+             */
+            prefixes_sent: number;
+            /** Remote As */
+            remote_as: number | null;
+            state: components["schemas"]["BgpState"];
+            /**
+             * Uptime S
+             * @description Seconds since the session came up; null unless Established.
+             */
+            uptime_s: number | null;
+        } & {
+            [key: string]: unknown;
+        };
+        /** @enum {string} */
+        BgpState: "Idle" | "Connect" | "Active" | "OpenSent" | "OpenConfirm" | "Established" | "Deleted" | "Clearing" | "Unknown";
         /** BodApplyIn */
         BodApplyIn: {
             /**
@@ -1709,6 +1812,15 @@ export interface components {
             reachable: boolean;
             /** Revision */
             revision: string | null;
+            /** @description its BGP sessions and their BFD state (GET /v1/routing); `available` false on a gateway without FRR; null when it did not answer */
+            routing: components["schemas"]["RoutingReport"] | null;
+            /**
+             * Routing Error
+             * @description why a reachable gateway's routing report could not be read (an older daemon without the route)
+             */
+            routing_error: {
+                [key: string]: unknown;
+            } | null;
             /** Status */
             status: string;
             /** Throughput Down Bps */
@@ -2625,6 +2737,42 @@ export interface components {
              * @description The next hop, of the same family as dst.
              */
             via: string;
+        };
+        /**
+         * RoutingReport
+         * @description GET /v1/routing: the BGP sessions and their BFD state, as the FRR running beside the gateway
+         *     reports them (read from its bgpd and bfdd vty sockets, `--frr-vty-dir`).
+         */
+        RoutingReport: {
+            /**
+             * Available
+             * @description True when bgpd answered. False on a box without FRR (no vty socket): the normal case of a
+             *     gateway on its own.
+             */
+            available: boolean;
+            /**
+             * Neighbors
+             * @description bgpd's neighbors, by address.
+             */
+            neighbors: components["schemas"]["BgpNeighbor"][];
+            /**
+             * Problems
+             * @description One sentence per session that is not Established, or whose BFD is not up; empty when
+             *     every session is.
+             */
+            problems: string[];
+            /**
+             * Reason
+             * @description Why `available` is false, or what else could not be read (bfdd); null when all was read.
+             */
+            reason: string | null;
+            /**
+             * Vty Dir
+             * @description The directory of the vty sockets read.
+             */
+            vty_dir: string;
+        } & {
+            [key: string]: unknown;
         };
         /**
          * RunningOut

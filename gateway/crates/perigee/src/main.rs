@@ -45,6 +45,11 @@ enum Command {
         #[command(flatten)]
         sock: cli::SocketArg,
     },
+    /// The BGP sessions and their BFD state of the FRR beside the daemon (GET /v1/routing).
+    Routing {
+        #[command(flatten)]
+        sock: cli::SocketArg,
+    },
     /// The control protocol's JSON Schema: `config` (what PUT /v1/config takes) or `reports`
     /// (what the daemon answers).
     Schema {
@@ -62,6 +67,7 @@ fn main() {
         Command::Config { cmd, sock } => cli::config_cmd(&sock, cmd),
         Command::Health { sock } => cli::health(&sock),
         Command::Counters { sock } => cli::simple(&sock, "/v1/counters"),
+        Command::Routing { sock } => cli::simple(&sock, "/v1/routing"),
         Command::Schema { which } => {
             let schema = match which.as_str() {
                 "config" => perigee::gateway::schema::config_schema(),

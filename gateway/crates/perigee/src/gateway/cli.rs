@@ -141,6 +141,10 @@ pub enum GatewayCmd {
         /// Boxed: the daemon's options would make every other command as large.
         #[command(flatten)]
         dns: Box<DnsArgs>,
+        /// The directory of the FRR vty sockets (bgpd.vty, bfdd.vty) whose BGP and BFD sessions
+        /// GET /v1/routing reports; without FRR there the report says it is not available.
+        #[arg(long, env = "PERIGEE_FRR_VTY_DIR", default_value = super::routing::DEFAULT_VTY_DIR)]
+        frr_vty_dir: String,
     },
     /// Internal: one relay worker (spawned by `run`; stdin/stdout is its master link).
     #[command(hide = true)]
@@ -186,6 +190,7 @@ pub fn gateway(cmd: GatewayCmd) -> i32 {
             control_tls,
             squid,
             dns,
+            frr_vty_dir,
         } => master::run(master::RunArgs {
             config,
             control_socket,
@@ -194,6 +199,7 @@ pub fn gateway(cmd: GatewayCmd) -> i32 {
             metrics: (metrics != "off").then_some(metrics),
             squid: squid.options(),
             dns: (*dns).options(),
+            frr_vty_dir: frr_vty_dir.into(),
         }),
         GatewayCmd::Worker {
             index,

@@ -7,7 +7,7 @@ use super::reports::{
 };
 use super::state::{ConfigFailure, Shared};
 use super::telemetry::Flow;
-use super::{apply, http, interfaces, ipc, log, render, sys};
+use super::{apply, http, interfaces, ipc, log, render, routing, sys};
 use serde::Serialize;
 use serde_json::{json, Value};
 use std::os::unix::fs::PermissionsExt;
@@ -540,6 +540,7 @@ pub fn handle(shared: &Shared, req: &http::Request) -> (u16, Value) {
         }
         ("GET", "/v1/counters") => (200, counters(shared)),
         ("GET", "/v1/hybla") => (200, hybla_json()),
+        ("GET", "/v1/routing") => (200, to_json(&routing::report(&shared.frr_vty_dir))),
         ("GET", "/v1/interfaces") => {
             let cfg = shared.config.lock().unwrap().clone();
             let running = shared.configured.load(Ordering::Relaxed).then_some(&cfg);
@@ -559,7 +560,8 @@ pub fn handle(shared: &Shared, req: &http::Request) -> (u16, Value) {
             | "/v1/flows/collect"
             | "/v1/counters"
             | "/v1/hybla"
-            | "/v1/interfaces",
+            | "/v1/interfaces"
+            | "/v1/routing",
         ) => (405, error("method_not_allowed", "method not allowed", None)),
         _ => (404, error("not_found", "no such endpoint", None)),
     }

@@ -382,6 +382,8 @@ pub struct RunArgs {
     pub metrics: Option<String>,
     pub squid: perigee_squid::ManagerOptions,
     pub dns: perigee_dns::ManagerOptions,
+    /// Where FRR's vty sockets are (GET /v1/routing).
+    pub frr_vty_dir: std::path::PathBuf,
 }
 
 /// The startup config: None when the daemon starts without one (a new box, configured later
@@ -454,6 +456,7 @@ pub fn run(args: RunArgs) -> i32 {
         applied_at: Mutex::new(None),
         dns_totals: Mutex::new(perigee_dns::Totals::default()),
         cache_store: Mutex::new(None),
+        frr_vty_dir: args.frr_vty_dir.clone(),
     });
     // What a clean stop undoes: this namespace's Hybla entry, or the kernel tcp_hybla's rtt0.
     let hybla_before = apply::hybla_snapshot(&apply::SystemHybla);

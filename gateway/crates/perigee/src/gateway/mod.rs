@@ -20,6 +20,7 @@ pub mod peer;
 pub mod procstat;
 pub mod render;
 pub mod reports;
+pub mod routing;
 pub mod satleg;
 pub mod schema;
 pub mod session;

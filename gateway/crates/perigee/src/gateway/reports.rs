@@ -205,6 +205,102 @@ pub struct DnsReport {
     pub upstream_probe: Vec<ProbeResult>,
 }
 
+/// GET /v1/routing: the BGP sessions and their BFD state, as the FRR running beside the gateway
+/// reports them (read from its bgpd and bfdd vty sockets, `--frr-vty-dir`).
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct RoutingReport {
+    /// True when bgpd answered. False on a box without FRR (no vty socket): the normal case of a
+    /// gateway on its own.
+    pub available: bool,
+    /// Why `available` is false, or what else could not be read (bfdd); null when all was read.
+    pub reason: Option<String>,
+    /// The directory of the vty sockets read.
+    pub vty_dir: String,
+    /// bgpd's neighbors, by address.
+    pub neighbors: Vec<BgpNeighbor>,
+    /// One sentence per session that is not Established, or whose BFD is not up; empty when
+    /// every session is.
+    pub problems: Vec<String>,
+}
+
+/// A BGP session's finite-state-machine state (RFC 4271), as bgpd names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[schemars(transform = perigee_types::flat_enum)]
+pub enum BgpState {
+    Idle,
+    Connect,
+    Active,
+    OpenSent,
+    OpenConfirm,
+    Established,
+    /// bgpd is tearing the session down.
+    Clearing,
+    Deleted,
+    /// A state this daemon does not know (a newer FRR).
+    Unknown,
+}
+
+/// One BGP neighbor of the gateway's bgpd.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct BgpNeighbor {
+    /// The peer's address.
+    pub address: String,
+    /// The peer's hostname, when it advertised one.
+    pub hostname: Option<String>,
+    pub remote_as: Option<u32>,
+    pub local_as: Option<u32>,
+    pub state: BgpState,
+    /// The session is shut by configuration (`neighbor ... shutdown`).
+    pub admin_shutdown: bool,
+    /// Seconds since the session came up; null unless Established.
+    pub uptime_s: Option<f64>,
+    /// Prefixes accepted from the peer, summed over the address families.
+    pub prefixes_received: u64,
+    /// Prefixes sent to the peer, summed over the address families.
+    pub prefixes_sent: u64,
+    /// Why the session last went down, in bgpd's words ("Admin. shutdown", "BFD down received").
+    pub last_reset: Option<String>,
+    /// Seconds since that reset.
+    pub last_reset_age_s: Option<f64>,
+    /// BFD is configured on this session in bgpd.
+    pub bfd_configured: bool,
+    /// bfdd's session toward this peer; null when bfdd has none.
+    pub bfd: Option<BfdSession>,
+}
+
+/// A BFD session's state (RFC 5880), as bfdd names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+#[schemars(transform = perigee_types::flat_enum)]
+pub enum BfdStatus {
+    Up,
+    Down,
+    Init,
+    /// Shut by configuration (AdminDown).
+    Shutdown,
+    /// A status this daemon does not know (a newer FRR).
+    Unknown,
+}
+
+/// One of bfdd's sessions.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct BfdSession {
+    pub peer: String,
+    pub local: Option<String>,
+    pub interface: Option<String>,
+    pub status: BfdStatus,
+    /// Seconds in the current status (up or down).
+    pub status_age_s: Option<u64>,
+    /// Why the local side last went down ("ok", "control detection time expired", ...).
+    pub diagnostic: Option<String>,
+    /// The same, as the peer reported it.
+    pub remote_diagnostic: Option<String>,
+    /// Negotiated timers: the local receive and transmit intervals and detect multiplier.
+    pub receive_interval_ms: Option<u64>,
+    pub transmit_interval_ms: Option<u64>,
+    pub detect_multiplier: Option<u64>,
+}
+
 /// PUT /v1/config, 200.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct Applied {

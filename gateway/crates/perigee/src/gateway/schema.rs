@@ -6,7 +6,9 @@
 //! dashboard's TypeScript client (docs/ARCHITECTURE.md, *One schema*).
 use super::config::GatewayConfig;
 use super::interfaces::InterfaceList;
-use super::reports::{Applied, Counters, DnsReport, ErrorBody, FlowList, Health, Validated};
+use super::reports::{
+    Applied, Counters, DnsReport, ErrorBody, FlowList, Health, RoutingReport, Validated,
+};
 use perigee_squid::{CacheStats, CollectResponse, PurgeRequest, PurgeResponse};
 use schemars::generate::SchemaSettings;
 use schemars::{JsonSchema, SchemaGenerator};
@@ -51,6 +53,7 @@ pub fn reports_schema() -> Value {
         define::<Validated>(&mut g),
         define::<ErrorBody>(&mut g),
         define::<InterfaceList>(&mut g),
+        define::<RoutingReport>(&mut g),
     ];
     // The requests the daemon takes besides the config (deserialization contract, its own generator).
     let mut input = SchemaSettings::draft2020_12()

@@ -120,6 +120,8 @@ pub struct Shared {
     pub dns_totals: Mutex<perigee_dns::Totals>,
     /// Squid's storage figures as last read (every STORE_INFO_EVERY).
     pub cache_store: Mutex<Option<perigee_squid::admin::StoreInfo>>,
+    /// The directory of the FRR vty sockets GET /v1/routing reads (`--frr-vty-dir`).
+    pub frr_vty_dir: std::path::PathBuf,
 }
 
 #[derive(Debug)]
