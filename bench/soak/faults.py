@@ -4,6 +4,7 @@ a full disk, a dead link, lost routes) and what the gateway said."""
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import signal
@@ -25,12 +26,16 @@ if str(procs.REPO / "lab") not in sys.path:
 # others at once; a failed apply leaves the previous state serving; a dead Squid's port 80 goes to
 # the splitter within the master's liveness check (250 ms); a dead master takes its workers with it
 # but leaves the nft rules, so new flows are routed unsplit (fail-open) until its service manager
-# has restarted it (reported apart: FaultEvent.detail["healthy_after_s"]).
+# has restarted it (reported apart: FaultEvent.detail["healthy_after_s"]). The control plane's faults
+# (the API killed, its disk full) must not touch the data plane at all: the same bound, measured from
+# the fault's start; their own bounds are in bench/soak/apifaults.py.
 BOUNDS_S = {
     "kill-worker": 1.0,
     "apply-fail": 1.0,
     "kill-squid": 1.0,
     "kill-master": 1.0,
+    "kill-api": 1.0,
+    "api-disk-full": 1.0,
 }
 TARGET_S = 1.0
 
@@ -147,6 +152,21 @@ def net_state(lb: benchlab.Lab, role: str) -> list[str]:
     return out
 
 
+def state_diff(before: list[str], after: list[str], max_lines: int = 24) -> list[str]:
+    """The lines that differ (-before, +after), for the log: what a rollback did not put back."""
+    out: list[str] = []
+    for b, a in zip(before, after, strict=True):
+        if b != a:
+            out += [
+                line
+                for line in difflib.unified_diff(
+                    b.splitlines(), a.splitlines(), lineterm="", n=0
+                )
+                if line[:1] in "+-" and not line.startswith(("+++", "---"))
+            ]
+    return out[:max_lines]
+
+
 def apply_fail(gw: Gateways, role: str, step: str, fault_file: str) -> FaultEvent:
     """A config apply that fails after `step` (the daemon's test-only hook): the daemon must
     answer 409 naming the step, keep serving, and leave the namespace exactly as it was."""
@@ -169,6 +189,7 @@ def apply_fail(gw: Gateways, role: str, step: str, fault_file: str) -> FaultEven
         "step_reported": got_step,
         "revision_after": (health or {}).get("config_revision"),
         "state_changed": changed,
+        "state_diff": state_diff(before, after),
         "rolled_back": status == 409
         and got_step == step
         and not changed
