@@ -275,9 +275,19 @@ def routes_lost(lb: benchlab.Lab, gw: Gateways, role: str, hold_s: float) -> Fau
     )
 
 
+def restore_argv(deleted: list[str]) -> list[str]:
+    """`ip` arguments that put a deleted route back only if it is still missing: `add`, never
+    `replace`. The re-apply has already put back the gateway's own routes with their attributes
+    (initcwnd, congctl hybla); replacing them with bare copies left the namespace differing from
+    what the gateway installs, which the next rolled-back apply then "changed" back."""
+    return [*deleted[:2], "add", *deleted[3:]]
+
+
 def restore_routes(lb: benchlab.Lab, role: str, argvs: list[list[str]]) -> None:
     for argv in argvs:
-        add = [*argv[:2], "replace", *argv[3:]]
+        # An existing route ("File exists") is left as the gateway set it.
         subprocess.run(
-            lb.exec_argv(role, ["ip", *add]), check=False, capture_output=True
+            lb.exec_argv(role, ["ip", *restore_argv(argv)]),
+            check=False,
+            capture_output=True,
         )

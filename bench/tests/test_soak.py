@@ -282,3 +282,17 @@ def test_short_soak_fails_on_control_plane_faults() -> None:
         _summarize("quick", failed, [ok], control=([], state))
     with pytest.raises(soak.SoakFailure, match="not what the hub runs"):
         _summarize("quick", clean, [ok], control=([], {**state, "running_version": 6}))
+
+
+def test_routes_are_restored_only_where_missing() -> None:
+    from bench.soak import faults
+
+    deleted = ["-4", "route", "del", "10.71.3.0/24", "via", "10.71.2.2"]
+    assert faults.restore_argv(deleted) == [
+        "-4",
+        "route",
+        "add",
+        "10.71.3.0/24",
+        "via",
+        "10.71.2.2",
+    ]
