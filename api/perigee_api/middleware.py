@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import json
+import logging
 import time
 from typing import Any
 
+from sqlalchemy.exc import OperationalError
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from perigee_api.core import client_address as addresses
 from perigee_api.core import security
 from perigee_api.core.context import AppContext
+from perigee_api.core.storage import is_storage_full
 from perigee_api.services import audit
+
+log = logging.getLogger("perigee_api.audit")
 
 UNSAFE = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 RESTORE_PATH = "/api/v1/system/restore"
@@ -136,6 +141,22 @@ class GuardMiddleware:
             )
 
     def _audit(self, info: dict[str, Any], method: str, path: str, status: int, address: str) -> None:
+        try:
+            self._write_audit(info, method, path, status, address)
+        except OperationalError as exc:
+            if not is_storage_full(exc):
+                raise
+            # The answer is already sent (a 507 for the write itself); the entry goes to the log instead.
+            log.warning(
+                "audit entry not stored (database disk full): %s %s %s -> %d by %s",
+                address,
+                method,
+                path,
+                status,
+                info.get("actor", "anonymous"),
+            )
+
+    def _write_audit(self, info: dict[str, Any], method: str, path: str, status: int, address: str) -> None:
         with self.ctx.db.session() as db:
             audit.record(
                 db,

@@ -7,19 +7,23 @@ Opt-in (OPT_IN): `make soak` runs its full parameters, `make test` its short one
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import httpx
 
 from bench import lab, procs, records, report
 from bench.context import Context
 from bench.records import Record
-from bench.soak import analysis, faults, gwprocs
+from bench.soak import analysis, apifaults, controlplane, faults, gwprocs
 
 NAME = "soak"
 KIND = "soak"
@@ -46,8 +50,12 @@ DESCRIPTION = (
     "Every completed transfer is compared byte for byte with the lab's fixed stream and its "
     "sha256 checked; broken transfers (ended early by a fault) are counted, never verified. "
     "Recovery: from the fault (or the end of a lasting condition) until a probe of each kind "
-    "started after it completed intact. The API is not part of satlab and is not exercised "
-    "here (its kill and full-disk faults are not covered)."
+    "started after it completed intact. The control plane runs too: the API (`python -m "
+    "perigee_api`, collector on) on the hub gateway's control socket, its SQLite database on a "
+    "64 MiB tmpfs of its own, under the same restart policy; an admin reads every 0.5 s (health, "
+    "live flows, a time series) and every 10 s stores and applies a config version (the splitter's "
+    "idle timeout moved by one second). Its faults: SIGKILL of the API, and the disk under its "
+    "database full (0 bytes free) while reads, writes and the collector go on."
 )
 PARAMS: dict[str, dict[str, Any]] = {
     "quick": {
@@ -143,10 +151,40 @@ def schedule(p: dict[str, Any]) -> list[tuple[str, str]]:
         ("kill-master", "terminal"),
         ("kill-master", "hub"),
         ("squid-disk-full", ""),
+        ("kill-api", "hub"),
+        ("api-disk-full", "hub"),
         ("link-down", ""),
         ("routes-lost", "terminal"),
     ]
     return cycle
+
+
+@dataclass
+class ControlPlane:
+    """The soak's API, the admin session the faults use, and the control-plane load."""
+
+    api: controlplane.Api
+    client: httpx.Client
+    load: controlplane.Load
+
+
+@contextlib.contextmanager
+def control_plane(lb: lab.Lab, gw: faults.Gateways, idle_timeout_s: int) -> Iterator[ControlPlane]:
+    """The API on the hub: the terminal's control socket is the one the apply-fail and routes-lost
+    faults drive directly, so the API's own applies go to the other gateway and never race them."""
+    api = controlplane.Api(gw.run_dir, gw.sock("hub"))
+    with (
+        controlplane.data_tmpfs(api),
+        controlplane.running(api),
+        api.client(timeout=controlplane.WRITE_TIMEOUT_S) as client,
+    ):
+        api.log_in(client)
+        load = controlplane.Load(api, idle_timeout_s)
+        load.start()
+        try:
+            yield ControlPlane(api, client, load)
+        finally:
+            load.stop()
 
 
 def strike(
@@ -154,6 +192,7 @@ def strike(
     arg: str,
     lb: lab.Lab,
     gw: faults.Gateways,
+    cp: ControlPlane,
     p: dict[str, Any],
     fault_file: str,
 ) -> faults.FaultEvent:
@@ -170,7 +209,12 @@ def strike(
     if action == "kill-squid":
         return faults.kill_squid(gw, arg)
     if action == "apply-fail":
-        return faults.apply_fail(gw, "terminal", arg, fault_file)
+        with cp.api.write_lock:  # the fault hook's step file is read by both daemons
+            return faults.apply_fail(gw, "terminal", arg, fault_file)
+    if action == "kill-api":
+        return apifaults.kill_api(cp.api, cp.client, list(cp.load.written))
+    if action == "api-disk-full":
+        return apifaults.api_disk_full(cp.api, cp.client, p["idle_timeout_s"], p["disk_full_s"])
     if action == "squid-disk-full":
         return faults.squid_disk_full(store_mount(lb.prefix), p["disk_full_s"])
     if action == "link-down":
@@ -228,6 +272,20 @@ def soak(ctx: Context, p: dict[str, Any], lb: lab.Lab, fault_file: str) -> list[
             raise SoakFailure(f"soak config on {role}: {status} {reply}")
     baseline = {r: gwprocs.footprint(gw.master(r)) for r in roles}
     ctx.log(f"soak baseline footprint: {baseline}")
+    with control_plane(lb, gw, p["idle_timeout_s"]) as cp:
+        return run_load(ctx, p, lb, gw, cp, fault_file, baseline)
+
+
+def run_load(
+    ctx: Context,
+    p: dict[str, Any],
+    lb: lab.Lab,
+    gw: faults.Gateways,
+    cp: ControlPlane,
+    fault_file: str,
+    baseline: dict[str, gwprocs.Footprint],
+) -> list[Record]:
+    roles = ("terminal", "hub")
     out_path = f"/run/satlab/{lb.prefix}/soak-transfers.jsonl"
     stop_file = f"/run/satlab/{lb.prefix}/soak-stop"
     esp_rx = procs.Background(
@@ -296,7 +354,7 @@ def soak(ctx: Context, p: dict[str, Any], lb: lab.Lab, fault_file: str) -> list[
             action, arg = cycle[k % len(cycle)]
             t_fault = time.monotonic()
             try:
-                ev = strike(action, arg, lb, gw, p, fault_file)
+                ev = strike(action, arg, lb, gw, cp, p, fault_file)
             except Exception as e:  # noqa: BLE001  (a fault the harness could not carry out is a finding)
                 ev = faults.FaultEvent(
                     f"{action}:{arg}",
@@ -316,6 +374,7 @@ def soak(ctx: Context, p: dict[str, Any], lb: lab.Lab, fault_file: str) -> list[
         t_load_end = time.monotonic()
     finally:
         load.close()
+        cp.load.stop()
         esp_tx_res = _result_or(esp_tx, 60)
         esp_rx_res = _result_or(esp_rx, 60)
     # Flows the gateways still hold after their idle timeout: hung.
@@ -330,9 +389,11 @@ def soak(ctx: Context, p: dict[str, Any], lb: lab.Lab, fault_file: str) -> list[
     live = {r: gw.request(r, "GET", "/v1/flows?state=live")[1] for r in roles if hung_gw.get(r)}
     if live:
         ctx.log(f"soak: flows still live after the idle timeout: {json.dumps(live)[:3000]}")
+    # At the end: the API's active version is what the hub runs.
+    final_state, _ = apifaults.wait_in_sync(cp.api, cp.client, apifaults.RECONCILE_WITHIN_S)
     keep_artefacts(ctx, lb)
     recs = read_records(out_path)
-    return summarize(
+    out = summarize(
         ctx,
         p,
         recs,
@@ -344,7 +405,9 @@ def soak(ctx: Context, p: dict[str, Any], lb: lab.Lab, fault_file: str) -> list[
         esp_tx_res,
         esp_rx_res,
         t_load_end,
+        control=(cp.load.calls, final_state),
     )
+    return out
 
 
 ARTEFACTS = Path("/tmp/perigee-soak")
@@ -360,6 +423,7 @@ def keep_artefacts(ctx: Context, lb: lab.Lab) -> None:
         "soak-transfers.jsonl",
         f"gw-{lb.ns('terminal')}.log",
         f"gw-{lb.ns('hub')}.log",
+        "api.log",
     ):
         if (run_dir / name).exists():
             shutil.copy(run_dir / name, dest / name)
@@ -388,6 +452,7 @@ def summarize(
     esp_tx: dict[str, Any],
     esp_rx: dict[str, Any],
     t_end: float,
+    control: tuple[list[controlplane.Call], dict[str, Any]] | None = None,
 ) -> list[Record]:
     out: list[Record] = []
     violations: list[str] = []
@@ -479,6 +544,12 @@ def summarize(
             violations.append(f"{ev.name}: the daemon was not healthy again within 30 s")
         if ev.kind == "apply-fail" and not ev.detail.get("rolled_back"):
             violations.append(f"{ev.name}: apply not refused and rolled back: {ev.detail}")
+        if ev.kind in API_FAULTS:
+            violations += apifaults.problems(ev)
+            # The API is not in the data path: no probe may fail while it is killed or its disk full.
+            if rec.failed_probes:
+                violations.append(f"{ev.name}: {rec.failed_probes} probes failed (the data plane noticed)")
+            ev.detail["probes_failed"] = rec.failed_probes
     # One row per fault (several cycles: the worst and the count).
     for ev in events:
         if "healthy_after_s" in ev.detail:
@@ -499,6 +570,10 @@ def summarize(
                 "s",
                 "the restarted daemon splitting again; new flows are routed unsplit meanwhile",
             )
+    control_totals = None
+    if control is not None:
+        control_totals = summarize_control(m, events, control[0], control[1], violations)
+    out += summarize_api_faults(events)
     ctx.raw["soak"] = {
         "events": [{"name": e.name, "t": e.t, "t_restored": e.t_restored, "detail": e.detail} for e in events],
         "load_summary": summary,
@@ -506,6 +581,7 @@ def summarize(
         "hung_gateway_flows": hung_gw,
         "violations": violations,
         "by_kind": tot.by_kind,
+        "control_plane": dataclasses.asdict(control_totals) if control_totals else None,
     }
     m("totals", "violations", len(violations), "", "; ".join(violations)[:300])
     ctx.log(
@@ -518,13 +594,181 @@ def summarize(
     return out
 
 
+API_FAULTS = ("kill-api", "api-disk-full")
+# Per control-plane fault, what apifaults measured (the worst over the soak's cycles): detail key,
+# metric, unit.
+API_FAULT_METRICS = {
+    "kill-api": [
+        ("api_back_s", "api_answering_again_worst", "s"),
+        ("restart_delay_s", "restart_delay_worst", "s"),
+        ("start_s", "api_start_worst", "s"),
+        ("start_cpu_s", "api_start_cpu_worst", "s"),
+        ("in_sync_after_s", "in_sync_after_worst", "s"),
+        ("versions_missing", "versions_missing", ""),
+        ("probes_failed", "probes_failed", ""),
+    ],
+    "api-disk-full": [
+        ("reads_not_200", "reads_not_200", ""),
+        ("writes_stored", "writes_stored_while_full", ""),
+        ("writes_refused", "writes_refused_507_503", ""),
+        ("writes_other", "writes_other_answers", ""),
+        ("write_back_s", "write_stored_again_worst", "s"),
+        ("collector_back_s", "collector_storing_again_worst", "s"),
+        ("integrity_not_ok", "integrity_check_not_ok", ""),
+        ("half_written", "versions_half_written", ""),
+        ("probes_failed", "probes_failed", ""),
+    ],
+}
+
+
+def _api_fault_values(ev: faults.FaultEvent) -> dict[str, float | None]:
+    d = ev.detail
+    if ev.kind == "api-disk-full" and "reads" in d:
+        writes = d["writes"]
+        return {
+            "reads_not_200": sum(v for k, v in d["reads"].items() if k != "200"),
+            "writes_stored": writes.get("200 stored", 0),
+            "writes_refused": sum(v for k, v in writes.items() if k.startswith(("507 ", "503 "))),
+            "writes_other": sum(v for k, v in writes.items() if not k.startswith(("200 ", "507 ", "503 "))),
+            "write_back_s": d.get("write_back_s"),
+            "collector_back_s": d.get("collector_back_s"),
+            "integrity_not_ok": int(d.get("integrity") != "ok"),
+            "half_written": len(d.get("half_written", [])),
+            "probes_failed": d.get("probes_failed"),
+        }
+    if ev.kind == "kill-api" and "pid" in d:
+        return {
+            "api_back_s": d.get("api_back_s"),
+            "restart_delay_s": d.get("restart_delay_s"),
+            "start_s": d.get("start_s"),
+            "start_cpu_s": d.get("start_cpu_s"),
+            "in_sync_after_s": d.get("in_sync_after_s"),
+            "versions_missing": len(d.get("versions_missing", [])),
+            "probes_failed": d.get("probes_failed"),
+        }
+    return {}
+
+
+def summarize_api_faults(events: list[faults.FaultEvent]) -> list[Record]:
+    """One record per control-plane fault and measure: the worst of its cycles (none when a cycle
+    never got there)."""
+    out: list[Record] = []
+    for kind, metrics in API_FAULT_METRICS.items():
+        evs = [e for e in events if e.kind == kind]
+        values = [v for v in (_api_fault_values(e) for e in evs) if v]
+        if not values:
+            continue
+        name = evs[0].name
+        for key, metric, unit in metrics:
+            got = [v.get(key) for v in values]
+            if any(x is None for x in got):
+                out.append(records.missing(NAME, name, metric, unit, "not reached in one cycle"))
+            else:
+                out.append(records.measured(NAME, name, metric, max(float(x or 0) for x in got), unit))
+        if kind == "kill-api":
+            out.append(
+                records.measured(
+                    NAME,
+                    name,
+                    "api_start_cpu_bound",
+                    apifaults.START_CPU_BOUND_S,
+                    "s",
+                    "and the restart delay at most RestartSec 2 s + 1 s",
+                )
+            )
+    return out
+
+
+def summarize_control(
+    m: Callable[..., None],
+    events: list[faults.FaultEvent],
+    calls: list[controlplane.Call],
+    final_state: dict[str, Any],
+    violations: list[str],
+) -> analysis.ControlTotals:
+    # While the API is killed (until an authenticated read answered again, plus a margin) no answer
+    # is expected.
+    down = [(e.t, e.t + float(e.detail.get("api_back_s") or 60.0) + 0.5) for e in events if e.kind == "kill-api"]
+    ct = analysis.control_plane(calls, down)
+    v = "control plane"
+    m(v, "reads", ct.reads, "")
+    m(v, "reads_ok", ct.reads_ok, "")
+    if ct.read_p99_s is not None:
+        m(v, "read_p99", ct.read_p99_s, "s")
+    m(v, "versions_stored", ct.stored, "")
+    m(v, "applies_ok", ct.applied, "")
+    m(
+        v,
+        "writes_refused",
+        sum(ct.refused.values()),
+        "",
+        ", ".join(f"{k}: {n}" for k, n in sorted(ct.refused.items()))[:200],
+    )
+    m(v, "server_errors", ct.server_errors, "", "HTTP 500")
+    m(v, "hung_requests", ct.hung, "")
+    if ct.server_errors:
+        violations.append(f"control plane: {ct.server_errors} HTTP 500 answers")
+    if ct.hung:
+        violations.append(f"control plane: {ct.hung} requests hung")
+    if ct.bad_outside_down:
+        violations.append(
+            f"control plane: {len(ct.bad_outside_down)} failed requests while the API was up, e.g. "
+            f"{ct.bad_outside_down[:3]}"
+        )
+    if not apifaults.in_sync(final_state):
+        violations.append(f"control plane at the end: the active version is not what the hub runs: {final_state}")
+    return ct
+
+
+def control_tables(recs: list[Record]) -> list[str]:
+    """The control plane's load over the whole soak, and what each of its faults left."""
+    lines: list[str] = []
+    load = [r for r in recs if r.variant == "control plane"]
+    if load:
+        lines += ["", "| control-plane load | value |", "|---|---|"]
+        for r in load:
+            unit = f" [{r.unit}]" if r.unit else ""
+            note = f" ({r.note})" if r.note else ""
+            lines.append(f"| {r.metric.replace('_', ' ')}{unit}{note} | {_fmt(r)} |")
+    rows = [
+        r
+        for r in recs
+        if r.variant.startswith(("kill-api", "api-disk-full"))
+        and r.metric not in ("recovery", "recovery_worst", "recovery_median", "times", "bound")
+    ]
+    if rows:
+        lines += [
+            "",
+            "| control-plane fault | measure (worst over the cycles) | value |",
+            "|---|---|---|",
+        ]
+        for r in rows:
+            unit = f" [{r.unit}]" if r.unit else ""
+            note = f" ({r.note})" if r.note else ""
+            lines.append(f"| {r.variant} | {r.metric.replace('_', ' ')}{unit}{note} | {_fmt(r)} |")
+    return lines
+
+
 def doc_extra(recs: list[Record]) -> str:
     return (
         "Bound for every daemon fault: 1 s. While a master is down its "
         "workers are gone too and the nft rules stay: new flows are routed unsplit (fail-open), so they "
         "are served at once; the last column says when the restarted daemon was splitting again. "
         "Recovery after the link, the disk and the routes is measured from the end of the condition "
-        "(for the routes: the config re-applied) until the end of the run."
+        "(for the routes: the config re-applied) until the end of the run. "
+        "The control plane's faults (kill-api, api-disk-full) must not touch the data plane: their "
+        "recovery is measured from the fault itself, and any probe failing in their window is a "
+        "violation. The API killed: the supervisor starts it again after RestartSec (2 s, at "
+        f"most 1 s late) and its start takes at most {apifaults.START_CPU_BOUND_S:g} s of CPU until an "
+        "authenticated read answers (the bound is on CPU time because a Python start's wall time on "
+        "a loaded 2-core host is the host's; the wall time is reported beside it), every version it "
+        "confirmed before the kill is still listed, and its active version is the revision the hub "
+        "runs. Its disk full (0 bytes free, the control-plane load going on): every read answers "
+        "200, every write is stored whole or refused with 507/503 in the API's error shape (never a "
+        "500, never hung), the API process neither dies nor restarts; once space is back a write "
+        f"succeeds within {apifaults.WRITE_BACK_BOUND_S:g} s, the collector stores again within "
+        f"{apifaults.COLLECTOR_BACK_BOUND_S:g} s, `PRAGMA integrity_check` is ok, no refused write left "
+        "a version and every version reads back whole."
     )
 
 
@@ -558,7 +802,7 @@ def doc_tables(recs: list[Record]) -> str:
     faults_seen = [
         v
         for v in dict.fromkeys(r.variant for r in recs)
-        if v not in ("totals", "quiet probes") and not v.startswith("footprint")
+        if v not in ("totals", "quiet probes", "control plane") and not v.startswith("footprint")
     ]
     for v in faults_seen:
         missing = _value(recs, v, "recovery")
@@ -572,6 +816,7 @@ def doc_tables(recs: list[Record]) -> str:
             f"{_fmt(_value(recs, v, 'recovery_worst')) or _fmt(missing)} | {_fmt(_value(recs, v, 'bound'))} | "
             f"{_fmt(_value(recs, v, 'healthy_again_worst'))} |"
         )
+    lines += control_tables(recs)
     q = {k: _fmt(_value(recs, "quiet probes", k)) for k in ("count", "p50", "p99", "max")}
     if q["count"]:
         lines += [

@@ -64,3 +64,47 @@ def totals(records: list[dict[str, Any]]) -> Totals:
         elif not r["complete"]:
             broken += 1
     return Totals(transfers, by_kind, verified, corrupted, broken, hits)
+
+
+@dataclass(frozen=True)
+class ControlTotals:
+    """The control-plane load's answers. "Down": while the API was killed and not yet back."""
+
+    reads: int
+    reads_ok: int
+    read_p99_s: float | None
+    stored: int  # config versions the API confirmed
+    applied: int  # applies the gateway took and the API recorded
+    refused: dict[str, int]  # writes and applies answered with an error: "status code" -> count
+    server_errors: int  # HTTP 500: an unhandled exception's answer
+    hung: int  # no answer within the client's timeout
+    bad_outside_down: list[str]  # reads not 200, writes without an answer, while the API was up
+
+
+def control_plane(calls: list[Any], down: list[tuple[float, float]]) -> ControlTotals:
+    def is_down(t: float) -> bool:
+        return any(a <= t <= b for a, b in down)
+
+    reads = [c for c in calls if c.kind == "read"]
+    ok = sorted(c.t1 - c.t0 for c in reads if c.status == 200)
+    refused: dict[str, int] = {}
+    bad: list[str] = []
+    for c in calls:
+        if c.kind != "read" and c.status > 0 and (c.status != 200 or c.code):
+            key = f"{c.kind} {c.status} {c.code}"
+            refused[key] = refused.get(key, 0) + 1
+        if is_down(c.t0) or c.status == -1:
+            continue
+        if (c.kind == "read" and c.status != 200) or c.status == 0:
+            bad.append(f"{c.kind} {c.path} {c.status} {c.code}")
+    return ControlTotals(
+        reads=len(reads),
+        reads_ok=len(ok),
+        read_p99_s=ok[min(len(ok) - 1, int(len(ok) * 0.99))] if ok else None,
+        stored=sum(1 for c in calls if c.kind == "write" and c.status == 200),
+        applied=sum(1 for c in calls if c.kind == "apply" and c.status == 200 and not c.code),
+        refused=refused,
+        server_errors=sum(1 for c in calls if c.status == 500),
+        hung=sum(1 for c in calls if c.status == -1),
+        bad_outside_down=bad,
+    )

@@ -4,6 +4,7 @@ a full disk, a dead link, lost routes) and what the gateway said."""
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import signal
@@ -22,12 +23,16 @@ from perigee_control.client import GatewayClient, GatewayError
 # others at once; a failed apply leaves the previous state serving; a dead Squid's port 80 goes to
 # the splitter within the master's liveness check (250 ms); a dead master takes its workers with it
 # but leaves the nft rules, so new flows are routed unsplit (fail-open) until its service manager
-# has restarted it (reported apart: FaultEvent.detail["healthy_after_s"]).
+# has restarted it (reported apart: FaultEvent.detail["healthy_after_s"]). The control plane's faults
+# (the API killed, its disk full) must not touch the data plane at all: the same bound, measured from
+# the fault's start; their own bounds are in bench/soak/apifaults.py.
 BOUNDS_S = {
     "kill-worker": 1.0,
     "apply-fail": 1.0,
     "kill-squid": 1.0,
     "kill-master": 1.0,
+    "kill-api": 1.0,
+    "api-disk-full": 1.0,
 }
 TARGET_S = 1.0
 
@@ -138,6 +143,19 @@ def net_state(lb: benchlab.Lab, role: str) -> list[str]:
     return out
 
 
+def state_diff(before: list[str], after: list[str], max_lines: int = 24) -> list[str]:
+    """The lines that differ (-before, +after), for the log: what a rollback did not put back."""
+    out: list[str] = []
+    for b, a in zip(before, after, strict=True):
+        if b != a:
+            out += [
+                line
+                for line in difflib.unified_diff(b.splitlines(), a.splitlines(), lineterm="", n=0)
+                if line[:1] in "+-" and not line.startswith(("+++", "---"))
+            ]
+    return out[:max_lines]
+
+
 def apply_fail(gw: Gateways, role: str, step: str, fault_file: str) -> FaultEvent:
     """A config apply that fails after `step` (the daemon's test-only hook): the daemon must
     answer 409 naming the step, keep serving, and leave the namespace exactly as it was."""
@@ -160,6 +178,7 @@ def apply_fail(gw: Gateways, role: str, step: str, fault_file: str) -> FaultEven
         "step_reported": got_step,
         "revision_after": (health or {}).get("config_revision"),
         "state_changed": changed,
+        "state_diff": state_diff(before, after),
         "rolled_back": status == 409
         and got_step == step
         and not changed
@@ -241,7 +260,19 @@ def routes_lost(lb: benchlab.Lab, gw: Gateways, role: str, hold_s: float) -> Fau
     )
 
 
+def restore_argv(deleted: list[str]) -> list[str]:
+    """`ip` arguments that put a deleted route back only if it is still missing: `add`, never
+    `replace`. The re-apply has already put back the gateway's own routes with their attributes
+    (initcwnd, congctl hybla); replacing them with bare copies left the namespace differing from
+    what the gateway installs, which the next rolled-back apply then "changed" back."""
+    return [*deleted[:2], "add", *deleted[3:]]
+
+
 def restore_routes(lb: benchlab.Lab, role: str, argvs: list[list[str]]) -> None:
     for argv in argvs:
-        add = [*argv[:2], "replace", *argv[3:]]
-        subprocess.run(lb.exec_argv(role, ["ip", *add]), check=False, capture_output=True)
+        # An existing route ("File exists") is left as the gateway set it.
+        subprocess.run(
+            lb.exec_argv(role, ["ip", *restore_argv(argv)]),
+            check=False,
+            capture_output=True,
+        )

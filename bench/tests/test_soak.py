@@ -83,6 +83,8 @@ def test_schedule_fails_an_apply_after_every_step_and_kills_every_daemon() -> No
         "squid-disk-full",
         "link-down",
         "routes-lost",
+        "kill-api",
+        "api-disk-full",
     }
 
 
@@ -113,6 +115,7 @@ def _summarize(mode: str, recs: list[dict[str, Any]], events: list[Any], **kw: A
         {"sent": 10},
         kw.get("esp_rx", {"intact": 9, "altered": 0}),
         100.0,
+        control=kw.get("control"),
     )
 
 
@@ -160,3 +163,121 @@ def test_short_soak_fails_loudly_on_corruption_hung_flows_and_slow_recovery() ->
     # The full run records the same finding instead of raising.
     recs = _summarize("full", slow, [kill])
     assert any(r.metric == "violations" and r.value == 1 for r in recs)
+
+
+def _disk_full_event(t: float, **detail: Any) -> Any:
+    from bench.soak import faults
+
+    d = {
+        "reads": {"200": 15},
+        "writes": {"507 storage_full": 5},
+        "api_restarted": False,
+        "write_back_s": 0.1,
+        "collector_back_s": 4.0,
+        "integrity": "ok",
+        "half_written": [],
+        "in_sync_after_s": 0.2,
+    }
+    return faults.FaultEvent("api-disk-full@hub", "api-disk-full", t, detail={**d, **detail})
+
+
+def test_api_disk_full_rules() -> None:
+    from bench.soak import apifaults
+
+    assert apifaults.problems(_disk_full_event(1.0)) == []
+    bad = {
+        "reads": {"200": 14, "500": 1},
+        "writes": {"507 storage_full": 4, "500 http_error": 1},
+        "api_restarted": True,
+        "write_back_s": None,
+        "integrity": "*** in database main ***",
+        "half_written": [7],
+        "in_sync_after_s": None,
+    }
+    for key, value in bad.items():
+        found = apifaults.problems(_disk_full_event(1.0, **{key: value}))
+        assert len(found) == 1, (key, found)
+
+
+def test_api_kill_rules() -> None:
+    from bench.soak import apifaults, controlplane, faults
+
+    def kill(**d: Any) -> faults.FaultEvent:
+        base = {
+            "api_back_s": 7.5,  # a loaded host: the wall time alone is no violation
+            "restart_delay_s": 2.1,
+            "start_cpu_s": 1.6,
+            "versions_missing": [],
+            "in_sync_after_s": 0.1,
+        }
+        return faults.FaultEvent("kill-api@hub", "kill-api", 1.0, detail={**base, **d})
+
+    assert apifaults.problems(kill()) == []
+    assert apifaults.problems(kill(start_cpu_s=apifaults.START_CPU_BOUND_S + 0.1))
+    assert apifaults.problems(kill(restart_delay_s=controlplane.RESTART_SEC + 1.5))
+    assert apifaults.problems(kill(api_back_s=None))
+    assert apifaults.problems(kill(versions_missing=[3]))
+    assert apifaults.problems(kill(in_sync_after_s=None))
+
+
+def test_control_plane_load_counts_answers_and_excuses_only_the_api_down() -> None:
+    from bench.soak.controlplane import Call
+
+    calls = [
+        Call(1.0, 1.1, "read", "/api/v1/health", 200),
+        Call(2.0, 2.1, "write", "/api/v1/config", 200),
+        Call(2.1, 2.3, "apply", "/api/v1/versions/3/apply", 200),
+        Call(3.0, 3.1, "apply", "/api/v1/versions/4/apply", 200, "not_applied"),
+        Call(4.0, 4.1, "write", "/api/v1/config", 507, "storage_full"),
+        Call(5.0, 5.0, "read", "/api/v1/flows", 0, "ConnectError"),  # API killed: excused
+        Call(9.0, 9.1, "read", "/api/v1/flows", 0, "ConnectError"),  # API up: a failure
+        Call(10.0, 40.0, "write", "/api/v1/config", -1, "timeout"),
+        Call(11.0, 11.1, "read", "/api/v1/health", 500, "http_error"),
+    ]
+    ct = analysis.control_plane(calls, [(4.5, 6.0)])
+    assert (ct.reads, ct.reads_ok, ct.stored, ct.applied) == (4, 1, 1, 1)
+    assert ct.refused == {"apply 200 not_applied": 1, "write 507 storage_full": 1}
+    assert ct.server_errors == 1 and ct.hung == 1
+    assert len(ct.bad_outside_down) == 2
+
+
+def test_short_soak_fails_on_control_plane_faults() -> None:
+    import pytest
+
+    clean = _probes(0, 100)
+    state = {
+        "active": 5,
+        "running_version": 5,
+        "active_revision": "v5",
+        "running_revision": "v5",
+    }
+    ok = _disk_full_event(10.0)
+    recs = _summarize("quick", clean, [ok], control=([], state))
+    assert any(r.variant == "api-disk-full@hub" and r.metric == "writes_refused_507_503" for r in recs)
+    with pytest.raises(soak.SoakFailure, match="integrity"):
+        _summarize(
+            "quick",
+            clean,
+            [_disk_full_event(10.0, integrity="bad")],
+            control=([], state),
+        )
+    # The API is not in the data path: a probe failing while its disk is full is a violation.
+    failed = [*clean, rec("probe-tcp", 10.5, 12.0, False)]
+    with pytest.raises(soak.SoakFailure, match="data plane noticed"):
+        _summarize("quick", failed, [ok], control=([], state))
+    with pytest.raises(soak.SoakFailure, match="not what the hub runs"):
+        _summarize("quick", clean, [ok], control=([], {**state, "running_version": 6}))
+
+
+def test_routes_are_restored_only_where_missing() -> None:
+    from bench.soak import faults
+
+    deleted = ["-4", "route", "del", "10.71.3.0/24", "via", "10.71.2.2"]
+    assert faults.restore_argv(deleted) == [
+        "-4",
+        "route",
+        "add",
+        "10.71.3.0/24",
+        "via",
+        "10.71.2.2",
+    ]

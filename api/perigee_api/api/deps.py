@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 from fastapi import Depends, Request
 from fastapi import Path as FastApiPath
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
 from perigee_api.core import security
@@ -15,6 +16,7 @@ from perigee_api.core.client_address import client_address
 from perigee_api.core.config import Settings
 from perigee_api.core.context import AppContext
 from perigee_api.core.errors import ApiError
+from perigee_api.core.storage import is_storage_full
 from perigee_api.models import ApiToken, BrowserSession, User
 from perigee_api.services import auth as auth_service
 from perigee_control.client import GatewayClient
@@ -89,7 +91,12 @@ def _authenticate(request: Request, db: Session) -> Principal:
                 "API token is unknown, expired or revoked",
                 headers={"WWW-Authenticate": "Bearer"},
             )
-        db.commit()  # last_used_at
+        try:
+            db.commit()  # last_used_at
+        except OperationalError as exc:
+            if not is_storage_full(exc):
+                raise
+            db.rollback()  # a full disk costs the token's last-use time, not the request
         if found[1].scope == "read" and request.method not in ("GET", "HEAD", "OPTIONS"):
             raise ApiError(403, "token_scope", "this API token has scope 'read': GET requests only")
         principal = Principal(found[0], "token", None, address, token=found[1])

@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ValidationError
+from sqlalchemy.exc import OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from perigee_api.core.storage import is_storage_full
 from perigee_control.client import GatewayError
+
+log = logging.getLogger("perigee_api.errors")
+
+STORAGE_FULL_MESSAGE = (
+    "the disk under the API's database is full: the change was not saved (nothing was half-written); "
+    "free space in the data directory and retry"
+)
 
 
 class ApiError(Exception):
@@ -87,6 +97,23 @@ def install(app: FastAPI) -> None:
         details = validation_details(list(exc.errors()))
         first = details[0] if details else {"field": None, "message": "invalid"}
         return error_json(422, "validation_error", f"{first['field']}: {first['message']}", first["field"], details)
+
+    @app.exception_handler(OperationalError)
+    async def _database(_req: Request, exc: OperationalError) -> JSONResponse:
+        # A full disk is the operator's to fix and the database is intact (SQLite rolled the write back): 507.
+        # Any other operational failure (locked past busy_timeout, I/O error) is logged and answered 503.
+        if is_storage_full(exc):
+            log.warning("write refused, database disk full: %s", exc.orig)
+            return error_json(507, "storage_full", STORAGE_FULL_MESSAGE)
+        log.error("database failure: %s", exc.orig)
+        return error_json(503, "database_unavailable", f"the API's database failed: {exc.orig}")
+
+    @app.exception_handler(OSError)
+    async def _os_error(_req: Request, exc: OSError) -> JSONResponse:
+        if is_storage_full(exc):
+            log.warning("write refused, disk full: %s", exc)
+            return error_json(507, "storage_full", STORAGE_FULL_MESSAGE)
+        raise exc
 
     @app.exception_handler(RecursionError)
     async def _too_deep(_req: Request, _exc: RecursionError) -> JSONResponse:

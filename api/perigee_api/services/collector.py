@@ -8,8 +8,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from typing import Any
+
+from sqlalchemy.exc import OperationalError
 
 from perigee_api.core.context import AppContext
+from perigee_api.core.storage import is_storage_full
 from perigee_api.services import auth, running, stats
 from perigee_control.client import GatewayError
 
@@ -22,6 +26,12 @@ RUNNING_EVERY_S = 5.0
 # A live snapshot older than this many collector intervals is stale: the collector is stopped or behind, and a
 # reader's request reads the gateway at once.
 LIVE_STALE_INTERVALS = 3
+
+# While the disk under the database is full the live snapshot stays current every tick, but the database is
+# tried again only after a pause that doubles from 1 s up to this (short: writes resume within seconds of space
+# being freed), and closed flows wait in memory, at most PENDING_FLOWS_MAX (the oldest are dropped beyond).
+WRITE_BACKOFF_MAX_S = 8.0
+PENDING_FLOWS_MAX = 20_000
 
 # How long after a whole second the gateway's per-second samples are in (they take a few ms).
 READ_AFTER_S = 0.4
@@ -48,6 +58,39 @@ class Collector:
         self._live_read_at = 0.0  # time.monotonic() when the last read of the live flows ended (either way)
         self.ticks = 0
         self.last_error: str | None = None
+        self.pending_flows: list[dict[str, Any]] = []  # closed flows not yet stored (the database was full)
+        self.dropped_flows = 0  # closed flows lost because PENDING_FLOWS_MAX were already waiting
+        self._full_since: float | None = None  # the first refused write of the current outage
+        self._backoff_s = 0.0
+        self._retry_at = 0.0
+
+    def _writable(self, now: float) -> bool:
+        return self._full_since is None or now >= self._retry_at
+
+    def _storage_full(self, now: float, what: str) -> None:
+        """A write found the disk full: log the first of the outage, then retry after a growing pause."""
+        if self._full_since is None:
+            self._full_since = now
+            log.warning("database disk full: %s not stored; retrying with back-off (live view continues)", what)
+        self._backoff_s = min(WRITE_BACKOFF_MAX_S, max(1.0, self._backoff_s * 2))
+        self._retry_at = now + self._backoff_s
+        self.last_error = f"database disk full since {time.strftime('%H:%M:%S', time.gmtime(self._full_since))} UTC"
+
+    def _stored(self, now: float) -> None:
+        if self._full_since is not None:
+            log.warning(
+                "database writable again after %.0f s; %d closed flows lost meanwhile",
+                now - self._full_since,
+                self.dropped_flows,
+            )
+        self._full_since, self._backoff_s, self.dropped_flows = None, 0.0, 0
+
+    def _hold(self, closed: list[dict[str, Any]]) -> None:
+        self.pending_flows.extend(closed)
+        over = len(self.pending_flows) - PENDING_FLOWS_MAX
+        if over > 0:
+            del self.pending_flows[:over]
+            self.dropped_flows += over
 
     def sync_running(self) -> running.Running:
         """Ask the gateway which config it runs; import it as a version when it is none the API knows."""
@@ -61,8 +104,13 @@ class Collector:
         """One poll: live flows, closed flows, counters, cache and DNS stats → snapshot, history, samples; every
         few seconds, the config the gateway runs."""
         now = time.time() if now is None else now
-        if time.time() - self.ctx.running.checked_at >= RUNNING_EVERY_S:
-            self.sync_running()
+        if time.time() - self.ctx.running.checked_at >= RUNNING_EVERY_S and self._writable(now):
+            try:
+                self.sync_running()
+            except OperationalError as exc:
+                if not is_storage_full(exc):
+                    raise
+                self._storage_full(now, "the running config's version")
         gw = self.ctx.gateway
         try:
             with self._live_lock:
@@ -72,10 +120,15 @@ class Collector:
         except GatewayError as exc:
             self.last_error = exc.message
             self.ctx.live.publish_error(exc.message)
-            if now - self._last_maintenance >= 60:
-                with self.ctx.db.session() as db:
-                    auth.housekeeping(db, self.ctx.settings, now)
-                    db.commit()
+            if now - self._last_maintenance >= 60 and self._writable(now):
+                try:
+                    with self.ctx.db.session() as db:
+                        auth.housekeeping(db, self.ctx.settings, now)
+                        db.commit()
+                except OperationalError as exc_db:
+                    if not is_storage_full(exc_db):
+                        raise
+                    self._storage_full(now, "housekeeping")
                 self._last_maintenance = now
             return
         try:
@@ -92,18 +145,29 @@ class Collector:
             latest.setdefault(metric, {})[key] = value
         self.ctx.latest, self.ctx.latest_at = latest, now
         self.ctx.counters = counters
-        with self.ctx.db.session() as db:
-            stats.store_closed_flows(db, closed, now)
-            stats.store_samples(db, int(now), values)
-            if now - self._last_maintenance >= 60:
-                stats.rollup(db, now)
-                stats.enforce_retention(db, self.ctx.settings, now)
-                auth.housekeeping(db, self.ctx.settings, now)
-                self._last_maintenance = now
-            db.commit()
+        self._hold(list(closed))
         self.ticks += 1
-        self.last_error = None
         self._notify()
+        if not self._writable(now):
+            return  # this second's samples are a gap in the history; its closed flows wait
+        try:
+            with self.ctx.db.session() as db:
+                stats.store_closed_flows(db, self.pending_flows, now)
+                stats.store_samples(db, int(now), values)
+                if now - self._last_maintenance >= 60:
+                    stats.rollup(db, now)
+                    stats.enforce_retention(db, self.ctx.settings, now)
+                    auth.housekeeping(db, self.ctx.settings, now)
+                    self._last_maintenance = now
+                db.commit()
+        except OperationalError as exc:
+            if not is_storage_full(exc):
+                raise
+            self._storage_full(now, "flow history and samples")
+            return
+        self.pending_flows = []
+        self._stored(now)
+        self.last_error = None
 
     def refresh_live_if_stale(self) -> None:
         """For readers of the live snapshot: when it is stale (the collector is stopped or behind), read the
