@@ -21,7 +21,6 @@ from typing import Any
 
 import httpx
 
-from bench import procs
 from bench.soak import gwprocs
 
 RESTART_SEC = 2.0  # the packaged unit's RestartSec
@@ -135,7 +134,6 @@ def running(api: Api) -> Iterator[None]:
     """The API under satlab's supervisor (the packaged unit's restart policy), until the block ends."""
     env = {
         **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(procs.REPO / "api"), str(procs.REPO / "lab")]),
         "PERIGEE_DATA_DIR": str(api.data_dir),
         "PERIGEE_GATEWAY_SOCKET": api.gateway_socket,
         "PERIGEE_LISTEN": f"unix:{api.socket}",
