@@ -52,6 +52,13 @@ def grow(c: TestClient, n: int) -> dict[str, Any]:
     return {"config": cfg, "comment": f"change {n} " + "x" * 400}
 
 
+def write_until_refused(admin: TestClient) -> None:
+    """Stores versions until the full database refuses one (507): what fits in pages already free is stored."""
+    for n in range(3, 40):
+        if admin.put("/api/v1/config", json=grow(admin, n)).status_code == 507:
+            return
+
+
 def integrity(settings: Settings) -> str:
     with sqlite3.connect(settings.database_path) as con:
         return str(con.execute("PRAGMA integrity_check").fetchone()[0])
@@ -102,9 +109,7 @@ def test_full_disk_keeps_bearer_reads(app: FastAPI, admin: TestClient) -> None:
     for n in range(3):
         admin.put("/api/v1/config", json=grow(admin, n))
     with database_full(app):
-        for n in range(3, 40):
-            if admin.put("/api/v1/config", json=grow(admin, n)).status_code == 507:
-                break
+        write_until_refused(admin)
         r = reader.get("/api/v1/versions")
         assert r.status_code == 200, r.text
 
@@ -118,9 +123,7 @@ def test_collector_survives_a_full_disk_and_stores_what_waited(
     for n in range(3):
         admin.put("/api/v1/config", json=grow(admin, n))
     with database_full(app):
-        for n in range(3, 40):
-            if admin.put("/api/v1/config", json=grow(admin, n)).status_code == 507:
-                break
+        write_until_refused(admin)
         for i in range(4):
             fake_gw.live_flows = [make_flow(100 + i)]
             fake_gw.closed_ring = [make_flow(10 * i + k, state="closed") for k in range(50)]
