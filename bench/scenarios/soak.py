@@ -499,6 +499,8 @@ def summarize(
         m(f"footprint {role}", "rss_baseline", b.rss_kib / 1024, "MiB")
         m(f"footprint {role}", "rss_after", a.rss_kib / 1024, "MiB")
         m(f"footprint {role}", "processes_after", a.processes, "")
+        m(f"footprint {role}", "squid_rss_baseline", b.squid_rss_kib / 1024, "MiB")
+        m(f"footprint {role}", "squid_rss_after", a.squid_rss_kib / 1024, "MiB")
     # Probes before the first fault: what "served" takes on this lossy link without any fault.
     first_fault = events[0].t if events else t_end
     quiet = sorted(
@@ -828,8 +830,9 @@ def doc_tables(recs: list[Record]) -> str:
         ]
     lines += [
         "",
-        "| gateway | processes after | fds before | fds after | RSS before [MiB] | RSS after [MiB] |",
-        "|---|---|---|---|---|---|",
+        "| gateway | processes after | fds before | fds after | RSS before [MiB] | RSS after [MiB] "
+        "| of which Squid before [MiB] | of which Squid after [MiB] |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for role in ("terminal", "hub"):
         v = f"footprint {role}"
@@ -838,7 +841,8 @@ def doc_tables(recs: list[Record]) -> str:
         lines.append(
             f"| {role} | {_fmt(_value(recs, v, 'processes_after'))} | {_fmt(_value(recs, v, 'fds_baseline'))} | "
             f"{_fmt(_value(recs, v, 'fds_after'))} | {_fmt(_value(recs, v, 'rss_baseline'))} | "
-            f"{_fmt(_value(recs, v, 'rss_after'))} |"
+            f"{_fmt(_value(recs, v, 'rss_after'))} | {_fmt(_value(recs, v, 'squid_rss_baseline'))} | "
+            f"{_fmt(_value(recs, v, 'squid_rss_after'))} |"
         )
     for r in recs:
         if r.metric == records.SKIPPED:

@@ -63,19 +63,26 @@ class Footprint:
     processes: int
     fds: int
     rss_kib: int
+    squid_rss_kib: int = 0  # the part of rss_kib in Squid's processes (its memory store fills with use)
 
 
 def footprint(master: int | None) -> Footprint:
     if master is None:
         return Footprint(0, 0, 0)
-    procs = fds = rss = 0
+    procs = fds = rss = squid_rss = 0
     for p in descendants(master):
         try:
             fds += len(os.listdir(f"/proc/{p}/fd"))
+            kib = 0
             for line in Path(f"/proc/{p}/status").read_text().splitlines():
                 if line.startswith("VmRSS:"):
-                    rss += int(line.split()[1])
+                    kib = int(line.split()[1])
+            argv = cmdline(p)
+            # Squid's kids name themselves "(squid-1)", "(squid-coord-2)", ...
+            if argv and "squid" in os.path.basename(argv[0]):
+                squid_rss += kib
+            rss += kib
             procs += 1
         except OSError:
             continue
-    return Footprint(procs, fds, rss)
+    return Footprint(procs, fds, rss, squid_rss)
