@@ -96,6 +96,8 @@ def gateway_view(topo: Topology, role: str) -> dict[str, Any]:
         h, c = gw.health(), gw.counters()
         out["daemon"] = {"status": h.status, "fail_open": h.fail_open, "revision": h.config_revision,
                          "flows_live": c.flows_live, "flows_total": c.flows_total}
+        # The gateway's own view of its BGP sessions and BFD (the FRR beside it, read by the daemon).
+        out["routing"] = {"problems": gw.json.routing().get("problems")}
     except ControlError as exc:
         # Not answering: None; answering with an error: its status, as before.
         out["daemon"] = None if exc.code in (UNREACHABLE, BAD_ANSWER) else {"status": f"http {exc.status}"}
@@ -131,8 +133,13 @@ def wait_converged(topo: Topology, gateways: set[str], timeout: float = 40.0, st
             if hub == edge == st["owner"]:
                 return
         if time.monotonic() > deadline:
+            # What each gateway, router and the controller said at the end: why it did not converge.
+            try:
+                seen = json.dumps(status(topo), default=str)[:6000]
+            except Exception as e:  # the diagnosis must not hide the failure it explains
+                seen = f"(status unavailable: {e})"
             raise fabric.ClusterError(f"cluster routing did not converge on {sorted(gateways)} in {timeout:.0f} s: "
-                               f"states {states}, buckets {counts}")
+                               f"states {states}, buckets {counts}; cluster status: {seen}")
         pid = procs.read_pid(topo.path("controller.pid"))
         if pid is None or not procs.alive(pid):
             tail = fabric.controller_log_tail(topo)
