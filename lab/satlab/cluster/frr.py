@@ -18,6 +18,7 @@ BGP design (docs/cluster.md):
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pwd
@@ -47,7 +48,9 @@ VTYSH = os.environ.get("SATLAB_VTYSH", "vtysh")
 # flows sent to the wrong gateway). The routers' forwarding to the gateways is the controller's alone;
 # their BGP only learns and announces. The gateways run all three and install their routes with zebra.
 ROUTER_DAEMONS = ("bgpd", "bfdd")
-GATEWAY_DAEMONS = ("zebra", "bgpd", "bfdd")
+# bfdd before bgpd: bgpd registers its BFD peers through zebra as it reads its config; started first, bfdd
+# is connected to zebra to take them.
+GATEWAY_DAEMONS = ("zebra", "bfdd", "bgpd")
 # 200 ms x 4 = 0.8 s to declare a gateway dead: within the 1 s budget with room for the controller's
 # 100 ms poll and its write, and not so tight that a saturated 2-core lab host drops sessions of
 # gateways that are fine (150 ms x 4 did, with 1,000 flows: the packets wait in the softirq backlog).
@@ -211,9 +214,16 @@ def write_config(topo: Topology, role: str, text: str) -> None:
 
 
 def start(topo: Topology, role: str, timeout: float = 10.0) -> None:
-    """zebra (gateways), then bgpd and bfdd, in the role's namespace; returns once vtysh reaches them."""
+    """In the role's namespace: zebra, bfdd, bgpd (gateways) or bgpd and bfdd (routers); returns once vtysh
+    reaches them."""
     d = frr_dir(topo, role)
     conf, zsock = os.path.join(d, "frr.conf"), os.path.join(d, "zserv.api")
+    # A stopped FRR leaves its sockets behind. Waiting for a stale zserv.api would start bfdd before the new
+    # zebra listens; its one refused connection leaves it without zebra, and bgpd's BFD peers never reach it
+    # (seen after a drained gateway restarted: BGP Established, no BFD session).
+    for name in ("zserv.api", "bfdd.sock", *(f"{x}.vty" for x in daemons(role))):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(os.path.join(d, name))
     for daemon in daemons(role):
         prio = ["chrt", "-f", BFDD_RT_PRIORITY] if daemon == "bfdd" else ["nice", "-n", NICE]
         argv = [*prio, str(FRR_DIR / daemon), "-f", conf, "-i", os.path.join(d, f"{daemon}.pid"),
@@ -226,6 +236,8 @@ def start(topo: Topology, role: str, timeout: float = 10.0) -> None:
                     os.path.join(d, f"{daemon}.out"))
         if daemon == "zebra":
             _wait_path(zsock, timeout, f"zebra in {topo.ns(role)}")
+        if daemon == "bfdd" and "zebra" in daemons(role):
+            _wait_path(os.path.join(d, "bfdd.vty"), timeout, f"bfdd in {topo.ns(role)}")
     deadline = time.monotonic() + timeout
     while True:
         try:
