@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import asyncio
 import os
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -22,13 +23,25 @@ from perigee_fakes.fake_gateway import FakeGateway, make_flow
 ROOT = Path(__file__).resolve().parents[2]
 COLLECTOR = ROOT / "api" / "perigee_api" / "services" / "collector.py"
 WRITES = {"publish", "publish_error"}
-NOT_SOURCE = {".git", ".venv", "node_modules", "target", "__pycache__", "dist"}
+NOT_SOURCE = {".git", ".venv", "node_modules", "target", "__pycache__", "dist", "debian"}
 
 
 def python_files() -> Iterator[Path]:
-    for top, dirs, files in os.walk(ROOT):
-        dirs[:] = [d for d in dirs if d not in NOT_SOURCE]
-        yield from (Path(top) / f for f in files if f.endswith(".py"))
+    """The project's Python source: what git tracks or would track (build output such as a package's staging
+    tree under debian/ holds copies of the collector). Without git, every file outside the usual output dirs."""
+    try:
+        listed = subprocess.run(
+            ["git", "-C", str(ROOT), "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", "*.py"],
+            capture_output=True,
+            check=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.SubprocessError):
+        for top, dirs, files in os.walk(ROOT):
+            dirs[:] = [d for d in dirs if d not in NOT_SOURCE]
+            yield from (Path(top) / f for f in files if f.endswith(".py"))
+        return
+    yield from (ROOT / name for name in listed.stdout.decode().split("\0") if name and (ROOT / name).is_file())
 
 
 def write_calls(path: Path) -> list[str]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import fcntl
-import importlib.util
 import json
 import os
 import shutil
@@ -15,6 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from . import gateway as gateway_hook
 from . import linkctl, procs, webservices
 from .cluster import fabric, frr, plan
 from .cluster import state as cluster_state
@@ -71,13 +71,6 @@ def current(topo: Topology) -> Topology:
 def existing_namespaces(topo: Topology) -> list[str]:
     ours = set(topo.namespaces)
     return [n for n in list_namespaces() if n in ours]
-
-
-def gateway_module() -> Any | None:
-    """The splitter's hook (lab/satlab/gateway.py), when it exists."""
-    if importlib.util.find_spec("satlab.gateway") is None:
-        return None
-    return importlib.import_module("satlab.gateway")
 
 
 def python_env() -> dict[str, str]:
@@ -213,12 +206,6 @@ def wait_ready(topo: Topology, timeout: float) -> None:
 def up(topo: Topology, profile: str, forward: Params, ret: Params, gateway: str | None,
        seed: int = 1, timeout: float = 30.0, idle_timer_s: int = fabric.DEFAULT_IDLE_TIMER_S,
        configured: bool = True) -> dict[str, Any]:
-    gw = None
-    if gateway:
-        gw = gateway_module()
-        if gw is None:
-            raise LabError("--gateway needs the splitter's hook lab/satlab/gateway.py, which is not "
-                           "there yet; run without --gateway")
     with locked(topo):
         present = existing_namespaces(topo)
         if present or os.path.exists(topo.path(STATE_FILE)):
@@ -230,7 +217,7 @@ def up(topo: Topology, profile: str, forward: Params, ret: Params, gateway: str 
             "forward": forward, "return": ret, "cross": CROSS_PARAMS, "gateway": None,
             "namespaces": topo.namespaces,
         }
-        splitters = gw is not None and gateway in ("hub", "both")
+        splitters = gateway in ("hub", "both")
         if topo.hub_gateways:
             state["hub_gateways"] = topo.hub_gateways
             state["cluster"] = {"idle_timer_s": idle_timer_s, "hash_seed": fabric.hash_seed(seed),
@@ -246,17 +233,17 @@ def up(topo: Topology, profile: str, forward: Params, ret: Params, gateway: str 
             webservices.start(topo, python_env())
             if topo.hub_gateways:
                 fabric.start_routing(topo, idle_timer_s, splitters, python_env())
-                if splitters:
+                if gateway and splitters:
                     # The gateways' BFD stays shut until their daemons serve: start them first.
-                    _start_gateway(topo, gw, gateway, state, configured)
+                    _start_gateway(topo, gateway, state, configured)
                     for role in topo.gateway_roles:
                         fabric.start_announcer(topo, role, python_env())
                     fabric.wait_serving(topo, set(topo.gateway_roles))
                 cluster_state.wait_converged(topo, set(topo.gateway_roles))
             wait_ready(topo, timeout)
             webservices.wait_ready(topo, time.monotonic() + timeout)
-            if gw is not None and not (topo.hub_gateways and splitters):
-                _start_gateway(topo, gw, gateway, state, configured)
+            if gateway and not (topo.hub_gateways and splitters):
+                _start_gateway(topo, gateway, state, configured)
         except (fabric.ClusterError, frr.FrrError) as e:
             _teardown(topo)
             raise LabError(str(e)) from e
@@ -269,11 +256,10 @@ def up(topo: Topology, profile: str, forward: Params, ret: Params, gateway: str 
     return state
 
 
-def _start_gateway(topo: Topology, gw: Any, gateway: str | None, state: dict[str, Any],
-                   configured: bool = True) -> None:
+def _start_gateway(topo: Topology, gateway: str, state: dict[str, Any], configured: bool = True) -> None:
     try:
-        gw.start(topo, gateway, configured=configured)
-    except Exception as e:  # the hook's own error type: report it as ours
+        gateway_hook.start(topo, gateway, configured=configured)
+    except Exception as e:  # the gateway module's own error type: report it as ours
         raise LabError(f"gateway on {gateway} did not start: {e}") from e
     state["gateway"] = gateway
     save_state(topo, state)
@@ -285,12 +271,10 @@ def _teardown(topo: Topology) -> None:
     topo = current(topo)
     state = load_state(topo) or {}
     if state.get("gateway"):
-        gw = gateway_module()
-        if gw is not None:
-            try:
-                gw.stop(topo, state["gateway"])
-            except Exception as e:  # keep tearing down the rest
-                print(f"satlab: gateway.stop failed: {e}", file=sys.stderr)
+        try:
+            gateway_hook.stop(topo, state["gateway"])
+        except Exception as e:  # keep tearing down the rest
+            print(f"satlab: gateway.stop failed: {e}", file=sys.stderr)
     if topo.hub_gateways:
         fabric.stop(topo)
     for name, _role, _args in SERVICES:

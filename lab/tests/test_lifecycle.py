@@ -1,4 +1,4 @@
-"""up/down on their own prefixes: custom RTT, clean teardown, failed up cleans up, --gateway."""
+"""up/down on their own prefixes: custom RTT, clean teardown, a failed up (emulator or gateway) cleans up."""
 
 from __future__ import annotations
 
@@ -40,11 +40,12 @@ def test_failed_up_cleans_up() -> None:
     assert not os.path.exists(f"/run/satlab/{prefix}")
 
 
-def test_gateway_without_hook_is_a_clear_error() -> None:
-    from satlab import lab
-
-    if lab.gateway_module() is not None:
-        pytest.skip("the gateway hook exists")
-    p = satlab("up", "--gateway", "hub", prefix="sg-", check=False)
-    assert p.returncode == 1 and "gateway" in p.stderr
+@pytest.mark.parametrize(("binary", "says"), [
+    ("/nonexistent/perigee", "is not an executable file"),  # a wrong path: refused before it runs
+    ("/bin/false", "exited (1)"),  # a daemon that dies at once
+])
+def test_gateway_that_cannot_start_is_a_clear_error(binary: str, says: str) -> None:
+    p = satlab("up", "--gateway", "hub", prefix="sg-", check=False, env={"SATLAB_GATEWAY_BIN": binary})
+    assert p.returncode == 1 and "gateway on hub did not start" in p.stderr and says in p.stderr, p.stderr
     assert namespaces_with("sg-") == []
+    assert not os.path.exists("/run/satlab/sg-")

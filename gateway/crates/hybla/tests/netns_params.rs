@@ -165,6 +165,19 @@ fn per_namespace_parameters() {
     perigee_hybla::unload().expect("clean start");
     perigee_hybla::load().expect("load");
     let nets = NetnsGuard::with_loopback_up(&NS);
+    // A sender descheduled for an RTO on a busy host would be counted idle or application-limited and
+    // have its window cut (seen once: B at 14 for one chunk): only the ceilings may change a window here.
+    for ns in NS {
+        run(&[
+            "ip",
+            "netns",
+            "exec",
+            ns,
+            "sysctl",
+            "-qw",
+            "net.ipv4.tcp_slow_start_after_idle=0",
+        ]);
+    }
 
     // Host-wide entry: GEO rho, ceiling 30. A and B get their own ceilings; C has none.
     perigee_hybla::set_params(GEO).unwrap();
