@@ -329,6 +329,13 @@ class FakeGateway:
             return _err(404, "no_config", "no config applied yet")
         return JSONResponse(self.config)
 
+    async def _config_of(self, r: Request) -> tuple[dict[str, Any] | None, JSONResponse | None]:
+        """The request's config, parsed and validated as the daemon does, or the error it would answer."""
+        body, bad = await self._body(r)
+        if bad:
+            return None, bad
+        return self._validate(body)
+
     async def _body(self, r: Request) -> tuple[Any, JSONResponse | None]:
         try:
             return await r.json(), None
@@ -346,20 +353,14 @@ class FakeGateway:
         }
 
     async def _validate_config(self, r: Request) -> JSONResponse:
-        body, bad = await self._body(r)
-        if bad:
-            return bad
-        cfg, err = self._validate(body)
+        cfg, err = await self._config_of(r)
         if err or cfg is None:
             return err or _err(422, "invalid_config", "invalid")
         self.validated += 1
         return _answer(reports.Validated, {"ok": True, "rendered": self._render(cfg)})
 
     async def _put_config(self, r: Request) -> JSONResponse:
-        body, bad = await self._body(r)
-        if bad:
-            return bad
-        cfg, err = self._validate(body)
+        cfg, err = await self._config_of(r)
         if err or cfg is None:
             return err or _err(422, "invalid_config", "invalid")
         with self._lock:
