@@ -59,36 +59,34 @@ const member = (over: Record<string, unknown>) => ({
   ...over,
 });
 
+/** Renders the Fleet page over these members and returns the table's body rows. */
+async function renderFleet(gateways: unknown[]) {
+  mockApi({ 'GET /api/v1/fleet': () => jsonResponse({ active_version_id: 7, active_revision: 'v7', gateways }) });
+  renderWithProviders(<FleetPage />);
+  const table = await screen.findByRole('table', { name: 'Fleet gateways' });
+  return within(table).getAllByRole('row').slice(1);
+}
+
 describe('FleetPage', () => {
   afterEach(() => vi.unstubAllGlobals());
 
   it('lists every gateway with health, revision, flows and throughput, and flags one off the active version', async () => {
-    mockApi({
-      'GET /api/v1/fleet': () =>
-        jsonResponse({
-          active_version_id: 7,
-          active_revision: 'v7',
-          gateways: [
-            member({}),
-            member({ gateway: 'gw2', address: '10.79.12.2:7443', revision: 'v6', flows_live: 3, throughput_down_bps: 1_000_000 }),
-            member({
-              gateway: 'gw3',
-              address: '10.79.13.2:7443',
-              reachable: false,
-              status: 'unreachable',
-              revision: null,
-              uptime_s: null,
-              flows_live: null,
-              throughput_down_bps: null,
-              throughput_up_bps: null,
-              error: { code: 'gateway_unreachable', message: 'gateway 10.79.13.2:7443: connection refused' },
-            }),
-          ],
-        }),
-    });
-    renderWithProviders(<FleetPage />);
-    const table = await screen.findByRole('table', { name: 'Fleet gateways' });
-    const rows = within(table).getAllByRole('row').slice(1);
+    const rows = await renderFleet([
+      member({}),
+      member({ gateway: 'gw2', address: '10.79.12.2:7443', revision: 'v6', flows_live: 3, throughput_down_bps: 1_000_000 }),
+      member({
+        gateway: 'gw3',
+        address: '10.79.13.2:7443',
+        reachable: false,
+        status: 'unreachable',
+        revision: null,
+        uptime_s: null,
+        flows_live: null,
+        throughput_down_bps: null,
+        throughput_up_bps: null,
+        error: { code: 'gateway_unreachable', message: 'gateway 10.79.13.2:7443: connection refused' },
+      }),
+    ]);
     expect(rows.map((r) => r.getAttribute('data-gateway'))).toEqual(['local', 'gw2', 'gw3']);
     expect(rows[0]).toHaveTextContent('v7');
     expect(rows[0]).toHaveTextContent('12');
@@ -99,28 +97,18 @@ describe('FleetPage', () => {
   });
 
   it("shows each gateway's BGP sessions with BFD, and flags one whose sessions are not all up", async () => {
-    mockApi({
-      'GET /api/v1/fleet': () =>
-        jsonResponse({
-          active_version_id: 7,
-          active_revision: 'v7',
-          gateways: [
-            member({ routing: routing([session('10.71.11.1', 'hub'), session('10.71.21.1', 'edge')]) }),
-            member({
-              gateway: 'gw2',
-              routing: routing(
-                [session('10.71.12.1', 'hub', 'Idle'), session('10.71.22.1', 'edge', 'Active', 'down')],
-                ['BGP session to 10.71.12.1 (hub) is Idle (admin shutdown)', 'BFD session to 10.71.22.1 (edge) is down'],
-              ),
-            }),
-            member({ gateway: 'gw3' }),
-            member({ gateway: 'gw4', routing: null, routing_error: { code: 'not_found', message: 'no such endpoint' } }),
-          ],
-        }),
-    });
-    renderWithProviders(<FleetPage />);
-    const table = await screen.findByRole('table', { name: 'Fleet gateways' });
-    const rows = within(table).getAllByRole('row').slice(1);
+    const rows = await renderFleet([
+      member({ routing: routing([session('10.71.11.1', 'hub'), session('10.71.21.1', 'edge')]) }),
+      member({
+        gateway: 'gw2',
+        routing: routing(
+          [session('10.71.12.1', 'hub', 'Idle'), session('10.71.22.1', 'edge', 'Active', 'down')],
+          ['BGP session to 10.71.12.1 (hub) is Idle (admin shutdown)', 'BFD session to 10.71.22.1 (edge) is down'],
+        ),
+      }),
+      member({ gateway: 'gw3' }),
+      member({ gateway: 'gw4', routing: null, routing_error: { code: 'not_found', message: 'no such endpoint' } }),
+    ]);
     const peer = (row: HTMLElement, address: string) => row.querySelector(`[data-peer="${address}"]`) as HTMLElement;
     // All up: both sessions Established with uptime and prefixes, BFD up, the gateway healthy.
     expect(peer(rows[0], '10.71.11.1')).toHaveTextContent('hub 10.71.11.1EstablishedBFD up2m 5s · prefixes 1 in / 3 out');
