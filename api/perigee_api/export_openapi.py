@@ -18,7 +18,6 @@ def openapi_schema() -> dict[str, Any]:
         app = create_app(settings, prepare_db=False)
         schema: dict[str, Any] = app.openapi()
         app.state.ctx.db.dispose()
-        app.state.ctx.gateway.close()
         return schema
 
 

@@ -63,15 +63,12 @@ def prepare(settings: Settings) -> Database:
     db = Database(settings.database_url)
     db.migrate()
     gw = GatewayClient(settings.gateway_socket, min(settings.gateway_timeout_s, STARTUP_GATEWAY_TIMEOUT_S))
-    try:
-        with db.session() as s:
-            auth_service.bootstrap_admin(s, settings)
-            running.reconcile(s, gw)
-            versions.ensure_initial(s, settings.initial_role)
-            s.commit()
-            fleet_sd.write(settings, s)  # Prometheus' view of the fleet, current from the start
-    finally:
-        gw.close()
+    with db.session() as s:
+        auth_service.bootstrap_admin(s, settings)
+        running.reconcile(s, gw)
+        versions.ensure_initial(s, settings.initial_role)
+        s.commit()
+        fleet_sd.write(settings, s)  # Prometheus' view of the fleet, current from the start
     return db
 
 
@@ -96,7 +93,6 @@ def create_app(settings: Settings | None = None, *, prepare_db: bool = True) -> 
             yield
         finally:
             collector.stop()
-            ctx.gateway.close()
             ctx.db.dispose()
 
     app = FastAPI(

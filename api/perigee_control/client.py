@@ -162,9 +162,6 @@ class GatewayClient:
     def target(self) -> str:
         return self.transport.description
 
-    def close(self) -> None:
-        """Nothing to release (a connection lives for one request); kept so a client can be handled like one."""
-
     # --- the protocol ---------------------------------------------------------------------------------
 
     def exchange(

@@ -329,12 +329,16 @@ class FakeGateway:
             return _err(404, "no_config", "no config applied yet")
         return JSONResponse(self.config)
 
-    async def _config_of(self, r: Request) -> tuple[dict[str, Any] | None, JSONResponse | None]:
-        """The request's config, parsed and validated as the daemon does, or the error it would answer."""
+    async def _config_of(self, r: Request) -> tuple[dict[str, Any], JSONResponse | None]:
+        """The request's config, parsed and validated as the daemon does; or the error it would answer (with an
+        empty config, never to be used)."""
         body, bad = await self._body(r)
         if bad:
-            return None, bad
-        return self._validate(body)
+            return {}, bad
+        cfg, err = self._validate(body)
+        if err or cfg is None:
+            return {}, err or _err(422, "invalid_config", "invalid")
+        return cfg, None
 
     async def _body(self, r: Request) -> tuple[Any, JSONResponse | None]:
         try:
@@ -354,15 +358,15 @@ class FakeGateway:
 
     async def _validate_config(self, r: Request) -> JSONResponse:
         cfg, err = await self._config_of(r)
-        if err or cfg is None:
-            return err or _err(422, "invalid_config", "invalid")
+        if err:
+            return err
         self.validated += 1
         return _answer(reports.Validated, {"ok": True, "rendered": self._render(cfg)})
 
     async def _put_config(self, r: Request) -> JSONResponse:
         cfg, err = await self._config_of(r)
-        if err or cfg is None:
-            return err or _err(422, "invalid_config", "invalid")
+        if err:
+            return err
         with self._lock:
             if self._fail_step:
                 step, self._fail_step = self._fail_step, None

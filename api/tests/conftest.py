@@ -48,7 +48,6 @@ def settings(tmp_path: Path, fake_gw: FakeGateway) -> Settings:
 def app(settings: Settings) -> Iterator[FastAPI]:
     application = create_app(settings)
     yield application
-    application.state.ctx.gateway.close()
     application.state.ctx.db.dispose()
 
 

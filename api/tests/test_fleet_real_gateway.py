@@ -151,7 +151,6 @@ def test_real_gateway_in_the_fleet(
         good = GatewayClient.over_tls(GW_IP, PORT, fleet_pki.client_context(data_dir), 5)
         h = good.health()
         assert h.config_revision == "boot", h.problems
-        good.close()
         # No client certificate, or one another CA issued: the handshake fails, nothing is answered.
         anonymous = ssl.create_default_context(cafile=str(fleet_pki.files(data_dir).ca))
         foreign = ssl.create_default_context(cafile=str(fleet_pki.files(data_dir).ca))
@@ -163,7 +162,6 @@ def test_real_gateway_in_the_fleet(
             with pytest.raises(GatewayError) as info:
                 c.health()
             assert info.value.code == "gateway_unreachable"
-            c.close()
         # One version applied to the fleet: the local (fake) gateway and the real one both run it.
         v = admin.post(
             "/api/v1/policy/classes",

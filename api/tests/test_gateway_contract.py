@@ -26,14 +26,10 @@ TARGETS = ["fake"] + (["real"] if real_gateway_socket() else [])
 @pytest.fixture(params=TARGETS)
 def target(request: pytest.FixtureRequest, sock_dir: Path) -> Iterator[tuple[str, GatewayClient]]:
     if request.param == "real":
-        client = GatewayClient(str(real_gateway_socket()))
-        yield "real", client
-        client.close()
+        yield "real", GatewayClient(str(real_gateway_socket()))
         return
     with FakeGateway(sock_dir / "c.sock") as gw:
-        client = GatewayClient(gw.socket_path)
-        yield "fake", client
-        client.close()
+        yield "fake", GatewayClient(gw.socket_path)
 
 
 def test_health_shape(target: tuple[str, GatewayClient]) -> None:
@@ -144,4 +140,3 @@ def test_unreachable_socket(sock_dir: Path) -> None:
     with pytest.raises(GatewayError) as info:
         gw.health()
     assert info.value.code == "gateway_unreachable"
-    gw.close()

@@ -106,7 +106,8 @@ class AppContext:
     # What the gateway runs, as last checked (the collector keeps it fresh).
     running: Running = field(default_factory=Running)
     streams: StreamSlots = field(default_factory=StreamSlots)
-    collector: Collector | None = None
+    # Set by create_app right after the context is built (the collector needs the context).
+    collector: Collector = field(init=False)
     loop: asyncio.AbstractEventLoop | None = None
     started_at: float = field(default_factory=time.time)
     # The collector's latest per-second values: metric -> key -> value (what /sites shows as "now").

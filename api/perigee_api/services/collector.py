@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy.exc import OperationalError
@@ -76,6 +77,20 @@ class Collector:
         self._retry_at = now + self._backoff_s
         self.last_error = f"database disk full since {time.strftime('%H:%M:%S', time.gmtime(self._full_since))} UTC"
 
+    def _try_write(self, now: float, what: str, write: Callable[[], object]) -> bool:
+        """Runs `write` unless the disk was full and its retry is not due yet. False when it did not run or found
+        the disk full (the outage is noted: `what` was not stored); any other database error propagates."""
+        if not self._writable(now):
+            return False
+        try:
+            write()
+        except OperationalError as exc:
+            if not is_storage_full(exc):
+                raise
+            self._storage_full(now, what)
+            return False
+        return True
+
     def _stored(self, now: float) -> None:
         if self._full_since is not None:
             log.warning(
@@ -104,31 +119,19 @@ class Collector:
         """One poll: live flows, closed flows, counters, cache and DNS stats → snapshot, history, samples; every
         few seconds, the config the gateway runs."""
         now = time.time() if now is None else now
-        if time.time() - self.ctx.running.checked_at >= RUNNING_EVERY_S and self._writable(now):
-            try:
-                self.sync_running()
-            except OperationalError as exc:
-                if not is_storage_full(exc):
-                    raise
-                self._storage_full(now, "the running config's version")
+        if time.time() - self.ctx.running.checked_at >= RUNNING_EVERY_S:
+            self._try_write(now, "the running config's version", self.sync_running)
         gw = self.ctx.gateway
         try:
             with self._live_lock:
                 self._read_live(now)
-            closed = list(gw.json.collect_flows().get("flows", []))
+            closed: list[dict[str, Any]] = gw.json.collect_flows().get("flows", [])
             counters = gw.json.counters()
         except GatewayError as exc:
             self.last_error = exc.message
             self.ctx.live.publish_error(exc.message)
             if now - self._last_maintenance >= 60 and self._writable(now):
-                try:
-                    with self.ctx.db.session() as db:
-                        auth.housekeeping(db, self.ctx.settings, now)
-                        db.commit()
-                except OperationalError as exc_db:
-                    if not is_storage_full(exc_db):
-                        raise
-                    self._storage_full(now, "housekeeping")
+                self._try_write(now, "housekeeping", lambda: self._housekeeping(now))
                 self._last_maintenance = now
             return
         try:
@@ -145,12 +148,11 @@ class Collector:
             latest.setdefault(metric, {})[key] = value
         self.ctx.latest, self.ctx.latest_at = latest, now
         self.ctx.counters = counters
-        self._hold(list(closed))
+        self._hold(closed)
         self.ticks += 1
         self._notify()
-        if not self._writable(now):
-            return  # this second's samples are a gap in the history; its closed flows wait
-        try:
+
+        def store() -> None:
             with self.ctx.db.session() as db:
                 stats.store_closed_flows(db, self.pending_flows, now)
                 stats.store_samples(db, int(now), values)
@@ -160,14 +162,17 @@ class Collector:
                     auth.housekeeping(db, self.ctx.settings, now)
                     self._last_maintenance = now
                 db.commit()
-        except OperationalError as exc:
-            if not is_storage_full(exc):
-                raise
-            self._storage_full(now, "flow history and samples")
-            return
+
+        if not self._try_write(now, "flow history and samples", store):
+            return  # this second's samples are a gap in the history; its closed flows wait
         self.pending_flows = []
         self._stored(now)
         self.last_error = None
+
+    def _housekeeping(self, now: float) -> None:
+        with self.ctx.db.session() as db:
+            auth.housekeeping(db, self.ctx.settings, now)
+            db.commit()
 
     def refresh_live_if_stale(self) -> None:
         """For readers of the live snapshot: when it is stale (the collector is stopped or behind), read the

@@ -12,9 +12,8 @@ from __future__ import annotations
 import ipaddress
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -123,36 +122,38 @@ class Member:
     client: GatewayClient
 
 
-@contextmanager
-def members(ctx: AppContext, db: Session) -> Iterator[list[Member]]:
-    """The local gateway, then the registered ones by name; their TLS clients are closed afterwards."""
+def members(ctx: AppContext, db: Session) -> list[Member]:
+    """The local gateway, then the registered ones by name (a client holds no connection between requests)."""
     out = [Member(LOCAL, f"unix:{ctx.settings.gateway_socket}", ctx.gateway)]
-    opened: list[GatewayClient] = []
     rows = registered(db)
     if rows:
         tls = fleet_pki.client_context(ctx.settings.data_dir)
         for g in rows:
-            c = GatewayClient.over_tls(g.host, g.port, tls, ctx.settings.gateway_timeout_s)
-            opened.append(c)
-            out.append(Member(g.name, str(Address(g.host, g.port)), c))
-    try:
-        yield out
-    finally:
-        for c in opened:
-            c.close()
+            client = GatewayClient.over_tls(g.host, g.port, tls, ctx.settings.gateway_timeout_s)
+            out.append(Member(g.name, str(Address(g.host, g.port)), client))
+    return out
 
 
 def each(ms: list[Member], call: Callable[[GatewayClient], T]) -> list[T | GatewayError]:
     """`call` on every member at once; a member's GatewayError is its answer."""
+    return [answers[0] for answers in each_of(ms, [call])]
 
-    def one(m: Member) -> T | GatewayError:
+
+def each_of(ms: list[Member], calls: list[Callable[[GatewayClient], T]]) -> list[list[T | GatewayError]]:
+    """Every call on every member, all in one parallel round (a silent member's calls time out side by side, not
+    one after another); per member, its answers in the order of `calls`, a GatewayError being that answer."""
+
+    def one(job: tuple[Member, Callable[[GatewayClient], T]]) -> T | GatewayError:
+        m, call = job
         try:
             return call(m.client)
         except GatewayError as exc:
             return exc
 
-    with ThreadPoolExecutor(max_workers=min(16, len(ms))) as pool:
-        return list(pool.map(one, ms))
+    jobs = [(m, call) for call in calls for m in ms]
+    with ThreadPoolExecutor(max_workers=min(16, len(jobs))) as pool:
+        answers = list(pool.map(one, jobs))
+    return [answers[i :: len(ms)] for i in range(len(ms))]
 
 
 # --- apply to all ------------------------------------------------------------------------------
@@ -248,11 +249,9 @@ def _throughput(flows: list[dict[str, Any]]) -> tuple[float, float]:
 
 
 def status(ms: list[Member]) -> list[dict[str, Any]]:
-    healths = each(ms, lambda c: c.json.health())
-    lives = each(ms, lambda c: c.json.flows("live"))
-    routings = each(ms, lambda c: c.json.routing())
+    answers = each_of(ms, [lambda c: c.json.health(), lambda c: c.json.flows("live"), lambda c: c.json.routing()])
     out = []
-    for m, h, live, routing in zip(ms, healths, lives, routings, strict=True):
+    for m, (h, live, routing) in zip(ms, answers, strict=True):
         row: dict[str, Any] = {
             "gateway": m.name,
             "address": m.address,

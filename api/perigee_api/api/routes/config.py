@@ -8,7 +8,6 @@ from fastapi import APIRouter, Query, Request
 from sqlalchemy import func, select
 
 from perigee_api.api.deps import Ctx, Db, Gateway, Id, Operator, Viewer, audit_info
-from perigee_api.core.context import AppContext
 from perigee_api.core.errors import ApiError, ErrorResponse
 from perigee_api.models import ConfigVersion
 from perigee_api.schemas.api import (
@@ -72,13 +71,6 @@ def get_active(who: Viewer, db: Db) -> VersionOut:
     return _full(versions.get(db, aid), aid)
 
 
-def _refresh_running(ctx: AppContext) -> running.Running:
-    if ctx.collector is not None:
-        return ctx.collector.sync_running()
-    ctx.running = running.observe(ctx.gateway)
-    return ctx.running
-
-
 @router.get(
     "/config/running",
     response_model=RunningOut,
@@ -87,7 +79,7 @@ def _refresh_running(ctx: AppContext) -> running.Running:
 def get_running(who: Viewer, db: Db, ctx: Ctx) -> RunningOut:
     state = ctx.running
     if time.time() - state.checked_at > RUNNING_STALE_S:
-        state = _refresh_running(ctx)
+        state = ctx.collector.sync_running()
     desired = versions.latest_or_none(db)
     return RunningOut(
         reachable=state.reachable,
@@ -185,10 +177,9 @@ def apply_version(
     version_id: Id, who: Operator, db: Db, ctx: Ctx, request: Request, body: CommentIn | None = None
 ) -> ApplyOut:
     v = versions.get(db, version_id)
-    with fleet.members(ctx, db) as ms:
-        res = versions.apply(db, ms, v)
+    res = versions.apply(db, fleet.members(ctx, db), v)
     db.commit()
-    _refresh_running(ctx)
+    ctx.collector.sync_running()
     audit_info(request, version_id=v.id, ok=res["ok"], comment=body.comment if body else "")
     return ApplyOut(**res)
 
@@ -200,9 +191,8 @@ def apply_version(
 )
 def rollback_version(version_id: Id, who: Operator, db: Db, ctx: Ctx, request: Request) -> RollbackOut:
     target = versions.get(db, version_id)
-    with fleet.members(ctx, db) as ms:
-        new, res = versions.rollback(db, ms, target, who.name)
+    new, res = versions.rollback(db, fleet.members(ctx, db), target, who.name)
     db.commit()
-    _refresh_running(ctx)
+    ctx.collector.sync_running()
     audit_info(request, target_version=target.id, new_version_id=new.id, ok=res["ok"])
     return RollbackOut(new_version_id=new.id, apply=ApplyOut(**res))

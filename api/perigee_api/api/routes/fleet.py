@@ -40,8 +40,7 @@ def _out(g: FleetGateway) -> FleetGatewayOut:
 def fleet_status(who: Viewer, db: Db, ctx: Ctx) -> FleetStatusOut:
     aid = versions.active_id(db)
     active = db.get(ConfigVersion, aid) if aid is not None else None
-    with fleet.members(ctx, db) as ms:
-        rows = fleet.status(ms)
+    rows = fleet.status(fleet.members(ctx, db))
     return FleetStatusOut(
         gateways=[FleetMemberOut(**r) for r in rows],
         active_version_id=aid,
@@ -51,8 +50,7 @@ def fleet_status(who: Viewer, db: Db, ctx: Ctx) -> FleetStatusOut:
 
 @router.get("/fleet/flows", response_model=FleetFlowsOut, summary="Live flows of every gateway, each labelled")
 def fleet_flows(who: Viewer, db: Db, ctx: Ctx) -> FleetFlowsOut:
-    with fleet.members(ctx, db) as ms:
-        flows, errors = fleet.live_flows(ms)
+    flows, errors = fleet.live_flows(fleet.members(ctx, db))
     return FleetFlowsOut(flows=flows, errors=errors)
 
 

@@ -33,9 +33,8 @@ def live_flows(
 ) -> Response:
     # Flows are passed through as the gateway sent them (already checked by the schema on the way in);
     # the unfiltered answer is encoded once per snapshot, so polling 10,000 flows stays cheap.
-    if ctx.collector is not None:
-        # A stale snapshot (collector stopped or behind) is read anew; an unreachable gateway shows in `error`.
-        ctx.collector.refresh_live_if_stale()
+    # A stale snapshot (collector stopped or behind) is read anew; an unreachable gateway shows in `error`.
+    ctx.collector.refresh_live_if_stale()
     flows, now, seq = ctx.live.snapshot()
     unfiltered = action is None and limit >= len(flows)
     cached = ctx.live.encoded

@@ -27,8 +27,7 @@ def health(ctx: Ctx, db: Db) -> HealthOut:
     except Exception as exc:  # any database failure is a health problem, reported not raised
         problems.append(f"database: {exc}")
         api["status"] = "degraded"
-    if ctx.collector is not None:
-        api["collector"] = {"ticks": ctx.collector.ticks, "last_error": ctx.collector.last_error}
+    api["collector"] = {"ticks": ctx.collector.ticks, "last_error": ctx.collector.last_error}
     gw_health: Health | None = None
     reachable = False
     try:
