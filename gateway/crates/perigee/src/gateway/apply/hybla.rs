@@ -72,26 +72,6 @@ impl HyblaPlan {
     }
 }
 
-/// What `apply` accepts for the hybla step: a full plan, or (older callers) parameters only.
-pub trait IntoHyblaPlan {
-    fn into_plan(self) -> Option<HyblaPlan>;
-}
-
-impl IntoHyblaPlan for Option<HyblaPlan> {
-    fn into_plan(self) -> Option<HyblaPlan> {
-        self
-    }
-}
-
-impl IntoHyblaPlan for Option<HyblaParams> {
-    fn into_plan(self) -> Option<HyblaPlan> {
-        self.map(|params| HyblaPlan {
-            params,
-            cwnd_max: None,
-        })
-    }
-}
-
 /// The Hybla implementation the hybla step talks to (the real one, or a test double).
 pub trait HyblaControl {
     fn status(&self) -> HyblaStatus;
@@ -143,10 +123,8 @@ pub fn apply_hybla(ctl: &dyn HyblaControl, plan: HyblaPlan) -> Result<(), ApplyE
         // Nothing to configure; routes/sockets asking for hybla report that themselves.
         return Ok(());
     }
-    let hybla_err = |message: String, field: Option<&str>| ApplyError {
-        step: "hybla",
-        message,
-        field: field.map(String::from),
+    let hybla_err = |message: String, field: Option<&str>| {
+        ApplyError::new("hybla", message, field.map(String::from))
     };
     if st.owned {
         return apply_hybla_netns(ctl, &st, plan).map_err(|e| hybla_err(e, None));
@@ -453,9 +431,6 @@ mod tests {
         j["classes"][0]["satellite"]["congestion_control"] = "hybla_ld".into();
         let cfg = crate::gateway::config::from_value(j).unwrap();
         assert_eq!(HyblaPlan::for_config(&cfg).unwrap().cwnd_max, Some(0));
-        // Callers that pass only the parameters leave the ceiling alone.
-        let p: Option<HyblaParams> = Some(HyblaParams::default());
-        assert_eq!(p.into_plan().unwrap().cwnd_max, None);
     }
 
     #[test]
@@ -475,11 +450,14 @@ mod tests {
         apply_hybla(&h, plan.unwrap()).unwrap();
         assert_eq!(global_and_own(&h).1, Some((30, 560, 0)));
         // A plan without a ceiling keeps the entry's.
-        let p: Option<HyblaParams> = Some(HyblaParams {
-            rtt0_ms: 20,
-            base_rtt_ms: 0,
-        });
-        apply_hybla(&h, p.into_plan().unwrap()).unwrap();
+        let p = HyblaPlan {
+            params: HyblaParams {
+                rtt0_ms: 20,
+                base_rtt_ms: 0,
+            },
+            cwnd_max: None,
+        };
+        apply_hybla(&h, p).unwrap();
         assert_eq!(global_and_own(&h).1, Some((20, 0, 0)));
         assert_eq!(h.writes.borrow().len(), 3, "{:?}", h.writes.borrow());
     }

@@ -17,16 +17,13 @@ mod sysctl;
 use super::render::Rendered;
 use std::collections::BTreeMap;
 
-pub use command::run;
 pub use hybla::{
-    apply_hybla, hybla_snapshot, restore_hybla, HyblaControl, HyblaPlan, HyblaRestore,
-    IntoHyblaPlan, SystemHybla,
+    hybla_snapshot, restore_hybla, HyblaControl, HyblaPlan, HyblaRestore, SystemHybla,
 };
 pub use nft::delete_table;
 pub use nft_counters::{read_counter, read_counters};
 pub use nft_sets::{set_cache_up, set_dns_up, set_overflow};
 pub use services::{DnsStep, SquidStep};
-pub use shaper::{classify_root, leftover_shaper, Leftover, RootQdisc};
 pub use sysctl::read_sysctl;
 
 /// Test-only fault injection for the soak (bench/scenarios/soak.py): with the cargo feature
@@ -62,13 +59,18 @@ pub struct ApplyError {
 }
 
 impl ApplyError {
-    /// An error of `step` that names no config field.
-    pub fn at(step: &'static str, message: String) -> ApplyError {
+    /// An error of `step`, naming the config field at fault when there is one.
+    pub fn new(step: &'static str, message: String, field: Option<String>) -> ApplyError {
         ApplyError {
             step,
             message,
-            field: None,
+            field,
         }
+    }
+
+    /// An error of `step` that names no config field.
+    pub fn at(step: &'static str, message: String) -> ApplyError {
+        ApplyError::new(step, message, None)
     }
 }
 
@@ -104,7 +106,7 @@ pub struct AppliedState {
     /// Values the sysctls had before we first wrote them.
     pub sysctl_originals: BTreeMap<String, String>,
     /// Satellite routes as they were before we first replaced them (None: there was none).
-    pub route_originals: BTreeMap<String, Option<Vec<String>>>,
+    pub route_originals: routes::RouteOriginals,
 }
 
 /// Apply `new` on top of `prev`, the child services in the order given. On error the system
@@ -112,25 +114,14 @@ pub struct AppliedState {
 pub fn apply(
     new: &Rendered,
     prev: &AppliedState,
-    hybla: impl IntoHyblaPlan,
-    services: &mut [&mut dyn ApplyStep],
-) -> Result<AppliedState, ApplyError> {
-    apply_with(new, prev, hybla.into_plan(), services, &SystemHybla)
-}
-
-/// `apply` with the Hybla implementation given (tests use a double).
-pub fn apply_with(
-    new: &Rendered,
-    prev: &AppliedState,
     hybla: Option<HyblaPlan>,
     services: &mut [&mut dyn ApplyStep],
-    hybla_ctl: &dyn HyblaControl,
 ) -> Result<AppliedState, ApplyError> {
     let before = prev.rendered.as_ref();
     let mut nft = nft::NftStep::new(&new.nft, before.map(|r| r.nft.as_str()));
     let mut routes = routes::RoutesStep::new(
         &new.routes,
-        before.map(|r| r.routes.clone()).unwrap_or_default(),
+        before.map(|r| r.routes.as_slice()).unwrap_or_default(),
         prev.route_originals.clone(),
     );
     let mut sysctls = sysctl::SysctlStep::new(
@@ -140,7 +131,7 @@ pub fn apply_with(
     );
     let mut shaping =
         shaper::ShaperStep::new(new.shaper.as_ref(), before.and_then(|r| r.shaper.as_ref()));
-    let mut hybla = hybla::HyblaStep::new(hybla, hybla_ctl);
+    let mut hybla = hybla::HyblaStep::new(hybla, &SystemHybla);
 
     let mut steps: Vec<&mut dyn ApplyStep> =
         vec![&mut nft, &mut routes, &mut sysctls, &mut shaping];

@@ -55,12 +55,7 @@ pub fn read_counter(name: &str) -> Option<(u64, u64)> {
     )
     .ok()?;
     let v: serde_json::Value = serde_json::from_str(&out).ok()?;
-    for item in v["nftables"].as_array()? {
-        if let Some(c) = item.get("counter") {
-            return Some((c["packets"].as_u64()?, c["bytes"].as_u64()?));
-        }
-    }
-    None
+    parse_counters(&v).remove(name)
 }
 
 #[cfg(test)]

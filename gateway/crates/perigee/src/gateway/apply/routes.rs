@@ -12,14 +12,14 @@ pub type RouteOriginals = BTreeMap<String, Option<Vec<String>>>;
 pub struct RoutesStep<'a> {
     new: &'a [RouteOp],
     /// The routes of the config in force.
-    prev: Vec<RouteOp>,
+    prev: &'a [RouteOp],
     originals: RouteOriginals,
     /// Those of `new` installed so far.
     added: Vec<RouteOp>,
 }
 
 impl<'a> RoutesStep<'a> {
-    pub fn new(new: &'a [RouteOp], prev: Vec<RouteOp>, originals: RouteOriginals) -> Self {
+    pub fn new(new: &'a [RouteOp], prev: &'a [RouteOp], originals: RouteOriginals) -> Self {
         RoutesStep {
             new,
             prev,
@@ -31,7 +31,7 @@ impl<'a> RoutesStep<'a> {
     /// After a successful apply: drop the satellite routes the new config no longer has
     /// (the original comes back), and hand over what is remembered for the next apply.
     pub fn drop_removed(mut self) -> RouteOriginals {
-        for old in &self.prev {
+        for old in self.prev {
             if matches!(old, RouteOp::SatRoute { .. })
                 && !self.new.iter().any(|n| same_route(n, old))
             {
@@ -70,7 +70,7 @@ impl ApplyStep for RoutesStep<'_> {
                 remove_route(op, &self.originals);
             }
         }
-        for op in &self.prev {
+        for op in self.prev {
             let _ = install_route(op);
         }
     }

@@ -31,11 +31,11 @@ impl ApplyStep for DnsStep<'_> {
                 );
                 Ok(())
             }
-            Err(e) => Err(ApplyError {
-                step: "dns",
-                message: format!("{}: {}", e.code, e.message),
-                field: e.field,
-            }),
+            Err(e) => Err(ApplyError::new(
+                "dns",
+                format!("{}: {}", e.code, e.message),
+                e.field,
+            )),
         }
     }
 
@@ -84,11 +84,11 @@ impl ApplyStep for SquidStep<'_> {
                 );
                 Ok(())
             }
-            Err(e) => Err(ApplyError {
-                step: "squid",
-                message: format!("{}: {}", e.code, e.message),
-                field: e.field,
-            }),
+            Err(e) => Err(ApplyError::new(
+                "squid",
+                format!("{}: {}", e.code, e.message),
+                e.field,
+            )),
         }
     }
 

@@ -72,10 +72,8 @@ fn root_qdisc(dev: &str) -> Result<RootQdisc, String> {
 /// Install `s` (or change ours in place). A failure part way leaves a half-built tree that the
 /// caller's rollback removes or replaces.
 fn install_shaper(s: &Shaper) -> Result<(), ApplyError> {
-    let shaping_err = |message: String, field: Option<&str>| ApplyError {
-        step: "shaping",
-        message,
-        field: field.map(String::from),
+    let shaping_err = |message: String, field: Option<&str>| {
+        ApplyError::new("shaping", message, field.map(String::from))
     };
     let root = root_qdisc(&s.dev).map_err(|m| shaping_err(m, None))?;
     if let RootQdisc::Foreign(what) = root {
