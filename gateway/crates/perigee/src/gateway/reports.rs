@@ -224,7 +224,7 @@ pub struct RoutingReport {
 }
 
 /// A BGP session's finite-state-machine state (RFC 4271), as bgpd names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
 #[schemars(transform = perigee_types::flat_enum)]
 pub enum BgpState {
     Idle,
@@ -269,7 +269,7 @@ pub struct BgpNeighbor {
 }
 
 /// A BFD session's state (RFC 5880), as bfdd names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 #[schemars(transform = perigee_types::flat_enum)]
 pub enum BfdStatus {
@@ -280,6 +280,19 @@ pub enum BfdStatus {
     Shutdown,
     /// A status this daemon does not know (a newer FRR).
     Unknown,
+}
+
+impl BfdStatus {
+    /// The name it serializes as.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BfdStatus::Up => "up",
+            BfdStatus::Down => "down",
+            BfdStatus::Init => "init",
+            BfdStatus::Shutdown => "shutdown",
+            BfdStatus::Unknown => "unknown",
+        }
+    }
 }
 
 /// One of bfdd's sessions.

@@ -74,10 +74,7 @@ pub fn problems(neighbors: &[BgpNeighbor]) -> Vec<String> {
                     .filter(|d| *d != "ok")
                     .map(|d| format!(" ({d})"))
                     .unwrap_or_default();
-                let status = serde_json::to_value(b.status)
-                    .ok()
-                    .and_then(|v| v.as_str().map(String::from))
-                    .unwrap_or_default();
+                let status = b.status.as_str();
                 out.push(format!("BFD session to {who} is {status}{diag}"));
             }
             None if n.bfd_configured => out.push(format!(
@@ -132,6 +129,14 @@ mod tests {
                 transmit_interval_ms: None,
                 detect_multiplier: None,
             }),
+        }
+    }
+
+    #[test]
+    fn bfd_status_names_are_its_serialized_ones() {
+        use BfdStatus::*;
+        for s in [Up, Down, Init, Shutdown, Unknown] {
+            assert_eq!(serde_json::to_value(s).unwrap(), s.as_str());
         }
     }
 

@@ -60,6 +60,12 @@ struct Deltas {
 }
 
 impl Deltas {
+    /// The relay's bytes not reported yet (on close; long flows also in the periodic sample).
+    fn account_bytes(&mut self, s: &Session) {
+        self.bytes_up += s.up.bytes - s.sampled_bytes.0.min(s.up.bytes);
+        self.bytes_down += s.down.bytes - s.sampled_bytes.1.min(s.down.bytes);
+    }
+
     /// What crossed a flow's satellite leg since its last sample: the link's two directions
     /// (a hub's satellite sockets send forward), and the flow's action, class and site.
     fn account_crossed(&mut self, hub: bool, s: &Session, c: &Crossed) {

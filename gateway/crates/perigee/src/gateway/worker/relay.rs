@@ -5,7 +5,6 @@ use super::{peer, Worker, TOKEN_FLOW_BASE};
 use crate::gateway::config::Role;
 use crate::gateway::epoll::Epoll;
 use crate::gateway::flow::{Session, CLIENT, SERVER};
-use crate::gateway::meter::Crossed;
 use crate::gateway::session::Failed;
 use crate::gateway::sys;
 use std::os::fd::AsRawFd;
@@ -105,9 +104,10 @@ impl Worker {
         let Some(mut s) = self.flows.remove(&id) else {
             return;
         };
-        self.account(&s);
+        self.deltas.account_bytes(&s);
         let crossed = s.sample();
-        self.account_crossed(&s, &crossed);
+        let hub = self.is_hub();
+        self.deltas.account_crossed(hub, &s, &crossed);
         if let Some(bad) = reset_from {
             sys::set_linger0(s.fd(1 - bad));
             // A local error on the failing socket itself (not a RST from its peer): reset it too.
@@ -123,17 +123,6 @@ impl Worker {
         if self.closed.len() < 50_000 {
             self.closed.push(flow);
         }
-    }
-
-    /// The relay's bytes not reported yet (on close; long flows also in the periodic sample).
-    fn account(&mut self, s: &Session) {
-        self.deltas.bytes_up += s.up.bytes - s.sampled_bytes.0.min(s.up.bytes);
-        self.deltas.bytes_down += s.down.bytes - s.sampled_bytes.1.min(s.down.bytes);
-    }
-
-    fn account_crossed(&mut self, s: &Session, c: &Crossed) {
-        let hub = self.is_hub();
-        self.deltas.account_crossed(hub, s, c);
     }
 
     pub(super) fn is_hub(&self) -> bool {
@@ -205,8 +194,7 @@ impl Worker {
         for s in self.flows.values_mut() {
             let c = s.sample();
             self.deltas.account_crossed(hub, s, &c);
-            self.deltas.bytes_up += s.up.bytes - s.sampled_bytes.0.min(s.up.bytes);
-            self.deltas.bytes_down += s.down.bytes - s.sampled_bytes.1.min(s.down.bytes);
+            self.deltas.account_bytes(s);
             s.sampled_bytes = (s.up.bytes, s.down.bytes);
             if s.handover.is_some() {
                 // Its own deadlines (peer::check_handovers).
