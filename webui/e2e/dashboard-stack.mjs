@@ -38,7 +38,6 @@ export async function startApi(tmp, { socket, env = {} }) {
   const api = start('api', python, ['-m', 'perigee_api'], {
     cwd: join(repo, 'api'),
     env: {
-      PYTHONPATH: join(repo, 'api'),
       PERIGEE_DATA_DIR: dataDir,
       PERIGEE_LISTEN: `127.0.0.1:${port}`,
       PERIGEE_GATEWAY_SOCKET: socket,

@@ -1,6 +1,6 @@
 """Runs the API's fake gateway on a Unix socket with moving synthetic traffic, for the browser suite.
 
-    PYTHONPATH=api python webui/e2e/fake_gateway_server.py /tmp/x/control.sock [flows]
+    .venv/bin/python webui/e2e/fake_gateway_server.py /tmp/x/control.sock [flows]
 
 Every second the flows' rates and the counters change, so the dashboard has something live to show.
 Stops on SIGTERM/SIGINT.

@@ -13,7 +13,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { execFileSync } from 'node:child_process';
 import { start, stopAll } from './harness.mjs';
-import { finishWorkDir, launchBrowser, makeWorkDir, python, repo, shotsDir, startApi, startWebServer } from './dashboard-stack.mjs';
+import { finishWorkDir, launchBrowser, makeWorkDir, python, shotsDir, startApi, startWebServer } from './dashboard-stack.mjs';
 import { Steps } from './steps.mjs';
 import { dashboardSteps } from './scenario.mjs';
 
@@ -28,7 +28,6 @@ async function startBackend() {
   }
   const socket = join(tmp, 'control.sock');
   const gw = start('fake gateway', python, [join(here, 'fake_gateway_server.py'), socket, process.env.PERIGEE_E2E_FLOWS ?? '120'], {
-    env: { PYTHONPATH: join(repo, 'api') },
     logFile: join(tmp, 'gateway.log'),
   });
   const deadline = Date.now() + 20000;
