@@ -11,7 +11,6 @@ import dataclasses
 import json
 import os
 import shutil
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -105,26 +104,15 @@ def squid_store_tmpfs(prefix: str, size_mb: int = 400) -> Iterator[str]:
     """A filesystem of its own under the terminal Squid's state dir, so filling it harms nothing
     else (satlab's run dir is on the host's /run)."""
     path = store_mount(prefix)
-    subprocess.run(["umount", path], capture_output=True, check=False)
-    os.makedirs(path, exist_ok=True)
-    subprocess.run(
-        [
-            "mount",
-            "-t",
-            "tmpfs",
-            "-o",
-            f"size={size_mb}m,mode=0755",
-            "soak-squid",
-            path,
-        ],
-        check=True,
-    )
+    mounted = False
     try:
-        yield path
+        with faults.tmpfs(path, size_mb, "0755", "soak-squid"):
+            mounted = True
+            yield path
     finally:
-        subprocess.run(["umount", "-l", path], capture_output=True, check=False)
+        # Once unmounted: the run dir goes too unless a lab still has it.
         run_dir = os.path.dirname(path)
-        if not os.path.exists(os.path.join(run_dir, "state.json")):
+        if mounted and not os.path.exists(os.path.join(run_dir, "state.json")):
             shutil.rmtree(run_dir, ignore_errors=True)
 
 
@@ -169,12 +157,13 @@ class ControlPlane:
 
 
 @contextlib.contextmanager
-def control_plane(lb: lab.Lab, gw: faults.Gateways, idle_timeout_s: int) -> Iterator[ControlPlane]:
+def control_plane(gw: faults.Gateways, idle_timeout_s: int) -> Iterator[ControlPlane]:
     """The API on the hub: the terminal's control socket is the one the apply-fail and routes-lost
     faults drive directly, so the API's own applies go to the other gateway and never race them."""
     api = controlplane.Api(gw.run_dir, gw.sock("hub"))
     with (
-        controlplane.data_tmpfs(api),
+        # The API's data dir on a filesystem of its own, so filling it harms nothing else.
+        faults.tmpfs(str(api.data_dir), controlplane.DATA_MB, "0700", "soak-api"),
         controlplane.running(api),
         api.client(timeout=controlplane.WRITE_TIMEOUT_S) as client,
     ):
@@ -272,7 +261,7 @@ def soak(ctx: Context, p: dict[str, Any], lb: lab.Lab, fault_file: str) -> list[
             raise SoakFailure(f"soak config on {role}: {status} {reply}")
     baseline = {r: gwprocs.footprint(gw.master(r)) for r in roles}
     ctx.log(f"soak baseline footprint: {baseline}")
-    with control_plane(lb, gw, p["idle_timeout_s"]) as cp:
+    with control_plane(gw, p["idle_timeout_s"]) as cp:
         return run_load(ctx, p, lb, gw, cp, fault_file, baseline)
 
 
@@ -393,7 +382,7 @@ def run_load(
     final_state, _ = apifaults.wait_in_sync(cp.api, cp.client, apifaults.RECONCILE_WITHIN_S)
     keep_artefacts(ctx, lb)
     recs = read_records(out_path)
-    out = summarize(
+    return summarize(
         ctx,
         p,
         recs,
@@ -407,7 +396,6 @@ def run_load(
         t_load_end,
         control=(cp.load.calls, final_state),
     )
-    return out
 
 
 ARTEFACTS = Path("/tmp/perigee-soak")
@@ -546,7 +534,7 @@ def summarize(
             violations.append(f"{ev.name}: the daemon was not healthy again within 30 s")
         if ev.kind == "apply-fail" and not ev.detail.get("rolled_back"):
             violations.append(f"{ev.name}: apply not refused and rolled back: {ev.detail}")
-        if ev.kind in API_FAULTS:
+        if ev.kind in apifaults.KINDS:
             violations += apifaults.problems(ev)
             # The API is not in the data path: no probe may fail while it is killed or its disk full.
             if rec.failed_probes:
@@ -596,59 +584,42 @@ def summarize(
     return out
 
 
-API_FAULTS = ("kill-api", "api-disk-full")
-# Per control-plane fault, what apifaults measured (the worst over the soak's cycles): detail key,
-# metric, unit.
-API_FAULT_METRICS = {
+def _key(key: str) -> Callable[[dict[str, Any]], float | None]:
+    return lambda d: d.get(key)
+
+
+# Per control-plane fault, what apifaults measured (the worst over the soak's cycles): metric, unit,
+# and its value from an event's detail.
+API_FAULT_METRICS: dict[str, list[tuple[str, str, Callable[[dict[str, Any]], float | None]]]] = {
     "kill-api": [
-        ("api_back_s", "api_answering_again_worst", "s"),
-        ("restart_delay_s", "restart_delay_worst", "s"),
-        ("start_s", "api_start_worst", "s"),
-        ("start_cpu_s", "api_start_cpu_worst", "s"),
-        ("in_sync_after_s", "in_sync_after_worst", "s"),
-        ("versions_missing", "versions_missing", ""),
-        ("probes_failed", "probes_failed", ""),
+        ("api_answering_again_worst", "s", _key("api_back_s")),
+        ("restart_delay_worst", "s", _key("restart_delay_s")),
+        ("api_start_worst", "s", _key("start_s")),
+        ("api_start_cpu_worst", "s", _key("start_cpu_s")),
+        ("in_sync_after_worst", "s", _key("in_sync_after_s")),
+        ("versions_missing", "", lambda d: len(d.get("versions_missing", []))),
+        ("probes_failed", "", _key("probes_failed")),
     ],
     "api-disk-full": [
-        ("reads_not_200", "reads_not_200", ""),
-        ("writes_stored", "writes_stored_while_full", ""),
-        ("writes_refused", "writes_refused_507_503", ""),
-        ("writes_other", "writes_other_answers", ""),
-        ("write_back_s", "write_stored_again_worst", "s"),
-        ("collector_back_s", "collector_storing_again_worst", "s"),
-        ("integrity_not_ok", "integrity_check_not_ok", ""),
-        ("half_written", "versions_half_written", ""),
-        ("probes_failed", "probes_failed", ""),
+        ("reads_not_200", "", lambda d: sum(v for k, v in d["reads"].items() if k != "200")),
+        ("writes_stored_while_full", "", lambda d: d["writes"].get("200 stored", 0)),
+        (
+            "writes_refused_507_503",
+            "",
+            lambda d: sum(v for k, v in d["writes"].items() if k.startswith(("507 ", "503 "))),
+        ),
+        (
+            "writes_other_answers",
+            "",
+            lambda d: sum(v for k, v in d["writes"].items() if not k.startswith(("200 ", "507 ", "503 "))),
+        ),
+        ("write_stored_again_worst", "s", _key("write_back_s")),
+        ("collector_storing_again_worst", "s", _key("collector_back_s")),
+        ("integrity_check_not_ok", "", lambda d: int(d.get("integrity") != "ok")),
+        ("versions_half_written", "", lambda d: len(d.get("half_written", []))),
+        ("probes_failed", "", _key("probes_failed")),
     ],
 }
-
-
-def _api_fault_values(ev: faults.FaultEvent) -> dict[str, float | None]:
-    d = ev.detail
-    if ev.kind == "api-disk-full" and "reads" in d:
-        writes = d["writes"]
-        return {
-            "reads_not_200": sum(v for k, v in d["reads"].items() if k != "200"),
-            "writes_stored": writes.get("200 stored", 0),
-            "writes_refused": sum(v for k, v in writes.items() if k.startswith(("507 ", "503 "))),
-            "writes_other": sum(v for k, v in writes.items() if not k.startswith(("200 ", "507 ", "503 "))),
-            "write_back_s": d.get("write_back_s"),
-            "collector_back_s": d.get("collector_back_s"),
-            "integrity_not_ok": int(d.get("integrity") != "ok"),
-            "half_written": len(d.get("half_written", [])),
-            "probes_failed": d.get("probes_failed"),
-        }
-    if ev.kind == "kill-api" and "pid" in d:
-        return {
-            "api_back_s": d.get("api_back_s"),
-            "restart_delay_s": d.get("restart_delay_s"),
-            "start_s": d.get("start_s"),
-            "start_cpu_s": d.get("start_cpu_s"),
-            "in_sync_after_s": d.get("in_sync_after_s"),
-            "versions_missing": len(d.get("versions_missing", [])),
-            "probes_failed": d.get("probes_failed"),
-        }
-    return {}
 
 
 def summarize_api_faults(events: list[faults.FaultEvent]) -> list[Record]:
@@ -657,12 +628,13 @@ def summarize_api_faults(events: list[faults.FaultEvent]) -> list[Record]:
     out: list[Record] = []
     for kind, metrics in API_FAULT_METRICS.items():
         evs = [e for e in events if e.kind == kind]
-        values = [v for v in (_api_fault_values(e) for e in evs) if v]
-        if not values:
+        # A fault the harness could not carry out measured nothing.
+        details = [e.detail for e in evs if "harness_error" not in e.detail]
+        if not details:
             continue
         name = evs[0].name
-        for key, metric, unit in metrics:
-            got = [v.get(key) for v in values]
+        for metric, unit, value in metrics:
+            got = [value(d) for d in details]
             if any(x is None for x in got):
                 out.append(records.missing(NAME, name, metric, unit, "not reached in one cycle"))
             else:
@@ -729,13 +701,11 @@ def control_tables(recs: list[Record]) -> list[str]:
     if load:
         lines += ["", "| control-plane load | value |", "|---|---|"]
         for r in load:
-            unit = f" [{r.unit}]" if r.unit else ""
-            note = f" ({r.note})" if r.note else ""
-            lines.append(f"| {r.metric.replace('_', ' ')}{unit}{note} | {_fmt(r)} |")
+            lines.append(f"| {_label(r)} | {_fmt(r)} |")
     rows = [
         r
         for r in recs
-        if r.variant.startswith(("kill-api", "api-disk-full"))
+        if r.variant.startswith(apifaults.KINDS)
         and r.metric not in ("recovery", "recovery_worst", "recovery_median", "times", "bound")
     ]
     if rows:
@@ -745,9 +715,7 @@ def control_tables(recs: list[Record]) -> list[str]:
             "|---|---|---|",
         ]
         for r in rows:
-            unit = f" [{r.unit}]" if r.unit else ""
-            note = f" ({r.note})" if r.note else ""
-            lines.append(f"| {r.variant} | {r.metric.replace('_', ' ')}{unit}{note} | {_fmt(r)} |")
+            lines.append(f"| {r.variant} | {_label(r)} | {_fmt(r)} |")
     return lines
 
 
@@ -774,6 +742,13 @@ def doc_extra(recs: list[Record]) -> str:
     )
 
 
+def _label(r: Record) -> str:
+    """A table row's name for a record: its metric, unit and note."""
+    unit = f" [{r.unit}]" if r.unit else ""
+    note = f" ({r.note})" if r.note else ""
+    return f"{r.metric.replace('_', ' ')}{unit}{note}"
+
+
 def _value(recs: list[Record], variant: str, metric: str) -> Record | None:
     return next((r for r in recs if r.variant == variant and r.metric == metric), None)
 
@@ -792,9 +767,7 @@ def doc_tables(recs: list[Record]) -> str:
     lines = ["| totals | value |", "|---|---|"]
     for r in recs:
         if r.variant == "totals" and r.metric != records.SKIPPED:
-            unit = f" [{r.unit}]" if r.unit else ""
-            note = f" ({r.note})" if r.note else ""
-            lines.append(f"| {r.metric.replace('_', ' ')}{unit}{note} | {_fmt(r)} |".replace("\n", " "))
+            lines.append(f"| {_label(r)} | {_fmt(r)} |".replace("\n", " "))
     lines += [
         "",
         "| fault | times | not served again in its window | recovery median [s] | recovery worst [s] | bound [s] | "

@@ -16,7 +16,8 @@ from typing import Any
 import httpx
 
 from bench.soak.controlplane import RESTART_SEC, Api
-from bench.soak.faults import FaultEvent
+from bench.soak.faults import FILLER, FaultEvent, fill
+from bench.tools import cpu
 
 # The API killed: the supervisor restarts it after RestartSec (1 s of slack), and its start (imports,
 # migrations, the first admin's check, asking the gateway which config it runs: about 1.5 s of CPU)
@@ -32,6 +33,8 @@ COLLECTOR_BACK_BOUND_S = 10.0
 # Where the running config is compared with the API's versions: after a restart the API reconciles at
 # once; after a full disk the collector does so within its next check (every 5 s) after its back-off.
 RECONCILE_WITHIN_S = 15.0
+# The control-plane faults (FaultEvent.kind).
+KINDS = ("kill-api", "api-disk-full")
 
 
 def _get(c: httpx.Client, path: str) -> tuple[int, Any]:
@@ -98,8 +101,12 @@ def _started_at(pid: int | None) -> float | None:
 
 def _cpu_s(pid: int | None) -> float | None:
     """CPU seconds the process has used (user + system)."""
-    f = _stat(pid)
-    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK") if f else None
+    if pid is None:
+        return None
+    try:
+        return cpu.cpu_ticks(pid) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError):
+        return None
 
 
 def kill_api(api: Api, c: httpx.Client, written_before: list[int]) -> FaultEvent:
@@ -140,25 +147,6 @@ def kill_api(api: Api, c: httpx.Client, written_before: list[int]) -> FaultEvent
             "in_sync_after_s": round(sync_s, 2) if sync_s is not None else None,
         },
     )
-
-
-def _fill(path: str) -> int:
-    """Write a file under `path` until the filesystem refuses (ENOSPC): 0 bytes left."""
-    written = 0
-    chunk = b"\0" * (1 << 20)
-    fd = os.open(os.path.join(path, "soak-filler"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        while True:
-            try:
-                n = os.write(fd, chunk)  # unbuffered: a partial write takes the last bytes
-            except OSError:
-                break
-            if n == 0:
-                break
-            written += n
-    finally:
-        os.close(fd)
-    return written
 
 
 def integrity(db_path: str) -> str:
@@ -212,7 +200,7 @@ def api_disk_full(api: Api, c: httpx.Client, idle_timeout_s: int, hold_s: float)
         return -1
 
     t = time.monotonic()
-    filled = _fill(str(api.data_dir))
+    filled = fill(str(api.data_dir))
     st = os.statvfs(str(api.data_dir))
     n = 0
     while time.monotonic() - t < hold_s:
@@ -231,7 +219,7 @@ def api_disk_full(api: Api, c: httpx.Client, idle_timeout_s: int, hold_s: float)
             stored_while_full.append(vid)
         time.sleep(max(0.0, 1.0 - (time.monotonic() - tick)))
     pid_full = api.pid()
-    os.unlink(os.path.join(api.data_dir, "soak-filler"))
+    os.unlink(os.path.join(api.data_dir, FILLER))
     t_free = time.monotonic()
     write_back: float | None = None
     while time.monotonic() - t_free < 30.0:
@@ -284,6 +272,8 @@ def api_disk_full(api: Api, c: httpx.Client, idle_timeout_s: int, hold_s: float)
 def problems(ev: FaultEvent) -> list[str]:
     """What the control-plane fault left wrong (the data plane is judged by the probes, apart)."""
     d = ev.detail
+    if "harness_error" in d:
+        return []  # the fault was never carried out: summarize reports the harness error itself
     out: list[str] = []
     if ev.kind == "kill-api":
         if d.get("api_back_s") is None:
@@ -311,6 +301,6 @@ def problems(ev: FaultEvent) -> list[str]:
             out.append(f"{ev.name}: integrity_check: {d['integrity']}")
         if d["half_written"]:
             out.append(f"{ev.name}: half-written or refused versions present: {d['half_written']}")
-    if ev.kind in ("kill-api", "api-disk-full") and d.get("in_sync_after_s") is None:
+    if ev.kind in KINDS and d.get("in_sync_after_s") is None:
         out.append(f"{ev.name}: the active version is not what the gateway runs (drift)")
     return out

@@ -22,6 +22,7 @@ from typing import Any
 import httpx
 
 from bench.soak import gwprocs
+from satlab import gwsupervise
 
 RESTART_SEC = 2.0  # the packaged unit's RestartSec
 READ_EVERY_S = 0.5
@@ -114,22 +115,6 @@ class Api:
 
 
 @contextlib.contextmanager
-def data_tmpfs(api: Api, size_mb: int = DATA_MB) -> Iterator[Path]:
-    """The API's data dir on a filesystem of its own, so filling it harms nothing else."""
-    path = str(api.data_dir)
-    subprocess.run(["umount", path], capture_output=True, check=False)
-    os.makedirs(path, exist_ok=True)
-    subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={size_mb}m,mode=0700", "soak-api", path],
-        check=True,
-    )
-    try:
-        yield api.data_dir
-    finally:
-        subprocess.run(["umount", "-l", path], capture_output=True, check=False)
-
-
-@contextlib.contextmanager
 def running(api: Api) -> Iterator[None]:
     """The API under satlab's supervisor (the packaged unit's restart policy), until the block ends."""
     env = {
@@ -143,19 +128,7 @@ def running(api: Api) -> Iterator[None]:
         # The soak runs as root (namespaces, tmpfs); the packaged unit runs the API as user perigee.
         "PERIGEE_ALLOW_ROOT": "1",
     }
-    argv = [
-        sys.executable,
-        "-m",
-        "satlab.gwsupervise",
-        "--pidfile",
-        str(api.pidfile),
-        "--restart-sec",
-        str(RESTART_SEC),
-        "--",
-        sys.executable,
-        "-m",
-        "perigee_api",
-    ]
+    argv = gwsupervise.argv(str(api.pidfile), RESTART_SEC, [sys.executable, "-m", "perigee_api"])
     with open(api.log, "ab") as log:
         sup = subprocess.Popen(
             argv,

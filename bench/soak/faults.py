@@ -4,12 +4,14 @@ a full disk, a dead link, lost routes) and what the gateway said."""
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import json
 import os
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -187,23 +189,52 @@ def apply_fail(gw: Gateways, role: str, step: str, fault_file: str) -> FaultEven
     return FaultEvent(f"apply-fail:{step}@{role}", "apply-fail", t, detail=detail)
 
 
-def squid_disk_full(store_mount: str, hold_s: float) -> FaultEvent:
-    """Fill the small filesystem under Squid's store until ENOSPC, hold, then free it."""
-    filler = os.path.join(store_mount, "soak-filler")
-    t = time.monotonic()
+FILLER = "soak-filler"
+
+
+def fill(path: str) -> int:
+    """Write FILLER under `path` until the filesystem refuses (ENOSPC): 0 bytes left. Returns the bytes
+    written."""
     written = 0
     chunk = b"\0" * (1 << 20)
+    fd = os.open(os.path.join(path, FILLER), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
-        with open(filler, "wb") as f:
-            while True:
-                f.write(chunk)
-                f.flush()
-                written += len(chunk)
-    except OSError:
-        pass
+        while True:
+            try:
+                n = os.write(fd, chunk)  # unbuffered: a partial write takes the last bytes
+            except OSError:
+                break
+            if n == 0:
+                break
+            written += n
+    finally:
+        os.close(fd)
+    return written
+
+
+@contextlib.contextmanager
+def tmpfs(path: str, size_mb: int, mode: str, source: str) -> Iterator[str]:
+    """A private tmpfs mounted on `path` (a stale one unmounted first), so filling it harms nothing
+    else; lazily unmounted when the block ends."""
+    subprocess.run(["umount", path], capture_output=True, check=False)
+    os.makedirs(path, exist_ok=True)
+    subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size_mb}m,mode={mode}", source, path],
+        check=True,
+    )
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", path], capture_output=True, check=False)
+
+
+def squid_disk_full(store_mount: str, hold_s: float) -> FaultEvent:
+    """Fill the small filesystem under Squid's store until ENOSPC, hold, then free it."""
+    t = time.monotonic()
+    written = fill(store_mount)
     st = os.statvfs(store_mount)
     time.sleep(hold_s)
-    os.unlink(filler)
+    os.unlink(os.path.join(store_mount, FILLER))
     return FaultEvent(
         "squid-disk-full@terminal",
         "squid-disk-full",

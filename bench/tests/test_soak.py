@@ -220,6 +220,15 @@ def test_api_kill_rules() -> None:
     assert apifaults.problems(kill(in_sync_after_s=None))
 
 
+def test_api_fault_the_harness_could_not_carry_out_has_no_problems_of_its_own() -> None:
+    """Only the harness error (reported by summarize) is in the detail: nothing else to judge."""
+    from bench.soak import apifaults, faults
+
+    for kind in ("api-disk-full", "kill-api"):
+        ev = faults.FaultEvent(f"{kind}:hub", kind, 1.0, detail={"harness_error": "RuntimeError: no API process"})
+        assert apifaults.problems(ev) == []
+
+
 def test_control_plane_load_counts_answers_and_excuses_only_the_api_down() -> None:
     from bench.soak.controlplane import Call
 

@@ -177,10 +177,10 @@ def cmd_cluster(topo: Topology, a: argparse.Namespace) -> int:
         elif a.action == "links":
             members.set_links(topo, a.gateway, a.state == "up")
         elif a.action == "start":
-            members.start(topo, a.gateway, lab.python_env())
+            members.start(topo, a.gateway)
         elif a.action == "enroll":
             creds = json.loads(Path(a.credentials).read_text())
-            print(members.enroll(topo, a.gateway, creds, lab.python_env()))
+            print(members.enroll(topo, a.gateway, creds))
         else:
             r = members.drain(topo, a.gateway, timeout=a.timeout)
             print(f"{a.gateway}: drained in {r.drained_s:.1f} s ({r.flows_at_start} flows at the start), "

@@ -34,13 +34,14 @@ import os
 import secrets
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any, Protocol
 
 from perigee_control.client import GatewayClient
 from perigee_control.client import GatewayError as ControlError
+
+from . import gwsupervise
 
 REPO = Path(__file__).resolve().parents[2]
 # SATLAB_PERIGEE runs another build of the daemon (e.g. to measure a baseline beside this one).
@@ -332,8 +333,7 @@ def _start_one(topo: TopologyLike, role: str, timeout: float, cache: bool, peer_
     supervised = restart_from_env()
     if supervised:
         # The packaged unit's restart policy (gwsupervise); it writes the daemon's pid itself.
-        argv = [sys.executable, "-m", "satlab.gwsupervise", "--pidfile", pidfile, "--restart-sec",
-                f"{RESTART_SEC:g}", "--", *argv]
+        argv = gwsupervise.argv(pidfile, RESTART_SEC, argv)
     with open(logfile, "ab") as log:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True)

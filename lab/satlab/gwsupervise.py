@@ -20,6 +20,12 @@ from types import FrameType
 STOP_GRACE_S = 15.0
 
 
+def argv(pidfile: str, restart_sec: float, cmd: list[str]) -> list[str]:
+    """The command line that runs `cmd` under this supervisor (with this interpreter)."""
+    return [sys.executable, "-m", "satlab.gwsupervise", "--pidfile", pidfile, "--restart-sec", f"{restart_sec:g}",
+            "--", *cmd]
+
+
 class Supervisor:
     def __init__(self, argv: list[str], pidfile: str, restart_sec: float) -> None:
         self.argv = argv

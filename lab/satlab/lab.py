@@ -73,11 +73,6 @@ def existing_namespaces(topo: Topology) -> list[str]:
     return [n for n in list_namespaces() if n in ours]
 
 
-def python_env() -> dict[str, str]:
-    # The workspace is installed in the venv whose interpreter runs the children: they import satlab as it does.
-    return dict(os.environ)
-
-
 # --- building ---------------------------------------------------------------------------------
 
 def _disable_offloads(ns: str, dev: str) -> None:
@@ -173,10 +168,9 @@ SERVICES = (
 
 
 def start_servers(topo: Topology) -> None:
-    env = python_env()
     for name, role, args in SERVICES:
         procs.spawn(topo.ns(role), [sys.executable, "-m", "satlab.servers", *args],
-                    topo.path(f"{name}.pid"), topo.path(f"{name}.log"), env=env)
+                    topo.path(f"{name}.pid"), topo.path(f"{name}.log"))
 
 
 def wait_ready(topo: Topology, timeout: float) -> None:
@@ -230,14 +224,14 @@ def up(topo: Topology, profile: str, forward: Params, ret: Params, gateway: str 
             start_emulator(topo, LINKS[0], forward, ret, seed)
             start_emulator(topo, LINKS[1], CROSS_PARAMS, CROSS_PARAMS, seed + 1)
             start_servers(topo)
-            webservices.start(topo, python_env())
+            webservices.start(topo)
             if topo.hub_gateways:
-                fabric.start_routing(topo, idle_timer_s, splitters, python_env())
+                fabric.start_routing(topo, idle_timer_s, splitters)
                 if gateway and splitters:
                     # The gateways' BFD stays shut until their daemons serve: start them first.
                     _start_gateway(topo, gateway, state, configured)
                     for role in topo.gateway_roles:
-                        fabric.start_announcer(topo, role, python_env())
+                        fabric.start_announcer(topo, role)
                     fabric.wait_serving(topo, set(topo.gateway_roles))
                 cluster_state.wait_converged(topo, set(topo.gateway_roles))
             wait_ready(topo, timeout)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from .webnames import SERVER_EXTRA_V4, SERVER_EXTRA_V6
 
@@ -105,6 +106,14 @@ EDGE_ROLE = "edge"
 def gateway_role(index: int) -> str:
     """The namespace role of cluster gateway `index` (1-based)."""
     return f"gw{index}"
+
+
+class Paths(Protocol):
+    """What helpers that only name namespaces and run-dir files need of a Topology."""
+
+    def ns(self, role: str) -> str: ...
+
+    def path(self, name: str) -> str: ...
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ def tls_dir(topo: Topology) -> str:
     return topo.path("web-tls")
 
 
-def start(topo: Topology, env: dict[str, str]) -> None:
+def start(topo: Topology) -> None:
     missing = [p for p in (dnsserver.NSD, "openssl") if shutil.which(p) is None]
     if missing:
         raise WebServiceError(f"{', '.join(missing)} not installed (Debian packages, scripts/apt/lab.txt)")
@@ -38,7 +38,7 @@ def start(topo: Topology, env: dict[str, str]) -> None:
         raise WebServiceError(f"lab TLS certificates: {e}") from e
     procs.spawn(topo.ns("server"), [sys.executable, "-m", "satlab.servers", "web", "--port", str(HTTPS_PORT),
                                     "--cert", tls.chain, "--key", tls.key],
-                topo.path("web.pid"), topo.path("web.log"), env=env)
+                topo.path("web.pid"), topo.path("web.log"))
     procs.spawn(topo.ns("server"), dnsserver.prepare(topo.path("dns")), topo.path("dns.pid"),
                 topo.path("dns.log"))
     for role in RESOLVER_ROLES:

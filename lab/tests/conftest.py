@@ -7,12 +7,9 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-
-LAB = Path(__file__).resolve().parent.parent
 
 # SATLAB_TEST_PREFIX lets two people run the suite on one host without sharing a lab.
 PREFIX = os.environ.get("SATLAB_TEST_PREFIX", "st-")

@@ -19,7 +19,6 @@ from typing import Any
 import pytest
 from conftest import satlab
 
-from satlab import lab as satlab_lab
 from satlab.cluster import fabric, members, state
 from satlab.cluster.plan import member
 from satlab.gateway import client, socket_path
@@ -131,7 +130,7 @@ def wait_for(cond: Any, timeout: float, what: str, poll: float = 0.02) -> float:
 
 def all_serving() -> None:
     for g in GATEWAYS:
-        members.start(TOPO, g, satlab_lab.python_env())
+        members.start(TOPO, g)
     state.wait_converged(TOPO, set(GATEWAYS), timeout=60)
 
 
@@ -289,7 +288,7 @@ def _failover(fault: Any, repair: Any, victim: str) -> None:
 
 
 def test_sigkill_of_a_gateway_daemon(cluster: None) -> None:
-    _failover(lambda: members.crash(TOPO, "gw2"), lambda: members.start(TOPO, "gw2", satlab_lab.python_env()),
+    _failover(lambda: members.crash(TOPO, "gw2"), lambda: members.start(TOPO, "gw2"),
               "gw2")
 
 
@@ -340,5 +339,5 @@ def test_drain_breaks_nothing(cluster: None) -> None:
         assert finish(p)["summary"] == {"ok": 20}
     hub, edge = tables()
     assert hub == edge and "gw1" not in hub
-    members.start(TOPO, "gw1", satlab_lab.python_env())
+    members.start(TOPO, "gw1")
     state.wait_converged(TOPO, set(GATEWAYS), timeout=60)

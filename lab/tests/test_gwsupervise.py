@@ -9,8 +9,6 @@ import sys
 import time
 from pathlib import Path
 
-LAB = Path(__file__).resolve().parents[1]
-
 
 def _pid(pidfile: Path, not_: int | None = None, timeout: float = 10.0) -> int:
     deadline = time.monotonic() + timeout

@@ -104,7 +104,7 @@ def _python_module(module: str, *args: str) -> list[str]:
     return [sys.executable, "-m", module, *args]
 
 
-def start_routing(topo: Topology, idle_timer_s: int, splitters: bool, env: dict[str, str]) -> None:
+def start_routing(topo: Topology, idle_timer_s: int, splitters: bool) -> None:
     """FRR everywhere, then the controller; `splitters`: gateways start not serving (sessions shut) until
     their announcer sees the daemon serve."""
     why = frr.available()
@@ -120,7 +120,7 @@ def start_routing(topo: Topology, idle_timer_s: int, splitters: bool, env: dict[
     with open(cfg, "w") as f:
         json.dump(controller_config(topo, idle_timer_s), f, indent=2)
     procs.spawn(topo.ns("hub"), _python_module("satlab.cluster.controller", cfg),
-                topo.path("controller.pid"), topo.path("controller.log"), env=env)
+                topo.path("controller.pid"), topo.path("controller.log"))
 
 
 def announcer_files(topo: Topology, role: str) -> tuple[str, str, str, str]:
@@ -128,14 +128,14 @@ def announcer_files(topo: Topology, role: str) -> tuple[str, str, str, str]:
             topo.path(f"announcer-{role}.log"), topo.path(f"announcer-{role}.json"))
 
 
-def start_announcer(topo: Topology, role: str, env: dict[str, str]) -> None:
+def start_announcer(topo: Topology, role: str) -> None:
     from ..gateway import socket_path
 
     cfg, pid, log, status = announcer_files(topo, role)
     with open(cfg, "w") as f:
         json.dump({"control_socket": socket_path(topo, role), "vty_socket": frr.frr_dir(topo, role),
                    "status_file": status, "vtysh": frr.VTYSH, "asn": GATEWAY_ASN}, f, indent=2)
-    procs.spawn(topo.ns(role), _python_module("satlab.cluster.announcer", cfg), pid, log, env=env)
+    procs.spawn(topo.ns(role), _python_module("satlab.cluster.announcer", cfg), pid, log)
 
 
 def announcer_running(topo: Topology, role: str) -> bool:

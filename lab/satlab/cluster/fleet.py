@@ -12,19 +12,11 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Protocol
 
 from ..sysrun import ip, run
-from ..topology import Topology
+from ..topology import Paths, Topology
 
 PORT = 7443
-
-
-class Paths(Protocol):
-    def ns(self, role: str) -> str: ...
-
-    def path(self, name: str) -> str: ...
-
 FILES = ("ca.pem", "cert.pem", "key.pem")
 
 

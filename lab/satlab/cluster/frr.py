@@ -25,11 +25,11 @@ import pwd
 import shutil
 import time
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from .. import procs
 from ..sysrun import run
-from ..topology import EDGE_ROLE, Topology
+from ..topology import EDGE_ROLE, Paths, Topology
 from .plan import (
     CLIENT_PREFIXES,
     EDGE_ASN,
@@ -67,11 +67,7 @@ class FrrError(RuntimeError):
     pass
 
 
-class HasPaths(Protocol):
-    def path(self, name: str) -> str: ...
-
-
-def frr_dir(topo: HasPaths, role: str) -> str:
+def frr_dir(topo: Paths, role: str) -> str:
     """The role's FRR config and runtime directory, where its daemons' vty sockets are."""
     return topo.path(f"frr-{role}")
 
@@ -218,18 +214,19 @@ def start(topo: Topology, role: str, timeout: float = 10.0) -> None:
     reaches them."""
     d = frr_dir(topo, role)
     conf, zsock = os.path.join(d, "frr.conf"), os.path.join(d, "zserv.api")
+    bfdctl = os.path.join(d, "bfdd.sock")
     # A stopped FRR leaves its sockets behind. Waiting for a stale zserv.api would start bfdd before the new
     # zebra listens; its one refused connection leaves it without zebra, and bgpd's BFD peers never reach it
     # (seen after a drained gateway restarted: BGP Established, no BFD session).
-    for name in ("zserv.api", "bfdd.sock", *(f"{x}.vty" for x in daemons(role))):
+    for stale in (zsock, bfdctl, *(os.path.join(d, f"{x}.vty") for x in daemons(role))):
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(os.path.join(d, name))
+            os.unlink(stale)
     for daemon in daemons(role):
         prio = ["chrt", "-f", BFDD_RT_PRIORITY] if daemon == "bfdd" else ["nice", "-n", NICE]
         argv = [*prio, str(FRR_DIR / daemon), "-f", conf, "-i", os.path.join(d, f"{daemon}.pid"),
                 "-z", zsock, "--vty_socket", d, "--log", f"file:{d}/{daemon}.log"]
         if daemon == "bfdd":
-            argv += ["--bfdctl", os.path.join(d, "bfdd.sock")]
+            argv += ["--bfdctl", bfdctl]
         if daemon == "bgpd":
             argv += ["--limit-fds", "1024", *(["--no_zebra"] if "zebra" not in daemons(role) else [])]
         procs.spawn(topo.ns(role), argv, os.path.join(d, f"{daemon}.run.pid"),

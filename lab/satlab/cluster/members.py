@@ -54,7 +54,7 @@ def set_links(topo: Topology, role: str, up: bool) -> None:
             raise MemberError(f"{role}: re-applying its config after the links came back failed: {exc}") from exc
 
 
-def start(topo: Topology, role: str, env: dict[str, str], wait: bool = True) -> None:
+def start(topo: Topology, role: str, wait: bool = True) -> None:
     _check(topo, role)
     if not frr.running(topo, role):
         frr.stop(topo, role)
@@ -63,18 +63,18 @@ def start(topo: Topology, role: str, env: dict[str, str], wait: bool = True) -> 
     if not _answers(topo, role):
         gateway.start_one(topo, role)
     if not fabric.announcer_running(topo, role):
-        fabric.start_announcer(topo, role, env)
+        fabric.start_announcer(topo, role)
     if wait:
         fabric.wait_serving(topo, {role})
 
 
-def enroll(topo: Topology, role: str, credentials: dict[str, str], env: dict[str, str]) -> str:
+def enroll(topo: Topology, role: str, credentials: dict[str, str]) -> str:
     """Make the gateway a fleet member (cluster/fleet.py): management link, credentials, daemon restarted with
     its TLS control listener. Returns the address the API registered it at."""
     _check(topo, role)
     addr = fleet.prepare(topo, role, credentials["ca_pem"], credentials["cert_pem"], credentials["key_pem"])
     gateway.stop_one(topo, role)
-    start(topo, role, env)
+    start(topo, role)
     return addr
 
 
