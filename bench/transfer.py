@@ -25,6 +25,7 @@ class Transfer:
     cc_actual: str = ""
     retransmits: int | None = None
     error: str = ""
+    t_start: float = 0.0  # CLOCK_MONOTONIC of the receiver's connect(): where the samples' t = 0 is
     # The satellite-leg sender's busy / rwnd_limited / sndbuf_limited time at its last sample
     # (ms): how long the receiver's window or the sender's own buffer held it back.
     limited_ms: dict[str, float] = field(default_factory=dict)
@@ -150,6 +151,7 @@ def download(
         samples=[(round(t - t0, 4), float(b)) for t, b in fetched["samples"]],
         cc_actual=served.get("cc", ""),
         error=fetched.get("error") or served.get("error", ""),
+        t_start=float(t0),
     )
     if sample_gateway_leg:
         result.cwnd = [(round(s["t"] - t0, 4), float(s["cwnd"])) for s in ss_samples if "cwnd" in s]

@@ -20,6 +20,7 @@ MODULES = (
     "splitter_overhead",
     "scale",
     "geo_ber",
+    "weather",
     "allman_ber",
     "caini_bod",
     "bod_tuning",

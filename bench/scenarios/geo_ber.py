@@ -71,7 +71,7 @@ class Variant:
     name: str
     port: int
     sender_cc: str  # the server socket's congestion control
-    satellite_cc: str  # what runs on the satellite leg
+    satellite_cc: str  # what runs on the satellite leg ("": the gateway's default, whatever that is)
     gateway: bool
     terminal_bypass: bool = False  # Perigee at the hub only
     loss_buffers: bool = False  # the BoD page's buffers for a lossy profile
@@ -83,6 +83,7 @@ VARIANTS = {
         Variant("e2e/cubic", 5201, "cubic", "cubic", False),
         Variant("e2e/bbr", 5201, "bbr", "bbr", False),
         Variant("e2e/hybla", 5201, "hybla", "hybla", False),
+        Variant("both/default", 5210, SERVER_CC, "", True),
         Variant("hub/hybla", 5212, SERVER_CC, "hybla", True, terminal_bypass=True),
         Variant("both/hybla", 5211, SERVER_CC, "hybla", True),
         Variant("both/hybla_ld", 5213, SERVER_CC, "hybla_ld", True, loss_buffers=True),
@@ -122,7 +123,7 @@ def gateway_classes(role: str, loss_buffer_bytes: int) -> list[dict[str, Any]]:
             "buffer_bytes": 0,
             "pacing_rate_bps": 0,
         }
-        if role == "hub":
+        if role == "hub" and v.satellite_cc:
             sat["congestion_control"] = v.satellite_cc
         if v.loss_buffers:
             sat["buffer_bytes"] = loss_buffer_bytes
@@ -207,7 +208,7 @@ def check(v: Variant, tr: Transfer) -> str | None:
     """Why a transfer does not measure its variant (None when it does)."""
     if v.gateway and not tr.cwnd:
         return "no intercepted socket seen at the hub: the flow was not split"
-    if tr.cc_actual and tr.cc_actual != v.satellite_cc:
+    if v.satellite_cc and tr.cc_actual and tr.cc_actual != v.satellite_cc:
         return f"the satellite leg ran {tr.cc_actual}, not {v.satellite_cc}"
     return None
 
@@ -240,7 +241,7 @@ def run(ctx: Context, params: dict[str, Any]) -> list[records.Record]:
     for kind, names in params["lanes"]:
         usable = []
         for name in names:
-            _, skipped = hybla.filter_ccs([VARIANTS[name].satellite_cc])
+            _, skipped = hybla.filter_ccs([cc for cc in [VARIANTS[name].satellite_cc] if cc])
             if skipped:
                 for cond in params["conditions"]:
                     for size in params["sizes"]:
