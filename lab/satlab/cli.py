@@ -107,7 +107,8 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "schedule":
             p.add_argument("schedule", nargs="?", metavar="NAME|FILE",
                            help=f"a named schedule ({', '.join(weather.SCHEDULES)}) or a JSON file (docs/lab.md)")
-            p.add_argument("--stop", action="store_true", help="stop the running schedule (parameters stay as they are)")
+            p.add_argument("--stop", action="store_true",
+                           help="stop the running schedule (parameters stay as they are)")
         if name in ("get", "stats"):
             p.add_argument("--json", action="store_true")
         if name == "set":

@@ -2,7 +2,7 @@
 //! and action policy gives it, its DSCP, the path (a warm peer connection or direct), and the
 //! spoofed outbound socket with each leg's congestion control, buffers and pacing.
 use super::Worker;
-use crate::gateway::config::{Action, GatewayConfig, Role};
+use crate::gateway::config::{Action, CongestionControl, GatewayConfig, Role};
 use crate::gateway::dscp;
 use crate::gateway::flow::{Path, Session};
 use crate::gateway::satleg::SatLeg;
@@ -147,9 +147,16 @@ impl Worker {
             let _ = sys::set_pacing(fd, sat.pacing_bps);
         }
         if cc_set {
-            sat.cc.clone()
-        } else {
-            self.default_cc.clone()
+            return sat.cc.clone();
+        }
+        // hybla_ld not registered (a verifier that refuses it): its own growth without the loss
+        // differentiation is still better on a satellite than the system default.
+        let fallback = CongestionControl::HyblaLd
+            .fallback()
+            .filter(|_| sat.cc == CongestionControl::HyblaLd.as_str());
+        match fallback {
+            Some(fb) if sys::set_cc(fd, fb.as_str()).is_ok() => fb.to_string(),
+            _ => self.default_cc.clone(),
         }
     }
 
