@@ -385,6 +385,43 @@ static __always_inline __u32 hybla_ld_queue_cut(__u32 cwnd, __u32 bw_q24, __u32 
 	return target < cwnd ? target : cwnd;
 }
 
+/*
+ * A standing queue that its cuts do not drain is not this flow's queue: the path's delay rose
+ * (a LEO path change, a gateway handover) or someone else holds it. After a cut the flow's own
+ * data in flight is at most bw x (min RTT + thr / 2), so its own queue is gone one RTT later;
+ * when the rounds still show a queue HYBLA_LD_RELEARN_ROUNDS rounds after the first cut, the
+ * minimum RTT is stale. The caller then takes the last round's smallest RTT as the path's
+ * minimum and gives back the window the streak's cuts took (`cwnd_before`, the window at the
+ * streak's first queued round): without this a delay step reads as a queue for the rest of the
+ * connection, and each round's cut to the old pipe lowers the rate the next cut is taken from
+ * (measured on the leo-pass schedule: a 300 MB download through Perigee at both ends did not
+ * finish in 90 s; end to end with BBR, 26 s).
+ */
+#define HYBLA_LD_RELEARN_ROUNDS 2U
+
+struct hybla_ld_streak {
+	__u32 rounds;      /* consecutive completed rounds with a standing queue */
+	__u32 cwnd_before; /* the window when the streak began */
+};
+
+/* At a round's end (queue: it showed a standing queue; cwnd: the window now, before any cut
+ * of this round). 1 = the streak outlived its cuts: re-learn the minimum RTT, give back
+ * cwnd_before; the streak starts over. */
+static __always_inline int hybla_ld_streak_end(struct hybla_ld_streak *s, int queue, __u32 cwnd)
+{
+	if (!queue) {
+		s->rounds = 0;
+		return 0;
+	}
+	if (s->rounds == 0)
+		s->cwnd_before = cwnd;
+	s->rounds++;
+	if (s->rounds <= HYBLA_LD_RELEARN_ROUNDS)
+		return 0;
+	s->rounds = 0;
+	return 1;
+}
+
 /* Segments in flight as the kernel counts them (tcp_packets_in_flight): sent, not yet SACKed
  * or marked lost, plus retransmissions out. */
 static __always_inline __u32 hybla_ld_in_flight(__u32 packets_out, __u32 sacked_out,

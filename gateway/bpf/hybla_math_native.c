@@ -93,6 +93,11 @@ int perigee_hybla_ld_queue_now(const struct hybla_ld_round *r, __u32 min_rtt_us)
 	return hybla_ld_queue_now(r, min_rtt_us);
 }
 
+int perigee_hybla_ld_streak_end(struct hybla_ld_streak *s, int queue, __u32 cwnd)
+{
+	return hybla_ld_streak_end(s, queue, cwnd);
+}
+
 int perigee_hybla_ld_may_cut(struct hybla_ld_round *r, __u64 now_us)
 {
 	return hybla_ld_may_cut(r, now_us);

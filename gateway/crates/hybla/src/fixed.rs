@@ -33,6 +33,25 @@ pub struct LdRound {
     pub queue: u32,
 }
 
+/// Mirror of `struct hybla_ld_streak` in bpf/hybla_math.h: a standing queue's rounds.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LdStreak {
+    pub rounds: u32,
+    pub cwnd_before: u32,
+}
+
+/// Rounds a standing queue may outlast its first cut before the min RTT is learned again
+/// (mirrors HYBLA_LD_RELEARN_ROUNDS).
+pub const LD_RELEARN_ROUNDS: u32 = 2;
+
+impl LdStreak {
+    /// A round's end: true when the streak outlived its cuts (re-learn, give back cwnd_before).
+    pub fn end(&mut self, queue: bool, cwnd: u32) -> bool {
+        unsafe { ffi::perigee_hybla_ld_streak_end(self, i32::from(queue), cwnd) != 0 }
+    }
+}
+
 mod ffi {
     extern "C" {
         pub fn perigee_hybla_rho_q16(rtt_us: u32, rtt0_us: u32) -> u32;
@@ -64,6 +83,7 @@ mod ffi {
         ) -> i32;
         pub fn perigee_hybla_ld_queue_now(r: *const super::LdRound, min_rtt_us: u32) -> i32;
         pub fn perigee_hybla_ld_may_cut(r: *mut super::LdRound, now_us: u64) -> i32;
+        pub fn perigee_hybla_ld_streak_end(s: *mut super::LdStreak, queue: i32, cwnd: u32) -> i32;
         pub fn perigee_hybla_ld_ssthresh(
             cwnd: u32,
             queue: i32,

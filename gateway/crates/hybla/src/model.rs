@@ -216,6 +216,33 @@ pub mod ld {
         }
     }
 
+    /// A standing queue's rounds: when the queue outlives `relearn_rounds` rounds after the
+    /// first one (its cuts did not drain it), the path's delay rose; the caller re-learns the
+    /// min RTT and gives back the window the streak began with.
+    #[derive(Debug, Clone, Copy, Default)]
+    pub struct Streak {
+        pub rounds: u32,
+        pub cwnd_before: f64,
+    }
+
+    impl Streak {
+        pub fn end(&mut self, queue: bool, cwnd: f64, relearn_rounds: u32) -> bool {
+            if !queue {
+                self.rounds = 0;
+                return false;
+            }
+            if self.rounds == 0 {
+                self.cwnd_before = cwnd;
+            }
+            self.rounds += 1;
+            if self.rounds <= relearn_rounds {
+                return false;
+            }
+            self.rounds = 0;
+            true
+        }
+    }
+
     /// tcp_packets_in_flight: sent, not SACKed or lost, plus retransmissions out.
     pub fn in_flight(packets_out: f64, sacked_out: f64, lost_out: f64, retrans_out: f64) -> f64 {
         (packets_out - sacked_out - lost_out).max(0.0) + retrans_out

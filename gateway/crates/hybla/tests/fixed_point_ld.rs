@@ -4,7 +4,7 @@
 //! Tolerances: integer results (thresholds, queue flags, in-flight counts, recovery windows)
 //! exactly; the delivery rate within one Q24 step (2^-24 segments per microsecond); windows
 //! derived from a rate within one segment; pacing rates within one byte per second.
-use perigee_hybla::fixed::{self, LdRound, RHO_ONE};
+use perigee_hybla::fixed::{self, LdRound, LdStreak, LD_RELEARN_ROUNDS, RHO_ONE};
 use perigee_hybla::model::ld;
 
 const Q24: f64 = (1u64 << 24) as f64;
@@ -416,4 +416,42 @@ fn pacing_rate_matches_kernel_formula() {
         fixed::ld_pacing_rate(65_535, u32::MAX, u32::MAX, 0, 8, u64::MAX) > 0,
         "no overflow"
     );
+}
+
+#[test]
+fn a_queue_that_outlives_its_cuts_relearns_the_min_rtt_as_the_model_does() {
+    // A delay step on a LEO path: rounds 1..=2 of the queue cut the window, the third
+    // (RELEARN_ROUNDS after the first) says the queue is the path's: re-learn, give back the
+    // window the streak began with (not the cut one).
+    let mut s = LdStreak::default();
+    assert!(!s.end(false, 300));
+    assert!(
+        !s.end(true, 300),
+        "first queued round: a cut, not yet a verdict"
+    );
+    assert!(!s.end(true, 150));
+    assert!(s.end(true, 75));
+    assert_eq!(s.cwnd_before, 300);
+    assert_eq!(s.rounds, 0, "the streak starts over");
+    // A queue the cuts drain (this flow's own) never re-learns.
+    for _ in 0..100 {
+        assert!(!s.end(true, 200));
+        assert!(!s.end(false, 100));
+    }
+    // Random streams agree with the model round for round.
+    let mut rng = Lcg(7);
+    let mut model = ld::Streak::default();
+    let mut native = LdStreak::default();
+    for i in 0..50_000 {
+        let queue = rng.next() % 3 != 0;
+        let cwnd = 2 + rng.next() % 5000;
+        let m = model.end(queue, f64::from(cwnd), LD_RELEARN_ROUNDS);
+        assert_eq!(native.end(queue, cwnd), m, "round {i}");
+        assert_eq!(native.rounds, model.rounds, "round {i}");
+        assert_eq!(
+            f64::from(native.cwnd_before),
+            model.cwnd_before,
+            "round {i}"
+        );
+    }
 }

@@ -355,7 +355,11 @@ pub fn counters_report(shared: &Shared) -> Counters {
             bytes_down: u.bytes_down,
             flows: u.flows,
             retrans_segments: u.retrans_segments,
+            segments: u.segments,
         }
+    };
+    let usages = |m: &std::collections::BTreeMap<String, ipc::Usage>| {
+        m.iter().map(|(k, u)| (k.clone(), usage(Some(u)))).collect()
     };
     let mut site_names: Vec<&String> = t
         .by_site
@@ -426,12 +430,10 @@ pub fn counters_report(shared: &Shared) -> Counters {
             },
             bypass: read("bypass"),
         },
-        by_class: t
-            .by_class
-            .iter()
-            .map(|(k, u)| (k.clone(), usage(Some(u))))
-            .collect(),
+        by_class: usages(&t.by_class),
         by_site,
+        by_congestion_control: usages(&t.by_cc),
+        by_cc_reason: usages(&t.by_cc_reason),
         bypass_rules,
         cc_fallback: t.cc_fallback,
         closed_dropped: t.closed_dropped,

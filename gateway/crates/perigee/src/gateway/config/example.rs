@@ -6,7 +6,7 @@ pub fn example_json() -> serde_json::Value {
         "served_subnets": ["10.71.1.0/24", "fd71:1::/64"],
         "splitter": {"enabled": true, "tproxy_port": 7071, "max_flows": 10000, "connect_timeout_ms": 10000,
                      "idle_timeout_s": 600, "relay_buffer_bytes": 262144},
-        "satellite": {"congestion_control": "hybla_ld", "sndbuf_bytes": 4194304, "rcvbuf_bytes": 4194304,
+        "satellite": {"congestion_control": "hybla", "sndbuf_bytes": 4194304, "rcvbuf_bytes": 4194304,
                       "pacing_rate_bps": 0, "initcwnd": 10, "initrwnd": 10,
                       "routes": [{"dst": "10.71.3.0/24", "via": "10.71.2.2"}, {"dst": "fd71:3::/64", "via": "fd71:2::2"}]},
         "hybla": {"rtt0_ms": 25, "base_rtt_ms": 0, "cwnd_max": 0},

@@ -7,6 +7,7 @@ use crate::gateway::dscp;
 use crate::gateway::flow::{Path, Session};
 use crate::gateway::satleg::SatLeg;
 use crate::gateway::session::Direction;
+use crate::gateway::telemetry::CcReason;
 use crate::gateway::{log, sys};
 use serde_json::json;
 use std::io;
@@ -184,6 +185,21 @@ impl Worker {
         ok
     }
 
+    /// Why a flow of class `class` asks for its satellite congestion control: its class names
+    /// one, or the config's default applies.
+    fn cc_reason_asked(&self, class: Option<&str>) -> CcReason {
+        let named = self.cfg.as_ref().is_some_and(|cfg| {
+            cfg.classes
+                .iter()
+                .any(|c| Some(&*c.name) == class && c.satellite.congestion_control.is_some())
+        });
+        if named {
+            CcReason::Class
+        } else {
+            CcReason::Default
+        }
+    }
+
     /// A new flow's record, counted; returns its id.
     pub(super) fn insert_session(
         &mut self,
@@ -204,6 +220,12 @@ impl Worker {
             sys::local_addr(server.as_raw_fd()).map_or(flow.server_addr.is_ipv6(), |a| a.is_ipv6()),
         ];
         let site = self.sites.site_of(flow.client_addr.ip()).to_string();
+        let sat_side = usize::from(!sat_is_client);
+        let sat_reason = Session::cc_reason(
+            &flow.sat.cc,
+            self.cc_reason_asked(flow.class.as_deref()),
+            &cc[sat_side],
+        );
         let class = flow.class.unwrap_or_else(|| "default".into());
         let mut s = Session {
             id,
@@ -221,6 +243,8 @@ impl Worker {
             action: flow.action,
             sat_is_client,
             cc,
+            sat_reason,
+            sat_crossed: Default::default(),
             info: Default::default(),
             sampled_bytes: (0, 0),
             sampled_at: now,
@@ -241,6 +265,7 @@ impl Worker {
             .flows += 1;
         self.deltas.by_class.entry(class).or_default().flows += 1;
         self.deltas.by_site.entry(site).or_default().flows += 1;
+        self.deltas.count_cc_flow(&s);
         if path == Path::Peer {
             self.deltas.peer_flows += 1;
         }
