@@ -971,16 +971,10 @@ class Flow(Report):
     Who terminated the client's connection: the splitter, or Squid (the cache; its legs are
     read from the kernel with sock_diag, docs/cache.md *Live connections*).
     """
-    satellite: Annotated[SatelliteLeg, Field(validate_default=True)] = {
-        "cc": "",
-        "cc_reason": "default",
-        "retransmit_pct": 0.0,
-        "segments_retransmitted": 0,
-        "segments_sent": 0,
-    }
+    satellite: SatelliteLeg | None = None
     """
-    The satellite leg: its congestion control and why, its retransmissions (split flows;
-    Squid's flows carry the default).
+    The satellite leg: its congestion control and why, its retransmissions (Squid's flows:
+    the congestion control only). None from a gateway that does not report it.
     """
     server: str
     """

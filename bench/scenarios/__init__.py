@@ -21,6 +21,7 @@ MODULES = (
     "scale",
     "geo_ber",
     "weather",
+    "loaded_latency",
     "allman_ber",
     "caini_bod",
     "bod_tuning",

@@ -1916,17 +1916,10 @@ export interface components {
              */
             relay: components["schemas"]["Relay"];
             /**
-             * @description The satellite leg: its congestion control and why, its retransmissions (split flows;
-             *     Squid's flows carry the default).
-             * @default {
-             *       "cc": "",
-             *       "cc_reason": "default",
-             *       "retransmit_pct": 0,
-             *       "segments_retransmitted": 0,
-             *       "segments_sent": 0
-             *     }
+             * @description The satellite leg: its congestion control and why, its retransmissions (Squid's flows:
+             *     the congestion control only). None from a gateway that does not report it.
              */
-            satellite: components["schemas"]["SatelliteLeg"];
+            satellite?: components["schemas"]["SatelliteLeg"] | null;
             /**
              * Server
              * @description The server's "ip:port", the flow's original destination.

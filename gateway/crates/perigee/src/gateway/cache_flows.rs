@@ -574,10 +574,10 @@ fn to_flow(view: &View, t: &Tracked, other: Option<&TcpInfo>, ended: Option<f64>
         dscp: None,
         cache: t.cache.clone(),
         // Squid's socket takes the satellite route's congestion control: the config's default.
-        satellite: SatelliteLeg {
+        satellite: Some(SatelliteLeg {
             cc: sat_cc,
             ..Default::default()
-        },
+        }),
     }
 }
 

@@ -120,7 +120,7 @@ impl Session {
             site: self.site.clone(),
             dscp: self.dscp,
             cache: None,
-            satellite: self.satellite_leg(),
+            satellite: Some(self.satellite_leg()),
         }
     }
 

@@ -243,10 +243,10 @@ pub struct Flow {
     /// Squid's flows: the requests the access log recorded on this client connection so far.
     #[serde(default)]
     pub cache: Option<CacheRequests>,
-    /// The satellite leg: its congestion control and why, its retransmissions (split flows;
-    /// Squid's flows carry the default).
+    /// The satellite leg: its congestion control and why, its retransmissions (Squid's flows:
+    /// the congestion control only). None from a gateway that does not report it.
     #[serde(default)]
-    pub satellite: SatelliteLeg,
+    pub satellite: Option<SatelliteLeg>,
 }
 
 /// The access-log side of a cache flow: what Squid did with the requests of one client
