@@ -443,7 +443,7 @@ fn a_queue_that_outlives_its_cuts_relearns_the_min_rtt_as_the_model_does() {
     let mut model = ld::Streak::default();
     let mut native = LdStreak::default();
     for i in 0..50_000 {
-        let queue = rng.next() % 3 != 0;
+        let queue = !rng.next().is_multiple_of(3);
         let cwnd = 2 + rng.next() % 5000;
         let m = model.end(queue, f64::from(cwnd), LD_RELEARN_ROUNDS);
         assert_eq!(native.end(queue, cwnd), m, "round {i}");
