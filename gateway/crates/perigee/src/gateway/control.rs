@@ -116,10 +116,15 @@ pub fn problems(shared: &Shared) -> Vec<String> {
             p.push(why);
         }
     }
-    if render::effective_cc(cfg.satellite.congestion_control, &avail).is_none() {
+    let wanted = cfg.satellite.congestion_control;
+    if render::effective_cc(wanted, &avail).is_none() {
+        // The workers fall back to hybla for hybla_ld (worker/admit.rs), else the system default.
+        let instead = wanted
+            .fallback()
+            .and_then(|f| render::effective_cc(f, &avail))
+            .unwrap_or_else(|| "the system default".into());
         p.push(format!(
-            "congestion control '{}' is not available (have: {}); the satellite leg uses the system default",
-            cfg.satellite.congestion_control,
+            "congestion control '{wanted}' is not available (have: {}); the satellite leg uses {instead}",
             avail.join(" ")
         ));
     }
