@@ -202,3 +202,27 @@ def completion_record(scenario: str, variant: str, tr: Transfer) -> records.Reco
             f"{tr.bytes_received} of {tr.size_bytes} bytes in {tr.elapsed_s:.0f} s",
         )
     return records.measured(scenario, variant, "completion", done, "s")
+
+
+def limit_records(
+    scenario: str, key: str, tr: Transfer, limit: float, cap: float, extra: list[records.Record] | None = None
+) -> list[records.Record]:
+    """A capped transfer against its physical limit: limit, completion and completion / limit (or how
+    far it got in the cap), `extra` (a scenario's own figures), goodput, the sender's largest window
+    and its retransmissions."""
+    out = [records.measured(scenario, key, "limit", limit, "s")]
+    done = tr.completion_s()
+    if done is None:
+        note = f"{tr.bytes_received / 1e6:.1f} of {tr.size_bytes / 1e6:g} MB in the {cap:g} s cap"
+        out.append(records.missing(scenario, key, "completion", "s", note))
+        out.append(records.missing(scenario, key, "vs_limit", "x", f"> {cap / limit:.2f}x: {note}"))
+    else:
+        out.append(records.measured(scenario, key, "completion", done, "s"))
+        out.append(records.measured(scenario, key, "vs_limit", done / limit, "x"))
+    out += extra or []
+    out.append(records.measured(scenario, key, "goodput", tr.goodput_bps() / 1e6, "Mbit/s"))
+    if tr.cwnd:
+        out.append(records.measured(scenario, key, "max_cwnd", max(c for _, c in tr.cwnd), "segments"))
+    if tr.retransmits is not None:
+        out.append(records.measured(scenario, key, "retransmits", tr.retransmits, "segments"))
+    return out

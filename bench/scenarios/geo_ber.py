@@ -13,7 +13,7 @@ from bench import hybla, lab, metrics, plots, records
 from bench.context import Context
 from bench.profiles import LinkFigures, figures
 from bench.tools import gwconfig, lanes
-from bench.transfer import Transfer, attempt
+from bench.transfer import Transfer, attempt, limit_records
 
 NAME = "geo-ber"
 KIND = "bit-errors"
@@ -216,23 +216,8 @@ def check(v: Variant, tr: Transfer) -> str | None:
 
 
 def transfer_records(key: str, tr: Transfer, link: LinkFigures, cap: float) -> list[records.Record]:
-    limit = limit_s(tr.size_bytes, link)
-    out = [records.measured(NAME, key, "limit", limit, "s")]
-    done = tr.completion_s()
-    if done is None:
-        note = f"{tr.bytes_received / 1e6:.1f} of {tr.size_bytes / 1e6:g} MB in the {cap:g} s cap"
-        out.append(records.missing(NAME, key, "completion", "s", note))
-        out.append(records.missing(NAME, key, "vs_limit", "x", f"> {cap / limit:.2f}x: {note}"))
-    else:
-        out.append(records.measured(NAME, key, "completion", done, "s"))
-        out.append(records.measured(NAME, key, "vs_limit", done / limit, "x"))
-    out.append(records.measured(NAME, key, "pct_optimal", pct_optimal(tr, link), "%"))
-    out.append(records.measured(NAME, key, "goodput", tr.goodput_bps() / 1e6, "Mbit/s"))
-    if tr.cwnd:
-        out.append(records.measured(NAME, key, "max_cwnd", max(c for _, c in tr.cwnd), "segments"))
-    if tr.retransmits is not None:
-        out.append(records.measured(NAME, key, "retransmits", tr.retransmits, "segments"))
-    return out
+    pct = records.measured(NAME, key, "pct_optimal", pct_optimal(tr, link), "%")
+    return limit_records(NAME, key, tr, limit_s(tr.size_bytes, link), cap, [pct])
 
 
 def run(ctx: Context, params: dict[str, Any]) -> list[records.Record]:

@@ -12,7 +12,7 @@ from bench import hybla, lab, metrics, plots, records
 from bench.context import Context
 from bench.profiles import LinkFigures, figures
 from bench.tools import gwconfig, lanes
-from bench.transfer import Transfer, attempt
+from bench.transfer import Transfer, attempt, limit_records
 
 NAME = "weather"
 KIND = "weather"
@@ -180,23 +180,7 @@ def key(case: dict[str, Any], variant: str, rep: int | None = None) -> str:
 
 
 def run_records(k: str, run: Run, link: LinkFigures, cap: float) -> list[records.Record]:
-    tr = run.tr
-    limit = limit_s(run, link)
-    out = [records.measured(NAME, k, "limit", limit, "s")]
-    done = tr.completion_s()
-    if done is None:
-        note = f"{tr.bytes_received / 1e6:.1f} of {tr.size_bytes / 1e6:g} MB in the {cap:g} s cap"
-        out.append(records.missing(NAME, k, "completion", "s", note))
-        out.append(records.missing(NAME, k, "vs_limit", "x", f"> {cap / limit:.2f}x: {note}"))
-    else:
-        out.append(records.measured(NAME, k, "completion", done, "s"))
-        out.append(records.measured(NAME, k, "vs_limit", done / limit, "x"))
-    out.append(records.measured(NAME, k, "goodput", tr.goodput_bps() / 1e6, "Mbit/s"))
-    if tr.cwnd:
-        out.append(records.measured(NAME, k, "max_cwnd", max(c for _, c in tr.cwnd), "segments"))
-    if tr.retransmits is not None:
-        out.append(records.measured(NAME, k, "retransmits", tr.retransmits, "segments"))
-    return out
+    return limit_records(NAME, k, run.tr, limit_s(run, link), cap)
 
 
 def run(ctx: Context, params: dict[str, Any]) -> list[records.Record]:
