@@ -22,7 +22,8 @@ DESCRIPTION = (
     "link under it. `rain-fade` on `geo-hts`: 10 s after the schedule starts the forward link drops to 40% of "
     "its rate (DVB-S2 adaptive coding) with BER 1e-6 for 20 s, then clear sky. `leo-pass` on `leo`: every "
     "15 s a path change steps the RTT (30, 44, 24, 38 ms) with 300 ms at 75% loss in both directions. "
-    "`both/default`: Perigee at both ends (`satlab up --gateway both`) with no setting changed; "
+    "`both/default`: Perigee at both ends (`satlab up --gateway both`) with no setting changed; `both/<cc>`: the "
+    "same with `satellite.congestion_control` set to `<cc>` on both gateways (`both/hybla`: the former default); "
     "`e2e/<cc>`: no gateway, `<cc>` on the server's socket. The two labs are up side by side and take "
     "turns, each transfer starting 1 s into a fresh run of the schedule, so every variant meets the same "
     "weather at the same point of its transfer. `limit`: the physical limit against the schedule's own "
@@ -30,7 +31,7 @@ DESCRIPTION = (
     "the schedule from the request's arrival) + ½ RTT; `vs_limit` = completion / limit. cwnd: the "
     "satellite-leg sender's (the hub's socket through Perigee, the server's end to end), every 100 ms."
 )
-VARIANTS = ("both/default", "e2e/bbr", "e2e/cubic")
+VARIANTS = ("both/default", "both/hybla", "e2e/bbr", "e2e/cubic")
 HEADLINE = "both/default"
 START_AFTER_S = 1.0  # the transfer starts this long after the schedule
 DOWNLOAD_RTTS_BEFORE_DATA = 1.5
