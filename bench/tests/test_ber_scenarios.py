@@ -60,6 +60,11 @@ def test_shared_bottleneck_classes_are_a_valid_gateway_config(role: str, monkeyp
     assert cfg["shaping"] == {"enabled": False}
     ccs = [c["satellite"]["congestion_control"] for c in cfg["classes"]]
     assert ccs == (["hybla_ld", "hybla"] if role == "hub" else [None, None])
+    put.clear()
+    shared_bottleneck.configure(FakeLab(), ["hybla_ld", shared_bottleneck.E2E])  # type: ignore[arg-type]
+    cfg = next(c for c in put if c["role"] == role)
+    gateway_config_model().model_validate(cfg)
+    assert [c["action"] for c in cfg["classes"]] == ["accelerate", "bypass"]
 
 
 def test_conditions_set_a_ber_or_burst_loss() -> None:
