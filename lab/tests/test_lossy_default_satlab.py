@@ -99,3 +99,22 @@ def test_the_default_rides_out_bit_errors_at_ber_1e_6(lossy_lab: str) -> None:
     # The BER really was on: about 1.2% of full-size frames.
     assert 0.006 < r["lost_frames"] / r["frames"] < 0.02, r
     assert r["x"] <= TARGET_X, r
+
+
+def test_the_hub_reports_what_its_satellite_leg_ran_why_and_what_it_repaired(lossy_lab: str) -> None:
+    """After the download above: the hub's closed flow names hybla_ld as the config's default and
+    its retransmissions near the BER's frame loss (1.2%); the counters agree."""
+    from perigee_control.client import GatewayClient
+    from satlab import gateway
+
+    hub = GatewayClient(gateway.socket_path(Topology(prefix=lossy_lab), "hub"))
+    flows = [f for f in hub.flows("all").flows if f.server == f"{SERVER}:5001" and f.satellite is not None]
+    assert flows, "the download's flow at the hub"
+    leg = max(flows, key=lambda f: f.bytes_down).satellite
+    assert leg is not None
+    assert (leg.cc, leg.cc_reason) == ("hybla_ld", "default"), leg
+    assert leg.segments_sent >= SIZE // 1448, leg
+    assert 0.5 < leg.retransmit_pct < 4.0, leg
+    by_cc = hub.counters().by_congestion_control
+    assert by_cc["hybla_ld"].retrans_segments >= leg.segments_retransmitted > 0, by_cc
+    assert by_cc["hybla_ld"].segments >= leg.segments_sent, by_cc
