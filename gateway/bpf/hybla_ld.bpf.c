@@ -68,11 +68,12 @@ static __always_inline void hybla_ld_track(struct sock *sk, const struct ack_sam
 	if (!hybla_ld_round_update(r, tp->tcp_mstamp, tp->delivered + tp->lost, sample->rtt_us,
 				   ca->min_rtt_us))
 		return;
-	if (hybla_ld_streak_end(&ca->streak, r->queue, tp->snd_cwnd) && r->last_min_rtt_us) {
+	cwnd = hybla_ld_streak_end(&ca->streak, r->queue, tp->snd_cwnd,
+				   tp->tcp_mstamp >= r->hold_until_us);
+	if (cwnd && r->last_min_rtt_us) {
 		/* The path's delay rose: its new minimum, and the window the cuts took back. */
 		ca->min_rtt_us = r->last_min_rtt_us;
 		hybla_refresh_params(ca, 1);
-		cwnd = ca->streak.cwnd_before;
 		if (cwnd > hybla_ceiling(tp, ca))
 			cwnd = hybla_ceiling(tp, ca);
 		if (ca->ca_state <= TCP_CA_Disorder && cwnd > tp->snd_cwnd) {
@@ -98,6 +99,7 @@ static __always_inline void hybla_ld_track(struct sock *sk, const struct ack_sam
 	}
 	if (!hybla_ld_may_cut(r, tp->tcp_mstamp))
 		return;
+	hybla_ld_streak_cut(&ca->streak, tp->snd_cwnd, r->bw_q24, ca->min_rtt_us);
 	cwnd = hybla_ld_queue_cut(tp->snd_cwnd, r->bw_q24, ca->min_rtt_us);
 	if (ca->ca_state <= TCP_CA_Disorder && cwnd < tp->snd_cwnd) {
 		tp->snd_cwnd = cwnd;
@@ -138,7 +140,7 @@ void BPF_PROG(hybla_ld_set_state, struct sock *sk, __u8 new_state)
 		 * change loses packets as its delay steps): the minimum RTT is learned again from
 		 * the next samples (ssthresh was taken with the old one, just before). */
 		ca->min_rtt_us = 0;
-		ca->streak.rounds = 0;
+		__builtin_memset(&ca->streak, 0, sizeof(ca->streak));
 	}
 	hybla_do_set_state(sk, new_state);
 }
