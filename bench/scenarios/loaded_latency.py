@@ -17,7 +17,7 @@ from bench.tools import gwconfig
 from bench.transfer import attempt
 
 NAME = "loaded-latency"
-KIND = "latency"
+KIND = "fairness"  # how a bulk flow treats the other traffic on its link
 TITLE = "Latency under load: a ping and a new small fetch during a bulk download on geo-hts"
 DESCRIPTION = (
     "satlab `geo-hts` (50 Mbit/s forward, 600 ms RTT, 1-BDP buffer) with Perigee at both ends. A download "
