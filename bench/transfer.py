@@ -156,7 +156,9 @@ def download(
     if sample_gateway_leg:
         result.cwnd = [(round(s["t"] - t0, 4), float(s["cwnd"])) for s in ss_samples if "cwnd" in s]
         result.rtt_ms = [(round(s["t"] - t0, 4), float(s["rtt_ms"])) for s in ss_samples if s.get("rtt_ms")]
-        result.cc_actual = next((s["cc"] for s in ss_samples if "cc" in s), "")
+        # The last sample's: a warm peer connection runs the config's default until the flow's
+        # class retunes it, so an early sample may show that one.
+        result.cc_actual = next((s["cc"] for s in reversed(ss_samples) if "cc" in s), "")
         last: dict[str, Any] = next((s for s in reversed(ss_samples) if "busy_ms" in s), {})
         # ss prints a limited time only when it is not zero.
         result.limited_ms = {k: float(last.get(f"{k}_ms", 0.0)) for k in LIMITED} if last else {}

@@ -167,12 +167,14 @@ class CacheStats(Report):
     unparsed_lines: Annotated[int, Field(ge=0)]
 
 
-CcReason = TypeAliasType("CcReason", Literal["default", "class", "fallback"])
+CcReason = TypeAliasType("CcReason", Literal["default", "class", "fallback", "automatic"])
 """
 Why a flow's satellite leg runs the congestion control it runs.
 - default: `satellite.congestion_control`, the config's default for every flow.
 - class: The flow's class names one (`classes[].satellite.congestion_control`).
 - fallback: The one asked for is not registered here: hybla for hybla_ld, else the system default.
+- automatic: The default, switched to BBR once the leg measured a short (non-GEO) path
+(docs/hybla.md, *The default*).
 """
 
 

@@ -1411,7 +1411,7 @@ export interface components {
             value: "hybla" | "hybla_ld";
         };
         /** @enum {string} */
-        CcReason: "default" | "class" | "fallback";
+        CcReason: "default" | "class" | "fallback" | "automatic";
         /** ChangeOut */
         ChangeOut: {
             /** Issues */

@@ -428,12 +428,24 @@ fn a_queue_that_outlives_its_cuts_relearns_the_min_rtt_as_the_model_does() {
     // the queue: re-learn, giving back the window the streak began with, not the cut one.
     let mut s = LdStreak::default();
     assert_eq!(s.end(false, 300, true), 0);
-    assert_eq!(s.end(true, 3000, true), 0, "first queued round: a cut, no verdict");
+    assert_eq!(
+        s.end(true, 3000, true),
+        0,
+        "first queued round: a cut, no verdict"
+    );
     s.cut(3000, bw, GEO); // target 2,752 segments: not clamped
     assert_eq!(s.clamped, 0);
-    assert_eq!(s.end(true, 2752, false), 0, "the cut's effect is not back yet");
+    assert_eq!(
+        s.end(true, 2752, false),
+        0,
+        "the cut's effect is not back yet"
+    );
     assert_eq!(s.end(true, 2752, true), 0);
-    assert_eq!(s.end(true, 2000, true), 3000, "outlived its cut: the streak's first window back");
+    assert_eq!(
+        s.end(true, 2000, true),
+        3000,
+        "outlived its cut: the streak's first window back"
+    );
     assert_eq!(s, LdStreak::default(), "the streak starts over");
     // A slow-start overshoot far above the pipe: its cuts stop at half, the queue after them is
     // the flow's own, and no number of rounds re-learns; a round without the queue ends it.
@@ -454,21 +466,40 @@ fn a_queue_that_outlives_its_cuts_relearns_the_min_rtt_as_the_model_does() {
         let settled = !rng.next().is_multiple_of(4);
         let cwnd = 2 + rng.next() % 5000;
         let clamped = rng.next().is_multiple_of(5);
-        let m = model.end(queue, f64::from(cwnd), settled, u32::from(LD_RELEARN_ROUNDS));
+        let m = model.end(
+            queue,
+            f64::from(cwnd),
+            settled,
+            u32::from(LD_RELEARN_ROUNDS),
+        );
         assert_eq!(f64::from(native.end(queue, cwnd, settled)), m, "round {i}");
         assert_eq!(u32::from(native.rounds), model.rounds, "round {i}");
-        assert_eq!(f64::from(native.cwnd_before), model.cwnd_before, "round {i}");
+        assert_eq!(
+            f64::from(native.cwnd_before),
+            model.cwnd_before,
+            "round {i}"
+        );
         if queue {
             native.clamped = u16::from(clamped);
             model.clamped = clamped;
         }
     }
     // The clamp flag agrees with the model's target on whole-segment numbers.
-    for (cwnd, min_rtt) in [(3000u32, GEO), (6000, GEO), (5504, GEO), (400, 24_000), (10_000, 24_000)] {
+    for (cwnd, min_rtt) in [
+        (3000u32, GEO),
+        (6000, GEO),
+        (5504, GEO),
+        (400, 24_000),
+        (10_000, 24_000),
+    ] {
         let mut n = LdStreak::default();
         n.cut(cwnd, bw, min_rtt);
         let mut m = ld::Streak::default();
-        m.cut(f64::from(cwnd), f64::from(bw) / (1u64 << 24) as f64, f64::from(min_rtt));
+        m.cut(
+            f64::from(cwnd),
+            f64::from(bw) / (1u64 << 24) as f64,
+            f64::from(min_rtt),
+        );
         assert_eq!(n.clamped == 1, m.clamped, "cwnd {cwnd} min RTT {min_rtt}");
     }
 }

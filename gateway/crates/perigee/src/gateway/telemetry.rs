@@ -168,6 +168,9 @@ pub enum CcReason {
     Class,
     /// The one asked for is not registered here: hybla for hybla_ld, else the system default.
     Fallback,
+    /// The default, switched to BBR once the leg measured a short (non-GEO) path
+    /// (docs/hybla.md, *The default*).
+    Automatic,
 }
 
 impl CcReason {
@@ -176,6 +179,7 @@ impl CcReason {
             CcReason::Default => "default",
             CcReason::Class => "class",
             CcReason::Fallback => "fallback",
+            CcReason::Automatic => "automatic",
         }
     }
 }

@@ -6,6 +6,7 @@ use crate::gateway::config::{Action, CongestionControl, GatewayConfig, Role};
 use crate::gateway::dscp;
 use crate::gateway::flow::{Path, Session};
 use crate::gateway::satleg::SatLeg;
+use crate::gateway::satleg_auto;
 use crate::gateway::session::Direction;
 use crate::gateway::telemetry::CcReason;
 use crate::gateway::{log, sys};
@@ -270,6 +271,10 @@ impl Worker {
             self.deltas.peer_flows += 1;
         }
         s.read_info();
+        // A leg that already measured a short path (a warm peer connection, an accepted one).
+        if satleg_auto::apply(&mut s, &self.available_cc).is_some() {
+            self.deltas.count_cc_flow(&s);
+        }
         self.flows.insert(id, s);
         id
     }
