@@ -155,14 +155,15 @@ def fetch(lb: lab.Lab, port: int, seconds: float) -> procs.Background:
 
 
 def hub_cc(lb: lab.Lab) -> dict[int, str]:
-    """The congestion control of the hub's satellite-leg socket of each flow (by server port)."""
-    from bench.tools.ss_parse import parse_ss, port_of
+    """The congestion control of each split flow's satellite leg at the hub, by server port, as the
+    hub reports it (with the peer path its satellite socket is a peer connection, on another port)."""
+    from perigee_control.client import GatewayClient
 
-    out = procs.run(lb.exec_argv("hub", ["ss", "-tinH"]), timeout=10, check=False).stdout
+    flows = GatewayClient(gwconfig.socket_path(lb.prefix, "hub")).flows("live").flows
     return {
-        port_of(s["local"]): str(s.get("cc") or "unknown")
-        for s in parse_ss(out)
-        if s["state"] == "ESTAB" and port_of(s["local"]) in PORTS
+        int(f.server.rsplit(":", 1)[1]): f.satellite.cc
+        for f in flows
+        if f.satellite is not None and int(f.server.rsplit(":", 1)[1]) in PORTS
     }
 
 
@@ -273,7 +274,7 @@ def run(ctx: Context, params: dict[str, Any]) -> list[records.Record]:
     out: list[records.Record] = []
     todo = []
     for ccs in params["variants"]:
-        _, skipped = hybla.filter_ccs(list(dict.fromkeys(ccs)))
+        _, skipped = hybla.filter_ccs([cc for cc in dict.fromkeys(ccs) if cc != E2E])
         if skipped:
             out.append(records.skipped(NAME, variant_name(ccs), next(iter(skipped.values()))))
         else:
