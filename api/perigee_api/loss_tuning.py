@@ -10,7 +10,9 @@ BoD derivation computes (tuning.py). Formulas (p = frame loss probability):
   hybla_window     = rho × sqrt(3 / (2 p))            (Hybla's mean window under random loss p, Caini &
                                                        Firrincieli 2004, the rho-scaled Reno window;
                                                        unbounded at p = 0, shown as 65536)
-  congestion_control = hybla_ld, whatever the BER: the gateway's default (docs/hybla.md, *The default*).
+  congestion_control = bbr when the base RTT is under 200 ms (a short, non-GEO path: the gateway switches
+                     its default to BBR there by itself), else hybla_ld, whatever the BER: the gateway's
+                     default (docs/hybla.md, *The default*).
                      Nobody knows the BER of tomorrow's rain fade, and a LEO link loses packets at every path
                      change; hybla_ld grows as Hybla does, and a loss without a standing queue does not halve
                      it. The derivation says what Hybla alone would hold at the given BER.
@@ -35,7 +37,10 @@ WINDOW_SHOWN_MAX = 65536.0  # the BPF Hybla's built-in cwnd clamp; "unbounded" i
 LOSS_BUFFER_FACTOR = 4
 CLEAN_BUFFER_FACTOR = 2
 
-CongestionControl = Literal["hybla", "hybla_ld"]
+CongestionControl = Literal["hybla", "hybla_ld", "bbr"]
+# Below this base RTT the gateway switches a default satellite leg to BBR (a short, non-GEO path:
+# gateway/crates/perigee/src/gateway/satleg_auto.rs, SHORT_PATH_RTT_US).
+SHORT_PATH_RTT_MS = 200.0
 
 
 class CcChoice(BaseModel):
@@ -77,8 +82,18 @@ def buffer_note(factor: int, receive: bool = False) -> str:
     return " (4: a bit error in every window)" if factor > CLEAN_BUFFER_FACTOR else ""
 
 
-def choose(p: float, hybla_window: float, bdp_segments: float, ber: float) -> CcChoice:
-    """hybla_ld, the gateway's default; the derivation says what Hybla alone would do at this BER."""
+def choose(p: float, hybla_window: float, bdp_segments: float, ber: float, base_rtt_ms: float) -> CcChoice:
+    """What the gateway runs: BBR on a short path, else hybla_ld, its default; the derivation says
+    what Hybla alone would do at this BER."""
+    if base_rtt_ms < SHORT_PATH_RTT_MS:
+        return CcChoice(
+            value="bbr",
+            derivation=(
+                f"base RTT {base_rtt_ms:g} ms < {SHORT_PATH_RTT_MS:g} ms: not a GEO path, where Hybla grows like "
+                "Reno (rho near 1) and a LEO path change's loss burst halves it; the gateway switches its "
+                "default to BBR on such a path by itself"
+            ),
+        )
     default = (
         "hybla_ld, the gateway's default: Hybla's growth, and a loss without a standing queue (a rain fade's "
         "bit errors, a LEO path change) keeps the window instead of halving it"

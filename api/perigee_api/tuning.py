@@ -397,5 +397,5 @@ def derive(inputs: BodInputs, overrides: dict[str, float] | None = None) -> Tuni
         if p_loss > 0
         else "no bit errors: Hybla's window is not bounded by loss (shown as 65,536)",
     )
-    cc = loss_tuning.choose(p_loss, hw, bdp_send / i.mss_bytes, i.ber)
+    cc = loss_tuning.choose(p_loss, hw, bdp_send / i.mss_bytes, i.ber, i.base_rtt_ms)
     return Tuning(values=out, warnings=warnings, congestion_control=cc)

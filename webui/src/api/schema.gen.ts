@@ -1408,7 +1408,7 @@ export interface components {
              * Value
              * @enum {string}
              */
-            value: "hybla" | "hybla_ld";
+            value: "hybla" | "hybla_ld" | "bbr";
         };
         /** @enum {string} */
         CcReason: "default" | "class" | "fallback" | "automatic";
