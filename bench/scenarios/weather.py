@@ -251,7 +251,7 @@ def schedule_overlay(run: Run, link: LinkFigures, t_end: float) -> tuple[list[tu
         cycle += 1
         if not period or cycle * period - off > t_end:
             break
-    return line, spans
+    return line, [(a, min(b, t_end), text) for a, b, text in spans if a < t_end]
 
 
 def plot(ctx: Context, case: dict[str, Any], good: dict[str, list[Run]], link: LinkFigures) -> None:
