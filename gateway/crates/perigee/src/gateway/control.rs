@@ -117,12 +117,10 @@ pub fn problems(shared: &Shared) -> Vec<String> {
         }
     }
     let wanted = cfg.satellite.congestion_control;
-    if render::effective_cc(wanted, &avail).is_none() {
-        // The workers fall back to hybla for hybla_ld (worker/admit.rs), else the system default.
-        let instead = wanted
-            .fallback()
-            .and_then(|f| render::effective_cc(f, &avail))
-            .unwrap_or_else(|| "the system default".into());
+    if !avail.iter().any(|a| a == wanted.as_str()) {
+        // Its fallback (hybla for hybla_ld) when the kernel has that, as the routes and workers do.
+        let instead =
+            render::effective_cc(wanted, &avail).unwrap_or_else(|| "the system default".into());
         p.push(format!(
             "congestion control '{wanted}' is not available (have: {}); the satellite leg uses {instead}",
             avail.join(" ")
