@@ -87,7 +87,7 @@ def busy_share(sock: str, seconds: float) -> float:
 def test_a_delay_step_keeps_the_link_busy(stepped_lab: tuple[str, Step]) -> None:
     prefix, step = stepped_lab
     sock = Topology(prefix=prefix).path(f"{SAT_LINK.name}-link.sock")
-    code = f"from satlab import bulk; bulk.client('get', 10**10, '{SERVER}', timeout=60)"
+    code = f"from satlab import bulk; bulk.client('get', 10**9, '{SERVER}', timeout=60)"  # 400 s at 20 Mbit/s
     download = subprocess.Popen(in_ns("client", [sys.executable, "-c", code], prefix),
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
