@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ModelWrapValidatorHandler, PrivateAttr, model_validator
 
 from perigee_api.schemas.gateway_config import (
     Action,
+    BypassProtocol,
     BypassRule,
     Cidr,
     ClassSatellite,
@@ -147,6 +148,7 @@ class ClassIn(In):
 
 
 class ClassPatch(In):
+    name: Name | None = Field(default=None, description="a new name for the class (renames it)")
     priority: int | None = Field(default=None, ge=0, le=65535)
     match: Match | None = None
     action: Action | None = None
@@ -163,14 +165,37 @@ class ClassesOut(BaseModel):
 class ChangeOut(BaseModel):
     version_id: int
     issues: list[PolicyIssue]
+    changed: bool = Field(
+        default=True,
+        description="false: the change changed nothing, so no version was made (version_id is the desired one)",
+    )
 
 
 class BypassIn(In):
     name: Name
-    protocol: Literal["tcp", "udp", "esp", "ah", "icmp", "any"]
+    protocol: BypassProtocol
     cidrs: list[Cidr] = Field(default_factory=list, max_length=1024)
     ports: list[PortSpec] = Field(default_factory=list, max_length=256)
     comment: str = Field(default="", max_length=1000)
+    confirm: bool = Field(
+        default=False,
+        description="store the rule although it is risky (bypasses most served traffic, duplicates a rule, gives a "
+        "host as a network); without it such a rule is answered 409 confirm_required with the risks in details",
+    )
+    _raw_cidrs: list[str] = PrivateAttr(default_factory=list)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _keep_raw_cidrs(cls, data: Any, handler: ModelWrapValidatorHandler[BypassIn]) -> BypassIn:
+        # The CIDR type clears host bits; the risk check needs what was typed to name "10.71.3.5/24".
+        model = handler(data)
+        raw = data.get("cidrs") if isinstance(data, dict) else None
+        model._raw_cidrs = [c for c in raw if isinstance(c, str)] if isinstance(raw, list) else []
+        return model
+
+    @property
+    def raw_cidrs(self) -> list[str]:
+        return self._raw_cidrs
 
 
 class BypassOut(BaseModel):
@@ -278,10 +303,13 @@ class RunningOut(BaseModel):
 
 
 class ValidateOut(BaseModel):
-    ok: bool
+    ok: bool = Field(description="the gateway would install this version as it is")
     version_id: int
     rendered: dict[str, Any] | None
     error: dict[str, Any] | None
+    issues: list[PolicyIssue] = Field(
+        default_factory=list, description="the policy check's warnings about this version (it is accepted with them)"
+    )
 
 
 class GatewayApplyOut(BaseModel):

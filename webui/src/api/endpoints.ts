@@ -43,6 +43,9 @@ export type RestoreOut = S['RestoreOut'];
 export type SystemVersions = S['VersionsOut'];
 export type TlsStatus = S['TlsOut'];
 export type TlsCertificate = S['TlsCertificateOut'];
+export type TokenOut = S['TokenOut'];
+export type TokenCreate = S['TokenCreate'];
+export type TokenCreated = S['TokenCreated'];
 // The gateway's control-protocol types, generated from its Rust types (gateway/schema/*.schema.json) via the
 // API's models and its OpenAPI.
 export type GatewayConfig = S['GatewayConfig'];
@@ -144,6 +147,11 @@ export const endpoints = {
   updateUser: (user_id: number, patch: Partial<S['UserUpdate']>) =>
     unwrap(api.PATCH('/api/v1/users/{user_id}', { params: { path: { user_id } }, body: { reset_password: false, ...patch } })),
   deleteUser: (user_id: number) => unwrap(api.DELETE('/api/v1/users/{user_id}', { params: { path: { user_id } } })),
+
+  // API tokens
+  tokens: () => unwrap(api.GET('/api/v1/tokens')),
+  createToken: (body: TokenCreate) => unwrap(api.POST('/api/v1/tokens', { body })),
+  deleteToken: (token_id: number) => unwrap(api.DELETE('/api/v1/tokens/{token_id}', { params: { path: { token_id } } })),
 
   // flows, stats, cache, system
   liveFlows: () => unwrap(api.GET('/api/v1/flows')),

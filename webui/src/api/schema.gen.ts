@@ -1166,14 +1166,16 @@ export interface components {
              * @default
              */
             comment: string;
+            /**
+             * Confirm
+             * @description store the rule although it is risky (bypasses most served traffic, duplicates a rule, gives a host as a network); without it such a rule is answered 409 confirm_required with the risks in details
+             * @default false
+             */
+            confirm: boolean;
             name: components["schemas"]["ObjectName"];
             /** Ports */
             ports?: string[];
-            /**
-             * Protocol
-             * @enum {string}
-             */
-            protocol: "tcp" | "udp" | "esp" | "ah" | "icmp" | "any";
+            protocol: components["schemas"]["BypassProtocol"];
         };
         /** BypassListOut */
         BypassListOut: {
@@ -1412,6 +1414,12 @@ export interface components {
         };
         /** ChangeOut */
         ChangeOut: {
+            /**
+             * Changed
+             * @description false: the change changed nothing, so no version was made (version_id is the desired one)
+             * @default true
+             */
+            changed: boolean;
             /** Issues */
             issues: components["schemas"]["PolicyIssue"][];
             /** Version Id */
@@ -1456,6 +1464,8 @@ export interface components {
              */
             comment: string;
             match?: components["schemas"]["Match"] | null;
+            /** @description a new name for the class (renames it) */
+            name?: components["schemas"]["ObjectName"] | null;
             /** Priority */
             priority?: number | null;
             satellite?: components["schemas"]["ClassSatellite"] | null;
@@ -3426,7 +3436,15 @@ export interface components {
             error: {
                 [key: string]: unknown;
             } | null;
-            /** Ok */
+            /**
+             * Issues
+             * @description the policy check's warnings about this version (it is accepted with them)
+             */
+            issues?: components["schemas"]["PolicyIssue"][];
+            /**
+             * Ok
+             * @description the gateway would install this version as it is
+             */
             ok: boolean;
             /** Rendered */
             rendered: {

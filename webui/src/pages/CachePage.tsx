@@ -6,6 +6,7 @@ import { ApiError, errorMessage } from '../api/errors';
 import { keys } from '../api/keys';
 import { KeyValueTable } from '../components/KeyValueTable';
 import { PageHeader } from '../components/PageHeader';
+import { useCan } from '../auth/roles';
 import { StatCard } from '../components/StatCard';
 import { QueryView } from '../components/StateViews';
 import { formatBytes, formatPercent } from '../lib/format';
@@ -19,6 +20,7 @@ function bytesOf(used: number | null, capacity: number | null): string {
 }
 
 export default function CachePage() {
+  const canWrite = useCan()('operator');
   const queryClient = useQueryClient();
   const stats = useQuery({ queryKey: keys.cache, queryFn: endpoints.cacheStats, refetchInterval: 5000 });
   const health = useQuery({ queryKey: keys.health, queryFn: endpoints.health, refetchInterval: 5000 });
@@ -110,6 +112,7 @@ export default function CachePage() {
             );
           }}
         </QueryView>
+        {canWrite && (
         <Paper withBorder p="md" component="section" aria-labelledby="purge-title">
           <Title order={3} size="h4" id="purge-title" mb="sm">
             Purge
@@ -144,6 +147,7 @@ export default function CachePage() {
             </Alert>
           )}
         </Paper>
+        )}
       </Stack>
     </>
   );

@@ -10,10 +10,10 @@ from fastapi import APIRouter, Request
 from pydantic import ValidationError
 from sqlalchemy import select
 
-from perigee_api.api.deps import Db, Id, Operator, Viewer, audit_info
+from perigee_api.api.deps import Db, Id, Operator, Viewer, audit_info, change_out
 from perigee_api.core.errors import ApiError, ErrorResponse
 from perigee_api.models import BodProfile
-from perigee_api.schemas.api import BodApplyIn, BodProfileIn, BodProfileOut, ChangeOut, PolicyIssue
+from perigee_api.schemas.api import BodApplyIn, BodProfileIn, BodProfileOut, ChangeOut
 from perigee_api.services import versions
 from perigee_api.tuning import CWND_MAX_MAX, OVERRIDABLE, SHAPING_MIN_BPS, BodInputs, Tuning, derive
 
@@ -181,7 +181,7 @@ def apply_to_config(profile_id: Id, body: BodApplyIn, who: Operator, db: Db, req
         shaping["enabled"] = shaping["rate_bps"] > 0
         shaping["overhead_bytes"] = int(t["shaping_overhead_bytes"].value)
 
-    v, warnings = versions.change(db, who.name, body.comment or f"BoD profile {p.name}", mutate)
+    stored = versions.change(db, who.name, body.comment or f"BoD profile {p.name}", mutate)
     db.commit()
-    audit_info(request, version_id=v.id, profile=p.name)
-    return ChangeOut(version_id=v.id, issues=[PolicyIssue(**i) for i in versions.issues_json(warnings)])
+    audit_info(request, version_id=stored.version.id, profile=p.name, changed=stored.changed)
+    return change_out(stored)

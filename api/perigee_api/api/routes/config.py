@@ -7,7 +7,7 @@ import time
 from fastapi import APIRouter, Query, Request
 from sqlalchemy import func, select
 
-from perigee_api.api.deps import Ctx, Db, Gateway, Id, Operator, Viewer, audit_info
+from perigee_api.api.deps import Ctx, Db, Gateway, Id, Operator, Viewer, audit_info, change_out
 from perigee_api.core.errors import ApiError, ErrorResponse
 from perigee_api.models import ConfigVersion
 from perigee_api.schemas.api import (
@@ -96,10 +96,10 @@ def get_running(who: Viewer, db: Db, ctx: Ctx) -> RunningOut:
 
 @router.put("/config", response_model=ChangeOut, summary="Replace the whole desired config (new version)")
 def put_config(body: ConfigPut, who: Operator, db: Db, request: Request) -> ChangeOut:
-    v, warnings = versions.store(db, body.config.to_json(), who.name, body.comment or "config replaced")
+    stored = versions.store(db, body.config.to_json(), who.name, body.comment or "config replaced")
     db.commit()
-    audit_info(request, version_id=v.id)
-    return ChangeOut(version_id=v.id, issues=[PolicyIssue(**i) for i in versions.issues_json(warnings)])
+    audit_info(request, version_id=stored.version.id, changed=stored.changed)
+    return change_out(stored)
 
 
 @router.post(
@@ -164,7 +164,10 @@ def get_version(version_id: Id, who: Viewer, db: Db) -> VersionOut:
     summary="Dry run: the gateway validates and renders, changes nothing",
 )
 def validate_version(version_id: Id, who: Operator, db: Db, gw: Gateway) -> ValidateOut:
-    return ValidateOut(**versions.dry_run(gw, versions.get(db, version_id)))
+    v = versions.get(db, version_id)
+    _errors, warnings = versions.policy_errors(GatewayConfig.model_validate(v.config))
+    issues = [PolicyIssue(**i) for i in versions.issues_json(warnings)]
+    return ValidateOut(**versions.dry_run(gw, v), issues=issues)
 
 
 @router.post(

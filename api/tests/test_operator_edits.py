@@ -1,0 +1,114 @@
+"""Edits an operator makes every day: a class edited in place, a no-change save, risky bypass rules named first."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from perigee_api.schemas.gateway_config import BypassRule
+from perigee_api.services.bypass_risk import bypass_issues, bypass_risks, covered_share
+
+SERVED = ["10.71.1.0/24", "fd71:1::/64"]
+
+
+def total(client: TestClient) -> int:
+    return int(client.get("/api/v1/versions").json()["total"])
+
+
+def test_edit_a_class_as_the_dashboard_sends_it(operator: TestClient) -> None:
+    # The dashboard's edit dialog sends the whole class (its name included) back: that is an edit, not an error.
+    body: dict[str, Any] = {"name": "web", "priority": 100, "action": "accelerate", "match": {"protocol": "tcp"}}
+    assert operator.post("/api/v1/policy/classes", json=body).status_code == 201
+    edited = {**body, "satellite": {"congestion_control": "bbr"}, "comment": "bbr for web"}
+    r = operator.patch("/api/v1/policy/classes/web", json=edited)
+    assert r.status_code == 200, r.text
+    assert r.json()["changed"] is True
+    classes = operator.get("/api/v1/policy/classes").json()["classes"]
+    assert [(c["name"], c["satellite"]["congestion_control"]) for c in classes] == [("web", "bbr")]
+
+
+def test_rename_a_class_and_refuse_a_taken_name(operator: TestClient) -> None:
+    for name, prio in (("a", 10), ("b", 20)):
+        body = {
+            "name": name,
+            "priority": prio,
+            "action": "accelerate",
+            "match": {"protocol": "tcp", "dports": [str(prio)]},
+        }
+        assert operator.post("/api/v1/policy/classes", json=body).status_code == 201
+    before = total(operator)
+    r = operator.patch("/api/v1/policy/classes/a", json={"name": "b"})
+    assert r.status_code == 409 and r.json()["error"]["code"] == "duplicate_name"
+    assert total(operator) == before
+    assert operator.patch("/api/v1/policy/classes/a", json={"name": "renamed"}).status_code == 200
+    assert {c["name"] for c in operator.get("/api/v1/policy/classes").json()["classes"]} == {"renamed", "b"}
+
+
+def test_a_change_that_changes_nothing_makes_no_version(operator: TestClient) -> None:
+    body = {"name": "web", "priority": 100, "action": "accelerate", "match": {"protocol": "tcp"}}
+    assert operator.post("/api/v1/policy/classes", json=body).status_code == 201
+    before = total(operator)
+    r = operator.patch("/api/v1/policy/classes/web", json=body)
+    assert r.status_code == 200 and r.json()["changed"] is False
+    assert r.json()["version_id"] == operator.get("/api/v1/versions").json()["latest_version_id"]
+    assert total(operator) == before
+
+
+RISKY = [
+    ({"name": "all", "protocol": "any", "cidrs": ["0.0.0.0/0"]}, "bypasses_served"),
+    ({"name": "lan", "protocol": "any", "cidrs": ["10.71.1.0/24"]}, "bypasses_served"),
+    ({"name": "half", "protocol": "tcp", "cidrs": ["10.71.1.0/25"]}, "bypasses_served"),
+    ({"name": "web", "protocol": "tcp", "ports": ["443"]}, "bypasses_served"),
+    ({"name": "host", "protocol": "any", "cidrs": ["10.71.3.5/24"]}, "host_as_network"),
+    ({"name": "esp-again", "protocol": "esp"}, "duplicate"),
+    ({"name": "nat-t-host", "protocol": "udp", "ports": ["4500"], "cidrs": ["203.0.113.9/32"]}, "covered"),
+]
+
+
+@pytest.mark.parametrize(("rule", "code"), RISKY, ids=[r[0]["name"] for r in RISKY])
+def test_a_risky_bypass_rule_is_named_and_needs_confirming(
+    operator: TestClient, admin: TestClient, rule: dict[str, Any], code: str
+) -> None:
+    before = total(operator)
+    r = operator.post("/api/v1/policy/bypass", json=rule)
+    assert r.status_code == 409, r.text
+    err = r.json()["error"]
+    assert err["code"] == "confirm_required"
+    assert code in [x["code"] for x in err["details"]["risks"]]
+    assert total(operator) == before, "nothing stored before the operator confirms"
+    r = operator.post("/api/v1/policy/bypass", json={**rule, "confirm": True})
+    assert r.status_code == 201, r.text
+    assert total(operator) == before + 1
+    # Stored, and the policy check goes on naming it.
+    checks = operator.get("/api/v1/policy/check").json()
+    if code in ("bypasses_served", "duplicate", "covered"):
+        assert any(i["code"] == code and rule["name"] in i["classes"] for i in checks), checks
+    audit = admin.get("/api/v1/audit", params={"action": "bypass"}).json()["entries"]
+    assert code in audit[0]["detail"]["confirmed_risks"]
+
+
+def test_a_narrow_rule_needs_no_confirming(operator: TestClient) -> None:
+    r = operator.post("/api/v1/policy/bypass", json={"name": "vpn", "protocol": "udp", "cidrs": ["203.0.113.7/32"]})
+    assert r.status_code == 201, r.text
+
+
+def test_host_as_network_names_the_host_form() -> None:
+    rule = BypassRule(name="h", builtin=False, protocol="udp", cidrs=["10.71.3.5/24"])
+    risks = bypass_risks(rule, ["10.71.3.5/24"], [], SERVED)
+    assert [r.code for r in risks] == ["host_as_network"]
+    assert "10.71.3.0/24" in risks[0].message and "10.71.3.5/32" in risks[0].message
+
+
+def test_covered_share() -> None:
+    assert covered_share([], "10.71.1.0/24") == 1.0
+    assert covered_share(["10.71.0.0/16"], "10.71.1.0/24") == 1.0
+    assert covered_share(["10.71.1.0/25", "10.71.1.128/26"], "10.71.1.0/24") == 0.75
+    assert covered_share(["fd71:1::/64"], "10.71.1.0/24") == 0.0
+
+
+def test_policy_check_leaves_builtins_and_narrow_rules_alone() -> None:
+    esp = BypassRule(name="ipsec-esp", builtin=True, protocol="esp")
+    narrow = BypassRule(name="vpn", builtin=False, protocol="any", cidrs=["203.0.113.7/32"])
+    assert bypass_issues([esp, narrow], SERVED) == []
