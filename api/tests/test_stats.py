@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
@@ -198,3 +199,28 @@ def test_live_flows_refreshed_when_collector_idle(fake_gw: FakeGateway, viewer: 
     app_ctx.live.fetched_at = 0.0
     snap = viewer.get("/api/v1/flows").json()
     assert snap["error"] and snap["count"] == 1  # last known flows, with the reason they are stale
+
+
+def test_the_link_is_the_satellite_interface_and_the_split_part_is_shown_beside_it() -> None:
+    b = stats.SampleBuilder()
+
+    def link(ts: int, split: tuple[int, int], iface: tuple[int, int] | None) -> dict[str, float]:
+        c: dict[str, Any] = {"link": {"forward_bytes": split[0], "return_bytes": split[1]}}
+        if iface is not None:
+            c["link"]["interface"] = {"forward_bytes": iface[0], "return_bytes": iface[1]}
+        return {f"{m}/{k}": v for m, k, v in b.build(ts, [], c, None) if m.startswith("link")}
+
+    assert link(T0, (0, 0), (0, 0)) == {}
+    # Bypassed ESP and UDP cross the interface beside the split flows: the link is the interface.
+    got = link(T0 + 2, (1_000_000, 100_000), (1_250_000, 400_000))
+    assert got == {
+        "link_bps/down": 5_000_000.0,
+        "link_bps/up": 1_600_000.0,
+        "link_split_bps/down": 4_000_000.0,
+        "link_split_bps/up": 400_000.0,
+    }
+    # A gateway without interface counters: the intercepted estimate is all there is.
+    b2 = stats.SampleBuilder()
+    b2.build(T0, [], {"link": {"forward_bytes": 0, "return_bytes": 0}}, None)
+    only = {f"{m}/{k}": v for m, k, v in b2.build(T0 + 1, [], {"link": {"forward_bytes": 10, "return_bytes": 0}}, None)}
+    assert only["link_bps/down"] == 80.0 and only["link_split_bps/down"] == 80.0

@@ -388,7 +388,10 @@ class SiteNow(BaseModel):
     flows: int = Field(description="live flows")
     rtt_ms: float | None = Field(description="mean smoothed RTT of the live flows' satellite legs")
     retrans_ps: float = Field(description="satellite segments retransmitted per second")
-    cache_saved_bps: float = Field(description="what the cache served the site's clients without the satellite")
+    cache_saved_bps: float = Field(
+        description="what the cache served the site's clients from its store: at a terminal satellite capacity "
+        "saved, at a hub terrestrial backhaul saved (the bytes still cross the satellite)"
+    )
 
 
 class SitesOut(BaseModel):

@@ -3,8 +3,11 @@
 Metrics (one row per metric and key per second). Rates come from deltas of the gateway's counters (bytes × 8 / dt),
 which count what crossed the satellite, flows that opened and closed within the second and the cache's
 connections included (docs/splitter.md, *Rates*); from gateways without those counters, from live flows' rates.
-  link_bps         key = down|up       the satellite link, forward (down) and return (up), headers included:
-                                       counters `link` (what the satellite interface carried for intercepted traffic)
+  link_bps         key = down|up       the satellite link, forward (down) and return (up): every frame byte the
+                                       satellite interface carried (counters `link.interface`: split, cached,
+                                       bypassed, unsplit, UDP, ICMP); from a gateway without it, the estimate below
+  link_split_bps   key = down|up       the part of it the gateway intercepted (split flows and the cache's
+                                       connections, headers included: counters `link`)
   class_bps        key = class name    satellite payload per class, both directions (counters `by_class`)
   action_bps       key = accelerate|cache|bypass   satellite payload per action (counters `by_action`; bypass: nft)
   site_down_bps    key = site name     satellite payload toward the site's clients (counters `by_site`)
@@ -46,6 +49,7 @@ Metric = Literal[
     "dns_qps",
     "leg_rtt_ms",
     "link_bps",
+    "link_split_bps",
     "site_down_bps",
     "site_up_bps",
     "site_saved_bps",
@@ -156,7 +160,10 @@ class SampleBuilder:
         out += [("site_rtt_ms", k, sum(v) / len(v)) for k, v in site_rtts.items() if v]
 
         dt = (now - self.prev_ts) if self.prev_ts else 0.0
-        link = _link_rates(counters, self.prev_counters, dt)
+        split = _link_rates(counters, self.prev_counters, dt)
+        link = _link_rates(counters, self.prev_counters, dt, interface=True) or split
+        if split is not None:
+            out += [("link_split_bps", "down", split[0]), ("link_split_bps", "up", split[1])]
         if link is not None:
             out += [("link_bps", "down", link[0]), ("link_bps", "up", link[1])]
         elif not (counters or {}).get("link"):
@@ -223,12 +230,18 @@ class SampleBuilder:
         return out
 
 
-def _link_rates(counters: dict[str, Any] | None, prev: dict[str, Any] | None, dt: float) -> tuple[float, float] | None:
-    """(forward, return) bit/s over the interval from the gateway's `link` counters; None without two readings
-    (or when they went back: the gateway restarted)."""
+def _link_rates(
+    counters: dict[str, Any] | None, prev: dict[str, Any] | None, dt: float, *, interface: bool = False
+) -> tuple[float, float] | None:
+    """(forward, return) bit/s over the interval from the gateway's `link` counters (the intercepted part), or with
+    `interface` from its satellite interface's (the whole link); None without two readings (or when they went back:
+    the gateway restarted, the interface was recreated)."""
     if not counters or not prev or dt <= 0:
         return None
     cur, old = counters.get("link"), prev.get("link")
+    if interface:
+        cur = cur.get("interface") if isinstance(cur, dict) else None
+        old = old.get("interface") if isinstance(old, dict) else None
     if not isinstance(cur, dict) or not isinstance(old, dict):
         return None
     fwd = _num(cur, "forward_bytes") - _num(old, "forward_bytes")

@@ -1555,6 +1555,23 @@ export interface components {
             /** Changes */
             changes: components["schemas"]["DiffEntry"][];
         };
+        /** DiskUsage */
+        DiskUsage: {
+            /**
+             * Available Bytes
+             * @description Free for unprivileged users (f_bavail).
+             */
+            available_bytes: number;
+            /**
+             * Path
+             * @description The path asked about (its filesystem is what is counted).
+             */
+            path: string;
+            /** Total Bytes */
+            total_bytes: number;
+        } & {
+            [key: string]: unknown;
+        };
         /**
          * Dns
          * @description The `dns` section. Every field has a default, so `{}` is a valid (disabled) section.
@@ -2233,6 +2250,8 @@ export interface components {
              * @description True while new connections pass unsplit (no listening worker, or above max_flows).
              */
             fail_open: boolean;
+            /** @description CPU, memory, disks and interfaces of the box. */
+            host: components["schemas"]["HostStats"];
             hybla: components["schemas"]["HyblaStatus"];
             /** @description The peer path's state summed over the workers; null when it is off. */
             peer: components["schemas"]["PeerHealth"] | null;
@@ -2243,6 +2262,7 @@ export interface components {
             problems: string[];
             /** @description The running config's role; null while no config is installed. */
             role: components["schemas"]["Role"] | null;
+            services: components["schemas"]["Services"];
             status: components["schemas"]["HealthStatus"];
             /** Uptime S */
             uptime_s: number;
@@ -2276,6 +2296,47 @@ export interface components {
         };
         /** @enum {string} */
         HealthStatus: "ok" | "degraded";
+        /**
+         * HostStats
+         * @description The box's resources (/proc and statvfs), as an appliance's health page shows them.
+         */
+        HostStats: {
+            /**
+             * Cpu Busy Seconds
+             * @description CPU time spent busy (everything but idle and iowait), and idle, summed over CPUs,
+             *     seconds since boot: a rate of the two gives the busy share.
+             */
+            cpu_busy_seconds: number;
+            /** Cpu Idle Seconds */
+            cpu_idle_seconds: number;
+            /** Cpus */
+            cpus: number;
+            /**
+             * Disks
+             * @description The filesystems the gateway writes: its root and, when the cache is on, Squid's store.
+             */
+            disks: components["schemas"]["DiskUsage"][];
+            /**
+             * Interfaces
+             * @description Every interface's counters but loopback's.
+             */
+            interfaces: components["schemas"]["InterfaceCounters"][];
+            /** Load 1M */
+            load_1m: number;
+            /** Load 5M */
+            load_5m: number;
+            /** Load 15M */
+            load_15m: number;
+            /**
+             * Memory Available Bytes
+             * @description What can be had without swapping (MemAvailable).
+             */
+            memory_available_bytes: number;
+            /** Memory Total Bytes */
+            memory_total_bytes: number;
+        } & {
+            [key: string]: unknown;
+        };
         /** HTTPValidationError */
         HTTPValidationError: {
             /** Detail */
@@ -2353,6 +2414,32 @@ export interface components {
         IfName: string;
         /** @enum {string} */
         Implementation: "kernel" | "bpf" | "none";
+        /**
+         * InterfaceCounters
+         * @description One network interface's counters since it came up (/sys/class/net/NAME/statistics).
+         */
+        InterfaceCounters: {
+            /** Name */
+            name: string;
+            /** Rx Bytes */
+            rx_bytes: number;
+            /** Rx Dropped */
+            rx_dropped: number;
+            /** Rx Errors */
+            rx_errors: number;
+            /** Rx Packets */
+            rx_packets: number;
+            /** Tx Bytes */
+            tx_bytes: number;
+            /** Tx Dropped */
+            tx_dropped: number;
+            /** Tx Errors */
+            tx_errors: number;
+            /** Tx Packets */
+            tx_packets: number;
+        } & {
+            [key: string]: unknown;
+        };
         /** InterfaceList */
         InterfaceList: {
             /** Interfaces */
@@ -2929,6 +3016,39 @@ export interface components {
              * @default 32
              */
             ipv6_prefix: number;
+        };
+        /**
+         * Services
+         * @description Squid's and the resolver's state.
+         */
+        Services: {
+            resolver: components["schemas"]["ServiceState"];
+            squid: components["schemas"]["ServiceState"];
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * ServiceState
+         * @description Whether one of the gateway's helpers (Squid, the resolver) is on and serving.
+         */
+        ServiceState: {
+            /**
+             * Enabled
+             * @description The config turns it on.
+             */
+            enabled: boolean;
+            /**
+             * Problem
+             * @description Why an enabled one is not serving; null when it is (or is off).
+             */
+            problem: string | null;
+            /**
+             * Serving
+             * @description Its traffic goes to it now (nft sends port 80 to Squid, port 53 to the resolver).
+             */
+            serving: boolean;
+        } & {
+            [key: string]: unknown;
         };
         /**
          * Shaping
@@ -5662,7 +5782,7 @@ export interface operations {
                 /** @description unix s; default now */
                 end?: number | null;
                 key?: string | null;
-                metric: "class_bps" | "action_bps" | "cache_hit_ratio" | "dns_hit_ratio" | "dns_qps" | "leg_rtt_ms" | "link_bps" | "site_down_bps" | "site_up_bps" | "site_saved_bps" | "site_retrans_ps" | "site_flows" | "site_rtt_ms";
+                metric: "class_bps" | "action_bps" | "cache_hit_ratio" | "dns_hit_ratio" | "dns_qps" | "leg_rtt_ms" | "link_bps" | "link_split_bps" | "site_down_bps" | "site_up_bps" | "site_saved_bps" | "site_retrans_ps" | "site_flows" | "site_rtt_ms";
                 /** @description unix s; default end - 1 h */
                 start?: number | null;
             };

@@ -1,7 +1,8 @@
 //! `GET /v1/interfaces`: the box's network interfaces with their addresses and state, so the
 //! dashboard offers real interfaces when it sets the config's `interfaces` (getifaddrs(3) for the
 //! addresses and flags, /sys/class/net for the link's operational state, MTU and MAC).
-use super::config::GatewayConfig;
+use super::config::{GatewayConfig, Role};
+pub use super::reports::{InterfaceCounters, LinkInterface};
 use schemars::JsonSchema;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -115,6 +116,74 @@ pub fn list(cfg: Option<&GatewayConfig>) -> std::io::Result<InterfaceList> {
     Ok(InterfaceList { interfaces })
 }
 
+/// One interface's counters (/sys/class/net/NAME/statistics): what the kernel counts for
+/// every frame it sent or received there, whatever the gateway did with it. Byte counts
+/// include the link-layer header (14 bytes on Ethernet and veth).
+pub fn counters(name: &str) -> Option<InterfaceCounters> {
+    let stat =
+        |what: &str| -> Option<u64> { sys_attr(name, &format!("statistics/{what}"))?.parse().ok() };
+    Some(InterfaceCounters {
+        name: name.to_string(),
+        rx_bytes: stat("rx_bytes")?,
+        tx_bytes: stat("tx_bytes")?,
+        rx_packets: stat("rx_packets")?,
+        tx_packets: stat("tx_packets")?,
+        rx_errors: stat("rx_errors").unwrap_or(0),
+        tx_errors: stat("tx_errors").unwrap_or(0),
+        rx_dropped: stat("rx_dropped").unwrap_or(0),
+        tx_dropped: stat("tx_dropped").unwrap_or(0),
+    })
+}
+
+/// Every interface's counters but loopback's, by name.
+pub fn all_counters() -> Vec<InterfaceCounters> {
+    let Ok(dir) = std::fs::read_dir("/sys/class/net") else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = dir
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n != "lo")
+        .collect();
+    names.sort();
+    names.iter().filter_map(|n| counters(n)).collect()
+}
+
+/// The satellite interface's frames in the link's directions: a hub sends forward on it, a
+/// terminal sends the return link. None while no config is installed or the interface is
+/// missing.
+pub fn link_interface(cfg: &GatewayConfig, configured: bool) -> Option<LinkInterface> {
+    if !configured {
+        return None;
+    }
+    let c = counters(&cfg.interfaces.satellite)?;
+    Some(link_directions(c, cfg.role == Role::Hub))
+}
+
+/// An interface's rx/tx counters as forward/return: `sends_forward` for a hub.
+pub fn link_directions(c: InterfaceCounters, sends_forward: bool) -> LinkInterface {
+    let (fwd, ret) = if sends_forward {
+        (
+            (c.tx_bytes, c.tx_packets, c.tx_dropped),
+            (c.rx_bytes, c.rx_packets, c.rx_dropped),
+        )
+    } else {
+        (
+            (c.rx_bytes, c.rx_packets, c.rx_dropped),
+            (c.tx_bytes, c.tx_packets, c.tx_dropped),
+        )
+    };
+    LinkInterface {
+        name: c.name,
+        forward_bytes: fwd.0,
+        return_bytes: ret.0,
+        forward_packets: fwd.1,
+        return_packets: ret.1,
+        forward_dropped: fwd.2,
+        return_dropped: ret.2,
+        errors: c.rx_errors + c.tx_errors,
+    }
+}
+
 fn sockaddr_ip(sa: *const libc::sockaddr) -> Option<IpAddr> {
     if sa.is_null() {
         return None;
@@ -166,5 +235,51 @@ mod tests {
             .interfaces
             .iter()
             .all(|i| i.configured_as.is_none()));
+    }
+
+    #[test]
+    fn loopback_counters_count_what_it_carried() {
+        let before = counters("lo").expect("lo has statistics");
+        let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        sock.send_to(&[0u8; 1000], sock.local_addr().unwrap())
+            .unwrap();
+        let after = counters("lo").unwrap();
+        assert!(
+            after.tx_bytes >= before.tx_bytes + 1000,
+            "{before:?} {after:?}"
+        );
+        assert!(after.rx_packets > before.rx_packets);
+        assert!(all_counters().iter().all(|c| c.name != "lo"));
+        assert_eq!(counters("no-such-if0"), None);
+    }
+
+    #[test]
+    fn a_hub_sends_forward_a_terminal_returns() {
+        let c = InterfaceCounters {
+            name: "sat0".into(),
+            rx_bytes: 10,
+            tx_bytes: 20,
+            rx_packets: 1,
+            tx_packets: 2,
+            rx_errors: 3,
+            tx_errors: 4,
+            rx_dropped: 5,
+            tx_dropped: 6,
+        };
+        let hub = link_directions(c.clone(), true);
+        assert_eq!(
+            (hub.forward_bytes, hub.return_bytes, hub.forward_dropped),
+            (20, 10, 6)
+        );
+        let terminal = link_directions(c, false);
+        assert_eq!(
+            (
+                terminal.forward_bytes,
+                terminal.return_bytes,
+                terminal.return_packets
+            ),
+            (10, 20, 2)
+        );
+        assert_eq!(terminal.errors, 7);
     }
 }

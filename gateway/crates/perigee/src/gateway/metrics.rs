@@ -4,7 +4,7 @@
 //! Every metric is listed in docs/operations.md, *Metrics*.
 use super::reports::{BypassRuleKind, CacheCounters, Counters, PacketCounters, SplitCounters};
 use super::state::Shared;
-use super::{control, http, log, procstat};
+use super::{control, host_metrics, http, log, procstat};
 use serde_json::json;
 use std::fmt::Write;
 use std::net::TcpListener;
@@ -19,7 +19,7 @@ fn escape(v: &str) -> String {
 }
 
 /// `{a="x",b="y"}` (empty for no labels).
-fn labels(pairs: &[(&str, &str)]) -> String {
+pub(super) fn labels(pairs: &[(&str, &str)]) -> String {
     if pairs.is_empty() {
         return String::new();
     }
@@ -32,12 +32,18 @@ fn labels(pairs: &[(&str, &str)]) -> String {
 
 /// The exposition text, one family at a time.
 #[derive(Default)]
-struct Exposition {
-    text: String,
+pub(super) struct Exposition {
+    pub(super) text: String,
 }
 
 impl Exposition {
-    fn family(&mut self, name: &str, kind: &str, help: &str, samples: Vec<(String, f64)>) {
+    pub(super) fn family(
+        &mut self,
+        name: &str,
+        kind: &str,
+        help: &str,
+        samples: Vec<(String, f64)>,
+    ) {
         let _ = writeln!(self.text, "# HELP {name} {help}\n# TYPE {name} {kind}");
         for (l, v) in samples {
             if v.fract() == 0.0 && v.abs() < 1e15 {
@@ -48,17 +54,17 @@ impl Exposition {
         }
     }
 
-    fn one(&mut self, name: &str, kind: &str, help: &str, v: f64) {
+    pub(super) fn one(&mut self, name: &str, kind: &str, help: &str, v: f64) {
         self.family(name, kind, help, vec![(String::new(), v)]);
     }
 }
 
 /// A counter as a sample value (Prometheus samples are floats).
-fn n(v: u64) -> f64 {
+pub(super) fn n(v: u64) -> f64 {
     v as f64
 }
 
-fn b(v: bool) -> f64 {
+pub(super) fn b(v: bool) -> f64 {
     if v {
         1.0
     } else {
@@ -203,6 +209,12 @@ pub fn render(shared: &Shared) -> String {
     peer_and_fallback_families(&mut e, &c);
 
     render_processes(&mut e, shared);
+    host_metrics::render(
+        &mut e,
+        &c,
+        &control::host(shared, &cfg),
+        &control::services(shared, &cfg),
+    );
     e.one(
         "perigee_uptime_seconds",
         "gauge",

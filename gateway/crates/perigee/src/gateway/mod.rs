@@ -9,6 +9,7 @@ pub mod control_tls;
 pub mod dscp;
 pub mod epoll;
 pub mod flow;
+pub mod host_metrics;
 pub mod http;
 pub mod interfaces;
 pub mod ipc;
