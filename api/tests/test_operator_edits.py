@@ -112,3 +112,22 @@ def test_policy_check_leaves_builtins_and_narrow_rules_alone() -> None:
     esp = BypassRule(name="ipsec-esp", builtin=True, protocol="esp")
     narrow = BypassRule(name="vpn", builtin=False, protocol="any", cidrs=["203.0.113.7/32"])
     assert bypass_issues([esp, narrow], SERVED) == []
+
+
+def test_preview_against_what_runs_leaves_pending_versions_out(operator: TestClient) -> None:
+    first = operator.get("/api/v1/versions").json()["latest_version_id"]
+    assert operator.post(f"/api/v1/versions/{first}/apply", json={"comment": ""}).json()["ok"] is True
+    pending = operator.get("/api/v1/config").json()["config"]
+    pending["splitter"]["idle_timeout_s"] = 30
+    assert operator.put("/api/v1/config", json={"config": pending, "comment": "pending"}).status_code == 200
+    running = operator.get("/api/v1/config/running").json()
+    assert running["version_id"] == first and not running["in_sync"]
+    edit = running["config"]
+    edit["splitter"]["max_flows"] = 5000
+    body = {"config": edit, "comment": ""}
+    against_running = operator.post("/api/v1/config/preview", params={"against": "running"}, json=body).json()
+    assert against_running["base_version_id"] == first
+    assert [c["path"] for c in against_running["changes"]] == ["$.splitter.max_flows"]
+    # Against the desired version the same edit would also undo the pending timeout: that is what it shows.
+    against_desired = operator.post("/api/v1/config/preview", json=body).json()
+    assert {c["path"] for c in against_desired["changes"]} == {"$.splitter.max_flows", "$.splitter.idle_timeout_s"}

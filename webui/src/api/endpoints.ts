@@ -130,7 +130,8 @@ export const endpoints = {
 
   // config versions
   desiredConfig: () => unwrap(api.GET('/api/v1/config')),
-  previewConfig: (config: GatewayConfig) => unwrap(api.POST('/api/v1/config/preview', { body: { config, comment: '' } })),
+  previewConfig: (config: GatewayConfig, against: 'desired' | 'running' = 'desired') =>
+    unwrap(api.POST('/api/v1/config/preview', { body: { config, comment: '' }, params: { query: { against } } })),
   putConfig: (config: GatewayConfig, comment: string) => unwrap(api.PUT('/api/v1/config', { body: { config, comment } })),
   running: () => unwrap(api.GET('/api/v1/config/running')),
   versions: (limit = 100, offset = 0) => unwrap(api.GET('/api/v1/versions', { params: { query: { limit, offset } } })),

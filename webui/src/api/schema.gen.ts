@@ -3103,7 +3103,7 @@ export interface components {
         SiteNow: {
             /**
              * Cache Saved Bps
-             * @description what the cache served the site's clients without the satellite
+             * @description what the cache served the site's clients from its store: at a terminal satellite capacity saved, at a hub terrestrial backhaul saved (the bytes still cross the satellite)
              */
             cache_saved_bps: number;
             /**
@@ -4546,7 +4546,10 @@ export interface operations {
     };
     preview_config_api_v1_config_preview_post: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description diff against the desired (latest) version, or against the version the gateway runs (what an edit of the running settings starts from; pending versions are not in it) */
+                against?: "desired" | "running";
+            };
             header?: never;
             path?: never;
             cookie?: never;

@@ -30,6 +30,7 @@ export function ConfigSaveReview({
   onServerErrors,
   onApplied,
   applyLabel = 'Save and apply',
+  against = 'desired',
 }: {
   config: GatewayConfig;
   errors: FieldErrors;
@@ -37,6 +38,8 @@ export function ConfigSaveReview({
   onServerErrors?: (errors: FieldErrors) => void;
   onApplied?: (versionId: number) => void;
   applyLabel?: string;
+  /** What the review diffs against: the desired version, or what the gateway runs (an edit of the running settings). */
+  against?: 'desired' | 'running';
 }) {
   const queryClient = useQueryClient();
   const [comment, setComment] = useState(initialComment);
@@ -48,7 +51,7 @@ export function ConfigSaveReview({
   const fail = (e: unknown) => onServerErrors?.(e instanceof ApiError ? e.fieldErrors : {});
 
   const preview = useMutation({
-    mutationFn: () => endpoints.previewConfig(config),
+    mutationFn: () => endpoints.previewConfig(config, against),
     onSuccess: (p) => {
       setSaved(null);
       setReviewed({ json, preview: p });
@@ -91,8 +94,10 @@ export function ConfigSaveReview({
         <Stack gap="xs" aria-label="Changes to review">
           <Text fw={600}>
             {current.changes.length === 0
-              ? 'This is the desired config already.'
-              : `Changes to ${current.base_version_id != null ? `version ${current.base_version_id}` : 'the desired config'}:`}
+              ? against === 'running'
+                ? 'This is what the gateway runs already.'
+                : 'This is the desired config already.'
+              : `Changes to ${current.base_version_id != null ? `version ${current.base_version_id}` : 'the desired config'}${against === 'running' ? ' (what the gateway runs)' : ''}:`}
           </Text>
           {current.changes.length > 0 && <DiffView changes={current.changes} />}
           <IssueList issues={current.issues} />

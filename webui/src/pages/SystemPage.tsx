@@ -8,7 +8,7 @@ import { keys } from '../api/keys';
 import { useAuth } from '../auth/useAuth';
 import { ConfigSaveReview } from '../components/ConfigSaveReview';
 import { PageHeader } from '../components/PageHeader';
-import { QueryView } from '../components/StateViews';
+import { LoadingState, QueryView } from '../components/StateViews';
 import { CacheForm, CongestionForm, InterfacesForm, NetworksForm, RoleForm, ShapingForm, SplitterForm } from '../components/SystemForms';
 import { checkConfig, setupNeeded } from '../lib/system-config';
 
@@ -23,7 +23,17 @@ function Section({ id, title, children }: { id: string; title: string; children:
   );
 }
 
-function SettingsEditor({ initial, interfaces, canEdit }: { initial: GatewayConfig; interfaces: NetInterface[]; canEdit: boolean }) {
+function SettingsEditor({
+  initial,
+  interfaces,
+  canEdit,
+  against,
+}: {
+  initial: GatewayConfig;
+  interfaces: NetInterface[];
+  canEdit: boolean;
+  against: 'desired' | 'running';
+}) {
   const [draft, setDraft] = useState<GatewayConfig>(initial);
   const [serverErrors, setServerErrors] = useState<FieldErrors>({});
   const [routeError, setRouteError] = useState<string | undefined>();
@@ -59,7 +69,7 @@ function SettingsEditor({ initial, interfaces, canEdit }: { initial: GatewayConf
         <ShapingForm {...props} />
       </Section>
       {canEdit ? (
-        <ConfigSaveReview config={draft} errors={blocking} comment="system settings" onServerErrors={setServerErrors} />
+        <ConfigSaveReview config={draft} errors={blocking} comment="system settings" onServerErrors={setServerErrors} against={against} />
       ) : (
         <Alert color="gray">Viewers see the settings; an operator or admin changes them.</Alert>
       )}
@@ -87,10 +97,33 @@ export default function SystemPage() {
         </Alert>
       )}
       <QueryView query={desired}>
-        {(d) => (
-          // Remounted when another version becomes the desired one, so the draft starts from it.
-          <SettingsEditor key={d.id} initial={d.config} interfaces={interfaces.data?.interfaces ?? []} canEdit={user != null && user.role !== 'viewer'} />
-        )}
+        {(d) => {
+          if (running.isPending) return <LoadingState />;
+          // Edits start from what the gateway runs, never from a pending version it does not run: saving here
+          // must not apply someone's unapplied rules along with a timeout.
+          const runs = running.data?.config && running.data.version_id != null ? running.data : null;
+          const base = runs ? { id: runs.version_id as number, config: runs.config as GatewayConfig } : { id: d.id, config: d.config };
+          const pending = runs && runs.version_id !== d.id;
+          return (
+            <>
+              {pending && (
+                <Alert color="yellow" mb="md" role="note" title={`Pending versions are not in this form`}>
+                  The gateway runs version {base.id}; version {d.id} and any before it since version {base.id} are saved but not applied. These
+                  settings start from version {base.id}, what runs: saving makes a new version from it and applies that, so the pending
+                  versions' changes are not applied with it (they stay in Config history).
+                </Alert>
+              )}
+              {/* Remounted when what it starts from changes, so the draft starts from it. */}
+              <SettingsEditor
+                key={`${base.id}`}
+                initial={base.config}
+                interfaces={interfaces.data?.interfaces ?? []}
+                canEdit={user != null && user.role !== 'viewer'}
+                against={runs ? 'running' : 'desired'}
+              />
+            </>
+          );
+        }}
       </QueryView>
     </>
   );

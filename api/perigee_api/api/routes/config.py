@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Literal
 
 from fastapi import APIRouter, Query, Request
 from sqlalchemy import func, select
@@ -107,7 +108,17 @@ def put_config(body: ConfigPut, who: Operator, db: Db, request: Request) -> Chan
     response_model=PreviewOut,
     summary="Validate a whole config and diff it against the desired one; stores nothing",
 )
-def preview_config(body: ConfigPut, who: Operator, db: Db) -> PreviewOut:
+def preview_config(
+    body: ConfigPut,
+    who: Operator,
+    db: Db,
+    ctx: Ctx,
+    against: Literal["desired", "running"] = Query(
+        default="desired",
+        description="diff against the desired (latest) version, or against the version the gateway runs (what an "
+        "edit of the running settings starts from; pending versions are not in it)",
+    ),
+) -> PreviewOut:
     # The same checks PUT /config makes (the model's, then the policy's), so a preview that passes saves.
     errors, warnings = versions.policy_errors(body.config)
     if errors:
@@ -115,6 +126,8 @@ def preview_config(body: ConfigPut, who: Operator, db: Db) -> PreviewOut:
             422, errors[0].code, errors[0].message, "classes", {"issues": versions.issues_json(errors + warnings)}
         )
     base = versions.latest_or_none(db)
+    if against == "running" and ctx.running.version_id is not None:
+        base = versions.get(db, ctx.running.version_id)
     before = {k: v for k, v in (base.config if base else {}).items() if k != "revision"}
     after = {k: v for k, v in body.config.to_json().items() if k != "revision"}
     return PreviewOut(
