@@ -81,6 +81,11 @@ def change_out(stored: versions.Stored) -> ChangeOut:
     return ChangeOut(version_id=stored.version.id, issues=issues, changed=stored.changed)
 
 
+def read_only(request: Request) -> None:
+    """Marks a POST that changes nothing (a preview): it is not written to the audit log."""
+    request.scope.setdefault("perigee", {})["read_only"] = True
+
+
 def audit_info(request: Request, **detail: Any) -> None:
     """Adds details to the audit entry the middleware writes for this request."""
     info = request.scope.setdefault("perigee", {})

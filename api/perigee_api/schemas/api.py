@@ -495,6 +495,7 @@ class AuditOut(BaseModel):
     actor: str
     address: str
     action: str
+    description: str = Field(default="", description="the action in an operator's words")
     target: str
     result: str
     detail: dict[str, Any] | None

@@ -932,6 +932,12 @@ export interface components {
             actor: string;
             /** Address */
             address: string;
+            /**
+             * Description
+             * @description the action in an operator's words
+             * @default
+             */
+            description: string;
             /** Detail */
             detail: {
                 [key: string]: unknown;
@@ -1074,7 +1080,10 @@ export interface components {
              * @description 0 = no DAMA wait, else at least 1 ms
              */
             allocation_delay_ms: number;
-            /** Base Rtt Ms */
+            /**
+             * Base Rtt Ms
+             * @description at most what the config's hybla.base_rtt_ms can hold
+             */
             base_rtt_ms: number;
             /**
              * Ber

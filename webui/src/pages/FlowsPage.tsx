@@ -16,7 +16,7 @@ export default function FlowsPage() {
     <>
       <PageHeader
         title="Flows"
-        description="Every TCP connection through the gateway, updated live. Select an ID for both legs' RTT, cwnd and rate over time."
+        description="Every TCP connection the gateway split or its cache served, updated live; bytes are what crossed the satellite. Bypassed and unsplit traffic is not listed: it counts in the link figures (Overview) and per rule (IPsec bypass). Select an ID for both legs' RTT, cwnd and rate over time."
         actions={
           <Group gap="xs">
             <Badge variant="light">{live.flows.length.toLocaleString()} live</Badge>

@@ -12,11 +12,14 @@ import { ScrollTable } from '../components/ScrollTable';
 import { EmptyState, QueryView } from '../components/StateViews';
 import { formatTime } from '../lib/format';
 
+/** A badge that never truncates its word in a narrow column. */
+const WHOLE = { root: { maxWidth: 'none', flexShrink: 0 }, label: { overflow: 'visible' } } as const;
+
 function StatusBadge({ v }: { v: VersionSummary }) {
-  if (v.active) return <Badge color="green">active</Badge>;
-  if (v.apply_status === 'failed') return <Badge color="red">apply failed</Badge>;
-  if (v.apply_status === 'applied') return <Badge color="gray" variant="light">applied before</Badge>;
-  return <Badge color="yellow" variant="light">not applied</Badge>;
+  if (v.active) return <Badge color="green" styles={WHOLE}>active</Badge>;
+  if (v.apply_status === 'failed') return <Badge color="red" styles={WHOLE}>apply failed</Badge>;
+  if (v.apply_status === 'applied') return <Badge color="gray" variant="light" styles={WHOLE}>applied before</Badge>;
+  return <Badge color="yellow" variant="light" styles={WHOLE}>not applied</Badge>;
 }
 
 function applyMessage(r: ApplyOut): string {
@@ -87,7 +90,7 @@ export default function HistoryPage() {
                   </Table.Td>
                   <Table.Td>{v.author}</Table.Td>
                   <Table.Td>{v.comment}</Table.Td>
-                  <Table.Td>
+                  <Table.Td style={{ whiteSpace: 'nowrap' }}>
                     <StatusBadge v={v} />
                   </Table.Td>
                   <Table.Td>

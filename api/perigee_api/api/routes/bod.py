@@ -15,7 +15,7 @@ from perigee_api.core.errors import ApiError, ErrorResponse
 from perigee_api.models import BodProfile
 from perigee_api.schemas.api import BodApplyIn, BodProfileIn, BodProfileOut, ChangeOut
 from perigee_api.services import versions
-from perigee_api.tuning import CWND_MAX_MAX, OVERRIDABLE, SHAPING_MIN_BPS, BodInputs, Tuning, derive
+from perigee_api.tuning import CWND_MAX_MAX, OVERRIDABLE, SHAPING_MIN_BPS, BodInputs, Tuning, derive, write_config
 
 router = APIRouter(
     prefix="/bod",
@@ -159,27 +159,9 @@ def apply_to_config(profile_id: Id, body: BodApplyIn, who: Operator, db: Db, req
     role = str(versions.latest(db).config.get("role", "hub"))
     inputs = BodInputs.model_validate({**p.inputs, "role": role})
     tuning = derive(inputs, p.overrides)
-    t = tuning.values
 
     def mutate(cfg: dict[str, Any]) -> None:
-        sat = cfg["satellite"]
-        sat["congestion_control"] = tuning.congestion_control.value
-        sat["sndbuf_bytes"] = int(t["sndbuf_bytes"].value)
-        sat["rcvbuf_bytes"] = int(t["rcvbuf_bytes"].value)
-        sat["pacing_rate_bps"] = int(t["pacing_rate_bps"].value)
-        sat["initcwnd"] = int(t["initcwnd"].value)
-        sat["initrwnd"] = int(t["initrwnd"].value)
-        # The link's rates, for utilisation figures and the link alert (the gateway's metrics).
-        sat["forward_rate_bps"] = inputs.forward_rate_bps
-        sat["return_rate_bps"] = inputs.return_cra_bps + inputs.return_rbdc_max_bps
-        hybla = cfg.setdefault("hybla", {})
-        hybla["base_rtt_ms"] = int(t["hybla_base_rtt_ms"].value)
-        hybla["cwnd_max"] = int(t["hybla_cwnd_max"].value)
-        # queue_packets is not a link property: whatever the config has stays.
-        shaping = cfg.setdefault("shaping", {})
-        shaping["rate_bps"] = int(t["shaping_rate_bps"].value)
-        shaping["enabled"] = shaping["rate_bps"] > 0
-        shaping["overhead_bytes"] = int(t["shaping_overhead_bytes"].value)
+        write_config(cfg, inputs, tuning)
 
     stored = versions.change(db, who.name, body.comment or f"BoD profile {p.name}", mutate)
     db.commit()
