@@ -131,3 +131,55 @@ def test_preview_against_what_runs_leaves_pending_versions_out(operator: TestCli
     # Against the desired version the same edit would also undo the pending timeout: that is what it shows.
     against_desired = operator.post("/api/v1/config/preview", json=body).json()
     assert {c["path"] for c in against_desired["changes"]} == {"$.splitter.max_flows", "$.splitter.idle_timeout_s"}
+
+
+GEO_BOD = {
+    "forward_rate_bps": 50_000_000,
+    "return_cra_bps": 1_000_000,
+    "return_rbdc_max_bps": 4_000_000,
+    "superframe_ms": 26.5,
+    "allocation_delay_ms": 250,
+    "base_rtt_ms": 560,
+    "terminal_buffer_bytes": 262_144,
+}
+
+
+def test_bod_base_rtt_is_bounded_by_what_the_config_holds(operator: TestClient) -> None:
+    r = operator.post("/api/v1/bod/derive", json={"name": "x", "inputs": {**GEO_BOD, "base_rtt_ms": 60_000}})
+    assert r.status_code == 422, r.text
+    assert r.json()["error"]["message"] == "Inputs › base RTT (ms): must be at most 10,000"
+
+
+def test_bod_derive_names_config_refusals_and_link_physics(viewer: TestClient, admin: TestClient) -> None:
+    # A viewer sees the derivations too (nothing is stored), and a preview is not audited.
+    body = {"name": "x", "inputs": {**GEO_BOD, "forward_rate_bps": 100_000_000_000}, "overrides": {}}
+    r = viewer.post("/api/v1/bod/derive", json=body)
+    assert r.status_code == 200, r.text
+    out = r.json()
+    assert out["config_problems"] == []
+    assert any("100 Gbit/s is beyond any satellite carrier" in x for x in out["link_risks"]), out["link_risks"]
+    # An override the config cannot hold is named before anything is written.
+    r = viewer.post("/api/v1/bod/derive", json={**body, "inputs": GEO_BOD, "overrides": {"sndbuf_bytes": 2e9}})
+    assert r.json()["link_risks"] == []
+    assert r.json()["config_problems"] == ["Satellite › sndbuf (bytes): must be at most 1,073,741,824"]
+    assert admin.get("/api/v1/audit", params={"action": "derive"}).json()["total"] == 0
+
+
+def test_bod_write_to_config_outside_the_links_physics_needs_confirming(operator: TestClient) -> None:
+    inputs = {**GEO_BOD, "forward_rate_bps": 100_000_000_000}
+    prof = operator.post("/api/v1/bod/profiles", json={"name": "huge", "inputs": inputs}).json()
+    before = total(operator)
+    r = operator.post(f"/api/v1/bod/profiles/{prof['id']}/apply-to-config", json={})
+    assert r.status_code == 409 and r.json()["error"]["code"] == "confirm_required", r.text
+    assert "beyond any satellite carrier" in r.json()["error"]["details"]["risks"][0]["message"]
+    assert total(operator) == before
+    r = operator.post(f"/api/v1/bod/profiles/{prof['id']}/apply-to-config", json={"confirm": True})
+    assert r.status_code == 200 and total(operator) == before + 1
+
+
+def test_audit_log_describes_actions(operator: TestClient, admin: TestClient) -> None:
+    body = {"name": "web", "priority": 100, "action": "accelerate", "match": {"protocol": "tcp"}}
+    assert operator.post("/api/v1/policy/classes", json=body).status_code == 201
+    assert operator.patch("/api/v1/policy/classes/web", json={"priority": 110}).status_code == 200
+    entries = admin.get("/api/v1/audit", params={"action": "classes"}).json()["entries"]
+    assert [e["description"] for e in entries] == ["edited traffic class web", "added a traffic class"]

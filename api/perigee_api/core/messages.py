@@ -62,6 +62,8 @@ def field_label(loc: tuple[Any, ...] | list[Any]) -> str:
 
 
 def _number(v: Any) -> str:
+    if isinstance(v, float) and v.is_integer():
+        v = int(v)
     return f"{v:,}" if isinstance(v, int) else str(v)
 
 
@@ -70,11 +72,7 @@ def allowed_text(error: dict[str, Any]) -> str:
     kind, ctx, msg = error.get("type", ""), error.get("ctx") or {}, str(error.get("msg", "invalid"))
     if kind == "string_pattern_mismatch":
         allowed = ALLOWED.get(str(ctx.get("pattern", "")))
-        return (
-            f"must be {allowed[0].lower() + allowed[1:]}"
-            if allowed
-            else "has characters that are not allowed"
-        )
+        return f"must be {allowed[0].lower() + allowed[1:]}" if allowed else "has characters that are not allowed"
     if kind in ("greater_than_equal", "greater_than"):
         return f"must be at least {_number(ctx.get('ge', ctx.get('gt')))}"
     if kind in ("less_than_equal", "less_than"):

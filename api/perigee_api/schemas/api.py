@@ -233,6 +233,21 @@ class BodProfileOut(BaseModel):
 
 class BodApplyIn(In):
     comment: str = Field(default="", max_length=1000)
+    confirm: bool = Field(
+        default=False,
+        description="write although the inputs are outside the link's physics (the derive answer's link_risks); "
+        "without it such a profile is answered 409 confirm_required with the risks in details",
+    )
+
+
+class BodDeriveOut(Tuning):
+    """A derivation, and what writing it into the desired config would meet."""
+
+    config_problems: list[str] = Field(
+        description="why the desired config would refuse it (write to config is refused while there are any)"
+    )
+    link_risks: list[str] = Field(description="inputs outside the link's physics, to confirm before writing")
+    config_changes: list[DiffEntry] = Field(description="what writing it would change in the desired config")
 
 
 # --- config versions ----------------------------------------------------------------------------
@@ -617,3 +632,6 @@ class FleetStatusOut(BaseModel):
 class FleetFlowsOut(BaseModel):
     flows: list[dict[str, Any]]
     errors: list[dict[str, Any]]
+
+
+BodDeriveOut.model_rebuild()

@@ -125,8 +125,8 @@ export const endpoints = {
   bodProfiles: () => unwrap(api.GET('/api/v1/bod/profiles')),
   bodCreate: (body: BodProfileIn) => unwrap(api.POST('/api/v1/bod/profiles', { body })),
   bodUpdate: (profile_id: number, body: BodProfileIn) => unwrap(api.PUT('/api/v1/bod/profiles/{profile_id}', { params: { path: { profile_id } }, body })),
-  bodApply: (profile_id: number, comment = '') =>
-    unwrap(api.POST('/api/v1/bod/profiles/{profile_id}/apply-to-config', { params: { path: { profile_id } }, body: { comment } })),
+  bodApply: (profile_id: number, comment = '', confirm = false) =>
+    unwrap(api.POST('/api/v1/bod/profiles/{profile_id}/apply-to-config', { params: { path: { profile_id } }, body: { comment, confirm } })),
 
   // config versions
   desiredConfig: () => unwrap(api.GET('/api/v1/config')),

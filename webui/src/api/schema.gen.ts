@@ -112,7 +112,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Derive tuning without saving (preview) */
+        /** Derive tuning without saving (preview; not audited) */
         post: operations["preview_api_v1_bod_derive_post"];
         delete?: never;
         options?: never;
@@ -1072,6 +1072,40 @@ export interface components {
              * @default
              */
             comment: string;
+            /**
+             * Confirm
+             * @description write although the inputs are outside the link's physics (the derive answer's link_risks); without it such a profile is answered 409 confirm_required with the risks in details
+             * @default false
+             */
+            confirm: boolean;
+        };
+        /**
+         * BodDeriveOut
+         * @description A derivation, and what writing it into the desired config would meet.
+         */
+        BodDeriveOut: {
+            /**
+             * Config Changes
+             * @description what writing it would change in the desired config
+             */
+            config_changes: components["schemas"]["DiffEntry"][];
+            /**
+             * Config Problems
+             * @description why the desired config would refuse it (write to config is refused while there are any)
+             */
+            config_problems: string[];
+            congestion_control: components["schemas"]["CcChoice"];
+            /**
+             * Link Risks
+             * @description inputs outside the link's physics, to confirm before writing
+             */
+            link_risks: string[];
+            /** Values */
+            values: {
+                [key: string]: components["schemas"]["Derived"];
+            };
+            /** Warnings */
+            warnings: string[];
         };
         /** BodInputs */
         BodInputs: {
@@ -3960,7 +3994,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Tuning"];
+                    "application/json": components["schemas"]["BodDeriveOut"];
                 };
             };
             /** @description Unauthorized */

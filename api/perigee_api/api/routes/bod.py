@@ -10,11 +10,11 @@ from fastapi import APIRouter, Request
 from pydantic import ValidationError
 from sqlalchemy import select
 
-from perigee_api.api.deps import Db, Id, Operator, Viewer, audit_info, change_out
+from perigee_api.api.deps import Ctx, Db, Id, Operator, Viewer, audit_info, change_out, read_only
 from perigee_api.core.errors import ApiError, ErrorResponse
 from perigee_api.models import BodProfile
-from perigee_api.schemas.api import BodApplyIn, BodProfileIn, BodProfileOut, ChangeOut
-from perigee_api.services import versions
+from perigee_api.schemas.api import BodApplyIn, BodDeriveOut, BodProfileIn, BodProfileOut, ChangeOut, DiffEntry
+from perigee_api.services import bod_check, versions
 from perigee_api.tuning import CWND_MAX_MAX, OVERRIDABLE, SHAPING_MIN_BPS, BodInputs, Tuning, derive, write_config
 
 router = APIRouter(
@@ -84,10 +84,23 @@ def _out(p: BodProfile) -> BodProfileOut:
     )
 
 
-@router.post("/derive", response_model=Tuning, summary="Derive tuning without saving (preview)")
-def preview(body: BodProfileIn, who: Operator) -> Tuning:
+@router.post("/derive", response_model=BodDeriveOut, summary="Derive tuning without saving (preview; not audited)")
+def preview(body: BodProfileIn, who: Viewer, db: Db, ctx: Ctx, request: Request) -> BodDeriveOut:
+    read_only(request)
     _check_overrides(body.overrides)
-    return derive(body.inputs, body.overrides)
+    tuning = derive(body.inputs, body.overrides)
+    desired = versions.latest(db).config
+    after, problems = bod_check.written(desired, body.inputs, tuning)
+    strip = {"revision"}
+    changes = versions.diff(
+        {k: v for k, v in desired.items() if k not in strip}, {k: v for k, v in after.items() if k not in strip}
+    )
+    return BodDeriveOut(
+        **tuning.model_dump(),
+        config_problems=problems,
+        link_risks=bod_check.link_risks(body.inputs, ctx.running.config),
+        config_changes=[DiffEntry(**d) for d in changes],
+    )
 
 
 @router.get("/profiles", response_model=list[BodProfileOut])
@@ -151,7 +164,7 @@ def delete_profile(profile_id: Id, who: Operator, db: Db) -> None:
     response_model=ChangeOut,
     summary="Write the derived tuning into the desired config (new version; apply it separately)",
 )
-def apply_to_config(profile_id: Id, body: BodApplyIn, who: Operator, db: Db, request: Request) -> ChangeOut:
+def apply_to_config(profile_id: Id, body: BodApplyIn, who: Operator, db: Db, ctx: Ctx, request: Request) -> ChangeOut:
     p = _profile(db, profile_id)
     _inputs, tuning, problem = _derived(p)
     if tuning is None:
@@ -159,6 +172,15 @@ def apply_to_config(profile_id: Id, body: BodApplyIn, who: Operator, db: Db, req
     role = str(versions.latest(db).config.get("role", "hub"))
     inputs = BodInputs.model_validate({**p.inputs, "role": role})
     tuning = derive(inputs, p.overrides)
+    risks = bod_check.link_risks(inputs, ctx.running.config)
+    if risks and not body.confirm:
+        raise ApiError(
+            409,
+            "confirm_required",
+            "; ".join(risks),
+            None,
+            {"risks": [{"code": "link_physics", "message": r} for r in risks]},
+        )
 
     def mutate(cfg: dict[str, Any]) -> None:
         write_config(cfg, inputs, tuning)
