@@ -7,7 +7,7 @@ import { afterConfigChange, keys } from '../api/keys';
 import { DiffView } from './DiffView';
 import { IssueList, issuesFromDetails } from './IssueList';
 
-interface Saved {
+export interface Saved {
   versionId: number;
   apply: ApplyOut;
 }
@@ -16,6 +16,19 @@ interface Saved {
 function applyFailure(a: ApplyOut): string {
   const e = (a.error ?? {}) as { message?: string; step?: string };
   return `${e.step ? `step ${e.step}: ` : ''}${e.message ?? 'the gateway refused it'}`;
+}
+
+/** What a save did: the version applied, or saved and refused by the gateway. */
+export function SavedResult({ saved }: { saved: Saved }) {
+  return saved.apply.ok ? (
+    <Alert color="green" role="status" title={`Version ${saved.versionId} applied`}>
+      The gateway runs it now.
+    </Alert>
+  ) : (
+    <Alert color="red" role="alert" title={`Version ${saved.versionId} was saved but not applied`}>
+      {applyFailure(saved.apply)}. The gateway keeps running what it ran before; the version stays in Config history.
+    </Alert>
+  );
 }
 
 /**
@@ -29,6 +42,7 @@ export function ConfigSaveReview({
   comment: initialComment,
   onServerErrors,
   onApplied,
+  onSaved,
   applyLabel = 'Save and apply',
   against = 'desired',
 }: {
@@ -37,6 +51,8 @@ export function ConfigSaveReview({
   comment: string;
   onServerErrors?: (errors: FieldErrors) => void;
   onApplied?: (versionId: number) => void;
+  /** The page shows the result itself (this form may be remounted by what the save changes). */
+  onSaved?: (saved: Saved) => void;
   applyLabel?: string;
   /** What the review diffs against: the desired version, or what the gateway runs (an edit of the running settings). */
   against?: 'desired' | 'running';
@@ -66,7 +82,8 @@ export function ConfigSaveReview({
       return { versionId: stored.version_id, apply };
     },
     onSuccess: (s) => {
-      setSaved(s);
+      if (onSaved) onSaved(s);
+      else setSaved(s);
       setReviewed(null);
       if (s.apply.ok) onApplied?.(s.versionId);
     },
@@ -103,16 +120,7 @@ export function ConfigSaveReview({
           <IssueList issues={current.issues} />
         </Stack>
       )}
-      {saved &&
-        (saved.apply.ok ? (
-          <Alert color="green" role="status" title={`Version ${saved.versionId} applied`}>
-            The gateway runs it now.
-          </Alert>
-        ) : (
-          <Alert color="red" role="alert" title={`Version ${saved.versionId} was saved but not applied`}>
-            {applyFailure(saved.apply)}. The gateway keeps running what it ran before; the version stays in Config history.
-          </Alert>
-        ))}
+      {saved && <SavedResult saved={saved} />}
       <Group justify="flex-end" align="flex-end">
         <TextInput label="Comment" value={comment} onChange={(e) => setComment(e.currentTarget.value)} w={320} maxLength={1000} />
         <Button variant="default" onClick={() => preview.mutate()} loading={preview.isPending} disabled={blocked}>

@@ -1,6 +1,6 @@
 import { Alert, Badge, Box, Group, List, Paper, SimpleGrid, Stack, Table, Title } from '@mantine/core';
 import { useQuery } from '@tanstack/react-query';
-import { useRef } from 'react';
+import { useState } from 'react';
 import { endpoints } from '../api/endpoints';
 import { useAuth } from '../auth/useAuth';
 import { keys } from '../api/keys';
@@ -24,16 +24,13 @@ function serviceText(s: ServiceState | undefined): { value: string; hint: string
   return { value: 'not serving', hint: s.problem ?? '', color: 'orange' };
 }
 
-/** CPU, memory, disks and interfaces of the gateway's box, with rates between the last two readings. */
-function HostSection({ host }: { host: Host }) {
-  const prev = useRef<{ at: number; host: Host } | null>(null);
-  const last = useRef<{ at: number; host: Host } | null>(null);
-  if (last.current?.host !== host) {
-    prev.current = last.current;
-    last.current = { at: Date.now(), host };
-  }
-  const seconds = prev.current ? (last.current.at - prev.current.at) / 1000 : 0;
-  const v = hostView(host, prev.current?.host ?? null, seconds);
+/** CPU, memory, disks and interfaces of the gateway's box, with rates between the last two readings, timed by
+ * the gateway's own clock (its uptime), not by when the answers arrived here. */
+function HostSection({ host, at }: { host: Host; at: number }) {
+  const [readings, setReadings] = useState<{ prev: { at: number; host: Host } | null; last: { at: number; host: Host } }>({ prev: null, last: { at, host } });
+  if (readings.last.host !== host && at > readings.last.at) setReadings({ prev: readings.last, last: { at, host } });
+  const seconds = readings.prev ? readings.last.at - readings.prev.at : 0;
+  const v = hostView(readings.last.host, readings.prev?.host ?? null, seconds);
   return (
     <Stack>
       <SimpleGrid cols={{ base: 2, sm: 4 }}>
@@ -114,7 +111,7 @@ export default function HealthPage() {
                 <StatCard label="Squid" {...serviceText(gw?.services?.squid)} />
                 <StatCard label="Resolver" {...serviceText(gw?.services?.resolver)} />
               </SimpleGrid>
-              {gw?.host && <HostSection host={gw.host} />}
+              {gw?.host && <HostSection host={gw.host} at={gw.uptime_s} />}
               <SimpleGrid cols={{ base: 1, md: 2 }}>
                 {gw?.hybla && (
                   <Paper withBorder p="md">

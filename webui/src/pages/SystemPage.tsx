@@ -1,4 +1,4 @@
-import { Alert, Button, Paper, Stack, Title } from '@mantine/core';
+import { Alert, Box, Button, Paper, Stack, Title } from '@mantine/core';
 import { useQuery } from '@tanstack/react-query';
 import { useMemo, useState, type ReactNode } from 'react';
 import { Link } from 'react-router-dom';
@@ -6,7 +6,7 @@ import { endpoints, type GatewayConfig, type NetInterface } from '../api/endpoin
 import type { FieldErrors } from '../api/errors';
 import { keys } from '../api/keys';
 import { useAuth } from '../auth/useAuth';
-import { ConfigSaveReview } from '../components/ConfigSaveReview';
+import { ConfigSaveReview, SavedResult, type Saved } from '../components/ConfigSaveReview';
 import { PageHeader } from '../components/PageHeader';
 import { LoadingState, QueryView } from '../components/StateViews';
 import { CacheForm, CongestionForm, InterfacesForm, NetworksForm, RoleForm, ShapingForm, SplitterForm } from '../components/SystemForms';
@@ -28,11 +28,13 @@ function SettingsEditor({
   interfaces,
   canEdit,
   against,
+  onSaved,
 }: {
   initial: GatewayConfig;
   interfaces: NetInterface[];
   canEdit: boolean;
   against: 'desired' | 'running';
+  onSaved: (s: Saved) => void;
 }) {
   const [draft, setDraft] = useState<GatewayConfig>(initial);
   const [serverErrors, setServerErrors] = useState<FieldErrors>({});
@@ -69,7 +71,7 @@ function SettingsEditor({
         <ShapingForm {...props} />
       </Section>
       {canEdit ? (
-        <ConfigSaveReview config={draft} errors={blocking} comment="system settings" onServerErrors={setServerErrors} against={against} />
+        <ConfigSaveReview config={draft} errors={blocking} comment="system settings" onServerErrors={setServerErrors} against={against} onSaved={onSaved} />
       ) : (
         <Alert color="gray">Viewers see the settings; an operator or admin changes them.</Alert>
       )}
@@ -78,6 +80,8 @@ function SettingsEditor({
 }
 
 export default function SystemPage() {
+  // Kept here: saving changes what runs, which remounts the editor on the new version.
+  const [saved, setSaved] = useState<Saved | null>(null);
   const { user } = useAuth();
   const desired = useQuery({ queryKey: keys.desired, queryFn: endpoints.desiredConfig });
   const interfaces = useQuery({ queryKey: keys.interfaces, queryFn: endpoints.interfaces, refetchInterval: 30_000 });
@@ -120,7 +124,13 @@ export default function SystemPage() {
                 interfaces={interfaces.data?.interfaces ?? []}
                 canEdit={user != null && user.role !== 'viewer'}
                 against={runs ? 'running' : 'desired'}
+                onSaved={setSaved}
               />
+              {saved && (
+                <Box mt="md">
+                  <SavedResult saved={saved} />
+                </Box>
+              )}
             </>
           );
         }}
