@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from pydantic import BaseModel
+
 from perigee_control.config import Hybla, Satellite, Shaping
 
 # Derived value -> (config section, field), written as whole numbers.
@@ -24,7 +26,7 @@ TUNED_FIELDS: dict[str, tuple[str, str]] = {
     "shaping_rate_bps": ("shaping", "rate_bps"),
     "shaping_overhead_bytes": ("shaping", "overhead_bytes"),
 }
-_MODELS = {"satellite": Satellite, "hybla": Hybla, "shaping": Shaping}
+_MODELS: dict[str, type[BaseModel]] = {"satellite": Satellite, "hybla": Hybla, "shaping": Shaping}
 
 
 def write_tuning(

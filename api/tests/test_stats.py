@@ -10,6 +10,7 @@ from sqlalchemy import func, select
 from perigee_api.core.config import Settings
 from perigee_api.main import create_app
 from perigee_api.models import FlowRecord, Sample1h, Sample1m, Sample1s
+from perigee_api.schemas.api import FLOWS_EVENT, FlowsEvent
 from perigee_api.services import stats
 from perigee_fakes.fake_gateway import FakeGateway, make_flow
 
@@ -188,6 +189,10 @@ def test_sse_stream_yields_flows(app: FastAPI, fake_gw: FakeGateway, viewer: Tes
     assert "event: flows" in text
     data = next(line for line in text.splitlines() if line.startswith("data: "))
     assert '"id": 7' in data
+    # The event is the API's FlowsEvent model (what the dashboard reads), nothing else.
+    event = FlowsEvent.model_validate_json(data.removeprefix("data: "))
+    assert [f.id for f in event.flows] == [7] and event.seq >= 0
+    assert {line.split(": ", 1)[1] for line in text.splitlines() if line.startswith("event: ")} == {FLOWS_EVENT}
 
 
 def test_live_flows_refreshed_when_collector_idle(fake_gw: FakeGateway, viewer: TestClient) -> None:

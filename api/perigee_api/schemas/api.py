@@ -27,9 +27,11 @@ from perigee_control.reports import (
     CacheStats,
     DnsReport,
     Flow,
+    FlowPath,
     Health,
     InterfaceList,
     PurgeResponse,
+    Relay,
     RoutingReport,
 )
 
@@ -368,6 +370,19 @@ class LiveFlowsOut(BaseModel):
     error: str | None
 
 
+FLOWS_EVENT = "flows"
+
+
+class FlowsEvent(BaseModel):
+    """The live stream's one event (`event: flows`, GET /flows/stream): the whole live table, once per collector
+    tick in which it changed."""
+
+    flows: list[Flow]
+    now: float = Field(description="the gateway's clock when the table was read (Unix s)")
+    seq: int = Field(description="the collector tick it is from; also the event's SSE id")
+    error: str | None = Field(description="why the last read of the gateway failed (the table is then the last one)")
+
+
 class FlowRecordOut(BaseModel):
     id: int
     gateway_id: int
@@ -382,9 +397,9 @@ class FlowRecordOut(BaseModel):
     bytes_up: int
     bytes_down: int
     sat_srtt_us: int | None
-    path: Literal["direct", "peer"] | None
+    path: FlowPath | None
     site: str | None = None
-    relay: Literal["splitter", "squid"] | None = None
+    relay: Relay | None = None
     dscp: int | None = None
 
 

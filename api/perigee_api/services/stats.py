@@ -34,11 +34,12 @@ from sqlalchemy.orm import Session
 
 from perigee_api.core.config import Settings
 from perigee_api.models import SAMPLE_TABLES, FlowRecord, Meta, Sample1s
+from perigee_control.reports import FlowPath, Relay
 
-# Which way a flow crossed the satellite (the gateway's `path`): its own connection, or the peer path.
-FLOW_PATHS = ("direct", "peer")
-# Who terminated the client's connection: a split flow, or the cache (Squid).
-RELAYS = ("splitter", "squid")
+# Which way a flow crossed the satellite (the gateway's `path`): its own connection, or the peer path; who
+# terminated the client's connection: a split flow, or the cache (Squid). The gateway's schema names them.
+FLOW_PATHS: tuple[str, ...] = get_args(FlowPath.__value__)
+RELAYS: tuple[str, ...] = get_args(Relay.__value__)
 # Live flows of clients no configured site covers (the gateway's name for them).
 OTHER_SITE = "other"
 Metric = Literal[

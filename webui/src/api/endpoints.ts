@@ -57,6 +57,8 @@ export type DnsConfig = S['Dns'];
 export type Flow = S['Flow'];
 export type FlowPath = S['FlowPath'];
 export type Relay = S['Relay'];
+/** The live stream's one event (`event: flows`). */
+export type FlowsEvent = S['FlowsEvent'];
 export type CacheRequests = S['CacheRequests'];
 export type Site = S['Site'];
 export type TcpInfo = S['TcpInfo'];
@@ -79,8 +81,8 @@ export interface FlowHistoryFilter {
   server?: string;
   class?: string;
   site?: string;
-  action?: 'accelerate' | 'cache' | 'bypass';
-  path?: 'direct' | 'peer';
+  action?: ClassAction;
+  path?: FlowPath;
   since?: number;
   until?: number;
 }

@@ -2040,10 +2040,8 @@ export interface components {
             gateway_id: number;
             /** Id */
             id: number;
-            /** Path */
-            path: ("direct" | "peer") | null;
-            /** Relay */
-            relay?: ("splitter" | "squid") | null;
+            path: components["schemas"]["FlowPath"] | null;
+            relay?: components["schemas"]["Relay"] | null;
             /** Sat Srtt Us */
             sat_srtt_us: number | null;
             /** Server */
@@ -2052,6 +2050,30 @@ export interface components {
             site?: string | null;
             /** Started At */
             started_at: number;
+        };
+        /**
+         * FlowsEvent
+         * @description The live stream's one event (`event: flows`, GET /flows/stream): the whole live table, once per collector
+         *     tick in which it changed.
+         */
+        FlowsEvent: {
+            /**
+             * Error
+             * @description why the last read of the gateway failed (the table is then the last one)
+             */
+            error: string | null;
+            /** Flows */
+            flows: components["schemas"]["Flow"][];
+            /**
+             * Now
+             * @description the gateway's clock when the table was read (Unix s)
+             */
+            now: number;
+            /**
+             * Seq
+             * @description the collector tick it is from; also the event's SSE id
+             */
+            seq: number;
         };
         /** @enum {string} */
         FlowState: "connecting" | "established" | "half_closed" | "closed";
@@ -5012,7 +5034,7 @@ export interface operations {
     live_flows_api_v1_flows_get: {
         parameters: {
             query?: {
-                action?: ("accelerate" | "cache" | "bypass") | null;
+                action?: components["schemas"]["Action"] | null;
                 limit?: number;
             };
             header?: never;
@@ -5062,14 +5084,14 @@ export interface operations {
     flow_history_api_v1_flows_history_get: {
         parameters: {
             query?: {
-                action?: ("accelerate" | "cache" | "bypass") | null;
+                action?: components["schemas"]["Action"] | null;
                 class?: string | null;
                 /** @description client IP (exact) */
                 client?: string | null;
                 limit?: number;
                 offset?: number;
                 /** @description how the flow crossed the satellite */
-                path?: ("direct" | "peer") | null;
+                path?: components["schemas"]["FlowPath"] | null;
                 /** @description server IP (exact) */
                 server?: string | null;
                 /** @description ended at or after (unix s) */
@@ -5126,13 +5148,13 @@ export interface operations {
     flow_history_csv_api_v1_flows_history_csv_get: {
         parameters: {
             query?: {
-                action?: ("accelerate" | "cache" | "bypass") | null;
+                action?: components["schemas"]["Action"] | null;
                 class?: string | null;
                 /** @description client IP (exact) */
                 client?: string | null;
                 /** @description at most this many rows */
                 limit?: number;
-                path?: ("direct" | "peer") | null;
+                path?: components["schemas"]["FlowPath"] | null;
                 /** @description server IP (exact) */
                 server?: string | null;
                 /** @description ended at or after (unix s) */
@@ -5199,12 +5221,13 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Successful Response */
+            /** @description `event: flows` events */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
+                    "application/json": components["schemas"]["FlowsEvent"];
                     "text/event-stream": unknown;
                 };
             };

@@ -6,6 +6,7 @@ import { formatBps, formatBytes, formatMs } from '../lib/format';
 import type { Flow } from '../api/endpoints';
 import { legsOf, PATH_LABEL, pathOf, RELAY_LABEL, satelliteBytes } from '../lib/flows';
 import classes from './FlowsTable.module.css';
+import { choices } from '../lib/system-config';
 
 export type SortKey = 'id' | 'client' | 'server' | 'site' | 'class' | 'action' | 'path' | 'state' | 'bytes' | 'rate' | 'rtt';
 type SortDir = 'asc' | 'desc';
@@ -121,7 +122,7 @@ export function FlowsTable({ flows, height = 560 }: { flows: Flow[]; height?: nu
           label="Action"
           clearable
           placeholder="any"
-          data={['accelerate', 'cache', 'bypass']}
+          data={choices('Action')}
           value={action}
           onChange={setAction}
           w={160}
@@ -130,10 +131,7 @@ export function FlowsTable({ flows, height = 560 }: { flows: Flow[]; height?: nu
           label="Path"
           clearable
           placeholder="any"
-          data={[
-            { value: 'direct', label: PATH_LABEL.direct },
-            { value: 'peer', label: PATH_LABEL.peer },
-          ]}
+          data={Object.entries(PATH_LABEL).map(([value, label]) => ({ value, label }))}
           value={path}
           onChange={setPath}
           w={140}

@@ -11,7 +11,7 @@ export default function FlowsPage() {
   const [params, setParams] = useSearchParams();
   const tab = params.get('tab') === 'closed' ? 'closed' : 'live';
   const waiting = live.updates === 0 && live.status !== 'open';
-  const streamError = typeof live.extra.error === 'string' ? live.extra.error : null;
+  const streamError = live.error;
   return (
     <>
       <PageHeader
