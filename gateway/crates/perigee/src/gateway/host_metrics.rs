@@ -1,7 +1,7 @@
 //! The box's and the satellite link's metrics: the same numbers GET /v1/health (`host`,
 //! `services`) and GET /v1/counters (`link.interface`) report, so a dashboard and Prometheus
 //! never disagree. Listed in docs/operations.md, *Metrics*.
-use super::metrics::{b, labels, n, Exposition};
+use super::exposition::{b, labels, n, Exposition};
 use super::reports::{Counters, HostStats, Services};
 
 pub(super) fn render(e: &mut Exposition, c: &Counters, host: &HostStats, services: &Services) {

@@ -8,6 +8,7 @@ pub mod control;
 pub mod control_tls;
 pub mod dscp;
 pub mod epoll;
+pub mod exposition;
 pub mod flow;
 pub mod host_metrics;
 pub mod http;
