@@ -221,7 +221,7 @@ Implementation = TypeAliasType("Implementation", Literal["kernel", "bpf", "none"
 
 class InterfaceCounters(Report):
     """
-    One network interface's counters since it came up (/sys/class/net/NAME/statistics).
+    One network interface's counters since it came up (/proc/net/dev of the daemon's namespace).
     """
 
     name: str

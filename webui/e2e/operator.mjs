@@ -1,4 +1,4 @@
-/* global document -- used inside functions that run in the page */
+/* global document, window -- used inside functions that run in the page */
 // The workflows an operator performs, end to end in the browser against the real API: a class edited in place,
 // a bypass rule whose risks are named and confirmed, BoD settings derived and written (a refused value named at
 // once), a system setting changed while versions are pending, API tokens created and revoked, and a viewer's
@@ -16,8 +16,11 @@ export async function operatorSteps(steps, { page, baseUrl, user, password, shot
     await heading(name).waitFor();
   };
   const saved = () => page.getByRole('status').filter({ hasText: /Saved as config version \d+/ });
-  const shot = async (name) => {
-    if (shotsDir) await page.screenshot({ path: join(shotsDir, `${name}.png`), fullPage: true });
+  const shot = async (name, { fullPage = true } = {}) => {
+    if (!shotsDir) return;
+    if (fullPage) await page.evaluate(() => window.scrollTo(0, 0)); // else the sticky header is drawn mid-page
+    await page.waitForTimeout(400); // transitions (a dialog opening) settle
+    await page.screenshot({ path: join(shotsDir, `${name}.png`), fullPage });
   };
   const pick = async (label, option) => {
     await page.getByRole('textbox', { name: label, exact: true }).click();
@@ -51,7 +54,7 @@ export async function operatorSteps(steps, { page, baseUrl, user, password, shot
     await page.getByRole('button', { name: 'Add rule' }).click();
     const dialog = page.getByRole('dialog', { name: 'Check this rule before it is added' });
     await dialog.getByText(/all of the served subnet 10\.71\.1\.0\/24/).waitFor();
-    await shot('bypass-confirm');
+    await shot('bypass-confirm', { fullPage: false });
     assert.equal(await page.getByRole('cell', { name: 'lan-all', exact: true }).count(), 0, 'nothing stored before confirming');
     await dialog.getByRole('button', { name: 'Add it anyway' }).click();
     await saved().waitFor();

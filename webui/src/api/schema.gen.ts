@@ -2481,7 +2481,7 @@ export interface components {
         Implementation: "kernel" | "bpf" | "none";
         /**
          * InterfaceCounters
-         * @description One network interface's counters since it came up (/sys/class/net/NAME/statistics).
+         * @description One network interface's counters since it came up (/proc/net/dev of the daemon's namespace).
          */
         InterfaceCounters: {
             /** Name */

@@ -111,10 +111,10 @@ export default function SystemPage() {
           return (
             <>
               {pending && (
-                <Alert color="yellow" mb="md" role="note" title={`Pending versions are not in this form`}>
-                  The gateway runs version {base.id}; version {d.id} and any before it since version {base.id} are saved but not applied. These
-                  settings start from version {base.id}, what runs: saving makes a new version from it and applies that, so the pending
-                  versions' changes are not applied with it (they stay in Config history).
+                <Alert color="yellow" mb="md" role="note" title="Pending versions are not in this form">
+                  The gateway runs version {base.id}; {d.id > base.id + 1 ? `versions ${base.id + 1}–${d.id} are` : `version ${d.id} is`} saved but not
+                  applied. These settings start from version {base.id}, what runs: saving makes a new version from it and applies that, so the
+                  pending changes are not applied with it (they stay in Config history, to apply or roll back to).
                 </Alert>
               )}
               {/* Remounted when what it starts from changes, so the draft starts from it. */}

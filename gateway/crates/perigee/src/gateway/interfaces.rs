@@ -116,36 +116,53 @@ pub fn list(cfg: Option<&GatewayConfig>) -> std::io::Result<InterfaceList> {
     Ok(InterfaceList { interfaces })
 }
 
-/// One interface's counters (/sys/class/net/NAME/statistics): what the kernel counts for
-/// every frame it sent or received there, whatever the gateway did with it. Byte counts
-/// include the link-layer header (14 bytes on Ethernet and veth).
+/// Every interface's counters in this process's network namespace (/proc/net/dev: per
+/// namespace, unlike /sys/class/net, which shows the namespace sysfs was mounted in): what the
+/// kernel counts for every frame sent or received there, whatever the gateway did with it.
+/// Byte counts include the link-layer header (14 bytes on Ethernet and veth).
+fn read_all() -> Vec<InterfaceCounters> {
+    std::fs::read_to_string("/proc/net/dev")
+        .map(|t| parse_proc_net_dev(&t))
+        .unwrap_or_default()
+}
+
+/// The lines of /proc/net/dev after its two header lines: `name: rx_bytes rx_packets rx_errs
+/// rx_drop fifo frame compressed multicast tx_bytes tx_packets tx_errs tx_drop ...`.
+fn parse_proc_net_dev(text: &str) -> Vec<InterfaceCounters> {
+    text.lines()
+        .skip(2)
+        .filter_map(|line| {
+            let (name, rest) = line.split_once(':')?;
+            let v: Vec<u64> = rest
+                .split_whitespace()
+                .map(|x| x.parse().ok())
+                .collect::<Option<_>>()?;
+            (v.len() >= 12).then(|| InterfaceCounters {
+                name: name.trim().to_string(),
+                rx_bytes: v[0],
+                rx_packets: v[1],
+                rx_errors: v[2],
+                rx_dropped: v[3],
+                tx_bytes: v[8],
+                tx_packets: v[9],
+                tx_errors: v[10],
+                tx_dropped: v[11],
+            })
+        })
+        .collect()
+}
+
+/// One interface's counters; None when this namespace has no such interface.
 pub fn counters(name: &str) -> Option<InterfaceCounters> {
-    let stat =
-        |what: &str| -> Option<u64> { sys_attr(name, &format!("statistics/{what}"))?.parse().ok() };
-    Some(InterfaceCounters {
-        name: name.to_string(),
-        rx_bytes: stat("rx_bytes")?,
-        tx_bytes: stat("tx_bytes")?,
-        rx_packets: stat("rx_packets")?,
-        tx_packets: stat("tx_packets")?,
-        rx_errors: stat("rx_errors").unwrap_or(0),
-        tx_errors: stat("tx_errors").unwrap_or(0),
-        rx_dropped: stat("rx_dropped").unwrap_or(0),
-        tx_dropped: stat("tx_dropped").unwrap_or(0),
-    })
+    read_all().into_iter().find(|c| c.name == name)
 }
 
 /// Every interface's counters but loopback's, by name.
 pub fn all_counters() -> Vec<InterfaceCounters> {
-    let Ok(dir) = std::fs::read_dir("/sys/class/net") else {
-        return Vec::new();
-    };
-    let mut names: Vec<String> = dir
-        .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .filter(|n| n != "lo")
-        .collect();
-    names.sort();
-    names.iter().filter_map(|n| counters(n)).collect()
+    let mut all: Vec<InterfaceCounters> =
+        read_all().into_iter().filter(|c| c.name != "lo").collect();
+    all.sort_by(|a, b| a.name.cmp(&b.name));
+    all
 }
 
 /// The satellite interface's frames in the link's directions: a hub sends forward on it, a
@@ -251,6 +268,28 @@ mod tests {
         assert!(after.rx_packets > before.rx_packets);
         assert!(all_counters().iter().all(|c| c.name != "lo"));
         assert_eq!(counters("no-such-if0"), None);
+    }
+
+    #[test]
+    fn parses_proc_net_dev() {
+        let text = "Inter-|   Receive                                                |  Transmit\n face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed\n    lo:  100 2 0 0 0 0 0 0  100 2 0 0 0 0 0 0\n  sat0: 5000 40 1 2 0 0 0 0 9000 60 3 4 0 0 0 0\n";
+        let all = parse_proc_net_dev(text);
+        assert_eq!(all.len(), 2);
+        let sat = &all[1];
+        assert_eq!(
+            (
+                sat.name.as_str(),
+                sat.rx_bytes,
+                sat.rx_packets,
+                sat.rx_errors,
+                sat.rx_dropped
+            ),
+            ("sat0", 5000, 40, 1, 2)
+        );
+        assert_eq!(
+            (sat.tx_bytes, sat.tx_packets, sat.tx_errors, sat.tx_dropped),
+            (9000, 60, 3, 4)
+        );
     }
 
     #[test]

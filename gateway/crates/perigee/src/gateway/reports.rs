@@ -109,7 +109,7 @@ pub struct LinkInterface {
     pub errors: u64,
 }
 
-/// One network interface's counters since it came up (/sys/class/net/NAME/statistics).
+/// One network interface's counters since it came up (/proc/net/dev of the daemon's namespace).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct InterfaceCounters {
     pub name: String,
