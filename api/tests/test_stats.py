@@ -229,3 +229,17 @@ def test_the_link_is_the_satellite_interface_and_the_split_part_is_shown_beside_
     b2.build(T0, [], {"link": {"forward_bytes": 0, "return_bytes": 0}}, None)
     only = {f"{m}/{k}": v for m, k, v in b2.build(T0 + 1, [], {"link": {"forward_bytes": 10, "return_bytes": 0}}, None)}
     assert only["link_bps/down"] == 80.0 and only["link_split_bps/down"] == 80.0
+
+
+def test_closed_flows_count_what_crossed_the_satellite() -> None:
+    # A hub flow whose server handed over 10 MB of which 2.2 MB crossed before a reset: 2.2 MB is what is stored.
+    hub = make_flow(1, bytes_down=10_000_000)
+    hub["legs"]["satellite"] = "client"
+    hub["legs"]["client"].update(bytes_acked=2_200_000, bytes_received=700)
+    assert stats.satellite_bytes(hub) == (700, 2_200_000)
+    # At a terminal the satellite leg is the server socket: what it received came down.
+    terminal = make_flow(2, bytes_down=5_000)
+    terminal["legs"]["satellite"] = "server"
+    terminal["legs"]["server"].update(bytes_acked=300, bytes_received=4_000)
+    assert stats.satellite_bytes(terminal) == (300, 4_000)
+    assert stats.satellite_bytes({"bytes_up": 1, "bytes_down": 2}) == (1, 2)

@@ -394,8 +394,8 @@ class FlowRecordOut(BaseModel):
     started_at: float
     ended_at: float
     end_reason: str | None
-    bytes_up: int
-    bytes_down: int
+    bytes_up: int = Field(description="bytes that crossed the satellite toward the server (delivered)")
+    bytes_down: int = Field(description="bytes that crossed the satellite toward the client (delivered)")
     sat_srtt_us: int | None
     path: FlowPath | None
     site: str | None = None

@@ -82,11 +82,25 @@ def _sat_srtt(flow: dict[str, Any]) -> int | None:
     return None
 
 
+def satellite_bytes(flow: dict[str, Any]) -> tuple[int, int]:
+    """(up, down) bytes that crossed the satellite leg: the kernel's delivered counts of the satellite-facing socket
+    (at a hub it sends down to the client, at a terminal it receives down from the hub), not what the relay moved
+    into it. A flow without legs keeps the relay's counts."""
+    legs = flow.get("legs") or {}
+    side = legs.get("satellite")
+    leg = legs.get(side) if side in ("client", "server") else None
+    if not isinstance(leg, dict):
+        return int(flow.get("bytes_up", 0)), int(flow.get("bytes_down", 0))
+    acked, received = int(leg.get("bytes_acked", 0)), int(leg.get("bytes_received", 0))
+    return (received, acked) if side == "client" else (acked, received)
+
+
 def store_closed_flows(db: Session, flows: list[dict[str, Any]], now: float) -> int:
     rows = []
     for f in flows:
         try:
             client, server = str(f["client"]), str(f["server"])
+            up, down = satellite_bytes(f)
             rows.append(
                 {
                     "gateway_id": int(f.get("id", 0)),
@@ -100,8 +114,8 @@ def store_closed_flows(db: Session, flows: list[dict[str, Any]], now: float) -> 
                     "started_at": float(f.get("started_at") or now),
                     "ended_at": float(f.get("ended_at") or now),
                     "end_reason": f.get("end_reason"),
-                    "bytes_up": int(f.get("bytes_up", 0)),
-                    "bytes_down": int(f.get("bytes_down", 0)),
+                    "bytes_up": up,
+                    "bytes_down": down,
                     "sat_srtt_us": _sat_srtt(f),
                     "legs": f.get("legs"),
                     "path": f.get("path") if f.get("path") in FLOW_PATHS else None,

@@ -2020,9 +2020,15 @@ export interface components {
         FlowRecordOut: {
             /** Action */
             action: string | null;
-            /** Bytes Down */
+            /**
+             * Bytes Down
+             * @description bytes that crossed the satellite toward the client (delivered)
+             */
             bytes_down: number;
-            /** Bytes Up */
+            /**
+             * Bytes Up
+             * @description bytes that crossed the satellite toward the server (delivered)
+             */
             bytes_up: number;
             /** Class */
             class: string | null;

@@ -90,7 +90,7 @@ export function ClosedFlows() {
           <>
             <ScrollTable
               minWidth={980}
-              columns={['Ended', 'Client', 'Server', 'Site', 'Class', 'Action', 'Path', 'Duration', 'Bytes ↓/↑', 'Sat RTT', 'End']}
+              columns={['Ended', 'Client', 'Server', 'Site', 'Class', 'Action', 'Path', 'Duration', 'Satellite ↓/↑', 'Sat RTT', 'End']}
               striped
               aria-label="Closed flows"
               fz="sm"
