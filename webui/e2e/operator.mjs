@@ -72,7 +72,9 @@ export async function operatorSteps(steps, { page, baseUrl, user, password, shot
     await gotoNav('BoD tuning');
     const rtt = page.getByRole('textbox', { name: 'Base RTT (ms)' });
     await rtt.fill('60000');
-    await page.getByText('Inputs › base RTT (ms): must be at most 10,000').first().waitFor();
+    // Said once, under the field, with what is allowed.
+    await page.getByText('must be at most 10,000', { exact: true }).waitFor();
+    assert.equal(await page.getByText(/base RTT \(ms\): must be at most/).count(), 0, 'the message is not repeated above');
     await rtt.fill('600');
     const forward = page.getByRole('textbox', { name: 'Forward rate (bit/s)' });
     await forward.fill('100000000000');

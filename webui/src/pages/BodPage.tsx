@@ -318,7 +318,8 @@ function ProfileEditor({
         </Group>
         {derived.error && (
           <Alert color="red" role="alert" mb="sm">
-            {errorMessage(derived.error)}
+            {/* A refusal the form shows under its field is not said a second time here. */}
+            {Object.keys(deriveErrors).length > 0 ? 'Fix the marked input to see the derivation.' : errorMessage(derived.error)}
           </Alert>
         )}
         {derived.data?.warnings.length ? (
