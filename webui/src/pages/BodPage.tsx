@@ -11,6 +11,7 @@ import { QueryView } from '../components/StateViews';
 import { errorFor } from '../lib/field-errors';
 import { formatBps, formatBytes } from '../lib/format';
 import { def } from '../lib/schema-check';
+import { choices } from '../lib/system-config';
 import { useCan } from '../auth/roles';
 
 const DEFAULT_INPUTS: BodInputs = {
@@ -42,6 +43,9 @@ const INPUT_FIELDS: { key: keyof BodInputs; label: string; unit: string; step?: 
 const OVERRIDABLE = ['sndbuf_bytes', 'rcvbuf_bytes', 'pacing_rate_bps', 'initcwnd', 'initrwnd', 'hybla_base_rtt_ms', 'hybla_cwnd_max', 'shaping_rate_bps'] as const;
 
 type Values = Record<string, Derived>;
+type BodRole = NonNullable<BodInputs['role']>;
+/** Which way each role (the gateway schema's) sends over the satellite. */
+const ROLE_SENDS: Record<string, string> = { hub: 'sends forward', terminal: 'sends return' };
 
 /** Bounds the gateway's schema gives the config fields these inputs end up in (the API refuses more). */
 const INPUT_MAX: Partial<Record<keyof BodInputs, number | undefined>> = {
@@ -193,9 +197,9 @@ function ProfileEditor({
               </Text>
               <SegmentedControl
                 aria-labelledby="bod-role"
-                data={[{ value: 'hub', label: 'hub (sends forward)' }, { value: 'terminal', label: 'terminal (sends return)' }]}
+                data={choices('Role').map((r) => ({ value: r, label: `${r} (${ROLE_SENDS[r] ?? 'sends'})` }))}
                 value={form.inputs.role ?? 'hub'}
-                onChange={(v) => setForm({ ...form, inputs: { ...form.inputs, role: v as 'hub' | 'terminal' } })}
+                onChange={(v) => setForm({ ...form, inputs: { ...form.inputs, role: v as BodRole } })}
               />
             </Grid.Col>
             {INPUT_FIELDS.map((f) => (
