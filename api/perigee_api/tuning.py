@@ -176,6 +176,7 @@ class Derived(BaseModel):
     unit: str
     derivation: str
     overridden: bool = False
+    overridable: bool = Field(default=False, description="a profile's overrides may set it")
     computed: float
 
 
@@ -204,7 +205,14 @@ def derive(inputs: BodInputs, overrides: dict[str, float] | None = None) -> Tuni
     def put(key: str, value: float, unit: str, derivation: str) -> float:
         final = float(overrides[key]) if key in overrides else value
         text = derivation if key not in overrides else f"override {_n(final)} (computed: {derivation})"
-        out[key] = Derived(value=final, unit=unit, derivation=text, overridden=key in overrides, computed=value)
+        out[key] = Derived(
+            value=final,
+            unit=unit,
+            derivation=text,
+            overridden=key in overrides,
+            overridable=key in OVERRIDABLE,
+            computed=value,
+        )
         return final
 
     i = inputs

@@ -9,6 +9,7 @@ from fastapi.testclient import TestClient
 
 from perigee_api.schemas.gateway_config import BypassRule
 from perigee_api.services.bypass_risk import bypass_issues, bypass_risks, covered_share
+from perigee_api.tuning import OVERRIDABLE
 
 SERVED = ["10.71.1.0/24", "fd71:1::/64"]
 
@@ -157,6 +158,8 @@ def test_bod_derive_names_config_refusals_and_link_physics(viewer: TestClient, a
     assert r.status_code == 200, r.text
     out = r.json()
     assert out["config_problems"] == []
+    overridable = {k for k, d in out["values"].items() if d["overridable"]}
+    assert overridable == set(OVERRIDABLE) and "shaping_overhead_bytes" not in overridable
     assert any("100 Gbit/s is beyond any satellite carrier" in x for x in out["link_risks"]), out["link_risks"]
     # An override the config cannot hold is named before anything is written.
     r = viewer.post("/api/v1/bod/derive", json={**body, "inputs": GEO_BOD, "overrides": {"sndbuf_bytes": 2e9}})

@@ -1566,6 +1566,12 @@ export interface components {
             /** Derivation */
             derivation: string;
             /**
+             * Overridable
+             * @description a profile's overrides may set it
+             * @default false
+             */
+            overridable: boolean;
+            /**
              * Overridden
              * @default false
              */

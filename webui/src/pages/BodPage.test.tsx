@@ -5,7 +5,7 @@ import { mockApi } from '../test/fetch-mock';
 import { jsonResponse, renderWithProviders } from '../test/render';
 import BodPage from './BodPage';
 
-const derived = (value: number, unit: string, derivation = 'x') => ({ value, computed: value, unit, derivation, overridden: false });
+const derived = (value: number, unit: string, derivation = 'x', overridable = true) => ({ value, computed: value, unit, derivation, overridden: false, overridable });
 const TERMINAL_SHAPING = 'terminal: pacing_return = min(CRA + RBDC max, modem buffer drain) = 5,000,000 bit/s (the top of the grant, not CRA)';
 
 const DERIVE = {
@@ -18,7 +18,7 @@ const DERIVE = {
     hybla_base_rtt_ms: derived(600, 'ms'),
     hybla_cwnd_max: derived(2000, 'segments'),
     shaping_rate_bps: derived(5_000_000, 'bit/s', TERMINAL_SHAPING),
-    shaping_overhead_bytes: derived(12, 'bytes', 'modem framing per packet = 12 B'),
+    shaping_overhead_bytes: derived(12, 'bytes', 'modem framing per packet = 12 B', false),
   },
   warnings: [],
   congestion_control: { value: 'hybla', derivation: 'no bit errors (BER 0): hybla, the paper\'s algorithm' },
@@ -107,6 +107,8 @@ describe('BodPage', () => {
     expect(within(row).getByText('1000')).toBeInTheDocument();
     expect(within(row).getByText(/2000/)).toBeInTheDocument();
     expect(screen.getByLabelText('hybla_cwnd_max')).toBeInTheDocument();
+    // Only what the API says may be overridden gets an override field.
+    expect(screen.queryByLabelText('shaping_overhead_bytes')).toBeNull();
   });
 
   it('shows the derived shaping with its derivation, why it sits at the top of the grant, and the config change', async () => {

@@ -40,7 +40,6 @@ const INPUT_FIELDS: { key: keyof BodInputs; label: string; unit: string; step?: 
   { key: 'modem_overhead_bytes', label: 'Modem framing per packet (0 = unknown)', unit: 'bytes' },
 ];
 
-const OVERRIDABLE = ['sndbuf_bytes', 'rcvbuf_bytes', 'pacing_rate_bps', 'initcwnd', 'initrwnd', 'hybla_base_rtt_ms', 'hybla_cwnd_max', 'shaping_rate_bps'] as const;
 
 type Values = Record<string, Derived>;
 type BodRole = NonNullable<BodInputs['role']>;
@@ -237,7 +236,7 @@ function ProfileEditor({
             Overrides (optional)
           </Title>
           <Grid>
-            {OVERRIDABLE.map((k) => (
+            {Object.keys(values ?? {}).filter((k) => values?.[k].overridable).map((k) => (
               <Grid.Col key={k} span={{ base: 6, sm: 2 }}>
                 <NumberInput
                   label={k}
