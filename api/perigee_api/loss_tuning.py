@@ -27,23 +27,23 @@ BoD derivation computes (tuning.py). Formulas (p = frame loss probability):
 from __future__ import annotations
 
 import math
-from typing import Literal
 
 from pydantic import BaseModel
 
-from perigee_control.config import Hybla
-from perigee_control.limits import bound
+from perigee_control.config import CongestionControl, Hybla, Satellite
+from perigee_control.limits import bound, default, extension
 
 FRAME_OVERHEAD_BYTES = 66
-RTT0_MS = 25.0
+RTT0_MS = float(default(Hybla, "rtt0_ms"))  # Hybla's reference RTT: the gateway's default
 WINDOW_SHOWN_MAX = float(bound(Hybla, "cwnd_max", "le"))  # the BPF Hybla's cwnd clamp; "unbounded" is shown as this
 LOSS_BUFFER_FACTOR = 4
 CLEAN_BUFFER_FACTOR = 2
 
-CongestionControl = Literal["hybla", "hybla_ld", "bbr"]
-# Below this base RTT the gateway switches a default satellite leg to BBR (a short, non-GEO path:
-# gateway/crates/perigee/src/gateway/satleg_auto.rs, SHORT_PATH_RTT_US).
-SHORT_PATH_RTT_MS = 200.0
+# The gateway's default satellite congestion control, and what a leg that runs it switches to below a base RTT (a
+# short, non-GEO path: gateway/crates/perigee/src/gateway/satleg_auto.rs), from its schema.
+DEFAULT_CC: CongestionControl = default(Satellite, "congestion_control")
+SHORT_PATH_CC: CongestionControl = extension(Satellite, "congestion_control", "x-short-path-cc")
+SHORT_PATH_RTT_MS = float(extension(Satellite, "congestion_control", "x-short-path-rtt-ms"))
 
 
 class CcChoice(BaseModel):
@@ -90,36 +90,36 @@ def choose(p: float, hybla_window: float, bdp_segments: float, ber: float, base_
     what Hybla alone would do at this BER."""
     if base_rtt_ms < SHORT_PATH_RTT_MS:
         return CcChoice(
-            value="bbr",
+            value=SHORT_PATH_CC,
             derivation=(
                 f"base RTT {base_rtt_ms:g} ms < {SHORT_PATH_RTT_MS:g} ms: not a GEO path, where Hybla grows like "
                 "Reno (rho near 1) and a LEO path change's loss burst halves it; the gateway switches its "
-                "default to BBR on such a path by itself"
+                f"default to {SHORT_PATH_CC} on such a path by itself"
             ),
         )
-    default = (
-        "hybla_ld, the gateway's default: Hybla's growth, and a loss without a standing queue (a rain fade's "
+    why = (
+        f"{DEFAULT_CC}, the gateway's default: Hybla's growth, and a loss without a standing queue (a rain fade's "
         "bit errors, a LEO path change) keeps the window instead of halving it"
     )
     if p <= 0:
         return CcChoice(
-            value="hybla_ld",
-            derivation=f"BER 0 today; tomorrow's rain fade has its own: {default}. With no loss it grows as hybla",
+            value=DEFAULT_CC,
+            derivation=f"BER 0 today; tomorrow's rain fade has its own: {why}. With no loss it grows as hybla",
         )
     if hybla_window < bdp_segments:
         return CcChoice(
-            value="hybla_ld",
+            value=DEFAULT_CC,
             derivation=(
                 f"BER {ber:g} loses {100 * p:.3g}% of frames; Hybla's window under that loss, "
                 f"rho × sqrt(3 / 2p) = {hybla_window:,.0f} segments, is below the pipe's "
-                f"{bdp_segments:,.0f}: every bit error would halve a window that cannot grow back. {default}"
+                f"{bdp_segments:,.0f}: every bit error would halve a window that cannot grow back. {why}"
             ),
         )
     return CcChoice(
-        value="hybla_ld",
+        value=DEFAULT_CC,
         derivation=(
             f"BER {ber:g} loses {100 * p:.3g}% of frames; Hybla's window under that loss, "
             f"{hybla_window:,.0f} segments, still covers the pipe's {bdp_segments:,.0f}, but a fade's will not. "
-            f"{default}"
+            f"{why}"
         ),
     )

@@ -23,6 +23,7 @@ from perigee_api.api.routes import (
     flows,
     health,
     policy,
+    satellite,
     sites,
     system,
     tls,
@@ -45,7 +46,7 @@ API_PREFIX = "/api/v1"
 
 def api_router() -> APIRouter:
     router = APIRouter(prefix=API_PREFIX)
-    features = (auth, users, policy, bod, config, flows, fleet, exports, sites)
+    features = (auth, users, policy, bod, config, flows, satellite, fleet, exports, sites)
     appliance = (health, system, cache, dns, backup, audit, tls)  # the appliance's own state and upkeep
     for module in features + appliance:
         router.include_router(module.router)

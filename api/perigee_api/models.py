@@ -124,6 +124,9 @@ class FlowRecord(Base):
     site: Mapped[str | None] = mapped_column(String(64), nullable=True, index=True)
     relay: Mapped[str | None] = mapped_column(String(8), nullable=True)
     dscp: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    # The satellite leg as the gateway reported it (perigee_control.reports.SatelliteLeg: cc, cc_reason, segments
+    # sent and retransmitted, retransmit_pct); None from older gateways.
+    satellite: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
 
 
 class Sample1s(Base):

@@ -77,9 +77,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from perigee_api import loss_tuning
 from perigee_control.bod import write_tuning
-from perigee_control.config import Hybla, Satellite, Shaping
-from perigee_control.limits import bound
-from perigee_control.rules import MIN_SHAPING_BPS
+from perigee_control.config import Hybla, Role, Satellite, Shaping
+from perigee_control.limits import bound, extension
 
 KIB = 1024
 MIB = 1024 * 1024
@@ -88,7 +87,7 @@ SOCKBUF_MAX = 64 * MIB
 CWND_MAX_MIN = 10
 # The config's bounds, from the gateway's schema: what "write to config" can store.
 CWND_MAX_MAX: int = bound(Hybla, "cwnd_max", "le")
-SHAPING_MIN_BPS = MIN_SHAPING_BPS  # shaping.rate_bps when on (0 = off)
+SHAPING_MIN_BPS: int = extension(Shaping, "rate_bps", "x-minimum-nonzero")  # shaping.rate_bps when on (0 = off)
 SHAPING_OVERHEAD_MAX: int = bound(Shaping, "overhead_bytes", "le")
 BASE_RTT_MAX_MS: int = bound(Hybla, "base_rtt_ms", "le")
 RATE_MAX_BPS: int = bound(Satellite, "forward_rate_bps", "le")
@@ -150,7 +149,7 @@ class BodInputs(BaseModel):
         description="bytes the modem's framing (its encapsulation) adds to each packet and counts against the "
         "carrier rate; 0 = not known, only the frame as the interface sends it is counted",
     )
-    role: Literal["hub", "terminal"] = "hub"
+    role: Role = "hub"
     ber: float = Field(
         default=0.0,
         ge=0,

@@ -196,7 +196,10 @@ class Satellite(SatelliteRules):
     model_config = ConfigDict(
         extra="forbid",
     )
-    congestion_control: CongestionControl = "hybla_ld"
+    congestion_control: Annotated[
+        CongestionControl,
+        Field(json_schema_extra={"x-short-path-cc": "bbr", "x-short-path-rtt-ms": 200}),
+    ] = "hybla_ld"
     """
     The satellite leg's congestion control (classes may choose another). hybla_ld by default:
     Hybla's growth, and a link's bit errors (a rain fade, a LEO path change) do not halve it
@@ -281,7 +284,10 @@ class Shaping(ShapingRules):
     senders keep only ~2 packets each in it (TCP small queues), so it fills only with
     forwarded traffic or thousands of flows; when full, new packets are dropped.
     """
-    rate_bps: Annotated[StrictInt, Field(ge=0, le=100000000000)] = 0
+    rate_bps: Annotated[
+        StrictInt,
+        Field(ge=0, json_schema_extra={"x-minimum-nonzero": 8000}, le=100000000000),
+    ] = 0
     """
     0 (default) = none; required when enabled: 8000..100000000000 bit/s, counted over each
     packet as the interface sends it (an Ethernet frame without preamble and FCS) plus
@@ -583,7 +589,10 @@ class Cache(CacheRules):
     Requested collapsed forwarding; only rendered where the Squid version is not affected
     by CVE-2023-49288 (see crate::version).
     """
-    disk_mb: Annotated[StrictInt, Field(ge=0, le=16777216)] = 2048
+    disk_mb: Annotated[
+        StrictInt,
+        Field(ge=0, json_schema_extra={"x-maximum-rock": 262144}, le=16777216),
+    ] = 2048
     """
     Disk store size, MB; 0 = memory-only cache. Rock stores at most 262144.
     """

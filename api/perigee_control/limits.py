@@ -21,3 +21,12 @@ def bound(model: type[BaseModel], field: str, kind: Literal["ge", "le", "gt", "l
 def default(model: type[BaseModel], field: str) -> Any:
     """The default the schema gives `model.field`."""
     return model.model_fields[field].default
+
+
+def extension(model: type[BaseModel], field: str, keyword: str) -> Any:
+    """A bound JSON Schema cannot say, as the gateway's schema gives it in a keyword of its own on `model.field`
+    (e.g. extension(Shaping, "rate_bps", "x-minimum-nonzero") == 8000: 0, or at least that)."""
+    extra = model.model_fields[field].json_schema_extra
+    if not isinstance(extra, dict) or keyword not in extra:
+        raise LookupError(f"{model.__name__}.{field} has no {keyword} in the gateway's schema")
+    return extra[keyword]

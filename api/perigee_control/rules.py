@@ -15,11 +15,8 @@ from pydantic import model_validator
 
 from perigee_control.base import Strict
 from perigee_control.formats import DNS_PORT, V4_MAPPED, parse_cidr, parse_ip, parse_upstream, std_net_kind
-
-# Rock addresses at most 2^24 slots of 16 KiB (perigee_squid::config::MAX_ROCK_MB); aufs has the schema's maximum.
-MAX_ROCK_MB = 262_144
-# An enabled shaper's lowest rate (perigee::gateway::config::MIN_SHAPING_BPS); 0 means none.
-MIN_SHAPING_BPS = 8_000
+from perigee_control.limits import default, extension
+from perigee_control.reports import Flow
 
 if TYPE_CHECKING:
     from perigee_control import config as generated
@@ -70,8 +67,10 @@ class ShapingRules(Strict):
 
     @model_validator(mode="after")
     def _rate(self) -> Self:
-        if 0 < self.rate_bps < MIN_SHAPING_BPS:
-            raise ValueError(f"rate_bps: must be at least {MIN_SHAPING_BPS} bit/s (0 = none)")
+        # The generated model's field carries the gateway's MIN_SHAPING_BPS.
+        lowest = int(extension(type(self), "rate_bps", "x-minimum-nonzero"))
+        if 0 < self.rate_bps < lowest:
+            raise ValueError(f"rate_bps: must be at least {lowest} bit/s (0 = none)")
         if self.enabled and self.rate_bps == 0:
             raise ValueError("rate_bps: required when shaping is enabled")
         return self
@@ -162,8 +161,9 @@ class CacheRules(Strict):
     def _consistent(self) -> Self:
         if self.admin_port == self.port:
             raise ValueError("admin_port: must differ from cache.port")
-        if self.store == "rock" and self.disk_mb > MAX_ROCK_MB:
-            raise ValueError(f"disk_mb: must be at most {MAX_ROCK_MB} for store rock")
+        rock_max = int(extension(type(self), "disk_mb", "x-maximum-rock"))  # rock: 2^24 slots of 16 KiB
+        if self.store == "rock" and self.disk_mb > rock_max:
+            raise ValueError(f"disk_mb: must be at most {rock_max} for store rock")
         if self.max_memory_object_mb > self.max_object_mb:
             raise ValueError("max_memory_object_mb: must not exceed max_object_mb")
         return self
@@ -220,8 +220,8 @@ def served_problem(served: list[str], limits: generated.ServedLimits) -> tuple[s
     return None
 
 
-# The site of clients no configured site covers (the gateway's OTHER_SITE).
-OTHER_SITE = "other"
+# The site of clients no configured site covers (the gateway's OTHER_SITE): what a flow's `site` says then.
+OTHER_SITE: str = default(Flow, "site")
 
 
 class GatewayConfigRules(Strict):
@@ -270,7 +270,7 @@ class GatewayConfigRules(Strict):
         return self
 
     def _check_sites(self) -> None:
-        # As the gateway's validate_sites: "other" is where clients no site covers count, and one
+        # As the gateway's validate_sites: OTHER_SITE is where clients no site covers count, and one
         # prefix (canonical already) belongs to one site.
         names: set[str] = set()
         owner: dict[str, str] = {}

@@ -99,10 +99,22 @@ def make_flow(
     path: str = "direct",
     site: str = "other",
     relay: str = "splitter",
+    cc: str = "hybla",
+    cc_reason: str | None = "default",
+    retransmitted: int = 0,
 ) -> dict[str, Any]:
+    """A flow as the gateway reports it; `cc_reason` None leaves out `satellite`, as an older gateway does."""
     now = time.time() if now is None else now
+    sent = bytes_down // 1448 + retransmitted
+    satellite = {
+        "cc": cc,
+        "cc_reason": cc_reason,
+        "segments_sent": sent,
+        "segments_retransmitted": retransmitted,
+        "retransmit_pct": 100 * retransmitted / sent if sent else 0.0,
+    }
     leg = {
-        "cc": "hybla",
+        "cc": cc,
         "state": "established",
         "srtt_us": 600000,
         "rttvar_us": 5000,
@@ -110,7 +122,7 @@ def make_flow(
         "cwnd": 40,
         "ssthresh": 100,
         "mss": 1448,
-        "retrans_total": 0,
+        "retrans_total": retransmitted,
         "lost": 0,
         "delivery_rate_bps": 1000000,
         "pacing_rate_bps": 2000000,
@@ -149,6 +161,7 @@ def make_flow(
         "site": site,
         "dscp": 0,
         "cache": None,
+        "satellite": satellite if cc_reason is not None else None,
     }
 
 
@@ -225,6 +238,8 @@ class FakeGateway:
             },
             "by_class": {},
             "by_site": {},
+            "by_congestion_control": {},
+            "by_cc_reason": {},
             "bypass_rules": [],
             "cc_fallback": 0,
             "closed_dropped": 0,

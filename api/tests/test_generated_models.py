@@ -13,7 +13,8 @@ import pytest
 from pydantic import ValidationError
 
 from perigee_api.schemas.gateway_config import GatewayConfig
-from perigee_control import config, reports
+from perigee_api import loss_tuning
+from perigee_control import config, limits, reports
 
 ROOT = Path(__file__).resolve().parents[2]
 PERIGEE = ROOT / "gateway" / "target" / "release" / "perigee"
@@ -53,3 +54,48 @@ def test_shipped_initial_configs_are_valid(path: Path) -> None:
         pytest.fail(f"{PERIGEE} is missing: run `make -C gateway build` first")
     p = subprocess.run([str(PERIGEE), "config", "check", str(path)], capture_output=True, text=True, timeout=30)
     assert p.returncode == 0, p.stderr
+
+
+# Bounds JSON Schema cannot say, in keywords of the gateway's schema (its Rust limits): field → keyword.
+EXTENSIONS = {
+    ("Shaping", "rate_bps"): "x-minimum-nonzero",
+    ("Cache", "disk_mb"): "x-maximum-rock",
+    ("Satellite", "congestion_control"): "x-short-path-rtt-ms",
+}
+
+
+@pytest.mark.parametrize(("where", "keyword"), EXTENSIONS.items(), ids=[k for k in EXTENSIONS.values()])
+def test_bounds_beyond_json_schema_are_read_from_the_gateways_schema(where: tuple[str, str], keyword: str) -> None:
+    schema = json.loads((ROOT / "gateway" / "schema" / "config.schema.json").read_text())
+    model, field = where
+    emitted = schema["$defs"][model]["properties"][field][keyword]
+    assert limits.extension(getattr(config, model), field, keyword) == emitted
+
+
+def test_the_rules_enforce_the_schemas_numbers() -> None:
+    lowest = limits.extension(config.Shaping, "rate_bps", "x-minimum-nonzero")
+    config.Shaping(enabled=True, rate_bps=lowest)
+    config.Shaping(rate_bps=0)
+    with pytest.raises(ValidationError, match=f"at least {lowest} bit/s"):
+        config.Shaping(enabled=True, rate_bps=lowest - 1)
+    rock = limits.extension(config.Cache, "disk_mb", "x-maximum-rock")
+    config.Cache(store="rock", disk_mb=rock)
+    config.Cache(store="aufs", disk_mb=rock + 1)
+    with pytest.raises(ValidationError, match=f"at most {rock} for store rock"):
+        config.Cache(store="rock", disk_mb=rock + 1)
+
+
+def test_the_bod_choice_follows_the_gateways_short_path_switch() -> None:
+    # The BoD page names what the gateway does: below the gateway's short-path RTT its default leg runs BBR.
+    short = limits.extension(config.Satellite, "congestion_control", "x-short-path-rtt-ms")
+    cc = limits.extension(config.Satellite, "congestion_control", "x-short-path-cc")
+    assert loss_tuning.choose(0.0, 1e9, 10, 0.0, short - 1).value == cc
+    assert loss_tuning.choose(0.0, 1e9, 10, 0.0, short).value == limits.default(config.Satellite, "congestion_control")
+    assert loss_tuning.RTT0_MS == limits.default(config.Hybla, "rtt0_ms")
+
+
+def test_no_restated_gateway_limits_in_the_rules() -> None:
+    # The numbers of the gateway's limits live in its schema only: none is written into the rules again.
+    text = (ROOT / "api" / "perigee_control" / "rules.py").read_text()
+    for name in ("MIN_SHAPING_BPS =", "MAX_ROCK_MB =", "8_000", "262_144", '"other"'):
+        assert name not in text, name

@@ -51,6 +51,9 @@ COMMON = [
 
 # The schema's definitions that `perigee_control.formats` checks further (see its docstring).
 FORMATS = ["Cidr", "IpAddr", "PortRange", "Upstream", "RefreshRegex", "CacheDomain"]
+# The schema's own keywords for bounds JSON Schema cannot say (the gateway's limits, emitted by its
+# `#[schemars(extend)]` attributes): kept on the fields (`json_schema_extra`) for `limits.extension` to read.
+EXTENSIONS = ["x-minimum-nonzero", "x-maximum-rock", "x-short-path-cc", "x-short-path-rtt-ms"]
 RULES = [
     "Interfaces",
     "Route",
@@ -87,6 +90,8 @@ TARGETS = (
             "float",
             "--type-overrides=" + json.dumps({n: f"perigee_control.formats.{n}" for n in FORMATS}),
             "--base-class-map=" + json.dumps({n: f"perigee_control.rules.{n}Rules" for n in RULES}),
+            "--field-extra-keys",
+            *EXTENSIONS,
         ),
     ),
     Target("reports.schema.json", "reports.py", ("--base-class=perigee_control.base.Report",)),

@@ -26,6 +26,9 @@ def flows_at(tick: int, count: int) -> list[dict]:
         action = ("accelerate", "accelerate", "cache", "bypass")[i % 4]
         cls = {"accelerate": "bulk" if i % 8 == 0 else "web", "cache": "web-cache", "bypass": "vpn"}[action]
         wave = 1 + 0.5 * math.sin((tick + i) / 5)
+        # The satellite leg: the default (hybla_ld), BBR for the bulk class, BBR switched to on a short path.
+        cc, reason = ("bbr", "class") if cls == "bulk" else ("bbr", "automatic") if i % 10 == 3 else ("hybla_ld", "default")
+        down = 50_000 + 10_000 * i * (tick + 1)
         f = make_flow(
             i + 1,
             cls=cls,
@@ -34,10 +37,15 @@ def flows_at(tick: int, count: int) -> list[dict]:
             server=f"10.71.3.10:{80 if i % 2 else 5001}",
             now=now,
             bytes_up=1000 + 200 * i + 50 * tick,
-            bytes_down=50_000 + 10_000 * i * (tick + 1),
+            bytes_down=down,
             rate_down_bps=5e4 * wave * (1 + i % 7),
             # Most accelerated flows take the peer path (a terminal with its hub), a few go direct.
             path="peer" if action == "accelerate" and i % 5 else "direct",
+            cc=cc,
+            cc_reason=reason,
+            # A rain fade comes and goes: each second the leg repairs 0 to 3 % of what it sent (1.5 % × (1 + sin));
+            # summed over the seconds so far, as a counter only grows.
+            retransmitted=int(10_000 * i / 1448 * 0.015 * (tick + 1 + 20 * (1 - math.cos((tick + 1) / 20)))),
         )
         sat = f["legs"]["client"]
         sat["srtt_us"] = int(600_000 + 40_000 * math.sin((tick + i) / 3))
@@ -46,6 +54,23 @@ def flows_at(tick: int, count: int) -> list[dict]:
         f["legs"]["server"]["srtt_us"] = int(20_000 + 3_000 * math.cos((tick + i) / 4))
         out.append(f)
     return out
+
+
+def satellite_counters(c: dict, flows: list[dict]) -> None:
+    """by_congestion_control and by_cc_reason as the gateway keeps them: the live flows' satellite legs, summed
+    (cumulative: the flows' own counts only grow)."""
+    for field, key in (("by_congestion_control", "cc"), ("by_cc_reason", "cc_reason")):
+        totals: dict[str, dict] = {}
+        for f in flows:
+            leg = f["satellite"]
+            t = totals.setdefault(leg[key], {"bytes_up": 0, "bytes_down": 0, "flows": 0, "segments": 0,
+                                             "retrans_segments": 0})
+            t["flows"] += 1
+            t["bytes_up"] += f["bytes_up"]
+            t["bytes_down"] += f["bytes_down"]
+            t["segments"] += leg["segments_sent"]
+            t["retrans_segments"] += leg["segments_retransmitted"]
+        c[field] = totals
 
 
 def main() -> None:
@@ -87,6 +112,7 @@ def main() -> None:
                            resolver={"enabled": True, "serving": True, "problem": None})
         gw.cache_stats.update(enabled=True, running=True, requests=10 * tick, hits=6 * tick, misses=4 * tick,
                               bytes_from_cache=3_000_000 * tick, store_entries=40 + tick)
+        satellite_counters(c, flows)
         tick += 1
         stop.wait(1.0)
     gw.stop()

@@ -24,7 +24,9 @@ from perigee_api.schemas.gateway_config import (
 )
 from perigee_api.tuning import BodInputs, Tuning
 from perigee_control.reports import (
+    BypassRuleKind,
     CacheStats,
+    CcReason,
     DnsReport,
     Flow,
     FlowPath,
@@ -33,6 +35,7 @@ from perigee_control.reports import (
     PurgeResponse,
     Relay,
     RoutingReport,
+    SatelliteLeg,
 )
 
 Role = Literal["admin", "operator", "viewer"]
@@ -401,6 +404,11 @@ class FlowRecordOut(BaseModel):
     site: str | None = None
     relay: Relay | None = None
     dscp: int | None = None
+    satellite: SatelliteLeg | None = Field(
+        default=None,
+        description="the satellite leg at the flow's end: its congestion control and why, segments sent and "
+        "retransmitted; null from a gateway that does not report it",
+    )
 
 
 class FlowPage(BaseModel):
@@ -444,9 +452,35 @@ class TopTalkersOut(BaseModel):
     talkers: list[TopTalker]
 
 
+class SatelliteCcCount(BaseModel):
+    key: str = Field(
+        description="the congestion control, or the reason the leg runs it (default, class, fallback, automatic)"
+    )
+    flows: int = Field(
+        description="split flows since the gateway started (a flow switched automatically counts "
+        "under both congestion controls)"
+    )
+    segments: int = Field(description="satellite-leg data segments sent, retransmissions included")
+    retrans_segments: int
+    retransmit_pct: float | None = Field(description="retrans_segments / segments × 100; null before any was sent")
+
+
+class LiveCcSplit(BaseModel):
+    cc: str
+    cc_reason: CcReason
+    flows: int = Field(description="live flows whose satellite leg runs `cc` for this reason")
+
+
+class SatelliteStatsOut(BaseModel):
+    live: list[LiveCcSplit]
+    by_congestion_control: list[SatelliteCcCount]
+    by_cc_reason: list[SatelliteCcCount]
+    updated_at: float | None
+
+
 class BypassRuleCount(BaseModel):
     name: str
-    kind: Literal["bypass", "class"] = Field(description="a bypass entry, or a class whose action is bypass")
+    kind: BypassRuleKind = Field(description="a bypass entry, or a class whose action is bypass")
     builtin: bool
     packets: int
     bytes: int

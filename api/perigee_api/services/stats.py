@@ -20,7 +20,15 @@ connections included (docs/splitter.md, *Rates*); from gateways without those co
   dns_hit_ratio    key = ""            resolver cache hits / queries over the interval (from DNS stats deltas)
   dns_qps          key = ""            queries per second the resolver answered over the interval
   leg_rtt_ms       key = satellite|terrestrial     mean smoothed RTT over live flows' legs
+  sat_segments_ps  key = congestion control        satellite-leg data segments sent per second, retransmissions
+                                       included (counters `by_congestion_control`: split flows)
+  sat_retrans_ps   key = congestion control        of them, segments retransmitted per second
 Rollups store avg, max and the number of samples; a rollup bucket is written once it is complete.
+
+Derived metrics are not stored but computed from stored ones over each bucket of a query:
+  sat_retrans_pct  key = congestion control, and ALL_KEY for every split flow   sat_retrans_ps / sat_segments_ps
+                                       × 100 over the bucket (the sums, not a mean of per-second ratios: a
+                                       quiet second weighs what it sent)
 """
 
 from __future__ import annotations
@@ -29,19 +37,22 @@ import math
 from collections import defaultdict
 from typing import Any, Literal, get_args
 
+from pydantic import ValidationError
 from sqlalchemy import delete, func, insert, select, text
 from sqlalchemy.orm import Session
 
 from perigee_api.core.config import Settings
 from perigee_api.models import SAMPLE_TABLES, FlowRecord, Meta, Sample1s
-from perigee_control.reports import FlowPath, Relay
+from perigee_control import rules
+from perigee_control.reports import Action, FlowPath, Relay, SatelliteLeg
 
 # Which way a flow crossed the satellite (the gateway's `path`): its own connection, or the peer path; who
 # terminated the client's connection: a split flow, or the cache (Squid). The gateway's schema names them.
 FLOW_PATHS: tuple[str, ...] = get_args(FlowPath.__value__)
 RELAYS: tuple[str, ...] = get_args(Relay.__value__)
+ACTIONS: tuple[str, ...] = get_args(Action.__value__)
 # Live flows of clients no configured site covers (the gateway's name for them).
-OTHER_SITE = "other"
+OTHER_SITE = rules.OTHER_SITE
 Metric = Literal[
     "class_bps",
     "action_bps",
@@ -57,8 +68,15 @@ Metric = Literal[
     "site_retrans_ps",
     "site_flows",
     "site_rtt_ms",
+    "sat_segments_ps",
+    "sat_retrans_ps",
+    "sat_retrans_pct",
 ]
 METRICS: tuple[str, ...] = get_args(Metric)
+# Derived metric → (numerator, denominator) stored metrics; its value is 100 × the ratio of their sums.
+RATIOS: dict[str, tuple[str, str]] = {"sat_retrans_pct": ("sat_retrans_ps", "sat_segments_ps")}
+# The key of a ratio's total over every key.
+ALL_KEY = "all"
 MAX_POINTS = 720
 
 
@@ -80,6 +98,17 @@ def _sat_srtt(flow: dict[str, Any]) -> int | None:
     if isinstance(leg, dict) and isinstance(leg.get("srtt_us"), int):
         return int(leg["srtt_us"])
     return None
+
+
+def _satellite_leg(flow: dict[str, Any]) -> dict[str, Any] | None:
+    """The flow's `satellite` report as the gateway's schema has it, or None (an older gateway's, a malformed one)."""
+    leg = flow.get("satellite")
+    if not isinstance(leg, dict):
+        return None
+    try:
+        return SatelliteLeg.model_validate(leg).model_dump(mode="json")
+    except ValidationError:
+        return None
 
 
 def satellite_bytes(flow: dict[str, Any]) -> tuple[int, int]:
@@ -122,6 +151,7 @@ def store_closed_flows(db: Session, flows: list[dict[str, Any]], now: float) -> 
                     "site": str(f["site"])[:64] if f.get("site") else None,
                     "relay": f.get("relay") if f.get("relay") in RELAYS else None,
                     "dscp": f["dscp"] if isinstance(f.get("dscp"), int) and 0 <= f["dscp"] <= 63 else None,
+                    "satellite": _satellite_leg(f),
                 }
             )
         except (KeyError, TypeError, ValueError):
@@ -190,8 +220,9 @@ class SampleBuilder:
         elif not (counters or {}).get("by_class"):
             out += [("class_bps", k, v) for k, v in by_class.items()]
         out += self._sites(counters, dt)
+        out += self._satellite_cc(counters, dt)
         if counters and self.prev_counters and dt > 0:
-            for action in ("accelerate", "cache", "bypass"):
+            for action in ACTIONS:
                 cur = (counters.get("by_action") or {}).get(action) or {}
                 old = (self.prev_counters.get("by_action") or {}).get(action) or {}
                 if action == "bypass":
@@ -229,6 +260,26 @@ class SampleBuilder:
                 d = _num(cur.get(site) or {}, field) - _num(old.get(site) or {}, field)
                 if d >= 0:
                     out.append((metric, site, d * scale / dt))
+        return out
+
+    def _satellite_cc(self, counters: dict[str, Any] | None, dt: float) -> list[tuple[str, str, float]]:
+        """Satellite-leg segments sent and retransmitted per second, per congestion control, from the gateway's
+        `by_congestion_control` counters (none from a gateway without them, nor across its restart)."""
+        if not counters or not self.prev_counters or dt <= 0:
+            return []
+        cur, old = counters.get("by_congestion_control"), self.prev_counters.get("by_congestion_control")
+        if not isinstance(cur, dict) or not isinstance(old, dict):
+            return []
+        out: list[tuple[str, str, float]] = []
+        for cc, c in cur.items():
+            o = old.get(cc) or {}
+            if not isinstance(c, dict) or not isinstance(o, dict):
+                continue
+            sent = _num(c, "segments") - _num(o, "segments")
+            retrans = _num(c, "retrans_segments") - _num(o, "retrans_segments")
+            if sent < 0 or retrans < 0:  # the gateway restarted: skip one sample
+                continue
+            out += [("sat_segments_ps", str(cc)[:64], sent / dt), ("sat_retrans_ps", str(cc)[:64], retrans / dt)]
         return out
 
     def _dns(self, dns: dict[str, Any] | None, dt: float) -> list[tuple[str, str, float]]:
@@ -373,6 +424,8 @@ def series(
     db: Session, settings: Settings, metric: str, start: int, end: int, now: float, key: str | None = None
 ) -> tuple[int, int, dict[str, list[tuple[int, float, float]]]]:
     res, step = choose_resolution(settings, start, end, now)
+    if metric in RATIOS:
+        return res, step, _ratio_series(db, SAMPLE_TABLES[res].__tablename__, metric, start, end, step, key)
     table = SAMPLE_TABLES[res].__tablename__
     sql = (
         f"SELECT (ts / :step) * :step AS bucket, key, SUM(avg * n) / SUM(n), MAX(max) FROM {table} "
@@ -385,3 +438,33 @@ def series(
     for bucket, k, avg, mx in db.execute(text(sql), params):
         out[str(k)].append((int(bucket), float(avg), float(mx)))
     return res, step, dict(out)
+
+
+def _ratio_series(
+    db: Session, table: str, metric: str, start: int, end: int, step: int, key: str | None
+) -> dict[str, list[tuple[int, float, float]]]:
+    """A derived metric per bucket: 100 × sum(numerator) / sum(denominator) for each key and, under ALL_KEY, over
+    every key together. `max` is the highest ratio of one stored row in the bucket (a second's, or in the rollups a
+    minute's or an hour's; under ALL_KEY the highest of any key's). Buckets whose
+    denominator is 0 (nothing sent) have no point."""
+    num, den = RATIOS[metric]
+    sql = (
+        f"SELECT (d.ts / :step) * :step AS bucket, d.key, SUM(COALESCE(n.avg * n.n, 0)), SUM(d.avg * d.n), "
+        f"MAX(CASE WHEN d.avg > 0 THEN COALESCE(n.avg, 0) / d.avg ELSE 0 END) "
+        f"FROM {table} d LEFT JOIN {table} n ON n.ts = d.ts AND n.key = d.key AND n.metric = :num "
+        "WHERE d.metric = :den AND d.ts >= :start AND d.ts < :end GROUP BY bucket, d.key ORDER BY d.key, bucket"
+    )
+    params = {"step": step, "num": num, "den": den, "start": start, "end": end}
+    per_key: dict[str, list[tuple[int, float, float]]] = defaultdict(list)
+    totals: dict[int, list[float]] = {}
+    for bucket, k, n_sum, d_sum, mx in db.execute(text(sql), params):
+        b, n_sum, d_sum = int(bucket), float(n_sum), float(d_sum)
+        total = totals.setdefault(b, [0.0, 0.0, 0.0])
+        total[0] += n_sum
+        total[1] += d_sum
+        total[2] = max(total[2], float(mx))
+        if d_sum > 0:
+            per_key[str(k)].append((b, 100 * n_sum / d_sum, 100 * float(mx)))
+    per_key[ALL_KEY] = [(b, 100 * n / d, 100 * mx) for b, (n, d, mx) in sorted(totals.items()) if d > 0]
+    out = {k: v for k, v in per_key.items() if v}
+    return {key: out[key]} if key is not None and key in out else ({} if key is not None else out)

@@ -57,6 +57,9 @@ export type DnsConfig = S['Dns'];
 export type Flow = S['Flow'];
 export type FlowPath = S['FlowPath'];
 export type Relay = S['Relay'];
+export type SatelliteLeg = S['SatelliteLeg'];
+export type CcReason = S['CcReason'];
+export type SatelliteStats = S['SatelliteStatsOut'];
 /** The live stream's one event (`event: flows`). */
 export type FlowsEvent = S['FlowsEvent'];
 export type CacheRequests = S['CacheRequests'];
@@ -165,6 +168,7 @@ export const endpoints = {
   topTalkers: (by: 'site' | 'client', start: number, end?: number, limit = 10) =>
     unwrap(api.GET('/api/v1/stats/top-talkers', { params: { query: { by, start, end, limit } } })),
   bypassCounts: () => unwrap(api.GET('/api/v1/stats/bypass')),
+  satelliteStats: () => unwrap(api.GET('/api/v1/stats/satellite')),
   cacheStats: () => unwrap(api.GET('/api/v1/cache/stats')) as Promise<Record<string, unknown>>,
   cachePurge: (target: { url: string } | { all: true }) =>
     unwrap(api.POST('/api/v1/cache/purge', { body: 'all' in target ? { all: true } : { all: false, url: target.url } })),

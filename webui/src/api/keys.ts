@@ -22,6 +22,7 @@ export const keys = {
   sites: ['sites'] as const,
   topTalkers: (q: unknown) => ['top-talkers', q] as const,
   bypassCounts: ['bypass-counts'] as const,
+  satelliteStats: ['satellite-stats'] as const,
 };
 
 /** Everything a new config version changes. */

@@ -604,6 +604,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/stats/satellite": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The satellite leg per congestion control and per reason it runs it: live flows now, and flows, segments and retransmissions since the gateway started (the collector's last reading) */
+        get: operations["satellite_stats_api_v1_stats_satellite_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/stats/series": {
         parameters: {
             query?: never;
@@ -1142,12 +1159,8 @@ export interface components {
             return_cra_bps: number;
             /** Return Rbdc Max Bps */
             return_rbdc_max_bps: number;
-            /**
-             * Role
-             * @default hub
-             * @enum {string}
-             */
-            role: "hub" | "terminal";
+            /** @default hub */
+            role: components["schemas"]["Role"];
             /** Superframe Ms */
             superframe_ms: number;
             /** Terminal Buffer Bytes */
@@ -1267,17 +1280,15 @@ export interface components {
             builtin: boolean;
             /** Bytes */
             bytes: number;
-            /**
-             * Kind
-             * @description a bypass entry, or a class whose action is bypass
-             * @enum {string}
-             */
-            kind: "bypass" | "class";
+            /** @description a bypass entry, or a class whose action is bypass */
+            kind: components["schemas"]["BypassRuleKind"];
             /** Name */
             name: string;
             /** Packets */
             packets: number;
         };
+        /** @enum {string} */
+        BypassRuleKind: "bypass" | "class";
         /**
          * Cache
          * @description The `cache` section. Every field has a default, so `{}` is a valid (disabled) section.
@@ -1449,11 +1460,7 @@ export interface components {
         CcChoice: {
             /** Derivation */
             derivation: string;
-            /**
-             * Value
-             * @enum {string}
-             */
-            value: "hybla" | "hybla_ld" | "bbr";
+            value: components["schemas"]["CongestionControl"];
         };
         /** @enum {string} */
         CcReason: "default" | "class" | "fallback" | "automatic";
@@ -2063,6 +2070,8 @@ export interface components {
             relay?: components["schemas"]["Relay"] | null;
             /** Sat Srtt Us */
             sat_srtt_us: number | null;
+            /** @description the satellite leg at the flow's end: its congestion control and why, segments sent and retransmitted; null from a gateway that does not report it */
+            satellite?: components["schemas"]["SatelliteLeg"] | null;
             /** Server */
             server: string;
             /** Site */
@@ -2582,6 +2591,17 @@ export interface components {
         };
         /** @enum {string} */
         LegSide: "client" | "server";
+        /** LiveCcSplit */
+        LiveCcSplit: {
+            /** Cc */
+            cc: string;
+            cc_reason: components["schemas"]["CcReason"];
+            /**
+             * Flows
+             * @description live flows whose satellite leg runs `cc` for this reason
+             */
+            flows: number;
+        };
         /** LiveFlowsOut */
         LiveFlowsOut: {
             /** Count */
@@ -3053,6 +3073,31 @@ export interface components {
              */
             sndbuf_bytes: number;
         };
+        /** SatelliteCcCount */
+        SatelliteCcCount: {
+            /**
+             * Flows
+             * @description split flows since the gateway started (a flow switched automatically counts under both congestion controls)
+             */
+            flows: number;
+            /**
+             * Key
+             * @description the congestion control, or the reason the leg runs it (default, class, fallback, automatic)
+             */
+            key: string;
+            /** Retrans Segments */
+            retrans_segments: number;
+            /**
+             * Retransmit Pct
+             * @description retrans_segments / segments × 100; null before any was sent
+             */
+            retransmit_pct: number | null;
+            /**
+             * Segments
+             * @description satellite-leg data segments sent, retransmissions included
+             */
+            segments: number;
+        };
         /**
          * SatelliteLeg
          * @description A flow's satellite leg over its life so far (docs/hybla.md, *What the operator sees*): what
@@ -3081,6 +3126,17 @@ export interface components {
             segments_sent: number;
         } & {
             [key: string]: unknown;
+        };
+        /** SatelliteStatsOut */
+        SatelliteStatsOut: {
+            /** By Cc Reason */
+            by_cc_reason: components["schemas"]["SatelliteCcCount"][];
+            /** By Congestion Control */
+            by_congestion_control: components["schemas"]["SatelliteCcCount"][];
+            /** Live */
+            live: components["schemas"]["LiveCcSplit"][];
+            /** Updated At */
+            updated_at: number | null;
         };
         /** Series */
         Series: {
@@ -5895,13 +5951,51 @@ export interface operations {
             };
         };
     };
+    satellite_stats_api_v1_stats_satellite_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SatelliteStatsOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
     stats_series_api_v1_stats_series_get: {
         parameters: {
             query: {
                 /** @description unix s; default now */
                 end?: number | null;
                 key?: string | null;
-                metric: "class_bps" | "action_bps" | "cache_hit_ratio" | "dns_hit_ratio" | "dns_qps" | "leg_rtt_ms" | "link_bps" | "link_split_bps" | "site_down_bps" | "site_up_bps" | "site_saved_bps" | "site_retrans_ps" | "site_flows" | "site_rtt_ms";
+                metric: "class_bps" | "action_bps" | "cache_hit_ratio" | "dns_hit_ratio" | "dns_qps" | "leg_rtt_ms" | "link_bps" | "link_split_bps" | "site_down_bps" | "site_up_bps" | "site_saved_bps" | "site_retrans_ps" | "site_flows" | "site_rtt_ms" | "sat_segments_ps" | "sat_retrans_ps" | "sat_retrans_pct";
                 /** @description unix s; default end - 1 h */
                 start?: number | null;
             };

@@ -65,6 +65,36 @@ describe('FlowsTable', () => {
     expect(filterAndSortFlows(flows, { search: '', action: null, state: null, path: 'direct', sort: 'id', dir: 'asc' }).map((f) => f.id)).toEqual([1, 2, 5]);
   });
 
+  it("shows each flow's satellite leg: congestion control, a badge for why, the share retransmitted", () => {
+    renderWithProviders(<FlowsTable flows={makeFlows(8)} height={10 * ROW_HEIGHT} />);
+    expect(screen.getByRole('columnheader', { name: /Sat CC/ })).toBeInTheDocument();
+    const cellOf = (id: number) => {
+      const row = bodyRows().find((r) => within(r).getByRole('link').textContent === String(id));
+      const cells = within(row as HTMLElement).getAllByRole('cell');
+      return cells[cells.length - 1];
+    };
+    // Flow 3 (index 2): bbr, switched automatically; 2 of 1002 segments retransmitted.
+    expect(cellOf(3)).toHaveTextContent(/^bbrauto0\.20 %$/);
+    expect(cellOf(3)).toHaveAttribute('title', expect.stringContaining('switched by the gateway to BBR'));
+    expect(cellOf(1)).toHaveTextContent(/^hybla_lddefault0\.00 %$/);
+    // A gateway that does not report it: a dash, said so.
+    expect(cellOf(7)).toHaveTextContent('—');
+    expect(cellOf(7)).toHaveAttribute('title', 'not reported by this gateway');
+  });
+
+  it('sorts by the satellite leg\'s retransmissions, unreported last', () => {
+    const sorted = filterAndSortFlows(makeFlows(14), { search: '', action: null, state: null, sort: 'sat', dir: 'desc' });
+    expect(sorted[0].id).toBe(13); // 12 of 1012 retransmitted
+    expect(sorted.slice(-2).map((f) => f.satellite)).toEqual([null, null]);
+  });
+
+  it('offers the flow states of the gateway\'s schema', async () => {
+    const user = userEvent.setup();
+    renderWithProviders(<FlowsTable flows={makeFlows(3)} height={10 * ROW_HEIGHT} />);
+    await user.click(screen.getByRole('textbox', { name: 'State' }));
+    expect((await screen.findAllByRole('option', { hidden: true })).map((o) => o.textContent).slice(-4)).toEqual(['connecting', 'established', 'half_closed', 'closed']);
+  });
+
   it('shows an empty state with no flows', () => {
     renderWithProviders(<FlowsTable flows={[]} />);
     expect(screen.getByText(/No flows yet/)).toBeInTheDocument();

@@ -4,11 +4,11 @@ import { useMemo, useRef, useState } from 'react';
 import { Link } from 'react-router-dom';
 import { formatBps, formatBytes, formatMs } from '../lib/format';
 import type { Flow } from '../api/endpoints';
-import { legsOf, PATH_LABEL, pathOf, RELAY_LABEL, satelliteBytes } from '../lib/flows';
+import { CC_REASON, formatRetransmit, legsOf, PATH_LABEL, pathOf, RELAY_LABEL, satelliteBytes } from '../lib/flows';
 import classes from './FlowsTable.module.css';
-import { choices } from '../lib/system-config';
+import { choices, reportChoices } from '../lib/system-config';
 
-export type SortKey = 'id' | 'client' | 'server' | 'site' | 'class' | 'action' | 'path' | 'state' | 'bytes' | 'rate' | 'rtt';
+export type SortKey = 'id' | 'client' | 'server' | 'site' | 'class' | 'action' | 'path' | 'state' | 'bytes' | 'rate' | 'rtt' | 'sat';
 type SortDir = 'asc' | 'desc';
 
 const COLUMNS: { key: SortKey; label: string }[] = [
@@ -23,6 +23,7 @@ const COLUMNS: { key: SortKey; label: string }[] = [
   { key: 'bytes', label: 'Satellite ↓/↑' },
   { key: 'rate', label: 'Rate ↓' },
   { key: 'rtt', label: 'Sat RTT' },
+  { key: 'sat', label: 'Sat CC · retx' },
 ];
 
 export const ROW_HEIGHT = 36;
@@ -37,6 +38,8 @@ function sortValue(f: Flow, key: SortKey): number | string {
       return f.rate_down_bps;
     case 'rtt':
       return legsOf(f).satellite?.srtt_us ?? -1;
+    case 'sat':
+      return f.satellite ? f.satellite.retransmit_pct : -1;
     case 'id':
       return f.id;
     case 'path':
@@ -78,6 +81,32 @@ export function filterAndSortFlows(
 
 const ACTION_COLOR: Record<string, string> = { accelerate: 'indigo', cache: 'teal', bypass: 'gray' };
 const PATH_COLOR: Record<string, string> = { direct: 'gray', peer: 'violet' };
+
+/** The satellite leg: its congestion control, a badge for why it runs it, the share it retransmitted. */
+function SatLegCell({ leg }: { leg: Flow['satellite'] }) {
+  if (!leg) {
+    return (
+      <div role="cell" className={classes.cell} title="not reported by this gateway">
+        —
+      </div>
+    );
+  }
+  const why = CC_REASON[leg.cc_reason];
+  const retx = formatRetransmit(leg.retransmit_pct, leg.segments_sent);
+  return (
+    <div
+      role="cell"
+      className={`${classes.cell} ${classes.satLeg}`}
+      title={`${leg.cc}: ${why.means}; ${leg.segments_retransmitted.toLocaleString()} of ${leg.segments_sent.toLocaleString()} segments retransmitted`}
+    >
+      <span className={classes.cc}>{leg.cc}</span>
+      <Badge size="xs" variant="light" color={why.color} className={classes.reason}>
+        {why.badge}
+      </Badge>
+      <span className={classes.retx}>{retx}</span>
+    </div>
+  );
+}
 
 export function FlowsTable({ flows, height = 560 }: { flows: Flow[]; height?: number }) {
   const [search, setSearch] = useState('');
@@ -140,7 +169,7 @@ export function FlowsTable({ flows, height = 560 }: { flows: Flow[]; height?: nu
           label="State"
           clearable
           placeholder="any"
-          data={['connecting', 'established', 'half_closed', 'closed']}
+          data={reportChoices('FlowState')}
           value={state}
           onChange={setState}
           w={160}
@@ -222,6 +251,7 @@ export function FlowsTable({ flows, height = 560 }: { flows: Flow[]; height?: nu
                     </div>
                     <div role="cell" className={classes.cell}>{formatBps(f.rate_down_bps)}</div>
                     <div role="cell" className={classes.cell}>{formatMs(sat?.srtt_us)}</div>
+                    <SatLegCell leg={f.satellite} />
                   </div>
                 );
               })}

@@ -36,6 +36,9 @@ function IntField({ label, path, value, onChange, errors, description }: { label
   );
 }
 
+/** Where each role of the gateway's schema stands (a label per role: the type checker holds it to the schema). */
+const ROLE_WHERE: Record<GatewayConfig['role'], string> = { hub: 'at the teleport', terminal: 'at the remote site' };
+
 export function RoleForm({ config, onChange }: FormProps) {
   return (
     <>
@@ -44,10 +47,7 @@ export function RoleForm({ config, onChange }: FormProps) {
       </Text>
       <SegmentedControl
         aria-labelledby="role-label"
-        data={[
-          { value: 'hub', label: 'hub (at the teleport)' },
-          { value: 'terminal', label: 'terminal (at the remote site)' },
-        ]}
+        data={choices('Role').map((r) => ({ value: r, label: `${r} (${ROLE_WHERE[r as GatewayConfig['role']] ?? 'this box'})` }))}
         value={config.role}
         onChange={(v) => onChange({ ...config, role: v as GatewayConfig['role'] })}
       />

@@ -3,7 +3,7 @@ import type { FieldErrors } from '../api/errors';
 import type { ClassAction, ClassMatch, TrafficClass } from '../api/endpoints';
 import { errorFor } from '../lib/field-errors';
 import { choices } from '../lib/system-config';
-import { def } from '../lib/schema-check';
+import { bounds, def } from '../lib/schema-check';
 
 export interface TrafficClassFormProps {
   value: TrafficClass;
@@ -13,6 +13,8 @@ export interface TrafficClassFormProps {
   idPrefix: string;
 }
 
+/** A class's priority bounds, from the schema. */
+const PRIORITY = bounds('TrafficClass', 'priority');
 /** What a class name may be, in the schema's words. */
 const NAME_HELP = def('ObjectName').description ?? '';
 
@@ -37,8 +39,8 @@ export function TrafficClassForm({ value, onChange, errors, idPrefix }: TrafficC
           id={id('priority')}
           label="Priority"
           description="Lower is evaluated first"
-          min={0}
-          max={65535}
+          min={PRIORITY.min}
+          max={PRIORITY.max}
           value={value.priority}
           onChange={(v) => onChange({ ...value, priority: typeof v === 'number' ? v : Number(v) || 0 })}
           error={errorFor(errors, 'priority')}

@@ -31,5 +31,16 @@ export function makeFlows(n: number): Flow[] {
     path: i % 4 === 0 ? 'direct' : 'peer',
     relay: 'splitter',
     site: 'other',
+    // Every 7th flow comes from a gateway that does not report the satellite leg.
+    satellite:
+      i % 7 === 6
+        ? null
+        : {
+            cc: i % 5 === 2 ? 'bbr' : 'hybla_ld',
+            cc_reason: i % 5 === 2 ? (i % 2 ? 'class' : 'automatic') : 'default',
+            segments_sent: 1000 + i,
+            segments_retransmitted: i % 13,
+            retransmit_pct: (100 * (i % 13)) / (1000 + i),
+          },
   }));
 }

@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import type { Flow } from '../api/endpoints';
 import { makeFlows } from './fake-flows';
-import { satelliteBytes } from './flows';
+import { CC_REASON, formatRetransmit, retransmitBetween, satelliteBytes } from './flows';
+import { reportChoices } from './system-config';
 
 function flowWith(satellite: 'client' | 'server', relayedDown: number, acked: number, received: number): Flow {
   const f = makeFlows(1)[0];
@@ -24,5 +25,25 @@ describe('satelliteBytes', () => {
 
   it('at a terminal the server leg receives what came down', () => {
     expect(satelliteBytes(flowWith('server', 1_000, 1_000, 40))).toEqual({ down: 1_000, up: 40, queuedDown: 0 });
+  });
+});
+
+describe('the satellite leg', () => {
+  it('has a badge and a meaning for every reason the gateway reports', () => {
+    expect(Object.keys(CC_REASON).sort()).toEqual(reportChoices('CcReason').sort());
+  });
+
+  it('rates the retransmissions between two samples, not since the flow began', () => {
+    expect(retransmitBetween({ segments_sent: 1000, segments_retransmitted: 10 }, { segments_sent: 1200, segments_retransmitted: 20 })).toBe(5);
+    expect(retransmitBetween({ segments_sent: 1000, segments_retransmitted: 10 }, { segments_sent: 1000, segments_retransmitted: 10 })).toBeNull();
+    expect(retransmitBetween(null, { segments_sent: 10, segments_retransmitted: 1 })).toBeNull();
+    expect(retransmitBetween({ segments_sent: 10, segments_retransmitted: 5 }, { segments_sent: 20, segments_retransmitted: 1 })).toBeNull();
+  });
+
+  it('formats a share, and nothing sent as a dash', () => {
+    expect(formatRetransmit(1.23456)).toBe('1.23 %');
+    expect(formatRetransmit(12.345)).toBe('12.3 %');
+    expect(formatRetransmit(0, 0)).toBe('—');
+    expect(formatRetransmit(null)).toBe('—');
   });
 });

@@ -1,5 +1,5 @@
 // Helpers on the gateway's Flow record (generated type: src/api/schema.gen.ts, from the gateway's schema).
-import type { Flow, FlowPath, Relay, TcpInfo } from '../api/endpoints';
+import type { CcReason, Flow, FlowPath, Relay, SatelliteLeg, TcpInfo } from '../api/endpoints';
 
 /** How a flow crossed the satellite: the gateway's own connection, or the peer path (a warm,
  * authenticated connection between terminal and hub, docs/splitter.md). */
@@ -38,4 +38,35 @@ export function satelliteBytes(flow: Flow): { down: number; up: number; queuedDo
   const down = atClient ? sat.bytes_acked : sat.bytes_received;
   const up = atClient ? sat.bytes_received : sat.bytes_acked;
   return { down, up, queuedDown: Math.max(0, flow.bytes_down - down) };
+}
+
+/** Why a satellite leg runs its congestion control (the gateway's CcReason): a short badge and what it means. */
+export const CC_REASON: Record<CcReason, { badge: string; color: string; means: string }> = {
+  default: { badge: 'default', color: 'gray', means: "the config's default (satellite.congestion_control)" },
+  class: { badge: 'class', color: 'indigo', means: "the flow's traffic class names it" },
+  fallback: { badge: 'fallback', color: 'red', means: 'the one asked for is not registered on this gateway: hybla for hybla_ld, else the system default' },
+  automatic: { badge: 'auto', color: 'teal', means: 'the default, switched by the gateway to BBR on a short (non-GEO) path' },
+};
+
+/** The flow's satellite leg (congestion control, why, retransmissions); null from a gateway that does not report it. */
+export function satelliteLegOf(flow: Pick<Flow, 'satellite'>): SatelliteLeg | null {
+  return flow.satellite ?? null;
+}
+
+/** "1.25 %": a retransmission share; "—" when nothing was sent. */
+export function formatRetransmit(pct: number | null | undefined, sent = 1): string {
+  if (pct == null || sent === 0) return '—';
+  return `${pct < 10 ? pct.toFixed(2) : pct.toFixed(1)} %`;
+}
+
+/** The share of the segments sent between two samples of one leg that were retransmissions, percent; null when
+ * nothing was sent between them (or the counts went back: another flow under the same id). */
+type LegCounts = Pick<SatelliteLeg, 'segments_sent' | 'segments_retransmitted'>;
+
+export function retransmitBetween(prev: LegCounts | null, cur: LegCounts | null): number | null {
+  if (!prev || !cur) return null;
+  const sent = cur.segments_sent - prev.segments_sent;
+  const again = cur.segments_retransmitted - prev.segments_retransmitted;
+  if (sent <= 0 || again < 0) return null;
+  return (100 * again) / sent;
 }

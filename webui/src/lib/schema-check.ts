@@ -102,6 +102,9 @@ export function check(s: JsonSchema, value: unknown, path = '', out: FieldErrors
   if (typeof value === 'number') {
     if (schema.minimum !== undefined && value < schema.minimum) return fail(`must be at least ${schema.minimum}`);
     if (schema.maximum !== undefined && value > schema.maximum) return fail(`must be at most ${schema.maximum}`);
+    // The gateway's keyword for "0 (none), or at least": e.g. an enabled shaper's lowest rate.
+    const lowest = schema['x-minimum-nonzero'];
+    if (typeof lowest === 'number' && value !== 0 && value < lowest) return fail(`must be 0 (none) or at least ${lowest}`);
   }
   if (typeof value === 'string') {
     const n = [...value].length;

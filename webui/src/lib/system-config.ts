@@ -2,6 +2,7 @@
 // gateway's schema makes (src/lib/schema-check.ts), and the config the first-login wizard builds.
 import type { FieldErrors } from '../api/errors';
 import type { GatewayConfig, NetInterface, RunningOut } from '../api/endpoints';
+import { gatewayReportEnums } from '../api/gateway-schema.gen';
 import { checkDef, def } from './schema-check';
 
 export type Route = GatewayConfig['satellite']['routes'][number];
@@ -47,6 +48,13 @@ export function errorsUnder(errors: FieldErrors, prefixes: readonly string[]): F
 /** The values a schema enum allows ("CongestionControl", "Store", "Role"). */
 export function choices(defName: string): string[] {
   return (def(defName).enum ?? []).map(String);
+}
+
+/** The values an enum of the gateway's reports allows ("FlowState", "CcReason"). */
+export function reportChoices(name: string): string[] {
+  const values = gatewayReportEnums[name];
+  if (!values) throw new Error(`the gateway's reports schema has no enum ${name}`);
+  return [...values];
 }
 
 /** "sat0 — 10.71.2.1/30 · up": what an interface picker shows. */

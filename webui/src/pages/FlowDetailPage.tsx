@@ -4,8 +4,8 @@ import { LazyTimeSeriesChart } from '../charts/LazyChart';
 import { PageHeader } from '../components/PageHeader';
 import { LoadingState } from '../components/StateViews';
 import { formatBps, formatBytes, formatDuration, formatMs, formatTime } from '../lib/format';
-import type { TcpInfo } from '../api/endpoints';
-import { legsOf, PATH_LABEL, pathOf, RELAY_LABEL, satelliteBytes } from '../lib/flows';
+import type { SatelliteLeg, TcpInfo } from '../api/endpoints';
+import { CC_REASON, formatRetransmit, legsOf, PATH_LABEL, pathOf, RELAY_LABEL, satelliteBytes } from '../lib/flows';
 import { useLiveFlows } from '../live/LiveFlowsContext';
 import { useFlowSamples } from '../live/useFlowSamples';
 
@@ -40,6 +40,32 @@ function LegCard({ title, leg }: { title: string; leg: TcpInfo | null }) {
         </Table>
       )}
     </Paper>
+  );
+}
+
+/** What the satellite leg runs and why, and what it has sent twice (the gateway's `satellite` report). */
+function SatelliteLegLine({ leg }: { leg: SatelliteLeg | null | undefined }) {
+  if (!leg) {
+    return (
+      <Text size="sm" c="dimmed" id="sat-leg-cc">
+        This gateway does not report the satellite leg's congestion control and retransmissions (an older version).
+      </Text>
+    );
+  }
+  const why = CC_REASON[leg.cc_reason];
+  return (
+    <Group gap="xs" id="sat-leg-cc" aria-label="Satellite leg congestion control">
+      <Text size="sm" fw={600}>
+        Satellite leg runs <span className="mono">{leg.cc}</span>
+      </Text>
+      <Badge size="sm" variant="light" color={why.color}>
+        {leg.cc_reason}
+      </Badge>
+      <Text size="sm" c="dimmed">
+        ({why.means}) · {formatRetransmit(leg.retransmit_pct, leg.segments_sent)} retransmitted: {leg.segments_retransmitted.toLocaleString()} of{' '}
+        {leg.segments_sent.toLocaleString()} segments this gateway sent on it
+      </Text>
+    </Group>
   );
 }
 
@@ -113,12 +139,13 @@ export default function FlowDetailPage() {
             )}
           </Paper>
         )}
+        <SatelliteLegLine leg={flow.satellite} />
         <SimpleGrid cols={{ base: 1, md: 2 }}>
           <LegCard title={`Satellite leg (${satSide} side)`} leg={satellite} />
           <LegCard title={`Terrestrial leg (${satSide === 'client' ? 'server' : 'client'} side)`} leg={terrestrial} />
         </SimpleGrid>
         <Text size="sm" c="dimmed">{samples.length} live samples since this page opened.</Text>
-        <SimpleGrid cols={{ base: 1, lg: 3 }}>
+        <SimpleGrid cols={{ base: 1, lg: 2 }}>
           <Paper withBorder p="sm">
             <Title order={3} size="h5" mb="xs">RTT</Title>
             <LazyTimeSeriesChart label="Smoothed RTT of both legs over time" data={samples} format={(v) => `${v.toFixed(0)} ms`} series={[{ key: 'sat_rtt_ms', label: 'satellite', color: SAT }, { key: 'ter_rtt_ms', label: 'terrestrial', color: TER }]} />
@@ -130,6 +157,19 @@ export default function FlowDetailPage() {
           <Paper withBorder p="sm">
             <Title order={3} size="h5" mb="xs">Delivery rate</Title>
             <LazyTimeSeriesChart label="Delivery rate of both legs over time" data={samples} format={formatBps} series={[{ key: 'sat_rate_bps', label: 'satellite', color: SAT }, { key: 'ter_rate_bps', label: 'terrestrial', color: TER }]} />
+          </Paper>
+          <Paper withBorder p="sm" component="section" aria-label="Satellite retransmissions">
+            <Title order={3} size="h5" mb="xs">Satellite leg retransmissions</Title>
+            {flow.satellite ? (
+              <LazyTimeSeriesChart
+                label="Share of the satellite leg's segments retransmitted between successive samples"
+                data={samples}
+                format={(v) => formatRetransmit(v)}
+                series={[{ key: 'sat_retrans_pct', label: 'retransmitted, % of segments sent since the last sample', color: SAT }]}
+              />
+            ) : (
+              <Text c="dimmed" size="sm">Not reported by this gateway.</Text>
+            )}
           </Paper>
         </SimpleGrid>
       </Stack>

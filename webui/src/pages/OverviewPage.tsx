@@ -6,6 +6,7 @@ import { keys } from '../api/keys';
 import { LazyTimeSeriesChart } from '../charts/LazyChart';
 import { PageHeader } from '../components/PageHeader';
 import { RangePicker, useRange } from '../components/RangePicker';
+import { SatelliteLegPanel } from '../components/SatelliteLegPanel';
 import { StatCard } from '../components/StatCard';
 import { ErrorState } from '../components/StateViews';
 import { cacheView, savingsWords } from '../lib/cache';
@@ -215,6 +216,7 @@ export default function OverviewPage() {
             />
           </ChartCard>
         </SimpleGrid>
+        <SatelliteLegPanel range={range} />
         {(link.error || byAction.error) && <Text c="red" size="sm">Time series unavailable: {String((link.error ?? byAction.error) as Error)}</Text>}
         <Group gap="xs">
           <Badge variant="light">{live.updates} live updates</Badge>

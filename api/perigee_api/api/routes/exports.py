@@ -34,6 +34,9 @@ COLUMNS = (
     "bytes_down",
     "bytes_up",
     "sat_srtt_ms",
+    "sat_cc",
+    "sat_cc_reason",
+    "sat_retransmit_pct",
     "end_reason",
 )
 BATCH = 2000
@@ -49,6 +52,7 @@ def _cell(v: object) -> object:
 def _row(f: FlowRecord) -> list[object]:
     iso = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(f.ended_at))
     srtt = round(f.sat_srtt_us / 1000, 1) if f.sat_srtt_us is not None else ""
+    sat = f.satellite or {}
     values: list[object] = [
         iso,
         round(f.started_at, 3),
@@ -64,6 +68,9 @@ def _row(f: FlowRecord) -> list[object]:
         f.bytes_down,
         f.bytes_up,
         srtt,
+        sat.get("cc", ""),
+        sat.get("cc_reason", ""),
+        round(sat["retransmit_pct"], 2) if isinstance(sat.get("retransmit_pct"), int | float) else "",
         f.end_reason or "",
     ]
     return [_cell(v) for v in values]

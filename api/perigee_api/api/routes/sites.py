@@ -4,7 +4,7 @@ client addresses) over a time range."""
 from __future__ import annotations
 
 import time
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from fastapi import APIRouter, Query
 from sqlalchemy import func, select
@@ -21,6 +21,10 @@ from perigee_api.schemas.api import (
     TopTalkersOut,
 )
 from perigee_api.services import stats, versions
+from perigee_control.reports import BypassRuleKind
+
+# What a bypass counter counts: a bypass entry, or a class whose action is bypass (the gateway's schema).
+BYPASS_RULE_KINDS: tuple[str, ...] = get_args(BypassRuleKind.__value__)
 
 router = APIRouter(tags=["sites"], responses={401: {"model": ErrorResponse}, 403: {"model": ErrorResponse}})
 
@@ -135,7 +139,7 @@ def bypass_counts(who: Viewer, ctx: Ctx) -> BypassCountsOut:
     rules = (ctx.counters or {}).get("bypass_rules") or []
     out = []
     for r in rules:
-        if isinstance(r, dict) and r.get("kind") in ("bypass", "class"):
+        if isinstance(r, dict) and r.get("kind") in BYPASS_RULE_KINDS:
             out.append(
                 BypassRuleCount(
                     name=str(r.get("name", "")),

@@ -117,7 +117,7 @@ pub struct CacheConfig {
     #[schemars(range(max = MAX_MEMORY_MB))]
     pub memory_mb: u32,
     /// Disk store size, MB; 0 = memory-only cache. Rock stores at most 262144.
-    #[schemars(range(max = MAX_AUFS_MB))]
+    #[schemars(range(max = MAX_AUFS_MB), extend("x-maximum-rock" = MAX_ROCK_MB))]
     pub disk_mb: u32,
     pub store: Store,
     /// maximum_object_size, MB: large so OS and software updates are cached.

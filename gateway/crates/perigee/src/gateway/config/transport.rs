@@ -1,6 +1,7 @@
 //! How split flows are carried: the splitter, the satellite and terrestrial legs, Hybla and the
 //! satellite interface's shaper.
 use super::limits::*;
+use crate::gateway::satleg_auto::{SHORT_PATH_CC, SHORT_PATH_RTT_US};
 use super::Cidr;
 use perigee_types::IpAddrSchema;
 use schemars::JsonSchema;
@@ -108,6 +109,10 @@ pub struct Satellite {
     /// The satellite leg's congestion control (classes may choose another). hybla_ld by default:
     /// Hybla's growth, and a link's bit errors (a rain fade, a LEO path change) do not halve it
     /// (docs/hybla.md, *The default*); where it cannot be registered the leg runs hybla.
+    #[schemars(extend(
+        "x-short-path-rtt-ms" = SHORT_PATH_RTT_US / 1000,
+        "x-short-path-cc" = SHORT_PATH_CC
+    ))]
     pub congestion_control: CongestionControl,
     /// 0 = kernel autotuning.
     #[schemars(range(max = MAX_BUFFER_BYTES))]
@@ -233,7 +238,7 @@ pub struct Shaping {
     /// 0 (default) = none; required when enabled: 8000..100000000000 bit/s, counted over each
     /// packet as the interface sends it (an Ethernet frame without preamble and FCS) plus
     /// `overhead_bytes`. Set it to the modem's rate for this direction, not above.
-    #[schemars(range(max = MAX_PACING_BPS))]
+    #[schemars(range(max = MAX_PACING_BPS), extend("x-minimum-nonzero" = MIN_SHAPING_BPS))]
     pub rate_bps: u64,
     /// Bytes added to every packet's length when charging it against `rate_bps` (the framing
     /// the modem adds and counts, e.g. its encapsulation).
