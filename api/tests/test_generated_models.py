@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from perigee_api.schemas.gateway_config import GatewayConfig
 from perigee_api import loss_tuning
+from perigee_api.schemas.gateway_config import GatewayConfig
 from perigee_control import config, limits, reports
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -91,7 +91,7 @@ def test_the_bod_choice_follows_the_gateways_short_path_switch() -> None:
     cc = limits.extension(config.Satellite, "congestion_control", "x-short-path-cc")
     assert loss_tuning.choose(0.0, 1e9, 10, 0.0, short - 1).value == cc
     assert loss_tuning.choose(0.0, 1e9, 10, 0.0, short).value == limits.default(config.Satellite, "congestion_control")
-    assert loss_tuning.RTT0_MS == limits.default(config.Hybla, "rtt0_ms")
+    assert limits.default(config.Hybla, "rtt0_ms") == loss_tuning.RTT0_MS
 
 
 def test_no_restated_gateway_limits_in_the_rules() -> None:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from fastapi import Depends, Request
+from fastapi import Depends, Query, Request
 from fastapi import Path as FastApiPath
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
@@ -17,8 +18,8 @@ from perigee_api.core.config import Settings
 from perigee_api.core.context import AppContext
 from perigee_api.core.errors import ApiError
 from perigee_api.core.storage import is_storage_full
-from perigee_api.models import ApiToken, BrowserSession, User
-from perigee_api.schemas.api import ChangeOut, PolicyIssue
+from perigee_api.models import ApiToken, BrowserSession, ConfigVersion, User
+from perigee_api.schemas.api import ChangeOut, DiffEntry, PolicyIssue
 from perigee_api.services import auth as auth_service
 from perigee_api.services import versions
 from perigee_control.client import GatewayClient
@@ -76,9 +77,57 @@ class Principal:
 
 
 def change_out(stored: versions.Stored) -> ChangeOut:
-    """What a config change answers: its version, the policy's warnings, whether a new version was made."""
+    """What a config change answers: its version, the policy's warnings, whether a new version was made, what it
+    started from and what it changes there."""
     issues = [PolicyIssue(**i) for i in versions.issues_json(stored.warnings)]
-    return ChangeOut(version_id=stored.version.id, issues=issues, changed=stored.changed)
+    return ChangeOut(
+        version_id=stored.version.id,
+        issues=issues,
+        changed=stored.changed,
+        base_version_id=stored.base.id if stored.base else None,
+        changes=[DiffEntry(**d) for d in stored.changes],
+        preview=stored.preview,
+    )
+
+
+# Older than this, the collector's last look at which version the gateway runs is taken again before an edit
+# starts from it.
+RUNNING_STALE_S = 15.0
+
+
+class EditOptions:
+    """Where a change to the config starts, and whether it is only previewed (query parameters of every route
+    that changes a part of the config: classes, bypass rules, BoD's write to config)."""
+
+    def __init__(
+        self,
+        base: versions.EditBase = Query(
+            default="desired",
+            description="start from the desired (latest) version, or from the version the gateway runs: pending "
+            "versions are then not in the new one (they stay in the history; applying one later undoes this change)",
+        ),
+        preview: bool = Query(default=False, description="say what the change would change; store nothing"),
+    ) -> None:
+        self.base = base
+        self.preview = preview
+
+    def start(self, db: Session, ctx: AppContext) -> ConfigVersion:
+        """The version the change starts from (`running`: what the gateway runs, asked again when stale)."""
+        running = ctx.running
+        if self.base == "running" and time.time() - running.checked_at > RUNNING_STALE_S:
+            running = ctx.collector.sync_running()
+        return versions.edit_base(db, running.version_id, self.base)
+
+    def finish(self, request: Request, db: Session, **detail: Any) -> None:
+        """Commits a change and audits it with `detail`; a preview is neither (it stored nothing)."""
+        if self.preview:
+            read_only(request)
+            return
+        db.commit()
+        audit_info(request, base=self.base, **detail)
+
+
+Edit = Annotated[EditOptions, Depends()]
 
 
 def read_only(request: Request) -> None:

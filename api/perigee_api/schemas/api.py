@@ -167,13 +167,27 @@ class ClassesOut(BaseModel):
     version_id: int
 
 
+class DiffEntry(BaseModel):
+    path: str
+    op: Literal["added", "removed", "changed"]
+    old: Any = None
+    new: Any = None
+
+
 class ChangeOut(BaseModel):
-    version_id: int
+    version_id: int = Field(
+        description="the new version; when nothing changed, or for a preview, the version the change started from"
+    )
     issues: list[PolicyIssue]
     changed: bool = Field(
         default=True,
-        description="false: the change changed nothing, so no version was made (version_id is the desired one)",
+        description="false: the change changed nothing, so no version was made (version_id is the one it started from)",
     )
+    base_version_id: int | None = Field(
+        default=None, description="the version the change started from (base=desired: the latest; running: what runs)"
+    )
+    changes: list[DiffEntry] = Field(default=[], description="what the change changes in that version")
+    preview: bool = Field(default=False, description="true: nothing was stored (preview=true)")
 
 
 class BypassIn(In):
@@ -283,13 +297,6 @@ class VersionList(BaseModel):
 class ConfigPut(In):
     config: GatewayConfig
     comment: str = Field(default="", max_length=1000)
-
-
-class DiffEntry(BaseModel):
-    path: str
-    op: Literal["added", "removed", "changed"]
-    old: Any = None
-    new: Any = None
 
 
 class PreviewOut(BaseModel):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import copy
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -20,6 +20,9 @@ from perigee_api.services.policy_check import Issue, check_classes
 from perigee_control.client import GatewayClient, GatewayError
 
 ACTIVE_KEY = "active_version"
+
+# What a change starts from: the desired (latest) version, or the one the gateway runs (pending versions not in it).
+EditBase = Literal["desired", "running"]
 
 
 def latest_or_none(db: Session) -> ConfigVersion | None:
@@ -85,36 +88,68 @@ def issues_json(issues: list[Issue]) -> list[dict[str, Any]]:
 @dataclass(frozen=True)
 class Stored:
     """The outcome of a change: the version that holds it, the policy's warnings, and whether a new version was
-    made (a change that changes nothing makes none: `version` is then the desired one as it was)."""
+    made (a change that changes nothing makes none: `version` is then the one it started from, as it was; so is a
+    preview's). `base` is the version the change started from and `changes` what it changes in it."""
 
     version: ConfigVersion
     warnings: list[Issue]
     changed: bool
+    base: ConfigVersion | None = None
+    changes: list[dict[str, Any]] = field(default_factory=list)
+    preview: bool = False
 
 
-def change(db: Session, author: str, comment: str, mutate: Callable[[dict[str, Any]], None]) -> Stored:
-    """Apply `mutate` to a copy of the desired config JSON, validate all of it, store a new version.
+def edit_base(db: Session, running_version_id: int | None, on: EditBase) -> ConfigVersion:
+    """The version a change starts from: the desired one, or (`running`) the one the gateway runs, when the API
+    knows which (else the desired one: a gateway that runs nothing has nothing to start from)."""
+    if on == "running" and running_version_id is not None:
+        return get(db, running_version_id)
+    return latest(db)
+
+
+def change(
+    db: Session,
+    author: str,
+    comment: str,
+    mutate: Callable[[dict[str, Any]], None],
+    base: ConfigVersion | None = None,
+    preview: bool = False,
+) -> Stored:
+    """Apply `mutate` to a copy of `base`'s config JSON (the desired version's by default), validate all of it,
+    store it as a new version (with `preview`, only say what it would change).
 
     Raises ApiError (nothing written) when the result is invalid or has policy errors.
     """
-    data = copy.deepcopy(latest(db).config)
+    start = base or latest(db)
+    data = copy.deepcopy(start.config)
     mutate(data)
-    return store(db, data, author, comment)
+    return store(db, data, author, comment, base=start, preview=preview)
 
 
 def _without_revision(data: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in data.items() if k != "revision"}
 
 
-def store(db: Session, data: dict[str, Any], author: str, comment: str) -> Stored:
+def store(
+    db: Session,
+    data: dict[str, Any],
+    author: str,
+    comment: str,
+    base: ConfigVersion | None = None,
+    preview: bool = False,
+) -> Stored:
+    """Validate `data` and store it as a new version unless it equals `base` (the desired version by default)."""
     config = GatewayConfig.model_validate(data)
     errors, warnings = policy_errors(config)
     if errors:
         raise ApiError(422, errors[0].code, errors[0].message, "classes", {"issues": issues_json(errors + warnings)})
-    base = latest_or_none(db)
-    if base is not None and _without_revision(base.config) == _without_revision(config.to_json()):
-        return Stored(base, warnings, changed=False)
-    return Stored(create(db, config, author, comment), warnings, changed=True)
+    base = base or latest_or_none(db)
+    if base is None:
+        return Stored(create(db, config, author, comment), warnings, changed=True)
+    changes = diff(_without_revision(base.config), _without_revision(config.to_json()))
+    if not changes or preview:
+        return Stored(base, warnings, changed=bool(changes), base=base, changes=changes, preview=preview)
+    return Stored(create(db, config, author, comment), warnings, changed=True, base=base, changes=changes)
 
 
 # --- diff --------------------------------------------------------------------------------------

@@ -1467,14 +1467,34 @@ export interface components {
         /** ChangeOut */
         ChangeOut: {
             /**
+             * Base Version Id
+             * @description the version the change started from (base=desired: the latest; running: what runs)
+             */
+            base_version_id?: number | null;
+            /**
              * Changed
-             * @description false: the change changed nothing, so no version was made (version_id is the desired one)
+             * @description false: the change changed nothing, so no version was made (version_id is the one it started from)
              * @default true
              */
             changed: boolean;
+            /**
+             * Changes
+             * @description what the change changes in that version
+             * @default []
+             */
+            changes: components["schemas"]["DiffEntry"][];
             /** Issues */
             issues: components["schemas"]["PolicyIssue"][];
-            /** Version Id */
+            /**
+             * Preview
+             * @description true: nothing was stored (preview=true)
+             * @default false
+             */
+            preview: boolean;
+            /**
+             * Version Id
+             * @description the new version; when nothing changed, or for a preview, the version the change started from
+             */
             version_id: number;
         };
         /** ChangePasswordIn */
@@ -4105,7 +4125,10 @@ export interface operations {
     };
     preview_api_v1_bod_derive_post: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description config_changes against the desired (latest) version, or against the version the gateway runs (what a write with base=running starts from) */
+                against?: "desired" | "running";
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -4421,7 +4444,12 @@ export interface operations {
     };
     apply_to_config_api_v1_bod_profiles__profile_id__apply_to_config_post: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description start from the desired (latest) version, or from the version the gateway runs: pending versions are then not in the new one (they stay in the history; applying one later undoes this change) */
+                base?: "desired" | "running";
+                /** @description say what the change would change; store nothing */
+                preview?: boolean;
+            };
             header?: never;
             path: {
                 profile_id: number;
@@ -5415,7 +5443,10 @@ export interface operations {
     };
     list_bypass_api_v1_policy_bypass_get: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description the desired (latest) version's, or those of the version the gateway runs (what an edit with base=running starts from) */
+                base?: "desired" | "running";
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -5462,7 +5493,12 @@ export interface operations {
     };
     create_bypass_api_v1_policy_bypass_post: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description start from the desired (latest) version, or from the version the gateway runs: pending versions are then not in the new one (they stay in the history; applying one later undoes this change) */
+                base?: "desired" | "running";
+                /** @description say what the change would change; store nothing */
+                preview?: boolean;
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -5523,8 +5559,12 @@ export interface operations {
     delete_bypass_api_v1_policy_bypass__name__delete: {
         parameters: {
             query?: {
+                /** @description start from the desired (latest) version, or from the version the gateway runs: pending versions are then not in the new one (they stay in the history; applying one later undoes this change) */
+                base?: "desired" | "running";
                 /** @description required to remove a built-in IPsec/IKE rule */
                 force?: boolean;
+                /** @description say what the change would change; store nothing */
+                preview?: boolean;
             };
             header?: never;
             path: {
@@ -5574,7 +5614,12 @@ export interface operations {
     };
     restore_builtins_api_v1_policy_bypass_restore_builtins_post: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description start from the desired (latest) version, or from the version the gateway runs: pending versions are then not in the new one (they stay in the history; applying one later undoes this change) */
+                base?: "desired" | "running";
+                /** @description say what the change would change; store nothing */
+                preview?: boolean;
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -5668,7 +5713,10 @@ export interface operations {
     };
     list_classes_api_v1_policy_classes_get: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description the desired (latest) version's, or those of the version the gateway runs (what an edit with base=running starts from) */
+                base?: "desired" | "running";
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -5715,7 +5763,12 @@ export interface operations {
     };
     create_class_api_v1_policy_classes_post: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description start from the desired (latest) version, or from the version the gateway runs: pending versions are then not in the new one (they stay in the history; applying one later undoes this change) */
+                base?: "desired" | "running";
+                /** @description say what the change would change; store nothing */
+                preview?: boolean;
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -5775,7 +5828,12 @@ export interface operations {
     };
     delete_class_api_v1_policy_classes__name__delete: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description start from the desired (latest) version, or from the version the gateway runs: pending versions are then not in the new one (they stay in the history; applying one later undoes this change) */
+                base?: "desired" | "running";
+                /** @description say what the change would change; store nothing */
+                preview?: boolean;
+            };
             header?: never;
             path: {
                 name: string;
@@ -5824,7 +5882,12 @@ export interface operations {
     };
     update_class_api_v1_policy_classes__name__patch: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description start from the desired (latest) version, or from the version the gateway runs: pending versions are then not in the new one (they stay in the history; applying one later undoes this change) */
+                base?: "desired" | "running";
+                /** @description say what the change would change; store nothing */
+                preview?: boolean;
+            };
             header?: never;
             path: {
                 name: string;

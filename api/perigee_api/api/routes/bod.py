@@ -6,11 +6,11 @@ import math
 import time
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Query, Request
 from pydantic import ValidationError
 from sqlalchemy import select
 
-from perigee_api.api.deps import Ctx, Db, Id, Operator, Viewer, audit_info, change_out, read_only
+from perigee_api.api.deps import Ctx, Db, Edit, EditOptions, Id, Operator, Viewer, change_out, read_only
 from perigee_api.core.errors import ApiError, ErrorResponse
 from perigee_api.models import BodProfile
 from perigee_api.schemas.api import BodApplyIn, BodDeriveOut, BodProfileIn, BodProfileOut, ChangeOut, DiffEntry
@@ -85,11 +85,22 @@ def _out(p: BodProfile) -> BodProfileOut:
 
 
 @router.post("/derive", response_model=BodDeriveOut, summary="Derive tuning without saving (preview; not audited)")
-def preview(body: BodProfileIn, who: Viewer, db: Db, ctx: Ctx, request: Request) -> BodDeriveOut:
+def preview(
+    body: BodProfileIn,
+    who: Viewer,
+    db: Db,
+    ctx: Ctx,
+    request: Request,
+    against: versions.EditBase = Query(
+        default="desired",
+        description="config_changes against the desired (latest) version, or against the version the gateway runs "
+        "(what a write with base=running starts from)",
+    ),
+) -> BodDeriveOut:
     read_only(request)
     _check_overrides(body.overrides)
     tuning = derive(body.inputs, body.overrides)
-    desired = versions.latest(db).config
+    desired = EditOptions(against, preview=False).start(db, ctx).config
     after, problems = bod_check.written(desired, body.inputs, tuning)
     strip = {"revision"}
     changes = versions.diff(
@@ -164,12 +175,15 @@ def delete_profile(profile_id: Id, who: Operator, db: Db) -> None:
     response_model=ChangeOut,
     summary="Write the derived tuning into the desired config (new version; apply it separately)",
 )
-def apply_to_config(profile_id: Id, body: BodApplyIn, who: Operator, db: Db, ctx: Ctx, request: Request) -> ChangeOut:
+def apply_to_config(
+    profile_id: Id, body: BodApplyIn, who: Operator, db: Db, ctx: Ctx, edit: Edit, request: Request
+) -> ChangeOut:
     p = _profile(db, profile_id)
     _inputs, tuning, problem = _derived(p)
     if tuning is None:
         raise ApiError(422, "invalid_profile", f"BoD profile {p.name}: {problem}; fix or delete it", "profile_id")
-    role = str(versions.latest(db).config.get("role", "hub"))
+    base = edit.start(db, ctx)
+    role = str(base.config.get("role", "hub"))
     inputs = BodInputs.model_validate({**p.inputs, "role": role})
     tuning = derive(inputs, p.overrides)
     risks = bod_check.link_risks(inputs, ctx.running.config)
@@ -185,7 +199,6 @@ def apply_to_config(profile_id: Id, body: BodApplyIn, who: Operator, db: Db, ctx
     def mutate(cfg: dict[str, Any]) -> None:
         write_config(cfg, inputs, tuning)
 
-    stored = versions.change(db, who.name, body.comment or f"BoD profile {p.name}", mutate)
-    db.commit()
-    audit_info(request, version_id=stored.version.id, profile=p.name, changed=stored.changed)
+    stored = versions.change(db, who.name, body.comment or f"BoD profile {p.name}", mutate, base, edit.preview)
+    edit.finish(request, db, version_id=stored.version.id, profile=p.name, changed=stored.changed)
     return change_out(stored)

@@ -6,7 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter, Query, Request
 
-from perigee_api.api.deps import Db, Operator, Viewer, audit_info, change_out
+from perigee_api.api.deps import Ctx, Db, Edit, EditOptions, Operator, Viewer, change_out
 from perigee_api.core.errors import ApiError, ErrorResponse
 from perigee_api.schemas.api import (
     BypassIn,
@@ -18,7 +18,7 @@ from perigee_api.schemas.api import (
     ClassPatch,
     PolicyIssue,
 )
-from perigee_api.schemas.gateway_config import BUILTIN_BYPASS, BUILTIN_NAMES, BypassRule, TrafficClass
+from perigee_api.schemas.gateway_config import BUILTIN_BYPASS, BUILTIN_NAMES, BypassRule, GatewayConfig, TrafficClass
 from perigee_api.services import auth as auth_service
 from perigee_api.services import versions
 from perigee_api.services.bypass_risk import bypass_issues, bypass_risks
@@ -35,10 +35,17 @@ def _issues(issues: list[Any]) -> list[PolicyIssue]:
     return [PolicyIssue(**i) for i in versions.issues_json(issues)]
 
 
+BASE_QUERY = Query(
+    default="desired",
+    description="the desired (latest) version's, or those of the version the gateway runs (what an edit with "
+    "base=running starts from)",
+)
+
+
 @router.get("/classes", response_model=ClassesOut, summary="Classes of the desired config, with conflicts")
-def list_classes(who: Viewer, db: Db) -> ClassesOut:
-    v = versions.latest(db)
-    cfg = versions.desired(db)
+def list_classes(who: Viewer, db: Db, ctx: Ctx, base: versions.EditBase = BASE_QUERY) -> ClassesOut:
+    v = EditOptions(base, preview=False).start(db, ctx)
+    cfg = GatewayConfig.model_validate(v.config)
     return ClassesOut(
         classes=cfg.classes,
         issues=_issues(check_classes(cfg.classes, cfg.bypass) + bypass_issues(cfg.bypass, cfg.served_subnets)),
@@ -60,7 +67,7 @@ def _find(classes: list[dict[str, Any]], name: str) -> int:
 
 
 @router.post("/classes", response_model=ChangeOut, status_code=201, responses={409: {"model": ErrorResponse}})
-def create_class(body: ClassIn, who: Operator, db: Db, request: Request) -> ChangeOut:
+def create_class(body: ClassIn, who: Operator, db: Db, ctx: Ctx, edit: Edit, request: Request) -> ChangeOut:
     cls = TrafficClass.model_validate(body.model_dump(exclude={"comment"}))
 
     def mutate(cfg: dict[str, Any]) -> None:
@@ -68,14 +75,16 @@ def create_class(body: ClassIn, who: Operator, db: Db, request: Request) -> Chan
             raise ApiError(409, "duplicate_name", f"class name '{cls.name}' is already used", "name")
         cfg["classes"].append(cls.model_dump(mode="json"))
 
-    stored = versions.change(db, who.name, body.comment or f"add class {cls.name}", mutate)
-    db.commit()
-    audit_info(request, version_id=stored.version.id, cls=cls.name, changed=stored.changed)
+    comment = body.comment or f"add class {cls.name}"
+    stored = versions.change(db, who.name, comment, mutate, edit.start(db, ctx), edit.preview)
+    edit.finish(request, db, version_id=stored.version.id, cls=cls.name, changed=stored.changed)
     return change_out(stored)
 
 
 @router.patch("/classes/{name}", response_model=ChangeOut)
-def update_class(name: str, body: ClassPatch, who: Operator, db: Db, request: Request) -> ChangeOut:
+def update_class(
+    name: str, body: ClassPatch, who: Operator, db: Db, ctx: Ctx, edit: Edit, request: Request
+) -> ChangeOut:
     def mutate(cfg: dict[str, Any]) -> None:
         i = _find(cfg["classes"], name)
         patch = body.model_dump(mode="json", exclude_unset=True, exclude={"comment"})
@@ -84,20 +93,19 @@ def update_class(name: str, body: ClassPatch, who: Operator, db: Db, request: Re
             raise ApiError(409, "duplicate_name", f"class name '{new_name}' is already used", "name")
         cfg["classes"][i].update(patch)
 
-    stored = versions.change(db, who.name, body.comment or f"update class {name}", mutate)
-    db.commit()
-    audit_info(request, version_id=stored.version.id, cls=name, changed=stored.changed)
+    comment = body.comment or f"update class {name}"
+    stored = versions.change(db, who.name, comment, mutate, edit.start(db, ctx), edit.preview)
+    edit.finish(request, db, version_id=stored.version.id, cls=name, changed=stored.changed)
     return change_out(stored)
 
 
 @router.delete("/classes/{name}", response_model=ChangeOut)
-def delete_class(name: str, who: Operator, db: Db, request: Request) -> ChangeOut:
+def delete_class(name: str, who: Operator, db: Db, ctx: Ctx, edit: Edit, request: Request) -> ChangeOut:
     def mutate(cfg: dict[str, Any]) -> None:
         del cfg["classes"][_find(cfg["classes"], name)]
 
-    stored = versions.change(db, who.name, f"delete class {name}", mutate)
-    db.commit()
-    audit_info(request, version_id=stored.version.id, cls=name, changed=stored.changed)
+    stored = versions.change(db, who.name, f"delete class {name}", mutate, edit.start(db, ctx), edit.preview)
+    edit.finish(request, db, version_id=stored.version.id, cls=name, changed=stored.changed)
     return change_out(stored)
 
 
@@ -105,9 +113,9 @@ def delete_class(name: str, who: Operator, db: Db, request: Request) -> ChangeOu
 
 
 @router.get("/bypass", response_model=BypassListOut, summary="Built-in (IPsec/IKE) and custom bypass rules")
-def list_bypass(who: Viewer, db: Db) -> BypassListOut:
-    v = versions.latest(db)
-    cfg = versions.desired(db)
+def list_bypass(who: Viewer, db: Db, ctx: Ctx, base: versions.EditBase = BASE_QUERY) -> BypassListOut:
+    v = EditOptions(base, preview=False).start(db, ctx)
+    cfg = GatewayConfig.model_validate(v.config)
     present = {r.name for r in cfg.bypass}
     rules = [BypassOut(rule=r, enabled=True, protected=r.builtin) for r in cfg.bypass]
     rules += [BypassOut(rule=r, enabled=False, protected=True) for r in BUILTIN_BYPASS if r.name not in present]
@@ -115,7 +123,7 @@ def list_bypass(who: Viewer, db: Db) -> BypassListOut:
 
 
 @router.post("/bypass", response_model=ChangeOut, status_code=201, responses={409: {"model": ErrorResponse}})
-def create_bypass(body: BypassIn, who: Operator, db: Db, request: Request) -> ChangeOut:
+def create_bypass(body: BypassIn, who: Operator, db: Db, ctx: Ctx, edit: Edit, request: Request) -> ChangeOut:
     if body.name in BUILTIN_NAMES:
         raise ApiError(409, "builtin_name", f"'{body.name}' is the name of a built-in rule", "name")
     rule = BypassRule(name=body.name, builtin=False, protocol=body.protocol, cidrs=body.cidrs, ports=body.ports)
@@ -137,9 +145,9 @@ def create_bypass(body: BypassIn, who: Operator, db: Db, request: Request) -> Ch
         confirmed.extend(r.code for r in risks)
         cfg["bypass"].append(rule.model_dump(mode="json"))
 
-    stored = versions.change(db, who.name, body.comment or f"add bypass {rule.name}", mutate)
-    db.commit()
-    audit_info(request, version_id=stored.version.id, rule=rule.name, confirmed_risks=confirmed)
+    comment = body.comment or f"add bypass {rule.name}"
+    stored = versions.change(db, who.name, comment, mutate, edit.start(db, ctx), edit.preview)
+    edit.finish(request, db, version_id=stored.version.id, rule=rule.name, confirmed_risks=confirmed)
     return change_out(stored)
 
 
@@ -152,6 +160,8 @@ def delete_bypass(
     name: str,
     who: Operator,
     db: Db,
+    ctx: Ctx,
+    edit: Edit,
     request: Request,
     force: bool = Query(default=False, description="required to remove a built-in IPsec/IKE rule"),
 ) -> ChangeOut:
@@ -175,22 +185,26 @@ def delete_bypass(
         raise ApiError(404, "bypass_not_found", f"bypass rule '{name}' does not exist", "name")
 
     comment = f"FORCED removal of built-in bypass {name}" if name in BUILTIN_NAMES else f"delete bypass {name}"
-    stored = versions.change(db, who.name, comment, mutate)
-    db.commit()
-    audit_info(
-        request, version_id=stored.version.id, rule=name, forced_builtin=name in BUILTIN_NAMES, changed=stored.changed
+    stored = versions.change(db, who.name, comment, mutate, edit.start(db, ctx), edit.preview)
+    edit.finish(
+        request,
+        db,
+        version_id=stored.version.id,
+        rule=name,
+        forced_builtin=name in BUILTIN_NAMES,
+        changed=stored.changed,
     )
     return change_out(stored)
 
 
 @router.post("/bypass/restore-builtins", response_model=ChangeOut, summary="Put back any removed built-in rule")
-def restore_builtins(who: Operator, db: Db, request: Request) -> ChangeOut:
+def restore_builtins(who: Operator, db: Db, ctx: Ctx, edit: Edit, request: Request) -> ChangeOut:
     def mutate(cfg: dict[str, Any]) -> None:
         present = {r.get("name") for r in cfg["bypass"]}
         missing = [r.model_dump(mode="json") for r in BUILTIN_BYPASS if r.name not in present]
         cfg["bypass"][:0] = missing
 
-    stored = versions.change(db, who.name, "restore built-in bypass rules", mutate)
-    db.commit()
-    audit_info(request, version_id=stored.version.id, changed=stored.changed)
+    comment = "restore built-in bypass rules"
+    stored = versions.change(db, who.name, comment, mutate, edit.start(db, ctx), edit.preview)
+    edit.finish(request, db, version_id=stored.version.id, changed=stored.changed)
     return change_out(stored)
