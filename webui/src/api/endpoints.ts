@@ -98,6 +98,11 @@ export function flowHistoryCsvUrl(filter: FlowHistoryFilter): string {
   return `/api/v1/flows/history.csv${qs ? `?${qs}` : ''}`;
 }
 
+/** The query of an edit made against what the gateway runs, previewed or made. */
+function onRunning(preview: boolean): { base: 'running'; preview?: boolean } {
+  return preview ? { base: 'running', preview } : { base: 'running' };
+}
+
 /** Login is an unsafe request too: make sure a CSRF cookie exists first. */
 async function ensureCsrf(): Promise<void> {
   if (!csrfToken()) await unwrap(api.GET('/api/v1/auth/csrf'));
@@ -115,23 +120,28 @@ export const endpoints = {
     unwrap(api.POST('/api/v1/auth/change-password', { body: { current_password, new_password } })),
 
   // policy
-  classes: () => unwrap(api.GET('/api/v1/policy/classes')),
-  createClass: (body: ClassIn) => unwrap(api.POST('/api/v1/policy/classes', { body })),
-  updateClass: (name: string, body: ClassPatch) => unwrap(api.PATCH('/api/v1/policy/classes/{name}', { params: { path: { name } }, body })),
-  deleteClass: (name: string) => unwrap(api.DELETE('/api/v1/policy/classes/{name}', { params: { path: { name } } })),
-  bypass: () => unwrap(api.GET('/api/v1/policy/bypass')),
-  createBypass: (body: BypassIn) => unwrap(api.POST('/api/v1/policy/bypass', { body })),
-  deleteBypass: (name: string, force = false) =>
-    unwrap(api.DELETE('/api/v1/policy/bypass/{name}', { params: { path: { name }, query: force ? { force } : {} } })),
-  restoreBuiltins: () => unwrap(api.POST('/api/v1/policy/bypass/restore-builtins')),
+  classes: () => unwrap(api.GET('/api/v1/policy/classes', { params: { query: { base: 'running' } } })),
+  // The dashboard's edits start from what the gateway runs (base=running; docs/webui.md); `preview` stores nothing.
+  createClass: (body: ClassIn, preview = false) => unwrap(api.POST('/api/v1/policy/classes', { body, params: { query: onRunning(preview) } })),
+  updateClass: (name: string, body: ClassPatch, preview = false) =>
+    unwrap(api.PATCH('/api/v1/policy/classes/{name}', { params: { path: { name }, query: onRunning(preview) }, body })),
+  deleteClass: (name: string, preview = false) =>
+    unwrap(api.DELETE('/api/v1/policy/classes/{name}', { params: { path: { name }, query: onRunning(preview) } })),
+  bypass: () => unwrap(api.GET('/api/v1/policy/bypass', { params: { query: { base: 'running' } } })),
+  createBypass: (body: BypassIn, preview = false) => unwrap(api.POST('/api/v1/policy/bypass', { body, params: { query: onRunning(preview) } })),
+  deleteBypass: (name: string, force = false, preview = false) =>
+    unwrap(api.DELETE('/api/v1/policy/bypass/{name}', { params: { path: { name }, query: { ...onRunning(preview), ...(force ? { force } : {}) } } })),
+  restoreBuiltins: (preview = false) => unwrap(api.POST('/api/v1/policy/bypass/restore-builtins', { params: { query: onRunning(preview) } })),
 
   // BoD
-  bodDerive: (body: BodProfileIn) => unwrap(api.POST('/api/v1/bod/derive', { body })),
+  bodDerive: (body: BodProfileIn) => unwrap(api.POST('/api/v1/bod/derive', { body, params: { query: { against: 'running' } } })),
   bodProfiles: () => unwrap(api.GET('/api/v1/bod/profiles')),
   bodCreate: (body: BodProfileIn) => unwrap(api.POST('/api/v1/bod/profiles', { body })),
   bodUpdate: (profile_id: number, body: BodProfileIn) => unwrap(api.PUT('/api/v1/bod/profiles/{profile_id}', { params: { path: { profile_id } }, body })),
-  bodApply: (profile_id: number, comment = '', confirm = false) =>
-    unwrap(api.POST('/api/v1/bod/profiles/{profile_id}/apply-to-config', { params: { path: { profile_id } }, body: { comment, confirm } })),
+  bodApply: (profile_id: number, comment = '', confirm = false, preview = false) =>
+    unwrap(
+      api.POST('/api/v1/bod/profiles/{profile_id}/apply-to-config', { params: { path: { profile_id }, query: onRunning(preview) }, body: { comment, confirm } }),
+    ),
 
   // config versions
   desiredConfig: () => unwrap(api.GET('/api/v1/config')),

@@ -43,4 +43,12 @@ describe('schema-check', () => {
     expect(checkField('Terrestrial', 'congestion_control', 'cubic')).toBeUndefined();
     expect(checkField('Terrestrial', 'congestion_control', 'vegas')).toMatch(/one of/);
   });
+
+  it("takes a shaper's rate as 0 (none) or at least the gateway's lowest, from its schema", () => {
+    const lowest = field('Shaping', 'rate_bps')['x-minimum-nonzero'] as number;
+    expect(lowest).toBeGreaterThan(0);
+    expect(checkField('Shaping', 'rate_bps', 0)).toBeUndefined();
+    expect(checkField('Shaping', 'rate_bps', lowest)).toBeUndefined();
+    expect(checkField('Shaping', 'rate_bps', lowest - 1)).toBe(`must be 0 (none) or at least ${lowest}`);
+  });
 });

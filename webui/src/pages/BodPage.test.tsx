@@ -51,6 +51,18 @@ function profileOut(id: number, name: string, role: 'hub' | 'terminal' = 'hub') 
   return { id, name, inputs, overrides: {}, tuning: {}, created_at: 0, updated_at: 0 };
 }
 
+/** What a write to config answers: version `id`, made from version 3 (what runs). */
+const written = (id: number) => ({ version_id: id, issues: [], changed: true, base_version_id: 3, changes: [], preview: false });
+const applied = (id: number) => () => jsonResponse({ ok: true, version_id: id, active_version_id: id, revision: `v${id}`, error: null, gateways: [] });
+// The gateway runs version 3; version 4 is saved, not applied.
+const appliesAndRunning = {
+  'GET /api/v1/config/running': () =>
+    jsonResponse({ reachable: true, revision: 'v3', config: null, version_id: 3, desired_version_id: 4, in_sync: false, changes: [], checked_at: 1, error: null }),
+  'POST /api/v1/versions/7/apply': applied(7),
+  'POST /api/v1/versions/8/apply': applied(8),
+  'POST /api/v1/versions/9/apply': applied(9),
+};
+
 /** A stateful fake of the BoD endpoints: profiles created by POST show up in the next GET. A
  * derive request with a bit error rate gets the loss-differentiating choice. */
 function bodApi(initial: ReturnType<typeof profileOut>[]) {
@@ -67,8 +79,9 @@ function bodApi(initial: ReturnType<typeof profileOut>[]) {
       return jsonResponse(p, 201);
     },
     'PUT /api/v1/bod/profiles/5': () => jsonResponse(profiles[0]),
-    'POST /api/v1/bod/profiles/42/apply-to-config': () => jsonResponse({ version_id: 7, profile_id: 42 }),
-    'POST /api/v1/bod/profiles/5/apply-to-config': () => jsonResponse({ version_id: 8, profile_id: 5 }),
+    'POST /api/v1/bod/profiles/42/apply-to-config': () => jsonResponse(written(7)),
+    'POST /api/v1/bod/profiles/5/apply-to-config': () => jsonResponse(written(8)),
+    ...appliesAndRunning,
   });
 }
 
@@ -82,21 +95,33 @@ describe('BodPage', () => {
     const name = await screen.findByLabelText(/^Profile name/);
     await user.clear(name);
     await user.type(name, 'geo');
-    await user.click(screen.getByRole('button', { name: 'Save and write to config' }));
+    await user.click(screen.getByRole('button', { name: 'Save, write to config and apply' }));
 
-    expect(await screen.findByText(/Written into config version 7/)).toBeInTheDocument();
+    expect(await screen.findByText('Version 7 applied')).toBeInTheDocument();
     // The editor now shows the saved profile (the selection moved to it), and the message is still there.
     await waitFor(() => expect(screen.getByRole('textbox', { name: 'Profile' })).toHaveValue('geo'));
-    expect(screen.getByText(/Written into config version 7/)).toBeInTheDocument();
+    expect(screen.getByText('Version 7 applied')).toBeInTheDocument();
     expect(calls.filter((c) => c.method === 'POST' && c.path === '/api/v1/bod/profiles/42/apply-to-config')).toHaveLength(1);
   });
 
-  it('confirms the written config version for an existing profile', async () => {
-    bodApi([profileOut(5, 'leo')]);
+  it('writes an existing profile into what the gateway runs, names the pending version it leaves out, and applies it', async () => {
+    const calls = bodApi([profileOut(5, 'leo')]);
+    const urls: string[] = [];
+    const fetch = globalThis.fetch;
+    vi.stubGlobal('fetch', (req: Request) => {
+      urls.push(req.url);
+      return fetch(req);
+    });
     const user = userEvent.setup();
     renderWithProviders(<BodPage />);
-    await user.click(await screen.findByRole('button', { name: 'Save and write to config' }));
-    expect(await screen.findByText(/Written into config version 8/)).toBeInTheDocument();
+    expect(await screen.findByRole('heading', { name: 'Change to what the gateway runs' })).toBeInTheDocument();
+    expect(await screen.findByRole('note')).toHaveTextContent('The gateway runs version 3; version 4 is saved but not applied. Writing this profile starts from version 3');
+    await user.click(await screen.findByRole('button', { name: 'Save, write to config and apply' }));
+    expect(await screen.findByText('Version 8 applied')).toBeInTheDocument();
+    expect(calls.some((c) => c.method === 'POST' && c.path === '/api/v1/versions/8/apply')).toBe(true);
+    const search = (path: string) => urls.filter((u) => new URL(u).pathname === path).map((u) => new URL(u).search);
+    expect(search('/api/v1/bod/profiles/5/apply-to-config')).toEqual(['?base=running']);
+    expect(new Set(search('/api/v1/bod/derive'))).toEqual(new Set(['?against=running']));
   });
 
   it('shows hybla.cwnd_max among the config changes and lets it be overridden', async () => {
@@ -185,7 +210,7 @@ describe('BodPage refusals and risks', () => {
     mockApi(api);
     const user = userEvent.setup();
     renderWithProviders(<BodPage />);
-    await user.click(await screen.findByRole('button', { name: 'Save and write to config' }));
+    await user.click(await screen.findByRole('button', { name: 'Save, write to config and apply' }));
     expect(await screen.findByText('Hybla › base RTT (ms): must be at most 10,000')).toBeInTheDocument();
     expect(screen.getByText('The profile is saved, but the config was not changed')).toBeInTheDocument();
   });
@@ -197,21 +222,22 @@ describe('BodPage refusals and risks', () => {
       'GET /api/v1/bod/profiles': () => jsonResponse([profileOut(5, 'leo')]),
       'POST /api/v1/bod/derive': () => jsonResponse({ ...deriveOut(DERIVE), config_problems: problems, link_risks: risks }),
       'PUT /api/v1/bod/profiles/5': () => jsonResponse(profileOut(5, 'leo')),
-      'POST /api/v1/bod/profiles/5/apply-to-config': () => jsonResponse({ version_id: 9, issues: [], changed: true }),
+      'POST /api/v1/bod/profiles/5/apply-to-config': () => jsonResponse(written(9)),
+      ...appliesAndRunning,
     });
     const user = userEvent.setup();
     renderWithProviders(<BodPage />);
     expect(await screen.findByText(problems[0])).toBeInTheDocument();
-    await waitFor(() => expect(screen.getByRole('button', { name: 'Save and write to config' })).toBeDisabled());
+    await waitFor(() => expect(screen.getByRole('button', { name: 'Save, write to config and apply' })).toBeDisabled());
     problems = [];
     await user.type(screen.getByRole('textbox', { name: /^Profile name/ }), '2'); // a new derive
-    await waitFor(() => expect(screen.getByRole('button', { name: 'Save and write to config' })).toBeEnabled());
-    await user.click(screen.getByRole('button', { name: 'Save and write to config' }));
-    const dialog = await screen.findByRole('dialog', { name: 'Write these values to the config?' });
+    await waitFor(() => expect(screen.getByRole('button', { name: 'Save, write to config and apply' })).toBeEnabled());
+    await user.click(screen.getByRole('button', { name: 'Save, write to config and apply' }));
+    const dialog = await screen.findByRole('dialog', { name: 'Write these values to the config and apply them?' });
     expect(within(dialog).getByText(risks[0])).toBeInTheDocument();
     expect(calls.some((c) => c.path.endsWith('/apply-to-config'))).toBe(false);
     await user.click(within(dialog).getByRole('button', { name: 'Write them anyway' }));
-    expect(await screen.findByText(/Written into config version 9/)).toBeInTheDocument();
+    expect(await screen.findByText('Version 9 applied')).toBeInTheDocument();
     expect(calls.find((c) => c.path.endsWith('/apply-to-config'))?.body).toMatchObject({ confirm: true });
   });
 });

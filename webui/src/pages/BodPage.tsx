@@ -1,4 +1,4 @@
-import { Alert, Badge, Button, Grid, Group, List, Modal, NumberInput, Paper, SegmentedControl, Select, Stack, Table, Text, TextInput, Title } from '@mantine/core';
+import { Alert, Badge, Box, Button, Grid, Group, List, Modal, NumberInput, Paper, SegmentedControl, Select, Stack, Table, Text, TextInput, Title } from '@mantine/core';
 import { useDebouncedValue } from '@mantine/hooks';
 import { keepPreviousData, useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState } from 'react';
@@ -6,6 +6,7 @@ import { endpoints, type BodInputs, type BodProfileIn, type BodProfileOut, type 
 import { ApiError, errorMessage, type FieldErrors } from '../api/errors';
 import { afterConfigChange, keys } from '../api/keys';
 import { PageHeader } from '../components/PageHeader';
+import { EditOutcomeAlert, PendingVersionsNote, type EditOutcome } from '../components/RunningEdit';
 import { ScrollTable } from '../components/ScrollTable';
 import { QueryView } from '../components/StateViews';
 import { errorFor } from '../lib/field-errors';
@@ -72,8 +73,9 @@ function shapingExplanation(role: 'hub' | 'terminal'): string {
   );
 }
 
-/** The config version a profile was last written into; kept above the editor so it survives the re-selection a new profile's save causes. */
-type WriteResult = { profileId: number; versionId: number } | { profileId: number; error: string };
+/** What the last write of a profile did (the version made from what runs, and its apply); kept above the editor so
+ * it survives the re-selection a new profile's save causes. */
+type WriteResult = { profileId: number; outcome: EditOutcome } | { profileId: number; error: string };
 
 function formatValue(d: Derived): string {
   if (d.unit === 'bit/s') return formatBps(d.value);
@@ -128,6 +130,7 @@ function ProfileEditor({
     retry: false,
   });
   const canWrite = useCan()('operator');
+  const running = useQuery({ queryKey: keys.running, queryFn: endpoints.running, refetchInterval: 10_000 });
   const [confirming, setConfirming] = useState(false);
   const save = useMutation({
     mutationFn: (p: BodProfileIn) => (initial ? endpoints.bodUpdate(initial.id, p) : endpoints.bodCreate(p)),
@@ -141,9 +144,12 @@ function ProfileEditor({
   const applyToConfig = useMutation({
     mutationFn: async (confirm: boolean): Promise<WriteResult> => {
       const p = await save.mutateAsync(form);
+      const comment = `BoD profile ${p.name}`;
       try {
-        const r = await endpoints.bodApply(p.id, `BoD profile ${p.name}`, confirm);
-        return { profileId: p.id, versionId: r.version_id };
+        // Written into what the gateway runs (pending versions are not in it), then applied: as System settings.
+        const change = await endpoints.bodApply(p.id, comment, confirm);
+        const apply = change.changed ? await endpoints.applyVersion(change.version_id, comment) : null;
+        return { profileId: p.id, outcome: { change, apply } };
       } catch (e) {
         // The profile is saved; the write was refused. Said now, with the reason (the editor may remount).
         return { profileId: p.id, error: errorMessage(e) };
@@ -153,11 +159,11 @@ function ProfileEditor({
     onSuccess: (r) => {
       setConfirming(false);
       onWritten(r);
-      return Promise.all(afterConfigChange.map((k) => queryClient.invalidateQueries({ queryKey: k })));
+      return Promise.all([...afterConfigChange, ['bod', 'derive']].map((k) => queryClient.invalidateQueries({ queryKey: k })));
     },
   });
   const mine = initial && written?.profileId === initial.id ? written : null;
-  const writtenVersion = mine && 'versionId' in mine ? mine.versionId : null;
+  const outcome = mine && 'outcome' in mine ? mine.outcome : null;
   const writeError = mine && 'error' in mine ? mine.error : null;
   const problems = derived.data?.config_problems ?? [];
   const risks = derived.data?.link_risks ?? [];
@@ -254,10 +260,10 @@ function ProfileEditor({
               {errorMessage(save.error ?? applyToConfig.error)}
             </Alert>
           )}
-          {writtenVersion != null && (
-            <Alert color="green" role="status" mt="md">
-              Written into config version {writtenVersion}: apply it to make the gateway use it.
-            </Alert>
+          {outcome && (
+            <Box mt="md">
+              <EditOutcomeAlert outcome={outcome} />
+            </Box>
           )}
           {writeError && (
             <Alert color="red" role="alert" mt="md" title="The profile is saved, but the config was not changed">
@@ -288,11 +294,11 @@ function ProfileEditor({
                 Save profile
               </Button>
               <Button onClick={write} loading={applyToConfig.isPending} disabled={problems.length > 0 || !derived.data}>
-                Save and write to config
+                Save, write to config and apply
               </Button>
             </Group>
           )}
-          <Modal opened={confirming} onClose={() => setConfirming(false)} title="Write these values to the config?" size="lg">
+          <Modal opened={confirming} onClose={() => setConfirming(false)} title="Write these values to the config and apply them?" size="lg">
             <Stack>
               <Text size="sm">These inputs are outside what this satellite link can be:</Text>
               <List size="sm" aria-label="Risks of this profile">
@@ -355,10 +361,11 @@ function ProfileEditor({
       {derived.data && (
         <Paper withBorder p="md" component="section" aria-labelledby="bod-diff">
           <Title order={3} size="h4" id="bod-diff" mb="sm">
-            Change to the desired config
+            Change to what the gateway runs
           </Title>
+          {canWrite && <PendingVersionsNote running={running.data} subject="Writing this profile" />}
           {derived.data.config_changes.length === 0 ? (
-            <Text size="sm">The desired config has these values already.</Text>
+            <Text size="sm">What the gateway runs has these values already.</Text>
           ) : (
             <Table aria-label="Config changes from this profile">
               <Table.Thead>

@@ -1,18 +1,17 @@
 import { ActionIcon, Alert, Badge, Button, Grid, Group, List, Modal, Paper, Select, Stack, Table, TagsInput, Text, TextInput, Title, Tooltip } from '@mantine/core';
-import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
+import { useQuery } from '@tanstack/react-query';
 import { useState, type FormEvent } from 'react';
 import { useCan } from '../auth/roles';
-import { endpoints, type BypassIn, type ChangeOut } from '../api/endpoints';
+import { endpoints, type BypassIn } from '../api/endpoints';
 import { ApiError, errorMessage, type FieldErrors } from '../api/errors';
-import { afterConfigChange, keys } from '../api/keys';
+import { keys } from '../api/keys';
 import { PageHeader } from '../components/PageHeader';
 import { ScrollTable } from '../components/ScrollTable';
 import { QueryView } from '../components/StateViews';
 import { errorFor } from '../lib/field-errors';
 import { checkField, def } from '../lib/schema-check';
 import { choices } from '../lib/system-config';
-import { SavedAlert } from '../components/SavedAlert';
-import { PendingNotice } from '../components/PendingNotice';
+import { EditOutcomeAlert, PendingVersionsNote, ReviewAndSave, useRunningEdit } from '../components/RunningEdit';
 import { formatBytes } from '../lib/format';
 
 type Protocol = BypassIn['protocol'];
@@ -33,6 +32,18 @@ function risksOf(e: unknown): Risk[] {
   return d?.risks ?? [];
 }
 
+/** A change to the bypass rules, made against what the gateway runs. */
+type BypassEdit = { kind: 'add'; rule: BypassIn } | { kind: 'delete'; name: string; force: boolean } | { kind: 'restore' };
+
+function send(e: BypassEdit, preview: boolean) {
+  if (e.kind === 'add') return endpoints.createBypass(e.rule, preview);
+  if (e.kind === 'delete') return endpoints.deleteBypass(e.name, e.force, preview);
+  return endpoints.restoreBuiltins(preview);
+}
+
+const commentOf = (e: BypassEdit) =>
+  e.kind === 'add' ? e.rule.comment || `add bypass ${e.rule.name}` : e.kind === 'delete' ? `delete bypass ${e.name}` : 'restore built-in bypass rules';
+
 /** Field checks from the gateway's schema (a bypass entry's); rules between fields are the API's to answer. */
 function validate(r: BypassIn): FieldErrors {
   const e: FieldErrors = {};
@@ -44,38 +55,48 @@ function validate(r: BypassIn): FieldErrors {
 }
 
 export default function BypassPage() {
-  const queryClient = useQueryClient();
   const can = useCan();
   const rules = useQuery({ queryKey: keys.bypass, queryFn: endpoints.bypass });
   // What each rule let through untouched (the gateway's nft counters, since it last started).
   const counts = useQuery({ queryKey: keys.bypassCounts, queryFn: endpoints.bypassCounts, refetchInterval: 5000 });
   const countOf = (name: string) => counts.data?.rules.find((r) => r.kind === 'bypass' && r.name === name);
-  const [draft, setDraft] = useState<BypassIn>(EMPTY);
-  const [errors, setErrors] = useState<FieldErrors>({});
-  const [saved, setSaved] = useState<ChangeOut | null>(null);
-  const refresh = () => Promise.all(afterConfigChange.map((k) => queryClient.invalidateQueries({ queryKey: k })));
-  const onSaved = async (res: ChangeOut) => {
-    setSaved(res);
-    await refresh();
+  const [draft, setDraftState] = useState<BypassIn>(EMPTY);
+  // The operator confirmed the risks the API named for this draft (any change to it asks again).
+  const [confirmed, setConfirmed] = useState(false);
+  const setDraft = (d: BypassIn) => {
+    setDraftState(d);
+    setConfirmed(false);
   };
-
-  const add = useMutation({
-    mutationFn: endpoints.createBypass,
-    onSuccess: async (res) => {
-      setDraft(EMPTY);
-      await onSaved(res);
-    },
-    onError: (e) => setErrors(e instanceof ApiError ? e.fieldErrors : {}),
-  });
-  const risks = risksOf(add.error);
-  const remove = useMutation({ mutationFn: ({ name, force }: { name: string; force: boolean }) => endpoints.deleteBypass(name, force), onSuccess: onSaved });
-  const restore = useMutation({ mutationFn: endpoints.restoreBuiltins, onSuccess: onSaved });
+  const [errors, setErrors] = useState<FieldErrors>({});
+  // A removal or the restore of the built-ins, under review in its dialog.
+  const [other, setOther] = useState<BypassEdit | null>(null);
+  const edit = useRunningEdit(send, commentOf);
+  const adding: BypassEdit = { kind: 'add', rule: { ...draft, confirm: confirmed } };
+  const addReview = edit.reviewOf(adding);
+  const otherReview = edit.reviewOf(other);
+  const failure = edit.preview.error ?? edit.save.error;
+  const risks = risksOf(edit.preview.error);
+  const fieldErrors = (e: unknown) => setErrors(e instanceof ApiError ? e.fieldErrors : {});
+  const review = (e: BypassEdit) => edit.preview.mutate(e, { onError: fieldErrors });
+  const startOther = (e: BypassEdit) => {
+    edit.reset();
+    setOther(e);
+    review(e);
+  };
+  const saveIt = (e: BypassEdit) =>
+    edit.save.mutate(e, {
+      onSuccess: () => {
+        if (e.kind === 'add') setDraft(EMPTY);
+        setOther(null);
+      },
+      onError: fieldErrors,
+    });
 
   const submit = (e: FormEvent) => {
     e.preventDefault();
     const local = validate(draft);
     setErrors(local);
-    if (Object.keys(local).length === 0) add.mutate(draft);
+    if (Object.keys(local).length === 0) review(adding);
   };
   const portsAllowed = draft.protocol === 'tcp' || draft.protocol === 'udp';
 
@@ -85,15 +106,8 @@ export default function BypassPage() {
         title="IPsec bypass"
         description="Traffic matching these rules is never intercepted, split, cached or rewritten. The built-in IPsec/IKE rules are locked."
       />
-      {saved && (
-        <SavedAlert saved={saved} onClose={() => setSaved(null)} />
-      )}
-      <PendingNotice />
-      {(remove.error || restore.error) && (
-        <Alert color="red" mb="md" role="alert">
-          {errorMessage(remove.error ?? restore.error)}
-        </Alert>
-      )}
+      {!other && <EditOutcomeAlert outcome={edit.outcome} onClose={edit.clearOutcome} />}
+      {can('operator') && <PendingVersionsNote running={edit.running} />}
       <QueryView query={rules}>
         {(data) => {
           const missingBuiltins = data.rules.some((r) => r.rule.builtin && !r.enabled);
@@ -103,7 +117,7 @@ export default function BypassPage() {
                 <Alert color="orange" title="A built-in IPsec rule was removed" role="alert">
                   <Group justify="space-between">
                     <Text size="sm">IPsec traffic may be split or cached. Put the built-in rules back unless this is intended.</Text>
-                    <Button size="xs" loading={restore.isPending} onClick={() => restore.mutate()}>
+                    <Button size="xs" onClick={() => startOther({ kind: 'restore' })}>
                       Restore built-in rules
                     </Button>
                   </Group>
@@ -136,9 +150,7 @@ export default function BypassPage() {
                           variant="subtle"
                           color="red"
                           aria-label={`Delete bypass rule ${rule.name}`}
-                          onClick={() => {
-                            if (window.confirm(`Delete bypass rule ${rule.name}?`)) remove.mutate({ name: rule.name, force: false });
-                          }}
+                          onClick={() => startOther({ kind: 'delete', name: rule.name, force: false })}
                         >
                           ✕
                         </ActionIcon>
@@ -150,10 +162,7 @@ export default function BypassPage() {
                             variant="subtle"
                             color="red"
                             aria-label={`Force removal of built-in rule ${rule.name}`}
-                            onClick={() => {
-                              if (window.confirm(`${rule.name} protects IPsec traffic. Removing it lets the gateway split or cache that traffic. Remove anyway?`))
-                                remove.mutate({ name: rule.name, force: true });
-                            }}
+                            onClick={() => startOther({ kind: 'delete', name: rule.name, force: true })}
                           >
                             force remove
                           </Button>
@@ -177,7 +186,27 @@ export default function BypassPage() {
           );
         }}
       </QueryView>
-      <Modal opened={risks.length > 0} onClose={() => add.reset()} title="Check this rule before it is added" size="lg">
+      <Modal
+        opened={other !== null}
+        onClose={() => setOther(null)}
+        title={other?.kind === 'delete' ? `Delete bypass rule ${other.name}?` : 'Put the built-in rules back?'}
+        size="xl"
+      >
+        <Stack>
+          {other?.kind === 'delete' && other.force && (
+            <Alert color="red" title="A built-in rule">
+              {other.name} protects IPsec traffic. Removing it lets the gateway split or cache that traffic.
+            </Alert>
+          )}
+          {failure && <Alert color="red" role="alert">{errorMessage(failure)}</Alert>}
+          {otherReview && other ? (
+            <ReviewAndSave change={otherReview} running={edit.running} onSave={() => saveIt(other)} saving={edit.save.isPending} label={other.kind === 'delete' ? 'Delete and apply' : 'Restore and apply'} />
+          ) : (
+            !failure && <Text size="sm" c="dimmed">Asking the API what this changes…</Text>
+          )}
+        </Stack>
+      </Modal>
+      <Modal opened={risks.length > 0 && other === null} onClose={() => edit.reset()} title="Check this rule before it is added" size="lg">
         <Stack>
           <Text size="sm">Traffic a bypass rule matches is never split, cached or shaped per class. This rule:</Text>
           <List size="sm" aria-label="Risks of this rule">
@@ -186,10 +215,17 @@ export default function BypassPage() {
             ))}
           </List>
           <Group justify="flex-end">
-            <Button variant="default" onClick={() => add.reset()}>
+            <Button variant="default" onClick={() => edit.reset()}>
               Change the rule
             </Button>
-            <Button color="orange" loading={add.isPending} onClick={() => add.mutate({ ...draft, confirm: true })}>
+            <Button
+              color="orange"
+              loading={edit.preview.isPending}
+              onClick={() => {
+                setConfirmed(true);
+                review({ kind: 'add', rule: { ...draft, confirm: true } });
+              }}
+            >
               Add it anyway
             </Button>
           </Group>
@@ -201,10 +237,10 @@ export default function BypassPage() {
         </Title>
         <form onSubmit={submit} noValidate>
           <Grid>
-            {add.error && risks.length === 0 && Object.keys(errors).length === 0 && (
+            {failure && !other && risks.length === 0 && Object.keys(errors).length === 0 && (
               <Grid.Col span={12}>
                 <Alert color="red" role="alert">
-                  {errorMessage(add.error)}
+                  {errorMessage(failure)}
                 </Alert>
               </Grid.Col>
             )}
@@ -237,9 +273,14 @@ export default function BypassPage() {
                 error={errorFor(errors, 'ports')}
               />
             </Grid.Col>
+            {!other && addReview && (
+              <Grid.Col span={12}>
+                <ReviewAndSave change={addReview} running={edit.running} onSave={() => saveIt(adding)} saving={edit.save.isPending} />
+              </Grid.Col>
+            )}
             <Grid.Col span={12}>
               <Group justify="flex-end">
-                <Button type="submit" loading={add.isPending}>
+                <Button type="submit" variant={addReview ? 'default' : 'filled'} loading={edit.preview.isPending && !other}>
                   Add rule
                 </Button>
               </Group>

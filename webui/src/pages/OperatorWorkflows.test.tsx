@@ -13,6 +13,24 @@ const VIEWER = { ...OPERATOR, username: 'vera', role: 'viewer' };
 const web = { name: 'web', priority: 100, action: 'accelerate', match: { protocol: 'tcp', dports: ['80'], src: [], dst: [] }, satellite: { congestion_control: null } };
 const classes = { 'GET /api/v1/policy/classes': () => jsonResponse({ classes: [web], issues: [], version_id: 3 }) };
 const esp = { rule: { name: 'ipsec-esp', builtin: true, protocol: 'esp', cidrs: [], ports: [] }, enabled: true, protected: true };
+// The gateway runs version 3; versions 4 and 5 are saved but not applied.
+const running = {
+  'GET /api/v1/config/running': () =>
+    jsonResponse({ reachable: true, revision: 'v3', config: null, version_id: 3, desired_version_id: 5, in_sync: false, changes: [], checked_at: 1, error: null }),
+  'POST /api/v1/versions/6/apply': () => jsonResponse({ ok: true, version_id: 6, active_version_id: 6, revision: 'v6', error: null, gateways: [] }),
+};
+const change = (over: object = {}) => ({
+  version_id: 6,
+  issues: [],
+  changed: true,
+  base_version_id: 3,
+  changes: [{ path: '$.classes[0].satellite.congestion_control', op: 'changed', old: null, new: 'bbr' }],
+  preview: false,
+  ...over,
+});
+/** A change route that answers its preview with what it changes in version 3, and its edit with version 6. */
+const changeRoute = (over: object = {}) => (req: Request) =>
+  new URL(req.url).searchParams.get('preview') === 'true' ? jsonResponse(change({ version_id: 3, preview: true, ...over })) : jsonResponse(change(over));
 const bypass = {
   'GET /api/v1/policy/bypass': () => jsonResponse({ rules: [esp], version_id: 3 }),
   'GET /api/v1/stats/bypass': () => jsonResponse({ rules: [], updated_at: null }),
@@ -21,32 +39,63 @@ const bypass = {
 describe('operator workflows', () => {
   afterEach(() => vi.unstubAllGlobals());
 
-  it('edits a class in place: the whole class goes back and the new version is named', async () => {
-    const calls = mockApi({ ...classes, 'PATCH /api/v1/policy/classes/web': () => jsonResponse({ version_id: 4, issues: [], changed: true }) });
+  it('edits a class in place against what runs: pending versions named, the review against what runs, saved and applied', async () => {
+    const calls = mockApi({ ...classes, ...running, 'PATCH /api/v1/policy/classes/web': changeRoute() });
     const user = userEvent.setup();
     renderWithProviders(<PolicyPage />);
+    // The page names what is pending beside the classes that run.
+    expect(await screen.findByRole('note')).toHaveTextContent('versions 4–5 are saved but not applied');
     await user.click(await screen.findByRole('button', { name: 'Edit class web' }));
     const dialog = await screen.findByRole('dialog');
     await user.click(within(dialog).getByRole('textbox', { name: 'Satellite congestion control' }));
     await user.click(await screen.findByRole('option', { name: 'bbr', hidden: true }));
-    await user.click(within(dialog).getByRole('button', { name: 'Save' }));
-    expect(await screen.findByText(/Saved as config version 4/)).toBeInTheDocument();
-    const patch = calls.find((c) => c.method === 'PATCH');
-    expect(patch?.path).toBe('/api/v1/policy/classes/web');
-    expect(patch?.body).toMatchObject({ name: 'web', satellite: { congestion_control: 'bbr' } });
+    await user.click(within(dialog).getByRole('button', { name: 'Review changes' }));
+    const review = await within(dialog).findByLabelText('Changes to review');
+    expect(review).toHaveTextContent('Changes to version 3 (what the gateway runs):');
+    expect(review).toHaveTextContent('$.classes[0].satellite.congestion_control');
+    const note = within(dialog).getByRole('note');
+    expect(note).toHaveTextContent('The gateway runs version 3; versions 4–5 are saved but not applied.');
+    expect(note).toHaveTextContent('applying one of them later would undo this change unless it is made again');
+    await user.click(within(dialog).getByRole('button', { name: 'Save and apply' }));
+    expect(await screen.findByText('Version 6 applied')).toBeInTheDocument();
+    const patches = calls.filter((c) => c.method === 'PATCH');
+    expect(patches.map((c) => c.path)).toEqual(['/api/v1/policy/classes/web', '/api/v1/policy/classes/web']);
+    expect(patches[0].body).toMatchObject({ name: 'web', satellite: { congestion_control: 'bbr' } });
+    expect(calls.some((c) => c.method === 'POST' && c.path === '/api/v1/versions/6/apply')).toBe(true);
+  });
+
+  it('edits against what runs: every change route is asked with base=running, the preview first', async () => {
+    const urls: string[] = [];
+    mockApi({
+      ...classes,
+      ...running,
+      'DELETE /api/v1/policy/classes/web': (req) => {
+        urls.push(req.url);
+        return changeRoute({ changes: [{ path: '$.classes[0]', op: 'removed', old: web, new: null }] })(req);
+      },
+    });
+    const user = userEvent.setup();
+    renderWithProviders(<PolicyPage />);
+    await user.click(await screen.findByRole('button', { name: 'Delete class web' }));
+    const dialog = await screen.findByRole('dialog', { name: 'Delete class web?' });
+    expect(await within(dialog).findByLabelText('Changes to review')).toHaveTextContent('$.classes[0]');
+    await user.click(within(dialog).getByRole('button', { name: 'Delete and apply' }));
+    expect(await screen.findByText('Version 6 applied')).toBeInTheDocument();
+    expect(urls.map((u) => new URL(u).search)).toEqual(['?base=running&preview=true', '?base=running']);
   });
 
   it('says a save that changed nothing made no version', async () => {
-    mockApi({ ...classes, 'PATCH /api/v1/policy/classes/web': () => jsonResponse({ version_id: 3, issues: [], changed: false }) });
+    mockApi({ ...classes, ...running, 'PATCH /api/v1/policy/classes/web': () => jsonResponse(change({ version_id: 3, changed: false, changes: [] })) });
     const user = userEvent.setup();
     renderWithProviders(<PolicyPage />);
     await user.click(await screen.findByRole('button', { name: 'Edit class web' }));
-    await user.click(within(await screen.findByRole('dialog')).getByRole('button', { name: 'Save' }));
-    expect(await screen.findByText(/Nothing changed/)).toBeInTheDocument();
+    await user.click(within(await screen.findByRole('dialog')).getByRole('button', { name: 'Review changes' }));
+    expect(await screen.findByText(/says this already: nothing to save/)).toBeInTheDocument();
+    expect(screen.getByRole('button', { name: 'Save and apply' })).toBeDisabled();
   });
 
   it('offers every bypass protocol the gateway accepts, ICMP included', async () => {
-    const calls = mockApi({ ...bypass, 'POST /api/v1/policy/bypass': () => jsonResponse({ version_id: 4, issues: [], changed: true }, 201) });
+    const calls = mockApi({ ...bypass, ...running, 'POST /api/v1/policy/bypass': changeRoute() });
     const user = userEvent.setup();
     renderWithProviders(<BypassPage />);
     await user.type(await screen.findByRole('textbox', { name: /^Rule name/ }), 'ping');
@@ -55,7 +104,8 @@ describe('operator workflows', () => {
     expect(options).toEqual(['tcp', 'udp', 'esp', 'ah', 'icmp', 'any']);
     await user.click(screen.getByRole('option', { name: 'icmp', hidden: true }));
     await user.click(screen.getByRole('button', { name: 'Add rule' }));
-    await screen.findByText(/Saved as config version 4/);
+    await user.click(await screen.findByRole('button', { name: 'Save and apply' }));
+    await screen.findByText('Version 6 applied');
     expect(calls.find((c) => c.method === 'POST')?.body).toMatchObject({ name: 'ping', protocol: 'icmp' });
   });
 
@@ -63,10 +113,11 @@ describe('operator workflows', () => {
     let confirmed = false;
     const calls = mockApi({
       ...bypass,
-      'POST /api/v1/policy/bypass': (_r, body) => {
+      ...running,
+      'POST /api/v1/policy/bypass': (r, body) => {
         if ((body as { confirm?: boolean }).confirm) {
           confirmed = true;
-          return jsonResponse({ version_id: 4, issues: [], changed: true }, 201);
+          return changeRoute()(r);
         }
         const risks = [{ code: 'bypasses_served', message: "'all' matches all traffic of every address: nothing the gateway serves would be accelerated or cached any more" }];
         return jsonResponse({ error: { code: 'confirm_required', message: risks[0].message, field: null, details: { risks } } }, 409);
@@ -81,8 +132,10 @@ describe('operator workflows', () => {
     expect(within(dialog).getByText(/nothing the gateway serves would be accelerated/)).toBeInTheDocument();
     expect(confirmed).toBe(false);
     await user.click(within(dialog).getByRole('button', { name: 'Add it anyway' }));
-    await screen.findByText(/Saved as config version 4/);
-    expect(calls.filter((c) => c.method === 'POST').map((c) => (c.body as { confirm: boolean }).confirm)).toEqual([false, true]);
+    await user.click(await screen.findByRole('button', { name: 'Save and apply' }));
+    await screen.findByText('Version 6 applied');
+    const posts = calls.filter((c) => c.method === 'POST' && c.path === '/api/v1/policy/bypass');
+    expect(posts.map((c) => (c.body as { confirm: boolean }).confirm)).toEqual([false, true, true]);
   });
 
   it('offers a viewer no edits on Policy and Bypass', async () => {

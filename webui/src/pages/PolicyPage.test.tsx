@@ -44,7 +44,7 @@ describe('PolicyPage', () => {
     renderWithProviders(<PolicyPage />);
     expect(await screen.findByText('No traffic classes')).toBeInTheDocument();
     const dialog = await openNewClass(user);
-    await user.click(within(dialog).getByRole('button', { name: 'Save' }));
+    await user.click(within(dialog).getByRole('button', { name: 'Review changes' }));
 
     const ports = within(dialog).getByLabelText('Destination ports');
     await waitFor(() => expect(ports).toHaveAttribute('aria-invalid', 'true'));
@@ -75,7 +75,7 @@ describe('PolicyPage', () => {
     const user = userEvent.setup();
     renderWithProviders(<PolicyPage />);
     const dialog = await openNewClass(user);
-    await user.click(within(dialog).getByRole('button', { name: 'Save' }));
+    await user.click(within(dialog).getByRole('button', { name: 'Review changes' }));
     expect(await within(dialog).findByText(/'web' and 'bulk' contradict/)).toBeInTheDocument();
     expect(within(dialog).getByText(/overlap at priority 100/)).toBeInTheDocument();
   });
@@ -88,7 +88,7 @@ describe('PolicyPage', () => {
     const dialog = await screen.findByRole('dialog');
     await user.type(within(dialog).getByLabelText(/^Name/), 'bulk');
     await user.type(within(dialog).getByLabelText('Destination ports'), '70000{enter}');
-    await user.click(within(dialog).getByRole('button', { name: 'Save' }));
+    await user.click(within(dialog).getByRole('button', { name: 'Review changes' }));
     expect(await within(dialog).findByText(/'70000' is not valid: A port/)).toBeInTheDocument();
     expect(calls.some((c) => c.method === 'POST')).toBe(false);
   });

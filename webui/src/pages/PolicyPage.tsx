@@ -1,15 +1,14 @@
 import { ActionIcon, Alert, Badge, Button, Group, Modal, Stack, Table, Text, TextInput } from '@mantine/core';
-import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
+import { useQuery } from '@tanstack/react-query';
 import { useState } from 'react';
-import { endpoints, type ChangeOut } from '../api/endpoints';
+import { endpoints } from '../api/endpoints';
 import { ApiError, errorMessage, type FieldErrors } from '../api/errors';
-import { afterConfigChange, keys } from '../api/keys';
+import { keys } from '../api/keys';
 import { IssueList, issuesFromDetails } from '../components/IssueList';
 import { PageHeader } from '../components/PageHeader';
 import { ScrollTable } from '../components/ScrollTable';
 import { EmptyState, QueryView } from '../components/StateViews';
-import { SavedAlert } from '../components/SavedAlert';
-import { PendingNotice } from '../components/PendingNotice';
+import { EditOutcomeAlert, PendingVersionsNote, ReviewAndSave, useRunningEdit } from '../components/RunningEdit';
 import { TrafficClassForm } from '../components/TrafficClassForm';
 import { useCan } from '../auth/roles';
 import type { TrafficClass } from '../api/endpoints';
@@ -24,64 +23,67 @@ interface Editing {
   value: TrafficClass;
 }
 
+/** A change to the classes, made against what the gateway runs. */
+type PolicyEdit = { kind: 'save'; original: string | null; value: TrafficClass; comment: string } | { kind: 'delete'; name: string };
+
+function send(e: PolicyEdit, preview: boolean) {
+  if (e.kind === 'delete') return endpoints.deleteClass(e.name, preview);
+  const body = { ...e.value, comment: e.comment };
+  return e.original === null ? endpoints.createClass(body, preview) : endpoints.updateClass(e.original, body, preview);
+}
+
+const commentOf = (e: PolicyEdit) => (e.kind === 'delete' ? `delete class ${e.name}` : e.comment || `${e.original === null ? 'add' : 'update'} class ${e.value.name}`);
+
 export default function PolicyPage() {
-  const queryClient = useQueryClient();
   const classes = useQuery({ queryKey: keys.classes, queryFn: endpoints.classes });
   const [editing, setEditing] = useState<Editing | null>(null);
+  const [deleting, setDeleting] = useState<string | null>(null);
   const [errors, setErrors] = useState<FieldErrors>({});
   const [comment, setComment] = useState('');
-  const [saved, setSaved] = useState<ChangeOut | null>(null);
   const canEdit = useCan()('operator');
-
-  const refresh = () => Promise.all(afterConfigChange.map((k) => queryClient.invalidateQueries({ queryKey: k })));
-  const save = useMutation({
-    mutationFn: (e: Editing) =>
-      e.original === null ? endpoints.createClass({ ...e.value, comment }) : endpoints.updateClass(e.original, { ...e.value, comment }),
-    onSuccess: async (res) => {
-      setSaved(res);
-      setEditing(null);
-      await refresh();
-    },
-    onError: (err) => setErrors(err instanceof ApiError ? err.fieldErrors : {}),
-  });
-  const remove = useMutation({
-    mutationFn: (name: string) => endpoints.deleteClass(name),
-    onSuccess: async (res) => {
-      setSaved(res);
-      await refresh();
-    },
-  });
+  const edit = useRunningEdit(send, commentOf);
+  const current: PolicyEdit | null = editing ? { kind: 'save', original: editing.original, value: editing.value, comment } : null;
+  const removal: PolicyEdit | null = deleting ? { kind: 'delete', name: deleting } : null;
+  const review = edit.reviewOf(current);
+  const removalReview = edit.reviewOf(removal);
+  const failure = edit.preview.error ?? edit.save.error;
 
   const open = (e: Editing) => {
     setEditing(e);
     setErrors({});
     setComment('');
-    save.reset();
+    edit.reset();
   };
+  const fieldErrors = (e: unknown) => setErrors(e instanceof ApiError ? e.fieldErrors : {});
   const submit = () => {
-    if (!editing) return;
+    if (!current || !editing) return;
     const others = (classes.data?.classes ?? []).map((c) => c.name).filter((n) => n !== editing.original);
     const local = validateClass(editing.value, others);
     setErrors(local);
-    if (Object.keys(local).length === 0) save.mutate(editing);
+    if (Object.keys(local).length === 0) edit.preview.mutate(current, { onError: fieldErrors });
   };
+  const saveIt = (e: PolicyEdit) =>
+    edit.save.mutate(e, {
+      onSuccess: () => {
+        setEditing(null);
+        setDeleting(null);
+      },
+      onError: fieldErrors,
+    });
   const nextPriority = Math.max(0, ...(classes.data?.classes ?? []).map((c) => c.priority)) + 10;
   // A refusal that names a field of the form is shown under that field only, not a second time on top.
   const shownUnderFields = Object.keys(errors).some((k) => FORM_FIELDS.some((f) => k === f || k.startsWith(`${f}.`)));
-  const conflictIssues = save.error instanceof ApiError ? issuesFromDetails(save.error.details) : [];
+  const conflictIssues = failure instanceof ApiError ? issuesFromDetails(failure.details) : [];
 
   return (
     <>
       <PageHeader
         title="Policy"
-        description="Traffic classes, evaluated by priority (lower first); the first match decides: accelerate, cache or bypass."
+        description="Traffic classes, evaluated by priority (lower first); the first match decides: accelerate, cache or bypass. These are the classes the gateway runs; a change is made to them and applied."
         actions={canEdit ? <Button onClick={() => open({ original: null, value: newTrafficClass(nextPriority) })}>Add class</Button> : undefined}
       />
-      {saved && (
-        <SavedAlert saved={saved} onClose={() => setSaved(null)} />
-      )}
-      <PendingNotice />
-      {remove.error && <Alert color="red" mb="md" role="alert">{errorMessage(remove.error)}</Alert>}
+      {!editing && !deleting && <EditOutcomeAlert outcome={edit.outcome} onClose={edit.clearOutcome} />}
+      {canEdit && <PendingVersionsNote running={edit.running} />}
       <QueryView query={classes}>
         {(data) => (
           <Stack>
@@ -113,9 +115,10 @@ export default function PolicyPage() {
                           variant="subtle"
                           color="red"
                           aria-label={`Delete class ${c.name}`}
-                          loading={remove.isPending && remove.variables === c.name}
                           onClick={() => {
-                            if (window.confirm(`Delete class ${c.name}?`)) remove.mutate(c.name);
+                            edit.reset();
+                            setDeleting(c.name);
+                            edit.preview.mutate({ kind: 'delete', name: c.name });
                           }}
                         >
                           ✕
@@ -129,6 +132,16 @@ export default function PolicyPage() {
           </Stack>
         )}
       </QueryView>
+      <Modal opened={deleting !== null} onClose={() => setDeleting(null)} title={`Delete class ${deleting ?? ''}?`} size="xl">
+        <Stack>
+          {failure && <Alert color="red" role="alert">{errorMessage(failure)}</Alert>}
+          {removalReview && removal ? (
+            <ReviewAndSave change={removalReview} running={edit.running} onSave={() => saveIt(removal)} saving={edit.save.isPending} label="Delete and apply" />
+          ) : (
+            !failure && <Text size="sm" c="dimmed">Asking the API what this changes…</Text>
+          )}
+        </Stack>
+      </Modal>
       <Modal opened={editing !== null} onClose={() => setEditing(null)} title={editing?.original ? `Edit class ${editing.original}` : 'New traffic class'} size="xl">
         {editing && (
           <form
@@ -139,17 +152,20 @@ export default function PolicyPage() {
             }}
           >
             <Stack>
-              {save.error && !shownUnderFields && (
+              {failure && !shownUnderFields && (
                 <Alert color="red" role="alert" title="The API refused the change">
-                  {errorMessage(save.error)}
+                  {errorMessage(failure)}
                 </Alert>
               )}
               <IssueList issues={conflictIssues} title="Conflicts with other classes" />
               <TrafficClassForm idPrefix="class" value={editing.value} onChange={(v) => setEditing({ ...editing, value: v })} errors={errors} />
               <TextInput label="Change comment" description="Recorded with the new config version" value={comment} onChange={(e) => setComment(e.currentTarget.value)} />
+              {review && current ? (
+                <ReviewAndSave change={review} running={edit.running} onSave={() => saveIt(current)} saving={edit.save.isPending} />
+              ) : null}
               <Group justify="flex-end">
                 <Button variant="default" onClick={() => setEditing(null)}>Cancel</Button>
-                <Button type="submit" loading={save.isPending}>Save</Button>
+                <Button type="submit" variant={review ? 'default' : 'filled'} loading={edit.preview.isPending}>Review changes</Button>
               </Group>
             </Stack>
           </form>

@@ -8,6 +8,7 @@ import { keys } from '../api/keys';
 import { useAuth } from '../auth/useAuth';
 import { ConfigSaveReview, SavedResult, type Saved } from '../components/ConfigSaveReview';
 import { PageHeader } from '../components/PageHeader';
+import { PendingVersionsNote } from '../components/RunningEdit';
 import { LoadingState, QueryView } from '../components/StateViews';
 import { CacheForm, CongestionForm, InterfacesForm, NetworksForm, RoleForm, ShapingForm, SplitterForm } from '../components/SystemForms';
 import { checkConfig, setupNeeded } from '../lib/system-config';
@@ -107,16 +108,9 @@ export default function SystemPage() {
           // must not apply someone's unapplied rules along with a timeout.
           const runs = running.data?.config && running.data.version_id != null ? running.data : null;
           const base = runs ? { id: runs.version_id as number, config: runs.config as GatewayConfig } : { id: d.id, config: d.config };
-          const pending = runs && runs.version_id !== d.id;
           return (
             <>
-              {pending && (
-                <Alert color="yellow" mb="md" role="note" title="Pending versions are not in this form">
-                  The gateway runs version {base.id}; {d.id > base.id + 1 ? `versions ${base.id + 1}–${d.id} are` : `version ${d.id} is`} saved but not
-                  applied. These settings start from version {base.id}, what runs: saving makes a new version from it and applies that, so the
-                  pending changes are not applied with it (they stay in Config history, to apply or roll back to).
-                </Alert>
-              )}
+              <PendingVersionsNote running={running.data} title="Pending versions are not in this form" subject="This form" />
               {/* Remounted when what it starts from changes, so the draft starts from it. */}
               <SettingsEditor
                 key={`${base.id}`}
