@@ -1,7 +1,8 @@
 /* global document, window -- used inside functions that run in the page */
-// The workflows an operator performs, end to end in the browser against the real API: a class edited in place,
-// a bypass rule whose risks are named and confirmed, BoD settings derived and written (a refused value named at
-// once), a system setting changed while versions are pending, API tokens created and revoked, and a viewer's
+// The workflows an operator performs, end to end in the browser against the real API: a class added and edited in
+// place, a bypass rule whose risks are named and confirmed, BoD settings derived and written (a refused value named
+// at once), a system setting changed; each while other versions are pending, each made against what the gateway runs
+// (the pending versions named, left out and kept in the history); API tokens created and revoked, and a viewer's
 // session offering nothing a viewer may not do. Runs after the dashboard steps, signed in as the admin.
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
@@ -15,7 +16,28 @@ export async function operatorSteps(steps, { page, baseUrl, user, password, shot
     await page.getByRole('navigation', { name: 'Main navigation' }).getByRole('link', { name, exact: true }).click();
     await heading(name).waitFor();
   };
-  const saved = () => page.getByRole('status').filter({ hasText: /Saved as config version \d+/ });
+  const applied = () => page.getByRole('status').filter({ hasText: /Version \d+ applied/ });
+  const call = async (method, path, data) => {
+    // The page's own session (cookie) and its CSRF token, as the dashboard sends them.
+    const csrf = (await page.context().cookies()).find((c) => c.name === 'perigee_csrf')?.value ?? '';
+    const r = await page.request.fetch(`${baseUrl}${path}`, { method, data, headers: { 'X-CSRF-Token': csrf } });
+    assert.ok(r.ok(), `${method} ${path}: ${r.status()} ${await r.text()}`);
+    return r.json();
+  };
+  /** Saves a version on top of the desired one without applying it (as an API client would): a pending version. */
+  const pendingClass = async (name, port) =>
+    (await call('POST', '/api/v1/policy/classes', { name, priority: 900, action: 'accelerate', match: { protocol: 'tcp', dports: [port] } })).version_id;
+  const runningConfig = async () => (await call('GET', '/api/v1/config/running')).config;
+  /** Reviews the change against what runs (the pending versions named), then saves and applies it. */
+  const reviewAndApply = async (scope, pendingId, shotName) => {
+    const note = scope.getByRole('note').filter({ hasText: 'Pending versions are not in this edit' }).last();
+    await note.getByText(new RegExp(`version ${pendingId} (is|are) saved but not applied`)).or(note.getByText(new RegExp(`versions \\d+–${pendingId} are saved`))).first().waitFor();
+    await note.getByText(/applying one of them later would undo this change unless it is made again/).waitFor();
+    await scope.getByLabel('Changes to review').getByText(/\(what the gateway runs\)/).waitFor();
+    if (shotName) await shot(shotName, { fullPage: false });
+    await scope.getByRole('button', { name: /(Save|Delete) and apply/ }).click();
+    await applied().waitFor();
+  };
   const shot = async (name, { fullPage = true } = {}) => {
     if (!shotsDir) return;
     if (fullPage) await page.evaluate(() => window.scrollTo(0, 0)); // else the sticky header is drawn mid-page
@@ -27,26 +49,38 @@ export async function operatorSteps(steps, { page, baseUrl, user, password, shot
     await page.getByRole('option', { name: option, exact: true }).click();
   };
 
-  await steps.run('operator: edit a traffic class in place', async () => {
+  await steps.run('operator: add and edit a traffic class while a version is pending: made to what runs', async () => {
+    const pending = await pendingClass('pending-e2e', '9090');
     await gotoNav('Policy');
+    // The page lists what runs: the pending class is not there.
+    await page.getByRole('note').filter({ hasText: 'Pending versions are not in this edit' }).waitFor();
+    assert.equal(await page.getByRole('cell', { name: 'pending-e2e', exact: true }).count(), 0);
     await page.getByRole('button', { name: 'Add class' }).click();
     let dialog = page.getByRole('dialog');
     await dialog.getByLabel(/^Name/).fill('e2e-web');
     await dialog.getByLabel('Destination ports').fill('8080');
     await dialog.getByLabel('Destination ports').press('Enter');
-    await dialog.getByRole('button', { name: 'Save' }).click();
-    await saved().waitFor();
+    await dialog.getByRole('button', { name: 'Review changes' }).click();
+    await reviewAndApply(dialog, pending, 'policy-review');
     await page.getByRole('button', { name: 'Edit class e2e-web' }).click();
     dialog = page.getByRole('dialog');
     await pick('Satellite congestion control', 'bbr');
-    await dialog.getByRole('button', { name: 'Save' }).click();
+    await dialog.getByRole('button', { name: 'Review changes' }).click();
+    await dialog.getByLabel('Changes to review').getByText('bbr').first().waitFor();
+    await dialog.getByRole('button', { name: 'Save and apply' }).click();
     await dialog.waitFor({ state: 'hidden' });
-    await saved().waitFor();
+    await applied().waitFor();
     const row = page.getByRole('row').filter({ has: page.getByRole('cell', { name: 'e2e-web', exact: true }) });
     await row.getByRole('cell', { name: 'bbr', exact: true }).waitFor();
+    // What runs has the edit and not the pending class; the pending version is still in the history as it was.
+    const runs = await runningConfig();
+    assert.deepEqual(runs.classes.map((c) => c.name), ['e2e-web']);
+    const kept = await call('GET', `/api/v1/versions/${pending}`);
+    assert.deepEqual(kept.config.classes.map((c) => c.name), ['pending-e2e']);
   });
 
   await steps.run('operator: a bypass rule covering the served subnet is named before it is added', async () => {
+    const pending = await pendingClass('pending-e2e-2', '9091');
     await gotoNav('IPsec bypass');
     await page.getByRole('textbox', { name: /^Rule name/ }).fill('lan-all');
     await page.getByRole('textbox', { name: 'CIDRs' }).fill('10.71.1.0/24');
@@ -57,14 +91,16 @@ export async function operatorSteps(steps, { page, baseUrl, user, password, shot
     await shot('bypass-confirm', { fullPage: false });
     assert.equal(await page.getByRole('cell', { name: 'lan-all', exact: true }).count(), 0, 'nothing stored before confirming');
     await dialog.getByRole('button', { name: 'Add it anyway' }).click();
-    await saved().waitFor();
+    await reviewAndApply(page, pending, 'bypass-review');
     await page.getByRole('cell', { name: 'lan-all', exact: true }).waitFor();
+    assert.ok(!(await runningConfig()).classes.some((c) => c.name === 'pending-e2e-2'), 'the pending class was applied with the rule');
     // Every protocol the gateway accepts, ICMP included.
     await page.getByRole('textbox', { name: /^Rule name/ }).fill('ping-e2e');
     await page.getByRole('textbox', { name: 'CIDRs' }).fill('203.0.113.9/32');
     await page.getByRole('textbox', { name: 'CIDRs' }).press('Enter');
     await pick('Protocol', 'icmp');
     await page.getByRole('button', { name: 'Add rule' }).click();
+    await page.getByRole('button', { name: 'Save and apply' }).click();
     await page.getByRole('row').filter({ hasText: 'ping-e2e' }).getByRole('cell', { name: 'icmp', exact: true }).waitFor();
   });
 
@@ -79,17 +115,23 @@ export async function operatorSteps(steps, { page, baseUrl, user, password, shot
     const forward = page.getByRole('textbox', { name: 'Forward rate (bit/s)' });
     await forward.fill('100000000000');
     await page.getByText(/beyond any satellite carrier/).first().waitFor();
-    await page.getByRole('button', { name: 'Save and write to config' }).click();
-    const dialog = page.getByRole('dialog', { name: 'Write these values to the config?' });
+    await page.getByRole('button', { name: 'Save, write to config and apply' }).click();
+    const dialog = page.getByRole('dialog', { name: 'Write these values to the config and apply them?' });
     await dialog.getByText(/100 Gbit\/s is beyond any satellite carrier/).waitFor();
     await dialog.getByRole('button', { name: 'Change the inputs' }).click();
     await forward.fill('50000000');
     await page.waitForFunction(() => !document.body.textContent.includes('beyond any satellite carrier'), null, { timeout: 10000 });
-    await page.getByRole('button', { name: 'Save and write to config' }).click();
-    await page.getByRole('status').filter({ hasText: /Written into config version \d+/ }).waitFor();
+    const pending = await pendingClass('pending-e2e-3', '9092');
+    await page.getByRole('note').filter({ hasText: `version ${pending} is saved but not applied` }).waitFor();
+    await page.getByRole('heading', { name: 'Change to what the gateway runs' }).waitFor();
+    await page.getByRole('button', { name: 'Save, write to config and apply' }).click();
+    await applied().waitFor();
+    const runs = await runningConfig();
+    assert.ok(runs.satellite.pacing_rate_bps > 0 && !runs.classes.some((c) => c.name === 'pending-e2e-3'), JSON.stringify(runs.satellite));
   });
 
   await steps.run('operator: a system setting changed with versions pending edits what runs', async () => {
+    await call('POST', '/api/v1/policy/bypass', { name: 'pending-rule', protocol: 'tcp', cidrs: ['203.0.113.44/32'], ports: ['8443'] });
     await gotoNav('System settings');
     await page.getByText('Pending versions are not in this form').waitFor();
     const idle = page.getByRole('textbox', { name: /^Idle timeout/ });
@@ -99,14 +141,15 @@ export async function operatorSteps(steps, { page, baseUrl, user, password, shot
     await review.getByText(/\(what the gateway runs\)/).waitFor();
     const text = await review.textContent();
     assert.ok(text.includes('idle_timeout_s'), text);
-    assert.ok(!text.includes('lan-all') && !text.includes('e2e-web'), `pending changes in the review: ${text}`);
+    assert.ok(!text.includes('pending-rule') && !text.includes('pending-e2e'), `pending changes in the review: ${text}`);
     await shot('system-pending');
     await page.getByRole('button', { name: 'Save and apply' }).click();
     await page.getByRole('status').filter({ hasText: /Version \d+ applied/ }).waitFor();
     // What runs now is what ran plus the timeout: the pending bypass rule was not applied along with it.
     await gotoNav('IPsec bypass');
     await page.getByRole('cell', { name: 'ipsec-esp', exact: true }).waitFor();
-    await page.getByRole('cell', { name: 'lan-all', exact: true }).waitFor({ state: 'detached' });
+    await page.getByRole('cell', { name: 'lan-all', exact: true }).waitFor();
+    assert.equal(await page.getByRole('cell', { name: 'pending-rule', exact: true }).count(), 0);
   });
 
   await steps.run('operator: create an API token, see its secret once, revoke it', async () => {

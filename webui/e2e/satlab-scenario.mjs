@@ -75,19 +75,15 @@ export async function satlabSteps(steps, { context, baseUrl, password, lab, shot
     done.catch(() => {}); // a step that fails before awaiting it must not crash the run (teardown first)
     return { flows, snapshots, done };
   };
-  /** Clicks the banner's "Apply version N" and fails with the gateway's message if it was refused. */
-  const applyFromBanner = async (id) => {
-    await page.getByRole('button', { name: `Apply version ${id}`, exact: true }).click();
-    const v = await until(`the API to record the outcome of applying version ${id}`, async () => (await api('/versions')).versions.find((x) => x.id === id && x.apply_status !== 'none'));
-    const banner = page.getByRole('status').filter({ hasText: `Version ${id} is not applied` });
-    if (v.apply_status !== 'applied') {
-      const shown = await banner.getByText(/Apply failed/).textContent({ timeout: 3000 }).catch(() => '(the banner shows no error)');
-      const detail = await api(`/versions/${id}`);
-      throw new Error(`applying version ${id} failed: ${JSON.stringify(detail.apply_result)}; the banner says: ${shown}`);
-    }
-    await until(`the banner for version ${id} to go`, async () => (await banner.count()) === 0);
-    const versions = await api('/versions');
-    assert.equal(versions.active_version_id, id, 'the API records the version as active');
+  /** After "Save and apply" (the dashboard's edits apply what they save): the version the page says it applied,
+   * checked as the API's active version and the revision the gateway runs. A refusal fails with what the page says. */
+  const appliedOnPage = async () => {
+    const done = page.getByRole('status').filter({ hasText: /^Version \d+ applied/ }).last();
+    const refused = page.getByRole('alert').filter({ hasText: /was saved but not applied/ });
+    await done.or(refused).first().waitFor({ timeout: 30000 });
+    if (await refused.count()) throw new Error(`the apply was refused: ${await refused.first().textContent()}`);
+    const id = Number((await done.textContent()).match(/Version (\d+) applied/)[1]);
+    assert.equal((await api('/versions')).active_version_id, id, 'the API records the version as active');
     const running = await lab.gateway('/v1/config');
     assert.equal(running.revision, `v${id}`, 'the gateway runs the applied revision');
     return { id, running };
@@ -162,9 +158,8 @@ export async function satlabSteps(steps, { context, baseUrl, password, lab, shot
     await page.getByRole('textbox', { name: 'Ports' }).fill(String(BULK_PORT));
     await page.getByRole('textbox', { name: 'Ports' }).press('Enter');
     await page.getByRole('button', { name: 'Add rule' }).click();
-    const saved = page.getByRole('status').filter({ hasText: /Saved as config version \d+/ });
-    await saved.waitFor();
-    const { running } = await applyFromBanner(Number((await saved.textContent()).match(/version (\d+)/)[1]));
+    await page.getByRole('button', { name: 'Save and apply' }).click();
+    const { running } = await appliedOnPage();
     const rule = running.bypass.find((r) => r.name === BYPASS_RULE);
     assert.deepEqual({ protocol: rule?.protocol, cidrs: rule?.cidrs, ports: rule?.ports }, { protocol: 'tcp', cidrs: [`${SERVER}/32`], ports: [String(BULK_PORT)] });
   });
@@ -191,8 +186,9 @@ export async function satlabSteps(steps, { context, baseUrl, password, lab, shot
   };
   // Soft steps: their failures (real bugs) are reported, the pacing and roll-back steps below still run.
   let latestBeforeBod = 0;
+  let bodRunning = null;
   await steps.run(
-    `BoD: a new profile (forward ${BOD_FORWARD_BPS / 1e6} Mbit/s, base RTT 600 ms) saved and written to the config, with a confirmation`,
+    `BoD: a new profile (forward ${BOD_FORWARD_BPS / 1e6} Mbit/s, base RTT 600 ms) saved, written to what runs and applied, with a confirmation`,
     async () => {
       await bodPage();
       latestBeforeBod = (await api('/versions')).latest_version_id;
@@ -200,9 +196,10 @@ export async function satlabSteps(steps, { context, baseUrl, password, lab, shot
       await page.getByRole('textbox', { name: 'Forward rate (bit/s)' }).fill(String(BOD_FORWARD_BPS));
       await page.getByRole('textbox', { name: 'Base RTT (ms)' }).fill('600');
       await page.getByRole('table', { name: 'Derived values' }).getByRole('row').filter({ hasText: 'pacing_rate_bps' }).filter({ hasText: /^pacing_rate_bps\s*20(\.0)? Mbit\/s/ }).waitFor();
-      await page.getByRole('button', { name: 'Save and write to config' }).click();
-      await page.getByRole('button', { name: `Apply version ${latestBeforeBod + 1}` }).waitFor();
-      await page.getByRole('status').filter({ hasText: `Written into config version ${latestBeforeBod + 1}` }).waitFor({ timeout: 3000 });
+      await page.getByRole('button', { name: 'Save, write to config and apply' }).click();
+      const { id, running } = await appliedOnPage();
+      assert.equal(id, latestBeforeBod + 1, 'one new version');
+      bodRunning = running;
     },
     { soft: true },
   );
@@ -210,9 +207,8 @@ export async function satlabSteps(steps, { context, baseUrl, password, lab, shot
   await steps.run(
     'BoD: that version (pacing cap and Hybla base RTT 600 ms) applies on the gateway',
     async () => {
-      assert.ok(latestBeforeBod > 0, 'the profile was written to the config');
-      await bodPage();
-      const { running } = await applyFromBanner(latestBeforeBod + 1);
+      assert.ok(bodRunning, 'the profile was written to the config and applied');
+      const running = bodRunning;
       assert.equal(running.satellite.pacing_rate_bps, BOD_FORWARD_BPS);
       assert.equal(running.hybla.base_rtt_ms, 600);
     },
@@ -225,9 +221,9 @@ export async function satlabSteps(steps, { context, baseUrl, password, lab, shot
     await page.getByRole('textbox', { name: 'hybla_base_rtt_ms' }).fill('0');
     // The previous save's confirmation stays on the page: wait for the one naming the NEW version.
     const next = (await api('/versions')).latest_version_id + 1;
-    await page.getByRole('button', { name: 'Save and write to config' }).click();
-    await page.getByRole('status').filter({ hasText: `Written into config version ${next}` }).waitFor();
-    const { id, running } = await applyFromBanner(next);
+    await page.getByRole('button', { name: 'Save, write to config and apply' }).click();
+    await page.getByRole('status').filter({ hasText: `Version ${next} applied` }).waitFor();
+    const { id, running } = await appliedOnPage();
     assert.equal(running.satellite.pacing_rate_bps, BOD_FORWARD_BPS, "the gateway's active satellite.pacing_rate_bps");
     const active = await api('/config/active');
     assert.equal(active.id, id);

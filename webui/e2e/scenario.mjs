@@ -3,6 +3,7 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { operatorSteps } from './operator.mjs';
+import { satelliteSteps } from './satellite.mjs';
 
 const PAGES = [
   { nav: 'Overview', heading: 'Overview', shot: 'overview' },
@@ -145,7 +146,10 @@ export async function dashboardSteps(steps, { context, baseUrl, user, password, 
     await page.getByRole('textbox', { name: 'CIDRs' }).fill('203.0.113.7/32');
     await page.getByRole('textbox', { name: 'CIDRs' }).press('Enter');
     await page.getByRole('button', { name: 'Add rule' }).click();
-    await page.getByRole('status').filter({ hasText: /Saved as config version \d+/ }).waitFor();
+    // Reviewed against what runs, then saved and applied.
+    await page.getByLabel('Changes to review').getByText(/\(what the gateway runs\)/).waitFor();
+    await page.getByRole('button', { name: 'Save and apply' }).click();
+    await page.getByRole('status').filter({ hasText: /Version \d+ applied/ }).waitFor();
     await page.getByRole('cell', { name: 'vpn-e2e', exact: true }).waitFor();
   });
 
@@ -175,6 +179,8 @@ export async function dashboardSteps(steps, { context, baseUrl, user, password, 
     await settled(page);
     assert.equal(await page.getByRole('cell', { name: 'vpn-e2e', exact: true }).count(), 0, 'rule gone after roll back');
   });
+
+  if (minFlows > 0) await satelliteSteps(steps, { page, baseUrl, shotsDir });
 
   await operatorSteps(steps, { page, baseUrl, user, password: forced ? newPassword : password, shotsDir });
 

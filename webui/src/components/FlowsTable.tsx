@@ -222,8 +222,8 @@ export function FlowsTable({ flows, height = 560 }: { flows: Flow[]; height?: nu
                     </div>
                     <div role="cell" className={classes.cell}>{f.client}</div>
                     <div role="cell" className={classes.cell}>{f.server}</div>
-                    <div role="cell" className={classes.cell}>{f.site ?? '—'}</div>
-                    <div role="cell" className={classes.cell}>{f.class}</div>
+                    <div role="cell" className={classes.cell} title={f.site ?? undefined}>{f.site ?? '—'}</div>
+                    <div role="cell" className={classes.cell} title={f.class}>{f.class}</div>
                     <div role="cell" className={classes.cell}>
                       <Badge size="sm" variant="light" color={ACTION_COLOR[f.action] ?? 'gray'} title={f.relay ? RELAY_LABEL[f.relay] : undefined}>
                         {f.action}

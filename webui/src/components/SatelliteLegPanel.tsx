@@ -1,4 +1,4 @@
-import { Badge, Paper, SimpleGrid, Table, Text, Title } from '@mantine/core';
+import { Badge, Group, Paper, SimpleGrid, Table, Text, Title } from '@mantine/core';
 import { useQuery } from '@tanstack/react-query';
 import { useMemo } from 'react';
 import { endpoints, type SatelliteStats } from '../api/endpoints';
@@ -31,7 +31,7 @@ function SplitTable({ stats }: { stats: SatelliteStats }) {
         <Table.Tr>
           <Table.Th>Congestion control</Table.Th>
           <Table.Th>Live flows, by why</Table.Th>
-          <Table.Th ta="right">Flows since start</Table.Th>
+          <Table.Th ta="right">Since start</Table.Th>
           <Table.Th ta="right">Retransmitted</Table.Th>
         </Table.Tr>
       </Table.Thead>
@@ -42,13 +42,15 @@ function SplitTable({ stats }: { stats: SatelliteStats }) {
             <Table.Tr key={cc}>
               <Table.Td className="mono">{cc}</Table.Td>
               <Table.Td>
-                {stats.live
-                  .filter((l) => l.cc === cc)
-                  .map((l) => (
-                    <Badge key={l.cc_reason} size="sm" variant="light" color={CC_REASON[l.cc_reason].color} mr={4} title={CC_REASON[l.cc_reason].means}>
-                      {l.flows} {CC_REASON[l.cc_reason].badge}
-                    </Badge>
-                  ))}
+                <Group gap={4}>
+                  {stats.live
+                    .filter((l) => l.cc === cc)
+                    .map((l) => (
+                      <Badge key={l.cc_reason} size="sm" variant="light" color={CC_REASON[l.cc_reason].color} title={CC_REASON[l.cc_reason].means} style={{ flex: 'none', overflow: 'visible' }}>
+                        {l.flows} {CC_REASON[l.cc_reason].badge}
+                      </Badge>
+                    ))}
+                </Group>
               </Table.Td>
               <Table.Td ta="right">{total ? total.flows.toLocaleString() : '—'}</Table.Td>
               <Table.Td ta="right">{formatRetransmit(total?.retransmit_pct)}</Table.Td>
