@@ -7,7 +7,7 @@ use super::reports::{
 };
 use super::state::{ConfigFailure, Shared};
 use super::telemetry::Flow;
-use super::{apply, http, interfaces, ipc, log, render, routing, sys};
+use super::{apply, http, interfaces, ipc, log, peer_control, render, routing, sys};
 use serde::Serialize;
 use serde_json::{json, Value};
 use std::os::unix::fs::PermissionsExt;
@@ -439,6 +439,7 @@ pub fn counters_report(shared: &Shared) -> Counters {
             flows: t.peer_flows,
             fallbacks: t.peer_fallbacks,
             refused: t.peer_refused,
+            failed: t.peer_failed,
         },
         quic_rejected: read("quic_rejected"),
     }
@@ -454,6 +455,9 @@ fn parse_body(body: &[u8]) -> Result<config::GatewayConfig, ConfigError> {
 }
 
 pub fn handle(shared: &Shared, req: &http::Request) -> (u16, Value) {
+    if let Some(answer) = peer_control::handle(shared, req) {
+        return answer;
+    }
     let now = sys::now_f64();
     match (req.method.as_str(), req.path.as_str()) {
         ("GET", "/v1/health") => (200, to_json(&health(shared))),

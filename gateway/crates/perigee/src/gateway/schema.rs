@@ -6,6 +6,7 @@
 //! dashboard's TypeScript client (docs/ARCHITECTURE.md, *One schema*).
 use super::config::GatewayConfig;
 use super::interfaces::InterfaceList;
+use super::reports_peer::{IdentityReport, PeerStatus};
 use super::reports::{
     Applied, Counters, DnsReport, ErrorBody, FlowList, Health, RoutingReport, Validated,
 };
@@ -54,6 +55,8 @@ pub fn reports_schema() -> Value {
         define::<ErrorBody>(&mut g),
         define::<InterfaceList>(&mut g),
         define::<RoutingReport>(&mut g),
+        define::<IdentityReport>(&mut g),
+        define::<PeerStatus>(&mut g),
     ];
     // The requests the daemon takes besides the config (deserialization contract, its own generator).
     let mut input = SchemaSettings::draft2020_12()

@@ -8,7 +8,8 @@
 //! API's cross-field validators, which tests/test_config_contract.py holds to these).
 //!
 //! The module is split by job: `types` (the top level), `transport`, `policy` and `peer` (the
-//! sections), `limits` (the bounds), `validate` (the rules), `example` (a sample config).
+//! sections), `limits` (the bounds), `validate` and `validate_peer` (the rules), `example` (a
+//! sample config).
 mod example;
 mod limits;
 mod peer;
@@ -16,6 +17,7 @@ mod policy;
 mod transport;
 mod types;
 mod validate;
+mod validate_peer;
 
 #[cfg(test)]
 mod tests;

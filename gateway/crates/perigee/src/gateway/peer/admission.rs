@@ -311,6 +311,17 @@ impl Admission {
         self.log_refusal(from, None, why);
     }
 
+    /// A failed handshake: rustls's alert (which says why: an unknown key) goes out before the
+    /// connection closes, so the terminal can tell the operator; then a plain close.
+    fn refuse_handshake(&mut self, c: &mut Conn, why: &str) {
+        self.refused_unknown += 1;
+        if let Phase::Handshake(ch) = &mut c.phase {
+            let _ = ch.flush(c.fd.as_raw_fd());
+        }
+        sys::shutdown_wr(c.fd.as_raw_fd());
+        self.log_refusal(c.from, None, why);
+    }
+
     /// An event on a listener or a connection; Some when a flow was admitted.
     pub fn on_event(&mut self, ep: &Epoll, token: u64, now: Instant) -> Option<Admitted> {
         if let Some(lfd) = self
@@ -363,7 +374,7 @@ impl Admission {
             }
             Err(Outcome::Closed) => None,
             Err(Outcome::Unknown(why)) => {
-                self.refuse_unknown(c.fd.as_raw_fd(), c.from, &why);
+                self.refuse_handshake(&mut c, &why);
                 None
             }
             Err(Outcome::Refused(terminal, why)) => {
@@ -432,7 +443,7 @@ impl Admission {
                     Ok(None) => {
                         self.conns.insert(token, c);
                     }
-                    Err(Outcome::Unknown(why)) => self.refuse_unknown(raw, from, &why),
+                    Err(Outcome::Unknown(why)) => self.refuse_handshake(&mut c, &why),
                     _ => {}
                 }
             }

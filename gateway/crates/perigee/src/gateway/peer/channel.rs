@@ -96,6 +96,8 @@ pub struct Channel {
     tcp_eof: bool,
     /// `close` was called: nothing more is sent after what is queued.
     closing: bool,
+    /// Bytes written to the socket.
+    written: u64,
 }
 
 enum Inner {
@@ -122,6 +124,7 @@ impl Channel {
             rx_off: 0,
             tcp_eof: false,
             closing: false,
+            written: 0,
         }
     }
 
@@ -172,6 +175,7 @@ impl Channel {
                 Ok(0) => {
                     self.rx.clear();
                     self.tcp_eof = true;
+                    #[allow(irrefutable_let_patterns)] // the plaintext build has another kind
                     if let Inner::Tls(c) = &mut self.inner {
                         let _ = c.read_tls(&mut io::empty());
                         c.process_new_packets().map_err(ChannelError::Tls)?;
@@ -273,7 +277,7 @@ impl Channel {
             Inner::Tls(c) => {
                 while c.wants_write() {
                     match c.write_tls(&mut SockWriter(fd)) {
-                        Ok(_) => {}
+                        Ok(n) => self.written += n as u64,
                         Err(e) if would_block(&e) => return Ok(false),
                         Err(e) => return Err(e),
                     }
@@ -281,8 +285,18 @@ impl Channel {
                 Ok(true)
             }
             #[cfg(feature = "peer-plaintext")]
-            Inner::Plain(p) => p.flush(fd),
+            Inner::Plain(p) => {
+                let before = p.queued();
+                let r = p.flush(fd);
+                self.written += (before - p.queued()) as u64;
+                r
+            }
         }
+    }
+
+    /// Bytes written to the socket so far.
+    pub fn written(&self) -> u64 {
+        self.written
     }
 
     /// End our direction: TLS close_notify (the other side reads it as a clean end of stream).

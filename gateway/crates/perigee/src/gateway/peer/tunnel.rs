@@ -107,6 +107,17 @@ impl Tunnel {
         }
     }
 
+    /// Terminal: the first flush, OPEN and nothing else yet. Err only when its very first byte
+    /// was refused (a connection the hub had closed): then nothing of the flow reached the hub
+    /// and it may take the direct path.
+    pub fn start(&mut self, peer: RawFd) -> io::Result<()> {
+        let before = self.ch.written();
+        match self.ch.flush(peer) {
+            Err(e) if self.ch.written() == before => Err(e),
+            _ => Ok(()),
+        }
+    }
+
     /// Hub: the server is connected; STATUS goes ahead of its bytes.
     pub fn connected(&mut self) {
         self.ch.send(&wire::status(Status::Connected));
