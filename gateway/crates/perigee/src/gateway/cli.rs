@@ -146,7 +146,7 @@ pub enum GatewayCmd {
         #[arg(long, env = "PERIGEE_FRR_VTY_DIR", default_value = super::routing::DEFAULT_VTY_DIR)]
         frr_vty_dir: String,
         /// The peer path's identity (key and certificate, made here on first start; mode 0700).
-        #[arg(long, default_value = super::peer_control::DEFAULT_STATE_DIR)]
+        #[arg(long, default_value = super::peer_state::DEFAULT_STATE_DIR)]
         peer_state_dir: String,
     },
     /// Internal: one relay worker (spawned by `run`; stdin/stdout is its master link).
@@ -174,7 +174,7 @@ pub enum IdentityCmd {
     Commit,
     /// Without a daemon: make the identity in DIR if it has none, and print it (provisioning).
     Init {
-        #[arg(long, default_value = super::peer_control::DEFAULT_STATE_DIR)]
+        #[arg(long, default_value = super::peer_state::DEFAULT_STATE_DIR)]
         state_dir: String,
     },
 }

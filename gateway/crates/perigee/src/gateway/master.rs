@@ -465,7 +465,7 @@ pub fn run(args: RunArgs) -> i32 {
         dns_totals: Mutex::new(perigee_dns::Totals::default()),
         cache_store: Mutex::new(None),
         frr_vty_dir: args.frr_vty_dir.clone(),
-        peer: super::peer_control::PeerShared::open(&args.peer_state_dir),
+        peer: super::peer_state::PeerShared::open(&args.peer_state_dir),
     });
     // What a clean stop undoes: this namespace's Hybla entry, or the kernel tcp_hybla's rtt0.
     let hybla_before = apply::hybla_snapshot(&apply::SystemHybla);

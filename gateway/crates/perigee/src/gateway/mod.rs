@@ -19,6 +19,7 @@ pub mod meter;
 pub mod metrics;
 pub mod peer;
 pub mod peer_control;
+pub mod peer_state;
 pub mod procstat;
 pub mod render;
 pub mod reports;

@@ -1,91 +1,15 @@
-//! The master's side of the peer path: this gateway's identity store (made on first start,
-//! rotated and committed through the control socket, handed to the workers by file name), the
-//! hub's per-terminal totals, and the routes `GET /v1/identity`, `POST /v1/identity/rotate`,
-//! `POST /v1/identity/commit` and `GET /v1/peer` (docs/control-protocol.md).
+//! The peer path's control routes: `GET /v1/identity`, `POST /v1/identity/rotate`, `POST
+//! /v1/identity/commit` and `GET /v1/peer` (docs/control-protocol.md).
 use super::config::Role;
 use super::http;
-use super::ipc::{PeerReport, ToWorker};
+use super::ipc::PeerReport;
 use super::log;
-use super::peer::identity::{Identity, IdentityStore};
 use super::reports::ErrorBody;
 use super::reports_peer::{IdentityReport, PeerPoolStatus, PeerStatus, PeerTerminalStatus};
 use super::state::Shared;
 use serde::Serialize;
 use serde_json::{json, Value};
-use std::collections::BTreeMap;
-use std::path::Path;
 use std::sync::atomic::Ordering;
-use std::sync::Mutex;
-
-/// Where the identity lives unless `--peer-state-dir` says otherwise.
-pub const DEFAULT_STATE_DIR: &str = "/var/lib/perigee/peer";
-
-/// One terminal's refusals since the daemon started, and when it was last heard from.
-#[derive(Debug, Default, Clone, Copy)]
-struct TerminalTotals {
-    refused_prefix: u64,
-    refused_other: u64,
-    last_seen: Option<f64>,
-}
-
-pub struct PeerShared {
-    identity: Mutex<Result<IdentityStore, String>>,
-    terminals: Mutex<BTreeMap<String, TerminalTotals>>,
-    refused_unknown: Mutex<u64>,
-}
-
-impl PeerShared {
-    /// The store in `dir`; an identity is made there on first start.
-    pub fn open(dir: &Path) -> PeerShared {
-        let store = IdentityStore::open(dir);
-        match &store {
-            Ok(s) => log::info(
-                "peer identity",
-                json!({"fingerprint": s.current().fingerprint.to_string(), "dir": dir.display().to_string()}),
-            ),
-            Err(e) => log::error(
-                "no peer identity: the peer path cannot start",
-                json!({"error": e}),
-            ),
-        }
-        PeerShared {
-            identity: Mutex::new(store),
-            terminals: Mutex::new(BTreeMap::new()),
-            refused_unknown: Mutex::new(0),
-        }
-    }
-
-    /// What a worker is told to load (at its start, and after a commit).
-    pub fn identity_message(&self) -> Option<ToWorker> {
-        let store = self.identity.lock().unwrap();
-        let s = store.as_ref().ok()?;
-        Some(ToWorker::Identity {
-            path: s.current_path().display().to_string(),
-            fingerprint: s.current().fingerprint.to_string(),
-        })
-    }
-
-    fn current(&self) -> Result<(std::sync::Arc<Identity>, Option<String>), String> {
-        let store = self.identity.lock().unwrap();
-        let s = store.as_ref().map_err(|e| e.clone())?;
-        Ok((s.current(), s.next().map(|n| n.fingerprint.to_string())))
-    }
-
-    /// A worker's report: the hub's refusals add up here.
-    pub fn on_report(&self, r: &PeerReport) {
-        *self.refused_unknown.lock().unwrap() += r.refused_unknown;
-        let mut totals = self.terminals.lock().unwrap();
-        for t in &r.terminals {
-            let e = totals.entry(t.name.clone()).or_default();
-            e.refused_prefix += t.refused_prefix;
-            e.refused_other += t.refused_other;
-            e.last_seen = match (e.last_seen, t.last_seen) {
-                (Some(a), Some(b)) => Some(a.max(b)),
-                (a, b) => a.or(b),
-            };
-        }
-    }
-}
 
 fn to_json<T: Serialize>(v: &T) -> Value {
     serde_json::to_value(v).unwrap_or(Value::Null)

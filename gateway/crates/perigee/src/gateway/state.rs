@@ -5,7 +5,7 @@ use super::apply::{self, AppliedState, ApplyError, DnsStep, SquidStep};
 use super::config::{ConfigError, GatewayConfig};
 use super::ipc::Usage;
 use super::meter::LinkBytes;
-use super::peer_control::PeerShared;
+use super::peer_state::PeerShared;
 use super::render;
 use super::telemetry::Flow;
 use super::{ipc, log, sys};

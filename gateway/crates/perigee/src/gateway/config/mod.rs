@@ -31,6 +31,7 @@ pub use perigee_types::{
 pub use policy::*;
 pub use transport::*;
 pub use types::*;
+pub use validate_peer::check_fingerprint;
 
 use perigee_types::config_error as err;
 

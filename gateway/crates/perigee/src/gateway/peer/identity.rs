@@ -7,6 +7,7 @@
 //! Files (one PEM each, certificate then private key, mode 0600, written atomically):
 //! `identity.pem` the identity in use, `next.pem` a staged one (`rotate`) that `commit` puts in
 //! its place. Keys are ECDSA P-256, made by rcgen with ring.
+use super::super::config::check_fingerprint;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use serde::{Deserialize, Serialize};
@@ -43,14 +44,7 @@ impl Fingerprint {
 
     /// A fingerprint as written in config (`sha256:` + 64 lowercase hex digits).
     pub fn parse(s: &str) -> Result<Fingerprint, String> {
-        let hex = s.strip_prefix(FINGERPRINT_PREFIX).ok_or_else(|| {
-            format!("'{s}' is not a fingerprint: sha256: followed by 64 lowercase hex digits")
-        })?;
-        if hex.len() != 64 || !hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
-            return Err(format!(
-                "'{s}' is not a fingerprint: sha256: followed by 64 lowercase hex digits"
-            ));
-        }
+        check_fingerprint(s)?;
         Ok(Fingerprint(s.to_string()))
     }
 
