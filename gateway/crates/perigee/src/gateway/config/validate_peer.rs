@@ -184,7 +184,8 @@ impl GatewayConfig {
                         "a terminal's prefix is never a /0",
                     ));
                 }
-                if let Some((other, o)) = prefixes.iter().find(|(k, o)| *k != i && o.overlaps(c)) {
+                // Also within one terminal: its own prefixes are one set (nft merges nothing).
+                if let Some((other, o)) = prefixes.iter().find(|(_, o)| o.overlaps(c)) {
                     return Err(err(
                         format!("peer.terminals[{i}].prefixes[{j}]"),
                         format!(
