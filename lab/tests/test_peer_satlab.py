@@ -104,7 +104,7 @@ def run(role: str, argv: list[str], timeout: float = 120) -> Any:
 
 def posts(count: int, concurrency: int, first: int, body: int = 600, hold: float = 0.0, marker: str = "",
           timeout: float = 600) -> dict[str, Any]:
-    argv = [PY, "postload.py", SERVER4, str(COUNT_PORT), "--count", str(count), "--concurrency",
+    argv = [PY, "-m", "satlab.postload", SERVER4, str(COUNT_PORT), "--count", str(count), "--concurrency",
             str(concurrency), "--first", str(first), "--body", str(body), "--hold", str(hold)]
     if marker:
         argv += ["--marker", marker]
@@ -158,7 +158,7 @@ def lab() -> Iterator[None]:
                    check=False)
     satlab("up", "--profile", "geo-hts", "--gateway", "both", prefix=PREFIX, timeout=240)
     servers = [
-        subprocess.Popen(in_ns("server", [PY, "countserver.py", SERVER4, str(COUNT_PORT)], PREFIX), cwd=TESTS,
+        subprocess.Popen(in_ns("server", [PY, "-m", "satlab.countserver", SERVER4, str(COUNT_PORT)], PREFIX),
                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True),
         subprocess.Popen(in_ns("server", [PY, "-m", "satlab.probes", "serve", f"--port={WHOAMI_PORT}:whoami",
                                           "--bind", SERVER4], PREFIX),
@@ -432,9 +432,9 @@ def test_a_forged_reset_or_garbage_resets_the_client_and_never_replays(lab: None
 
 def test_a_hub_killed_mid_flow_resets_its_flows_and_never_replays(lab: None) -> None:
     first = 4000
-    load = subprocess.Popen(in_ns("client", [PY, "postload.py", SERVER4, str(COUNT_PORT), "--count", "40",
-                                             "--concurrency", "40", "--first", str(first), "--hold", "3"], PREFIX),
-                            cwd=TESTS, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    argv = [PY, "-m", "satlab.postload", SERVER4, str(COUNT_PORT), "--count", "40", "--concurrency", "40",
+            "--first", str(first), "--hold", "3"]
+    load = subprocess.Popen(in_ns("client", argv, PREFIX), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     pins = gateway.peer_pins(TOPO)
     try:
         time.sleep(2.0)  # the bodies are at the server, the answers held
@@ -481,8 +481,8 @@ def test_rotating_the_terminals_key_keeps_live_flows(lab: None) -> None:
     assert new and new != old and staged["fingerprint"] == old
     put_config("hub", lambda c: c["peer"]["terminals"][0].update(fingerprints=[old, new]))
     # A flow on a connection made with the old key, its answer held past the rotation.
-    load = subprocess.Popen(in_ns("client", [PY, "postload.py", SERVER4, str(COUNT_PORT), "--first", "6000",
-                                             "--hold", "4"], PREFIX), cwd=TESTS, stdout=subprocess.PIPE, text=True)
+    argv = [PY, "-m", "satlab.postload", SERVER4, str(COUNT_PORT), "--first", "6000", "--hold", "4"]
+    load = subprocess.Popen(in_ns("client", argv, PREFIX), stdout=subprocess.PIPE, text=True)
     try:
         time.sleep(1.5)
         committed = control("terminal", "POST", "/v1/identity/commit")

@@ -1,9 +1,9 @@
-"""An HTTP/1.1 server that counts the request bodies it receives, by id (the exactly-once tests of
-test_peer_satlab.py). `POST /post?id=N[&hold=S]` with any body: the id is counted once per body
+"""An HTTP/1.1 server that counts the request bodies it receives, by id (the peer path's
+exactly-once tests and benchmark). `POST /post?id=N[&hold=S]` with any body: the id is counted once per body
 received in full, the answer (`ok N`) is held S seconds first (a quiet connection to disturb);
 `GET /counts` answers the counts as JSON. Prints {"ready": true} once listening.
 
-    python countserver.py ADDR PORT
+    python -m satlab.countserver ADDR PORT
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """POSTs to countserver.py, each on its own connection, a few at a time; prints one JSON line:
 which ids were answered (`ok ID`) and which failed (reset, closed early, timed out). The
-exactly-once tests compare them with what the server counted.
+exactly-once tests and benchmark compare them with what the server counted.
 
-    python postload.py ADDR PORT --count N --concurrency C [--first ID] [--body BYTES] [--hold S]
+    python -m satlab.postload ADDR PORT --count N --concurrency C [--first ID] [--body BYTES] [--hold S]
                        [--marker TEXT]
 """
 
