@@ -70,7 +70,7 @@ fn change_identity(shared: &Shared, commit: bool) -> (u16, Value) {
     }
 }
 
-fn peer_status(shared: &Shared) -> PeerStatus {
+pub fn peer_status(shared: &Shared) -> PeerStatus {
     let cfg = shared.config.lock().unwrap().clone();
     let configured = shared.configured.load(Ordering::Relaxed);
     let reports: Vec<PeerReport> = shared
