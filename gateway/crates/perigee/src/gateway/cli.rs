@@ -137,7 +137,7 @@ pub enum GatewayCmd {
         #[command(flatten)]
         control_tls: Box<ControlTlsArgs>,
         #[command(flatten)]
-        squid: SquidArgs,
+        squid: Box<SquidArgs>,
         /// Boxed: the daemon's options would make every other command as large.
         #[command(flatten)]
         dns: Box<DnsArgs>,
@@ -240,7 +240,7 @@ pub fn gateway(cmd: GatewayCmd) -> i32 {
             control_tls: control_tls.listen(),
             workers,
             metrics: (metrics != "off").then_some(metrics),
-            squid: squid.options(),
+            squid: (*squid).options(),
             dns: (*dns).options(),
             frr_vty_dir: frr_vty_dir.into(),
             peer_state_dir: peer_state_dir.into(),

@@ -72,7 +72,12 @@ impl Session {
 
     pub fn state(&self) -> FlowState {
         let tunnel_ended = self.tunnel.as_ref().map(|t| t.ended());
-        if self.connecting || self.tunnel.as_ref().is_some_and(|t| t.phase != Phase::Relay) {
+        if self.connecting
+            || self
+                .tunnel
+                .as_ref()
+                .is_some_and(|t| t.phase != Phase::Relay)
+        {
             FlowState::Connecting
         } else if self.up.eof || self.down.eof || tunnel_ended.is_some_and(|(a, b)| a || b) {
             FlowState::HalfClosed

@@ -3,8 +3,8 @@
 //! `_bytes`/`_seconds`/`_bits_per_second` units, `_info` metrics for labels with value 1.
 //! Every metric is listed in docs/operations.md, *Metrics*.
 use super::reports::{BypassRuleKind, CacheCounters, Counters, PacketCounters, SplitCounters};
-use super::state::Shared;
 use super::reports_peer::PeerStatus;
+use super::state::Shared;
 use super::{control, http, log, peer_control, procstat};
 use serde_json::json;
 use std::fmt::Write;
@@ -806,7 +806,11 @@ mod tests {
             "perigee_peer_refused_unknown_total 5",
             "perigee_egress_refused_total 4",
         ] {
-            assert!(e.text.lines().any(|l| l == line), "missing {line:?} in\n{}", e.text);
+            assert!(
+                e.text.lines().any(|l| l == line),
+                "missing {line:?} in\n{}",
+                e.text
+            );
         }
     }
 

@@ -6,10 +6,10 @@
 //! dashboard's TypeScript client (docs/ARCHITECTURE.md, *One schema*).
 use super::config::GatewayConfig;
 use super::interfaces::InterfaceList;
-use super::reports_peer::{IdentityReport, PeerStatus};
 use super::reports::{
     Applied, Counters, DnsReport, ErrorBody, FlowList, Health, RoutingReport, Validated,
 };
+use super::reports_peer::{IdentityReport, PeerStatus};
 use perigee_squid::{CacheStats, CollectResponse, PurgeRequest, PurgeResponse};
 use schemars::generate::SchemaSettings;
 use schemars::{JsonSchema, SchemaGenerator};

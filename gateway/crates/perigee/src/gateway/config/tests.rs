@@ -498,22 +498,34 @@ fn peer_defaults_off_and_a_terminal_needs_its_hubs_address_and_key() {
 #[test]
 fn enrolled_terminals_have_their_own_keys_and_prefixes() {
     let hub = |terminals: serde_json::Value| {
-        peer("hub", serde_json::json!({"enabled": true, "terminals": terminals}))
-            .unwrap_err()
+        peer(
+            "hub",
+            serde_json::json!({"enabled": true, "terminals": terminals}),
+        )
+        .unwrap_err()
     };
     for (terminals, field, says) in [
         (
-            serde_json::json!([terminal("a", &[T1_FP], &["10.71.1.0/24"]), terminal("a", &[T2_FP], &["10.72.1.0/24"])]),
+            serde_json::json!([
+                terminal("a", &[T1_FP], &["10.71.1.0/24"]),
+                terminal("a", &[T2_FP], &["10.72.1.0/24"])
+            ]),
             "peer.terminals[1].name",
             "twice",
         ),
         (
-            serde_json::json!([terminal("a", &[T1_FP], &["10.71.1.0/24"]), terminal("b", &[T1_FP], &["10.72.1.0/24"])]),
+            serde_json::json!([
+                terminal("a", &[T1_FP], &["10.71.1.0/24"]),
+                terminal("b", &[T1_FP], &["10.72.1.0/24"])
+            ]),
             "peer.terminals[1].fingerprints[0]",
             "one key, one terminal",
         ),
         (
-            serde_json::json!([terminal("a", &[T1_FP], &["10.71.0.0/16"]), terminal("b", &[T2_FP], &["10.71.1.0/24"])]),
+            serde_json::json!([
+                terminal("a", &[T1_FP], &["10.71.0.0/16"]),
+                terminal("b", &[T2_FP], &["10.71.1.0/24"])
+            ]),
             "peer.terminals[1].prefixes[0]",
             "overlaps 10.71.0.0/16 of terminal 'a'",
         ),
@@ -595,13 +607,21 @@ fn peer_fields_are_checked_even_when_disabled() {
             serde_json::json!({"pool_size": 257}),
             "peer.pool_size",
         ),
-        ("hub", serde_json::json!({"listen": ["0.0.0.0"]}), "peer.listen[0]"),
+        (
+            "hub",
+            serde_json::json!({"listen": ["0.0.0.0"]}),
+            "peer.listen[0]",
+        ),
         (
             "hub",
             serde_json::json!({"listen": ["10.71.2.2", "10.71.2.2"]}),
             "peer.listen[1]",
         ),
-        ("hub", serde_json::json!({"listen": ["not-an-ip"]}), "peer.listen[0]"),
+        (
+            "hub",
+            serde_json::json!({"listen": ["not-an-ip"]}),
+            "peer.listen[0]",
+        ),
         ("hub", serde_json::json!({"port": 7071}), "peer.port"),
         ("hub", serde_json::json!({"port": 3129}), "peer.port"),
         (

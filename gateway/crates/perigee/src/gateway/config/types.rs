@@ -1,7 +1,9 @@
 //! The top level of `GatewayConfig`: role, interfaces, the served subnets, the sections (their
 //! types live in the sibling modules) and the kernel settings.
 use super::limits::*;
-use super::{from_value, Bypass, Cidr, Class, Egress, Hybla, IfName, Peer, Satellite, Shaping, Site};
+use super::{
+    from_value, Bypass, Cidr, Class, Egress, Hybla, IfName, Peer, Satellite, Shaping, Site,
+};
 use super::{Splitter, Terrestrial};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

@@ -1,8 +1,8 @@
 //! `GatewayConfig::validate()`: every bound and every rule between fields, each error naming the
 //! JSON path of the offending field.
 use super::limits::*;
-use super::{err, Action, BypassProtocol, ConfigError, GatewayConfig};
 use super::MatchProtocol;
+use super::{err, Action, BypassProtocol, ConfigError, GatewayConfig};
 use std::collections::{HashMap, HashSet};
 
 fn valid_sysctl_value(v: &str) -> bool {

@@ -128,7 +128,12 @@ fn fingerprint_map(terminals: &[TerminalEntry]) -> HashMap<Fingerprint, String> 
 impl Admission {
     /// Bind the peer listeners (each address, SO_REUSEPORT across the workers). Tokens
     /// `token_base..` are the admission's.
-    pub fn new(cfg: AdmissionConfig, identity: &Identity, ep: &Epoll, token_base: u64) -> io::Result<Admission> {
+    pub fn new(
+        cfg: AdmissionConfig,
+        identity: &Identity,
+        ep: &Epoll,
+        token_base: u64,
+    ) -> io::Result<Admission> {
         let tls = Self::tls_config(&cfg, identity)?;
         let mut a = Admission {
             by_fingerprint: fingerprint_map(&cfg.terminals),
@@ -158,8 +163,14 @@ impl Admission {
         Ok(a)
     }
 
-    fn tls_config(cfg: &AdmissionConfig, identity: &Identity) -> io::Result<Arc<rustls::ServerConfig>> {
-        let pins = cfg.terminals.iter().flat_map(|t| t.fingerprints.iter().cloned());
+    fn tls_config(
+        cfg: &AdmissionConfig,
+        identity: &Identity,
+    ) -> io::Result<Arc<rustls::ServerConfig>> {
+        let pins = cfg
+            .terminals
+            .iter()
+            .flat_map(|t| t.fingerprints.iter().cloned());
         super::tls::server_config(identity, pins).map_err(io::Error::other)
     }
 
@@ -221,7 +232,11 @@ impl Admission {
     /// New enrolled terminals, egress policy or hub identity, in place. Connections whose key is
     /// no longer enrolled close at once (handshakes and idle ones; a flow's live connection is
     /// the worker's, which ends those of the `Revoked` terminals).
-    pub fn set_policy(&mut self, new: &AdmissionConfig, identity: &Identity) -> io::Result<Revoked> {
+    pub fn set_policy(
+        &mut self,
+        new: &AdmissionConfig,
+        identity: &Identity,
+    ) -> io::Result<Revoked> {
         let tls = Self::tls_config(new, identity)?;
         let old: HashMap<&str, HashSet<&Fingerprint>> = self
             .cfg
@@ -379,7 +394,10 @@ impl Admission {
             }
             Err(Outcome::Refused(terminal, why)) => {
                 sys::set_linger0(c.fd.as_raw_fd());
-                self.counters.entry(terminal.clone()).or_default().refused_other += 1;
+                self.counters
+                    .entry(terminal.clone())
+                    .or_default()
+                    .refused_other += 1;
                 self.log_refusal(c.from, Some(&terminal), why);
                 None
             }
@@ -486,7 +504,12 @@ impl Admission {
     }
 
     /// Move one connection through handshake -> READY -> OPEN as far as it can go now.
-    fn step(&mut self, c: &mut Conn, ep: &Epoll, token: u64) -> Result<Option<(Open, Vec<u8>)>, Outcome> {
+    fn step(
+        &mut self,
+        c: &mut Conn,
+        ep: &Epoll,
+        token: u64,
+    ) -> Result<Option<(Open, Vec<u8>)>, Outcome> {
         let fd = c.fd.as_raw_fd();
         if let Phase::Handshake(ch) = &mut c.phase {
             let mut early = Vec::new();
@@ -497,7 +520,8 @@ impl Admission {
                     return Err(Outcome::Closed);
                 }
                 let want = libc::EPOLLIN | if ch.wants_write() { libc::EPOLLOUT } else { 0 };
-                ep.watch(fd, token, want as u32).map_err(|_| Outcome::Closed)?;
+                ep.watch(fd, token, want as u32)
+                    .map_err(|_| Outcome::Closed)?;
                 return Ok(None);
             }
             let fingerprint = ch
@@ -530,7 +554,9 @@ impl Admission {
         let r = ch.recv(fd, got, OPEN_LEN).map_err(|e| match e {
             // An idle connection the terminal dropped (its pool shrank, it stopped).
             ChannelError::Truncated | ChannelError::Io(_) => Outcome::Closed,
-            ChannelError::Tls(_) => Outcome::Refused(terminal.clone(), "TLS error after the handshake"),
+            ChannelError::Tls(_) => {
+                Outcome::Refused(terminal.clone(), "TLS error after the handshake")
+            }
         })?;
         ch.flush(fd).map_err(|_| Outcome::Closed)?;
         if got.len() < OPEN_LEN {
@@ -538,7 +564,8 @@ impl Admission {
                 return Err(Outcome::Closed);
             }
             let want = libc::EPOLLIN | if ch.wants_write() { libc::EPOLLOUT } else { 0 };
-            ep.watch(fd, token, want as u32).map_err(|_| Outcome::Closed)?;
+            ep.watch(fd, token, want as u32)
+                .map_err(|_| Outcome::Closed)?;
             return Ok(None);
         }
         if ch.wants_write() {
@@ -548,7 +575,8 @@ impl Admission {
                 "the terminal sent OPEN before READY left",
             ));
         }
-        let open = wire::parse_open(got).map_err(|r| Outcome::Refused(terminal.clone(), r.as_str()))?;
+        let open =
+            wire::parse_open(got).map_err(|r| Outcome::Refused(terminal.clone(), r.as_str()))?;
         let early = got.split_off(OPEN_LEN);
         Ok(Some((open, early)))
     }

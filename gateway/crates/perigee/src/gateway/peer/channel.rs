@@ -5,8 +5,8 @@
 //!
 //! The benchmark-only build (`--features peer-plaintext`, never shipped) runs the same protocol
 //! without TLS, so the encrypted hop's cost can be measured against it in the same run.
-use super::identity::Fingerprint;
 use super::super::sys;
+use super::identity::Fingerprint;
 use std::io;
 use std::os::fd::RawFd;
 
@@ -148,7 +148,12 @@ impl Channel {
     /// Read what the socket has, decrypt it and append the plaintext to `out` until it holds
     /// `max` bytes (or the socket has nothing more). Handshake messages are handled on the way
     /// (their answers wait in the send queue: `flush`).
-    pub fn recv(&mut self, fd: RawFd, out: &mut Vec<u8>, max: usize) -> Result<Received, ChannelError> {
+    pub fn recv(
+        &mut self,
+        fd: RawFd,
+        out: &mut Vec<u8>,
+        max: usize,
+    ) -> Result<Received, ChannelError> {
         let mut got = Received::default();
         loop {
             self.drain_plaintext(out, max, &mut got)?;
@@ -166,7 +171,10 @@ impl Channel {
                 return match &self.inner {
                     Inner::Tls(_) => Err(ChannelError::Truncated),
                     #[cfg(feature = "peer-plaintext")]
-                    Inner::Plain(_) => Ok(Received { closed: true, ..got }),
+                    Inner::Plain(_) => Ok(Received {
+                        closed: true,
+                        ..got
+                    }),
                 };
             }
             self.rx.resize(RX_CHUNK, 0);
@@ -218,7 +226,12 @@ impl Channel {
         Ok(true)
     }
 
-    fn drain_plaintext(&mut self, out: &mut Vec<u8>, max: usize, got: &mut Received) -> Result<(), ChannelError> {
+    fn drain_plaintext(
+        &mut self,
+        out: &mut Vec<u8>,
+        max: usize,
+        got: &mut Received,
+    ) -> Result<(), ChannelError> {
         match &mut self.inner {
             Inner::Tls(c) => {
                 use std::io::BufRead;

@@ -130,8 +130,7 @@ impl Identity {
     }
 
     pub fn load(path: &Path) -> Result<Identity, String> {
-        let text =
-            std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
         Identity::from_pem(&text).map_err(|e| format!("{}: {e}", path.display()))
     }
 
@@ -273,7 +272,11 @@ mod tests {
         let mut s = IdentityStore::open(&dir).unwrap();
         let first = s.current().fingerprint.clone();
         let meta = std::fs::metadata(s.current_path()).unwrap();
-        assert_eq!(meta.mode() & 0o777, 0o600, "the key file is the owner's only");
+        assert_eq!(
+            meta.mode() & 0o777,
+            0o600,
+            "the key file is the owner's only"
+        );
         assert_eq!(
             std::fs::metadata(&dir).unwrap().mode() & 0o777,
             0o700,

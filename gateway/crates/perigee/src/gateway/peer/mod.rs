@@ -63,7 +63,11 @@ mod tests {
     }
 
     /// A hub that enrolls `enrolled` and a terminal presenting `terminal`, pinning `pins`.
-    fn lab(enrolled: Vec<TerminalEntry>, terminal: Arc<Identity>, pins: Option<Vec<Fingerprint>>) -> Lab {
+    fn lab(
+        enrolled: Vec<TerminalEntry>,
+        terminal: Arc<Identity>,
+        pins: Option<Vec<Fingerprint>>,
+    ) -> Lab {
         let ep = Epoll::new().unwrap();
         let port = free_port();
         let hub = Identity::generate().unwrap();
@@ -98,17 +102,16 @@ mod tests {
             POOL_BASE,
         )
         .unwrap();
-        Lab {
-            ep,
-            adm,
-            pool,
-            hub,
-        }
+        Lab { ep, adm, pool, hub }
     }
 
     impl Lab {
         /// Run the two sides' events until `done` or `limit`; flows the hub admits are returned.
-        fn drive(&mut self, limit: Duration, done: impl Fn(&Pool) -> bool) -> Vec<super::admission::Admitted> {
+        fn drive(
+            &mut self,
+            limit: Duration,
+            done: impl Fn(&Pool) -> bool,
+        ) -> Vec<super::admission::Admitted> {
             let mut evs = vec![libc::epoll_event { events: 0, u64: 0 }; 64];
             let mut admitted = Vec::new();
             self.pool.fill(&self.ep, Instant::now());
@@ -137,7 +140,10 @@ mod tests {
         assert_eq!((l.adm.refused, l.pool.last_error.as_deref()), (0, None));
         assert_eq!(l.adm.idle_by_terminal().get("site-1"), Some(&3));
         assert!(l.adm.counters["site-1"].last_seen.is_some());
-        let warm = l.pool.take(&l.ep, Instant::now()).expect("a ready connection");
+        let warm = l
+            .pool
+            .take(&l.ep, Instant::now())
+            .expect("a ready connection");
         assert!(!warm.channel.is_handshaking());
         assert_eq!(l.pool.ready(), 2, "taken; a replacement is on its way");
     }
@@ -156,7 +162,10 @@ mod tests {
         assert!(refused >= 1);
         // Backing off: no new attempt before its time.
         l.drive(Duration::from_millis(300), |_| false);
-        assert_eq!(l.adm.refused_unknown, refused, "a retry came before the backoff");
+        assert_eq!(
+            l.adm.refused_unknown, refused,
+            "a retry came before the backoff"
+        );
 
         // The terminal does not accept the hub's key.
         let mut l = lab(
@@ -197,7 +206,10 @@ mod tests {
                 Ok(_) => std::thread::sleep(Duration::from_millis(10)),
             }
         };
-        assert!(matches!(answer, Failure::Status(Status::Refused(e)) if e == libc::EACCES), "{answer:?}");
+        assert!(
+            matches!(answer, Failure::Status(Status::Refused(e)) if e == libc::EACCES),
+            "{answer:?}"
+        );
     }
 
     #[test]
@@ -278,7 +290,10 @@ mod tests {
         l.drive(Duration::from_millis(300), |_| false);
         assert_eq!(l.pool.ready(), 3, "the warm connections stay");
         assert_eq!((l.adm.refused, l.pool.last_error.as_deref()), (0, None));
-        let warm = l.pool.take(&l.ep, Instant::now()).expect("a ready connection");
+        let warm = l
+            .pool
+            .take(&l.ep, Instant::now())
+            .expect("a ready connection");
         // The kernel doubles SO_SNDBUF for its bookkeeping.
         let fd = warm.fd.as_raw_fd();
         assert_eq!(
@@ -292,7 +307,10 @@ mod tests {
         nagle.nodelay = false;
         assert!(l.pool.retune(&nagle, &l.ep, Instant::now()));
         l.drive(Duration::from_secs(2), |p| p.ready() == 3);
-        let warm = l.pool.take(&l.ep, Instant::now()).expect("a ready connection");
+        let warm = l
+            .pool
+            .take(&l.ep, Instant::now())
+            .expect("a ready connection");
         assert_eq!(
             int_opt(warm.fd.as_raw_fd(), libc::IPPROTO_TCP, libc::TCP_NODELAY),
             0

@@ -225,8 +225,12 @@ impl Pool {
         #[cfg(not(feature = "peer-plaintext"))]
         {
             let name = tls::server_name(self.cfg.hub.ip());
-            let c = rustls::ClientConnection::new(self.tls.clone(), name).map_err(io::Error::other)?;
-            Ok(Phase::Handshake(Box::new(Channel::tls(c.into())), Vec::new()))
+            let c =
+                rustls::ClientConnection::new(self.tls.clone(), name).map_err(io::Error::other)?;
+            Ok(Phase::Handshake(
+                Box::new(Channel::tls(c.into())),
+                Vec::new(),
+            ))
         }
     }
 
@@ -278,7 +282,14 @@ impl Pool {
 
     /// Move one connection through connect -> handshake -> READY as far as it can go now;
     /// Ok(true) when it became ready.
-    fn advance(&self, c: &mut Conn, ep: &Epoll, token: u64, events: u32, now: Instant) -> Result<bool, String> {
+    fn advance(
+        &self,
+        c: &mut Conn,
+        ep: &Epoll,
+        token: u64,
+        events: u32,
+        now: Instant,
+    ) -> Result<bool, String> {
         let fd = c.fd.as_raw_fd();
         if matches!(c.phase, Phase::Connecting) {
             let e = sys::so_error(fd);
@@ -297,17 +308,20 @@ impl Pool {
             // broke the protocol).
             return Err("the hub closed an idle connection".into());
         };
-        ch.flush(fd).map_err(|e| format!("handshake with the hub: {e}"))?;
+        ch.flush(fd)
+            .map_err(|e| format!("handshake with the hub: {e}"))?;
         let r = ch
             .recv(fd, got, wire::READY_LEN)
             .map_err(|e| handshake_error(&e))?;
-        ch.flush(fd).map_err(|e| format!("handshake with the hub: {e}"))?;
+        ch.flush(fd)
+            .map_err(|e| format!("handshake with the hub: {e}"))?;
         if got.len() < wire::READY_LEN {
             if r.closed {
                 return Err("the hub closed the connection before READY".into());
             }
             let want = libc::EPOLLIN | if ch.wants_write() { libc::EPOLLOUT } else { 0 };
-            ep.watch(fd, token, want as u32).map_err(|e| e.to_string())?;
+            ep.watch(fd, token, want as u32)
+                .map_err(|e| e.to_string())?;
             return Ok(false);
         }
         wire::parse_ready(got).map_err(|r| format!("the hub's READY: {}", r.as_str()))?;
@@ -315,7 +329,8 @@ impl Pool {
             unreachable!("matched above");
         };
         c.phase = Phase::Ready(ch);
-        ep.watch(fd, token, libc::EPOLLIN as u32).map_err(|e| e.to_string())?;
+        ep.watch(fd, token, libc::EPOLLIN as u32)
+            .map_err(|e| e.to_string())?;
         Ok(true)
     }
 

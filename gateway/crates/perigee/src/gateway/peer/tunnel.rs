@@ -153,9 +153,11 @@ impl Tunnel {
     pub fn pump(&mut self, plain: RawFd, peer: RawFd) -> Result<bool, Failure> {
         let mut moved = false;
         for _ in 0..TURNS {
-            let mut progress = self.from_peer(plain, peer)?;
-            progress |= self.to_peer(plain)?;
-            self.ch.flush(peer).map_err(|e| Failure::Peer(e.to_string()))?;
+            let mut progress = self.pump_inbound(plain, peer)?;
+            progress |= self.pump_outbound(plain)?;
+            self.ch
+                .flush(peer)
+                .map_err(|e| Failure::Peer(e.to_string()))?;
             if self.ch.closed_and_flushed() && !self.peer_shut {
                 sys::shutdown_wr(peer);
                 self.peer_shut = true;
@@ -168,7 +170,7 @@ impl Tunnel {
         Ok(moved)
     }
 
-    fn from_peer(&mut self, plain: RawFd, peer: RawFd) -> Result<bool, Failure> {
+    fn pump_inbound(&mut self, plain: RawFd, peer: RawFd) -> Result<bool, Failure> {
         let mut progress = false;
         if !self.peer_closed && self.inbound_pending() < INBOUND_MAX {
             if self.in_off > 0 {
@@ -196,7 +198,12 @@ impl Tunnel {
                     self.phase = Phase::Relay;
                 }
                 Ok(s) => return Err(Failure::Status(s)),
-                Err(r) => return Err(Failure::Peer(format!("instead of a status: {}", r.as_str()))),
+                Err(r) => {
+                    return Err(Failure::Peer(format!(
+                        "instead of a status: {}",
+                        r.as_str()
+                    )))
+                }
             }
         }
         if self.phase != Phase::Relay {
@@ -225,7 +232,7 @@ impl Tunnel {
         Ok(progress)
     }
 
-    fn to_peer(&mut self, plain: RawFd) -> Result<bool, Failure> {
+    fn pump_outbound(&mut self, plain: RawFd) -> Result<bool, Failure> {
         if self.phase == Phase::Hold {
             return Ok(false);
         }
@@ -320,7 +327,7 @@ mod tests {
     /// Two channels over a loopback connection, handshake done.
     fn channels() -> (Channel, TcpStream, Channel, TcpStream) {
         let (t, h) = (Identity::generate().unwrap(), Identity::generate().unwrap());
-        let cc = tls::client_config(&t, &[h.fingerprint.clone()]).unwrap();
+        let cc = tls::client_config(&t, std::slice::from_ref(&h.fingerprint)).unwrap();
         let sc = tls::server_config(&h, [t.fingerprint.clone()]).unwrap();
         let client = rustls::ClientConnection::new(cc, tls::server_name([127, 0, 0, 1].into()));
         let server = rustls::ServerConnection::new(Arc::clone(&sc));

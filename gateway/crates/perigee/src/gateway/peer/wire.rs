@@ -236,7 +236,11 @@ mod tests {
         }
         let mut r = open(&Open::Resolver);
         r[20] = 1;
-        assert_eq!(parse_open(&r), Err(Refusal::Address), "a resolver names no address");
+        assert_eq!(
+            parse_open(&r),
+            Err(Refusal::Address),
+            "a resolver names no address"
+        );
         let mut k = open(&flow());
         k[4] = 9;
         assert_eq!(parse_open(&k), Err(Refusal::Kind));

@@ -211,7 +211,8 @@ mod tests {
     fn peer_routes_carry_the_satellite_settings_to_the_other_gateway() {
         let pin = format!("sha256:{}", "ab".repeat(32));
         let mut j = example_json();
-        j["peer"] = serde_json::json!({"enabled": true, "hub": "10.71.2.2", "hub_fingerprints": [pin]});
+        j["peer"] =
+            serde_json::json!({"enabled": true, "hub": "10.71.2.2", "hub_fingerprints": [pin]});
         let term = render_routes(&from_value(j.clone()).unwrap(), &["hybla".into()]);
         let hub_route = term.last().unwrap().describe();
         assert_eq!(

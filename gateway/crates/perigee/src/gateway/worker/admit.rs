@@ -86,7 +86,7 @@ impl Worker {
                 match self.start_peer_flow(&cfg, flow, warm, &open) {
                     Ok(()) => return Ok(()),
                     // Nothing of it reached the hub: the direct path is safe.
-                    Err(flow) => flow,
+                    Err(flow) => *flow,
                 }
             }
             None => flow,

@@ -31,7 +31,9 @@ pub const RESOLVER_TUNNEL: SocketAddr =
     SocketAddr::new(IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 8853);
 
 fn fingerprints(list: &[String]) -> Vec<Fingerprint> {
-    list.iter().filter_map(|f| Fingerprint::parse(f).ok()).collect()
+    list.iter()
+        .filter_map(|f| Fingerprint::parse(f).ok())
+        .collect()
 }
 
 /// The pool a terminal's config asks for (None: peer path off, or not a terminal).
@@ -115,7 +117,10 @@ fn admission_config(cfg: &GatewayConfig, identity: &Identity) -> Option<Admissio
 /// loopback) when it runs one, else the first upstream.
 fn hub_resolver(cfg: &GatewayConfig) -> Option<SocketAddr> {
     if cfg.dns.enabled {
-        return Some(SocketAddr::new(IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 53));
+        return Some(SocketAddr::new(
+            IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
+            53,
+        ));
     }
     let u = cfg.dns.upstreams().ok()?.into_iter().next()?;
     Some(SocketAddr::new(u.addr, u.port))
@@ -210,7 +215,11 @@ impl Worker {
         let ids: Vec<u64> = self
             .flows
             .values()
-            .filter(|s| s.opened_by.as_ref().is_some_and(|(t, _)| terminals.contains(t)))
+            .filter(|s| {
+                s.opened_by
+                    .as_ref()
+                    .is_some_and(|(t, _)| terminals.contains(t))
+            })
             .map(|s| s.id)
             .collect();
         for id in ids {
@@ -237,7 +246,8 @@ impl Worker {
             sys::set_int(fd, libc::SOL_SOCKET, libc::SO_REUSEPORT, 1)?;
             sys::bind(fd, &RESOLVER_TUNNEL)?;
             perigee_netsys::listen(fd, 128)?;
-            self.ep.watch(fd, super::TOKEN_RESOLVER, libc::EPOLLIN as u32)?;
+            self.ep
+                .watch(fd, super::TOKEN_RESOLVER, libc::EPOLLIN as u32)?;
             Ok(s)
         });
         match bound {
@@ -296,9 +306,9 @@ impl Worker {
         flow: NewFlow,
         warm: Warm,
         open: &Open,
-    ) -> Result<(), NewFlow> {
+    ) -> Result<(), Box<NewFlow>> {
         let Some(pool) = self.warm.as_ref() else {
-            return Err(flow);
+            return Err(Box::new(flow));
         };
         let pooled_sat = pool.config().sat.clone();
         let hub_v6 = pool.config().hub.is_ipv6();
@@ -311,7 +321,7 @@ impl Worker {
                 p.peer_lost(Instant::now(), &why);
             }
             self.deltas.peer_fallbacks += 1;
-            return Err(flow);
+            return Err(Box::new(flow));
         }
         let sat_cc = self.tune_satellite_leg(peer_fd, &flow.sat, Some(&pooled_sat));
         // The peer connection is this flow's re-originated leg over the satellite: it carries
@@ -397,7 +407,13 @@ impl Worker {
         };
         let sat_cc = self.tune_satellite_leg(peer_fd, &flow.sat, Some(&inherited));
         let outbound = if transparent {
-            self.connect_outbound(&cfg, (client, server), (&flow.sat, flow.dscp), peer_fd, true)
+            self.connect_outbound(
+                &cfg,
+                (client, server),
+                (&flow.sat, flow.dscp),
+                peer_fd,
+                true,
+            )
         } else {
             self.connect_local(&cfg, server)
         };

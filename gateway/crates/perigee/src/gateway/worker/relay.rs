@@ -203,8 +203,7 @@ impl Worker {
             self.deltas.account_crossed(hub, s, &c);
             self.deltas.account_bytes(s);
             s.sampled_bytes = (s.up.bytes, s.down.bytes);
-            if s
-                .tunnel
+            if s.tunnel
                 .as_ref()
                 .is_some_and(|t| t.phase == Phase::AwaitStatus)
             {
