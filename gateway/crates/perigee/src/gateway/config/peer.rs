@@ -27,7 +27,7 @@ pub struct Peer {
     pub hub_fingerprints: Vec<String>,
     /// Hub: the addresses its peer listener binds; empty = the addresses of
     /// `interfaces.satellite` (link-local IPv6 ones aside).
-    #[schemars(length(max = MAX_PEER_LISTEN))]
+    #[schemars(schema_with = "peer_listen_schema")]
     pub listen: Vec<IpAddr>,
     /// Hub: the terminals it serves the peer path to, each with its own key(s) and the client
     /// prefixes it may open flows for (no two terminals' prefixes overlap).
@@ -76,6 +76,15 @@ pub struct Egress {
     pub allow: Vec<Cidr>,
     #[schemars(length(max = MAX_CIDRS))]
     pub deny: Vec<Cidr>,
+}
+
+fn peer_listen_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "array",
+        "maxItems": MAX_PEER_LISTEN,
+        "items": {"type": "string", "pattern": format!("^{}$", perigee_types::ip_pattern())},
+        "default": [],
+    })
 }
 
 fn peer_hub_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
