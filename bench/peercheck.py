@@ -6,14 +6,11 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
-import time
-from pathlib import Path
 from typing import Any
 
 from bench import lab, peerveth, procs
 from bench.tools import gwproc
+from satlab.capture import ipv4_in, sniff
 
 COUNT_PORT = 9200
 SERVER = "10.71.3.10"
@@ -46,30 +43,20 @@ def exactly_once(lb: lab.Lab, count: int, concurrency: int, first: int) -> dict[
 
 
 def capture(lb: lab.Lab, path: str) -> dict[str, Any]:
-    """tcpdump on the satellite link (the emulator's terminal side) while one POST with a marker
-    crosses: whether the marker or the client's or server's address appears in it."""
-    pcap = f"{path}.pcap"
-    dump = subprocess.Popen(
-        lb.exec_argv("sat", ["tcpdump", "-i", "st0", "-U", "-s", "0", "-w", pcap]),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        time.sleep(1.0)
-        serve = lb.exec_argv("server", procs.tool_argv("satlab.countserver", SERVER, str(COUNT_PORT)))
+    """A capture of the satellite link while one POST with a marker crosses: whether the marker or
+    the client's or server's address appears in it."""
+    serve = lb.exec_argv("server", procs.tool_argv("satlab.countserver", SERVER, str(COUNT_PORT)))
+
+    def post() -> bool:
         with procs.Background(serve) as server:
             server.wait_line(json.dumps({"ready": True}), timeout=15)
-            post = lb.exec_argv("client", procs.tool_argv(
+            argv = lb.exec_argv("client", procs.tool_argv(
                 "satlab.postload", SERVER, str(COUNT_PORT), "--body", "4000", "--marker", MARKER))  # fmt: skip
-            answered = json.loads(procs.run(post, timeout=60).stdout.strip().splitlines()[-1])["answered"]
-        time.sleep(1.0)
-    finally:
-        dump.send_signal(signal.SIGINT)
-        dump.wait(timeout=10)
-    data = Path(pcap).read_bytes()
-    os.unlink(pcap)
-    addresses = [ip for ip in (CLIENT, SERVER) if bytes(int(x) for x in ip.split(".")) in data]
-    return {"answered": bool(answered), "bytes": len(data), "marker": MARKER.encode() in data, "addresses": addresses}
+            return bool(json.loads(procs.run(argv, timeout=60).stdout.strip().splitlines()[-1])["answered"])
+
+    data, answered = sniff(lb.exec_argv, f"{path}.pcap", post)
+    addresses = [ip for ip in (CLIENT, SERVER) if ipv4_in(data, ip)]
+    return {"answered": answered, "bytes": len(data), "marker": MARKER.encode() in data, "addresses": addresses}
 
 
 def _download(vp: peerveth.PeerVethPath, size: int) -> dict[str, Any]:

@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench import procs
+from bench import procs, vethlab
 from bench.lab import PREFIX, TCP_SYSCTLS, LabUnavailable
 from bench.tools import gwproc
-from perigee_control.client import GatewayClient, GatewayError
+from perigee_control.client import GatewayClient
 
 CLIENT_V4, TERMINAL_LAN_V4 = "10.98.1.10", "10.98.1.1"
 TERMINAL_SAT_V4, HUB_SAT_V4 = "10.98.2.1", "10.98.2.2"
@@ -129,22 +129,6 @@ def _identity(binary: str, state_dir: str) -> str:
     return str(json.loads(out.stdout)["fingerprint"])
 
 
-def _wait(proc: subprocess.Popen[bytes], sock: str, log: str, workers: int) -> None:
-    deadline = time.monotonic() + 30
-    while True:
-        if proc.poll() is not None:
-            raise LabUnavailable(f"gateway exited {proc.returncode}: {Path(log).read_text()[-600:]}")
-        try:
-            health = GatewayClient(sock, timeout_s=1).health()
-            if sum(w.alive for w in health.workers) == workers:
-                return
-        except GatewayError:
-            pass
-        if time.monotonic() > deadline:
-            raise LabUnavailable("gateway did not report its workers alive within 30 s")
-        time.sleep(0.05)
-
-
 @contextmanager
 def gateways(vp: PeerVethPath, binary: str, workers: int) -> Iterator[Gateways]:
     """Both daemons from `binary`, the terminal's pool full, until exit (SIGTERM)."""
@@ -184,7 +168,7 @@ def gateways(vp: PeerVethPath, binary: str, workers: int) -> Iterator[Gateways]:
                         argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT, start_new_session=True
                     )
                 )
-            _wait(running[-1], sock, log, workers)
+            vethlab.wait_workers(running[-1], sock, log, workers)
             sockets[role] = sock
         deadline = time.monotonic() + 20
         while (

@@ -23,9 +23,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import in_ns, satlab
+from conftest import PrefixTopo, eventually, in_ns, satlab
 
 from satlab import gateway, linkctl
+from satlab.capture import ipv4_in, sniff
 from satlab.cli import _emu_dir
 
 PREFIX = "pp-"
@@ -39,17 +40,7 @@ MARKER = "PERIGEE-MARKER-5c0ffee"
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)")
 
 
-class Topo:
-    """satlab's Topology as gateway.py sees it, for the pp- lab."""
-
-    def ns(self, role: str) -> str:
-        return f"{PREFIX}{role}"
-
-    def path(self, name: str) -> str:
-        return f"/run/satlab/{PREFIX}/{name}"
-
-
-TOPO = Topo()
+TOPO = PrefixTopo(PREFIX)
 
 
 def control(role: str, method: str, path: str, body: Any = None) -> Any:
@@ -72,16 +63,6 @@ def peer(role: str) -> dict[str, Any]:
 
 def terminal_status(name: str = gateway.SITE_NAME) -> dict[str, Any]:
     return next(t for t in peer("hub")["terminals"] if t["name"] == name)
-
-
-def eventually(read: Any, check: Any, timeout: float = 6.0) -> Any:
-    """Reports reach the master once a second per worker: poll until `check(read())`."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = read()
-        if check(value) or time.monotonic() > deadline:
-            return value
-        time.sleep(0.2)
 
 
 def wait_pool(timeout: float = 40) -> int:
@@ -181,21 +162,9 @@ def lab() -> Iterator[None]:
 
 
 def capture_post(rid: int) -> tuple[bytes, dict[str, Any]]:
-    """tcpdump on the satellite link (the emulator's terminal side) while one POST with the marker
-    crosses; the capture's bytes and the POST's result."""
-    pcap = TOPO.path(f"sat-{rid}.pcap")
-    dump = subprocess.Popen(in_ns("sat", ["tcpdump", "-i", "st0", "-U", "-s", "0", "-w", pcap], PREFIX),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        time.sleep(1.0)  # tcpdump is listening
-        result = posts(1, 1, rid, body=4000, marker=MARKER)
-        time.sleep(1.0)
-    finally:
-        dump.send_signal(signal.SIGINT)
-        dump.wait(timeout=10)
-    data = Path(pcap).read_bytes()
-    os.unlink(pcap)
-    return data, result
+    """A capture of the satellite link while one POST with the marker crosses, and its result."""
+    return sniff(lambda role, argv: in_ns(role, argv, PREFIX), TOPO.path(f"sat-{rid}.pcap"),
+                 lambda: posts(1, 1, rid, body=4000, marker=MARKER))
 
 
 def test_nothing_of_a_flow_crosses_the_satellite_in_clear(lab: None) -> None:
@@ -208,13 +177,13 @@ def test_nothing_of_a_flow_crosses_the_satellite_in_clear(lab: None) -> None:
     assert bytes([10, 71, 2, 2]) in data and len(data) > 4000
     assert MARKER.encode() not in data
     for ip in (CLIENT4, SERVER4):
-        assert bytes(int(x) for x in ip.split(".")) not in data, f"{ip} in the capture"
+        assert not ipv4_in(data, ip), f"{ip} in the capture"
     # The same POST on the direct path shows all of it: the capture sees what crosses.
     put_config("terminal", lambda c: c["peer"].update(enabled=False))
     try:
         clear, result = capture_post(2)
         assert result["answered"] == [2]
-        assert MARKER.encode() in clear and bytes([10, 71, 1, 10]) in clear
+        assert MARKER.encode() in clear and ipv4_in(clear, CLIENT4)
     finally:
         put_config("terminal", lambda c: c["peer"].update(enabled=True))
         wait_pool()

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from conftest import in_ns, satlab
+from conftest import PrefixTopo, in_ns, satlab
 
 from satlab import gateway
 
@@ -37,17 +37,7 @@ PY = sys.executable
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)")
 
 
-class Topo:
-    """satlab's Topology as gateway.py sees it, for the pr- lab."""
-
-    def ns(self, role: str) -> str:
-        return f"{PREFIX}{role}"
-
-    def path(self, name: str) -> str:
-        return f"/run/satlab/{PREFIX}/{name}"
-
-
-TOPO = Topo()
+TOPO = PrefixTopo(PREFIX)
 
 
 def sock(role: str) -> str:
@@ -112,29 +102,6 @@ def wait_pool(timeout: float = 40) -> int:
             return ready
         time.sleep(0.25)
     raise AssertionError(f"peer pool not full in {timeout} s: {control('terminal', 'GET', '/v1/health')}")
-
-
-def eventually(read: Any, check: Any, timeout: float = 5.0) -> Any:
-    """Counters reach the master once a second per worker: poll until `check(read())`."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = read()
-        if check(value) or time.monotonic() > deadline:
-            return value
-        time.sleep(0.2)
-
-
-def settled_counters(role: str, timeout: float = 10.0) -> dict[str, Any]:
-    """Counters once the workers' deltas of earlier tests have all arrived (two reads over a
-    report period agree), so a later difference is this test's own."""
-    deadline = time.monotonic() + timeout
-    prev = counters(role)
-    while True:
-        time.sleep(1.2)
-        cur = counters(role)
-        if (cur["peer"], cur["flows_total"]) == (prev["peer"], prev["flows_total"]) or time.monotonic() > deadline:
-            return cur
-        prev = cur
 
 
 @pytest.fixture(scope="module")

@@ -519,8 +519,7 @@ impl Admission {
                 if r.closed {
                     return Err(Outcome::Closed);
                 }
-                let want = libc::EPOLLIN | if ch.wants_write() { libc::EPOLLOUT } else { 0 };
-                ep.watch(fd, token, want as u32)
+                ep.watch(fd, token, ch.interest())
                     .map_err(|_| Outcome::Closed)?;
                 return Ok(None);
             }
@@ -563,8 +562,7 @@ impl Admission {
             if r.closed {
                 return Err(Outcome::Closed);
             }
-            let want = libc::EPOLLIN | if ch.wants_write() { libc::EPOLLOUT } else { 0 };
-            ep.watch(fd, token, want as u32)
+            ep.watch(fd, token, ch.interest())
                 .map_err(|_| Outcome::Closed)?;
             return Ok(None);
         }

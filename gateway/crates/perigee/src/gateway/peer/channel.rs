@@ -275,6 +275,17 @@ impl Channel {
         }
     }
 
+    /// What to wait for on the socket during a handshake or between frames: the other side's
+    /// bytes, and room to write when something is queued.
+    pub fn interest(&self) -> u32 {
+        (libc::EPOLLIN
+            | if self.wants_write() {
+                libc::EPOLLOUT
+            } else {
+                0
+            }) as u32
+    }
+
     /// Bytes waiting for the socket.
     pub fn wants_write(&self) -> bool {
         match &self.inner {

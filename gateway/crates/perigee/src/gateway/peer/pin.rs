@@ -10,32 +10,58 @@ use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::{CertificateError, DigitallySignedStruct, DistinguishedName, Error, SignatureScheme};
 use std::collections::HashSet;
 
-fn algorithms() -> WebPkiSupportedAlgorithms {
-    rustls::crypto::ring::default_provider().signature_verification_algorithms
+/// The keys one side accepts, and the signature checks both verifiers share (rustls's own).
+#[derive(Debug)]
+struct Pins {
+    pins: HashSet<Fingerprint>,
+    algs: WebPkiSupportedAlgorithms,
 }
 
-/// Whether `cert`'s key is one of `pins` (a certificate that does not parse is refused too).
-fn pinned(cert: &CertificateDer<'_>, pins: &HashSet<Fingerprint>) -> Result<(), Error> {
-    match Fingerprint::of_cert(cert) {
-        Ok(f) if pins.contains(&f) => Ok(()),
-        Ok(_) => Err(Error::InvalidCertificate(CertificateError::UnknownIssuer)),
-        Err(_) => Err(Error::InvalidCertificate(CertificateError::BadEncoding)),
+impl Pins {
+    fn new(pins: impl IntoIterator<Item = Fingerprint>) -> Pins {
+        Pins {
+            pins: pins.into_iter().collect(),
+            algs: rustls::crypto::ring::default_provider().signature_verification_algorithms,
+        }
+    }
+
+    /// Whether `cert`'s key is one of the pins (a certificate that does not parse is refused too).
+    fn check(&self, cert: &CertificateDer<'_>) -> Result<(), Error> {
+        match Fingerprint::of_cert(cert) {
+            Ok(f) if self.pins.contains(&f) => Ok(()),
+            Ok(_) => Err(Error::InvalidCertificate(CertificateError::UnknownIssuer)),
+            Err(_) => Err(Error::InvalidCertificate(CertificateError::BadEncoding)),
+        }
+    }
+
+    /// TLS 1.3 only (the configs allow nothing else).
+    fn tls12(&self) -> Result<HandshakeSignatureValid, Error> {
+        Err(Error::PeerIncompatible(
+            rustls::PeerIncompatible::Tls12NotOffered,
+        ))
+    }
+
+    fn tls13(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, Error> {
+        verify_tls13_signature(message, cert, dss, &self.algs)
+    }
+
+    fn schemes(&self) -> Vec<SignatureScheme> {
+        self.algs.supported_schemes()
     }
 }
 
 /// The terminal's check of its hub: the hub's key must be one of `peer.hub_fingerprints`.
 #[derive(Debug)]
-pub struct PinnedHub {
-    pins: HashSet<Fingerprint>,
-    algs: WebPkiSupportedAlgorithms,
-}
+pub struct PinnedHub(Pins);
 
 impl PinnedHub {
     pub fn new(pins: impl IntoIterator<Item = Fingerprint>) -> PinnedHub {
-        PinnedHub {
-            pins: pins.into_iter().collect(),
-            algs: algorithms(),
-        }
+        PinnedHub(Pins::new(pins))
     }
 }
 
@@ -48,7 +74,9 @@ impl ServerCertVerifier for PinnedHub {
         _ocsp_response: &[u8],
         _now: UnixTime,
     ) -> Result<ServerCertVerified, Error> {
-        pinned(end_entity, &self.pins).map(|_| ServerCertVerified::assertion())
+        self.0
+            .check(end_entity)
+            .map(|_| ServerCertVerified::assertion())
     }
 
     fn verify_tls12_signature(
@@ -57,10 +85,7 @@ impl ServerCertVerifier for PinnedHub {
         _cert: &CertificateDer<'_>,
         _dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, Error> {
-        // TLS 1.3 only (the configs allow nothing else).
-        Err(Error::PeerIncompatible(
-            rustls::PeerIncompatible::Tls12NotOffered,
-        ))
+        self.0.tls12()
     }
 
     fn verify_tls13_signature(
@@ -69,28 +94,22 @@ impl ServerCertVerifier for PinnedHub {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, Error> {
-        verify_tls13_signature(message, cert, dss, &self.algs)
+        self.0.tls13(message, cert, dss)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.algs.supported_schemes()
+        self.0.schemes()
     }
 }
 
 /// The hub's check of a terminal: its key must be enrolled (`peer.terminals[].fingerprints`).
 /// Which terminal it is, the hub reads from the handshake's certificate afterwards.
 #[derive(Debug)]
-pub struct PinnedTerminals {
-    pins: HashSet<Fingerprint>,
-    algs: WebPkiSupportedAlgorithms,
-}
+pub struct PinnedTerminals(Pins);
 
 impl PinnedTerminals {
     pub fn new(pins: impl IntoIterator<Item = Fingerprint>) -> PinnedTerminals {
-        PinnedTerminals {
-            pins: pins.into_iter().collect(),
-            algs: algorithms(),
-        }
+        PinnedTerminals(Pins::new(pins))
     }
 }
 
@@ -105,7 +124,9 @@ impl ClientCertVerifier for PinnedTerminals {
         _intermediates: &[CertificateDer<'_>],
         _now: UnixTime,
     ) -> Result<ClientCertVerified, Error> {
-        pinned(end_entity, &self.pins).map(|_| ClientCertVerified::assertion())
+        self.0
+            .check(end_entity)
+            .map(|_| ClientCertVerified::assertion())
     }
 
     fn verify_tls12_signature(
@@ -114,9 +135,7 @@ impl ClientCertVerifier for PinnedTerminals {
         _cert: &CertificateDer<'_>,
         _dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, Error> {
-        Err(Error::PeerIncompatible(
-            rustls::PeerIncompatible::Tls12NotOffered,
-        ))
+        self.0.tls12()
     }
 
     fn verify_tls13_signature(
@@ -125,10 +144,10 @@ impl ClientCertVerifier for PinnedTerminals {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, Error> {
-        verify_tls13_signature(message, cert, dss, &self.algs)
+        self.0.tls13(message, cert, dss)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.algs.supported_schemes()
+        self.0.schemes()
     }
 }

@@ -319,8 +319,7 @@ impl Pool {
             if r.closed {
                 return Err("the hub closed the connection before READY".into());
             }
-            let want = libc::EPOLLIN | if ch.wants_write() { libc::EPOLLOUT } else { 0 };
-            ep.watch(fd, token, want as u32)
+            ep.watch(fd, token, ch.interest())
                 .map_err(|e| e.to_string())?;
             return Ok(false);
         }
