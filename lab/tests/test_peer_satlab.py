@@ -268,6 +268,11 @@ def egress_denied() -> int:
     return int(next(o["counter"]["packets"] for o in json.loads(p.stdout)["nftables"] if "counter" in o))
 
 
+# Where the kernel test's SYNs would go without the policy (another site behind the satellite, the
+# metadata address on the server side).
+HUB_TEST_ROUTES = (("10.72.1.0/24", "10.71.2.1"), ("169.254.169.254/32", SERVER4))
+
+
 def test_the_hubs_destination_policy_holds_in_the_daemon_and_in_the_kernel(lab: None) -> None:
     other = new_identity()
     site2 = {"name": "site-2", "fingerprints": [other["fingerprint"]], "prefixes": ["10.72.1.0/24"]}
@@ -297,6 +302,10 @@ print(json.dumps(out))
         after = eventually(lambda: terminal_status()["refused_other"], lambda n: n - before >= len(denied))
         assert after - before == len(denied)
         # The kernel holds the same line without the daemon: its counter counts each refused SYN.
+        # (Routes for the test's destinations, so the SYN reaches the output hook at all: the hub
+        # has no default route.)
+        for dst, via in HUB_TEST_ROUTES:
+            subprocess.run(["ip", "-n", f"{PREFIX}hub", "route", "replace", dst, "via", via], check=True)
         k0 = egress_denied()
         kernel = kernel_connects(denied[1:] + [f"{SERVER4}:{WHOAMI_PORT}"])
         assert kernel == {**dict.fromkeys(denied[1:], "EPERM"), f"{SERVER4}:{WHOAMI_PORT}": "connected"}, kernel
@@ -308,6 +317,8 @@ print(json.dumps(out))
         assert out == {f"{HUB_LAN}:{OWN_PORT}": [0, 0]}, out
         assert kernel_connects([f"{HUB_LAN}:{OWN_PORT}"]) == {f"{HUB_LAN}:{OWN_PORT}": "connected"}
     finally:
+        for dst, _ in HUB_TEST_ROUTES:
+            subprocess.run(["ip", "-n", f"{PREFIX}hub", "route", "del", dst], check=False, capture_output=True)
         own.kill()
         own.wait(timeout=10)
         put_config("hub", lambda c: (c["peer"]["terminals"].pop(), c.update(egress={"allow": [], "deny": []})))
