@@ -310,6 +310,20 @@ print(json.dumps(out))
         kernel = kernel_connects(denied[1:] + [f"{SERVER4}:{WHOAMI_PORT}"])
         assert kernel == {**dict.fromkeys(denied[1:], "EPERM"), f"{SERVER4}:{WHOAMI_PORT}": "connected"}, kernel
         assert egress_denied() - k0 >= len(denied) - 1
+        # A direct split at the hub (the terminal's peer path off) is held to it too.
+        before_split = peer("hub")["egress_refused"]
+        put_config("terminal", lambda c: c["peer"].update(enabled=False))
+        try:
+            code = ("import socket\ns = socket.socket(); s.settimeout(10)\n"
+                    "try:\n    s.connect(('169.254.169.254', 80)); s.sendall(b'x'); r = s.recv(10)\n"
+                    "    print('\"answered\"' if r else '\"closed\"')\n"
+                    "except OSError as e:\n    print('\"' + type(e).__name__ + '\"')\n")
+            assert run("client", [PY, "-c", code]) in ("ConnectionResetError", "closed", "BrokenPipeError")
+            after_split = eventually(lambda: peer("hub")["egress_refused"], lambda n: n > before_split)
+            assert after_split == before_split + 1
+        finally:
+            put_config("terminal", lambda c: c["peer"].update(enabled=True))
+            wait_pool()
         # egress.allow re-opens a destination for both.
         put_config("hub", lambda c: c.update(egress={"allow": [f"{HUB_LAN}/32"], "deny": []}))
         out = terminal_exec(code.replace(repr(denied + [f"{SERVER4}:{WHOAMI_PORT}"]),
