@@ -226,6 +226,23 @@ print(json.dumps(res))
     assert not [f for f in new if f["path"] == "peer"], new
 
 
+def test_the_peer_listener_binds_the_satellite_side_only(lab: None) -> None:
+    code = f"""
+import json, socket
+out = {{}}
+for addr in ("10.71.2.2", "{HUB_LAN}"):
+    try:
+        socket.create_connection((addr, 7072), timeout=5).close()
+        out[addr] = "open"
+    except OSError as e:
+        out[addr] = type(e).__name__
+print(json.dumps(out))
+"""
+    # From the server's side the hub's satellite address is routed too: only the bind decides.
+    subprocess.run(["ip", "-n", f"{PREFIX}server", "route", "replace", "10.71.2.0/24", "via", HUB_LAN], check=True)
+    assert run("server", [PY, "-c", code]) == {"10.71.2.2": "open", HUB_LAN: "ConnectionRefusedError"}
+
+
 def test_a_flow_for_a_client_outside_the_terminals_prefixes_is_refused_and_counted(lab: None) -> None:
     before = terminal_status()["refused_prefix"]
     out = terminal_exec(f"""
