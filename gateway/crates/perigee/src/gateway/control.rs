@@ -198,7 +198,9 @@ fn peer_problem(shared: &Shared, cfg: &config::GatewayConfig) -> Option<String> 
         return None;
     }
     if let Err(e) = shared.peer.current() {
-        return Some(format!("peer path: this gateway has no identity ({e}); it is off"));
+        return Some(format!(
+            "peer path: this gateway has no identity ({e}); it is off"
+        ));
     }
     let reports: Vec<ipc::PeerReport> = shared
         .workers

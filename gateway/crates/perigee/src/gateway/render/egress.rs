@@ -3,8 +3,8 @@
 //! it. What it catches is what the hub opens for others: a new TCP connection from an address that
 //! is not the hub's own (a transparent socket bound to a client's address: the splitter's and
 //! Squid's re-originated connections), matched by the kernel's view of the packet, not by a mark
-//! the daemon would have to remember to set. Denied SYNs are dropped (connect() fails with EPERM)
-//! and counted in `egress_denied`.
+//! the daemon would have to remember to set. Denied SYNs are dropped (they never leave; TCP
+//! retries them until its connect times out) and counted in `egress_denied`.
 use super::super::config::{Cidr, GatewayConfig, Role};
 use std::fmt::Write;
 
