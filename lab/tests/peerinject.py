@@ -84,9 +84,10 @@ def main() -> None:
     s.settimeout(0.05)
     print(json.dumps({"ready": True}), flush=True)
     deadline = time.monotonic() + a.timeout
-    hub_data: dict[int, Segment] = {}  # the hub's last data segment per terminal port
+    hub_last: dict[int, Segment] = {}  # the hub's latest segment per terminal port (its seq, ack, timestamps)
     flow: int | None = None  # the terminal port of the connection the flow took
-    opened_at_seq: int | None = None  # the hub's next seq when the flow started
+    opened_at: int | None = None  # the hub's next seq when the flow started
+    answered = False  # the hub sent data on it since (STATUS)
     heard = 0.0
 
     def inject(t: Segment) -> None:
@@ -104,24 +105,24 @@ def main() -> None:
         except TimeoutError:
             seg = None
         now = time.monotonic()
-        if seg is not None and seg.sport == a.port and seg.payload_len > 0:
-            hub_data[seg.dport] = seg
-            if seg.dport == flow:
-                heard = now
-        if seg is not None and flow is None and seg.dport == a.port and seg.payload_len >= a.min_payload:
-            if seg.sport in hub_data:
+        if seg is not None and seg.sport == a.port:
+            hub_last[seg.dport] = seg
+            if seg.dport == flow and seg.payload_len > 0:
+                answered, heard = True, now
+        elif seg is not None and flow is None and seg.dport == a.port and seg.payload_len >= a.min_payload:
+            if seg.sport in hub_last:
                 flow = seg.sport
-                t = hub_data[flow]
-                opened_at_seq = t.seq + t.payload_len
+                t = hub_last[flow]
+                opened_at = t.seq + t.payload_len
                 if a.at == "open":
                     inject(t)
                     return
-        if flow is not None and a.at == "status" and flow in hub_data:
-            t = hub_data[flow]
-            if t.seq + t.payload_len != opened_at_seq and now - heard >= a.quiet:
+        if flow is not None and a.at == "status" and answered and now - heard >= a.quiet:
+            t = hub_last[flow]
+            if t.seq + t.payload_len != opened_at:
                 inject(t)
                 return
-    print(json.dumps({"injected": None, "flow": flow, "connections_seen": len(hub_data)}), flush=True)
+    print(json.dumps({"injected": None, "flow": flow, "connections_seen": len(hub_last)}), flush=True)
 
 
 if __name__ == "__main__":

@@ -409,12 +409,16 @@ def test_a_thousand_posts_at_ber_1e5_reach_the_server_at_most_once(lab: None) ->
 
 
 def fresh_pool() -> None:
-    """New pool connections (a second, unused hub pin makes the pool start over), so the injector
-    sees them open."""
+    """New pool connections, so the injector sees them open: a second, unused hub pin (added or
+    taken away again) makes the pool start over."""
     spare = "sha256:" + "e" * 64
-    put_config("terminal", lambda c: c["peer"].update(hub_fingerprints=[c["peer"]["hub_fingerprints"][0], spare]))
+
+    def toggle(c: dict[str, Any]) -> None:
+        pins = c["peer"]["hub_fingerprints"]
+        c["peer"]["hub_fingerprints"] = pins[:1] if spare in pins else [*pins, spare]
+
+    put_config("terminal", toggle)
     wait_pool()
-    put_config("terminal", lambda c: c["peer"].update(hub_fingerprints=c["peer"]["hub_fingerprints"][:1]))
 
 
 @pytest.mark.parametrize("kind,at", [("garbage", "open"), ("rst", "open"), ("garbage", "status"), ("rst", "status")])
