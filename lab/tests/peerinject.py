@@ -86,7 +86,6 @@ def main() -> None:
     deadline = time.monotonic() + a.timeout
     hub_last: dict[int, Segment] = {}  # the hub's latest segment per terminal port (its seq, ack, timestamps)
     flow: int | None = None  # the terminal port of the connection the flow took
-    opened_at: int | None = None  # the hub's next seq when the flow started
     answered = False  # the hub sent data on it since (STATUS)
     heard = 0.0
 
@@ -110,18 +109,15 @@ def main() -> None:
             if seg.dport == flow and seg.payload_len > 0:
                 answered, heard = True, now
         elif seg is not None and flow is None and seg.dport == a.port and seg.payload_len >= a.min_payload:
-            if seg.sport in hub_last:
-                flow = seg.sport
-                t = hub_last[flow]
-                opened_at = t.seq + t.payload_len
+            # OPEN and the client's bytes: this connection carries the flow.
+            flow = seg.sport
+            if flow in hub_last:
                 if a.at == "open":
-                    inject(t)
+                    inject(hub_last[flow])
                     return
         if flow is not None and a.at == "status" and answered and now - heard >= a.quiet:
-            t = hub_last[flow]
-            if t.seq + t.payload_len != opened_at:
-                inject(t)
-                return
+            inject(hub_last[flow])
+            return
     print(json.dumps({"injected": None, "flow": flow, "connections_seen": len(hub_last)}), flush=True)
 
 
