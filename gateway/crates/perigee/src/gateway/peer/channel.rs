@@ -244,6 +244,8 @@ impl Channel {
                         }
                         Ok(chunk) => {
                             let n = chunk.len().min(max - out.len());
+                            // One allocation for a burst, not a doubling series of them.
+                            out.reserve(max - out.len());
                             out.extend_from_slice(&chunk[..n]);
                             r.consume(n);
                             got.bytes = true;
