@@ -65,10 +65,13 @@ demo-down:
 fuzz: setup
 	@$(MAKE) --no-print-directory -C gateway fuzz
 
+# The peer-path benchmark's plaintext rows run gateway/target/release/perigee-plaintext (never shipped).
 bench: build
+	@$(MAKE) --no-print-directory -C gateway build-plaintext
 	@.venv/bin/python -m bench.run --full
 
 bench-quick: build
+	@$(MAKE) --no-print-directory -C gateway build-plaintext
 	@.venv/bin/python -m bench.run --quick
 
 soak: build

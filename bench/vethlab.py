@@ -187,6 +187,23 @@ class RunningGateway:
     daemon: gwproc.Daemon
 
 
+def wait_workers(proc: subprocess.Popen[bytes], sock: str, log: str, workers: int) -> None:
+    """Until the daemon on `sock` reports `workers` workers alive (30 s at most)."""
+    deadline = time.monotonic() + 30
+    while True:
+        if proc.poll() is not None:
+            raise LabUnavailable(f"gateway exited {proc.returncode}: {Path(log).read_text()[-600:]}")
+        try:
+            health = GatewayClient(sock, timeout_s=1).health()
+            if sum(w.alive for w in health.workers) == workers:
+                return
+        except GatewayError:
+            pass
+        if time.monotonic() > deadline:
+            raise LabUnavailable("gateway did not report its workers alive within 30 s")
+        time.sleep(0.05)
+
+
 @contextmanager
 def gateway(vp: VethPath, workers: int, max_flows: int, placement: Placement | None = None) -> Iterator[RunningGateway]:
     """`perigee gateway run` in the gateway namespace until exit (SIGTERM: it removes its rules),
@@ -209,19 +226,7 @@ def gateway(vp: VethPath, workers: int, max_flows: int, placement: Placement | N
             start_new_session=True,
         )
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            if proc.poll() is not None:
-                raise LabUnavailable(f"gateway exited {proc.returncode}: {Path(log).read_text()[-600:]}")
-            try:
-                health = GatewayClient(sock, timeout_s=1).health()
-                if sum(w.alive for w in health.workers) == workers:
-                    break
-            except GatewayError:
-                pass
-            if time.monotonic() > deadline:
-                raise LabUnavailable("gateway did not report its workers alive within 30 s")
-            time.sleep(0.05)
+        wait_workers(proc, sock, log, workers)
         daemon = gwproc.find(vp.ns("gw"))
         yield RunningGateway(sock, daemon)
     finally:

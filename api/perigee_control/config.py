@@ -53,6 +53,21 @@ The congestion controls policy may choose for a leg (the kernel's names).
 """
 
 
+class Egress(Strict):
+    """
+    Hub: where the connections it opens for its terminals (peer flows and direct splits) may go.
+    Built in it refuses loopback, link-local, multicast, its own addresses and every enrolled
+    terminal's prefixes but the flow's own site's; `deny` adds to that (management networks),
+    `allow` re-opens what it names. Enforced by the daemon and by nft on the hub's own output.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    allow: Annotated[list[Cidr], Field(max_length=256)] = []
+    deny: Annotated[list[Cidr], Field(max_length=256)] = []
+
+
 class Hybla(Strict):
     model_config = ConfigDict(
         extra="forbid",
@@ -113,45 +128,39 @@ A class or bypass-entry name: 1-64 of A-Z a-z 0-9 _ . -, starting with a letter 
 """
 
 
-class Peer(PeerRules):
+HubFingerprint = TypeAliasType("HubFingerprint", Annotated[StrictStr, Field(pattern="^sha256:[0-9a-f]{64}$")])
+
+
+ListenItem = TypeAliasType(
+    "ListenItem",
+    Annotated[
+        StrictStr,
+        Field(
+            pattern="^((25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3}|(([0-9A-Fa-f]{1,4}:){6}([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|::([0-9A-Fa-f]{1,4}:){5}([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|([0-9A-Fa-f]{1,4})?::([0-9A-Fa-f]{1,4}:){4}([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|(([0-9A-Fa-f]{1,4}:){0,1}[0-9A-Fa-f]{1,4})?::([0-9A-Fa-f]{1,4}:){3}([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|(([0-9A-Fa-f]{1,4}:){0,2}[0-9A-Fa-f]{1,4})?::([0-9A-Fa-f]{1,4}:){2}([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|(([0-9A-Fa-f]{1,4}:){0,3}[0-9A-Fa-f]{1,4})?::[0-9A-Fa-f]{1,4}:([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|(([0-9A-Fa-f]{1,4}:){0,4}[0-9A-Fa-f]{1,4})?::([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|(([0-9A-Fa-f]{1,4}:){0,5}[0-9A-Fa-f]{1,4})?::[0-9A-Fa-f]{1,4}|(([0-9A-Fa-f]{1,4}:){0,6}[0-9A-Fa-f]{1,4})?::))$"
+        ),
+    ],
+)
+
+
+Fingerprint = TypeAliasType("Fingerprint", Annotated[StrictStr, Field(pattern="^sha256:[0-9a-f]{64}$")])
+
+
+class PeerTerminal(Strict):
     """
-    The peer path (docs/splitter.md, *The peer path*): a terminal keeps warm, authenticated
-    TCP connections to its hub's peer listener and hands each new flow to one of them, so the
-    client's first bytes cross the satellite at once instead of after a handshake. The hub
-    re-originates the flow to the server from the client's own address, as on the direct path.
+    A terminal enrolled at the hub.
     """
 
     model_config = ConfigDict(
         extra="forbid",
     )
-    allowed: Annotated[list[Cidr], Field(max_length=256)] = []
+    fingerprints: Annotated[list[Fingerprint], Field(max_length=2, min_length=1)]
     """
-    Hub: the CIDRs terminals may connect from; empty = any holder of the key.
+    Its key's fingerprint (`GET /v1/identity` at the terminal); two while it rotates.
     """
-    enabled: StrictBool = False
-    hub: Annotated[
-        StrictStr,
-        Field(
-            max_length=64,
-            pattern="^(((25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3}|(([0-9A-Fa-f]{1,4}:){6}([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|::([0-9A-Fa-f]{1,4}:){5}([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|([0-9A-Fa-f]{1,4})?::([0-9A-Fa-f]{1,4}:){4}([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|(([0-9A-Fa-f]{1,4}:){0,1}[0-9A-Fa-f]{1,4})?::([0-9A-Fa-f]{1,4}:){3}([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|(([0-9A-Fa-f]{1,4}:){0,2}[0-9A-Fa-f]{1,4})?::([0-9A-Fa-f]{1,4}:){2}([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|(([0-9A-Fa-f]{1,4}:){0,3}[0-9A-Fa-f]{1,4})?::[0-9A-Fa-f]{1,4}:([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|(([0-9A-Fa-f]{1,4}:){0,4}[0-9A-Fa-f]{1,4})?::([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|(([0-9A-Fa-f]{1,4}:){0,5}[0-9A-Fa-f]{1,4})?::[0-9A-Fa-f]{1,4}|(([0-9A-Fa-f]{1,4}:){0,6}[0-9A-Fa-f]{1,4})?::)))?$",
-        ),
-    ] = ""
+    name: ObjectName
+    prefixes: Annotated[list[Cidr], Field(max_length=256, min_length=1)]
     """
-    Terminal: the hub's unicast address (an IP literal; a name would need DNS across the
-    satellite at start). Empty at a hub.
-    """
-    key: Annotated[StrictStr, Field(pattern="^([0-9A-Fa-f]{64})?$")] = ""
-    """
-    The shared secret: 64 hex digits (32 bytes, e.g. `openssl rand -hex 32`). Required when
-    enabled.
-    """
-    pool_size: Annotated[StrictInt, Field(ge=1, le=256)] = 8
-    """
-    Terminal: warm connections each worker keeps ready (refilled as flows take them).
-    """
-    port: Annotated[StrictInt, Field(ge=1, le=65535)] = 7072
-    """
-    Hub: the TCP port its peer listener binds (all addresses). Terminal: the hub's peer port.
+    The client prefixes of its site: a flow it opens for a client outside them is refused.
     """
 
 
@@ -507,6 +516,54 @@ class Match(MatchRules):
     src: Annotated[list[Cidr], Field(max_length=256)] = []
 
 
+class Peer(PeerRules):
+    """
+    The peer path (docs/splitter.md, *The peer path*): a terminal keeps warm, authenticated
+    TCP connections to its hub's peer listener and hands each new flow to one of them, so the
+    client's first bytes cross the satellite at once instead of after a handshake. The hub
+    re-originates the flow to the server from the client's own address, as on the direct path.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    enabled: StrictBool = False
+    hub: Annotated[
+        StrictStr,
+        Field(
+            max_length=64,
+            pattern="^(((25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3}|(([0-9A-Fa-f]{1,4}:){6}([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|::([0-9A-Fa-f]{1,4}:){5}([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|([0-9A-Fa-f]{1,4})?::([0-9A-Fa-f]{1,4}:){4}([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|(([0-9A-Fa-f]{1,4}:){0,1}[0-9A-Fa-f]{1,4})?::([0-9A-Fa-f]{1,4}:){3}([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|(([0-9A-Fa-f]{1,4}:){0,2}[0-9A-Fa-f]{1,4})?::([0-9A-Fa-f]{1,4}:){2}([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|(([0-9A-Fa-f]{1,4}:){0,3}[0-9A-Fa-f]{1,4})?::[0-9A-Fa-f]{1,4}:([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|(([0-9A-Fa-f]{1,4}:){0,4}[0-9A-Fa-f]{1,4})?::([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|(([0-9A-Fa-f]{1,4}:){0,5}[0-9A-Fa-f]{1,4})?::[0-9A-Fa-f]{1,4}|(([0-9A-Fa-f]{1,4}:){0,6}[0-9A-Fa-f]{1,4})?::)))?$",
+        ),
+    ] = ""
+    """
+    Terminal: the hub's unicast address (an IP literal; a name would need DNS across the
+    satellite at start). Empty at a hub.
+    """
+    hub_fingerprints: Annotated[list[HubFingerprint], Field(max_length=16)] = []
+    """
+    Terminal: the keys of the hub (or of each hub gateway) it accepts, by fingerprint (`GET
+    /v1/identity` at the hub). Required when enabled.
+    """
+    listen: Annotated[list[ListenItem], Field(max_length=16)] = []
+    """
+    Hub: the addresses its peer listener binds; empty = the addresses of
+    `interfaces.satellite` (link-local IPv6 ones aside).
+    """
+    pool_size: Annotated[StrictInt, Field(ge=1, le=256)] = 8
+    """
+    Terminal: warm connections each worker keeps ready (refilled as flows take them).
+    """
+    port: Annotated[StrictInt, Field(ge=1, le=65535)] = 7072
+    """
+    Hub: the TCP port its peer listener binds. Terminal: the hub's peer port.
+    """
+    terminals: Annotated[list[PeerTerminal], Field(max_length=1024, validate_default=True)] = []
+    """
+    Hub: the terminals it serves the peer path to, each with its own key(s) and the client
+    prefixes it may open flows for (no two terminals' prefixes overlap).
+    """
+
+
 class RefreshPattern(RefreshPatternRules):
     """
     One operator refresh rule (Squid's `refresh_pattern`).
@@ -677,6 +734,10 @@ class GatewayConfig(GatewayConfigRules):
         "stale_ttl_s": 86400,
         "upstream": [],
     }
+    egress: Annotated[Egress, Field(validate_default=True)] = {"allow": [], "deny": []}
+    """
+    Hub: where the connections it opens for its terminals may go (`Egress`).
+    """
     hybla: Annotated[Hybla, Field(validate_default=True)] = {
         "base_rtt_ms": 0,
         "cwnd_max": 0,
@@ -684,12 +745,13 @@ class GatewayConfig(GatewayConfigRules):
     }
     interfaces: Interfaces
     peer: Annotated[Peer, Field(validate_default=True)] = {
-        "allowed": [],
         "enabled": False,
         "hub": "",
-        "key": "",
+        "hub_fingerprints": [],
+        "listen": [],
         "pool_size": 8,
         "port": 7072,
+        "terminals": [],
     }
     quic: QuicPolicy = "fallback"
     """

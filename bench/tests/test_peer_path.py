@@ -14,7 +14,7 @@ def lab_configs():
             "shaping": {"enabled": True, "rate_bps": 5_000_000},
             "peer": {
                 "enabled": True,
-                "key": "ab" * 32,
+                "hub_fingerprints": ["sha256:" + "ab" * 32] if role == "terminal" else [],
                 "hub": "10.71.2.2" if role == "terminal" else "",
             },
         }
@@ -35,6 +35,9 @@ def test_each_variant_switches_only_what_it_names():
     # Both: the same two gateways, the terminal's peer path off and on.
     assert c["both"]["terminal"]["splitter"]["enabled"] and not c["both"]["terminal"]["peer"]["enabled"]
     assert c["both-peer"]["terminal"]["peer"]["enabled"]
+    # The plaintext build's lab runs the same configs as both-peer.
+    plain = p.variant_configs(base, p.PLAINTEXT)
+    assert plain["terminal"]["peer"]["enabled"] and plain["hub"]["splitter"]["enabled"]
     # The lab's own configs are left as they were, and every variant names itself.
     assert base == lab_configs()
     assert c["hub"]["terminal"]["revision"] == "bench-peer-path-hub-terminal"
@@ -57,3 +60,22 @@ def test_records_carry_round_trips_and_the_targets():
     assert recs["bulk_vs_limit"].value == pytest.approx(9.0 / (1.5 * 0.6 + 8.0 + 0.3))
     direct = {r.metric for r in p.variant_records("both", got, link, 50_000_000)}
     assert "page2_target" not in direct
+
+
+def test_the_guarantees_and_the_cost_sit_beside_their_baselines():
+    from bench import records
+
+    recs = [
+        records.measured(p.NAME, "exactly_once/no-gateway", "duplicates", 0, "bodies", ""),
+        records.measured(p.NAME, "exactly_once/both-peer", "duplicates", 0, "bodies", ""),
+        records.measured(p.NAME, "capture/both", "marker", 1, "found", ""),
+        records.measured(p.NAME, "capture/both-peer", "marker", 0, "found", ""),
+        records.measured(p.NAME, "veth/plaintext", "throughput", 9.5, "Gbit/s", ""),
+        records.measured(p.NAME, "veth/tls", "throughput", 3.25, "Gbit/s", ""),
+    ]
+    text = p.doc_extra(recs)
+    assert "| bodies received twice (POSTs at BER 1e-5) | 0 | 0 |" in text
+    assert "| marker string in the satellite capture | 1 | 0 |" in text
+    assert "| client/server address in the capture | not run | not run |" in text
+    assert "| throughput (Gbit/s) | 9.50 | 3.25 |" in text
+    assert "both-peer-plaintext" in text.splitlines()[2]

@@ -19,9 +19,11 @@ the same server as `dns.upstream`, which its Squid resolves through when its cac
 resolver keeps its files under `<run_dir>/dns-<ns>/`.
 
 With `--gateway both` the peer path is on (docs/splitter.md, *The peer path*): the terminal keeps
-warm, authenticated connections to the hub's peer port (PEER_PORT) and new flows start on them. The
-shared key is fresh and random per lab, written to `<run_dir>/peer.key` (mode 0600), and the hub
-accepts peer connections from the terminal's satellite addresses only.
+warm TLS connections to the hub's peer port (PEER_PORT) and new flows start on them. Each gateway's
+identity is made in `<run_dir>/peer-<ns>/` (`perigee identity init`, before the daemons start); the
+hub enrolls the terminal's fingerprint for the lab's client prefixes (`peer.terminals`, as the API
+does when it enrolls a terminal) and the terminal pins the hub's (`peer.hub_fingerprints`). The hub's
+listener binds its satellite addresses (the default).
 
 Only `topo.ns(role)` and `topo.path(name)` of satlab's Topology are used (see the Protocol below).
 """
@@ -31,7 +33,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import secrets
 import signal
 import subprocess
 import time
@@ -75,28 +76,44 @@ SAT_ROUTES = {
 # The peer path between the two gateways of `--gateway both` (satlab addressing, DEVELOPERS.md).
 PEER_PORT = 7072
 PEER_HUB = "10.71.2.2"
-PEER_TERMINAL_ADDRS = ["10.71.2.1/32", "fd71:2::1/128"]
 PEER_POOL_SIZE = 8
-PEER_KEY_FILE = "peer.key"
 
 
-def peer_section(role: str, key: str | None) -> dict[str, Any]:
-    """The `peer` config of a gateway; key None: the peer path is off (one gateway only)."""
-    if key is None:
-        return {"enabled": False, "port": PEER_PORT, "hub": "", "key": "", "allowed": [],
-                "pool_size": PEER_POOL_SIZE}
-    return {"enabled": True, "port": PEER_PORT, "hub": PEER_HUB if role == "terminal" else "", "key": key,
-            "allowed": PEER_TERMINAL_ADDRS if role == "hub" else [], "pool_size": PEER_POOL_SIZE}
+class PeerPins(dict[str, str]):
+    """Each gateway's identity fingerprint by role ("hub", "terminal") for `--gateway both`."""
 
 
-def new_peer_key(topo: TopologyLike) -> str:
-    """A fresh random key for this lab's two gateways, kept in its run dir (owner-only)."""
-    key = secrets.token_hex(32)
-    path = topo.path(PEER_KEY_FILE)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(key + "\n")
-    return key
+def peer_section(role: str, pins: PeerPins | None) -> dict[str, Any]:
+    """The `peer` config of a gateway; pins None: the peer path is off (one gateway only)."""
+    if pins is None:
+        return {"enabled": False, "port": PEER_PORT, "hub": "", "hub_fingerprints": [], "listen": [],
+                "terminals": [], "pool_size": PEER_POOL_SIZE}
+    if role == "terminal":
+        return {"enabled": True, "port": PEER_PORT, "hub": PEER_HUB, "hub_fingerprints": [pins["hub"]],
+                "listen": [], "terminals": [], "pool_size": PEER_POOL_SIZE}
+    return {"enabled": True, "port": PEER_PORT, "hub": "", "hub_fingerprints": [], "listen": [],
+            "terminals": [{"name": SITE_NAME, "fingerprints": [pins["terminal"]], "prefixes": CLIENT_SUBNETS}],
+            "pool_size": PEER_POOL_SIZE}
+
+
+def peer_dir(topo: TopologyLike, role: str) -> str:
+    """A gateway's identity directory (its key stays there, mode 0700)."""
+    return topo.path(f"peer-{topo.ns(role)}")
+
+
+def identity(topo: TopologyLike, role: str) -> dict[str, Any]:
+    """The identity of the gateway at `role`, made on first use (`perigee identity init`)."""
+    p = subprocess.run([gateway_binary(), "identity", "init", "--state-dir", peer_dir(topo, role)],
+                       capture_output=True, text=True, timeout=30)
+    if p.returncode != 0:
+        raise GatewayError(f"perigee identity init for {role}: {p.stderr.strip()}")
+    out: dict[str, Any] = json.loads(p.stdout)
+    return out
+
+
+def peer_pins(topo: TopologyLike) -> PeerPins:
+    """Both gateways' fingerprints: what each enrolls or pins of the other."""
+    return PeerPins({role: str(identity(topo, role)["fingerprint"]) for role in ("hub", "terminal")})
 
 
 # The cache when enabled: small memory/disk budgets (the store lives in the run dir, on tmpfs).
@@ -245,7 +262,7 @@ def tuning_from_state(topo: TopologyLike, role: str) -> dict[str, int] | None:
 
 
 def default_config(role: str, cache: bool = False, tuning: dict[str, int] | None = None,
-                   peer_key: str | None = None) -> dict[str, Any]:
+                   peer: PeerPins | None = None) -> dict[str, Any]:
     """The lab's config for the gateway at `role`: only what the lab decides (its addresses, routes, the
     link's tuning when known); every other setting is the gateway's own default."""
     satellite: dict[str, Any] = {"routes": SAT_ROUTES[role]}
@@ -258,7 +275,7 @@ def default_config(role: str, cache: bool = False, tuning: dict[str, int] | None
         "bypass": IPSEC_BYPASS,
         "cache": dict(CACHE_CONFIG) if cache else {"enabled": False},
         "dns": dns_config(role),
-        "peer": peer_section(role, peer_key),
+        "peer": peer_section(role, peer),
         # The lab's one remote site: its client LAN (per-site stats, docs/splitter.md).
         "sites": [{"name": SITE_NAME, "prefixes": CLIENT_SUBNETS}],
         # Off, so an idle warm connection of the peer path keeps its initial window.
@@ -317,7 +334,7 @@ def dns_dir(topo: TopologyLike, role: str) -> str:
     return topo.path(f"dns-{topo.ns(role)}")
 
 
-def _start_one(topo: TopologyLike, role: str, timeout: float, cache: bool, peer_key: str | None = None,
+def _start_one(topo: TopologyLike, role: str, timeout: float, cache: bool, peer: PeerPins | None = None,
                configured: bool = True) -> None:
     """One daemon in `role`'s namespace; `configured` False starts it without a config (a new box, set up
     later through its control socket): ready once it answers, with no worker running yet."""
@@ -326,7 +343,7 @@ def _start_one(topo: TopologyLike, role: str, timeout: float, cache: bool, peer_
     sock = socket_path(topo, role)
     config_args: list[str] = []
     if configured:
-        cfg = place.config(cache, tuning_from_state(topo, place.config_role), peer_key)
+        cfg = place.config(cache, tuning_from_state(topo, place.config_role), peer)
         Path(cfg_path).write_text(json.dumps(cfg, indent=2))
         config_args = ["--config", cfg_path]
     sq = squid_dir(topo, role)
@@ -336,7 +353,8 @@ def _start_one(topo: TopologyLike, role: str, timeout: float, cache: bool, peer_
     argv = ["nsenter", f"--net=/run/netns/{topo.ns(role)}", "--", PERIGEE, "gateway", "run", *config_args,
             "--control-socket", sock, "--squid-state-dir", sq, "--squid-run-dir", os.path.join(sq, "run"),
             "--squid-service", squid_service(topo, role),
-            "--dns-state-dir", dn, "--dns-run-dir", os.path.join(dn, "run"), *place.extra_args]
+            "--dns-state-dir", dn, "--dns-run-dir", os.path.join(dn, "run"),
+            "--peer-state-dir", peer_dir(topo, role), *place.extra_args]
     argv[argv.index(PERIGEE)] = gateway_binary()
     supervised = restart_from_env()
     if supervised:
@@ -433,8 +451,8 @@ class Placement:
         self.ns_role, self.config_role, self.routes = ns_role, config_role, routes
         self.shaping_share, self.extra_args = shaping_share, extra_args
 
-    def config(self, cache: bool, tuning: dict[str, int] | None, peer_key: str | None = None) -> dict[str, Any]:
-        cfg = default_config(self.config_role, cache, tuning, peer_key)
+    def config(self, cache: bool, tuning: dict[str, int] | None, peer: PeerPins | None = None) -> dict[str, Any]:
+        cfg = default_config(self.config_role, cache, tuning, peer)
         cfg["satellite"]["routes"] = self.routes
         if self.shaping_share > 1 and cfg.get("shaping", {}).get("enabled"):
             # Each of N gateways shapes its share of the carrier: together they fill it, not N times it.
@@ -473,22 +491,22 @@ def placements(topo: TopologyLike, where: str) -> list[str]:
 def start(topo: TopologyLike, where: str, timeout: float = 45.0, cache: bool | None = None,
           configured: bool = True) -> None:
     """Start the gateway(s); `cache` None means: as $SATLAB_GATEWAY_CACHE says (default off); `configured`
-    False starts them without a config (and no peer path: there is no config to carry its key)."""
+    False starts them without a config (and no peer path: there is no config to enroll the terminal)."""
     if where not in WHERE:
         raise GatewayError(f"--gateway must be one of {', '.join(WHERE)}, not {where!r}")
     with_cache = cache_from_env() if cache is None else cache
     # The peer path pairs one terminal with one hub address; a cluster's gateways take plain splitting.
-    peer_key = new_peer_key(topo) if where == "both" and configured and not cluster_size(topo) else None
+    peer = peer_pins(topo) if where == "both" and configured and not cluster_size(topo) else None
     started: list[str] = []
     try:
         for role in placements(topo, where):
-            _start_one(topo, role, timeout, with_cache, peer_key, configured)
+            _start_one(topo, role, timeout, with_cache, peer, configured)
             started.append(role)
     except BaseException:
         for role in reversed(started):
             _stop_one(topo, role)
         raise
-    if peer_key is not None:
+    if peer is not None:
         wait_peer_pool(socket_path(topo, "terminal"))
 
 
@@ -520,9 +538,11 @@ def stop(topo: TopologyLike, where: str | None = None) -> None:
         _stop_one(topo, role)
 
 
-def start_one(topo: TopologyLike, role: str, timeout: float = 45.0, cache: bool | None = None) -> None:
-    """One daemon in namespace `role` (a cluster gateway `gwK`, `hub` or `terminal`)."""
-    _start_one(topo, role, timeout, cache_from_env() if cache is None else cache)
+def start_one(topo: TopologyLike, role: str, timeout: float = 45.0, cache: bool | None = None,
+              peer: PeerPins | None = None) -> None:
+    """One daemon in namespace `role` (a cluster gateway `gwK`, `hub` or `terminal`); `peer`: the lab's
+    pins when the peer path is on (`peer_pins`)."""
+    _start_one(topo, role, timeout, cache_from_env() if cache is None else cache, peer)
 
 
 def stop_one(topo: TopologyLike, role: str, crash: bool = False) -> None:

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,6 +15,30 @@ import pytest
 # SATLAB_TEST_PREFIX lets two people run the suite on one host without sharing a lab.
 PREFIX = os.environ.get("SATLAB_TEST_PREFIX", "st-")
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)")
+
+
+class PrefixTopo:
+    """satlab's Topology as satlab.gateway sees it, for the lab under `prefix`."""
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+
+    def ns(self, role: str) -> str:
+        return f"{self.prefix}{role}"
+
+    def path(self, name: str) -> str:
+        return f"/run/satlab/{self.prefix}/{name}"
+
+
+def eventually(read: Any, check: Any, timeout: float = 6.0) -> Any:
+    """Reports reach a gateway's master once a second per worker: poll until `check(read())`, then
+    (or at the timeout) return the last value read."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = read()
+        if check(value) or time.monotonic() > deadline:
+            return value
+        time.sleep(0.2)
 
 
 def satlab(*args: str, prefix: str = PREFIX, check: bool = True, timeout: float = 120,

@@ -85,8 +85,9 @@ def test_gateways_stop_in_reverse_start_order(monkeypatch: pytest.MonkeyPatch) -
     # must stop last, or the second's snapshot (the first's values) would be what stays.
     seen: list[tuple[str, str]] = []
     monkeypatch.setattr(gateway, "_start_one",
-                        lambda topo, role, timeout, cache, peer_key=None, configured=True: seen.append(("start", role)))
-    monkeypatch.setattr(gateway, "new_peer_key", lambda topo: "00" * 32)
+                        lambda topo, role, timeout, cache, peer=None, configured=True: seen.append(("start", role)))
+    monkeypatch.setattr(gateway, "peer_pins", lambda topo: gateway.PeerPins(hub="sha256:" + "0" * 64,
+                                                                           terminal="sha256:" + "1" * 64))
     monkeypatch.setattr(gateway, "wait_peer_pool", lambda sock, timeout=15.0: 0)
     monkeypatch.setattr(gateway, "socket_path", lambda topo, role: f"/nonexistent/{role}.sock")
     monkeypatch.setattr(gateway, "_stop_one", lambda topo, role: seen.append(("stop", role)))
@@ -116,7 +117,11 @@ def test_default_configs_pass_the_gateway_validator(role: str, cache: bool, tmp_
     assert p.returncode == 0, p.stderr
 
 
-def test_both_gateways_share_a_fresh_key_and_the_hub_allows_only_the_terminal(tmp_path: Path) -> None:
+def test_the_hub_enrolls_the_terminal_and_the_terminal_pins_the_hub(tmp_path: Path) -> None:
+    perigee = gateway.REPO / "gateway" / "target" / "release" / "perigee"
+    if not perigee.exists():
+        pytest.skip(f"{perigee} not built (make -C gateway build)")
+
     class Topo:
         def ns(self, role: str) -> str:
             return f"t-{role}"
@@ -124,19 +129,28 @@ def test_both_gateways_share_a_fresh_key_and_the_hub_allows_only_the_terminal(tm
         def path(self, name: str) -> str:
             return str(tmp_path / name)
 
-    key = gateway.new_peer_key(Topo())
-    assert len(key) == 64 and int(key, 16) >= 0
-    stored = tmp_path / gateway.PEER_KEY_FILE
-    assert stored.read_text().strip() == key
-    assert stat.S_IMODE(stored.stat().st_mode) == 0o600
-    assert gateway.new_peer_key(Topo()) != key  # a new lab, a new key
-    term = gateway.default_config("terminal", peer_key=key)["peer"]
-    hub = gateway.default_config("hub", peer_key=key)["peer"]
-    assert term == {"enabled": True, "port": 7072, "hub": "10.71.2.2", "key": key, "allowed": [], "pool_size": 8}
-    assert hub["enabled"] and hub["key"] == key and hub["hub"] == ""
-    assert hub["allowed"] == ["10.71.2.1/32", "fd71:2::1/128"]
+    pins = gateway.peer_pins(Topo())
+    assert pins["hub"] != pins["terminal"] and all(p.startswith("sha256:") for p in pins.values())
+    # Made once per gateway and kept: the key file is the owner's only, in an owner-only directory.
+    assert gateway.peer_pins(Topo()) == pins
+    key_dir = Path(gateway.peer_dir(Topo(), "terminal"))
+    assert stat.S_IMODE(key_dir.stat().st_mode) == 0o700
+    assert stat.S_IMODE((key_dir / "identity.pem").stat().st_mode) == 0o600
+    term = gateway.default_config("terminal", peer=pins)["peer"]
+    hub = gateway.default_config("hub", peer=pins)["peer"]
+    assert term["enabled"] and term["hub"] == "10.71.2.2" and term["hub_fingerprints"] == [pins["hub"]]
+    assert term["terminals"] == [] and term["listen"] == []
+    assert hub["enabled"] and hub["hub"] == "" and hub["hub_fingerprints"] == []
+    assert hub["terminals"] == [{"name": gateway.SITE_NAME, "fingerprints": [pins["terminal"]],
+                                 "prefixes": gateway.CLIENT_SUBNETS}]
+    # Both pass the gateway's own validator.
+    for role, cfg in (("terminal", term), ("hub", hub)):
+        path = tmp_path / f"{role}.json"
+        path.write_text(json.dumps({**gateway.default_config(role, peer=pins), "peer": cfg}))
+        p = subprocess.run([str(perigee), "config", "check", str(path)], capture_output=True, text=True, timeout=30)
+        assert p.returncode == 0, p.stderr
     # One gateway only: no peer path.
     alone = gateway.default_config("terminal")
-    assert alone["peer"]["enabled"] is False and alone["peer"]["key"] == ""
+    assert alone["peer"]["enabled"] is False and alone["peer"]["hub_fingerprints"] == []
     # Nothing the lab does not decide: nodelay, quic and the rest are the gateway's defaults.
     assert "splitter" not in alone and "quic" not in alone

@@ -1,6 +1,7 @@
 """The relay on a GEO link (prefix pr-, root): no Nagle delay, the peer path between the two
 gateways, and the QUIC policy. satlab `geo-hts` (600 ms RTT, emulated) with `--gateway both`,
-which turns the peer path on with a fresh key; `satlab.probes` servers in the server namespace.
+which turns the peer path on; `satlab.probes` servers in the server namespace. The peer path's own
+guarantees (encryption, identities, exactly once, the hub's egress policy) are test_peer_satlab.py's.
 
 Timing assertions here are functional, not performance figures: on the emulated link a round
 trip is 600 ms and the properties tested (one round trip per exchange instead of two or three,
@@ -12,7 +13,6 @@ from __future__ import annotations
 import ctypes
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from conftest import in_ns, satlab
+from conftest import PrefixTopo, in_ns, satlab
 
 from satlab import gateway
 
@@ -37,17 +37,7 @@ PY = sys.executable
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)")
 
 
-class Topo:
-    """satlab's Topology as gateway.py sees it, for the pr- lab."""
-
-    def ns(self, role: str) -> str:
-        return f"{PREFIX}{role}"
-
-    def path(self, name: str) -> str:
-        return f"/run/satlab/{PREFIX}/{name}"
-
-
-TOPO = Topo()
+TOPO = PrefixTopo(PREFIX)
 
 
 def sock(role: str) -> str:
@@ -102,10 +92,6 @@ def counters(role: str) -> dict[str, Any]:
     return out
 
 
-def peer_key() -> bytes:
-    return bytes.fromhex(open(TOPO.path(gateway.PEER_KEY_FILE)).read().strip())
-
-
 def wait_pool(timeout: float = 40) -> int:
     """Wait until every worker of the terminal has its warm pool full (flows land on any worker)."""
     deadline = time.monotonic() + timeout
@@ -116,29 +102,6 @@ def wait_pool(timeout: float = 40) -> int:
             return ready
         time.sleep(0.25)
     raise AssertionError(f"peer pool not full in {timeout} s: {control('terminal', 'GET', '/v1/health')}")
-
-
-def eventually(read: Any, check: Any, timeout: float = 5.0) -> Any:
-    """Counters reach the master once a second per worker: poll until `check(read())`."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = read()
-        if check(value) or time.monotonic() > deadline:
-            return value
-        time.sleep(0.2)
-
-
-def settled_counters(role: str, timeout: float = 10.0) -> dict[str, Any]:
-    """Counters once the workers' deltas of earlier tests have all arrived (two reads over a
-    report period agree), so a later difference is this test's own."""
-    deadline = time.monotonic() + timeout
-    prev = counters(role)
-    while True:
-        time.sleep(1.2)
-        cur = counters(role)
-        if (cur["peer"], cur["flows_total"]) == (prev["peer"], prev["flows_total"]) or time.monotonic() > deadline:
-            return cur
-        prev = cur
 
 
 @pytest.fixture(scope="module")
@@ -310,131 +273,6 @@ def test_server_speaks_first(lab: None) -> None:
     assert out["banner"] == "220 perigee-probe ready"
     assert out["banner_s"] < 1.5 * RTT, out
     assert flow_of("terminal", CLIENT4, out["local_port"])["path"] == "peer"
-
-
-def terminal_exec(code: str, timeout: float = 60) -> Any:
-    """Run the PeerClient scenario `code` in the terminal namespace; it prints one JSON value."""
-    # Run from lab/tests, where `python -c` finds peerclient (the script's directory is its first import path).
-    src = "import json, sys, time\n" \
-          f"from peerclient import PeerClient\nkey = bytes.fromhex({peer_key().hex()!r})\n{code}"
-    p = subprocess.run(in_ns("terminal", [PY, "-c", src], PREFIX), capture_output=True, text=True,
-                       timeout=timeout, cwd=gateway.REPO / "lab" / "tests")
-    assert p.returncode == 0, p.stderr
-    return json.loads(p.stdout.strip().splitlines()[-1])
-
-
-def test_the_protocol_works_from_an_independent_client(lab: None) -> None:
-    out = terminal_exec("""
-c = PeerClient("10.71.2.1")
-nonce = c.hello()
-c.s.sendall(c.auth_frame(key, nonce))
-ok = c.recv_exact(36)
-assert ok == b"PGPK" + c.mac(key, b"perigee-peer-v1 hub", nonce), "the hub's proof"
-c.s.sendall(c.open_frame(key, nonce, "10.71.1.10", 45678, "10.71.3.10", 9103))
-status = c.recv_exact(8)
-rest = b""
-while not rest.endswith(b"\\n"):
-    rest += c.s.recv(64)
-print(json.dumps({"status": status.hex(), "whoami": rest.decode()}))
-""")
-    assert out["status"] == b"PGPS\0\0\0\0".hex()
-    assert out["whoami"].split() == [CLIENT4, "45678"]
-
-
-def test_outsiders_are_refused_and_open_no_flow(lab: None) -> None:
-    before = settled_counters("hub")
-    hub_flows = {f["id"] for f in flows("hub")}
-    out = terminal_exec("""
-res = {}
-# Not allowed: the terminal's LAN address is outside the hub's peer.allowed. No hello at all.
-c = PeerClient("10.71.1.1")
-res["not_allowed"] = c.closed_by_hub()
-# The wrong key.
-c = PeerClient("10.71.2.1")
-nonce = c.hello()
-c.s.sendall(c.auth_frame(bytes(32), nonce))
-res["wrong_key"] = c.closed_by_hub()
-# Garbage instead of a proof.
-c = PeerClient("10.71.2.1")
-c.hello()
-c.s.sendall(b"GET / HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n\\0\\0\\0\\0\\0\\0")
-res["garbage"] = c.closed_by_hub()
-# A proof captured on one connection, replayed on another (another nonce).
-a = PeerClient("10.71.2.1")
-captured = a.auth_frame(key, a.hello())
-b = PeerClient("10.71.2.1")
-b.hello()
-b.s.sendall(captured)
-res["replayed_auth"] = b.closed_by_hub()
-# An OPEN captured on an authenticated connection, replayed on another authenticated one.
-a.s.sendall(captured)
-a.recv_exact(36)
-b = PeerClient("10.71.2.1")
-nb = b.hello()
-b.s.sendall(b.auth_frame(key, nb))
-b.recv_exact(36)
-b.s.sendall(b.open_frame(key, bytes(32), "10.71.1.10", 45679, "10.71.3.10", 9103))
-res["replayed_open"] = b.closed_by_hub()
-# A flow for a client outside the hub's served subnets, even with a valid proof.
-c = PeerClient("10.71.2.1")
-n = c.hello()
-c.s.sendall(c.auth_frame(key, n))
-c.recv_exact(36)
-c.s.sendall(c.open_frame(key, n, "192.0.2.7", 40000, "10.71.3.10", 9103))
-res["foreign_client"] = c.closed_by_hub()
-print(json.dumps(res))
-""")
-    assert out == dict.fromkeys(out, True) and len(out) == 6, out
-    after = eventually(lambda: counters("hub"), lambda c: c["peer"]["refused"] - before["peer"]["refused"] >= 6)
-    assert after["peer"]["refused"] - before["peer"]["refused"] >= 6
-    assert after["peer"]["flows"] == before["peer"]["flows"], "no flow was opened for an outsider"
-    assert not [f for f in flows("hub") if f["id"] not in hub_flows and f["server"].endswith(":9103")]
-
-
-def test_a_silent_outsider_is_dropped_after_the_auth_timeout(lab: None) -> None:
-    out = terminal_exec("""
-c = PeerClient("10.71.2.1", timeout=15)
-c.hello()
-c.s.sendall(b"PGPA" + bytes(10))  # a slowloris: part of a proof, then nothing
-t0 = time.monotonic()
-closed = c.closed_by_hub()
-print(json.dumps({"closed": closed, "after_s": time.monotonic() - t0}))
-""")
-    assert out["closed"] and 9 < out["after_s"] < 13, out
-
-
-def _hub_pid() -> int:
-    return int(open(TOPO.path(f"gw-{PREFIX}hub.pid")).read().split()[0])
-
-
-def test_flows_fall_back_to_the_direct_path_when_the_hub_is_gone_and_return(lab: None) -> None:
-    before = counters("terminal")["peer"]
-    os.kill(_hub_pid(), signal.SIGKILL)  # no clean stop: its sockets just close
-    try:
-        # A flow started at once may already have taken a warm connection: it is replayed on
-        # the direct path and completes.
-        first = probe("first-byte", SERVER4, str(PORTS["object"]))
-        time.sleep(1.0)
-        # A second later the terminal knows: new flows start on the direct path right away.
-        later = probe("first-byte", SERVER4, str(PORTS["object"]))
-        assert later["first_byte_s"] < 2 * RTT + 0.15, later
-        assert flow_of("terminal", CLIENT4, later["local_port"])["path"] == "direct"
-        health = control("terminal", "GET", "/v1/health")
-        assert health["peer"]["ready"] == 0
-        assert any("peer path" in p for p in health["problems"]), health["problems"]
-        after = eventually(lambda: counters("terminal")["peer"],
-                           lambda a: a["fallbacks"] - before["fallbacks"] == a["flows"] - before["flows"])
-        assert after["flows"] - before["flows"] <= 1, "only a flow that raced the hub's end took the peer path"
-        assert after["fallbacks"] - before["fallbacks"] == after["flows"] - before["flows"]
-        assert first["first_byte_s"] < 3 * RTT + 0.3, first
-    finally:
-        gateway._stop_one(TOPO, "hub")
-        gateway._start_one(TOPO, "hub", 45, False, peer_key().hex())
-    # The pool comes back on its own (backoff: at most 15 s between probes).
-    wait_pool()
-    out = probe("first-byte", SERVER4, str(PORTS["object"]))
-    assert flow_of("terminal", CLIENT4, out["local_port"])["path"] == "peer"
-    assert out["first_byte_s"] < 1.5 * RTT
 
 
 # --- QUIC -------------------------------------------------------------------------------------------

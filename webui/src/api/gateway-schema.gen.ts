@@ -326,6 +326,29 @@ export const gatewayConfigSchema: JsonSchema = {
       },
       "type": "object"
     },
+    "Egress": {
+      "additionalProperties": false,
+      "description": "Hub: where the connections it opens for its terminals (peer flows and direct splits) may go.\nBuilt in it refuses loopback, link-local, multicast, its own addresses and every enrolled\nterminal's prefixes but the flow's own site's; `deny` adds to that (management networks),\n`allow` re-opens what it names. Enforced by the daemon and by nft on the hub's own output.",
+      "properties": {
+        "allow": {
+          "default": [],
+          "items": {
+            "$ref": "#/$defs/Cidr"
+          },
+          "maxItems": 256,
+          "type": "array"
+        },
+        "deny": {
+          "default": [],
+          "items": {
+            "$ref": "#/$defs/Cidr"
+          },
+          "maxItems": 256,
+          "type": "array"
+        }
+      },
+      "type": "object"
+    },
     "Hybla": {
       "additionalProperties": false,
       "properties": {
@@ -473,15 +496,6 @@ export const gatewayConfigSchema: JsonSchema = {
       "additionalProperties": false,
       "description": "The peer path (docs/splitter.md, *The peer path*): a terminal keeps warm, authenticated\nTCP connections to its hub's peer listener and hands each new flow to one of them, so the\nclient's first bytes cross the satellite at once instead of after a handshake. The hub\nre-originates the flow to the server from the client's own address, as on the direct path.",
       "properties": {
-        "allowed": {
-          "default": [],
-          "description": "Hub: the CIDRs terminals may connect from; empty = any holder of the key.",
-          "items": {
-            "$ref": "#/$defs/Cidr"
-          },
-          "maxItems": 256,
-          "type": "array"
-        },
         "enabled": {
           "default": false,
           "type": "boolean"
@@ -493,11 +507,25 @@ export const gatewayConfigSchema: JsonSchema = {
           "pattern": "^(((25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3}|(([0-9A-Fa-f]{1,4}:){6}([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|::([0-9A-Fa-f]{1,4}:){5}([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|([0-9A-Fa-f]{1,4})?::([0-9A-Fa-f]{1,4}:){4}([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|(([0-9A-Fa-f]{1,4}:){0,1}[0-9A-Fa-f]{1,4})?::([0-9A-Fa-f]{1,4}:){3}([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|(([0-9A-Fa-f]{1,4}:){0,2}[0-9A-Fa-f]{1,4})?::([0-9A-Fa-f]{1,4}:){2}([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|(([0-9A-Fa-f]{1,4}:){0,3}[0-9A-Fa-f]{1,4})?::[0-9A-Fa-f]{1,4}:([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|(([0-9A-Fa-f]{1,4}:){0,4}[0-9A-Fa-f]{1,4})?::([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|(([0-9A-Fa-f]{1,4}:){0,5}[0-9A-Fa-f]{1,4})?::[0-9A-Fa-f]{1,4}|(([0-9A-Fa-f]{1,4}:){0,6}[0-9A-Fa-f]{1,4})?::)))?$",
           "type": "string"
         },
-        "key": {
-          "default": "",
-          "description": "The shared secret: 64 hex digits (32 bytes, e.g. `openssl rand -hex 32`). Required when\nenabled.",
-          "pattern": "^([0-9A-Fa-f]{64})?$",
-          "type": "string"
+        "hub_fingerprints": {
+          "default": [],
+          "description": "Terminal: the keys of the hub (or of each hub gateway) it accepts, by fingerprint (`GET\n/v1/identity` at the hub). Required when enabled.",
+          "items": {
+            "pattern": "^sha256:[0-9a-f]{64}$",
+            "type": "string"
+          },
+          "maxItems": 16,
+          "type": "array"
+        },
+        "listen": {
+          "default": [],
+          "description": "Hub: the addresses its peer listener binds; empty = the addresses of\n`interfaces.satellite` (link-local IPv6 ones aside).",
+          "items": {
+            "pattern": "^((25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3}|(([0-9A-Fa-f]{1,4}:){6}([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|::([0-9A-Fa-f]{1,4}:){5}([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|([0-9A-Fa-f]{1,4})?::([0-9A-Fa-f]{1,4}:){4}([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|(([0-9A-Fa-f]{1,4}:){0,1}[0-9A-Fa-f]{1,4})?::([0-9A-Fa-f]{1,4}:){3}([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|(([0-9A-Fa-f]{1,4}:){0,2}[0-9A-Fa-f]{1,4})?::([0-9A-Fa-f]{1,4}:){2}([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|(([0-9A-Fa-f]{1,4}:){0,3}[0-9A-Fa-f]{1,4})?::[0-9A-Fa-f]{1,4}:([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|(([0-9A-Fa-f]{1,4}:){0,4}[0-9A-Fa-f]{1,4})?::([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|(([0-9A-Fa-f]{1,4}:){0,5}[0-9A-Fa-f]{1,4})?::[0-9A-Fa-f]{1,4}|(([0-9A-Fa-f]{1,4}:){0,6}[0-9A-Fa-f]{1,4})?::))$",
+            "type": "string"
+          },
+          "maxItems": 16,
+          "type": "array"
         },
         "pool_size": {
           "default": 8,
@@ -509,13 +537,56 @@ export const gatewayConfigSchema: JsonSchema = {
         },
         "port": {
           "default": 7072,
-          "description": "Hub: the TCP port its peer listener binds (all addresses). Terminal: the hub's peer port.",
+          "description": "Hub: the TCP port its peer listener binds. Terminal: the hub's peer port.",
           "format": "uint32",
           "maximum": 65535,
           "minimum": 1,
           "type": "integer"
+        },
+        "terminals": {
+          "default": [],
+          "description": "Hub: the terminals it serves the peer path to, each with its own key(s) and the client\nprefixes it may open flows for (no two terminals' prefixes overlap).",
+          "items": {
+            "$ref": "#/$defs/PeerTerminal"
+          },
+          "maxItems": 1024,
+          "type": "array"
         }
       },
+      "type": "object"
+    },
+    "PeerTerminal": {
+      "additionalProperties": false,
+      "description": "A terminal enrolled at the hub.",
+      "properties": {
+        "fingerprints": {
+          "description": "Its key's fingerprint (`GET /v1/identity` at the terminal); two while it rotates.",
+          "items": {
+            "pattern": "^sha256:[0-9a-f]{64}$",
+            "type": "string"
+          },
+          "maxItems": 2,
+          "minItems": 1,
+          "type": "array"
+        },
+        "name": {
+          "$ref": "#/$defs/ObjectName"
+        },
+        "prefixes": {
+          "description": "The client prefixes of its site: a flow it opens for a client outside them is refused.",
+          "items": {
+            "$ref": "#/$defs/Cidr"
+          },
+          "maxItems": 256,
+          "minItems": 1,
+          "type": "array"
+        }
+      },
+      "required": [
+        "name",
+        "fingerprints",
+        "prefixes"
+      ],
       "type": "object"
     },
     "PortRange": {
@@ -978,6 +1049,14 @@ export const gatewayConfigSchema: JsonSchema = {
         "upstream": []
       }
     },
+    "egress": {
+      "$ref": "#/$defs/Egress",
+      "default": {
+        "allow": [],
+        "deny": []
+      },
+      "description": "Hub: where the connections it opens for its terminals may go (`Egress`)."
+    },
     "hybla": {
       "$ref": "#/$defs/Hybla",
       "default": {
@@ -992,12 +1071,13 @@ export const gatewayConfigSchema: JsonSchema = {
     "peer": {
       "$ref": "#/$defs/Peer",
       "default": {
-        "allowed": [],
         "enabled": false,
         "hub": "",
-        "key": "",
+        "hub_fingerprints": [],
+        "listen": [],
         "pool_size": 8,
-        "port": 7072
+        "port": 7072,
+        "terminals": []
       }
     },
     "quic": {

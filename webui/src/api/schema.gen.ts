@@ -1849,6 +1849,25 @@ export interface components {
             [key: string]: unknown;
         };
         DscpItem: number;
+        /**
+         * Egress
+         * @description Hub: where the connections it opens for its terminals (peer flows and direct splits) may go.
+         *     Built in it refuses loopback, link-local, multicast, its own addresses and every enrolled
+         *     terminal's prefixes but the flow's own site's; `deny` adds to that (management networks),
+         *     `allow` re-opens what it names. Enforced by the daemon and by nft on the hub's own output.
+         */
+        Egress: {
+            /**
+             * Allow
+             * @default []
+             */
+            allow: string[];
+            /**
+             * Deny
+             * @default []
+             */
+            deny: string[];
+        };
         /** ErrorBody */
         ErrorBody: {
             /** Code */
@@ -1864,6 +1883,7 @@ export interface components {
         ErrorResponse: {
             error: components["schemas"]["ErrorBody"];
         };
+        Fingerprint: string;
         /** FleetFlowsOut */
         FleetFlowsOut: {
             /** Errors */
@@ -2202,6 +2222,14 @@ export interface components {
              */
             dns: components["schemas"]["Dns"];
             /**
+             * @description Hub: where the connections it opens for its terminals may go (`Egress`).
+             * @default {
+             *       "allow": [],
+             *       "deny": []
+             *     }
+             */
+            egress: components["schemas"]["Egress"];
+            /**
              * @default {
              *       "base_rtt_ms": 0,
              *       "cwnd_max": 0,
@@ -2212,12 +2240,13 @@ export interface components {
             interfaces: components["schemas"]["Interfaces"];
             /**
              * @default {
-             *       "allowed": [],
              *       "enabled": false,
              *       "hub": "",
-             *       "key": "",
+             *       "hub_fingerprints": [],
+             *       "listen": [],
              *       "pool_size": 8,
-             *       "port": 7072
+             *       "port": 7072,
+             *       "terminals": []
              *     }
              */
             peer: components["schemas"]["Peer"];
@@ -2455,6 +2484,7 @@ export interface components {
             /** Detail */
             detail?: components["schemas"]["ValidationError"][];
         };
+        HubFingerprint: string;
         /** Hybla */
         Hybla: {
             /**
@@ -2611,6 +2641,7 @@ export interface components {
         };
         /** @enum {string} */
         LegSide: "client" | "server";
+        ListenItem: string;
         /** LiveCcSplit */
         LiveCcSplit: {
             /** Cc */
@@ -2769,12 +2800,6 @@ export interface components {
          */
         Peer: {
             /**
-             * Allowed
-             * @description Hub: the CIDRs terminals may connect from; empty = any holder of the key.
-             * @default []
-             */
-            allowed: string[];
-            /**
              * Enabled
              * @default false
              */
@@ -2787,12 +2812,19 @@ export interface components {
              */
             hub: string;
             /**
-             * Key
-             * @description The shared secret: 64 hex digits (32 bytes, e.g. `openssl rand -hex 32`). Required when
-             *     enabled.
-             * @default
+             * Hub Fingerprints
+             * @description Terminal: the keys of the hub (or of each hub gateway) it accepts, by fingerprint (`GET
+             *     /v1/identity` at the hub). Required when enabled.
+             * @default []
              */
-            key: string;
+            hub_fingerprints: components["schemas"]["HubFingerprint"][];
+            /**
+             * Listen
+             * @description Hub: the addresses its peer listener binds; empty = the addresses of
+             *     `interfaces.satellite` (link-local IPv6 ones aside).
+             * @default []
+             */
+            listen: components["schemas"]["ListenItem"][];
             /**
              * Pool Size
              * @description Terminal: warm connections each worker keeps ready (refilled as flows take them).
@@ -2801,10 +2833,17 @@ export interface components {
             pool_size: number;
             /**
              * Port
-             * @description Hub: the TCP port its peer listener binds (all addresses). Terminal: the hub's peer port.
+             * @description Hub: the TCP port its peer listener binds. Terminal: the hub's peer port.
              * @default 7072
              */
             port: number;
+            /**
+             * Terminals
+             * @description Hub: the terminals it serves the peer path to, each with its own key(s) and the client
+             *     prefixes it may open flows for (no two terminals' prefixes overlap).
+             * @default []
+             */
+            terminals: components["schemas"]["PeerTerminal"][];
         };
         /** PeerHealth */
         PeerHealth: {
@@ -2825,6 +2864,23 @@ export interface components {
             ready: number;
         } & {
             [key: string]: unknown;
+        };
+        /**
+         * PeerTerminal
+         * @description A terminal enrolled at the hub.
+         */
+        PeerTerminal: {
+            /**
+             * Fingerprints
+             * @description Its key's fingerprint (`GET /v1/identity` at the terminal); two while it rotates.
+             */
+            fingerprints: components["schemas"]["Fingerprint"][];
+            name: components["schemas"]["ObjectName"];
+            /**
+             * Prefixes
+             * @description The client prefixes of its site: a flow it opens for a client outside them is refused.
+             */
+            prefixes: string[];
         };
         /** PolicyIssue */
         PolicyIssue: {

@@ -45,6 +45,18 @@ enum Command {
         #[command(flatten)]
         sock: cli::SocketArg,
     },
+    /// This gateway's identity on the peer path: show, rotate, commit (or init, offline).
+    Identity {
+        #[command(subcommand)]
+        cmd: cli::IdentityCmd,
+        #[command(flatten)]
+        sock: cli::SocketArg,
+    },
+    /// The peer path's state (GET /v1/peer): a hub's terminals, a terminal's pool.
+    Peer {
+        #[command(flatten)]
+        sock: cli::SocketArg,
+    },
     /// The BGP sessions and their BFD state of the FRR beside the daemon (GET /v1/routing).
     Routing {
         #[command(flatten)]
@@ -68,6 +80,8 @@ fn main() {
         Command::Health { sock } => cli::health(&sock),
         Command::Counters { sock } => cli::simple(&sock, "/v1/counters"),
         Command::Routing { sock } => cli::simple(&sock, "/v1/routing"),
+        Command::Identity { cmd, sock } => cli::identity_cmd(&sock, cmd),
+        Command::Peer { sock } => cli::simple(&sock, "/v1/peer"),
         Command::Schema { which } => {
             let schema = match which.as_str() {
                 "config" => perigee::gateway::schema::config_schema(),

@@ -137,7 +137,7 @@ pub enum GatewayCmd {
         #[command(flatten)]
         control_tls: Box<ControlTlsArgs>,
         #[command(flatten)]
-        squid: SquidArgs,
+        squid: Box<SquidArgs>,
         /// Boxed: the daemon's options would make every other command as large.
         #[command(flatten)]
         dns: Box<DnsArgs>,
@@ -145,6 +145,9 @@ pub enum GatewayCmd {
         /// GET /v1/routing reports; without FRR there the report says it is not available.
         #[arg(long, env = "PERIGEE_FRR_VTY_DIR", default_value = super::routing::DEFAULT_VTY_DIR)]
         frr_vty_dir: String,
+        /// The peer path's identity (key and certificate, made here on first start; mode 0700).
+        #[arg(long, default_value = super::peer_state::DEFAULT_STATE_DIR)]
+        peer_state_dir: String,
     },
     /// Internal: one relay worker (spawned by `run`; stdin/stdout is its master link).
     #[command(hide = true)]
@@ -158,6 +161,45 @@ pub enum GatewayCmd {
         #[arg(long)]
         master_pid: Option<i32>,
     },
+}
+
+/// `perigee identity`: this gateway's key on the peer path (docs/splitter.md, *Identities*).
+#[derive(Subcommand)]
+pub enum IdentityCmd {
+    /// Print the fingerprint, the certificate and a staged next fingerprint (GET /v1/identity).
+    Show,
+    /// Stage a new identity; the other gateway enrolls its fingerprint before `commit`.
+    Rotate,
+    /// Put the staged identity in use for new peer connections (live flows keep theirs).
+    Commit,
+    /// Without a daemon: make the identity in DIR if it has none, and print it (provisioning).
+    Init {
+        #[arg(long, default_value = super::peer_state::DEFAULT_STATE_DIR)]
+        state_dir: String,
+    },
+}
+
+pub fn identity_cmd(sock: &SocketArg, cmd: IdentityCmd) -> i32 {
+    let s = sock.control_socket.as_str();
+    let r = match cmd {
+        IdentityCmd::Show => call(s, "GET", "/v1/identity", None),
+        IdentityCmd::Rotate => call(s, "POST", "/v1/identity/rotate", None),
+        IdentityCmd::Commit => call(s, "POST", "/v1/identity/commit", None),
+        IdentityCmd::Init { state_dir } => {
+            match super::peer::identity::IdentityStore::open(std::path::Path::new(&state_dir)) {
+                Ok(store) => Ok(serde_json::json!({
+                    "fingerprint": store.current().fingerprint.to_string(),
+                    "certificate_pem": store.current().certificate_pem(),
+                    "next_fingerprint": store.next().map(|n| n.fingerprint.to_string()),
+                })),
+                Err(e) => {
+                    eprintln!("perigee: {e}");
+                    Err(2)
+                }
+            }
+        }
+    };
+    r.map(|v| print(&v)).unwrap_or_else(|c| c)
 }
 
 #[derive(Subcommand)]
@@ -191,15 +233,17 @@ pub fn gateway(cmd: GatewayCmd) -> i32 {
             squid,
             dns,
             frr_vty_dir,
+            peer_state_dir,
         } => master::run(master::RunArgs {
             config,
             control_socket,
             control_tls: control_tls.listen(),
             workers,
             metrics: (metrics != "off").then_some(metrics),
-            squid: squid.options(),
+            squid: (*squid).options(),
             dns: (*dns).options(),
             frr_vty_dir: frr_vty_dir.into(),
+            peer_state_dir: peer_state_dir.into(),
         }),
         GatewayCmd::Worker {
             index,

@@ -8,7 +8,7 @@ use super::reports::{
 };
 use super::state::{ConfigFailure, Shared};
 use super::telemetry::Flow;
-use super::{apply, http, interfaces, ipc, log, procstat, render, routing, sys};
+use super::{apply, http, interfaces, ipc, log, peer_control, procstat, render, routing, sys};
 use serde::Serialize;
 use serde_json::{json, Value};
 use std::os::unix::fs::PermissionsExt;
@@ -200,6 +200,11 @@ fn peer_health(shared: &Shared) -> Option<PeerHealth> {
 fn peer_problem(shared: &Shared, cfg: &config::GatewayConfig) -> Option<String> {
     if !cfg.peer.enabled || !shared.configured.load(Ordering::Relaxed) {
         return None;
+    }
+    if let Err(e) = shared.peer.current() {
+        return Some(format!(
+            "peer path: this gateway has no identity ({e}); it is off"
+        ));
     }
     let reports: Vec<ipc::PeerReport> = shared
         .workers
@@ -491,6 +496,7 @@ pub fn counters_report(shared: &Shared) -> Counters {
             flows: t.peer_flows,
             fallbacks: t.peer_fallbacks,
             refused: t.peer_refused,
+            failed: t.peer_failed,
         },
         quic_rejected: read("quic_rejected"),
     }
@@ -506,6 +512,9 @@ fn parse_body(body: &[u8]) -> Result<config::GatewayConfig, ConfigError> {
 }
 
 pub fn handle(shared: &Shared, req: &http::Request) -> (u16, Value) {
+    if let Some(answer) = peer_control::handle(shared, req) {
+        return answer;
+    }
     let now = sys::now_f64();
     match (req.method.as_str(), req.path.as_str()) {
         ("GET", "/v1/health") => (200, to_json(&health(shared))),

@@ -2,7 +2,7 @@
 //! path, and what its telemetry reports.
 use super::config::Action;
 use super::meter::{Crossed, LegMeter};
-use super::peer::handover::Handover;
+use super::peer::tunnel::{Phase, Tunnel};
 use super::session::Direction;
 use super::sys;
 pub use super::telemetry::FlowPath as Path;
@@ -60,11 +60,11 @@ pub struct Session {
     pub dscp: Option<u8>,
     /// Which way the flow crossed the satellite.
     pub path: Path,
-    /// Terminal, peer path: until the hub's status (and the replay buffer for a fallback).
-    pub handover: Option<Box<Handover>>,
-    /// Hub, a flow that came on the peer listener: the terminal is owed a status once the
-    /// connect to the server has finished.
-    pub status_owed: bool,
+    /// A flow on the peer path: its relay through the peer connection (the server side at a
+    /// terminal, the client side at a hub), which carries the frames and encrypts.
+    pub tunnel: Option<Box<Tunnel>>,
+    /// Hub: the terminal that opened it (name, key), so revoking the terminal ends it.
+    pub opened_by: Option<(String, String)>,
 }
 
 impl Session {
@@ -77,9 +77,15 @@ impl Session {
     }
 
     pub fn state(&self) -> FlowState {
-        if self.connecting || self.handover.is_some() {
+        let tunnel_ended = self.tunnel.as_ref().map(|t| t.ended());
+        if self.connecting
+            || self
+                .tunnel
+                .as_ref()
+                .is_some_and(|t| t.phase != Phase::Relay)
+        {
             FlowState::Connecting
-        } else if self.up.eof || self.down.eof {
+        } else if self.up.eof || self.down.eof || tunnel_ended.is_some_and(|(a, b)| a || b) {
             FlowState::HalfClosed
         } else {
             FlowState::Established
@@ -201,22 +207,20 @@ impl Session {
         sat
     }
 
-    /// The server-side socket is about to be replaced (a peer connection lost before the hub's
-    /// status): what it carried since the last sample, then its meter starts over for the new one.
-    pub fn retire_server_leg(&mut self, new_v6: bool) -> Crossed {
-        let side = SERVER as usize;
-        let mut c = Crossed::default();
-        if let Some(raw) = sys::tcp_info_raw(self.fd(SERVER)) {
-            let mut info = parse_tcp_info(&raw, &self.cc[side]);
-            c = self.meters[side].sample(&mut info, self.leg_v6[side], 0.0);
-        }
-        self.meters[side].restart();
-        self.leg_v6[side] = new_v6;
-        if self.sat_side() == side {
-            self.sat_crossed.add(&c);
-            c
+    /// The peer socket's side (the satellite's) of a flow on the peer path.
+    pub fn peer_side(&self) -> u64 {
+        self.sat_side() as u64
+    }
+
+    /// A tunnel's byte counts into the flow's (toward the server, toward the client).
+    pub fn count_tunnel(&mut self) {
+        let Some(t) = &self.tunnel else { return };
+        let (to_plain, from_plain) = (t.to_plain, t.from_plain);
+        if self.sat_is_client {
+            // Hub: the plain socket is the server's.
+            (self.up.bytes, self.down.bytes) = (to_plain, from_plain);
         } else {
-            Crossed::default()
+            (self.up.bytes, self.down.bytes) = (from_plain, to_plain);
         }
     }
 }

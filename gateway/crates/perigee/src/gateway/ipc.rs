@@ -12,6 +12,9 @@ pub enum ToWorker {
     Config { config: Box<GatewayConfig> },
     /// Ask for the live flow table; answered by `{"type":"snapshot","id":..,"flows":[..]}`.
     Snapshot { id: u64 },
+    /// The peer identity to present from now on: the worker reads it from `path` (0600, the
+    /// daemon's own state directory: the key never travels) and checks its fingerprint.
+    Identity { path: String, fingerprint: String },
 }
 
 /// Every worker → master line: `type` "report" (once a second: counters since the last one and
@@ -53,6 +56,28 @@ pub struct PeerReport {
     pub error: Option<String>,
     /// Hub: the peer listener is bound.
     pub listening: bool,
+    /// Hub: each enrolled terminal's idle connections and live flows now, and its refusals
+    /// since the last report.
+    #[serde(default)]
+    pub terminals: Vec<TerminalReport>,
+    /// Hub: connections refused before they were identified, since the last report.
+    #[serde(default)]
+    pub refused_unknown: u64,
+    /// The identity this worker presents (a fingerprint).
+    #[serde(default)]
+    pub identity: Option<String>,
+}
+
+/// One enrolled terminal as one worker of the hub sees it.
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+pub struct TerminalReport {
+    pub name: String,
+    pub idle_connections: u64,
+    pub live_flows: u64,
+    pub refused_prefix: u64,
+    pub refused_other: u64,
+    /// Unix time of its last identified connection at this worker.
+    pub last_seen: Option<f64>,
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -68,6 +93,12 @@ pub struct Deltas {
     pub peer_fallbacks: u64,
     #[serde(default)]
     pub peer_refused: u64,
+    /// Terminal: peer flows reset because their connection to the hub failed (never replayed).
+    #[serde(default)]
+    pub peer_failed: u64,
+    /// Hub: direct splits the egress policy refused (peer flows count per terminal).
+    #[serde(default)]
+    pub egress_refused: u64,
     pub by_action: BTreeMap<String, Usage>,
     /// What crossed the satellite, both directions (docs/splitter.md, *Rates*).
     #[serde(default)]

@@ -236,6 +236,12 @@ fn supervise(shared: Arc<Shared>, index: usize) {
             let mut tx = mine.try_clone().ok();
             let cfg = shared.config.lock().unwrap().clone();
             if let Some(t) = tx.as_mut() {
+                // The identity first: the config that turns the peer path on needs it.
+                if let Some(m) = shared.peer.identity_message() {
+                    let mut line = serde_json::to_string(&m).unwrap_or_default();
+                    line.push('\n');
+                    let _ = t.write_all(line.as_bytes());
+                }
                 let mut line = serde_json::to_string(&ipc::ToWorker::Config {
                     config: Box::new(cfg),
                 })
@@ -384,6 +390,8 @@ pub struct RunArgs {
     pub dns: perigee_dns::ManagerOptions,
     /// Where FRR's vty sockets are (GET /v1/routing).
     pub frr_vty_dir: std::path::PathBuf,
+    /// The peer identity's directory (made on first start).
+    pub peer_state_dir: std::path::PathBuf,
 }
 
 /// The startup config: None when the daemon starts without one (a new box, configured later
@@ -457,6 +465,7 @@ pub fn run(args: RunArgs) -> i32 {
         dns_totals: Mutex::new(perigee_dns::Totals::default()),
         cache_store: Mutex::new(None),
         frr_vty_dir: args.frr_vty_dir.clone(),
+        peer: super::peer_state::PeerShared::open(&args.peer_state_dir),
     });
     // What a clean stop undoes: this namespace's Hybla entry, or the kernel tcp_hybla's rtt0.
     let hybla_before = apply::hybla_snapshot(&apply::SystemHybla);

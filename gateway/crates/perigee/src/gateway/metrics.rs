@@ -4,8 +4,9 @@
 //! Every metric is listed in docs/operations.md, *Metrics*.
 use super::exposition::{b, labels, n, Exposition};
 use super::reports::{BypassRuleKind, CacheCounters, Counters, PacketCounters, SplitCounters};
+use super::reports_peer::PeerStatus;
 use super::state::Shared;
-use super::{control, host_metrics, http, log, procstat};
+use super::{control, host_metrics, http, log, peer_control, procstat};
 use serde_json::json;
 use std::net::TcpListener;
 use std::sync::atomic::Ordering;
@@ -182,6 +183,7 @@ pub fn render(shared: &Shared) -> String {
     render_dns(&mut e, shared, &cfg);
 
     peer_and_fallback_families(&mut e, &c);
+    peer_terminal_families(&mut e, &peer_control::peer_status(shared));
 
     render_processes(&mut e, shared);
     host_metrics::render(
@@ -329,16 +331,17 @@ fn peer_and_fallback_families(e: &mut Exposition, c: &Counters) {
     e.family(
         "perigee_peer_flows_total",
         "counter",
-        "Flows by way of the peer path, by outcome (fallback: lost the peer connection before the hub's status and went direct).",
+        "Flows by way of the peer path, by outcome (fallback: the ready connection refused OPEN's first byte and the flow went direct; failed: the peer connection broke and the client was reset, never replayed).",
         vec![
             (labels(&[("outcome", "started")]), n(peer.flows)),
             (labels(&[("outcome", "fallback")]), n(peer.fallbacks)),
+            (labels(&[("outcome", "failed")]), n(peer.failed)),
         ],
     );
     e.one(
         "perigee_peer_refused_total",
         "counter",
-        "Peer connections the hub refused (not allowed, failed authentication, garbage, too slow).",
+        "Peer connections and flows the hub refused (an unknown key, garbage, too slow, a client outside the terminal's prefixes, a destination the egress policy refuses).",
         n(peer.refused),
     );
     e.one(
@@ -352,6 +355,52 @@ fn peer_and_fallback_families(e: &mut Exposition, c: &Counters) {
         "counter",
         "Satellite sockets left on the system default congestion control.",
         n(c.cc_fallback),
+    );
+}
+
+/// A hub's enrolled terminals (GET /v1/peer): their connections, flows and refusals.
+fn peer_terminal_families(e: &mut Exposition, p: &PeerStatus) {
+    let per = |f: fn(&super::reports_peer::PeerTerminalStatus) -> u64| -> Vec<(String, f64)> {
+        p.terminals
+            .iter()
+            .map(|t| (labels(&[("terminal", &t.name)]), n(f(t))))
+            .collect()
+    };
+    e.family(
+        "perigee_peer_terminal_idle_connections",
+        "gauge",
+        "Hub: an enrolled terminal's identified connections waiting for a flow.",
+        per(|t| t.idle_connections),
+    );
+    e.family(
+        "perigee_peer_terminal_live_flows",
+        "gauge",
+        "Hub: an enrolled terminal's live flows.",
+        per(|t| t.live_flows),
+    );
+    let mut refused = Vec::new();
+    for t in &p.terminals {
+        for (reason, v) in [("prefix", t.refused_prefix), ("other", t.refused_other)] {
+            refused.push((labels(&[("terminal", &t.name), ("reason", reason)]), n(v)));
+        }
+    }
+    e.family(
+        "perigee_peer_terminal_refused_total",
+        "counter",
+        "Hub: an enrolled terminal's flows refused (prefix: its client outside the terminal's prefixes; other: the egress policy, a protocol error).",
+        refused,
+    );
+    e.one(
+        "perigee_peer_refused_unknown_total",
+        "counter",
+        "Hub: peer connections refused before they were identified (an unknown or revoked key, no certificate, garbage, no handshake in time).",
+        n(p.refused_unknown),
+    );
+    e.one(
+        "perigee_egress_refused_total",
+        "counter",
+        "Hub: direct splits the egress policy refused.",
+        n(p.egress_refused),
     );
 }
 
@@ -667,6 +716,7 @@ mod tests {
         });
         c.peer.flows = 61;
         c.peer.fallbacks = 62;
+        c.peer.failed = 64;
         c.peer.refused = 63;
         c.quic_rejected.packets = 71;
         c
@@ -703,6 +753,7 @@ mod tests {
             "perigee_cache_client_bytes_total 34",
             "perigee_cache_origin_bytes_total 35",
             "perigee_peer_flows_total{outcome=\"fallback\"} 62",
+            "perigee_peer_flows_total{outcome=\"failed\"} 64",
             "perigee_peer_refused_total 63",
             "perigee_quic_rejected_packets_total 71",
             "perigee_cc_fallback_total 13",
@@ -711,6 +762,46 @@ mod tests {
             "perigee_satellite_cc_retransmitted_segments_total{cc=\"hybla_ld\"} 504",
             "perigee_satellite_cc_reason_segments_total{cc_reason=\"fallback\"} 605",
             "perigee_satellite_cc_reason_retransmitted_segments_total{cc_reason=\"fallback\"} 604",
+        ] {
+            assert!(
+                e.text.lines().any(|l| l == line),
+                "missing {line:?} in\n{}",
+                e.text
+            );
+        }
+    }
+
+    #[test]
+    fn each_enrolled_terminal_has_its_own_series() {
+        let mut e = Exposition::default();
+        let status = PeerStatus {
+            role: Some(crate::gateway::config::Role::Hub),
+            enabled: true,
+            identity: None,
+            identity_error: None,
+            listening: true,
+            terminals: vec![crate::gateway::reports_peer::PeerTerminalStatus {
+                name: "site-1".into(),
+                fingerprints: vec![],
+                prefixes: vec![],
+                idle_connections: 8,
+                live_flows: 3,
+                refused_prefix: 2,
+                refused_other: 1,
+                last_seen: None,
+            }],
+            refused_unknown: 5,
+            egress_refused: 4,
+            pool: None,
+        };
+        peer_terminal_families(&mut e, &status);
+        for line in [
+            "perigee_peer_terminal_idle_connections{terminal=\"site-1\"} 8",
+            "perigee_peer_terminal_live_flows{terminal=\"site-1\"} 3",
+            "perigee_peer_terminal_refused_total{terminal=\"site-1\",reason=\"prefix\"} 2",
+            "perigee_peer_terminal_refused_total{terminal=\"site-1\",reason=\"other\"} 1",
+            "perigee_peer_refused_unknown_total 5",
+            "perigee_egress_refused_total 4",
         ] {
             assert!(
                 e.text.lines().any(|l| l == line),

@@ -237,10 +237,15 @@ pub struct ActionCounters {
 pub struct PeerCounters {
     /// Flows started on the peer path.
     pub flows: u64,
-    /// Of them, those that lost their peer connection before the hub's answer and went direct.
+    /// Flows that took the direct path after all: their warm connection refused OPEN's first
+    /// byte (provably nothing reached the hub).
     pub fallbacks: u64,
-    /// Peer connections the hub refused.
+    /// Peer connections and peer flows the hub refused.
     pub refused: u64,
+    /// Terminal: peer flows reset because their connection to the hub failed (a flow is
+    /// never replayed on another path).
+    #[serde(default)]
+    pub failed: u64,
 }
 
 /// GET /v1/counters: totals since the daemon started (the nft ones since the last apply).

@@ -9,6 +9,7 @@ use super::interfaces::InterfaceList;
 use super::reports::{
     Applied, Counters, DnsReport, ErrorBody, FlowList, Health, RoutingReport, Validated,
 };
+use super::reports_peer::{IdentityReport, PeerStatus};
 use perigee_squid::{CacheStats, CollectResponse, PurgeRequest, PurgeResponse};
 use schemars::generate::SchemaSettings;
 use schemars::{JsonSchema, SchemaGenerator};
@@ -54,6 +55,8 @@ pub fn reports_schema() -> Value {
         define::<ErrorBody>(&mut g),
         define::<InterfaceList>(&mut g),
         define::<RoutingReport>(&mut g),
+        define::<IdentityReport>(&mut g),
+        define::<PeerStatus>(&mut g),
     ];
     // The requests the daemon takes besides the config (deserialization contract, its own generator).
     let mut input = SchemaSettings::draft2020_12()

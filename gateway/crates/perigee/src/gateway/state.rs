@@ -5,6 +5,7 @@ use super::apply::{self, AppliedState, ApplyError, DnsStep, SquidStep};
 use super::config::{ConfigError, GatewayConfig};
 use super::ipc::Usage;
 use super::meter::LinkBytes;
+use super::peer_state::PeerShared;
 use super::render;
 use super::telemetry::Flow;
 use super::{ipc, log, sys};
@@ -55,6 +56,8 @@ pub struct Totals {
     pub peer_flows: u64,
     pub peer_fallbacks: u64,
     pub peer_refused: u64,
+    pub peer_failed: u64,
+    pub egress_refused: u64,
 }
 
 /// Adds `from`'s usage into `into`, key by key.
@@ -125,6 +128,8 @@ pub struct Shared {
     pub cache_store: Mutex<Option<perigee_squid::admin::StoreInfo>>,
     /// The directory of the FRR vty sockets GET /v1/routing reads (`--frr-vty-dir`).
     pub frr_vty_dir: std::path::PathBuf,
+    /// The peer path's identity and the hub's per-terminal totals.
+    pub peer: PeerShared,
 }
 
 #[derive(Debug)]
@@ -141,7 +146,7 @@ impl Shared {
             .sum()
     }
 
-    fn broadcast(&self, msg: &ipc::ToWorker) {
+    pub fn broadcast(&self, msg: &ipc::ToWorker) {
         let mut line = serde_json::to_string(msg).unwrap_or_default();
         line.push('\n');
         for w in &self.workers {
@@ -331,6 +336,9 @@ impl Shared {
                 slot.live.store(m.live, Ordering::Relaxed);
                 slot.pipes.store(m.pipes_in_use, Ordering::Relaxed);
                 slot.listening.store(m.listening, Ordering::Relaxed);
+                if let Some(p) = &m.peer {
+                    self.peer.on_report(p);
+                }
                 *slot.peer.lock().unwrap() = m.peer.clone();
                 let d = &m.deltas;
                 {
@@ -343,6 +351,8 @@ impl Shared {
                     t.peer_flows += d.peer_flows;
                     t.peer_fallbacks += d.peer_fallbacks;
                     t.peer_refused += d.peer_refused;
+                    t.peer_failed += d.peer_failed;
+                    t.egress_refused += d.egress_refused;
                     merge(&mut t.by_action, &d.by_action);
                     merge(&mut t.by_class, &d.by_class);
                     merge(&mut t.by_site, &d.by_site);

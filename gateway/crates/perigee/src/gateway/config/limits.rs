@@ -36,8 +36,11 @@ pub const RTT0_MS: std::ops::RangeInclusive<u32> = 1..=10_000;
 pub const MAX_BASE_RTT_MS: u32 = 10_000;
 
 /// `peer` bounds.
-pub const PEER_KEY_HEX_LEN: usize = 64;
-pub const PEER_KEY_PATTERN: &str = "^([0-9A-Fa-f]{64})?$";
+pub const FINGERPRINT_PATTERN: &str = "^sha256:[0-9a-f]{64}$";
+pub const MAX_HUB_FINGERPRINTS: usize = 16;
+pub const MAX_TERMINAL_FINGERPRINTS: usize = 2;
+pub const MAX_TERMINALS: usize = 1024;
+pub const MAX_PEER_LISTEN: usize = 16;
 pub const PEER_POOL_SIZE: std::ops::RangeInclusive<u32> = 1..=256;
 
 /// `shaping` bounds.

@@ -8,7 +8,8 @@
 //! API's cross-field validators, which tests/test_config_contract.py holds to these).
 //!
 //! The module is split by job: `types` (the top level), `transport`, `policy` and `peer` (the
-//! sections), `limits` (the bounds), `validate` (the rules), `example` (a sample config).
+//! sections), `limits` (the bounds), `validate` and `validate_peer` (the rules), `example` (a
+//! sample config).
 mod example;
 mod limits;
 mod peer;
@@ -16,6 +17,7 @@ mod policy;
 mod transport;
 mod types;
 mod validate;
+mod validate_peer;
 
 #[cfg(test)]
 mod tests;
@@ -29,6 +31,7 @@ pub use perigee_types::{
 pub use policy::*;
 pub use transport::*;
 pub use types::*;
+pub use validate_peer::check_fingerprint;
 
 use perigee_types::config_error as err;
 

@@ -1,6 +1,7 @@
-//! The `peer` section and its shared key.
+//! The `peer` section (who the other gateway is, by its key's fingerprint) and the hub's
+//! `egress` policy.
 use super::limits::*;
-use super::Cidr;
+use super::{Cidr, ObjectName};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::net::IpAddr;
@@ -13,23 +14,41 @@ use std::net::IpAddr;
 #[serde(deny_unknown_fields, default)]
 pub struct Peer {
     pub enabled: bool,
-    /// Hub: the TCP port its peer listener binds (all addresses). Terminal: the hub's peer port.
+    /// Hub: the TCP port its peer listener binds. Terminal: the hub's peer port.
     #[schemars(range(min = 1, max = 65_535))]
     pub port: u32,
     /// Terminal: the hub's unicast address (an IP literal; a name would need DNS across the
     /// satellite at start). Empty at a hub.
     #[schemars(schema_with = "peer_hub_schema")]
     pub hub: String,
-    /// The shared secret: 64 hex digits (32 bytes, e.g. `openssl rand -hex 32`). Required when
-    /// enabled.
-    #[schemars(regex(pattern = PEER_KEY_PATTERN))]
-    pub key: String,
-    /// Hub: the CIDRs terminals may connect from; empty = any holder of the key.
-    #[schemars(length(max = MAX_CIDRS))]
-    pub allowed: Vec<Cidr>,
+    /// Terminal: the keys of the hub (or of each hub gateway) it accepts, by fingerprint (`GET
+    /// /v1/identity` at the hub). Required when enabled.
+    #[schemars(length(max = MAX_HUB_FINGERPRINTS), inner(regex(pattern = FINGERPRINT_PATTERN)))]
+    pub hub_fingerprints: Vec<String>,
+    /// Hub: the addresses its peer listener binds; empty = the addresses of
+    /// `interfaces.satellite` (link-local IPv6 ones aside).
+    #[schemars(schema_with = "peer_listen_schema")]
+    pub listen: Vec<IpAddr>,
+    /// Hub: the terminals it serves the peer path to, each with its own key(s) and the client
+    /// prefixes it may open flows for (no two terminals' prefixes overlap).
+    #[schemars(length(max = MAX_TERMINALS))]
+    pub terminals: Vec<PeerTerminal>,
     /// Terminal: warm connections each worker keeps ready (refilled as flows take them).
     #[schemars(range(min = *PEER_POOL_SIZE.start(), max = *PEER_POOL_SIZE.end()))]
     pub pool_size: u32,
+}
+
+/// A terminal enrolled at the hub.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PeerTerminal {
+    pub name: ObjectName,
+    /// Its key's fingerprint (`GET /v1/identity` at the terminal); two while it rotates.
+    #[schemars(length(min = 1, max = MAX_TERMINAL_FINGERPRINTS), inner(regex(pattern = FINGERPRINT_PATTERN)))]
+    pub fingerprints: Vec<String>,
+    /// The client prefixes of its site: a flow it opens for a client outside them is refused.
+    #[schemars(length(min = 1, max = MAX_SITE_PREFIXES))]
+    pub prefixes: Vec<Cidr>,
 }
 
 impl Default for Peer {
@@ -38,11 +57,34 @@ impl Default for Peer {
             enabled: false,
             port: 7072,
             hub: String::new(),
-            key: String::new(),
-            allowed: Vec::new(),
+            hub_fingerprints: Vec::new(),
+            listen: Vec::new(),
+            terminals: Vec::new(),
             pool_size: 8,
         }
     }
+}
+
+/// Hub: where the connections it opens for its terminals (peer flows and direct splits) may go.
+/// Built in it refuses loopback, link-local, multicast, its own addresses and every enrolled
+/// terminal's prefixes but the flow's own site's; `deny` adds to that (management networks),
+/// `allow` re-opens what it names. Enforced by the daemon and by nft on the hub's own output.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct Egress {
+    #[schemars(length(max = MAX_CIDRS))]
+    pub allow: Vec<Cidr>,
+    #[schemars(length(max = MAX_CIDRS))]
+    pub deny: Vec<Cidr>,
+}
+
+fn peer_listen_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "array",
+        "maxItems": MAX_PEER_LISTEN,
+        "items": {"type": "string", "pattern": format!("^{}$", perigee_types::ip_pattern())},
+        "default": [],
+    })
 }
 
 fn peer_hub_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
@@ -55,28 +97,8 @@ fn peer_hub_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
 }
 
 impl Peer {
-    /// The shared key as bytes (None unless it is 64 hex digits: validation guarantees it
-    /// when the peer path is enabled).
-    pub fn key_bytes(&self) -> Option<[u8; 32]> {
-        parse_peer_key(&self.key).ok()
-    }
-
     /// The hub's address (terminal).
     pub fn hub_addr(&self) -> Option<IpAddr> {
         self.hub.parse().ok()
     }
-}
-
-/// 64 hex digits -> 32 bytes.
-pub fn parse_peer_key(s: &str) -> Result<[u8; 32], String> {
-    if s.len() != PEER_KEY_HEX_LEN || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(format!(
-            "must be {PEER_KEY_HEX_LEN} hex digits (32 random bytes, e.g. `openssl rand -hex 32`)"
-        ));
-    }
-    let mut key = [0u8; 32];
-    for (i, k) in key.iter_mut().enumerate() {
-        *k = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).map_err(|e| e.to_string())?;
-    }
-    Ok(key)
 }

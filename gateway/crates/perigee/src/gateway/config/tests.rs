@@ -424,7 +424,9 @@ fn shaping_bounds_name_the_field() {
     }
 }
 
-const KEY: &str = "00112233445566778899aabbccddeeff00112233445566778899AABBCCDDEEFF";
+const HUB_FP: &str = "sha256:00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+const T1_FP: &str = "sha256:1111111111111111111111111111111111111111111111111111111111111111";
+const T2_FP: &str = "sha256:2222222222222222222222222222222222222222222222222222222222222222";
 
 fn peer(role: &str, peer: serde_json::Value) -> Result<GatewayConfig, ConfigError> {
     let mut j = example_json();
@@ -433,11 +435,16 @@ fn peer(role: &str, peer: serde_json::Value) -> Result<GatewayConfig, ConfigErro
     from_value(j)
 }
 
+fn terminal(name: &str, fps: &[&str], prefixes: &[&str]) -> serde_json::Value {
+    serde_json::json!({"name": name, "fingerprints": fps, "prefixes": prefixes})
+}
+
 #[test]
-fn peer_defaults_off_and_a_terminal_needs_key_and_hub() {
+fn peer_defaults_off_and_a_terminal_needs_its_hubs_address_and_key() {
     let d = from_value(example_json()).unwrap();
     assert_eq!(d.peer, Peer::default());
     assert_eq!((d.peer.port, d.peer.pool_size), (7072, 8));
+    assert_eq!(d.egress, Egress::default());
     assert!(d.splitter.nodelay, "TCP_NODELAY is on by default");
     assert_eq!(d.quic, QuicPolicy::Fallback, "the benchmark chose fallback");
     let e = peer(
@@ -445,45 +452,128 @@ fn peer_defaults_off_and_a_terminal_needs_key_and_hub() {
         serde_json::json!({"enabled": true, "hub": "10.71.2.2"}),
     )
     .unwrap_err();
-    assert_eq!(e.field, "peer.key");
-    let e = peer("terminal", serde_json::json!({"enabled": true, "key": KEY})).unwrap_err();
-    assert_eq!(e.field, "peer.hub");
-    let c = peer(
-        "terminal",
-        serde_json::json!({"enabled": true, "key": KEY, "hub": "fd71:2::2"}),
-    )
-    .unwrap();
-    let k = c.peer.key_bytes().unwrap();
-    assert_eq!((k[0], k[1], k[31]), (0x00, 0x11, 0xff));
-    assert_eq!(c.peer.hub_addr(), Some("fd71:2::2".parse().unwrap()));
-    // A hub needs the key only; it must not name a hub.
-    peer(
-        "hub",
-        serde_json::json!({"enabled": true, "key": KEY, "allowed": ["10.71.2.0/24"]}),
-    )
-    .unwrap();
+    assert_eq!(e.field, "peer.hub_fingerprints");
     let e = peer(
-        "hub",
-        serde_json::json!({"enabled": true, "key": KEY, "hub": "10.71.2.2"}),
+        "terminal",
+        serde_json::json!({"enabled": true, "hub_fingerprints": [HUB_FP]}),
     )
     .unwrap_err();
     assert_eq!(e.field, "peer.hub");
+    let c = peer(
+        "terminal",
+        serde_json::json!({"enabled": true, "hub_fingerprints": [HUB_FP], "hub": "fd71:2::2"}),
+    )
+    .unwrap();
+    assert_eq!(c.peer.hub_addr(), Some("fd71:2::2".parse().unwrap()));
+    // A hub enrolls terminals and binds addresses; it names no hub and pins none.
+    let c = peer(
+        "hub",
+        serde_json::json!({"enabled": true, "listen": ["10.71.2.2"],
+            "terminals": [terminal("site-1", &[T1_FP, T2_FP], &["10.71.1.0/24", "fd71:1::/64"])]}),
+    )
+    .unwrap();
+    assert_eq!(c.peer.terminals[0].fingerprints.len(), 2);
+    // With no terminal enrolled it serves nobody, which is valid.
+    peer("hub", serde_json::json!({"enabled": true})).unwrap();
+    for (bad, field) in [
+        (serde_json::json!({"hub": "10.71.2.2"}), "peer.hub"),
+        (
+            serde_json::json!({"hub_fingerprints": [HUB_FP]}),
+            "peer.hub_fingerprints",
+        ),
+    ] {
+        assert_eq!(peer("hub", bad).unwrap_err().field, field);
+    }
+    for (bad, field) in [
+        (serde_json::json!({"listen": ["10.71.2.1"]}), "peer.listen"),
+        (
+            serde_json::json!({"terminals": [terminal("a", &[T1_FP], &["10.71.1.0/24"])]}),
+            "peer.terminals",
+        ),
+    ] {
+        assert_eq!(peer("terminal", bad).unwrap_err().field, field);
+    }
+}
+
+#[test]
+fn enrolled_terminals_have_their_own_keys_and_prefixes() {
+    let hub = |terminals: serde_json::Value| {
+        peer(
+            "hub",
+            serde_json::json!({"enabled": true, "terminals": terminals}),
+        )
+        .unwrap_err()
+    };
+    for (terminals, field, says) in [
+        (
+            serde_json::json!([
+                terminal("a", &[T1_FP], &["10.71.1.0/24"]),
+                terminal("a", &[T2_FP], &["10.72.1.0/24"])
+            ]),
+            "peer.terminals[1].name",
+            "twice",
+        ),
+        (
+            serde_json::json!([
+                terminal("a", &[T1_FP], &["10.71.1.0/24"]),
+                terminal("b", &[T1_FP], &["10.72.1.0/24"])
+            ]),
+            "peer.terminals[1].fingerprints[0]",
+            "one key, one terminal",
+        ),
+        (
+            serde_json::json!([
+                terminal("a", &[T1_FP], &["10.71.0.0/16"]),
+                terminal("b", &[T2_FP], &["10.71.1.0/24"])
+            ]),
+            "peer.terminals[1].prefixes[0]",
+            "overlaps 10.71.0.0/16 of terminal 'a'",
+        ),
+        (
+            serde_json::json!([terminal("a", &[], &["10.71.1.0/24"])]),
+            "peer.terminals[0].fingerprints",
+            "1 to 2",
+        ),
+        (
+            serde_json::json!([terminal("a", &[T1_FP, T2_FP, HUB_FP], &["10.71.1.0/24"])]),
+            "peer.terminals[0].fingerprints",
+            "1 to 2",
+        ),
+        (
+            serde_json::json!([terminal("a", &["sha256:ABC"], &["10.71.1.0/24"])]),
+            "peer.terminals[0].fingerprints[0]",
+            "not a fingerprint",
+        ),
+        (
+            serde_json::json!([terminal("a", &[T1_FP], &[])]),
+            "peer.terminals[0].prefixes",
+            "prefixes of its site",
+        ),
+        (
+            serde_json::json!([terminal("a", &[T1_FP], &["0.0.0.0/0"])]),
+            "peer.terminals[0].prefixes[0]",
+            "never a /0",
+        ),
+    ] {
+        let e = hub(terminals.clone());
+        assert_eq!(e.field, field, "{terminals}");
+        assert!(e.message.contains(says), "{}", e.message);
+    }
 }
 
 #[test]
 fn peer_fields_are_checked_even_when_disabled() {
     let field = |role: &str, v: serde_json::Value| peer(role, v.clone()).unwrap_err().field;
     for (role, bad, name) in [
-        ("terminal", serde_json::json!({"key": "abc"}), "peer.key"),
         (
             "terminal",
-            serde_json::json!({"key": format!("{}g", &KEY[..63])}),
-            "peer.key",
+            serde_json::json!({"hub_fingerprints": ["abc"]}),
+            "peer.hub_fingerprints[0]",
         ),
         (
             "terminal",
-            serde_json::json!({"key": format!("{KEY}00")}),
-            "peer.key",
+            serde_json::json!({"hub_fingerprints": [HUB_FP, HUB_FP]}),
+            "peer.hub_fingerprints[1]",
         ),
         (
             "terminal",
@@ -519,8 +609,18 @@ fn peer_fields_are_checked_even_when_disabled() {
         ),
         (
             "hub",
-            serde_json::json!({"allowed": ["10.71.2.0/33"]}),
-            "peer.allowed[0]",
+            serde_json::json!({"listen": ["0.0.0.0"]}),
+            "peer.listen[0]",
+        ),
+        (
+            "hub",
+            serde_json::json!({"listen": ["10.71.2.2", "10.71.2.2"]}),
+            "peer.listen[1]",
+        ),
+        (
+            "hub",
+            serde_json::json!({"listen": ["not-an-ip"]}),
+            "peer.listen[0]",
         ),
         ("hub", serde_json::json!({"port": 7071}), "peer.port"),
         ("hub", serde_json::json!({"port": 3129}), "peer.port"),
@@ -529,12 +629,24 @@ fn peer_fields_are_checked_even_when_disabled() {
             serde_json::json!({"enabled": "yes"}),
             "peer.enabled",
         ),
-        ("terminal", serde_json::json!({"pool": 8}), "peer.pool"),
+        // The shared key is gone: a config that still carries one is refused, naming it.
+        ("terminal", serde_json::json!({"key": "ab"}), "peer.key"),
+        ("hub", serde_json::json!({"allowed": []}), "peer.allowed"),
     ] {
         assert_eq!(field(role, bad.clone()), name, "{role} {bad}");
     }
     // At a terminal the port is the hub's: it may equal the terminal's own listeners.
     peer("terminal", serde_json::json!({"port": 7071})).unwrap();
+}
+
+#[test]
+fn egress_lists_are_cidrs() {
+    let mut j = example_json();
+    j["egress"] = serde_json::json!({"allow": ["10.0.0.0/8"], "deny": ["192.168.0.0/33"]});
+    assert_eq!(from_value(j).unwrap_err().field, "egress.deny[0]");
+    let mut j = example_json();
+    j["egress"] = serde_json::json!({"allow": ["10.0.0.0/8"], "deny": ["192.168.0.0/16"]});
+    assert_eq!(from_value(j).unwrap().egress.deny.len(), 1);
 }
 
 #[test]

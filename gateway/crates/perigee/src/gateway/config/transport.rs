@@ -1,8 +1,8 @@
 //! How split flows are carried: the splitter, the satellite and terrestrial legs, Hybla and the
 //! satellite interface's shaper.
 use super::limits::*;
-use crate::gateway::satleg_auto::{SHORT_PATH_CC, SHORT_PATH_RTT_US};
 use super::Cidr;
+use crate::gateway::satleg_auto::{SHORT_PATH_CC, SHORT_PATH_RTT_US};
 use perigee_types::IpAddrSchema;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

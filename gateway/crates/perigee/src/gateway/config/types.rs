@@ -1,7 +1,9 @@
 //! The top level of `GatewayConfig`: role, interfaces, the served subnets, the sections (their
 //! types live in the sibling modules) and the kernel settings.
 use super::limits::*;
-use super::{from_value, Bypass, Cidr, Class, Hybla, IfName, Peer, Satellite, Shaping, Site};
+use super::{
+    from_value, Bypass, Cidr, Class, Egress, Hybla, IfName, Peer, Satellite, Shaping, Site,
+};
 use super::{Splitter, Terrestrial};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -59,6 +61,9 @@ pub struct GatewayConfig {
     pub shaping: Shaping,
     #[serde(default)]
     pub peer: Peer,
+    /// Hub: where the connections it opens for its terminals may go (`Egress`).
+    #[serde(default)]
+    pub egress: Egress,
     /// What happens to QUIC (UDP 443) from the served subnets; see `QuicPolicy`.
     #[serde(default = "default_quic")]
     pub quic: QuicPolicy,

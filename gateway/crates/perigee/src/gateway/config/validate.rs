@@ -1,10 +1,9 @@
 //! `GatewayConfig::validate()`: every bound and every rule between fields, each error naming the
 //! JSON path of the offending field.
 use super::limits::*;
-use super::{err, parse_peer_key, Action, BypassProtocol, ConfigError, GatewayConfig};
-use super::{MatchProtocol, Role};
+use super::MatchProtocol;
+use super::{err, Action, BypassProtocol, ConfigError, GatewayConfig};
 use std::collections::{HashMap, HashSet};
-use std::net::IpAddr;
 
 fn valid_sysctl_value(v: &str) -> bool {
     (1..=64).contains(&v.len())
@@ -18,7 +17,7 @@ fn valid_revision(s: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b"_.:-".contains(&b))
 }
 
-fn at_most(field: &str, len: usize, max: usize) -> Result<(), ConfigError> {
+pub(super) fn at_most(field: &str, len: usize, max: usize) -> Result<(), ConfigError> {
     if len > max {
         return Err(err(field, format!("at most {max} entries")));
     }
@@ -279,67 +278,6 @@ impl GatewayConfig {
                     f("cidrs"),
                     "protocol any needs cidrs (it would bypass everything)",
                 ));
-            }
-        }
-        Ok(())
-    }
-
-    fn validate_peer(&self) -> Result<(), ConfigError> {
-        let p = &self.peer;
-        if !(1..=65535).contains(&p.port) {
-            return Err(err("peer.port", "must be 1..65535"));
-        }
-        if !p.key.is_empty() {
-            parse_peer_key(&p.key).map_err(|m| err("peer.key", m))?;
-        } else if p.enabled {
-            return Err(err(
-                "peer.key",
-                "required when the peer path is enabled: 64 hex digits shared by hub and terminal",
-            ));
-        }
-        if !p.hub.is_empty() {
-            // An address literal only: a name would need DNS across the satellite at start.
-            let hub: IpAddr = p.hub.parse().map_err(|_| {
-                err(
-                    "peer.hub",
-                    format!("'{}' is not an IPv4/IPv6 address literal", p.hub),
-                )
-            })?;
-            if hub.is_unspecified() || hub.is_multicast() || hub.is_loopback() {
-                return Err(err("peer.hub", "must be the hub's unicast address"));
-            }
-            if self.role == Role::Hub {
-                return Err(err(
-                    "peer.hub",
-                    "only a terminal names its hub; leave it empty at a hub",
-                ));
-            }
-        } else if p.enabled && self.role == Role::Terminal {
-            return Err(err(
-                "peer.hub",
-                "required at a terminal with the peer path enabled: the hub's address",
-            ));
-        }
-        at_most("peer.allowed", p.allowed.len(), MAX_CIDRS)?;
-        if !PEER_POOL_SIZE.contains(&p.pool_size) {
-            return Err(err(
-                "peer.pool_size",
-                format!(
-                    "must be {}..{}",
-                    PEER_POOL_SIZE.start(),
-                    PEER_POOL_SIZE.end()
-                ),
-            ));
-        }
-        // The hub binds the port on every address: it must not be one of our own listeners.
-        if self.role == Role::Hub {
-            let taken = [
-                (self.splitter.tproxy_port, "splitter.tproxy_port"),
-                (u32::from(self.cache.port), "cache.port"),
-                (u32::from(self.cache.admin_port), "cache.admin_port"),
-            ];
-            if let Some((_, name)) = taken.iter().find(|(port, _)| *port == p.port) {
-                return Err(err("peer.port", format!("already used by {name}")));
             }
         }
         Ok(())

@@ -1,58 +1,84 @@
-//! The hub's peer listener: who may open flows through it (docs/splitter.md, *The peer path*).
+//! The hub's peer listener: who may open flows through it, and which (docs/splitter.md, *The
+//! peer path*).
 //!
-//! A connection from outside `allowed` is reset at once. Otherwise the hub sends HELLO with a
-//! fresh nonce and waits at most `AUTH_TIMEOUT` for AUTH (HMAC of the nonce under the shared key);
-//! a wrong proof, garbage, or silence (slowloris) resets it. At most `MAX_UNAUTHENTICATED` wait per
-//! worker; past that new connections are reset. An authenticated connection answers AUTH_OK
-//! (the hub's own proof) and waits, idle, for one OPEN whose MAC binds the flow's addresses to
-//! this connection's nonce; its client must be inside `served_subnets`. Then it is handed to the
-//! worker as a flow. Nothing an outsider sends reaches a server.
+//! The listener binds the satellite-side addresses only (`peer.listen`). A connection must finish
+//! a TLS 1.3 handshake within `AUTH_TIMEOUT` presenting the key of an enrolled terminal
+//! (`peer.terminals[].fingerprints`); anything else (an unknown or revoked key, no certificate,
+//! garbage, silence) is reset and counted as refused from an unknown identity. At most
+//! `MAX_UNAUTHENTICATED` handshakes wait per worker. An identified connection gets READY and
+//! waits, idle, for one OPEN; a flow whose client is outside that terminal's own prefixes, or
+//! whose destination the egress policy refuses, gets STATUS(refused) and is counted for the
+//! terminal; no server is contacted for it. Then the connection is handed to the worker.
 use super::super::config::Cidr;
+use super::super::egress::EgressPolicy;
 use super::super::epoll::Epoll;
 use super::super::satleg::{Opening, SatLeg};
 use super::super::{log, sys};
-use super::frame::{FrameIn, Outbox};
-use super::wire::{self, Key, Nonce, Open, Refusal, AUTH_LEN, OPEN_LEN};
+use super::channel::{Channel, ChannelError};
+use super::identity::{Fingerprint, Identity};
+use super::tunnel::Tunnel;
+use super::wire::{self, Open, Status, OPEN_LEN};
 use serde_json::json;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io;
-use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, SocketAddr};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub const AUTH_TIMEOUT: Duration = Duration::from_secs(10);
 pub const MAX_UNAUTHENTICATED: usize = 256;
-/// Authenticated idle connections per worker (a terminal keeps pool_size per worker of its own).
+/// Identified idle connections per worker (a terminal keeps pool_size per worker of its own).
 pub const MAX_IDLE: usize = 4096;
-/// Refusals logged per worker and second (the counter counts them all).
+/// Refusals logged per worker and second (the counters count them all).
 const LOG_BUDGET: u32 = 10;
+
+/// An enrolled terminal as the hub knows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TerminalEntry {
+    pub name: String,
+    pub fingerprints: Vec<Fingerprint>,
+    pub prefixes: Vec<Cidr>,
+}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AdmissionConfig {
+    /// The addresses the listener binds (the satellite side's).
+    pub listen: Vec<IpAddr>,
     pub port: u16,
-    pub key: Key,
-    pub allowed: Vec<Cidr>,
-    pub served: Vec<Cidr>,
+    /// The hub's own identity (its fingerprint: a new one means a new TLS config).
+    pub identity: Fingerprint,
+    pub terminals: Vec<TerminalEntry>,
+    pub egress: EgressPolicy,
     pub sat: SatLeg,
     pub opening: Opening,
     pub nodelay: bool,
 }
 
+/// One terminal's refusals since the last report, and when it was last heard from.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TerminalCounters {
+    pub refused_prefix: u64,
+    pub refused_other: u64,
+    /// Unix time of its last identified connection.
+    pub last_seen: Option<f64>,
+}
+
 enum Phase {
-    Auth {
-        hello: Outbox,
-        proof: FrameIn<AUTH_LEN>,
-    },
-    Idle {
-        ok: Outbox,
-        open: FrameIn<OPEN_LEN>,
+    /// Only while a step moves the channel from one phase to the next.
+    Moving,
+    Handshake(Box<Channel>),
+    Identified {
+        ch: Box<Channel>,
+        fingerprint: Fingerprint,
+        terminal: String,
+        got: Vec<u8>,
     },
 }
 
 struct Conn {
     fd: OwnedFd,
     from: SocketAddr,
-    nonce: Nonce,
     phase: Phase,
     since: Instant,
 }
@@ -60,49 +86,105 @@ struct Conn {
 /// A flow a terminal opened: its connection (the satellite leg) and where it goes.
 pub struct Admitted {
     pub fd: OwnedFd,
-    pub terminal: SocketAddr,
+    /// The flow's relay, OPEN read, the terminal's bytes after it held until the hub connected.
+    pub tunnel: Tunnel,
     pub open: Open,
+    pub from: SocketAddr,
+    pub terminal: String,
+    pub fingerprint: Fingerprint,
+}
+
+/// What a config apply revoked: terminals whose live flows end too (removed, or none of their
+/// keys kept: a re-enrolment, not a rotation).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Revoked {
+    pub terminals: Vec<String>,
 }
 
 pub struct Admission {
     cfg: AdmissionConfig,
+    tls: Arc<rustls::ServerConfig>,
     token_base: u64,
     next: u64,
     listeners: Vec<(u64, OwnedFd)>,
     conns: HashMap<u64, Conn>,
-    /// Connections refused since the last report (the worker adds them to its counters).
+    by_fingerprint: HashMap<Fingerprint, String>,
+    /// Per terminal, since the last report (the worker takes them).
+    pub counters: HashMap<String, TerminalCounters>,
+    /// Connections refused before they were identified, since the last report.
+    pub refused_unknown: u64,
+    /// Every refusal since the last report (the `peer.refused` counter).
     pub refused: u64,
     log_budget: u32,
 }
 
+fn fingerprint_map(terminals: &[TerminalEntry]) -> HashMap<Fingerprint, String> {
+    terminals
+        .iter()
+        .flat_map(|t| t.fingerprints.iter().map(|f| (f.clone(), t.name.clone())))
+        .collect()
+}
+
 impl Admission {
-    /// Bind the peer listeners (v4 and v6, SO_REUSEPORT across the workers). Tokens `token_base..`
-    /// are the admission's.
-    pub fn new(cfg: AdmissionConfig, ep: &Epoll, token_base: u64) -> io::Result<Admission> {
+    /// Bind the peer listeners (each address, SO_REUSEPORT across the workers). Tokens
+    /// `token_base..` are the admission's.
+    pub fn new(
+        cfg: AdmissionConfig,
+        identity: &Identity,
+        ep: &Epoll,
+        token_base: u64,
+    ) -> io::Result<Admission> {
+        let tls = Self::tls_config(&cfg, identity)?;
         let mut a = Admission {
+            by_fingerprint: fingerprint_map(&cfg.terminals),
             cfg,
+            tls,
             token_base,
-            next: 2,
+            next: 0,
             listeners: Vec::new(),
             conns: HashMap::new(),
+            counters: HashMap::new(),
+            refused_unknown: 0,
             refused: 0,
             log_budget: LOG_BUDGET,
         };
-        for (i, v6) in [false, true].into_iter().enumerate() {
-            let l = a.listener(v6)?;
-            ep.watch(l.as_raw_fd(), token_base + i as u64, libc::EPOLLIN as u32)?;
-            a.listeners.push((token_base + i as u64, l));
+        if a.cfg.listen.is_empty() {
+            return Err(io::Error::other(
+                "no address to listen on (peer.listen is empty and the satellite interface has none)",
+            ));
+        }
+        for ip in a.cfg.listen.clone() {
+            let l = a.listener(ip)?;
+            let token = a.token_base + a.next;
+            a.next += 1;
+            ep.watch(l.as_raw_fd(), token, libc::EPOLLIN as u32)?;
+            a.listeners.push((token, l));
         }
         Ok(a)
     }
 
-    fn listener(&self, v6: bool) -> io::Result<OwnedFd> {
-        let s = sys::socket(v6)?;
+    fn tls_config(
+        cfg: &AdmissionConfig,
+        identity: &Identity,
+    ) -> io::Result<Arc<rustls::ServerConfig>> {
+        let pins = cfg
+            .terminals
+            .iter()
+            .flat_map(|t| t.fingerprints.iter().cloned());
+        super::tls::server_config(identity, pins).map_err(io::Error::other)
+    }
+
+    fn listener(&self, ip: IpAddr) -> io::Result<OwnedFd> {
+        let s = sys::socket(ip.is_ipv6())?;
         let fd = s.as_raw_fd();
         sys::set_int(fd, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
         sys::set_int(fd, libc::SOL_SOCKET, libc::SO_REUSEPORT, 1)?;
-        if v6 {
+        // An address that is still being configured (IPv6 DAD) binds all the same.
+        if ip.is_ipv6() {
             sys::set_int(fd, libc::IPPROTO_IPV6, libc::IPV6_V6ONLY, 1)?;
+            let _ = sys::set_int(fd, libc::SOL_IPV6, libc::IPV6_FREEBIND, 1);
+        } else {
+            let _ = sys::set_int(fd, libc::SOL_IP, libc::IP_FREEBIND, 1);
         }
         // Accepted connections start with the listener's congestion control (its init runs
         // with the route's initcwnd) and need buffers whose window scale the SYN-ACK carries.
@@ -111,12 +193,7 @@ impl Admission {
         if self.cfg.nodelay {
             let _ = sys::set_nodelay(fd);
         }
-        let addr: SocketAddr = if v6 {
-            (Ipv6Addr::UNSPECIFIED, self.cfg.port).into()
-        } else {
-            (Ipv4Addr::UNSPECIFIED, self.cfg.port).into()
-        };
-        sys::bind(fd, &addr)?;
+        sys::bind(fd, &SocketAddr::new(ip, self.cfg.port))?;
         perigee_netsys::listen(fd, 1024)?;
         Ok(s)
     }
@@ -125,10 +202,11 @@ impl Admission {
         &self.cfg
     }
 
-    /// Whether `other` needs no new listener or new proofs: the same port and key, and socket
-    /// settings the open connections can take in place (`retune`).
+    /// Whether `other` needs no new listener: the same addresses and port, and socket settings
+    /// the open connections can take in place (`retune`). Terminals, the egress policy and the
+    /// hub's identity change in place (`set_policy`).
     pub fn same_listener(&self, other: &AdmissionConfig) -> bool {
-        (self.cfg.port, &self.cfg.key) == (other.port, &other.key)
+        (&self.cfg.listen, self.cfg.port) == (&other.listen, other.port)
             && self.cfg.sat.retunable_to(&other.sat)
             && self.cfg.opening.covers(&other.opening)
     }
@@ -151,10 +229,61 @@ impl Admission {
         self.cfg.nodelay = nodelay;
     }
 
-    /// New `allowed` and served subnets: they apply to connections and flows from now on.
-    pub fn set_policy(&mut self, allowed: Vec<Cidr>, served: Vec<Cidr>) {
-        self.cfg.allowed = allowed;
-        self.cfg.served = served;
+    /// New enrolled terminals, egress policy or hub identity, in place. Connections whose key is
+    /// no longer enrolled close at once (handshakes and idle ones; a flow's live connection is
+    /// the worker's, which ends those of the `Revoked` terminals).
+    pub fn set_policy(
+        &mut self,
+        new: &AdmissionConfig,
+        identity: &Identity,
+    ) -> io::Result<Revoked> {
+        let tls = Self::tls_config(new, identity)?;
+        let old: HashMap<&str, HashSet<&Fingerprint>> = self
+            .cfg
+            .terminals
+            .iter()
+            .map(|t| (t.name.as_str(), t.fingerprints.iter().collect()))
+            .collect();
+        let mut revoked = Revoked::default();
+        for (name, keys) in &old {
+            let kept = new
+                .terminals
+                .iter()
+                .find(|t| t.name == *name)
+                .is_some_and(|t| t.fingerprints.iter().any(|f| keys.contains(f)));
+            if !kept {
+                revoked.terminals.push(name.to_string());
+            }
+        }
+        let by_fingerprint = fingerprint_map(&new.terminals);
+        let stale: Vec<u64> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| match &c.phase {
+                Phase::Moving => true,
+                // Handshakes made under the old pins start over (the terminal retries).
+                Phase::Handshake(_) => new.terminals != self.cfg.terminals,
+                Phase::Identified {
+                    fingerprint,
+                    terminal,
+                    ..
+                } => by_fingerprint.get(fingerprint) != Some(terminal),
+            })
+            .map(|(t, _)| *t)
+            .collect();
+        for t in stale {
+            if let Some(c) = self.conns.remove(&t) {
+                sys::set_linger0(c.fd.as_raw_fd());
+            }
+        }
+        self.tls = tls;
+        self.by_fingerprint = by_fingerprint;
+        self.counters
+            .retain(|name, _| new.terminals.iter().any(|t| &t.name == name));
+        self.cfg.terminals = new.terminals.clone();
+        self.cfg.egress = new.egress.clone();
+        self.cfg.identity = new.identity.clone();
+        Ok(revoked)
     }
 
     pub fn owns(&self, token: u64) -> bool {
@@ -164,20 +293,48 @@ impl Admission {
     fn unauthenticated(&self) -> usize {
         self.conns
             .values()
-            .filter(|c| matches!(c.phase, Phase::Auth { .. }))
+            .filter(|c| matches!(c.phase, Phase::Handshake(_)))
             .count()
     }
 
-    fn refuse(&mut self, fd: RawFd, from: SocketAddr, why: &str) {
+    /// Identified idle connections per terminal (for GET /v1/peer).
+    pub fn idle_by_terminal(&self) -> HashMap<String, u64> {
+        let mut out: HashMap<String, u64> = HashMap::new();
+        for c in self.conns.values() {
+            if let Phase::Identified { terminal, .. } = &c.phase {
+                *out.entry(terminal.clone()).or_default() += 1;
+            }
+        }
+        out
+    }
+
+    fn log_refusal(&mut self, from: SocketAddr, terminal: Option<&str>, why: &str) {
         self.refused += 1;
-        sys::set_linger0(fd);
         if self.log_budget > 0 {
             self.log_budget -= 1;
             log::warn(
                 "peer connection refused",
-                json!({"from": from.to_string(), "why": why}),
+                json!({"from": from.to_string(), "terminal": terminal, "why": why}),
             );
         }
+    }
+
+    /// Reset a connection that was never identified.
+    fn refuse_unknown(&mut self, fd: RawFd, from: SocketAddr, why: &str) {
+        self.refused_unknown += 1;
+        sys::set_linger0(fd);
+        self.log_refusal(from, None, why);
+    }
+
+    /// A failed handshake: rustls's alert (which says why: an unknown key) goes out before the
+    /// connection closes, so the terminal can tell the operator; then a plain close.
+    fn refuse_handshake(&mut self, c: &mut Conn, why: &str) {
+        self.refused_unknown += 1;
+        if let Phase::Handshake(ch) = &mut c.phase {
+            let _ = ch.flush(c.fd.as_raw_fd());
+        }
+        sys::shutdown_wr(c.fd.as_raw_fd());
+        self.log_refusal(c.from, None, why);
     }
 
     /// An event on a listener or a connection; Some when a flow was admitted.
@@ -191,29 +348,80 @@ impl Admission {
             self.accept_all(ep, lfd, now);
             return None;
         }
-        let c = self.conns.get_mut(&token)?;
-        let fd = c.fd.as_raw_fd();
-        match step(c, &self.cfg, ep, token) {
-            Ok(None) => None,
-            Ok(Some(open)) => {
-                let c = self.conns.remove(&token)?;
-                ep.forget(fd);
-                Some(Admitted {
-                    fd: c.fd,
-                    terminal: c.from,
-                    open,
-                })
-            }
-            Err(Outcome::Closed) => {
-                self.conns.remove(&token);
+        let mut c = self.conns.remove(&token)?;
+        match self.step(&mut c, ep, token) {
+            Ok(None) => {
+                self.conns.insert(token, c);
                 None
             }
-            Err(Outcome::Refused(why)) => {
-                let c = self.conns.remove(&token)?;
-                self.refuse(c.fd.as_raw_fd(), c.from, why);
+            Ok(Some((open, early))) => {
+                ep.forget(c.fd.as_raw_fd());
+                let Phase::Identified {
+                    ch,
+                    fingerprint,
+                    terminal,
+                    ..
+                } = c.phase
+                else {
+                    return None;
+                };
+                let mut tunnel = Tunnel::hub(*ch, early);
+                let denied = self.policy(&terminal, &open);
+                if let Err((why, prefix)) = denied {
+                    tunnel.refuse(c.fd.as_raw_fd(), Status::Refused(libc::EACCES));
+                    let n = self.counters.entry(terminal.clone()).or_default();
+                    if prefix {
+                        n.refused_prefix += 1;
+                    } else {
+                        n.refused_other += 1;
+                    }
+                    self.log_refusal(c.from, Some(&terminal), why);
+                    return None;
+                }
+                Some(Admitted {
+                    fd: c.fd,
+                    tunnel,
+                    open,
+                    from: c.from,
+                    terminal,
+                    fingerprint,
+                })
+            }
+            Err(Outcome::Closed) => None,
+            Err(Outcome::Unknown(why)) => {
+                self.refuse_handshake(&mut c, &why);
+                None
+            }
+            Err(Outcome::Refused(terminal, why)) => {
+                sys::set_linger0(c.fd.as_raw_fd());
+                self.counters
+                    .entry(terminal.clone())
+                    .or_default()
+                    .refused_other += 1;
+                self.log_refusal(c.from, Some(&terminal), why);
                 None
             }
         }
+    }
+
+    /// Err((why, whether it is the client's prefix)) when the hub will not open this flow.
+    fn policy(&self, terminal: &str, open: &Open) -> Result<(), (&'static str, bool)> {
+        let Open::Flow { client, server, .. } = open else {
+            return Ok(()); // the resolver: the hub's own, chosen by the hub
+        };
+        let own = self
+            .cfg
+            .terminals
+            .iter()
+            .find(|t| t.name == terminal)
+            .is_some_and(|t| t.prefixes.iter().any(|p| p.contains(client.ip())));
+        if !own {
+            return Err(("the flow's client is outside the terminal's prefixes", true));
+        }
+        self.cfg
+            .egress
+            .check(Some(terminal), server.ip())
+            .map_err(|why| (why, false))
     }
 
     fn accept_all(&mut self, ep: &Epoll, lfd: RawFd, now: Instant) {
@@ -223,22 +431,17 @@ impl Admission {
                 Err(_) => return,
             };
             let raw = fd.as_raw_fd();
-            let allowed = self.cfg.allowed.is_empty()
-                || self.cfg.allowed.iter().any(|c| c.contains(from.ip()));
-            if !allowed {
-                self.refuse(raw, from, "source address not in peer.allowed");
-                continue;
-            }
             if self.unauthenticated() >= MAX_UNAUTHENTICATED {
-                self.refuse(raw, from, "too many unauthenticated peer connections");
+                self.refuse_unknown(raw, from, "too many unidentified peer connections");
                 continue;
             }
             if self.conns.len() >= MAX_UNAUTHENTICATED + MAX_IDLE {
-                self.refuse(raw, from, "too many idle peer connections");
+                self.refuse_unknown(raw, from, "too many idle peer connections");
                 continue;
             }
-            let Ok(nonce) = wire::nonce() else {
-                continue;
+            let ch = match self.new_channel() {
+                Ok(ch) => ch,
+                Err(_) => continue,
             };
             if self.cfg.nodelay {
                 let _ = sys::set_nodelay(raw);
@@ -249,107 +452,150 @@ impl Admission {
             let mut c = Conn {
                 fd,
                 from,
-                nonce,
-                phase: Phase::Auth {
-                    hello: Outbox::new(&wire::hello(&nonce)),
-                    proof: FrameIn::default(),
-                },
+                phase: Phase::Handshake(Box::new(ch)),
                 since: now,
             };
-            match step(&mut c, &self.cfg, ep, token) {
-                Ok(None) => {
-                    self.conns.insert(token, c);
-                }
-                _ => {
-                    // A fresh socket takes 40 bytes; anything else is a connection already gone.
+            if ep.watch(raw, token, libc::EPOLLIN as u32).is_ok() {
+                // The ClientHello may be in already.
+                match self.step(&mut c, ep, token) {
+                    Ok(None) => {
+                        self.conns.insert(token, c);
+                    }
+                    Err(Outcome::Unknown(why)) => self.refuse_handshake(&mut c, &why),
+                    _ => {}
                 }
             }
         }
     }
 
-    /// Reset connections that did not authenticate in time (a slowloris is one).
+    fn new_channel(&self) -> io::Result<Channel> {
+        #[cfg(feature = "peer-plaintext")]
+        {
+            let _ = &self.tls;
+            Ok(Channel::plain(super::plain::Plain::hub()))
+        }
+        #[cfg(not(feature = "peer-plaintext"))]
+        {
+            let c = rustls::ServerConnection::new(self.tls.clone()).map_err(io::Error::other)?;
+            Ok(Channel::tls(c.into()))
+        }
+    }
+
+    /// Reset connections that were not identified in time (a slowloris is one).
     pub fn tick(&mut self, now: Instant) {
         self.log_budget = LOG_BUDGET;
         let late: Vec<u64> = self
             .conns
             .iter()
             .filter(|(_, c)| {
-                matches!(c.phase, Phase::Auth { .. }) && now.duration_since(c.since) > AUTH_TIMEOUT
+                matches!(c.phase, Phase::Handshake(_)) && now.duration_since(c.since) > AUTH_TIMEOUT
             })
             .map(|(t, _)| *t)
             .collect();
         for t in late {
             if let Some(c) = self.conns.remove(&t) {
-                let why = match &c.phase {
-                    Phase::Auth { proof, .. } if proof.received() > 0 => {
-                        "incomplete authentication within the time limit"
-                    }
-                    _ => "no authentication within the time limit",
-                };
-                self.refuse(c.fd.as_raw_fd(), c.from, why);
+                self.refuse_unknown(
+                    c.fd.as_raw_fd(),
+                    c.from,
+                    "no TLS handshake within the time limit",
+                );
             }
         }
+    }
+
+    /// Move one connection through handshake -> READY -> OPEN as far as it can go now.
+    fn step(
+        &mut self,
+        c: &mut Conn,
+        ep: &Epoll,
+        token: u64,
+    ) -> Result<Option<(Open, Vec<u8>)>, Outcome> {
+        let fd = c.fd.as_raw_fd();
+        if let Phase::Handshake(ch) = &mut c.phase {
+            let mut early = Vec::new();
+            let r = ch.recv(fd, &mut early, 1 << 16).map_err(|e| unknown(&e))?;
+            ch.flush(fd).map_err(|_| Outcome::Closed)?;
+            if ch.is_handshaking() {
+                if r.closed {
+                    return Err(Outcome::Closed);
+                }
+                ep.watch(fd, token, ch.interest())
+                    .map_err(|_| Outcome::Closed)?;
+                return Ok(None);
+            }
+            let fingerprint = ch
+                .peer_fingerprint()
+                .ok_or_else(|| Outcome::Unknown("no identity presented".into()))?;
+            let terminal = self
+                .by_fingerprint
+                .get(&fingerprint)
+                .cloned()
+                .ok_or_else(|| Outcome::Unknown(format!("unknown identity {fingerprint}")))?;
+            let seen = self.counters.entry(terminal.clone()).or_default();
+            seen.last_seen = Some(sys::now_f64());
+            ch.send(&wire::ready());
+            let Phase::Handshake(ch) = std::mem::replace(&mut c.phase, Phase::Moving) else {
+                unreachable!("matched above");
+            };
+            c.phase = Phase::Identified {
+                ch,
+                fingerprint,
+                terminal,
+                got: early,
+            };
+        }
+        let Phase::Identified {
+            ch, terminal, got, ..
+        } = &mut c.phase
+        else {
+            return Ok(None);
+        };
+        let r = ch.recv(fd, got, OPEN_LEN).map_err(|e| match e {
+            // An idle connection the terminal dropped (its pool shrank, it stopped).
+            ChannelError::Truncated | ChannelError::Io(_) => Outcome::Closed,
+            ChannelError::Tls(_) => {
+                Outcome::Refused(terminal.clone(), "TLS error after the handshake")
+            }
+        })?;
+        ch.flush(fd).map_err(|_| Outcome::Closed)?;
+        if got.len() < OPEN_LEN {
+            if r.closed {
+                return Err(Outcome::Closed);
+            }
+            ep.watch(fd, token, ch.interest())
+                .map_err(|_| Outcome::Closed)?;
+            return Ok(None);
+        }
+        if ch.wants_write() {
+            // READY must be out before the flow's bytes follow it.
+            return Err(Outcome::Refused(
+                terminal.clone(),
+                "the terminal sent OPEN before READY left",
+            ));
+        }
+        let open =
+            wire::parse_open(got).map_err(|r| Outcome::Refused(terminal.clone(), r.as_str()))?;
+        let early = got.split_off(OPEN_LEN);
+        Ok(Some((open, early)))
     }
 }
 
 enum Outcome {
     /// The terminal closed it (no flow, nothing to count).
     Closed,
-    Refused(&'static str),
+    /// Refused before it was identified.
+    Unknown(String),
+    /// An identified terminal broke the protocol.
+    Refused(String, &'static str),
 }
 
-/// Move one connection through HELLO -> AUTH -> AUTH_OK -> OPEN as far as it can go now.
-fn step(
-    c: &mut Conn,
-    cfg: &AdmissionConfig,
-    ep: &Epoll,
-    token: u64,
-) -> Result<Option<Open>, Outcome> {
-    let fd = c.fd.as_raw_fd();
-    let watch = |flushed: bool| {
-        let want = libc::EPOLLIN | if flushed { 0 } else { libc::EPOLLOUT };
-        ep.watch(fd, token, want as u32)
-            .map_err(|_| Outcome::Closed)
-    };
-    if let Phase::Auth { hello, proof } = &mut c.phase {
-        let flushed = hello.flush(fd).map_err(|_| Outcome::Closed)?;
-        watch(flushed)?;
-        let got = proof.read(fd).map_err(|_| Outcome::Closed)?;
-        if !proof.may_start_with(wire::AUTH) {
-            return Err(Outcome::Refused(Refusal::Magic.as_str()));
-        }
-        let Some(f) = got else {
-            return Ok(None);
-        };
-        wire::check_auth(&cfg.key, &c.nonce, &f).map_err(|r| Outcome::Refused(r.as_str()))?;
-        c.phase = Phase::Idle {
-            ok: Outbox::new(&wire::auth_ok(&cfg.key, &c.nonce)),
-            open: FrameIn::default(),
-        };
+fn unknown(e: &ChannelError) -> Outcome {
+    if matches!(e, ChannelError::Io(_)) {
+        return Outcome::Closed;
     }
-    let Phase::Idle { ok, open } = &mut c.phase else {
-        return Ok(None);
-    };
-    let flushed = ok.flush(fd).map_err(|_| Outcome::Closed)?;
-    watch(flushed)?;
-    let got = open.read(fd).map_err(|_| Outcome::Closed)?;
-    if !open.may_start_with(wire::OPEN) {
-        return Err(Outcome::Refused(Refusal::Magic.as_str()));
-    }
-    let Some(f) = got else {
-        return Ok(None);
-    };
-    let o = wire::parse_open(&cfg.key, &c.nonce, &f).map_err(|r| Outcome::Refused(r.as_str()))?;
-    if !cfg.served.iter().any(|s| s.contains(o.client.ip())) {
-        return Err(Outcome::Refused(
-            "the flow's client is outside served_subnets",
-        ));
-    }
-    if !ok.done() {
-        // AUTH_OK must be out before the flow's bytes follow it.
-        return Err(Outcome::Refused(
-            "the terminal sent OPEN before reading AUTH_OK",
-        ));
-    }
-    Ok(Some(o))
+    Outcome::Unknown(if e.is_unknown_identity() {
+        "its key is not enrolled (peer.terminals)".to_string()
+    } else {
+        format!("handshake: {e}")
+    })
 }

@@ -1,20 +1,32 @@
-//! The peer path between a terminal and its hub (docs/splitter.md, *The peer path*): the wire
-//! format, the terminal's warm pool and a flow's handover phase, the hub's admission.
+//! The peer path between a terminal and its hub (docs/splitter.md, *The peer path*): each
+//! gateway's identity and the keys it pins, the TLS channel every byte between them crosses, the
+//! frames inside it, the terminal's warm pool, the hub's admission, and one flow's relay.
 pub mod admission;
-pub mod frame;
-pub mod handover;
+pub mod channel;
+pub mod identity;
+mod pin;
+#[cfg(feature = "peer-plaintext")]
+pub mod plain;
 pub mod pool;
+pub mod tls;
+pub mod tunnel;
 pub mod wire;
 
-/// The pool against the admission over loopback: the handshake, and what a wrong key or a
-/// refused address does to each side.
+/// The pool against the admission over loopback: the handshake, and what an unknown key, a
+/// revocation or a rotation does to each side.
 #[cfg(test)]
 mod tests {
-    use super::admission::{Admission, AdmissionConfig};
+    use super::admission::{Admission, AdmissionConfig, Revoked, TerminalEntry};
+    use super::identity::{Fingerprint, Identity};
     use super::pool::{Pool, PoolConfig};
+    use super::tunnel::{Failure, Tunnel};
+    use super::wire::{self, Open, Status};
     use crate::gateway::config::parse_cidr;
+    use crate::gateway::egress::EgressPolicy;
     use crate::gateway::epoll::Epoll;
     use crate::gateway::satleg::{Opening, SatLeg};
+    use std::os::fd::AsRawFd;
+    use std::sync::Arc;
     use std::time::{Duration, Instant};
 
     const POOL_BASE: u64 = 1 << 40;
@@ -35,19 +47,42 @@ mod tests {
         }
     }
 
-    fn pair(hub_key: [u8; 32], pool_key: [u8; 32], allowed: &[&str]) -> (Epoll, Admission, Pool) {
+    fn site(name: &str, keys: &[&Identity]) -> TerminalEntry {
+        TerminalEntry {
+            name: name.into(),
+            fingerprints: keys.iter().map(|k| k.fingerprint.clone()).collect(),
+            prefixes: vec![parse_cidr("10.71.1.0/24").unwrap()],
+        }
+    }
+
+    struct Lab {
+        ep: Epoll,
+        adm: Admission,
+        pool: Pool,
+        hub: Identity,
+    }
+
+    /// A hub that enrolls `enrolled` and a terminal presenting `terminal`, pinning `pins`.
+    fn lab(
+        enrolled: Vec<TerminalEntry>,
+        terminal: Arc<Identity>,
+        pins: Option<Vec<Fingerprint>>,
+    ) -> Lab {
         let ep = Epoll::new().unwrap();
         let port = free_port();
+        let hub = Identity::generate().unwrap();
         let adm = Admission::new(
             AdmissionConfig {
+                listen: vec![[127, 0, 0, 1].into()],
                 port,
-                key: hub_key,
-                allowed: allowed.iter().map(|c| parse_cidr(c).unwrap()).collect(),
-                served: vec![parse_cidr("10.71.1.0/24").unwrap()],
+                identity: hub.fingerprint.clone(),
+                terminals: enrolled,
+                egress: EgressPolicy::default(),
                 sat: sat(),
                 opening: OPENING,
                 nodelay: true,
             },
+            &hub,
             &ep,
             ADM_BASE,
         )
@@ -55,79 +90,152 @@ mod tests {
         let pool = Pool::new(
             PoolConfig {
                 hub: ([127, 0, 0, 1], port).into(),
-                key: pool_key,
+                hub_pins: pins.unwrap_or_else(|| vec![hub.fingerprint.clone()]),
+                identity: terminal.fingerprint.clone(),
                 size: 3,
                 sat: sat(),
                 opening: OPENING,
                 nodelay: true,
                 connect_timeout: Duration::from_secs(2),
             },
+            terminal,
             POOL_BASE,
-        );
-        (ep, adm, pool)
+        )
+        .unwrap();
+        Lab { ep, adm, pool, hub }
     }
 
-    /// Run the two sides' events until `done` or `limit`.
-    fn drive(
-        ep: &Epoll,
-        adm: &mut Admission,
-        pool: &mut Pool,
-        limit: Duration,
-        done: impl Fn(&Pool) -> bool,
-    ) {
-        let mut evs = vec![libc::epoll_event { events: 0, u64: 0 }; 64];
-        pool.fill(ep, Instant::now());
-        let end = Instant::now() + limit;
-        while Instant::now() < end && !done(pool) {
-            let n = ep.wait(&mut evs, 20);
-            for ev in evs.iter().take(n).copied() {
-                let (token, events) = (ev.u64, ev.events);
-                if adm.owns(token) {
-                    assert!(adm.on_event(ep, token, Instant::now()).is_none());
-                } else {
-                    pool.on_event(ep, token, events, Instant::now());
+    impl Lab {
+        /// Run the two sides' events until `done` or `limit`; flows the hub admits are returned.
+        fn drive(
+            &mut self,
+            limit: Duration,
+            done: impl Fn(&Pool) -> bool,
+        ) -> Vec<super::admission::Admitted> {
+            let mut evs = vec![libc::epoll_event { events: 0, u64: 0 }; 64];
+            let mut admitted = Vec::new();
+            self.pool.fill(&self.ep, Instant::now());
+            let end = Instant::now() + limit;
+            while Instant::now() < end && !done(&self.pool) {
+                let n = self.ep.wait(&mut evs, 20);
+                for ev in evs.iter().take(n).copied() {
+                    let (token, events) = (ev.u64, ev.events);
+                    if self.adm.owns(token) {
+                        admitted.extend(self.adm.on_event(&self.ep, token, Instant::now()));
+                    } else {
+                        self.pool.on_event(&self.ep, token, events, Instant::now());
+                    }
                 }
             }
+            admitted
         }
     }
 
     #[test]
-    fn the_same_key_makes_ready_connections() {
-        let (ep, mut adm, mut pool) = pair([1; 32], [1; 32], &[]);
-        drive(&ep, &mut adm, &mut pool, Duration::from_secs(5), |p| {
-            p.ready() == 3
+    fn an_enrolled_terminal_gets_ready_connections() {
+        let t = Arc::new(Identity::generate().unwrap());
+        let mut l = lab(vec![site("site-1", &[&t])], t, None);
+        l.drive(Duration::from_secs(5), |p| p.ready() == 3);
+        assert_eq!(l.pool.ready(), 3);
+        assert_eq!((l.adm.refused, l.pool.last_error.as_deref()), (0, None));
+        assert_eq!(l.adm.idle_by_terminal().get("site-1"), Some(&3));
+        assert!(l.adm.counters["site-1"].last_seen.is_some());
+        let warm = l
+            .pool
+            .take(&l.ep, Instant::now())
+            .expect("a ready connection");
+        assert!(!warm.channel.is_handshaking());
+        assert_eq!(l.pool.ready(), 2, "taken; a replacement is on its way");
+    }
+
+    #[test]
+    fn an_unknown_terminal_or_an_unpinned_hub_makes_none_and_backs_off() {
+        // The hub does not know this terminal's key.
+        let t = Arc::new(Identity::generate().unwrap());
+        let other = Identity::generate().unwrap();
+        let mut l = lab(vec![site("site-1", &[&other])], t.clone(), None);
+        l.drive(Duration::from_secs(3), |p| p.last_error.is_some());
+        assert_eq!(l.pool.ready(), 0);
+        let why = l.pool.last_error.clone().unwrap_or_default();
+        assert!(why.contains("identity"), "{why}");
+        let refused = l.adm.refused_unknown;
+        assert!(refused >= 1);
+        // Backing off: no new attempt before its time.
+        l.drive(Duration::from_millis(300), |_| false);
+        assert_eq!(
+            l.adm.refused_unknown, refused,
+            "a retry came before the backoff"
+        );
+
+        // The terminal does not accept the hub's key.
+        let mut l = lab(
+            vec![site("site-1", &[&t])],
+            t,
+            Some(vec![other.fingerprint.clone()]),
+        );
+        l.drive(Duration::from_secs(3), |p| p.last_error.is_some());
+        assert_eq!(l.pool.ready(), 0);
+        let why = l.pool.last_error.clone().unwrap_or_default();
+        assert!(why.contains("peer.hub_fingerprints"), "{why}");
+    }
+
+    #[test]
+    fn a_flow_for_a_client_outside_the_terminals_prefixes_is_refused_and_counted() {
+        let t = Arc::new(Identity::generate().unwrap());
+        let mut l = lab(vec![site("site-1", &[&t])], t, None);
+        l.drive(Duration::from_secs(5), |p| p.ready() == 3);
+        let warm = l.pool.take(&l.ep, Instant::now()).unwrap();
+        let open = wire::open(&Open::Flow {
+            client: "10.72.1.10:40000".parse().unwrap(),
+            server: "10.71.3.10:80".parse().unwrap(),
+            dscp: None,
         });
-        assert_eq!(pool.ready(), 3);
-        assert_eq!((adm.refused, pool.last_error.as_deref()), (0, None));
-        let warm = pool.take(&ep, Instant::now()).expect("a ready connection");
-        assert_ne!(warm.nonce, [0; 32]);
-        assert_eq!(pool.ready(), 2, "taken; a replacement is on its way");
+        let mut tun = Tunnel::terminal(warm.channel, &open);
+        let (_app, plain) = std::os::unix::net::UnixStream::pair().unwrap();
+        plain.set_nonblocking(true).unwrap();
+        tun.pump(plain.as_raw_fd(), warm.fd.as_raw_fd()).unwrap();
+        let admitted = l.drive(Duration::from_millis(500), |_| false);
+        assert!(admitted.is_empty(), "no flow for a foreign client");
+        assert_eq!(l.adm.counters["site-1"].refused_prefix, 1);
+        std::thread::sleep(Duration::from_millis(50));
+        let end = Instant::now() + Duration::from_secs(2);
+        let answer = loop {
+            match tun.pump(plain.as_raw_fd(), warm.fd.as_raw_fd()) {
+                Err(f) => break f,
+                Ok(_) if Instant::now() > end => panic!("no answer"),
+                Ok(_) => std::thread::sleep(Duration::from_millis(10)),
+            }
+        };
+        assert!(
+            matches!(answer, Failure::Status(Status::Refused(e)) if e == libc::EACCES),
+            "{answer:?}"
+        );
     }
 
     #[test]
-    fn a_wrong_key_or_a_refused_address_makes_none_and_backs_off() {
-        for (hub_key, allowed) in [([2; 32], &[][..]), ([1; 32], &["10.0.0.0/8"][..])] {
-            let (ep, mut adm, mut pool) = pair(hub_key, [1; 32], allowed);
-            drive(&ep, &mut adm, &mut pool, Duration::from_secs(1), |p| {
-                p.last_error.is_some()
-            });
-            assert_eq!(pool.ready(), 0);
-            assert!(adm.refused >= 1);
-            let why = pool.last_error.clone().unwrap_or_default();
-            // A wrong key shows after our proof; a refused address already at the connect.
-            let expect = if hub_key == [2; 32] {
-                "wrong key"
-            } else {
-                "reset"
-            };
-            assert!(why.contains(expect), "{why}");
-            // Backing off: no new attempt before its time.
-            let attempts = adm.refused;
-            drive(&ep, &mut adm, &mut pool, Duration::from_millis(300), |_| {
-                false
-            });
-            assert_eq!(adm.refused, attempts, "a retry came before the backoff");
-        }
+    fn revoking_closes_idle_connections_and_names_the_terminal_rotation_keeps_it() {
+        let old = Arc::new(Identity::generate().unwrap());
+        let new = Identity::generate().unwrap();
+        let mut l = lab(vec![site("site-1", &[&old, &new])], old.clone(), None);
+        l.drive(Duration::from_secs(5), |p| p.ready() == 3);
+        // Rotation: the old key goes, the new one stays: its idle connections close, the
+        // terminal is not revoked (its live flows stay).
+        let mut cfg = l.adm.config().clone();
+        cfg.terminals = vec![site("site-1", &[&new])];
+        assert_eq!(l.adm.set_policy(&cfg, &l.hub).unwrap(), Revoked::default());
+        assert_eq!(l.adm.idle_by_terminal().get("site-1"), None);
+        // The terminal sees them closed.
+        l.drive(Duration::from_millis(300), |p| p.ready() < 3);
+        assert!(l.pool.ready() < 3);
+        // Full revocation: the terminal is named.
+        let mut cfg = l.adm.config().clone();
+        cfg.terminals = vec![];
+        assert_eq!(
+            l.adm.set_policy(&cfg, &l.hub).unwrap(),
+            Revoked {
+                terminals: vec!["site-1".into()]
+            }
+        );
     }
 
     fn int_opt(fd: i32, level: i32, name: i32) -> i32 {
@@ -152,41 +260,40 @@ mod tests {
     /// buffer needs a larger window scale than their SYNs carried does not.
     #[test]
     fn retuning_the_satellite_leg_keeps_the_warm_connections() {
-        use std::os::fd::AsRawFd;
-        let (ep, mut adm, mut pool) = pair([1; 32], [1; 32], &[]);
-        let tuned = |buf: u64| crate::gateway::satleg::SatLeg {
+        let t = Arc::new(Identity::generate().unwrap());
+        let mut l = lab(vec![site("site-1", &[&t])], t.clone(), None);
+        let tuned = |buf: u64| SatLeg {
             cc: "reno".into(),
             sndbuf: buf,
             rcvbuf: buf,
             pacing_bps: 1_144_000,
         };
-        let mut cfg = pool.config().clone();
+        let mut cfg = l.pool.config().clone();
         cfg.sat = tuned(1 << 20);
         assert!(
-            !pool.retune(&cfg, &ep, Instant::now()),
+            !l.pool.retune(&cfg, &l.ep, Instant::now()),
             "autotuned SYNs: no fixed scale to keep"
         );
-        let mut pool = Pool::new(cfg, POOL_BASE);
-        let mut adm_cfg = adm.config().clone();
+        l.pool = Pool::new(cfg, t.clone(), POOL_BASE).unwrap();
+        let mut adm_cfg = l.adm.config().clone();
         adm_cfg.sat = tuned(1 << 20);
-        adm.retune(adm_cfg.sat.clone(), OPENING, true);
-        drive(&ep, &mut adm, &mut pool, Duration::from_secs(5), |p| {
-            p.ready() == 3
-        });
-        assert_eq!(pool.ready(), 3);
+        l.adm.retune(adm_cfg.sat.clone(), OPENING, true);
+        l.drive(Duration::from_secs(5), |p| p.ready() == 3);
+        assert_eq!(l.pool.ready(), 3);
 
-        let mut bod = pool.config().clone();
+        let mut bod = l.pool.config().clone();
         bod.sat = tuned(1_109_680);
         adm_cfg.sat = bod.sat.clone();
-        assert!(adm.same_listener(&adm_cfg));
-        adm.retune(adm_cfg.sat.clone(), OPENING, true);
-        assert!(pool.retune(&bod, &ep, Instant::now()));
-        drive(&ep, &mut adm, &mut pool, Duration::from_millis(300), |_| {
-            false
-        });
-        assert_eq!(pool.ready(), 3, "the warm connections stay");
-        assert_eq!((adm.refused, pool.last_error.as_deref()), (0, None));
-        let warm = pool.take(&ep, Instant::now()).expect("a ready connection");
+        assert!(l.adm.same_listener(&adm_cfg));
+        l.adm.retune(adm_cfg.sat.clone(), OPENING, true);
+        assert!(l.pool.retune(&bod, &l.ep, Instant::now()));
+        l.drive(Duration::from_millis(300), |_| false);
+        assert_eq!(l.pool.ready(), 3, "the warm connections stay");
+        assert_eq!((l.adm.refused, l.pool.last_error.as_deref()), (0, None));
+        let warm = l
+            .pool
+            .take(&l.ep, Instant::now())
+            .expect("a ready connection");
         // The kernel doubles SO_SNDBUF for its bookkeeping.
         let fd = warm.fd.as_raw_fd();
         assert_eq!(
@@ -196,13 +303,14 @@ mod tests {
         assert_eq!(int_opt(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY), 1);
 
         // nodelay off reaches the kept connections too (Nagle back on).
-        let mut nagle = pool.config().clone();
+        let mut nagle = l.pool.config().clone();
         nagle.nodelay = false;
-        assert!(pool.retune(&nagle, &ep, Instant::now()));
-        drive(&ep, &mut adm, &mut pool, Duration::from_secs(2), |p| {
-            p.ready() == 3
-        });
-        let warm = pool.take(&ep, Instant::now()).expect("a ready connection");
+        assert!(l.pool.retune(&nagle, &l.ep, Instant::now()));
+        l.drive(Duration::from_secs(2), |p| p.ready() == 3);
+        let warm = l
+            .pool
+            .take(&l.ep, Instant::now())
+            .expect("a ready connection");
         assert_eq!(
             int_opt(warm.fd.as_raw_fd(), libc::IPPROTO_TCP, libc::TCP_NODELAY),
             0
@@ -210,26 +318,26 @@ mod tests {
 
         // A route initrwnd now, where they opened with the whole receive space: still covered;
         // the reverse is not (their receive window opened small).
-        let mut tuned_rwnd = pool.config().clone();
+        let mut tuned_rwnd = l.pool.config().clone();
         tuned_rwnd.opening.initrwnd = 384;
         adm_cfg.opening = tuned_rwnd.opening;
-        assert!(adm.same_listener(&adm_cfg));
-        assert!(pool.retune(&tuned_rwnd, &ep, Instant::now()));
-        adm.retune(adm_cfg.sat.clone(), adm_cfg.opening, true);
-        let mut wider = pool.config().clone();
+        assert!(l.adm.same_listener(&adm_cfg));
+        assert!(l.pool.retune(&tuned_rwnd, &l.ep, Instant::now()));
+        l.adm.retune(adm_cfg.sat.clone(), adm_cfg.opening, true);
+        let mut wider = l.pool.config().clone();
         wider.opening.initrwnd = 0;
         adm_cfg.opening = wider.opening;
-        assert!(!adm.same_listener(&adm_cfg));
-        assert!(!pool.retune(&wider, &ep, Instant::now()));
+        assert!(!l.adm.same_listener(&adm_cfg));
+        assert!(!l.pool.retune(&wider, &l.ep, Instant::now()));
         adm_cfg.opening = tuned_rwnd.opening;
 
-        let mut bigger = pool.config().clone();
+        let mut bigger = l.pool.config().clone();
         bigger.sat = tuned(8 << 20);
         adm_cfg.sat = bigger.sat.clone();
-        assert!(!adm.same_listener(&adm_cfg));
-        assert!(!pool.retune(&bigger, &ep, Instant::now()));
+        assert!(!l.adm.same_listener(&adm_cfg));
+        assert!(!l.pool.retune(&bigger, &l.ep, Instant::now()));
         assert_eq!(
-            pool.config().sat.rcvbuf,
+            l.pool.config().sat.rcvbuf,
             1_109_680,
             "a refused retune changes nothing"
         );

@@ -1,24 +1,27 @@
-//! The terminal's warm pool: authenticated connections to the hub's peer listener, opened
-//! ahead of time so a new flow's first bytes leave at once (docs/splitter.md, *The peer path*).
+//! The terminal's warm pool: connections to the hub's peer listener with their TLS handshake
+//! done and the hub's READY in, opened ahead of time so a new flow's first bytes leave at once
+//! (docs/splitter.md, *The peer path*).
 //!
 //! Each connection: connect (the satellite leg's congestion control, buffers, pacing; the route
-//! to the hub carries the satellite initcwnd) -> HELLO (the hub's nonce) -> AUTH -> AUTH_OK (the
-//! hub's proof) -> ready. A flow takes a ready one; the pool opens a replacement at once. Any
-//! failure (refused, timed out, wrong proof, a ready connection closed by the hub, a flow that
-//! lost its connection before the hub's status) stops new attempts for a backoff (1 s doubling
-//! to 15 s) and then sends one probe; only when a probe is ready does the pool fill again. With
-//! no ready connection, flows take the direct path, so a missing hub costs nothing but the
-//! probes: one SYN per backoff period.
+//! to the hub carries the satellite initcwnd) -> TLS 1.3 handshake (this terminal's identity,
+//! the hub's key pinned) -> READY (the hub identified this terminal) -> ready. A flow takes a
+//! ready one; the pool opens a replacement at once. Any failure (refused, timed out, a key
+//! either side does not accept, a ready connection closed by the hub, a flow that lost its
+//! connection before the hub's status) stops new attempts for a backoff (1 s doubling to 15 s)
+//! and then sends one probe; only when a probe is ready does the pool fill again. With no ready
+//! connection, flows take the direct path, so a missing hub costs nothing but the probes.
 use super::super::epoll::Epoll;
 use super::super::satleg::{Opening, SatLeg};
 use super::super::{log, sys};
-use super::frame::{FrameIn, Outbox};
-use super::wire::{self, Key, Nonce, AUTH_OK_LEN, HELLO_LEN};
+use super::channel::{Channel, ChannelError};
+use super::identity::{Fingerprint, Identity};
+use super::{tls, wire};
 use serde_json::json;
 use std::collections::HashMap;
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const PHASE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -28,7 +31,10 @@ const BACKOFF_MAX: Duration = Duration::from_secs(15);
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PoolConfig {
     pub hub: SocketAddr,
-    pub key: Key,
+    /// The hub's keys this terminal accepts.
+    pub hub_pins: Vec<Fingerprint>,
+    /// This terminal's own identity (its fingerprint: a new one means new connections).
+    pub identity: Fingerprint,
     pub size: usize,
     pub sat: SatLeg,
     pub opening: Opening,
@@ -38,13 +44,8 @@ pub struct PoolConfig {
 
 enum Phase {
     Connecting,
-    Hello(FrameIn<HELLO_LEN>),
-    AuthOk {
-        nonce: Nonce,
-        auth: Outbox,
-        ok: FrameIn<AUTH_OK_LEN>,
-    },
-    Ready(Nonce),
+    Handshake(Box<Channel>, Vec<u8>),
+    Ready(Box<Channel>),
 }
 
 struct Conn {
@@ -56,12 +57,15 @@ struct Conn {
 /// A ready connection handed to a flow.
 pub struct Warm {
     pub fd: OwnedFd,
-    pub nonce: Nonce,
+    pub channel: Channel,
     pub rtt: Duration,
 }
 
 pub struct Pool {
     cfg: PoolConfig,
+    tls: Arc<rustls::ClientConfig>,
+    #[cfg_attr(not(feature = "peer-plaintext"), allow(dead_code))]
+    identity: Arc<Identity>,
     token_base: u64,
     next: u64,
     conns: HashMap<u64, Conn>,
@@ -81,9 +85,13 @@ pub fn backoff(failures: u32) -> Duration {
 
 impl Pool {
     /// Tokens `token_base..` are the pool's (the worker routes their events here).
-    pub fn new(cfg: PoolConfig, token_base: u64) -> Pool {
-        Pool {
+    pub fn new(cfg: PoolConfig, identity: Arc<Identity>, token_base: u64) -> Result<Pool, String> {
+        debug_assert_eq!(cfg.identity, identity.fingerprint);
+        let tls = tls::client_config(&identity, &cfg.hub_pins)?;
+        Ok(Pool {
             cfg,
+            tls,
+            identity,
             token_base,
             next: 0,
             conns: HashMap::new(),
@@ -91,7 +99,7 @@ impl Pool {
             retry_at: None,
             last_error: None,
             cc_fallback: 0,
-        }
+        })
     }
 
     pub fn config(&self) -> &PoolConfig {
@@ -102,14 +110,15 @@ impl Pool {
         token >= self.token_base
     }
 
-    /// Take `new` without closing the connections, when it reaches the same hub with the same key,
-    /// their window scale covers its receive buffer and they opened with the windows its routes
-    /// give (`Opening::covers`); false leaves the pool as it was. A
-    /// config apply that only retunes the satellite leg (BoD tuning) thus keeps the warm
-    /// connections: replacing them costs every flow that starts meanwhile the direct path's
-    /// round trip, and their handshakes share the return link's small capacity with that flow.
+    /// Take `new` without closing the connections, when it reaches the same hub with the same
+    /// keys, their window scale covers its receive buffer and they opened with the windows its
+    /// routes give (`Opening::covers`); false leaves the pool as it was. A config apply that
+    /// only retunes the satellite leg (BoD tuning) thus keeps the warm connections: replacing
+    /// them costs every flow that starts meanwhile the direct path's round trip, and their
+    /// handshakes share the return link's small capacity with that flow.
     pub fn retune(&mut self, new: &PoolConfig, ep: &Epoll, now: Instant) -> bool {
-        if (new.hub, &new.key) != (self.cfg.hub, &self.cfg.key)
+        if (new.hub, &new.hub_pins, &new.identity)
+            != (self.cfg.hub, &self.cfg.hub_pins, &self.cfg.identity)
             || !self.cfg.sat.retunable_to(&new.sat)
             || !self.cfg.opening.covers(&new.opening)
         {
@@ -182,26 +191,47 @@ impl Pool {
         let connected = sys::connect(raw, &self.cfg.hub)?;
         let token = self.token_base + self.next;
         self.next += 1;
-        let (phase, events) = if connected {
-            (Phase::Hello(FrameIn::default()), libc::EPOLLIN)
+        let phase = if connected {
+            self.handshake()?
         } else {
-            (Phase::Connecting, libc::EPOLLOUT)
+            Phase::Connecting
         };
+        let events = libc::EPOLLOUT | if connected { libc::EPOLLIN } else { 0 };
         ep.watch(raw, token, events as u32)?;
+        let wait = if connected {
+            PHASE_TIMEOUT
+        } else {
+            self.cfg.connect_timeout
+        };
         self.conns.insert(
             token,
             Conn {
                 fd,
                 phase,
-                deadline: now
-                    + if connected {
-                        PHASE_TIMEOUT
-                    } else {
-                        self.cfg.connect_timeout
-                    },
+                deadline: now + wait,
             },
         );
         Ok(())
+    }
+
+    /// A new handshake on a connected socket (the ClientHello waits in its send queue).
+    fn handshake(&self) -> io::Result<Phase> {
+        #[cfg(feature = "peer-plaintext")]
+        {
+            let _ = &self.tls;
+            let p = super::plain::Plain::terminal(&self.identity.fingerprint);
+            Ok(Phase::Handshake(Box::new(Channel::plain(p)), Vec::new()))
+        }
+        #[cfg(not(feature = "peer-plaintext"))]
+        {
+            let name = tls::server_name(self.cfg.hub.ip());
+            let c =
+                rustls::ClientConnection::new(self.tls.clone(), name).map_err(io::Error::other)?;
+            Ok(Phase::Handshake(
+                Box::new(Channel::tls(c.into())),
+                Vec::new(),
+            ))
+        }
     }
 
     fn note_failure(&mut self, now: Instant, why: String) {
@@ -236,14 +266,71 @@ impl Pool {
 
     /// An event on one of the pool's connections.
     pub fn on_event(&mut self, ep: &Epoll, token: u64, events: u32, now: Instant) {
-        let Some(c) = self.conns.get_mut(&token) else {
+        let Some(mut c) = self.conns.remove(&token) else {
             return;
         };
-        match advance(c, &self.cfg.key, ep, token, events, now) {
-            Step::Pending => {}
-            Step::Ready => self.became_ready(),
-            Step::Failed(why) => self.fail(token, now, why),
+        match self.advance(&mut c, ep, token, events, now) {
+            Ok(ready) => {
+                self.conns.insert(token, c);
+                if ready {
+                    self.became_ready();
+                }
+            }
+            Err(why) => self.note_failure(now, why),
         }
+    }
+
+    /// Move one connection through connect -> handshake -> READY as far as it can go now;
+    /// Ok(true) when it became ready.
+    fn advance(
+        &self,
+        c: &mut Conn,
+        ep: &Epoll,
+        token: u64,
+        events: u32,
+        now: Instant,
+    ) -> Result<bool, String> {
+        let fd = c.fd.as_raw_fd();
+        if matches!(c.phase, Phase::Connecting) {
+            let e = sys::so_error(fd);
+            if e != 0 || events & (libc::EPOLLERR | libc::EPOLLHUP) as u32 != 0 {
+                let e = if e != 0 { e } else { libc::ECONNREFUSED };
+                return Err(format!(
+                    "connect to the hub's peer port: {}",
+                    io::Error::from_raw_os_error(e)
+                ));
+            }
+            c.phase = self.handshake().map_err(|e| e.to_string())?;
+            c.deadline = now + PHASE_TIMEOUT;
+        }
+        let Phase::Handshake(ch, got) = &mut c.phase else {
+            // Ready and idle: the hub speaks only after OPEN, so any event means it closed (or
+            // broke the protocol).
+            return Err("the hub closed an idle connection".into());
+        };
+        ch.flush(fd)
+            .map_err(|e| format!("handshake with the hub: {e}"))?;
+        let r = ch
+            .recv(fd, got, wire::READY_LEN)
+            .map_err(|e| handshake_error(&e))?;
+        ch.flush(fd)
+            .map_err(|e| format!("handshake with the hub: {e}"))?;
+        if got.len() < wire::READY_LEN {
+            if r.closed {
+                return Err("the hub closed the connection before READY".into());
+            }
+            ep.watch(fd, token, ch.interest())
+                .map_err(|e| e.to_string())?;
+            return Ok(false);
+        }
+        wire::parse_ready(got).map_err(|r| format!("the hub's READY: {}", r.as_str()))?;
+        let Phase::Handshake(ch, _) = std::mem::replace(&mut c.phase, Phase::Connecting) else {
+            unreachable!("matched above");
+        };
+        c.phase = Phase::Ready(ch);
+        ep.watch(fd, token, libc::EPOLLIN as u32)
+            .map_err(|e| e.to_string())?;
+        Ok(true)
     }
 
     /// Expire connections stuck in a phase, then fill up.
@@ -270,12 +357,13 @@ impl Pool {
                 .find(|(_, c)| matches!(c.phase, Phase::Ready(_)))
                 .map(|(t, _)| *t)?;
             let c = self.conns.remove(&token)?;
-            let Phase::Ready(nonce) = c.phase else {
+            let Phase::Ready(channel) = c.phase else {
                 continue;
             };
             let fd = c.fd;
             ep.forget(fd.as_raw_fd());
-            // Still open? (An EOF or RST may be queued that the loop has not seen yet.)
+            // Still open? (A close_notify, an alert, an EOF or a RST may be queued that the loop
+            // has not seen yet: the hub sends nothing else on an idle connection.)
             let mut probe = [0u8; 1];
             // SAFETY: probe is a valid 1-byte buffer; MSG_PEEK leaves the data in place.
             let r = unsafe {
@@ -293,7 +381,11 @@ impl Pool {
             }
             let rtt =
                 Duration::from_micros(u64::from(sys::tcp_srtt_us(fd.as_raw_fd()).unwrap_or(0)));
-            got = Some(Warm { fd, nonce, rtt });
+            got = Some(Warm {
+                fd,
+                channel: *channel,
+                rtt,
+            });
         }
         self.fill(ep, now);
         got
@@ -308,78 +400,22 @@ impl Pool {
     }
 }
 
-enum Step {
-    Pending,
-    Ready,
-    Failed(String),
-}
-
-/// Move one connection through connect -> HELLO -> AUTH -> AUTH_OK as far as it can go now.
-fn advance(c: &mut Conn, key: &Key, ep: &Epoll, token: u64, events: u32, now: Instant) -> Step {
-    let fd = c.fd.as_raw_fd();
-    if matches!(c.phase, Phase::Connecting) {
-        let e = sys::so_error(fd);
-        if e != 0 || events & (libc::EPOLLERR | libc::EPOLLHUP) as u32 != 0 {
-            let e = if e != 0 { e } else { libc::ECONNREFUSED };
-            return Step::Failed(format!(
-                "connect to the hub's peer port: {}",
-                io::Error::from_raw_os_error(e)
-            ));
+/// A failed handshake, in words an operator can act on.
+fn handshake_error(e: &ChannelError) -> String {
+    match e {
+        ChannelError::Tls(rustls::Error::InvalidCertificate(_)) => {
+            "the hub's key is not one of peer.hub_fingerprints".into()
         }
-        c.phase = Phase::Hello(FrameIn::default());
-        c.deadline = now + PHASE_TIMEOUT;
-        if let Err(e) = ep.watch(fd, token, libc::EPOLLIN as u32) {
-            return Step::Failed(e.to_string());
+        ChannelError::Tls(rustls::Error::AlertReceived(a)) => format!(
+            "the hub refused this terminal's identity ({a:?}): not enrolled at the hub, or revoked"
+        ),
+        ChannelError::Truncated => {
+            "the hub closed the connection during the handshake (this terminal's identity is not \
+             enrolled there, or the hub serves the peer path on another address)"
+                .into()
         }
+        other => format!("handshake with the hub: {other}"),
     }
-    if let Phase::Hello(rd) = &mut c.phase {
-        let f = match rd.read(fd) {
-            Ok(Some(f)) => f,
-            Ok(None) => return Step::Pending,
-            Err(e) => return Step::Failed(format!("waiting for the hub's hello: {e}")),
-        };
-        let nonce = match wire::parse_hello(&f) {
-            Ok(n) => n,
-            Err(r) => return Step::Failed(format!("the hub's hello: {}", r.as_str())),
-        };
-        c.phase = Phase::AuthOk {
-            nonce,
-            auth: Outbox::new(&wire::auth(key, &nonce)),
-            ok: FrameIn::default(),
-        };
-        c.deadline = now + PHASE_TIMEOUT;
-    }
-    if let Phase::AuthOk { nonce, auth, ok } = &mut c.phase {
-        let flushed = match auth.flush(fd) {
-            Ok(f) => f,
-            Err(e) => return Step::Failed(format!("sending our proof: {e}")),
-        };
-        let want = libc::EPOLLIN | if flushed { 0 } else { libc::EPOLLOUT };
-        if let Err(e) = ep.watch(fd, token, want as u32) {
-            return Step::Failed(e.to_string());
-        }
-        let f = match ok.read(fd) {
-            Ok(Some(f)) => f,
-            Ok(None) => return Step::Pending,
-            Err(e) => {
-                return Step::Failed(format!(
-                    "the hub closed the connection after our proof \
-                     (wrong key, or this terminal's address is not allowed): {e}"
-                ))
-            }
-        };
-        if let Err(r) = wire::check_auth_ok(key, nonce, &f) {
-            return Step::Failed(format!("the hub's proof: {}", r.as_str()));
-        }
-        c.phase = Phase::Ready(*nonce);
-        if let Err(e) = ep.watch(fd, token, libc::EPOLLIN as u32) {
-            return Step::Failed(e.to_string());
-        }
-        return Step::Ready;
-    }
-    // Ready and idle: the hub speaks only after OPEN, so any event means it closed (or broke
-    // the protocol).
-    Step::Failed("the hub closed an idle connection".into())
 }
 
 #[cfg(test)]

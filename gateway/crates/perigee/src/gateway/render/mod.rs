@@ -1,12 +1,14 @@
 //! Pure rendering of a `GatewayConfig` into kernel state: the nftables ruleset (one table,
 //! `inet perigee`), the policy-routing and satellite routes (as `ip` argument vectors), the
 //! satellite interface's shaper (as `tc` argument vectors) and sysctls. One module per step,
-//! as `apply/` installs them: `nft`, `routes` (with the peer path's host routes and the
-//! congestion-control fallback), `shaper`.
+//! as `apply/` installs them: `nft` (with the hub's `egress` policy), `routes` (with the peer
+//! path's host routes and the congestion-control fallback), `shaper`.
+mod egress;
 mod nft;
 mod routes;
 mod shaper;
 
+pub use egress::EGRESS_DENIED;
 pub use nft::*;
 pub use routes::*;
 pub use shaper::*;

@@ -235,6 +235,7 @@ pub fn render_nft(cfg: &GatewayConfig) -> String {
     if cfg.quic == QuicPolicy::Fallback {
         render_quic_fallback(&mut t, cfg);
     }
+    super::egress::render_egress(&mut t, cfg);
     let _ = writeln!(t, "}}");
     t
 }

@@ -211,9 +211,10 @@ mod tests {
 
     #[test]
     fn peer_routes_carry_the_satellite_settings_to_the_other_gateway() {
-        let key = "ab".repeat(32);
+        let pin = format!("sha256:{}", "ab".repeat(32));
         let mut j = example_json();
-        j["peer"] = serde_json::json!({"enabled": true, "hub": "10.71.2.2", "key": key});
+        j["peer"] =
+            serde_json::json!({"enabled": true, "hub": "10.71.2.2", "hub_fingerprints": [pin]});
         let term = render_routes(&from_value(j.clone()).unwrap(), &["hybla".into()]);
         let hub_route = term.last().unwrap().describe();
         assert_eq!(
@@ -229,7 +230,7 @@ mod tests {
         );
         // A hub: host routes to its terminals, the next hops of its satellite routes.
         j["role"] = "hub".into();
-        j["peer"] = serde_json::json!({"enabled": true, "key": key});
+        j["peer"] = serde_json::json!({"enabled": true});
         j["satellite"]["routes"] = serde_json::json!([
         {"dst": "10.71.1.0/24", "via": "10.71.2.1"}, {"dst": "fd71:1::/64", "via": "fd71:2::1"},
         {"dst": "10.71.5.0/24", "via": "10.71.2.1"}]);

@@ -5,6 +5,7 @@ use super::Worker;
 use crate::gateway::config::{Action, CongestionControl, GatewayConfig, Role};
 use crate::gateway::dscp;
 use crate::gateway::flow::{Path, Session};
+use crate::gateway::peer::wire::Open;
 use crate::gateway::satleg::SatLeg;
 use crate::gateway::satleg_auto;
 use crate::gateway::session::Direction;
@@ -41,6 +42,19 @@ impl Worker {
             sys::set_linger0(cfd.as_raw_fd());
             return Ok(());
         }
+        if cfg.role == Role::Hub {
+            // A connection the hub opens for a terminal's client goes only where the egress
+            // policy allows (nft on the hub's own output holds the same line).
+            let site = self.egress.site_of(peer.ip());
+            if let Err(why) = self.egress.check(site, orig_dst.ip()) {
+                self.deltas.egress_refused += 1;
+                sys::set_linger0(cfd.as_raw_fd());
+                return Err(io::Error::new(
+                    io::ErrorKind::PermissionDenied,
+                    format!("destination {orig_dst} refused by the egress policy: {why}"),
+                ));
+            }
+        }
         let client_dscp = dscp::of_accepted(cfd.as_raw_fd());
         let class = self
             .classifier
@@ -64,10 +78,21 @@ impl Worker {
             dscp: dscp::chosen(class.and_then(|c| c.set_dscp), client_dscp),
         };
         // A terminal with a warm connection to its hub: the client's bytes leave at once.
-        if let Some(warm) = self.take_warm() {
-            self.start_peer_flow(&cfg, flow, warm);
-            return Ok(());
-        }
+        let flow = match self.take_warm() {
+            Some(warm) => {
+                let open = Open::Flow {
+                    client: flow.client_addr,
+                    server: flow.server_addr,
+                    dscp: flow.dscp,
+                };
+                match self.start_peer_flow(&cfg, flow, warm, &open) {
+                    Ok(()) => return Ok(()),
+                    // Nothing of it reached the hub: the direct path is safe.
+                    Err(flow) => *flow,
+                }
+            }
+            None => flow,
+        };
         let sat_is_client = cfg.role == Role::Hub;
         let addrs = (flow.client_addr, flow.server_addr);
         let (srv, connected, cc) = match self.connect_outbound(
@@ -255,8 +280,8 @@ impl Worker {
             site: site.clone(),
             dscp: flow.dscp,
             path,
-            handover: None,
-            status_owed: false,
+            tunnel: None,
+            opened_by: None,
         };
         self.deltas.flows += 1;
         self.deltas

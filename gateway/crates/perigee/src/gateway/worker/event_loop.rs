@@ -2,7 +2,9 @@
 //! listeners, the flows' sockets and the peer path's; accepting new connections; the tick on
 //! whole seconds (sampling, timeouts, the report to the master); the master's messages (a new
 //! config, a snapshot request).
-use super::{Worker, TICK, TOKEN_CONTROL, TOKEN_LISTEN4, TOKEN_LISTEN6, TOKEN_PEER_BASE};
+use super::{
+    Worker, TICK, TOKEN_CONTROL, TOKEN_LISTEN4, TOKEN_LISTEN6, TOKEN_PEER_BASE, TOKEN_RESOLVER,
+};
 use crate::gateway::classify::Classifier;
 use crate::gateway::config::{CongestionControl, GatewayConfig, Role};
 use crate::gateway::sites::SiteMap;
@@ -58,6 +60,7 @@ impl Worker {
             }
         }
         self.set_listener_cc(accepted_leg_cc(&cfg));
+        self.egress = super::peer::egress_policy(&cfg);
         self.configure_peer(&cfg);
         self.classifier = Classifier::new(&cfg);
         self.sites = SiteMap::of(&cfg);
@@ -163,6 +166,8 @@ impl Worker {
     }
 
     fn report(&mut self) {
+        // Before the deltas: it takes the admission's refusals.
+        let peer = self.peer_report();
         let d = std::mem::take(&mut self.deltas);
         let msg = ipc::FromWorker {
             kind: "report".into(),
@@ -187,6 +192,8 @@ impl Worker {
                         .admission
                         .as_mut()
                         .map_or(0, |a| std::mem::take(&mut a.refused)),
+                peer_failed: d.peer_failed,
+                egress_refused: d.egress_refused,
                 by_action: d
                     .by_action
                     .iter()
@@ -203,7 +210,7 @@ impl Worker {
                     .collect(),
             },
             closed: std::mem::take(&mut self.closed),
-            peer: self.peer_report(),
+            peer,
             ..Default::default()
         };
         self.send_line(&msg);
@@ -226,6 +233,9 @@ impl Worker {
             };
             match msg {
                 ipc::ToWorker::Config { config } => self.apply_config(*config),
+                ipc::ToWorker::Identity { path, fingerprint } => {
+                    self.set_identity(&path, &fingerprint)
+                }
                 ipc::ToWorker::Snapshot { id } => {
                     let flows: Vec<Flow> = self.flows.values().map(|s| s.to_flow(None)).collect();
                     self.send_line(&ipc::FromWorker {
@@ -264,12 +274,11 @@ impl Worker {
                             self.accept_all(fd);
                         }
                     }
+                    TOKEN_RESOLVER => self.accept_resolver(),
                     t if t >= TOKEN_PEER_BASE => self.on_peer_event(token, events),
                     _ => self.on_flow_event(token, events),
                 }
             }
-            // After the batch: no event of a replaced socket can still be pending.
-            self.after_batch();
             if Instant::now() >= next_tick {
                 self.on_tick();
                 next_tick = Instant::now() + sys::until_next_boundary(TICK);

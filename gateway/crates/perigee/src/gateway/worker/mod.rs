@@ -19,6 +19,7 @@ use super::ipc::Usage;
 use super::log;
 use super::meter::{Crossed, LinkBytes};
 use super::peer::admission::Admission;
+use super::peer::identity::Identity;
 use super::peer::pool::Pool;
 use super::session::PipePool;
 use super::sites::SiteMap;
@@ -29,11 +30,14 @@ use std::collections::{HashMap, HashSet};
 use std::io;
 use std::os::fd::OwnedFd;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Duration;
 
 const TOKEN_CONTROL: u64 = 0;
 const TOKEN_LISTEN4: u64 = 1;
 const TOKEN_LISTEN6: u64 = 2;
+/// Terminal with the peer path on: the resolver's upstream (127.0.0.1:8853, DNS over TCP).
+const TOKEN_RESOLVER: u64 = 3;
 const TOKEN_FLOW_BASE: u64 = 16;
 /// Sampling and reporting period.
 const TICK: Duration = Duration::from_secs(1);
@@ -55,11 +59,15 @@ struct Deltas {
     by_cc: HashMap<String, Usage>,
     by_cc_reason: HashMap<&'static str, Usage>,
     link: LinkBytes,
-    /// Flows started on the peer path, of them those that fell back to the direct path before
-    /// the hub's status, and peer connections the hub refused.
+    /// Flows started on the peer path, flows that took the direct path after all (their warm
+    /// connection refused its first byte: provably nothing reached the hub), peer connections
+    /// the hub refused, and peer flows reset because their connection to the hub failed.
     peer_flows: u64,
     peer_fallbacks: u64,
     peer_refused: u64,
+    peer_failed: u64,
+    /// Hub: direct splits the egress policy refused.
+    egress_refused: u64,
 }
 
 impl Deltas {
@@ -141,10 +149,12 @@ pub struct Worker {
     warm: Option<Pool>,
     /// Hub with the peer path on: the peer listener and its connections.
     admission: Option<Admission>,
-    /// Flows in their handover phase (waiting for the hub's status), and those that lost their
-    /// peer connection in the current batch of events and go to the direct path after it.
-    handovers: HashSet<u64>,
-    fall_back: Vec<(u64, &'static str)>,
+    /// Hub: where the connections it opens for its terminals may go (with `cfg`).
+    egress: super::egress::EgressPolicy,
+    /// The identity this gateway presents on the peer path (the master names its file).
+    identity: Option<Arc<Identity>>,
+    /// Terminal with the peer path on: the listener its resolver forwards upstream queries to.
+    resolver_listener: Option<OwnedFd>,
     closed: Vec<Flow>,
     deltas: Deltas,
     ctl_in: Vec<u8>,
@@ -182,8 +192,9 @@ impl Worker {
             pool: PipePool::new(max_pipes, 1 << 20),
             warm: None,
             admission: None,
-            handovers: HashSet::new(),
-            fall_back: Vec::new(),
+            egress: Default::default(),
+            identity: None,
+            resolver_listener: None,
             closed: Vec::new(),
             deltas: Deltas::default(),
             ctl_in: Vec::new(),

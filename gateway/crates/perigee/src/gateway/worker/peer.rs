@@ -1,35 +1,51 @@
 //! The worker's side of the peer path (docs/splitter.md, *The peer path*): keeping the pool or
-//! the peer listener in step with the config, starting a terminal's flow on a warm connection,
-//! admitting a hub's flow, the handover phase until the hub's status, and the fall back to the
-//! direct path when the peer connection is lost first.
+//! the peer listener in step with the config and the identity, starting a terminal's flow on a
+//! warm connection (a client's, or the resolver's upstream), admitting a hub's flow, ending the
+//! flows of a revoked terminal, and the reports.
 use super::admit::NewFlow;
-use super::relay::set_interest;
 use super::{Worker, TOKEN_PEER_BASE};
-use crate::gateway::config::{GatewayConfig, Role};
+use crate::gateway::config::{Action, GatewayConfig, Role};
 use crate::gateway::dscp;
-use crate::gateway::flow::{Path, Reg, Session, CLIENT, SERVER};
-use crate::gateway::ipc::PeerReport;
+use crate::gateway::egress::EgressPolicy;
+use crate::gateway::flow::{Path, CLIENT, SERVER};
+use crate::gateway::interfaces;
+use crate::gateway::ipc::{PeerReport, TerminalReport};
 use crate::gateway::log;
-use crate::gateway::peer::admission::{Admission, AdmissionConfig, Admitted};
-use crate::gateway::peer::handover::{Handover, Progress};
+use crate::gateway::peer::admission::{Admission, AdmissionConfig, Admitted, TerminalEntry};
+use crate::gateway::peer::identity::{Fingerprint, Identity};
 use crate::gateway::peer::pool::{Pool, PoolConfig, Warm};
+use crate::gateway::peer::tunnel::Tunnel;
 use crate::gateway::peer::wire::{self, Open, Status};
 use crate::gateway::satleg::{Opening, SatLeg};
 use crate::gateway::sys;
 use serde_json::json;
-use std::net::SocketAddr;
-use std::os::fd::AsRawFd;
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// Terminal: where its resolver sends upstream queries when the peer path is on (DNS over TCP,
+/// each connection a flow to the hub's resolver).
+pub const RESOLVER_TUNNEL: SocketAddr =
+    SocketAddr::new(IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 8853);
+
+fn fingerprints(list: &[String]) -> Vec<Fingerprint> {
+    list.iter()
+        .filter_map(|f| Fingerprint::parse(f).ok())
+        .collect()
+}
+
 /// The pool a terminal's config asks for (None: peer path off, or not a terminal).
-fn pool_config(cfg: &GatewayConfig) -> Option<PoolConfig> {
+fn pool_config(cfg: &GatewayConfig, identity: &Identity) -> Option<PoolConfig> {
     let p = &cfg.peer;
     if !p.enabled || cfg.role != Role::Terminal {
         return None;
     }
     Some(PoolConfig {
         hub: SocketAddr::new(p.hub_addr()?, p.port as u16),
-        key: p.key_bytes()?,
+        hub_pins: fingerprints(&p.hub_fingerprints),
+        identity: identity.fingerprint.clone(),
         size: p.pool_size as usize,
         sat: SatLeg::of(cfg, None),
         opening: Opening::of(cfg),
@@ -38,70 +54,239 @@ fn pool_config(cfg: &GatewayConfig) -> Option<PoolConfig> {
     })
 }
 
+/// The hub's egress policy (docs/splitter.md, *Where the hub connects*).
+pub(super) fn egress_policy(cfg: &GatewayConfig) -> EgressPolicy {
+    EgressPolicy {
+        allow: cfg.egress.allow.clone(),
+        deny: cfg.egress.deny.clone(),
+        sites: cfg
+            .peer
+            .terminals
+            .iter()
+            .flat_map(|t| t.prefixes.iter().map(|c| (t.name.to_string(), *c)))
+            .collect(),
+    }
+}
+
+/// The addresses the hub's peer listener binds: `peer.listen`, else the satellite interface's
+/// (link-local IPv6 ones need a scope and are left out).
+fn listen_addresses(cfg: &GatewayConfig) -> Vec<IpAddr> {
+    if !cfg.peer.listen.is_empty() {
+        return cfg.peer.listen.clone();
+    }
+    let sat = cfg.interfaces.satellite.to_string();
+    let Ok(list) = interfaces::list(None) else {
+        return Vec::new();
+    };
+    list.interfaces
+        .iter()
+        .filter(|i| i.name == sat)
+        .flat_map(|i| i.addresses.iter())
+        .filter_map(|a| a.split('/').next()?.parse::<IpAddr>().ok())
+        .filter(|ip| !matches!(ip, IpAddr::V6(v6) if (v6.segments()[0] & 0xffc0) == 0xfe80))
+        .collect()
+}
+
 /// The peer listener a hub's config asks for.
-fn admission_config(cfg: &GatewayConfig) -> Option<AdmissionConfig> {
+fn admission_config(cfg: &GatewayConfig, identity: &Identity) -> Option<AdmissionConfig> {
     let p = &cfg.peer;
     if !p.enabled || cfg.role != Role::Hub {
         return None;
     }
     Some(AdmissionConfig {
+        listen: listen_addresses(cfg),
         port: p.port as u16,
-        key: p.key_bytes()?,
-        allowed: p.allowed.clone(),
-        served: cfg.served(),
+        identity: identity.fingerprint.clone(),
+        terminals: p
+            .terminals
+            .iter()
+            .map(|t| TerminalEntry {
+                name: t.name.to_string(),
+                fingerprints: fingerprints(&t.fingerprints),
+                prefixes: t.prefixes.clone(),
+            })
+            .collect(),
+        egress: egress_policy(cfg),
         sat: SatLeg::of(cfg, None),
         opening: Opening::of(cfg),
         nodelay: cfg.splitter.nodelay,
     })
 }
 
-/// Hub: the connect to the server finished; STATUS(connected) goes ahead of the server's bytes.
-pub(super) fn owe_status_connected(s: &mut Session) {
-    s.down.preload(wire::status(Status::Connected).to_vec());
-    s.status_owed = false;
-}
-
-/// Hub: tell the terminal its flow's server could not be reached (it resets its client). The
-/// connection is fresh and idle: its send buffer takes the 8 bytes.
-pub(super) fn send_status_failed(s: &Session, errno: i32) {
-    let _ = sys::send(s.fd(CLIENT), &wire::status(Status::Failed(errno)));
+/// The hub's resolver, which the terminals' resolver flows reach: its own (unbound on
+/// loopback) when it runs one, else the first upstream.
+fn hub_resolver(cfg: &GatewayConfig) -> Option<SocketAddr> {
+    if cfg.dns.enabled {
+        return Some(SocketAddr::new(
+            IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
+            53,
+        ));
+    }
+    let u = cfg.dns.upstreams().ok()?.into_iter().next()?;
+    Some(SocketAddr::new(u.addr, u.port))
 }
 
 impl Worker {
+    /// The identity the master named: loaded here (the key stays in this process), then the
+    /// pool or listener take it for new connections.
+    pub(super) fn set_identity(&mut self, path: &str, fingerprint: &str) {
+        match Identity::load(std::path::Path::new(path)) {
+            Ok(id) if id.fingerprint.as_str() == fingerprint => {
+                self.identity = Some(Arc::new(id));
+                if let Some(cfg) = self.cfg.clone() {
+                    self.configure_peer(&cfg);
+                }
+            }
+            // Replaced meanwhile: a newer message follows.
+            Ok(_) => {}
+            Err(e) => log::error(
+                "cannot read the peer identity: the peer path is off",
+                json!({"error": e}),
+            ),
+        }
+    }
+
     /// Start, keep or replace the pool (terminal) or the peer listener (hub) for `cfg`. Open
-    /// flows keep their connections; only new flows see the change.
+    /// flows keep their connections; only new flows see the change, except the flows of a
+    /// terminal the hub no longer serves.
     pub(super) fn configure_peer(&mut self, cfg: &GatewayConfig) {
-        let want_pool = pool_config(cfg);
+        let Some(identity) = self.identity.clone() else {
+            self.warm = None;
+            self.admission = None;
+            return;
+        };
+        let want_pool = pool_config(cfg, &identity);
         let retuned = match (self.warm.as_mut(), want_pool.as_ref()) {
             (Some(p), Some(w)) if p.config() != w => p.retune(w, &self.ep, Instant::now()),
             _ => false,
         };
         if !retuned && self.warm.as_ref().map(|p| p.config()) != want_pool.as_ref() {
-            self.warm = want_pool.map(|c| Pool::new(c, TOKEN_PEER_BASE));
+            self.warm = want_pool.and_then(|c| {
+                Pool::new(c, identity.clone(), TOKEN_PEER_BASE)
+                    .map_err(|e| log::error("peer pool failed", json!({"error": e})))
+                    .ok()
+            });
             if let Some(p) = self.warm.as_mut() {
                 p.fill(&self.ep, Instant::now());
             }
         }
-        let want_adm = admission_config(cfg);
+        self.configure_resolver_tunnel(cfg);
+        let want_adm = admission_config(cfg, &identity);
+        let mut revoked = Vec::new();
         if let (Some(a), Some(w)) = (self.admission.as_mut(), want_adm.as_ref()) {
-            // Who may connect and which clients it serves change in place: the terminals'
-            // authenticated idle connections stay.
+            // Terminals, the egress policy and the identity change in place: the enrolled
+            // terminals' idle connections stay.
             if a.same_listener(w) {
-                a.set_policy(w.allowed.clone(), w.served.clone());
+                match a.set_policy(w, &identity) {
+                    Ok(r) => revoked = r.terminals,
+                    Err(e) => log::error("peer policy failed", json!({"error": e.to_string()})),
+                }
                 a.retune(w.sat.clone(), w.opening, w.nodelay);
             }
         }
         if self.admission.as_ref().map(|a| a.config()) != want_adm.as_ref() {
+            // Everything of the old listener goes: a revoked terminal's live flows too.
+            if let Some(a) = &self.admission {
+                revoked.extend(a.config().terminals.iter().map(|t| t.name.clone()));
+                if let Some(w) = &want_adm {
+                    revoked.retain(|n| !w.terminals.iter().any(|t| &t.name == n));
+                }
+            }
             self.admission = None; // unbinds before the new one binds the same port
             if let Some(c) = want_adm {
                 let port = c.port;
-                match Admission::new(c, &self.ep, TOKEN_PEER_BASE) {
+                match Admission::new(c, &identity, &self.ep, TOKEN_PEER_BASE) {
                     Ok(a) => self.admission = Some(a),
                     Err(e) => log::error(
                         "peer listener failed: terminals' flows take the direct path",
                         json!({"port": port, "error": e.to_string()}),
                     ),
                 }
+            }
+        }
+        self.end_revoked(&revoked);
+    }
+
+    /// Hub: a revoked terminal's live flows end (both sides reset).
+    fn end_revoked(&mut self, terminals: &[String]) {
+        if terminals.is_empty() {
+            return;
+        }
+        let ids: Vec<u64> = self
+            .flows
+            .values()
+            .filter(|s| {
+                s.opened_by
+                    .as_ref()
+                    .is_some_and(|(t, _)| terminals.contains(t))
+            })
+            .map(|s| s.id)
+            .collect();
+        for id in ids {
+            self.finish(id, "revoked", Some(CLIENT), libc::EACCES);
+        }
+    }
+
+    /// Terminal with the peer path on: the resolver's upstream listener on 127.0.0.1:8853 (every
+    /// worker, SO_REUSEPORT); off otherwise.
+    fn configure_resolver_tunnel(&mut self, cfg: &GatewayConfig) {
+        let want = cfg.role == Role::Terminal && cfg.peer.enabled;
+        if !want {
+            if let Some(l) = self.resolver_listener.take() {
+                self.ep.forget(l.as_raw_fd());
+            }
+            return;
+        }
+        if self.resolver_listener.is_some() {
+            return;
+        }
+        let bound = sys::socket(false).and_then(|s| {
+            let fd = s.as_raw_fd();
+            sys::set_int(fd, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
+            sys::set_int(fd, libc::SOL_SOCKET, libc::SO_REUSEPORT, 1)?;
+            sys::bind(fd, &RESOLVER_TUNNEL)?;
+            perigee_netsys::listen(fd, 128)?;
+            self.ep
+                .watch(fd, super::TOKEN_RESOLVER, libc::EPOLLIN as u32)?;
+            Ok(s)
+        });
+        match bound {
+            Ok(l) => self.resolver_listener = Some(l),
+            Err(e) => log::error(
+                "resolver tunnel listener failed: the resolver's upstream queries fail",
+                json!({"listen": RESOLVER_TUNNEL.to_string(), "error": e.to_string()}),
+            ),
+        }
+    }
+
+    /// Terminal: the resolver's upstream connections, each a flow to the hub's resolver. With
+    /// no ready connection to the hub the query is refused (reset): it never crosses in clear.
+    pub(super) fn accept_resolver(&mut self) {
+        let Some(lfd) = self.resolver_listener.as_ref().map(|l| l.as_raw_fd()) else {
+            return;
+        };
+        let Some(cfg) = self.cfg.clone() else { return };
+        for _ in 0..64 {
+            let Ok((fd, from)) = sys::accept(lfd) else {
+                return;
+            };
+            let Some(warm) = self.take_warm() else {
+                sys::set_linger0(fd.as_raw_fd());
+                continue;
+            };
+            let hub = self.warm.as_ref().map(|p| p.config().hub.ip());
+            let flow = NewFlow {
+                client: fd,
+                client_addr: from,
+                // What the flow table shows: the resolver at the hub.
+                server_addr: SocketAddr::new(hub.unwrap_or(RESOLVER_TUNNEL.ip()), 53),
+                class: None,
+                action: Action::Accelerate,
+                sat: SatLeg::of(&cfg, None),
+                dscp: None,
+            };
+            if let Err(flow) = self.start_peer_flow(&cfg, flow, warm, &Open::Resolver) {
+                sys::set_linger0(flow.client.as_raw_fd());
             }
         }
     }
@@ -112,37 +297,45 @@ impl Worker {
     }
 
     /// Terminal: put the flow on a warm connection: OPEN and the client's first bytes leave at
-    /// once; the hub's status ends the handover.
-    pub(super) fn start_peer_flow(&mut self, cfg: &GatewayConfig, flow: NewFlow, warm: Warm) {
+    /// once; the hub's STATUS comes back ahead of the server's bytes. Err(flow): the connection
+    /// refused OPEN's very first byte, so nothing of this flow reached the hub and it may take
+    /// the direct path.
+    pub(super) fn start_peer_flow(
+        &mut self,
+        cfg: &GatewayConfig,
+        flow: NewFlow,
+        warm: Warm,
+        open: &Open,
+    ) -> Result<(), Box<NewFlow>> {
         let Some(pool) = self.warm.as_ref() else {
-            return;
+            return Err(Box::new(flow));
         };
-        let key = pool.config().key;
         let pooled_sat = pool.config().sat.clone();
         let hub_v6 = pool.config().hub.is_ipv6();
-        let open = wire::open(
-            &key,
-            &warm.nonce,
-            &Open {
-                client: flow.client_addr,
-                server: flow.server_addr,
-                dscp: flow.dscp,
-            },
-        );
-        let sat_cc = self.tune_satellite_leg(warm.fd.as_raw_fd(), &flow.sat, Some(&pooled_sat));
+        let Warm { fd, channel, .. } = warm;
+        let peer_fd = fd.as_raw_fd();
+        let mut tunnel = Tunnel::terminal(channel, &wire::open(open));
+        if let Err(e) = tunnel.start(peer_fd) {
+            let why = format!("a ready connection refused the flow's first byte: {e}");
+            if let Some(p) = self.warm.as_mut() {
+                p.peer_lost(Instant::now(), &why);
+            }
+            self.deltas.peer_fallbacks += 1;
+            return Err(Box::new(flow));
+        }
+        let sat_cc = self.tune_satellite_leg(peer_fd, &flow.sat, Some(&pooled_sat));
         // The peer connection is this flow's re-originated leg over the satellite: it carries
         // the marking too (the hub's connection to the server gets it from OPEN).
         if let Some(d) = flow.dscp {
-            let _ = dscp::set(warm.fd.as_raw_fd(), hub_v6, d);
+            let _ = dscp::set(peer_fd, hub_v6, d);
         }
         let terr_cc = self.tune_terrestrial_leg(cfg, flow.client.as_raw_fd());
-        let connect_timeout = Duration::from_millis(cfg.splitter.connect_timeout_ms);
-        let id = self.insert_session(flow, warm.fd, false, false, [terr_cc, sat_cc], Path::Peer);
+        let id = self.insert_session(flow, fd, false, false, [terr_cc, sat_cc], Path::Peer);
         if let Some(s) = self.flows.get_mut(&id) {
-            s.handover = Some(Box::new(Handover::new(&open, warm.rtt, connect_timeout)));
+            s.tunnel = Some(Box::new(tunnel));
         }
-        self.handovers.insert(id);
         self.progress(id);
+        Ok(())
     }
 
     /// An event on a pool connection (terminal) or the peer listener and its connections (hub).
@@ -161,30 +354,49 @@ impl Worker {
         }
     }
 
-    /// Hub: a terminal's authenticated OPEN becomes a flow, re-originated to the server from
-    /// the client's address exactly like an intercepted one.
+    /// Hub: a terminal's OPEN becomes a flow: a client's is re-originated to the server from the
+    /// client's address exactly like an intercepted one; the resolver's goes to the hub's own.
     fn admit(&mut self, a: Admitted) {
         let Some(cfg) = self.cfg.clone() else {
             return;
         };
-        let (client, server) = (a.open.client, a.open.server);
-        let class = self
-            .classifier
-            .classify(&cfg, &client, &server, a.open.dscp);
+        let Admitted {
+            fd,
+            mut tunnel,
+            open,
+            from,
+            terminal,
+            fingerprint,
+        } = a;
+        let (client, server, mark, transparent) = match open {
+            Open::Flow {
+                client,
+                server,
+                dscp,
+            } => (client, server, dscp, true),
+            Open::Resolver => match hub_resolver(&cfg) {
+                Some(r) => (from, r, None, false),
+                None => {
+                    tunnel.refuse(fd.as_raw_fd(), Status::Failed(libc::EHOSTUNREACH));
+                    return;
+                }
+            },
+        };
+        let class = transparent
+            .then(|| self.classifier.classify(&cfg, &client, &server, mark))
+            .flatten();
         let action = match class.map(|c| c.action) {
-            Some(crate::gateway::config::Action::Cache) if cfg.cache.enabled => {
-                crate::gateway::config::Action::Cache
-            }
-            _ => crate::gateway::config::Action::Accelerate,
+            Some(Action::Cache) if cfg.cache.enabled => Action::Cache,
+            _ => Action::Accelerate,
         };
         let flow = NewFlow {
-            client: a.fd,
+            client: fd,
             client_addr: client,
             server_addr: server,
             class: class.map(|c| c.name.to_string()),
             action,
             sat: SatLeg::of(&cfg, class),
-            dscp: dscp::chosen(class.and_then(|c| c.set_dscp), a.open.dscp),
+            dscp: dscp::chosen(class.and_then(|c| c.set_dscp), mark),
         };
         let peer_fd = flow.client.as_raw_fd();
         // What the accepted connection has from its listener: congestion control and buffers.
@@ -194,176 +406,79 @@ impl Worker {
             ..SatLeg::of(&cfg, None)
         };
         let sat_cc = self.tune_satellite_leg(peer_fd, &flow.sat, Some(&inherited));
-        let (srv, connected, mut cc) = match self.connect_outbound(
-            &cfg,
-            (client, server),
-            (&flow.sat, flow.dscp),
-            peer_fd,
-            true,
-        ) {
+        let outbound = if transparent {
+            self.connect_outbound(
+                &cfg,
+                (client, server),
+                (&flow.sat, flow.dscp),
+                peer_fd,
+                true,
+            )
+        } else {
+            self.connect_local(&cfg, server)
+        };
+        let (srv, connected, mut cc) = match outbound {
             Ok(x) => x,
             Err(e) => {
                 self.deltas.failed_connect += 1;
                 let errno = e.raw_os_error().unwrap_or(libc::EIO);
-                let _ = sys::send(peer_fd, &wire::status(Status::Failed(errno)));
+                tunnel.refuse(peer_fd, Status::Failed(errno));
                 log::warn(
                     "peer flow: cannot open the server connection",
-                    json!({"terminal": a.terminal.to_string(), "client": client.to_string(),
+                    json!({"terminal": terminal, "client": client.to_string(),
                            "server": server.to_string(), "error": e.to_string()}),
                 );
                 return;
             }
         };
         cc[0] = sat_cc;
+        if connected {
+            tunnel.connected();
+        }
         let id = self.insert_session(flow, srv, !connected, true, cc, Path::Peer);
         if let Some(s) = self.flows.get_mut(&id) {
-            s.status_owed = true;
-            if connected {
-                owe_status_connected(s);
-            }
+            s.tunnel = Some(Box::new(tunnel));
+            s.opened_by = Some((terminal, fingerprint.to_string()));
         }
         self.progress(id);
     }
 
-    /// A flow in its handover phase: move its first bytes, look for the hub's status. Returns
-    /// true when the flow has become a plain relay and `progress` should go on pumping it.
-    pub(super) fn progress_handover(&mut self, id: u64) -> bool {
-        let Some(s) = self.flows.get_mut(&id) else {
-            return false;
-        };
-        let Some(h) = s.handover.as_mut() else {
-            self.handovers.remove(&id);
-            return true;
-        };
-        let (c, p) = (s.client.as_raw_fd(), s.server.as_raw_fd());
-        match h.pump(c, p) {
-            Progress::Waiting => {
-                let want_client = if h.wants_client() { libc::EPOLLIN } else { 0 };
-                let want_peer = libc::EPOLLIN | if h.has_unsent() { libc::EPOLLOUT } else { 0 };
-                set_interest(&self.ep, s, [want_client as u32, want_peer as u32]);
-                false
-            }
-            Progress::Connected => {
-                let h = s.handover.take().expect("in handover");
-                let (unsent, client_eof) = h.into_unsent();
-                s.up.preload(unsent);
-                s.up.eof |= client_eof;
-                s.last_active = Instant::now();
-                self.handovers.remove(&id);
-                true
-            }
-            Progress::Refused(errno) => {
-                self.handovers.remove(&id);
-                self.deltas.failed_connect += 1;
-                let reason = if errno == libc::ETIMEDOUT {
-                    "connect_timeout"
-                } else {
-                    "connect_failed"
-                };
-                self.finish(id, reason, Some(SERVER), errno);
-                false
-            }
-            Progress::ClientFailed(errno) => {
-                self.handovers.remove(&id);
-                self.finish(id, "client_reset", Some(CLIENT), errno);
-                false
-            }
-            Progress::PeerLost(why) => {
-                if !self.fall_back.iter().any(|(f, _)| *f == id) {
-                    self.fall_back.push((id, why));
-                }
-                // Nothing to watch until the flow has its direct connection (after the batch).
-                set_interest(&self.ep, s, [0, 0]);
-                false
-            }
+    /// Hub: a plain connection from the hub's own address (the resolver's flows).
+    fn connect_local(
+        &mut self,
+        cfg: &GatewayConfig,
+        server: SocketAddr,
+    ) -> std::io::Result<(OwnedFd, bool, [String; 2])> {
+        let srv = sys::socket(server.is_ipv6())?;
+        if cfg.splitter.nodelay {
+            let _ = sys::set_nodelay(srv.as_raw_fd());
         }
+        let terr_cc = self.tune_terrestrial_leg(cfg, srv.as_raw_fd());
+        let connected = sys::connect(srv.as_raw_fd(), &server)?;
+        Ok((srv, connected, [String::new(), terr_cc]))
     }
 
-    /// After each batch of events: flows that lost their peer connection (now or by deadline)
-    /// go to the direct path.
-    pub(super) fn after_batch(&mut self) {
-        if !self.handovers.is_empty() {
-            let now = Instant::now();
-            for id in self.handovers.iter().copied().collect::<Vec<_>>() {
-                let Some(s) = self.flows.get(&id) else {
-                    continue;
-                };
-                let overdue = s
-                    .handover
-                    .as_ref()
-                    .and_then(|h| h.overdue(s.server.as_raw_fd(), now));
-                if let Some(why) = overdue {
-                    if !self.fall_back.iter().any(|(f, _)| *f == id) {
-                        self.fall_back.push((id, why));
-                    }
-                }
+    /// Terminal: a flow whose peer connection failed before its end. The hub may have handed
+    /// its bytes to the server already, so it is never replayed: the client gets a reset, as
+    /// from any broken connection. The idle connections are suspect too when it happened
+    /// before the hub's STATUS (the hub is likely gone).
+    pub(super) fn peer_flow_failed(&mut self, id: u64, why: &str, before_status: bool) {
+        self.deltas.peer_failed += 1;
+        if before_status {
+            if let Some(p) = self.warm.as_mut() {
+                p.peer_lost(Instant::now(), why);
             }
         }
-        for (id, why) in std::mem::take(&mut self.fall_back) {
-            self.fall_back_to_direct(id, why);
-        }
+        let side = self.flows.get(&id).map_or(SERVER, |s| s.peer_side());
+        let reason = if side == SERVER {
+            "server_reset"
+        } else {
+            "client_reset"
+        };
+        self.finish(id, reason, Some(side), libc::ECONNRESET);
     }
 
-    /// The peer connection failed before the hub's status: the server has seen nothing of this
-    /// flow, so it starts again on the direct path with the client's bytes replayed.
-    fn fall_back_to_direct(&mut self, id: u64, why: &'static str) {
-        let Some(cfg) = self.cfg.clone() else {
-            return;
-        };
-        self.handovers.remove(&id);
-        if let Some(pool) = self.warm.as_mut() {
-            pool.peer_lost(Instant::now(), why);
-        }
-        let Some(s) = self.flows.get_mut(&id) else {
-            return;
-        };
-        let Some(h) = s.handover.take() else {
-            return;
-        };
-        let waited = h.elapsed();
-        let (replay, client_eof) = h.into_replay();
-        let addrs = (s.client_addr, s.server_addr);
-        let client_fd = s.client.as_raw_fd();
-        let mark = s.dscp;
-        let sat = SatLeg::of(
-            &cfg,
-            self.classifier.classify(&cfg, &addrs.0, &addrs.1, mark),
-        );
-        self.deltas.peer_fallbacks += 1;
-        log::info(
-            "peer flow falls back to the direct path",
-            json!({"client": addrs.0.to_string(), "server": addrs.1.to_string(),
-                   "why": why, "waited_s": waited.as_secs_f64()}),
-        );
-        let outbound = self.connect_outbound(&cfg, addrs, (&sat, mark), client_fd, false);
-        let hub = self.is_hub();
-        let Some(s) = self.flows.get_mut(&id) else {
-            return;
-        };
-        match outbound {
-            Ok((srv, connected, cc)) => {
-                // What the lost peer connection carried counts; the new socket starts at 0.
-                let crossed = s.retire_server_leg(addrs.1.is_ipv6());
-                self.deltas.account_crossed(hub, s, &crossed);
-                sys::set_linger0(s.server.as_raw_fd()); // the hub drops its half at once
-                s.server = srv; // the old socket closes here, leaving the epoll set
-                s.regs[SERVER as usize] = Reg::default();
-                s.cc[SERVER as usize] = cc[SERVER as usize].clone();
-                s.connecting = !connected;
-                s.path = Path::Direct;
-                s.up.preload(replay);
-                s.up.eof |= client_eof;
-                self.progress(id);
-            }
-            Err(e) => {
-                let errno = e.raw_os_error().unwrap_or(libc::EIO);
-                self.deltas.failed_connect += 1;
-                self.finish(id, "connect_failed", Some(SERVER), errno);
-            }
-        }
-    }
-
-    /// Once a second: expire and refill the pool, expire unauthenticated peer connections.
+    /// Once a second: expire and refill the pool, expire unidentified peer connections.
     pub(super) fn tick_peer(&mut self) {
         let now = Instant::now();
         if let Some(p) = self.warm.as_mut() {
@@ -374,18 +489,47 @@ impl Worker {
         }
     }
 
-    pub(super) fn peer_report(&self) -> Option<PeerReport> {
+    pub(super) fn peer_report(&mut self) -> Option<PeerReport> {
+        let identity = self.identity.as_ref().map(|i| i.fingerprint.to_string());
         if let Some(p) = &self.warm {
             return Some(PeerReport {
                 ready: p.ready() as u64,
                 error: p.last_error.clone(),
-                listening: false,
+                identity,
+                ..Default::default()
             });
         }
-        self.admission.as_ref().map(|_| PeerReport {
-            ready: 0,
-            error: None,
+        let a = self.admission.as_mut()?;
+        let idle = a.idle_by_terminal();
+        let mut live: HashMap<&str, u64> = HashMap::new();
+        for s in self.flows.values() {
+            if let Some((t, _)) = &s.opened_by {
+                *live.entry(t.as_str()).or_default() += 1;
+            }
+        }
+        let counters = std::mem::take(&mut a.counters);
+        let terminals = a
+            .config()
+            .terminals
+            .iter()
+            .map(|t| {
+                let c = counters.get(&t.name).cloned().unwrap_or_default();
+                TerminalReport {
+                    name: t.name.clone(),
+                    idle_connections: idle.get(&t.name).copied().unwrap_or(0),
+                    live_flows: live.get(t.name.as_str()).copied().unwrap_or(0),
+                    refused_prefix: c.refused_prefix,
+                    refused_other: c.refused_other,
+                    last_seen: c.last_seen,
+                }
+            })
+            .collect();
+        Some(PeerReport {
             listening: true,
+            terminals,
+            refused_unknown: std::mem::take(&mut a.refused_unknown),
+            identity,
+            ..Default::default()
         })
     }
 }

@@ -1,15 +1,21 @@
 //! A flow's relay: both directions pumped (splice or copy) as their sockets get ready,
 //! half-close and resets passed on, the flow closed and accounted, its epoll interest kept to
 //! what it waits for, and the periodic sample of its TCP_INFO and bytes.
-use super::{peer, Worker, TOKEN_FLOW_BASE};
+use super::{Worker, TOKEN_FLOW_BASE};
 use crate::gateway::config::Role;
 use crate::gateway::epoll::Epoll;
 use crate::gateway::flow::{Session, CLIENT, SERVER};
+use crate::gateway::peer::tunnel::{Failure, Phase};
+use crate::gateway::peer::wire::Status;
 use crate::gateway::satleg_auto;
 use crate::gateway::session::Failed;
 use crate::gateway::sys;
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
+
+/// How much longer than its connect timeout a terminal waits for the hub's STATUS (the hub's
+/// own connect has the timeout; its answer needs a satellite round trip and some queue).
+const STATUS_GRACE: Duration = Duration::from_secs(5);
 
 fn flow_token(id: u64, side: u64) -> u64 {
     TOKEN_FLOW_BASE + id * 2 + side
@@ -41,7 +47,8 @@ pub(super) fn set_interest(ep: &Epoll, s: &mut Session, want: [u32; 2]) {
 impl Worker {
     /// Pump both directions of a flow and update its epoll interest; close it when done.
     pub(super) fn progress(&mut self, id: u64) {
-        if self.handovers.contains(&id) && !self.progress_handover(id) {
+        if self.flows.get(&id).is_some_and(|s| s.tunnel.is_some()) {
+            self.progress_tunnel(id);
             return;
         }
         let buf_size = self
@@ -139,9 +146,8 @@ impl Worker {
         if events & libc::EPOLLHUP as u32 != 0 {
             s.regs[side as usize].hup = true;
         }
-        if s.handover.is_some() {
-            // Errors show up in the handover's own reads and writes (a lost peer connection
-            // falls back to the direct path rather than resetting the client).
+        if s.tunnel.is_some() && !s.connecting {
+            // Errors show up in the tunnel's own reads and writes.
             self.progress(id);
             return;
         }
@@ -161,8 +167,9 @@ impl Worker {
                 }
                 if events & libc::EPOLLOUT as u32 != 0 {
                     s.connecting = false;
-                    if s.status_owed {
-                        peer::owe_status_connected(s);
+                    if let Some(t) = s.tunnel.as_mut() {
+                        // Hub: STATUS(connected) goes ahead of the server's first byte.
+                        t.connected();
                     }
                 }
             } else if events & (libc::EPOLLERR | libc::EPOLLHUP) as u32 != 0 {
@@ -200,8 +207,14 @@ impl Worker {
             self.deltas.account_crossed(hub, s, &c);
             self.deltas.account_bytes(s);
             s.sampled_bytes = (s.up.bytes, s.down.bytes);
-            if s.handover.is_some() {
-                // Its own deadlines (peer::check_handovers).
+            if s.tunnel
+                .as_ref()
+                .is_some_and(|t| t.phase == Phase::AwaitStatus)
+            {
+                // Terminal: the hub's own connect has this long, its STATUS a little longer.
+                if s.started.elapsed() > connect_to + STATUS_GRACE {
+                    expired.push((s.id, "connect_timeout"));
+                }
             } else if s.connecting && s.started.elapsed() > connect_to {
                 expired.push((s.id, "connect_timeout"));
             } else if !s.connecting && s.last_active.elapsed() > idle_to {
@@ -225,14 +238,123 @@ impl Worker {
     /// client itself.
     fn connect_failed(&mut self, id: u64, reason: &str, errno: i32) {
         self.deltas.failed_connect += 1;
-        let owed = self.flows.get(&id).is_some_and(|s| s.status_owed);
-        if owed {
-            if let Some(s) = self.flows.get(&id) {
-                peer::send_status_failed(s, errno);
+        let Some(s) = self.flows.get_mut(&id) else {
+            return;
+        };
+        let peer_fd = s.fd(CLIENT);
+        match s.tunnel.as_mut() {
+            Some(t) if t.phase == Phase::Hold => {
+                t.refuse(peer_fd, Status::Failed(errno));
+                self.finish(id, reason, None, errno);
             }
-            self.finish(id, reason, None, errno);
-        } else {
-            self.finish(id, reason, Some(SERVER), errno);
+            _ => self.finish(id, reason, Some(SERVER), errno),
         }
+    }
+
+    /// A flow on the peer path: its tunnel pumped, its interest set, its end handled.
+    fn progress_tunnel(&mut self, id: u64) {
+        let Some(s) = self.flows.get_mut(&id) else {
+            return;
+        };
+        let peer_side = s.peer_side();
+        let (plain, peer) = (s.fd(1 - peer_side), s.fd(peer_side));
+        let Some(t) = s.tunnel.as_mut() else { return };
+        let before = t.phase;
+        // Hub, connect under way (Hold): the terminal's bytes are read (bounded) and held; the
+        // server's socket is not touched.
+        let pumped = t.pump(plain, peer);
+        let phase = t.phase;
+        let done = t.done();
+        let (plain_want, peer_want) = t.interest();
+        s.count_tunnel();
+        match pumped {
+            Ok(moved) => {
+                if moved {
+                    s.last_active = Instant::now();
+                }
+            }
+            Err(Failure::Plain(errno)) => {
+                let (bad, reason) = if peer_side == SERVER {
+                    (CLIENT, "client_reset")
+                } else {
+                    (SERVER, "server_reset")
+                };
+                self.finish(id, reason, Some(bad), errno);
+                return;
+            }
+            Err(Failure::Status(status)) => {
+                let errno = match status {
+                    Status::Failed(e) | Status::Refused(e) => e,
+                    Status::Connected => libc::EIO,
+                };
+                self.deltas.failed_connect += 1;
+                let reason = if matches!(status, Status::Refused(_)) {
+                    "refused"
+                } else if errno == libc::ETIMEDOUT {
+                    "connect_timeout"
+                } else {
+                    "connect_failed"
+                };
+                self.finish(id, reason, Some(SERVER), errno);
+                return;
+            }
+            Err(Failure::Peer(why)) => {
+                self.peer_flow_failed(id, &why, before == Phase::AwaitStatus);
+                return;
+            }
+        }
+        if done {
+            self.finish(id, "closed", None, 0);
+            return;
+        }
+        if phase == Phase::Relay && before != Phase::Relay {
+            #[cfg(feature = "peer-plaintext")]
+            if self.splice_from_now(id) {
+                return;
+            }
+        }
+        let Some(s) = self.flows.get_mut(&id) else {
+            return;
+        };
+        let mut want = [0u32; 2];
+        want[peer_side as usize] = peer_want;
+        want[(1 - peer_side) as usize] = if s.connecting {
+            libc::EPOLLOUT as u32
+        } else {
+            plain_want
+        };
+        set_interest(&self.ep, s, want);
+    }
+}
+
+/// Benchmark build only: after the frames, a flow is spliced as the direct path's are, which is
+/// what the peer path was before it was encrypted (the plaintext rows of `peer-path`).
+#[cfg(feature = "peer-plaintext")]
+impl Worker {
+    fn splice_from_now(&mut self, id: u64) -> bool {
+        let Some(s) = self.flows.get_mut(&id) else {
+            return false;
+        };
+        let Some(t) = s.tunnel.take() else {
+            return false;
+        };
+        let (to_plain_n, from_plain_n) = (t.to_plain, t.from_plain);
+        let Some((to_plain, to_peer, plain_eof, peer_eof)) = t.into_splice() else {
+            return false;
+        };
+        let peer_side = s.peer_side();
+        let (from_peer, from_plain) = if peer_side == SERVER {
+            (&mut s.down, &mut s.up)
+        } else {
+            (&mut s.up, &mut s.down)
+        };
+        from_peer.bytes = to_plain_n;
+        from_peer.preload(to_plain);
+        from_peer.eof |= peer_eof;
+        from_plain.bytes = from_plain_n.saturating_sub(to_peer.len() as u64);
+        from_plain.preload(to_peer);
+        from_plain.eof |= plain_eof;
+        self.progress(id);
+        true
     }
 }
