@@ -165,6 +165,33 @@ class CacheStats(Report):
 ConfiguredAs = TypeAliasType("ConfiguredAs", Literal["lan", "satellite"])
 
 
+class CrlInstalled(Report):
+    """
+    The answer to `PUT /v1/control-tls/crl`.
+    """
+
+    listening: bool
+    """
+    Whether this gateway serves the TLS control listener (the list only matters when it does).
+    """
+    ok: bool
+    persisted: bool
+    """
+    Whether the list was written to `--control-tls-crl` (kept across a restart).
+    """
+
+
+class CrlUpdate(Report):
+    """
+    `PUT /v1/control-tls/crl`: the fleet CA's certificate revocation list, PEM.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    crl_pem: Annotated[str, Field(max_length=1048576)]
+
+
 class ErrorDetail(Report):
     code: str
     """
