@@ -29,6 +29,7 @@ from perigee_control.rules import (
     RouteRules,
     SatelliteRules,
     ShapingRules,
+    TerminalRules,
     TrafficClassRules,
 )
 
@@ -50,6 +51,26 @@ The traffic a bypass entry leaves untouched.
 CongestionControl = TypeAliasType("CongestionControl", Literal["hybla", "hybla_ld", "cubic", "bbr", "reno"])
 """
 The congestion controls policy may choose for a leg (the kernel's names).
+"""
+
+
+class Egress(Strict):
+    """
+    Hub: where the flows it originates for terminals may go. A destination in `deny` is
+    refused; with `allow` non-empty, only a destination in it is taken.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    allow: Annotated[list[Cidr], Field(max_length=256)] = []
+    deny: Annotated[list[Cidr], Field(max_length=256)] = []
+
+
+Fingerprint = TypeAliasType("Fingerprint", Annotated[StrictStr, Field(pattern="^sha256:[0-9a-f]{64}$")])
+"""
+A gateway identity's fingerprint: `sha256:` and the SHA-256 of its certificate's
+SubjectPublicKeyInfo in 64 lowercase hex digits.
 """
 
 
@@ -111,48 +132,6 @@ ObjectName = TypeAliasType(
 """
 A class or bypass-entry name: 1-64 of A-Z a-z 0-9 _ . -, starting with a letter or digit
 """
-
-
-class Peer(PeerRules):
-    """
-    The peer path (docs/splitter.md, *The peer path*): a terminal keeps warm, authenticated
-    TCP connections to its hub's peer listener and hands each new flow to one of them, so the
-    client's first bytes cross the satellite at once instead of after a handshake. The hub
-    re-originates the flow to the server from the client's own address, as on the direct path.
-    """
-
-    model_config = ConfigDict(
-        extra="forbid",
-    )
-    allowed: Annotated[list[Cidr], Field(max_length=256)] = []
-    """
-    Hub: the CIDRs terminals may connect from; empty = any holder of the key.
-    """
-    enabled: StrictBool = False
-    hub: Annotated[
-        StrictStr,
-        Field(
-            max_length=64,
-            pattern="^(((25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3}|(([0-9A-Fa-f]{1,4}:){6}([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|::([0-9A-Fa-f]{1,4}:){5}([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|([0-9A-Fa-f]{1,4})?::([0-9A-Fa-f]{1,4}:){4}([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|(([0-9A-Fa-f]{1,4}:){0,1}[0-9A-Fa-f]{1,4})?::([0-9A-Fa-f]{1,4}:){3}([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|(([0-9A-Fa-f]{1,4}:){0,2}[0-9A-Fa-f]{1,4})?::([0-9A-Fa-f]{1,4}:){2}([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|(([0-9A-Fa-f]{1,4}:){0,3}[0-9A-Fa-f]{1,4})?::[0-9A-Fa-f]{1,4}:([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|(([0-9A-Fa-f]{1,4}:){0,4}[0-9A-Fa-f]{1,4})?::([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|(([0-9A-Fa-f]{1,4}:){0,5}[0-9A-Fa-f]{1,4})?::[0-9A-Fa-f]{1,4}|(([0-9A-Fa-f]{1,4}:){0,6}[0-9A-Fa-f]{1,4})?::)))?$",
-        ),
-    ] = ""
-    """
-    Terminal: the hub's unicast address (an IP literal; a name would need DNS across the
-    satellite at start). Empty at a hub.
-    """
-    key: Annotated[StrictStr, Field(pattern="^([0-9A-Fa-f]{64})?$")] = ""
-    """
-    The shared secret: 64 hex digits (32 bytes, e.g. `openssl rand -hex 32`). Required when
-    enabled.
-    """
-    pool_size: Annotated[StrictInt, Field(ge=1, le=256)] = 8
-    """
-    Terminal: warm connections each worker keeps ready (refilled as flows take them).
-    """
-    port: Annotated[StrictInt, Field(ge=1, le=65535)] = 7072
-    """
-    Hub: the TCP port its peer listener binds (all addresses). Terminal: the hub's peer port.
-    """
 
 
 QuicPolicy = TypeAliasType("QuicPolicy", Literal["pass", "fallback"])
@@ -347,6 +326,25 @@ Which Squid disk store backs the cache.
 """
 
 
+class Terminal(TerminalRules):
+    """
+    A terminal enrolled at the hub.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    fingerprints: Annotated[list[Fingerprint], Field(max_length=2, min_length=1)]
+    """
+    Its identity's fingerprint; two while it rotates to a new identity.
+    """
+    name: ObjectName
+    prefixes: Annotated[list[Cidr], Field(max_length=64, min_length=1)]
+    """
+    The site prefixes its flows may come from (clients' addresses).
+    """
+
+
 class Terrestrial(Strict):
     """
     The other leg of each split flow: the client side at a terminal, the server side at a hub.
@@ -497,6 +495,54 @@ class Match(MatchRules):
     """
     sports: Annotated[list[PortRange], Field(max_length=256)] = []
     src: Annotated[list[Cidr], Field(max_length=256)] = []
+
+
+class Peer(PeerRules):
+    """
+    The peer path (docs/splitter.md, *The peer path*): a terminal keeps warm TCP connections,
+    encrypted and mutually authenticated with TLS 1.3, to its hub's peer listener and hands each new
+    flow to one of them, so the client's first bytes cross the satellite at once instead of after a
+    handshake. Each gateway has its own identity (a key pair in its state directory, never in the
+    config); the hub knows each terminal by its identity's fingerprint and the prefixes it serves.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    enabled: StrictBool = False
+    hub: Annotated[
+        StrictStr,
+        Field(
+            max_length=64,
+            pattern="^(((25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3}|(([0-9A-Fa-f]{1,4}:){6}([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|::([0-9A-Fa-f]{1,4}:){5}([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|([0-9A-Fa-f]{1,4})?::([0-9A-Fa-f]{1,4}:){4}([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|(([0-9A-Fa-f]{1,4}:){0,1}[0-9A-Fa-f]{1,4})?::([0-9A-Fa-f]{1,4}:){3}([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|(([0-9A-Fa-f]{1,4}:){0,2}[0-9A-Fa-f]{1,4})?::([0-9A-Fa-f]{1,4}:){2}([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|(([0-9A-Fa-f]{1,4}:){0,3}[0-9A-Fa-f]{1,4})?::[0-9A-Fa-f]{1,4}:([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|(([0-9A-Fa-f]{1,4}:){0,4}[0-9A-Fa-f]{1,4})?::([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|(([0-9A-Fa-f]{1,4}:){0,5}[0-9A-Fa-f]{1,4})?::[0-9A-Fa-f]{1,4}|(([0-9A-Fa-f]{1,4}:){0,6}[0-9A-Fa-f]{1,4})?::)))?$",
+        ),
+    ] = ""
+    """
+    Terminal: the hub's unicast address (an IP literal; a name would need DNS across the
+    satellite at start). Empty at a hub.
+    """
+    pool_size: Annotated[StrictInt, Field(ge=1, le=256)] = 8
+    """
+    Terminal: warm connections each worker keeps ready (refilled as flows take them).
+    """
+    port: Annotated[StrictInt, Field(ge=1, le=65535)] = 7072
+    """
+    Hub: the TCP port its peer listener binds. Terminal: the hub's peer port.
+    """
+    hub_fingerprints: Annotated[list[Fingerprint], Field(max_length=16)] = []
+    """
+    Terminal: the identity fingerprints of the hub's gateways it connects to (pinned: a hub
+    presenting any other identity is refused).
+    """
+    listen: Annotated[list[IpAddr], Field(max_length=16)] = []
+    """
+    Hub: the addresses its peer listener binds; empty = the satellite interface's addresses.
+    """
+    terminals: Annotated[list[Terminal], Field(max_length=1024, validate_default=True)] = []
+    """
+    Hub: the enrolled terminals, each with its identity (one, or two while it rotates) and
+    the site prefixes its flows may come from.
+    """
 
 
 class RefreshPattern(RefreshPatternRules):
@@ -666,6 +712,7 @@ class GatewayConfig(GatewayConfigRules):
         "stale_ttl_s": 86400,
         "upstream": [],
     }
+    egress: Annotated[Egress, Field(validate_default=True)] = {"allow": [], "deny": []}
     hybla: Annotated[Hybla, Field(validate_default=True)] = {
         "base_rtt_ms": 0,
         "cwnd_max": 0,
@@ -673,12 +720,13 @@ class GatewayConfig(GatewayConfigRules):
     }
     interfaces: Interfaces
     peer: Annotated[Peer, Field(validate_default=True)] = {
-        "allowed": [],
         "enabled": False,
         "hub": "",
-        "key": "",
+        "hub_fingerprints": [],
+        "listen": [],
         "pool_size": 8,
         "port": 7072,
+        "terminals": [],
     }
     quic: QuicPolicy = "fallback"
     """

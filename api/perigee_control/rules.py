@@ -77,20 +77,51 @@ class ShapingRules(Strict):
         return self
 
 
+class TerminalRules(Strict):
+    if TYPE_CHECKING:
+        fingerprints: list[str]
+        prefixes: list[str]
+
+    @model_validator(mode="after")
+    def _distinct(self) -> Self:
+        if len(set(self.fingerprints)) != len(self.fingerprints):
+            raise ValueError("fingerprints: the same fingerprint twice")
+        if len(set(self.prefixes)) != len(self.prefixes):
+            raise ValueError("prefixes: the same prefix twice")
+        return self
+
+
 class PeerRules(Strict):
     if TYPE_CHECKING:
         enabled: bool
         hub: str
-        key: str
+        terminals: list[generated.Terminal]
 
     @model_validator(mode="after")
-    def _key_and_hub(self) -> Self:
-        if self.enabled and not self.key:
-            raise ValueError("key: required when the peer path is enabled")
+    def _hub_and_terminals(self) -> Self:
         if self.hub:
             unspecified, multicast, loopback = std_net_kind(parse_ip(self.hub))
             if unspecified or multicast or loopback:
                 raise ValueError("hub: must be the hub's unicast address")
+        # One terminal per name and per identity, one owner per address: a flow's client address names the
+        # one terminal it may come from.
+        names: set[str] = set()
+        owner: dict[str, str] = {}
+        seen: list[tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, str]] = []
+        for i, t in enumerate(self.terminals):
+            if t.name in names:
+                raise ValueError(f"terminals[{i}].name: '{t.name}' is enrolled twice")
+            names.add(t.name)
+            for j, fp in enumerate(t.fingerprints):
+                if fp in owner:
+                    raise ValueError(f"terminals[{i}].fingerprints[{j}]: already the identity of '{owner[fp]}'")
+                owner[fp] = t.name
+            for j, text in enumerate(t.prefixes):
+                net = ipaddress.ip_network(text)
+                for other, name in seen:
+                    if net.version == other.version and net.overlaps(other):
+                        raise ValueError(f"terminals[{i}].prefixes[{j}]: {text} overlaps {other} of '{name}'")
+                seen.append((net, t.name))
         return self
 
 
@@ -250,6 +281,10 @@ class GatewayConfigRules(Strict):
         self._check_dns()
         if self.role == "terminal" and self.peer.enabled and not self.peer.hub:
             raise ValueError("peer.hub: required at a terminal with the peer path enabled")
+        if self.role == "terminal" and self.peer.enabled and not self.peer.hub_fingerprints:
+            raise ValueError(
+                "peer.hub_fingerprints: required at a terminal with the peer path enabled (the hub's identity)"
+            )
         if self.role == "hub" and self.peer.hub:
             raise ValueError("peer.hub: only a terminal names its hub; leave it empty at a hub")
         if self.role == "hub":

@@ -325,6 +325,34 @@ export const gatewayConfigSchema: JsonSchema = {
       },
       "type": "object"
     },
+    "Egress": {
+      "additionalProperties": false,
+      "description": "Hub: where the flows it originates for terminals may go. A destination in `deny` is\nrefused; with `allow` non-empty, only a destination in it is taken.",
+      "properties": {
+        "allow": {
+          "default": [],
+          "items": {
+            "$ref": "#/$defs/Cidr"
+          },
+          "maxItems": 256,
+          "type": "array"
+        },
+        "deny": {
+          "default": [],
+          "items": {
+            "$ref": "#/$defs/Cidr"
+          },
+          "maxItems": 256,
+          "type": "array"
+        }
+      },
+      "type": "object"
+    },
+    "Fingerprint": {
+      "description": "A gateway identity's fingerprint: `sha256:` and the SHA-256 of its certificate's\nSubjectPublicKeyInfo in 64 lowercase hex digits.",
+      "pattern": "^sha256:[0-9a-f]{64}$",
+      "type": "string"
+    },
     "Hybla": {
       "additionalProperties": false,
       "properties": {
@@ -470,17 +498,8 @@ export const gatewayConfigSchema: JsonSchema = {
     },
     "Peer": {
       "additionalProperties": false,
-      "description": "The peer path (docs/splitter.md, *The peer path*): a terminal keeps warm, authenticated\nTCP connections to its hub's peer listener and hands each new flow to one of them, so the\nclient's first bytes cross the satellite at once instead of after a handshake. The hub\nre-originates the flow to the server from the client's own address, as on the direct path.",
+      "description": "The peer path (docs/splitter.md, *The peer path*): a terminal keeps warm TCP connections,\nencrypted and mutually authenticated with TLS 1.3, to its hub's peer listener and hands each new\nflow to one of them, so the client's first bytes cross the satellite at once instead of after a\nhandshake. Each gateway has its own identity (a key pair in its state directory, never in the\nconfig); the hub knows each terminal by its identity's fingerprint and the prefixes it serves.",
       "properties": {
-        "allowed": {
-          "default": [],
-          "description": "Hub: the CIDRs terminals may connect from; empty = any holder of the key.",
-          "items": {
-            "$ref": "#/$defs/Cidr"
-          },
-          "maxItems": 256,
-          "type": "array"
-        },
         "enabled": {
           "default": false,
           "type": "boolean"
@@ -490,12 +509,6 @@ export const gatewayConfigSchema: JsonSchema = {
           "description": "Terminal: the hub's unicast address (an IP literal; a name would need DNS across the\nsatellite at start). Empty at a hub.",
           "maxLength": 64,
           "pattern": "^(((25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3}|(([0-9A-Fa-f]{1,4}:){6}([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|::([0-9A-Fa-f]{1,4}:){5}([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|([0-9A-Fa-f]{1,4})?::([0-9A-Fa-f]{1,4}:){4}([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|(([0-9A-Fa-f]{1,4}:){0,1}[0-9A-Fa-f]{1,4})?::([0-9A-Fa-f]{1,4}:){3}([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|(([0-9A-Fa-f]{1,4}:){0,2}[0-9A-Fa-f]{1,4})?::([0-9A-Fa-f]{1,4}:){2}([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|(([0-9A-Fa-f]{1,4}:){0,3}[0-9A-Fa-f]{1,4})?::[0-9A-Fa-f]{1,4}:([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|(([0-9A-Fa-f]{1,4}:){0,4}[0-9A-Fa-f]{1,4})?::([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|(([0-9A-Fa-f]{1,4}:){0,5}[0-9A-Fa-f]{1,4})?::[0-9A-Fa-f]{1,4}|(([0-9A-Fa-f]{1,4}:){0,6}[0-9A-Fa-f]{1,4})?::)))?$",
-          "type": "string"
-        },
-        "key": {
-          "default": "",
-          "description": "The shared secret: 64 hex digits (32 bytes, e.g. `openssl rand -hex 32`). Required when\nenabled.",
-          "pattern": "^([0-9A-Fa-f]{64})?$",
           "type": "string"
         },
         "pool_size": {
@@ -508,11 +521,38 @@ export const gatewayConfigSchema: JsonSchema = {
         },
         "port": {
           "default": 7072,
-          "description": "Hub: the TCP port its peer listener binds (all addresses). Terminal: the hub's peer port.",
+          "description": "Hub: the TCP port its peer listener binds. Terminal: the hub's peer port.",
           "format": "uint32",
           "maximum": 65535,
           "minimum": 1,
           "type": "integer"
+        },
+        "hub_fingerprints": {
+          "default": [],
+          "description": "Terminal: the identity fingerprints of the hub's gateways it connects to (pinned: a hub\npresenting any other identity is refused).",
+          "items": {
+            "$ref": "#/$defs/Fingerprint"
+          },
+          "maxItems": 16,
+          "type": "array"
+        },
+        "listen": {
+          "default": [],
+          "description": "Hub: the addresses its peer listener binds; empty = the satellite interface's addresses.",
+          "items": {
+            "$ref": "#/$defs/IpAddr"
+          },
+          "maxItems": 16,
+          "type": "array"
+        },
+        "terminals": {
+          "default": [],
+          "description": "Hub: the enrolled terminals, each with its identity (one, or two while it rotates) and\nthe site prefixes its flows may come from.",
+          "items": {
+            "$ref": "#/$defs/Terminal"
+          },
+          "maxItems": 1024,
+          "type": "array"
         }
       },
       "type": "object"
@@ -832,6 +872,39 @@ export const gatewayConfigSchema: JsonSchema = {
       ],
       "type": "string"
     },
+    "Terminal": {
+      "additionalProperties": false,
+      "description": "A terminal enrolled at the hub.",
+      "properties": {
+        "fingerprints": {
+          "description": "Its identity's fingerprint; two while it rotates to a new identity.",
+          "items": {
+            "$ref": "#/$defs/Fingerprint"
+          },
+          "maxItems": 2,
+          "minItems": 1,
+          "type": "array"
+        },
+        "name": {
+          "$ref": "#/$defs/ObjectName"
+        },
+        "prefixes": {
+          "description": "The site prefixes its flows may come from (clients' addresses).",
+          "items": {
+            "$ref": "#/$defs/Cidr"
+          },
+          "maxItems": 64,
+          "minItems": 1,
+          "type": "array"
+        }
+      },
+      "required": [
+        "name",
+        "fingerprints",
+        "prefixes"
+      ],
+      "type": "object"
+    },
     "Terrestrial": {
       "additionalProperties": false,
       "description": "The other leg of each split flow: the client side at a terminal, the server side at a hub.",
@@ -974,6 +1047,13 @@ export const gatewayConfigSchema: JsonSchema = {
         "upstream": []
       }
     },
+    "egress": {
+      "$ref": "#/$defs/Egress",
+      "default": {
+        "allow": [],
+        "deny": []
+      }
+    },
     "hybla": {
       "$ref": "#/$defs/Hybla",
       "default": {
@@ -988,12 +1068,13 @@ export const gatewayConfigSchema: JsonSchema = {
     "peer": {
       "$ref": "#/$defs/Peer",
       "default": {
-        "allowed": [],
         "enabled": false,
         "hub": "",
-        "key": "",
+        "hub_fingerprints": [],
+        "listen": [],
         "pool_size": 8,
-        "port": 7072
+        "port": 7072,
+        "terminals": []
       }
     },
     "quic": {

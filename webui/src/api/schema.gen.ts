@@ -1744,6 +1744,23 @@ export interface components {
             [key: string]: unknown;
         };
         DscpItem: number;
+        /**
+         * Egress
+         * @description Hub: where the flows it originates for terminals may go. A destination in `deny` is
+         *     refused; with `allow` non-empty, only a destination in it is taken.
+         */
+        Egress: {
+            /**
+             * Allow
+             * @default []
+             */
+            allow: string[];
+            /**
+             * Deny
+             * @default []
+             */
+            deny: string[];
+        };
         /** ErrorBody */
         ErrorBody: {
             /** Code */
@@ -1759,6 +1776,7 @@ export interface components {
         ErrorResponse: {
             error: components["schemas"]["ErrorBody"];
         };
+        Fingerprint: string;
         /** FleetFlowsOut */
         FleetFlowsOut: {
             /** Errors */
@@ -2063,6 +2081,13 @@ export interface components {
             dns: components["schemas"]["Dns"];
             /**
              * @default {
+             *       "allow": [],
+             *       "deny": []
+             *     }
+             */
+            egress: components["schemas"]["Egress"];
+            /**
+             * @default {
              *       "base_rtt_ms": 0,
              *       "cwnd_max": 0,
              *       "rtt0_ms": 25
@@ -2072,12 +2097,13 @@ export interface components {
             interfaces: components["schemas"]["Interfaces"];
             /**
              * @default {
-             *       "allowed": [],
              *       "enabled": false,
              *       "hub": "",
-             *       "key": "",
+             *       "hub_fingerprints": [],
+             *       "listen": [],
              *       "pool_size": 8,
-             *       "port": 7072
+             *       "port": 7072,
+             *       "terminals": []
              *     }
              */
             peer: components["schemas"]["Peer"];
@@ -2541,18 +2567,13 @@ export interface components {
         Option: string;
         /**
          * Peer
-         * @description The peer path (docs/splitter.md, *The peer path*): a terminal keeps warm, authenticated
-         *     TCP connections to its hub's peer listener and hands each new flow to one of them, so the
-         *     client's first bytes cross the satellite at once instead of after a handshake. The hub
-         *     re-originates the flow to the server from the client's own address, as on the direct path.
+         * @description The peer path (docs/splitter.md, *The peer path*): a terminal keeps warm TCP connections,
+         *     encrypted and mutually authenticated with TLS 1.3, to its hub's peer listener and hands each new
+         *     flow to one of them, so the client's first bytes cross the satellite at once instead of after a
+         *     handshake. Each gateway has its own identity (a key pair in its state directory, never in the
+         *     config); the hub knows each terminal by its identity's fingerprint and the prefixes it serves.
          */
         Peer: {
-            /**
-             * Allowed
-             * @description Hub: the CIDRs terminals may connect from; empty = any holder of the key.
-             * @default []
-             */
-            allowed: string[];
             /**
              * Enabled
              * @default false
@@ -2566,12 +2587,18 @@ export interface components {
              */
             hub: string;
             /**
-             * Key
-             * @description The shared secret: 64 hex digits (32 bytes, e.g. `openssl rand -hex 32`). Required when
-             *     enabled.
-             * @default
+             * Hub Fingerprints
+             * @description Terminal: the identity fingerprints of the hub's gateways it connects to (pinned: a hub
+             *     presenting any other identity is refused).
+             * @default []
              */
-            key: string;
+            hub_fingerprints: components["schemas"]["Fingerprint"][];
+            /**
+             * Listen
+             * @description Hub: the addresses its peer listener binds; empty = the satellite interface's addresses.
+             * @default []
+             */
+            listen: string[];
             /**
              * Pool Size
              * @description Terminal: warm connections each worker keeps ready (refilled as flows take them).
@@ -2580,10 +2607,17 @@ export interface components {
             pool_size: number;
             /**
              * Port
-             * @description Hub: the TCP port its peer listener binds (all addresses). Terminal: the hub's peer port.
+             * @description Hub: the TCP port its peer listener binds. Terminal: the hub's peer port.
              * @default 7072
              */
             port: number;
+            /**
+             * Terminals
+             * @description Hub: the enrolled terminals, each with its identity (one, or two while it rotates) and
+             *     the site prefixes its flows may come from.
+             * @default []
+             */
+            terminals: components["schemas"]["Terminal"][];
         };
         /** PeerHealth */
         PeerHealth: {
@@ -3154,6 +3188,23 @@ export interface components {
             tx_bps: number;
         } & {
             [key: string]: unknown;
+        };
+        /**
+         * Terminal
+         * @description A terminal enrolled at the hub.
+         */
+        Terminal: {
+            /**
+             * Fingerprints
+             * @description Its identity's fingerprint; two while it rotates to a new identity.
+             */
+            fingerprints: components["schemas"]["Fingerprint"][];
+            name: components["schemas"]["ObjectName"];
+            /**
+             * Prefixes
+             * @description The site prefixes its flows may come from (clients' addresses).
+             */
+            prefixes: string[];
         };
         /**
          * Terrestrial
