@@ -22,6 +22,7 @@ from perigee_api.api.routes import (
     fleet,
     flows,
     health,
+    peer,
     policy,
     sites,
     system,
@@ -45,7 +46,7 @@ API_PREFIX = "/api/v1"
 
 def api_router() -> APIRouter:
     router = APIRouter(prefix=API_PREFIX)
-    features = (auth, users, policy, bod, config, flows, fleet, exports, sites)
+    features = (auth, users, policy, bod, config, flows, fleet, exports, sites, peer)
     appliance = (health, system, cache, dns, backup, audit, tls)  # the appliance's own state and upkeep
     for module in features + appliance:
         router.include_router(module.router)

@@ -11,7 +11,7 @@ What the generator is told, and why:
   gateway's serde does; report models (`Report`) read what the gateway sends and keep fields a newer one adds;
 - the value types whose rules a pattern cannot say (CIDR, port range, ...) are `perigee_control.formats`'s;
 - the models with rules between fields get their rules' base class from `perigee_control.rules`;
-- a field marked `writeOnly` (a secret) keeps the mark in its `json_schema_extra` (`perigee_control.secrets`).
+- a field marked `writeOnly` (a secret) keeps the mark in its `json_schema_extra` (`perigee_control.secret_fields`).
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ COMMON = [
     "--strict-nullable",
     "--disable-timestamp",
     "--formatters=ruff-format",
-    # A field the gateway's schema marks `writeOnly` is a secret: perigee_control.secrets finds it by this mark.
+    # A field the gateway's schema marks `writeOnly` is a secret: perigee_control.secret_fields finds it by this mark.
     "--field-extra-keys",
     "writeOnly",
 ]

@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 
 from perigee_api.core.context import AppContext
 from perigee_api.core.errors import ApiError
-from perigee_api.models import FleetGateway
+from perigee_api.models import FleetGateway, FleetRevocation
 from perigee_api.services import fleet_pki
 from perigee_control.client import GatewayClient, GatewayError
 
@@ -104,12 +104,54 @@ def register(
         metrics_port=metrics_port,
         cert_fingerprint=pair.fingerprint,
         cert_not_after=pair.not_after,
+        cert_serial=pair.serial,
         created_at=time.time(),
         created_by=author,
     )
     db.add(g)
     db.flush()
     return g, pair
+
+
+# --- revocation --------------------------------------------------------------------------------
+
+
+def revoked(db: Session) -> list[fleet_pki.Revoked]:
+    """The revoked certificates not yet expired (an expired one is refused anyway: its row goes)."""
+    now = time.time()
+    rows = list(db.scalars(select(FleetRevocation).order_by(FleetRevocation.id)))
+    for r in rows:
+        if r.not_after < now:
+            db.delete(r)
+    return [fleet_pki.Revoked(r.serial, r.revoked_at) for r in rows if r.not_after >= now]
+
+
+def remove(ctx: AppContext, db: Session, g: FleetGateway) -> bool:
+    """Unregister `g` and revoke its certificate (False: issued before revocation existed, not revocable).
+    Caller commits, then pushes the new list (push_revocations)."""
+    revocable = g.cert_serial is not None
+    if revocable:
+        db.add(
+            FleetRevocation(
+                serial=g.cert_serial, subject=f"gateway {g.name}", revoked_at=time.time(), not_after=g.cert_not_after
+            )
+        )
+    db.delete(g)
+    db.flush()
+    fleet_pki.crl_pem(ctx.settings.data_dir, revoked(db))
+    return revocable
+
+
+def push_revocations(ctx: AppContext, db: Session, ms: list[Member]) -> list[dict[str, Any]]:
+    """The CA's revocation list to every member's TLS control listener; per member, whether it took it."""
+    pem = fleet_pki.crl_pem(ctx.settings.data_dir, revoked(db))
+    out = []
+    for m, a in zip(ms, each(ms, lambda c: c.json.put_crl(pem)), strict=True):
+        if isinstance(a, GatewayError):
+            out.append({"gateway": m.name, "ok": False, "persisted": False, "error": a.as_dict()})
+        else:
+            out.append({"gateway": m.name, "ok": True, "persisted": bool(a.get("persisted")), "error": None})
+    return out
 
 
 # --- members -----------------------------------------------------------------------------------
@@ -127,7 +169,7 @@ def members(ctx: AppContext, db: Session) -> list[Member]:
     out = [Member(LOCAL, f"unix:{ctx.settings.gateway_socket}", ctx.gateway)]
     rows = registered(db)
     if rows:
-        tls = fleet_pki.client_context(ctx.settings.data_dir)
+        tls = fleet_pki.client_context(ctx.settings.data_dir, revoked(db))
         for g in rows:
             client = GatewayClient.over_tls(g.host, g.port, tls, ctx.settings.gateway_timeout_s)
             out.append(Member(g.name, str(Address(g.host, g.port)), client))

@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 from perigee_api.core.errors import ApiError
 from perigee_api.models import ConfigVersion, Meta
 from perigee_api.schemas.gateway_config import GatewayConfig, default_config
-from perigee_api.services import fleet
+from perigee_api.services import fleet, secret_view
 from perigee_api.services.policy_check import Issue, check_classes
 from perigee_control.client import GatewayClient, GatewayError
 
@@ -93,7 +93,9 @@ def change(
 
 
 def store(db: Session, data: dict[str, Any], author: str, comment: str) -> tuple[ConfigVersion, list[Issue]]:
-    config = GatewayConfig.model_validate(data)
+    """Every new version but a roll-back's comes through here: a secret sent as its fingerprint becomes the secret
+    again before anything is checked or stored."""
+    config = GatewayConfig.model_validate(secret_view.taken_back(db, data))
     errors, warnings = policy_errors(config)
     if errors:
         raise ApiError(422, errors[0].code, errors[0].message, "classes", {"issues": issues_json(errors + warnings)})
