@@ -25,11 +25,11 @@ from perigee_control.rules import (
     InterfacesRules,
     MatchRules,
     PeerRules,
+    PeerTerminalRules,
     RefreshPatternRules,
     RouteRules,
     SatelliteRules,
     ShapingRules,
-    TerminalRules,
     TrafficClassRules,
 )
 
@@ -56,8 +56,10 @@ The congestion controls policy may choose for a leg (the kernel's names).
 
 class Egress(Strict):
     """
-    Hub: where the flows it originates for terminals may go. A destination in `deny` is
-    refused; with `allow` non-empty, only a destination in it is taken.
+    Hub: where the connections it opens for its terminals (peer flows and direct splits) may go.
+    Built in it refuses loopback, link-local, multicast, its own addresses and every enrolled
+    terminal's prefixes but the flow's own site's; `deny` adds to that (management networks),
+    `allow` re-opens what it names. Enforced by the daemon and by nft on the hub's own output.
     """
 
     model_config = ConfigDict(
@@ -65,13 +67,6 @@ class Egress(Strict):
     )
     allow: Annotated[list[Cidr], Field(max_length=256)] = []
     deny: Annotated[list[Cidr], Field(max_length=256)] = []
-
-
-Fingerprint = TypeAliasType("Fingerprint", Annotated[StrictStr, Field(pattern="^sha256:[0-9a-f]{64}$")])
-"""
-A gateway identity's fingerprint: `sha256:` and the SHA-256 of its certificate's
-SubjectPublicKeyInfo in 64 lowercase hex digits.
-"""
 
 
 class Hybla(Strict):
@@ -132,6 +127,31 @@ ObjectName = TypeAliasType(
 """
 A class or bypass-entry name: 1-64 of A-Z a-z 0-9 _ . -, starting with a letter or digit
 """
+
+
+HubFingerprint = TypeAliasType("HubFingerprint", Annotated[StrictStr, Field(pattern="^sha256:[0-9a-f]{64}$")])
+
+
+Fingerprint = TypeAliasType("Fingerprint", Annotated[StrictStr, Field(pattern="^sha256:[0-9a-f]{64}$")])
+
+
+class PeerTerminal(PeerTerminalRules):
+    """
+    A terminal enrolled at the hub.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    fingerprints: Annotated[list[Fingerprint], Field(max_length=2, min_length=1)]
+    """
+    Its key's fingerprint (`GET /v1/identity` at the terminal); two while it rotates.
+    """
+    name: ObjectName
+    prefixes: Annotated[list[Cidr], Field(max_length=256, min_length=1)]
+    """
+    The client prefixes of its site: a flow it opens for a client outside them is refused.
+    """
 
 
 QuicPolicy = TypeAliasType("QuicPolicy", Literal["pass", "fallback"])
@@ -326,25 +346,6 @@ Which Squid disk store backs the cache.
 """
 
 
-class Terminal(TerminalRules):
-    """
-    A terminal enrolled at the hub.
-    """
-
-    model_config = ConfigDict(
-        extra="forbid",
-    )
-    fingerprints: Annotated[list[Fingerprint], Field(max_length=2, min_length=1)]
-    """
-    Its identity's fingerprint; two while it rotates to a new identity.
-    """
-    name: ObjectName
-    prefixes: Annotated[list[Cidr], Field(max_length=64, min_length=1)]
-    """
-    The site prefixes its flows may come from (clients' addresses).
-    """
-
-
 class Terrestrial(Strict):
     """
     The other leg of each split flow: the client side at a terminal, the server side at a hub.
@@ -499,11 +500,10 @@ class Match(MatchRules):
 
 class Peer(PeerRules):
     """
-    The peer path (docs/splitter.md, *The peer path*): a terminal keeps warm TCP connections,
-    encrypted and mutually authenticated with TLS 1.3, to its hub's peer listener and hands each new
-    flow to one of them, so the client's first bytes cross the satellite at once instead of after a
-    handshake. Each gateway has its own identity (a key pair in its state directory, never in the
-    config); the hub knows each terminal by its identity's fingerprint and the prefixes it serves.
+    The peer path (docs/splitter.md, *The peer path*): a terminal keeps warm, authenticated
+    TCP connections to its hub's peer listener and hands each new flow to one of them, so the
+    client's first bytes cross the satellite at once instead of after a handshake. The hub
+    re-originates the flow to the server from the client's own address, as on the direct path.
     """
 
     model_config = ConfigDict(
@@ -521,6 +521,16 @@ class Peer(PeerRules):
     Terminal: the hub's unicast address (an IP literal; a name would need DNS across the
     satellite at start). Empty at a hub.
     """
+    hub_fingerprints: Annotated[list[HubFingerprint], Field(max_length=16)] = []
+    """
+    Terminal: the keys of the hub (or of each hub gateway) it accepts, by fingerprint (`GET
+    /v1/identity` at the hub). Required when enabled.
+    """
+    listen: Annotated[list[StrictStr], Field(max_length=16)] = []
+    """
+    Hub: the addresses its peer listener binds; empty = the addresses of
+    `interfaces.satellite` (link-local IPv6 ones aside).
+    """
     pool_size: Annotated[StrictInt, Field(ge=1, le=256)] = 8
     """
     Terminal: warm connections each worker keeps ready (refilled as flows take them).
@@ -529,19 +539,10 @@ class Peer(PeerRules):
     """
     Hub: the TCP port its peer listener binds. Terminal: the hub's peer port.
     """
-    hub_fingerprints: Annotated[list[Fingerprint], Field(max_length=16)] = []
+    terminals: Annotated[list[PeerTerminal], Field(max_length=1024, validate_default=True)] = []
     """
-    Terminal: the identity fingerprints of the hub's gateways it connects to (pinned: a hub
-    presenting any other identity is refused).
-    """
-    listen: Annotated[list[IpAddr], Field(max_length=16)] = []
-    """
-    Hub: the addresses its peer listener binds; empty = the satellite interface's addresses.
-    """
-    terminals: Annotated[list[Terminal], Field(max_length=1024, validate_default=True)] = []
-    """
-    Hub: the enrolled terminals, each with its identity (one, or two while it rotates) and
-    the site prefixes its flows may come from.
+    Hub: the terminals it serves the peer path to, each with its own key(s) and the client
+    prefixes it may open flows for (no two terminals' prefixes overlap).
     """
 
 
@@ -713,6 +714,9 @@ class GatewayConfig(GatewayConfigRules):
         "upstream": [],
     }
     egress: Annotated[Egress, Field(validate_default=True)] = {"allow": [], "deny": []}
+    """
+    Hub: where the connections it opens for its terminals may go (`Egress`).
+    """
     hybla: Annotated[Hybla, Field(validate_default=True)] = {
         "base_rtt_ms": 0,
         "cwnd_max": 0,

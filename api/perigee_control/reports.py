@@ -162,6 +162,21 @@ class CacheStats(Report):
     unparsed_lines: Annotated[int, Field(ge=0)]
 
 
+Cidr = TypeAliasType(
+    "Cidr",
+    Annotated[
+        str,
+        Field(
+            max_length=64,
+            pattern="^((25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3}(/([0-9]|[0-2][0-9]|3[0-2]|0[0-2][0-9]|03[0-2]))?|(([0-9A-Fa-f]{1,4}:){6}([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|::([0-9A-Fa-f]{1,4}:){5}([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|([0-9A-Fa-f]{1,4})?::([0-9A-Fa-f]{1,4}:){4}([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|(([0-9A-Fa-f]{1,4}:){0,1}[0-9A-Fa-f]{1,4})?::([0-9A-Fa-f]{1,4}:){3}([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|(([0-9A-Fa-f]{1,4}:){0,2}[0-9A-Fa-f]{1,4})?::([0-9A-Fa-f]{1,4}:){2}([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|(([0-9A-Fa-f]{1,4}:){0,3}[0-9A-Fa-f]{1,4})?::[0-9A-Fa-f]{1,4}:([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|(([0-9A-Fa-f]{1,4}:){0,4}[0-9A-Fa-f]{1,4})?::([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|(([0-9A-Fa-f]{1,4}:){0,5}[0-9A-Fa-f]{1,4})?::[0-9A-Fa-f]{1,4}|(([0-9A-Fa-f]{1,4}:){0,6}[0-9A-Fa-f]{1,4})?::)(/([0-9]{1,2}|0[0-9]{2}|1[01][0-9]|12[0-8]))?)$",
+        ),
+    ],
+)
+"""
+An IPv4 or IPv6 prefix ("10.0.0.0/8", "fd00::/8") or a single address; the prefix length is 1-3 digits; IPv4-mapped IPv6 (::ffff:0:0/96) is refused. Host bits are cleared ("10.0.0.7/24" is 10.0.0.0/24).
+"""
+
+
 ConfiguredAs = TypeAliasType("ConfiguredAs", Literal["lan", "satellite"])
 
 
@@ -229,6 +244,26 @@ HealthStatus = TypeAliasType("HealthStatus", Literal["ok", "degraded"])
 - ok: Nothing to fix.
 - degraded: At least one problem is listed.
 """
+
+
+class IdentityReport(Report):
+    """
+    GET /v1/identity, POST /v1/identity/rotate and /v1/identity/commit.
+    """
+
+    certificate_pem: str
+    """
+    Its self-signed certificate (PEM); the private key never leaves the gateway.
+    """
+    fingerprint: str
+    """
+    The key this gateway presents on the peer path: `sha256:` + 64 hex digits of the SHA-256
+    of its certificate's SubjectPublicKeyInfo. What the other gateway pins.
+    """
+    next_fingerprint: str | None
+    """
+    A staged identity (rotate) that commit puts in use; null when none is staged.
+    """
 
 
 Implementation = TypeAliasType("Implementation", Literal["kernel", "bpf", "none"])
@@ -352,6 +387,59 @@ class PeerHealth(Report):
     ready: Annotated[int, Field(ge=0)]
     """
     Terminal: warm connections ready for new flows.
+    """
+
+
+class PeerPoolStatus(Report):
+    """
+    A terminal's warm pool.
+    """
+
+    error: str | None
+    """
+    Why the last connection attempt failed, if it did.
+    """
+    hub: str
+    """
+    The hub's peer listener (address:port).
+    """
+    hub_fingerprints: list[str]
+    """
+    The hub keys this terminal accepts (`peer.hub_fingerprints`).
+    """
+    ready: Annotated[int, Field(ge=0)]
+    """
+    Connections ready for new flows, summed over the workers.
+    """
+
+
+class PeerTerminalStatus(Report):
+    """
+    One enrolled terminal at the hub.
+    """
+
+    fingerprints: list[str]
+    idle_connections: Annotated[int, Field(ge=0)]
+    """
+    Its identified connections waiting for a flow, summed over the workers.
+    """
+    last_seen: float | None
+    """
+    Unix time of its last identified connection; null when never seen.
+    """
+    live_flows: Annotated[int, Field(ge=0)]
+    """
+    Flows it opened that are live now.
+    """
+    name: str
+    prefixes: list[Cidr]
+    refused_other: Annotated[int, Field(ge=0)]
+    """
+    Its other refusals (a destination the egress policy refuses, a protocol error).
+    """
+    refused_prefix: Annotated[int, Field(ge=0)]
+    """
+    Flows refused because their client is outside its prefixes, since the daemon started.
     """
 
 
@@ -846,6 +934,47 @@ class Legs(Report):
     server: TcpInfo
     """
     The socket toward the server (the gateway's own connect).
+    """
+
+
+class PeerStatus(Report):
+    """
+    GET /v1/peer.
+    """
+
+    egress_refused: Annotated[int, Field(ge=0)]
+    """
+    Hub: direct splits its egress policy refused since the daemon started.
+    """
+    enabled: bool
+    identity: str | None
+    """
+    This gateway's identity (fingerprint); null when it could not be read or made.
+    """
+    identity_error: str | None
+    """
+    Why there is no identity, when there is none.
+    """
+    listening: bool
+    """
+    Hub: the peer listener is bound.
+    """
+    pool: PeerPoolStatus | None
+    """
+    Terminal: its warm pool; null at a hub or with the peer path off.
+    """
+    refused_unknown: Annotated[int, Field(ge=0)]
+    """
+    Hub: connections refused before they were identified (an unknown or revoked key, no
+    certificate, garbage, no handshake in time) since the daemon started.
+    """
+    role: Role | None
+    """
+    The running config's role; null while no config is installed.
+    """
+    terminals: list[PeerTerminalStatus]
+    """
+    Hub: each enrolled terminal (`peer.terminals`), in config order.
     """
 
 

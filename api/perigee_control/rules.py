@@ -77,7 +77,7 @@ class ShapingRules(Strict):
         return self
 
 
-class TerminalRules(Strict):
+class PeerTerminalRules(Strict):
     if TYPE_CHECKING:
         fingerprints: list[str]
         prefixes: list[str]
@@ -95,7 +95,7 @@ class PeerRules(Strict):
     if TYPE_CHECKING:
         enabled: bool
         hub: str
-        terminals: list[generated.Terminal]
+        terminals: list[generated.PeerTerminal]
 
     @model_validator(mode="after")
     def _hub_and_terminals(self) -> Self:

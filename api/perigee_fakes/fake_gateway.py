@@ -457,19 +457,19 @@ class FakeGateway:
         return JSONResponse({"ok": True})
 
     async def _identity(self, _r: Request) -> JSONResponse:
-        return JSONResponse(self.peer.answer_identity())
+        return _answer(reports.IdentityReport, self.peer.answer_identity())
 
     async def _identity_rotate(self, _r: Request) -> JSONResponse:
-        return JSONResponse(self.peer.rotate())
+        return _answer(reports.IdentityReport, self.peer.rotate())
 
     async def _identity_commit(self, _r: Request) -> JSONResponse:
         answer = self.peer.commit()
         if answer is None:
             return _err(409, "nothing_staged", "no next identity is staged: POST /v1/identity/rotate first")
-        return JSONResponse(answer)
+        return _answer(reports.IdentityReport, answer)
 
     async def _peer(self, _r: Request) -> JSONResponse:
-        return JSONResponse(self.peer.answer_peer(self.config))
+        return _answer(reports.PeerStatus, self.peer.answer_peer(self.config))
 
     async def _put_crl(self, r: Request) -> JSONResponse:
         body, bad = await self._body(r)

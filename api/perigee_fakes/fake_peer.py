@@ -105,23 +105,37 @@ class FakePeerPath:
                     d.connected = False
 
     def answer_peer(self, config: dict[str, Any] | None) -> dict[str, Any]:
+        """GET /v1/peer (the daemon's PeerStatus)."""
         cfg = config or {}
         peer = cfg.get("peer") or {}
+        enabled = bool(peer.get("enabled"))
+        answer: dict[str, Any] = {
+            "role": cfg.get("role"),
+            "enabled": enabled,
+            "identity": self.identity.fingerprint,
+            "identity_error": None,
+            "listening": False,
+            "terminals": [],
+            "refused_unknown": 0,
+            "egress_refused": 0,
+            "pool": None,
+        }
         if cfg.get("role") == "terminal":
-            return {
-                "role": "terminal",
-                "enabled": bool(peer.get("enabled")),
-                "hub": peer.get("hub") or None,
-                "hub_fingerprints": list(peer.get("hub_fingerprints") or []),
-                "idle_connections": self.pool_ready,
-                "identity": self.identity.fingerprint,
-            }
+            if enabled:
+                answer["pool"] = {
+                    "hub": f"{peer.get('hub')}:{peer.get('port', 7072)}",
+                    "hub_fingerprints": list(peer.get("hub_fingerprints") or []),
+                    "ready": self.pool_ready,
+                    "error": None,
+                }
+            return answer
+        if cfg.get("role") != "hub":
+            return answer
         now = time.time()
-        terminals = []
         with self._lock:
             enrolled = _enrolled_fingerprints(cfg)
             for fp, d in self.dialers.items():
-                if fp in enrolled and peer.get("enabled"):
+                if fp in enrolled and enabled:
                     d.connected, d.last_seen = True, now
                 else:
                     self.refused_unknown += 1
@@ -129,7 +143,7 @@ class FakePeerPath:
                 ds = [self.dialers[fp] for fp in t["fingerprints"] if fp in self.dialers]
                 up = [d for d in ds if d.connected]
                 seen = [d.last_seen for d in ds if d.last_seen is not None]
-                terminals.append(
+                answer["terminals"].append(
                     {
                         "name": t["name"],
                         "fingerprints": list(t["fingerprints"]),
@@ -141,7 +155,8 @@ class FakePeerPath:
                         "last_seen": max(seen) if seen else None,
                     }
                 )
-            return {"role": "hub", "terminals": terminals, "refused_unknown": self.refused_unknown}
+            answer.update(listening=enabled, refused_unknown=self.refused_unknown)
+        return answer
 
 
 def _enrolled_fingerprints(config: dict[str, Any]) -> set[str]:

@@ -92,7 +92,14 @@ def test_enroll_then_its_connections_show_and_an_unknown_identity_is_refused(
     ],
 )
 def test_a_bad_enrollment_is_refused_clearly_and_changes_nothing(
-    hub: TestClient, fake_gw: FakeGateway, name: str, prefixes: list[str], fingerprint: str, status: int, code: str, field: str
+    hub: TestClient,
+    fake_gw: FakeGateway,
+    name: str,
+    prefixes: list[str],
+    fingerprint: str,
+    status: int,
+    code: str,
+    field: str,
 ) -> None:
     assert enroll(hub, "alpha", ["10.71.1.0/24"], ALPHA).status_code == 201
     versions = hub.get("/api/v1/versions").json()["total"]
@@ -203,6 +210,6 @@ def test_a_terminal_pins_its_hub_and_a_hub_enrolls_no_hub(operator: TestClient, 
     peer = (fake_gw.config or {})["peer"]
     assert (peer["enabled"], peer["hub"], peer["hub_fingerprints"]) == (True, "10.71.2.2", [BRAVO, ALPHA])
     mine = operator.get("/api/v1/peer/identity").json()
-    assert mine["role"] == "terminal" and mine["peer"]["hub_fingerprints"] == [BRAVO, ALPHA]
+    assert mine["role"] == "terminal" and mine["peer"]["pool"]["hub_fingerprints"] == [BRAVO, ALPHA]
     loop = operator.put("/api/v1/peer/hub", json={"hub": "127.0.0.1", "hub_fingerprints": [BRAVO]})
     assert loop.status_code == 422, loop.text

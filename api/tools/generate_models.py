@@ -61,7 +61,7 @@ RULES = [
     "Satellite",
     "Shaping",
     "Peer",
-    "Terminal",
+    "PeerTerminal",
     "Match",
     "TrafficClass",
     "BypassRule",

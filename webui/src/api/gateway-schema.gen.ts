@@ -327,7 +327,7 @@ export const gatewayConfigSchema: JsonSchema = {
     },
     "Egress": {
       "additionalProperties": false,
-      "description": "Hub: where the flows it originates for terminals may go. A destination in `deny` is\nrefused; with `allow` non-empty, only a destination in it is taken.",
+      "description": "Hub: where the connections it opens for its terminals (peer flows and direct splits) may go.\nBuilt in it refuses loopback, link-local, multicast, its own addresses and every enrolled\nterminal's prefixes but the flow's own site's; `deny` adds to that (management networks),\n`allow` re-opens what it names. Enforced by the daemon and by nft on the hub's own output.",
       "properties": {
         "allow": {
           "default": [],
@@ -347,11 +347,6 @@ export const gatewayConfigSchema: JsonSchema = {
         }
       },
       "type": "object"
-    },
-    "Fingerprint": {
-      "description": "A gateway identity's fingerprint: `sha256:` and the SHA-256 of its certificate's\nSubjectPublicKeyInfo in 64 lowercase hex digits.",
-      "pattern": "^sha256:[0-9a-f]{64}$",
-      "type": "string"
     },
     "Hybla": {
       "additionalProperties": false,
@@ -498,7 +493,7 @@ export const gatewayConfigSchema: JsonSchema = {
     },
     "Peer": {
       "additionalProperties": false,
-      "description": "The peer path (docs/splitter.md, *The peer path*): a terminal keeps warm TCP connections,\nencrypted and mutually authenticated with TLS 1.3, to its hub's peer listener and hands each new\nflow to one of them, so the client's first bytes cross the satellite at once instead of after a\nhandshake. Each gateway has its own identity (a key pair in its state directory, never in the\nconfig); the hub knows each terminal by its identity's fingerprint and the prefixes it serves.",
+      "description": "The peer path (docs/splitter.md, *The peer path*): a terminal keeps warm, authenticated\nTCP connections to its hub's peer listener and hands each new flow to one of them, so the\nclient's first bytes cross the satellite at once instead of after a handshake. The hub\nre-originates the flow to the server from the client's own address, as on the direct path.",
       "properties": {
         "enabled": {
           "default": false,
@@ -510,6 +505,26 @@ export const gatewayConfigSchema: JsonSchema = {
           "maxLength": 64,
           "pattern": "^(((25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3}|(([0-9A-Fa-f]{1,4}:){6}([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|::([0-9A-Fa-f]{1,4}:){5}([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|([0-9A-Fa-f]{1,4})?::([0-9A-Fa-f]{1,4}:){4}([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|(([0-9A-Fa-f]{1,4}:){0,1}[0-9A-Fa-f]{1,4})?::([0-9A-Fa-f]{1,4}:){3}([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|(([0-9A-Fa-f]{1,4}:){0,2}[0-9A-Fa-f]{1,4})?::([0-9A-Fa-f]{1,4}:){2}([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|(([0-9A-Fa-f]{1,4}:){0,3}[0-9A-Fa-f]{1,4})?::[0-9A-Fa-f]{1,4}:([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|(([0-9A-Fa-f]{1,4}:){0,4}[0-9A-Fa-f]{1,4})?::([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|(([0-9A-Fa-f]{1,4}:){0,5}[0-9A-Fa-f]{1,4})?::[0-9A-Fa-f]{1,4}|(([0-9A-Fa-f]{1,4}:){0,6}[0-9A-Fa-f]{1,4})?::)))?$",
           "type": "string"
+        },
+        "hub_fingerprints": {
+          "default": [],
+          "description": "Terminal: the keys of the hub (or of each hub gateway) it accepts, by fingerprint (`GET\n/v1/identity` at the hub). Required when enabled.",
+          "items": {
+            "pattern": "^sha256:[0-9a-f]{64}$",
+            "type": "string"
+          },
+          "maxItems": 16,
+          "type": "array"
+        },
+        "listen": {
+          "default": [],
+          "description": "Hub: the addresses its peer listener binds; empty = the addresses of\n`interfaces.satellite` (link-local IPv6 ones aside).",
+          "items": {
+            "format": "ip",
+            "type": "string"
+          },
+          "maxItems": 16,
+          "type": "array"
         },
         "pool_size": {
           "default": 8,
@@ -527,34 +542,50 @@ export const gatewayConfigSchema: JsonSchema = {
           "minimum": 1,
           "type": "integer"
         },
-        "hub_fingerprints": {
-          "default": [],
-          "description": "Terminal: the identity fingerprints of the hub's gateways it connects to (pinned: a hub\npresenting any other identity is refused).",
-          "items": {
-            "$ref": "#/$defs/Fingerprint"
-          },
-          "maxItems": 16,
-          "type": "array"
-        },
-        "listen": {
-          "default": [],
-          "description": "Hub: the addresses its peer listener binds; empty = the satellite interface's addresses.",
-          "items": {
-            "$ref": "#/$defs/IpAddr"
-          },
-          "maxItems": 16,
-          "type": "array"
-        },
         "terminals": {
           "default": [],
-          "description": "Hub: the enrolled terminals, each with its identity (one, or two while it rotates) and\nthe site prefixes its flows may come from.",
+          "description": "Hub: the terminals it serves the peer path to, each with its own key(s) and the client\nprefixes it may open flows for (no two terminals' prefixes overlap).",
           "items": {
-            "$ref": "#/$defs/Terminal"
+            "$ref": "#/$defs/PeerTerminal"
           },
           "maxItems": 1024,
           "type": "array"
         }
       },
+      "type": "object"
+    },
+    "PeerTerminal": {
+      "additionalProperties": false,
+      "description": "A terminal enrolled at the hub.",
+      "properties": {
+        "fingerprints": {
+          "description": "Its key's fingerprint (`GET /v1/identity` at the terminal); two while it rotates.",
+          "items": {
+            "pattern": "^sha256:[0-9a-f]{64}$",
+            "type": "string"
+          },
+          "maxItems": 2,
+          "minItems": 1,
+          "type": "array"
+        },
+        "name": {
+          "$ref": "#/$defs/ObjectName"
+        },
+        "prefixes": {
+          "description": "The client prefixes of its site: a flow it opens for a client outside them is refused.",
+          "items": {
+            "$ref": "#/$defs/Cidr"
+          },
+          "maxItems": 256,
+          "minItems": 1,
+          "type": "array"
+        }
+      },
+      "required": [
+        "name",
+        "fingerprints",
+        "prefixes"
+      ],
       "type": "object"
     },
     "PortRange": {
@@ -872,39 +903,6 @@ export const gatewayConfigSchema: JsonSchema = {
       ],
       "type": "string"
     },
-    "Terminal": {
-      "additionalProperties": false,
-      "description": "A terminal enrolled at the hub.",
-      "properties": {
-        "fingerprints": {
-          "description": "Its identity's fingerprint; two while it rotates to a new identity.",
-          "items": {
-            "$ref": "#/$defs/Fingerprint"
-          },
-          "maxItems": 2,
-          "minItems": 1,
-          "type": "array"
-        },
-        "name": {
-          "$ref": "#/$defs/ObjectName"
-        },
-        "prefixes": {
-          "description": "The site prefixes its flows may come from (clients' addresses).",
-          "items": {
-            "$ref": "#/$defs/Cidr"
-          },
-          "maxItems": 64,
-          "minItems": 1,
-          "type": "array"
-        }
-      },
-      "required": [
-        "name",
-        "fingerprints",
-        "prefixes"
-      ],
-      "type": "object"
-    },
     "Terrestrial": {
       "additionalProperties": false,
       "description": "The other leg of each split flow: the client side at a terminal, the server side at a hub.",
@@ -1052,7 +1050,8 @@ export const gatewayConfigSchema: JsonSchema = {
       "default": {
         "allow": [],
         "deny": []
-      }
+      },
+      "description": "Hub: where the connections it opens for its terminals may go (`Egress`)."
     },
     "hybla": {
       "$ref": "#/$defs/Hybla",

@@ -1883,8 +1883,10 @@ export interface components {
         DscpItem: number;
         /**
          * Egress
-         * @description Hub: where the flows it originates for terminals may go. A destination in `deny` is
-         *     refused; with `allow` non-empty, only a destination in it is taken.
+         * @description Hub: where the connections it opens for its terminals (peer flows and direct splits) may go.
+         *     Built in it refuses loopback, link-local, multicast, its own addresses and every enrolled
+         *     terminal's prefixes but the flow's own site's; `deny` adds to that (management networks),
+         *     `allow` re-opens what it names. Enforced by the daemon and by nft on the hub's own output.
          */
         Egress: {
             /**
@@ -2239,6 +2241,7 @@ export interface components {
              */
             dns: components["schemas"]["Dns"];
             /**
+             * @description Hub: where the connections it opens for its terminals may go (`Egress`).
              * @default {
              *       "allow": [],
              *       "deny": []
@@ -2474,6 +2477,7 @@ export interface components {
             /** Detail */
             detail?: components["schemas"]["ValidationError"][];
         };
+        HubFingerprint: string;
         /** HubIn */
         HubIn: {
             /**
@@ -2808,11 +2812,10 @@ export interface components {
         Option: string;
         /**
          * Peer
-         * @description The peer path (docs/splitter.md, *The peer path*): a terminal keeps warm TCP connections,
-         *     encrypted and mutually authenticated with TLS 1.3, to its hub's peer listener and hands each new
-         *     flow to one of them, so the client's first bytes cross the satellite at once instead of after a
-         *     handshake. Each gateway has its own identity (a key pair in its state directory, never in the
-         *     config); the hub knows each terminal by its identity's fingerprint and the prefixes it serves.
+         * @description The peer path (docs/splitter.md, *The peer path*): a terminal keeps warm, authenticated
+         *     TCP connections to its hub's peer listener and hands each new flow to one of them, so the
+         *     client's first bytes cross the satellite at once instead of after a handshake. The hub
+         *     re-originates the flow to the server from the client's own address, as on the direct path.
          */
         Peer: {
             /**
@@ -2829,14 +2832,15 @@ export interface components {
             hub: string;
             /**
              * Hub Fingerprints
-             * @description Terminal: the identity fingerprints of the hub's gateways it connects to (pinned: a hub
-             *     presenting any other identity is refused).
+             * @description Terminal: the keys of the hub (or of each hub gateway) it accepts, by fingerprint (`GET
+             *     /v1/identity` at the hub). Required when enabled.
              * @default []
              */
-            hub_fingerprints: components["schemas"]["Fingerprint"][];
+            hub_fingerprints: components["schemas"]["HubFingerprint"][];
             /**
              * Listen
-             * @description Hub: the addresses its peer listener binds; empty = the satellite interface's addresses.
+             * @description Hub: the addresses its peer listener binds; empty = the addresses of
+             *     `interfaces.satellite` (link-local IPv6 ones aside).
              * @default []
              */
             listen: string[];
@@ -2854,11 +2858,11 @@ export interface components {
             port: number;
             /**
              * Terminals
-             * @description Hub: the enrolled terminals, each with its identity (one, or two while it rotates) and
-             *     the site prefixes its flows may come from.
+             * @description Hub: the terminals it serves the peer path to, each with its own key(s) and the client
+             *     prefixes it may open flows for (no two terminals' prefixes overlap).
              * @default []
              */
-            terminals: components["schemas"]["Terminal"][];
+            terminals: components["schemas"]["PeerTerminal"][];
         };
         /** PeerHealth */
         PeerHealth: {
@@ -2879,6 +2883,23 @@ export interface components {
             ready: number;
         } & {
             [key: string]: unknown;
+        };
+        /**
+         * PeerTerminal
+         * @description A terminal enrolled at the hub.
+         */
+        PeerTerminal: {
+            /**
+             * Fingerprints
+             * @description Its key's fingerprint (`GET /v1/identity` at the terminal); two while it rotates.
+             */
+            fingerprints: components["schemas"]["Fingerprint"][];
+            name: components["schemas"]["ObjectName"];
+            /**
+             * Prefixes
+             * @description The client prefixes of its site: a flow it opens for a client outside them is refused.
+             */
+            prefixes: string[];
         };
         /** PolicyIssue */
         PolicyIssue: {
@@ -3448,23 +3469,6 @@ export interface components {
             tx_bps: number;
         } & {
             [key: string]: unknown;
-        };
-        /**
-         * Terminal
-         * @description A terminal enrolled at the hub.
-         */
-        Terminal: {
-            /**
-             * Fingerprints
-             * @description Its identity's fingerprint; two while it rotates to a new identity.
-             */
-            fingerprints: components["schemas"]["Fingerprint"][];
-            name: components["schemas"]["ObjectName"];
-            /**
-             * Prefixes
-             * @description The site prefixes its flows may come from (clients' addresses).
-             */
-            prefixes: string[];
         };
         /** TerminalChangeOut */
         TerminalChangeOut: {
