@@ -24,6 +24,7 @@ const HealthPage = lazy(() => import('./pages/HealthPage'));
 const SystemPage = lazy(() => import('./pages/SystemPage'));
 const SetupWizard = lazy(() => import('./pages/SetupWizard'));
 const FleetPage = lazy(() => import('./pages/FleetPage'));
+const TerminalsPage = lazy(() => import('./pages/TerminalsPage'));
 
 export function App() {
   return (
@@ -59,6 +60,7 @@ export function App() {
           <Route path="audit" element={<AuditPage />} />
           <Route path="backup" element={<BackupPage />} />
           <Route path="fleet" element={<FleetPage />} />
+          <Route path="terminals" element={<TerminalsPage />} />
           <Route path="health" element={<HealthPage />} />
           <Route path="system" element={<SystemPage />} />
           <Route path="setup" element={<SetupWizard />} />

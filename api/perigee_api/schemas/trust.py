@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 
 from perigee_api.schemas.api import ApplyOut, In
 from perigee_api.schemas.gateway_config import Cidr, Name
+from perigee_control.reports import PeerStatus
 
 FINGERPRINT_PATTERN = r"^sha256:[0-9a-f]{64}$"
 Fingerprint = Annotated[
@@ -114,7 +115,7 @@ class IdentityOut(BaseModel):
 class IdentityList(BaseModel):
     role: str
     identities: list[IdentityOut] = Field(description="each gateway of the fleet: the local one first")
-    peer: dict[str, Any] | None = Field(description="the local gateway's peer path state (GET /v1/peer) as sent")
+    peer: PeerStatus | None = Field(description="the local gateway's peer path state (GET /v1/peer)")
     peer_error: dict[str, Any] | None
 
 

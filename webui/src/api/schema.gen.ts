@@ -1561,6 +1561,7 @@ export interface components {
             /** New Password */
             new_password: string;
         };
+        Cidr: string;
         /** ClassesOut */
         ClassesOut: {
             /** Classes */
@@ -2576,13 +2577,8 @@ export interface components {
              * @description each gateway of the fleet: the local one first
              */
             identities: components["schemas"]["IdentityOut"][];
-            /**
-             * Peer
-             * @description the local gateway's peer path state (GET /v1/peer) as sent
-             */
-            peer: {
-                [key: string]: unknown;
-            } | null;
+            /** @description the local gateway's peer path state (GET /v1/peer) */
+            peer: components["schemas"]["PeerStatus"] | null;
             /** Peer Error */
             peer_error: {
                 [key: string]: unknown;
@@ -2885,6 +2881,79 @@ export interface components {
             [key: string]: unknown;
         };
         /**
+         * PeerPoolStatus
+         * @description A terminal's warm pool.
+         */
+        PeerPoolStatus: {
+            /**
+             * Error
+             * @description Why the last connection attempt failed, if it did.
+             */
+            error: string | null;
+            /**
+             * Hub
+             * @description The hub's peer listener (address:port).
+             */
+            hub: string;
+            /**
+             * Hub Fingerprints
+             * @description The hub keys this terminal accepts (`peer.hub_fingerprints`).
+             */
+            hub_fingerprints: string[];
+            /**
+             * Ready
+             * @description Connections ready for new flows, summed over the workers.
+             */
+            ready: number;
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * PeerStatus
+         * @description GET /v1/peer.
+         */
+        PeerStatus: {
+            /**
+             * Egress Refused
+             * @description Hub: direct splits its egress policy refused since the daemon started.
+             */
+            egress_refused: number;
+            /** Enabled */
+            enabled: boolean;
+            /**
+             * Identity
+             * @description This gateway's identity (fingerprint); null when it could not be read or made.
+             */
+            identity: string | null;
+            /**
+             * Identity Error
+             * @description Why there is no identity, when there is none.
+             */
+            identity_error: string | null;
+            /**
+             * Listening
+             * @description Hub: the peer listener is bound.
+             */
+            listening: boolean;
+            /** @description Terminal: its warm pool; null at a hub or with the peer path off. */
+            pool: components["schemas"]["PeerPoolStatus"] | null;
+            /**
+             * Refused Unknown
+             * @description Hub: connections refused before they were identified (an unknown or revoked key, no
+             *     certificate, garbage, no handshake in time) since the daemon started.
+             */
+            refused_unknown: number;
+            /** @description The running config's role; null while no config is installed. */
+            role: components["schemas"]["Role"] | null;
+            /**
+             * Terminals
+             * @description Hub: each enrolled terminal (`peer.terminals`), in config order.
+             */
+            terminals: components["schemas"]["PeerTerminalStatus"][];
+        } & {
+            [key: string]: unknown;
+        };
+        /**
          * PeerTerminal
          * @description A terminal enrolled at the hub.
          */
@@ -2900,6 +2969,45 @@ export interface components {
              * @description The client prefixes of its site: a flow it opens for a client outside them is refused.
              */
             prefixes: string[];
+        };
+        /**
+         * PeerTerminalStatus
+         * @description One enrolled terminal at the hub.
+         */
+        PeerTerminalStatus: {
+            /** Fingerprints */
+            fingerprints: string[];
+            /**
+             * Idle Connections
+             * @description Its identified connections waiting for a flow, summed over the workers.
+             */
+            idle_connections: number;
+            /**
+             * Last Seen
+             * @description Unix time of its last identified connection; null when never seen.
+             */
+            last_seen: number | null;
+            /**
+             * Live Flows
+             * @description Flows it opened that are live now.
+             */
+            live_flows: number;
+            /** Name */
+            name: string;
+            /** Prefixes */
+            prefixes: components["schemas"]["Cidr"][];
+            /**
+             * Refused Other
+             * @description Its other refusals (a destination the egress policy refuses, a protocol error).
+             */
+            refused_other: number;
+            /**
+             * Refused Prefix
+             * @description Flows refused because their client is outside its prefixes, since the daemon started.
+             */
+            refused_prefix: number;
+        } & {
+            [key: string]: unknown;
         };
         /** PolicyIssue */
         PolicyIssue: {

@@ -20,5 +20,6 @@ export const NAV_ITEMS: NavItem[] = [
   { to: '/backup', label: 'Backup and restore', adminOnly: true },
   { to: '/system', label: 'System settings' },
   { to: '/fleet', label: 'Fleet' },
+  { to: '/terminals', label: 'Terminals' },
   { to: '/health', label: 'System health' },
 ];

@@ -8,6 +8,7 @@ import { keys } from '../api/keys';
 import { useAuth } from '../auth/useAuth';
 import { ConfigSaveReview } from '../components/ConfigSaveReview';
 import { PageHeader } from '../components/PageHeader';
+import { PeerIdentityCard } from '../components/PeerIdentity';
 import { QueryView } from '../components/StateViews';
 import { CacheForm, CongestionForm, InterfacesForm, NetworksForm, RoleForm, ShapingForm, SplitterForm } from '../components/SystemForms';
 import { checkConfig, setupNeeded } from '../lib/system-config';
@@ -92,6 +93,9 @@ export default function SystemPage() {
           <SettingsEditor key={d.id} initial={d.config} interfaces={interfaces.data?.interfaces ?? []} canEdit={user != null && user.role !== 'viewer'} />
         )}
       </QueryView>
+      <Section id="sys-peer-identity" title="Peer path">
+        <PeerIdentityCard canEdit={user != null && user.role !== 'viewer'} />
+      </Section>
     </>
   );
 }
