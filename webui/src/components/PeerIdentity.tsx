@@ -1,4 +1,4 @@
-import { ActionIcon, Alert, Badge, Button, Code, CopyButton, Group, Stack, Text, Textarea, TextInput, Tooltip } from '@mantine/core';
+import { Alert, Badge, Button, Code, CopyButton, Group, Stack, Text, Textarea, TextInput } from '@mantine/core';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState, type FormEvent } from 'react';
 import { endpoints } from '../api/endpoints';
@@ -17,11 +17,9 @@ export function Fingerprint({ value, label }: { value: string; label: string }) 
       </Code>
       <CopyButton value={value}>
         {({ copied, copy }) => (
-          <Tooltip label={copied ? 'Copied' : 'Copy'} withArrow>
-            <ActionIcon variant="subtle" size="sm" aria-label={`Copy ${label}`} onClick={copy}>
-              {copied ? '✓' : '⧉'}
-            </ActionIcon>
-          </Tooltip>
+          <Button variant="subtle" size="compact-xs" aria-label={`Copy ${label}`} onClick={copy}>
+            {copied ? 'Copied' : 'Copy'}
+          </Button>
         )}
       </CopyButton>
     </Group>

@@ -214,7 +214,7 @@ function TerminalRow({ t, canEdit, onRevoke, onRotate, onChanged }: { t: Termina
           {t.prefixes.join(', ')}
         </Text>
       </Table.Td>
-      <Table.Td>
+      <Table.Td style={{ whiteSpace: 'nowrap', minWidth: 130 }}>
         <Status t={t} />
       </Table.Td>
       <Table.Td>
@@ -270,7 +270,7 @@ export default function TerminalsPage() {
                 </Alert>
               ))}
               <ScrollTable
-                minWidth={900}
+                minWidth={1000}
                 columns={['Terminal', 'Identity', 'Site prefixes', 'Status', 'Idle / live', 'Last seen', 'Refused prefix / other']}
                 actions={canEdit}
                 striped
