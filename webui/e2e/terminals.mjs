@@ -12,7 +12,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { start, stopAll } from './harness.mjs';
-import { finishWorkDir, launchBrowser, makeWorkDir, python, shotsDir, startApi, startWebServer } from './dashboard-stack.mjs';
+import { finishWorkDir, firstLogin, launchBrowser, makeWorkDir, python, shotsDir, startApi, startWebServer } from './dashboard-stack.mjs';
 import { Steps } from './steps.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -55,16 +55,7 @@ try {
   let versionsBefore;
 
   await steps.run('log in with the one-time password, forced change', async () => {
-    await page.goto(`${baseUrl}/terminals`);
-    await page.getByLabel('Username').fill('admin');
-    await page.getByLabel('Password').fill(password);
-    await page.getByRole('button', { name: 'Sign in' }).click();
-    await page.getByRole('heading', { name: 'Choose a new password' }).waitFor();
-    await page.getByLabel('Current password').fill(password);
-    await page.getByLabel(/^New password/).fill(NEW_PASSWORD);
-    await page.getByLabel('Confirm new password').fill(NEW_PASSWORD);
-    await page.getByRole('button', { name: 'Save password' }).click();
-    await page.getByRole('heading', { level: 2, name: 'Overview', exact: true }).waitFor();
+    await firstLogin(page, `${baseUrl}/terminals`, { password, newPassword: NEW_PASSWORD });
     versionsBefore = (await api('/versions')).total;
   });
 

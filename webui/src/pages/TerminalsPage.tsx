@@ -1,6 +1,6 @@
-import { Alert, Badge, Button, Group, Modal, Paper, Stack, Table, Text, Textarea, TextInput, Title } from '@mantine/core';
+import { Alert, Badge, Button, Group, Modal, Stack, Table, Text, Textarea, TextInput } from '@mantine/core';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
-import { useState, type FormEvent, type ReactNode } from 'react';
+import { useState, type FormEvent } from 'react';
 import { ApiError, errorMessage, type FieldErrors } from '../api/errors';
 import { afterConfigChange } from '../api/keys';
 import { FINGERPRINT_RE, peerEndpoints, peerKeys, shortFingerprint, type Terminal, type TerminalChange } from '../api/peer';
@@ -8,6 +8,7 @@ import { useAuth } from '../auth/useAuth';
 import { PageHeader } from '../components/PageHeader';
 import { ApplyFailure, Fingerprint } from '../components/PeerIdentity';
 import { ScrollTable } from '../components/ScrollTable';
+import { Section } from '../components/Section';
 import { QueryView } from '../components/StateViews';
 import { errorFor } from '../lib/field-errors';
 import { formatTime } from '../lib/format';
@@ -23,17 +24,6 @@ function words(text: string): string[] {
 function useRefresh() {
   const queryClient = useQueryClient();
   return () => Promise.all([...afterConfigChange, peerKeys.terminals].map((queryKey) => queryClient.invalidateQueries({ queryKey })));
-}
-
-function Section({ id, title, children }: { id: string; title: string; children: ReactNode }) {
-  return (
-    <Paper withBorder p="md" component="section" aria-labelledby={id}>
-      <Title order={3} size="h4" id={id} mb="sm">
-        {title}
-      </Title>
-      {children}
-    </Paper>
-  );
 }
 
 function EnrollForm({ onChanged }: { onChanged: (c: TerminalChange) => void }) {

@@ -6,8 +6,10 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Request
+from sqlalchemy.orm import Session
 
 from perigee_api.api.deps import Ctx, Db, Operator, Viewer, audit_info
+from perigee_api.core.context import AppContext
 from perigee_api.core.errors import ErrorResponse
 from perigee_api.models import ConfigVersion
 from perigee_api.schemas.api import ApplyOut
@@ -44,7 +46,7 @@ def _changed(request: Request, v: ConfigVersion, res: dict[str, object], **detai
 @router.get("/terminals", response_model=TerminalList, summary="Enrolled terminals and their connections at the hub")
 def list_terminals(who: Viewer, db: Db, ctx: Ctx) -> TerminalList:
     out = TerminalList.model_validate(terminals.status(ctx, db))
-    db.commit()  # expired revocations pruned while the fleet was asked
+    db.commit()
     return out
 
 
@@ -111,8 +113,12 @@ def drop_fingerprint(
     summary="Each gateway's own identity for the peer path (public: the fingerprint is what the other end enrolls)",
 )
 def get_identity(who: Viewer, db: Db, ctx: Ctx) -> IdentityList:
+    return _identities(db, ctx)
+
+
+def _identities(db: Session, ctx: AppContext) -> IdentityList:
     out = IdentityList.model_validate(terminals.identities(ctx, db))
-    db.commit()
+    db.commit()  # expired revocations pruned while the fleet was asked
     return out
 
 
@@ -123,11 +129,9 @@ def get_identity(who: Viewer, db: Db, ctx: Ctx) -> IdentityList:
     summary="Stage a next identity on this gateway (the current one stays in use until commit)",
 )
 def rotate_identity(who: Operator, db: Db, ctx: Ctx, request: Request) -> IdentityList:
-    ctx.gateway.json.identity_rotate()
-    out = IdentityList.model_validate(terminals.identities(ctx, db))
-    db.commit()
-    audit_info(request, next_fingerprint=out.identities[0].next_fingerprint)
-    return out
+    staged = ctx.gateway.json.identity_rotate()
+    audit_info(request, next_fingerprint=staged.get("next_fingerprint"))
+    return _identities(db, ctx)
 
 
 @router.post(
@@ -137,11 +141,9 @@ def rotate_identity(who: Operator, db: Db, ctx: Ctx, request: Request) -> Identi
     summary="New connections use the staged identity (live flows keep theirs): enroll it at the hub first",
 )
 def commit_identity(who: Operator, db: Db, ctx: Ctx, request: Request) -> IdentityList:
-    ctx.gateway.json.identity_commit()
-    out = IdentityList.model_validate(terminals.identities(ctx, db))
-    db.commit()
-    audit_info(request, fingerprint=out.identities[0].fingerprint)
-    return out
+    committed = ctx.gateway.json.identity_commit()
+    audit_info(request, fingerprint=committed.get("fingerprint"))
+    return _identities(db, ctx)
 
 
 @router.put(
