@@ -25,7 +25,6 @@ from perigee_control.rules import (
     InterfacesRules,
     MatchRules,
     PeerRules,
-    PeerTerminalRules,
     RefreshPatternRules,
     RouteRules,
     SatelliteRules,
@@ -132,10 +131,21 @@ A class or bypass-entry name: 1-64 of A-Z a-z 0-9 _ . -, starting with a letter 
 HubFingerprint = TypeAliasType("HubFingerprint", Annotated[StrictStr, Field(pattern="^sha256:[0-9a-f]{64}$")])
 
 
+ListenItem = TypeAliasType(
+    "ListenItem",
+    Annotated[
+        StrictStr,
+        Field(
+            pattern="^((25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3}|(([0-9A-Fa-f]{1,4}:){6}([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|::([0-9A-Fa-f]{1,4}:){5}([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|([0-9A-Fa-f]{1,4})?::([0-9A-Fa-f]{1,4}:){4}([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|(([0-9A-Fa-f]{1,4}:){0,1}[0-9A-Fa-f]{1,4})?::([0-9A-Fa-f]{1,4}:){3}([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|(([0-9A-Fa-f]{1,4}:){0,2}[0-9A-Fa-f]{1,4})?::([0-9A-Fa-f]{1,4}:){2}([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|(([0-9A-Fa-f]{1,4}:){0,3}[0-9A-Fa-f]{1,4})?::[0-9A-Fa-f]{1,4}:([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|(([0-9A-Fa-f]{1,4}:){0,4}[0-9A-Fa-f]{1,4})?::([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|(([0-9A-Fa-f]{1,4}:){0,5}[0-9A-Fa-f]{1,4})?::[0-9A-Fa-f]{1,4}|(([0-9A-Fa-f]{1,4}:){0,6}[0-9A-Fa-f]{1,4})?::))$"
+        ),
+    ],
+)
+
+
 Fingerprint = TypeAliasType("Fingerprint", Annotated[StrictStr, Field(pattern="^sha256:[0-9a-f]{64}$")])
 
 
-class PeerTerminal(PeerTerminalRules):
+class PeerTerminal(Strict):
     """
     A terminal enrolled at the hub.
     """
@@ -526,7 +536,7 @@ class Peer(PeerRules):
     Terminal: the keys of the hub (or of each hub gateway) it accepts, by fingerprint (`GET
     /v1/identity` at the hub). Required when enabled.
     """
-    listen: Annotated[list[StrictStr], Field(max_length=16)] = []
+    listen: Annotated[list[ListenItem], Field(max_length=16)] = []
     """
     Hub: the addresses its peer listener binds; empty = the addresses of
     `interfaces.satellite` (link-local IPv6 ones aside).

@@ -14,7 +14,15 @@ from typing import TYPE_CHECKING, Any, Self
 from pydantic import model_validator
 
 from perigee_control.base import Strict
-from perigee_control.formats import DNS_PORT, V4_MAPPED, parse_cidr, parse_ip, parse_upstream, std_net_kind
+from perigee_control.formats import (
+    DNS_PORT,
+    V4_MAPPED,
+    IpNetwork,
+    parse_cidr,
+    parse_ip,
+    parse_upstream,
+    std_net_kind,
+)
 
 # Rock addresses at most 2^24 slots of 16 KiB (perigee_squid::config::MAX_ROCK_MB); aufs has the schema's maximum.
 MAX_ROCK_MB = 262_144
@@ -77,52 +85,54 @@ class ShapingRules(Strict):
         return self
 
 
-class PeerTerminalRules(Strict):
-    if TYPE_CHECKING:
-        fingerprints: list[str]
-        prefixes: list[str]
-
-    @model_validator(mode="after")
-    def _distinct(self) -> Self:
-        if len(set(self.fingerprints)) != len(self.fingerprints):
-            raise ValueError("fingerprints: the same fingerprint twice")
-        if len(set(self.prefixes)) != len(self.prefixes):
-            raise ValueError("prefixes: the same prefix twice")
-        return self
-
-
 class PeerRules(Strict):
+    """As the gateway's config/validate_peer.rs (the rules that need no other section)."""
+
     if TYPE_CHECKING:
         enabled: bool
         hub: str
+        hub_fingerprints: list[str]
+        listen: list[str]
         terminals: list[generated.PeerTerminal]
 
     @model_validator(mode="after")
-    def _hub_and_terminals(self) -> Self:
+    def _peer(self) -> Self:
         if self.hub:
             unspecified, multicast, loopback = std_net_kind(parse_ip(self.hub))
             if unspecified or multicast or loopback:
                 raise ValueError("hub: must be the hub's unicast address")
-        # One terminal per name and per identity, one owner per address: a flow's client address names the
-        # one terminal it may come from.
+        for i, f in enumerate(self.hub_fingerprints):
+            if f in self.hub_fingerprints[:i]:
+                raise ValueError(f"hub_fingerprints[{i}]: {f} is listed twice")
+        for i, ip in enumerate(self.listen):
+            unspecified, multicast, _ = std_net_kind(parse_ip(ip))
+            if unspecified or multicast:
+                raise ValueError(f"listen[{i}]: must be one of the hub's unicast addresses (its satellite side's)")
+            if ip in self.listen[:i]:
+                raise ValueError(f"listen[{i}]: {ip} is listed twice")
+        self._check_terminals()
+        return self
+
+    def _check_terminals(self) -> None:
         names: set[str] = set()
-        owner: dict[str, str] = {}
-        seen: list[tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, str]] = []
+        keys: dict[str, str] = {}
+        prefixes: list[tuple[str, IpNetwork]] = []
         for i, t in enumerate(self.terminals):
             if t.name in names:
-                raise ValueError(f"terminals[{i}].name: '{t.name}' is enrolled twice")
+                raise ValueError(f"terminals[{i}].name: terminal '{t.name}' is enrolled twice")
             names.add(t.name)
-            for j, fp in enumerate(t.fingerprints):
-                if fp in owner:
-                    raise ValueError(f"terminals[{i}].fingerprints[{j}]: already the identity of '{owner[fp]}'")
-                owner[fp] = t.name
+            for j, key in enumerate(t.fingerprints):
+                if key in keys:
+                    raise ValueError(f"terminals[{i}].fingerprints[{j}]: {key} is already terminal '{keys[key]}''s")
+                keys[key] = t.name
             for j, text in enumerate(t.prefixes):
-                net = ipaddress.ip_network(text)
-                for other, name in seen:
-                    if net.version == other.version and net.overlaps(other):
-                        raise ValueError(f"terminals[{i}].prefixes[{j}]: {text} overlaps {other} of '{name}'")
-                seen.append((net, t.name))
-        return self
+                net = parse_cidr(text)
+                if net.prefixlen == 0:
+                    raise ValueError(f"terminals[{i}].prefixes[{j}]: a terminal's prefix is never a /0")
+                for owner, other in prefixes:
+                    if other.version == net.version and other.overlaps(net):
+                        raise ValueError(f"terminals[{i}].prefixes[{j}]: {text} overlaps {other} of terminal '{owner}'")
+                prefixes.append((t.name, net))
 
 
 class MatchRules(Strict):
@@ -281,12 +291,16 @@ class GatewayConfigRules(Strict):
         self._check_dns()
         if self.role == "terminal" and self.peer.enabled and not self.peer.hub:
             raise ValueError("peer.hub: required at a terminal with the peer path enabled")
-        if self.role == "terminal" and self.peer.enabled and not self.peer.hub_fingerprints:
-            raise ValueError(
-                "peer.hub_fingerprints: required at a terminal with the peer path enabled (the hub's identity)"
-            )
         if self.role == "hub" and self.peer.hub:
             raise ValueError("peer.hub: only a terminal names its hub; leave it empty at a hub")
+        if self.role == "hub" and self.peer.hub_fingerprints:
+            raise ValueError("peer.hub_fingerprints: only a terminal pins its hub; leave it empty at a hub")
+        if self.role == "terminal" and self.peer.enabled and not self.peer.hub_fingerprints:
+            raise ValueError("peer.hub_fingerprints: required at a terminal with the peer path enabled")
+        if self.role == "terminal" and self.peer.listen:
+            raise ValueError("peer.listen: only a hub listens for the peer path; leave it empty at a terminal")
+        if self.role == "terminal" and self.peer.terminals:
+            raise ValueError("peer.terminals: only a hub enrolls terminals; leave it empty at a terminal")
         if self.role == "hub":
             for port, name in (
                 (tproxy, "splitter.tproxy_port"),

@@ -148,7 +148,11 @@ def v4(i: int) -> str:
     return f"10.{i // 256}.{i % 256}.0/24"
 
 
-KEY = "00112233445566778899aabbccddeeff00112233445566778899AABBCCDDEEFF"
+FP1, FP2, FP3 = ("sha256:" + c * 64 for c in "123")
+T1 = {"name": "site-1", "fingerprints": [FP1], "prefixes": ["10.71.1.0/24"]}
+T2 = {"name": "site-2", "fingerprints": [FP2], "prefixes": ["10.72.0.0/16"]}
+NESTED = ["10.71.0.0/16", "10.71.1.0/24"]
+PINS = [FP1, FP2]
 
 
 def terminal_peer(peer: dict[str, Any]) -> Mutate:
@@ -358,17 +362,42 @@ CASES: list[tuple[str, bool, Mutate]] = [
     # peer (the base config is a hub)
     ("peer missing", OK, at("peer", MISSING)),
     ("peer empty", OK, at("peer", {})),
-    ("peer hub enabled with key", OK, at("peer", {"enabled": True, "key": KEY, "allowed": ["10.71.2.1/32"]})),
-    ("peer enabled without key", BAD, at("peer", {"enabled": True})),
-    ("peer disabled keeps a key", OK, at("peer", {"key": KEY})),
-    ("peer key short", BAD, at("peer", {"key": KEY[:62]})),
-    ("peer key long", BAD, at("peer", {"key": KEY + "00"})),
-    ("peer key not hex", BAD, at("peer", {"key": KEY[:63] + "g"})),
-    ("peer key with space", BAD, at("peer", {"key": " " + KEY[:63]})),
+    ("peer hub enabled, nobody enrolled", OK, at("peer", {"enabled": True})),
+    ("peer hub enrolls a terminal", OK, at("peer", {"enabled": True, "listen": ["10.71.2.2"], "terminals": [T1]})),
+    ("peer hub enrolls two", OK, at("peer", {"terminals": [T1, {**T2, "prefixes": ["10.72.1.0/24"]}]})),
+    ("peer terminal two keys", OK, at("peer", {"terminals": [{**T1, "fingerprints": [FP1, FP2]}]})),
+    ("peer terminal three keys", BAD, at("peer", {"terminals": [{**T1, "fingerprints": [FP1, FP2, FP3]}]})),
+    ("peer terminal no key", BAD, at("peer", {"terminals": [{**T1, "fingerprints": []}]})),
+    ("peer terminal bad key", BAD, at("peer", {"terminals": [{**T1, "fingerprints": ["sha256:" + "A" * 64]}]})),
+    ("peer terminal no prefix", BAD, at("peer", {"terminals": [{**T1, "prefixes": []}]})),
+    ("peer terminal /0", BAD, at("peer", {"terminals": [{**T1, "prefixes": ["0.0.0.0/0"]}]})),
+    ("peer terminal name", BAD, at("peer", {"terminals": [{**T1, "name": "-x"}]})),
+    ("peer terminal unknown field", BAD, at("peer", {"terminals": [{**T1, "vlan": 7}]})),
+    ("peer terminals same name", BAD, at("peer", {"terminals": [T1, {**T2, "name": "site-1"}]})),
+    ("peer terminals same key", BAD, at("peer", {"terminals": [T1, {**T2, "fingerprints": [FP1]}]})),
+    ("peer terminals overlap", BAD, at("peer", {"terminals": [T1, {**T2, "prefixes": ["10.71.0.0/16"]}]})),
+    ("peer terminal overlaps itself", BAD, at("peer", {"terminals": [{**T1, "prefixes": NESTED}]})),
+    ("peer terminal v4 and v6", OK, at("peer", {"terminals": [{**T1, "prefixes": ["10.71.1.0/24", "fd71:1::/64"]}]})),
+    ("peer listen v6", OK, at("peer", {"listen": ["fd71:2::2"]})),
+    ("peer listen 0.0.0.0", BAD, at("peer", {"listen": ["0.0.0.0"]})),  # noqa: S104
+    ("peer listen multicast", BAD, at("peer", {"listen": ["ff02::1"]})),
+    ("peer listen twice", BAD, at("peer", {"listen": ["10.71.2.2", "10.71.2.2"]})),
+    ("peer listen name", BAD, at("peer", {"listen": ["hub.example"]})),
+    ("peer listen 17", BAD, at("peer", {"listen": many(17, lambda i: f"10.71.2.{i + 1}")})),
+    ("peer shared key is gone", BAD, at("peer", {"key": "00" * 32})),
+    ("peer allowed is gone", BAD, at("peer", {"allowed": []})),
     ("peer hub at a hub", BAD, at("peer", {"hub": "10.71.2.2"})),
-    ("peer terminal enabled", OK, terminal_peer({"enabled": True, "key": KEY, "hub": "10.71.2.2"})),
-    ("peer terminal v6 hub", OK, terminal_peer({"enabled": True, "key": KEY, "hub": "fd71:2::2"})),
-    ("peer terminal enabled without hub", BAD, terminal_peer({"enabled": True, "key": KEY})),
+    ("peer hub pins at a hub", BAD, at("peer", {"hub_fingerprints": [FP1]})),
+    ("peer terminal enabled", OK, terminal_peer({"enabled": True, "hub_fingerprints": [FP1], "hub": "10.71.2.2"})),
+    ("peer terminal v6 hub", OK, terminal_peer({"enabled": True, "hub_fingerprints": [FP1], "hub": "fd71:2::2"})),
+    ("peer terminal pins a cluster", OK, terminal_peer({"enabled": True, "hub": "10.9.2.2", "hub_fingerprints": PINS})),
+    ("peer terminal pins twice", BAD, terminal_peer({"hub_fingerprints": [FP1, FP1]})),
+    ("peer terminal bad pin", BAD, terminal_peer({"hub_fingerprints": ["sha1:00"]})),
+    ("peer terminal enabled without hub", BAD, terminal_peer({"enabled": True, "hub_fingerprints": [FP1]})),
+    ("peer terminal enabled without pin", BAD, terminal_peer({"enabled": True, "hub": "10.71.2.2"})),
+    ("peer terminal disabled without pin", OK, terminal_peer({"hub": "10.71.2.2"})),
+    ("peer terminal listens", BAD, terminal_peer({"listen": ["10.71.2.1"]})),
+    ("peer terminal enrolls", BAD, terminal_peer({"terminals": [T1]})),
     ("peer terminal hub name", BAD, terminal_peer({"hub": "hub.example"})),
     ("peer terminal hub with port", BAD, terminal_peer({"hub": "10.71.2.2:7072"})),
     ("peer terminal hub 0.0.0.0", BAD, terminal_peer({"hub": "0.0.0.0"})),  # noqa: S104
@@ -383,13 +412,17 @@ CASES: list[tuple[str, bool, Mutate]] = [
     ("peer hub port = cache admin", BAD, at("peer", {"port": 3130})),
     ("peer unknown field", BAD, at("peer", {"pool": 8})),
     ("peer enabled as 1", BAD, at("peer", {"enabled": 1})),
-    ("peer allowed 256", OK, at("peer", {"allowed": many(256, v4)})),
-    ("peer allowed 257", BAD, at("peer", {"allowed": many(257, v4)})),
-    *[(name, ok, both(at("peer", {"allowed": ["10.71.2.1/32"]}), m)) for name, ok, m in ip_cases("peer.allowed.0")],
     *[
         (name, ok, both(at("peer", {}), m))
         for name, ok, m in [*bounds("peer.port", 1, 65535), *bounds("peer.pool_size", 1, 256)]
     ],
+    # egress
+    ("egress missing", OK, at("egress", MISSING)),
+    ("egress lists", OK, at("egress", {"allow": ["10.9.9.9/32", "fd00::/8"], "deny": ["192.168.0.0/16"]})),
+    ("egress bad cidr", BAD, at("egress", {"deny": ["192.168.0.0/33"]})),
+    ("egress unknown field", BAD, at("egress", {"block": []})),
+    ("egress deny 256", OK, at("egress", {"deny": many(256, v4)})),
+    ("egress deny 257", BAD, at("egress", {"deny": many(257, v4)})),
     # classes
     ("classes 512", OK, at("classes", many(512, lambda i: {"name": f"c{i}", "priority": i, "action": "accelerate"}))),
     ("classes 513", BAD, at("classes", many(513, lambda i: {"name": f"c{i}", "priority": i, "action": "accelerate"}))),

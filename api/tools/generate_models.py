@@ -61,7 +61,6 @@ RULES = [
     "Satellite",
     "Shaping",
     "Peer",
-    "PeerTerminal",
     "Match",
     "TrafficClass",
     "BypassRule",

@@ -2668,6 +2668,7 @@ export interface components {
         };
         /** @enum {string} */
         LegSide: "client" | "server";
+        ListenItem: string;
         /** LiveFlowsOut */
         LiveFlowsOut: {
             /** Count */
@@ -2839,7 +2840,7 @@ export interface components {
              *     `interfaces.satellite` (link-local IPv6 ones aside).
              * @default []
              */
-            listen: string[];
+            listen: components["schemas"]["ListenItem"][];
             /**
              * Pool Size
              * @description Terminal: warm connections each worker keeps ready (refilled as flows take them).
