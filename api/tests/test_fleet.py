@@ -389,3 +389,20 @@ def test_the_revocation_list_is_remade_before_it_expires(settings: Settings, mon
     remade = fleet_pki.crl_pem(settings.data_dir, revoked)
     assert remade != first
     assert fleet_pki.crl_pem(settings.data_dir, []) != remade, "another set of serials: remade"
+
+
+def test_a_gateway_that_missed_a_removal_gets_the_revocation_list_with_the_next_apply(
+    admin: TestClient, fake_gw: FakeGateway, remotes: list[Remote], tmp_path: Path
+) -> None:
+    gw_a, gw_b = remotes
+    gw_a.gw.stop()
+    r = admin.delete(f"/api/v1/fleet/gateways/{gw_b.id}").json()
+    assert {p["gateway"]: p["ok"] for p in r["pushed"]} == {"local": True, "gw-a": False}
+    back = FakeGateway(tmp_path / "a-again.unused", tls=gw_a.files).start()
+    try:
+        v = new_version(admin)
+        assert admin.post(f"/api/v1/versions/{v}/apply").json()["ok"] is True
+        serial = x509.load_pem_x509_certificate(gw_b.files.cert.read_bytes()).serial_number
+        assert x509.load_pem_x509_crl(back.crls[-1].encode()).get_revoked_certificate_by_serial_number(serial)
+    finally:
+        back.stop()

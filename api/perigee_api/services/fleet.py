@@ -162,17 +162,21 @@ class Member:
     name: str
     address: str
     client: GatewayClient
+    # The fleet CA's revocation list, when it revoked anything: every apply brings it to the member again.
+    crl_pem: str | None = None
 
 
 def members(ctx: AppContext, db: Session) -> list[Member]:
     """The local gateway, then the registered ones by name (a client holds no connection between requests)."""
-    out = [Member(LOCAL, f"unix:{ctx.settings.gateway_socket}", ctx.gateway)]
     rows = registered(db)
+    gone = revoked(db)
+    crl = fleet_pki.crl_pem(ctx.settings.data_dir, gone) if gone else None
+    out = [Member(LOCAL, f"unix:{ctx.settings.gateway_socket}", ctx.gateway, crl)]
     if rows:
-        tls = fleet_pki.client_context(ctx.settings.data_dir, revoked(db))
+        tls = fleet_pki.client_context(ctx.settings.data_dir, gone)
         for g in rows:
             client = GatewayClient.over_tls(g.host, g.port, tls, ctx.settings.gateway_timeout_s)
-            out.append(Member(g.name, str(Address(g.host, g.port)), client))
+            out.append(Member(g.name, str(Address(g.host, g.port)), client, crl))
     return out
 
 
@@ -220,7 +224,12 @@ def _result(
 
 def apply_all(ms: list[Member], config: dict[str, Any]) -> tuple[bool, list[dict[str, Any]]]:
     """Apply `config` on every member, all or none (as far as a roll-back can undo). Per-member statuses:
-    applied | failed | rolled_back | rollback_failed | not_attempted | refused (the dry run) | unreachable."""
+    applied | failed | rolled_back | rollback_failed | not_attempted | refused (the dry run) | unreachable.
+    The revocation list goes first to every member (one that missed a removal gets it now; a refusal of it
+    does not stop the apply: the removal's answer said who took it)."""
+    crl = next((m.crl_pem for m in ms if m.crl_pem), None)
+    if crl is not None:
+        each(ms, lambda c: c.json.put_crl(crl))
     previous: dict[str, dict[str, Any] | None] = {}
     if len(ms) > 1:
         current = each(ms, lambda c: c.json.get_config())
