@@ -3,9 +3,11 @@ pub mod dns;
 mod netns;
 mod run;
 mod sink;
+mod snapshot;
 mod tcp;
 
 pub use netns::NetnsGuard;
 pub use run::{run, run_stdin};
 pub use sink::count_to_eof;
+pub use snapshot::check_snapshot;
 pub use tcp::{snd_cwnd, tcp_info};
