@@ -93,9 +93,11 @@ export default function SystemPage() {
           <SettingsEditor key={d.id} initial={d.config} interfaces={interfaces.data?.interfaces ?? []} canEdit={user != null && user.role !== 'viewer'} />
         )}
       </QueryView>
-      <Section id="sys-peer-identity" title="Peer path">
-        <PeerIdentityCard canEdit={user != null && user.role !== 'viewer'} />
-      </Section>
+      <Stack mt="md">
+        <Section id="sys-peer-identity" title="Peer path">
+          <PeerIdentityCard canEdit={user != null && user.role !== 'viewer'} />
+        </Section>
+      </Stack>
     </>
   );
 }
