@@ -60,8 +60,9 @@ Formulas (rates in bit/s, times in s, sizes in bytes; clamp(x, lo, hi) = min(max
   shaping_overhead = modem_overhead_bytes
   min_terminal_buffer = return_rate × superframe / 8               (one superframe of return traffic;
                      a smaller buffer drops inside a superframe: reported as a warning)
-  frame_loss_pct, hybla_loss_window, the buffer factor (2, or 4 with a bit error in every window) and
-  the satellite congestion control (hybla or hybla_ld) from the input `ber`: loss_tuning.py
+  frame_loss_pct, hybla_loss_window, the buffer factors (send 2, or 4 with a bit error in every window;
+  receive 4) and the satellite congestion control (hybla_ld, the gateway's default) from the input `ber`:
+  loss_tuning.py
 
 Every derived value is returned with a `derivation` string showing the numbers; any value may be
 overridden (then `overridden` is true and the derivation still shows the computed number).
@@ -70,20 +71,27 @@ overridden (then `overridden` is true and the derivation still shows the compute
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from perigee_api import loss_tuning
+from perigee_control.bod import write_tuning
+from perigee_control.config import Hybla, Satellite, Shaping
+from perigee_control.limits import bound
+from perigee_control.rules import MIN_SHAPING_BPS
 
 KIB = 1024
 MIB = 1024 * 1024
 SOCKBUF_MIN = 64 * KIB
 SOCKBUF_MAX = 64 * MIB
 CWND_MAX_MIN = 10
-CWND_MAX_MAX = 65536  # the BPF Hybla's built-in clamp (perigee_hybla::MAX_CWND_CEILING)
-SHAPING_MIN_BPS = 8_000  # the config's shaping.rate_bps bounds (0 = off)
-SHAPING_OVERHEAD_MAX = 256  # the config's shaping.overhead_bytes bound
+# The config's bounds, from the gateway's schema: what "write to config" can store.
+CWND_MAX_MAX: int = bound(Hybla, "cwnd_max", "le")
+SHAPING_MIN_BPS = MIN_SHAPING_BPS  # shaping.rate_bps when on (0 = off)
+SHAPING_OVERHEAD_MAX: int = bound(Shaping, "overhead_bytes", "le")
+BASE_RTT_MAX_MS: int = bound(Hybla, "base_rtt_ms", "le")
+RATE_MAX_BPS: int = bound(Satellite, "forward_rate_bps", "le")
 
 DerivedKey = Literal[
     "return_rate_bps",
@@ -125,12 +133,14 @@ class BodInputs(BaseModel):
     # satellite link, and a subnormal one (5e-324) turned every division into infinity.
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
 
-    forward_rate_bps: int = Field(ge=1000, le=100_000_000_000)
-    return_cra_bps: int = Field(ge=0, le=100_000_000_000)
-    return_rbdc_max_bps: int = Field(ge=0, le=100_000_000_000)
+    forward_rate_bps: int = Field(ge=1000, le=RATE_MAX_BPS)
+    return_cra_bps: int = Field(ge=0, le=RATE_MAX_BPS)
+    return_rbdc_max_bps: int = Field(ge=0, le=RATE_MAX_BPS)
     superframe_ms: float = Field(ge=1, le=10_000)
     allocation_delay_ms: float = Field(ge=0, le=60_000, description="0 = no DAMA wait, else at least 1 ms")
-    base_rtt_ms: float = Field(ge=1, le=60_000)
+    base_rtt_ms: float = Field(
+        ge=1, le=BASE_RTT_MAX_MS, description="at most what the config's hybla.base_rtt_ms can hold"
+    )
     terminal_buffer_bytes: int = Field(ge=1500, le=4 * 1024 * MIB)
     mss_bytes: int = Field(default=1448, ge=536, le=65000)
     modem_overhead_bytes: int = Field(
@@ -167,6 +177,7 @@ class Derived(BaseModel):
     unit: str
     derivation: str
     overridden: bool = False
+    overridable: bool = Field(default=False, description="a profile's overrides may set it")
     computed: float
 
 
@@ -195,7 +206,14 @@ def derive(inputs: BodInputs, overrides: dict[str, float] | None = None) -> Tuni
     def put(key: str, value: float, unit: str, derivation: str) -> float:
         final = float(overrides[key]) if key in overrides else value
         text = derivation if key not in overrides else f"override {_n(final)} (computed: {derivation})"
-        out[key] = Derived(value=final, unit=unit, derivation=text, overridden=key in overrides, computed=value)
+        out[key] = Derived(
+            value=final,
+            unit=unit,
+            derivation=text,
+            overridden=key in overrides,
+            overridable=key in OVERRIDABLE,
+            computed=value,
+        )
         return final
 
     i = inputs
@@ -262,7 +280,7 @@ def derive(inputs: BodInputs, overrides: dict[str, float] | None = None) -> Tuni
 
     p_loss = loss_tuning.frame_loss(i.ber, i.mss_bytes)
     k_snd = loss_tuning.buffer_factor(p_loss, win_send / i.mss_bytes)
-    k_rcv = loss_tuning.buffer_factor(p_loss, win_recv / i.mss_bytes)
+    k_rcv = loss_tuning.receive_buffer_factor()
     snd = _clamp(k_snd * win_send, SOCKBUF_MIN, SOCKBUF_MAX)
     put(
         "sndbuf_bytes",
@@ -277,7 +295,7 @@ def derive(inputs: BodInputs, overrides: dict[str, float] | None = None) -> Tuni
         rcv,
         "bytes",
         f"{k_rcv} × window_{recv_dir} = {k_rcv} × {_n(win_recv)} = {_n(k_rcv * win_recv)} B, clamped to "
-        f"[{_n(SOCKBUF_MIN)}, {_n(SOCKBUF_MAX)}] = {_n(rcv)} B" + loss_tuning.buffer_note(k_rcv),
+        f"[{_n(SOCKBUF_MIN)}, {_n(SOCKBUF_MAX)}] = {_n(rcv)} B" + loss_tuning.buffer_note(k_rcv, receive=True),
     )
     pf = put("pacing_forward_bps", i.forward_rate_bps, "bit/s", f"forward rate = {_n(i.forward_rate_bps)} bit/s")
     if i.allocation_delay_ms >= 0.001:  # below a microsecond counts as no delay (and avoids x / 0)
@@ -396,5 +414,16 @@ def derive(inputs: BodInputs, overrides: dict[str, float] | None = None) -> Tuni
         if p_loss > 0
         else "no bit errors: Hybla's window is not bounded by loss (shown as 65,536)",
     )
-    cc = loss_tuning.choose(p_loss, hw, bdp_send / i.mss_bytes, i.ber)
+    cc = loss_tuning.choose(p_loss, hw, bdp_send / i.mss_bytes, i.ber, i.base_rtt_ms)
     return Tuning(values=out, warnings=warnings, congestion_control=cc)
+
+
+def write_config(cfg: dict[str, Any], inputs: BodInputs, tuning: Tuning) -> None:
+    """A derivation into a config's JSON (changed in place), through the one mapping (perigee_control.bod)."""
+    write_tuning(
+        cfg,
+        congestion_control=tuning.congestion_control.value,
+        values={k: d.value for k, d in tuning.values.items()},
+        forward_rate_bps=inputs.forward_rate_bps,
+        return_rate_bps=inputs.return_cra_bps + inputs.return_rbdc_max_bps,
+    )

@@ -84,7 +84,7 @@ def change_and_apply(
 ) -> tuple[ConfigVersion, dict[str, Any]]:
     """A new version with `mutate` made on the desired config, applied to the fleet. Caller commits."""
     _desired_is_applied(db)
-    v, _ = versions.change(db, author, comment, mutate)
+    v = versions.change(db, author, comment, mutate).version
     db.flush()
     return v, versions.apply(db, fleet.members(ctx, db), v)
 

@@ -2,12 +2,13 @@
 use super::config::{self, ConfigError};
 use super::reports::{
     ActionCounters, Applied, BypassRuleCounters, BypassRuleKind, CacheCounters, Counters,
-    DnsReport, ErrorBody, FlowList, Health, HealthStatus, LinkCounters, PacketCounters,
-    PeerCounters, PeerHealth, SiteCounters, SplitCounters, Validated, WorkerHealth,
+    DnsReport, ErrorBody, FlowList, Health, HealthStatus, HostStats, LinkCounters, PacketCounters,
+    PeerCounters, PeerHealth, ServiceState, Services, SiteCounters, SplitCounters, Validated,
+    WorkerHealth,
 };
 use super::state::{ConfigFailure, Shared};
 use super::telemetry::Flow;
-use super::{apply, control_tls, http, interfaces, ipc, log, render, routing, sys};
+use super::{apply, control_tls, http, interfaces, ipc, log, procstat, render, routing, sys};
 use serde::Serialize;
 use serde_json::{json, Value};
 use std::os::unix::fs::PermissionsExt;
@@ -129,10 +130,13 @@ pub fn problems(shared: &Shared) -> Vec<String> {
             p.push(why);
         }
     }
-    if render::effective_cc(cfg.satellite.congestion_control, &avail).is_none() {
+    let wanted = cfg.satellite.congestion_control;
+    if !avail.iter().any(|a| a == wanted.as_str()) {
+        // Its fallback (hybla for hybla_ld) when the kernel has that, as the routes and workers do.
+        let instead =
+            render::effective_cc(wanted, &avail).unwrap_or_else(|| "the system default".into());
         p.push(format!(
-            "congestion control '{}' is not available (have: {}); the satellite leg uses the system default",
-            cfg.satellite.congestion_control,
+            "congestion control '{wanted}' is not available (have: {}); the satellite leg uses {instead}",
             avail.join(" ")
         ));
     }
@@ -319,6 +323,49 @@ pub fn fail_open(shared: &Shared) -> bool {
     !listening || shared.overflow.load(Ordering::Relaxed)
 }
 
+/// Squid's and the resolver's state, from what the daemon last saw of them.
+pub fn services(shared: &Shared, cfg: &config::GatewayConfig) -> Services {
+    let squid_problem = shared
+        .squid_not_serving
+        .lock()
+        .unwrap()
+        .clone()
+        .or_else(|| shared.cache_problem.lock().unwrap().clone());
+    let squid_serving = shared.cache_up.load(Ordering::Relaxed);
+    let dns_serving = shared.dns_up.load(Ordering::Relaxed);
+    Services {
+        squid: ServiceState {
+            enabled: cfg.cache.enabled,
+            serving: squid_serving,
+            problem: (cfg.cache.enabled && !squid_serving)
+                .then(|| squid_problem.unwrap_or_else(|| "not serving yet".into())),
+        },
+        resolver: ServiceState {
+            enabled: cfg.dns.enabled,
+            serving: dns_serving,
+            problem: (cfg.dns.enabled && !dns_serving).then(|| {
+                shared
+                    .dns_problem
+                    .lock()
+                    .unwrap()
+                    .clone()
+                    .unwrap_or_else(|| "not serving yet".into())
+            }),
+        },
+    }
+}
+
+/// The box's resources, with the filesystems the gateway writes (Squid's store when on).
+pub fn host(shared: &Shared, cfg: &config::GatewayConfig) -> HostStats {
+    let store = shared.squid_paths.cache_root();
+    let store = store.to_string_lossy();
+    let mut paths = vec!["/"];
+    if cfg.cache.enabled && std::path::Path::new(store.as_ref()).exists() {
+        paths.push(store.as_ref());
+    }
+    procstat::host(&paths)
+}
+
 fn health(shared: &Shared) -> Health {
     let problems = problems(shared);
     let cfg = shared.config.lock().unwrap().clone();
@@ -338,6 +385,8 @@ fn health(shared: &Shared) -> Health {
         hybla: perigee_hybla::status(),
         problems,
         peer: peer_health(shared),
+        host: host(shared, &cfg),
+        services: services(shared, &cfg),
         workers: shared
             .workers
             .iter()
@@ -368,7 +417,11 @@ pub fn counters_report(shared: &Shared) -> Counters {
             bytes_down: u.bytes_down,
             flows: u.flows,
             retrans_segments: u.retrans_segments,
+            segments: u.segments,
         }
+    };
+    let usages = |m: &std::collections::BTreeMap<String, ipc::Usage>| {
+        m.iter().map(|(k, u)| (k.clone(), usage(Some(u)))).collect()
     };
     let mut site_names: Vec<&String> = t
         .by_site
@@ -424,6 +477,7 @@ pub fn counters_report(shared: &Shared) -> Counters {
             return_bytes: t.link.return_wire,
             forward_payload_bytes: t.link.forward_payload,
             return_payload_bytes: t.link.return_payload,
+            interface: interfaces::link_interface(&cfg, shared.configured.load(Ordering::Relaxed)),
         },
         by_action: ActionCounters {
             accelerate: usage(t.by_action.get("accelerate")),
@@ -439,12 +493,10 @@ pub fn counters_report(shared: &Shared) -> Counters {
             },
             bypass: read("bypass"),
         },
-        by_class: t
-            .by_class
-            .iter()
-            .map(|(k, u)| (k.clone(), usage(Some(u))))
-            .collect(),
+        by_class: usages(&t.by_class),
         by_site,
+        by_congestion_control: usages(&t.by_cc),
+        by_cc_reason: usages(&t.by_cc_reason),
         bypass_rules,
         cc_fallback: t.cc_fallback,
         closed_dropped: t.closed_dropped,

@@ -2,67 +2,48 @@
 //! PERIGEE_METRICS). Names and units follow the Prometheus conventions: `_total` counters,
 //! `_bytes`/`_seconds`/`_bits_per_second` units, `_info` metrics for labels with value 1.
 //! Every metric is listed in docs/operations.md, *Metrics*.
+use super::exposition::{b, labels, n, Exposition};
 use super::reports::{BypassRuleKind, CacheCounters, Counters, PacketCounters, SplitCounters};
 use super::state::Shared;
-use super::{control, http, log, procstat};
+use super::{control, host_metrics, http, log, procstat};
 use serde_json::json;
-use std::fmt::Write;
 use std::net::TcpListener;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-/// Label values come from names the config validates ([A-Za-z0-9_.:-]); escaped anyway.
-fn escape(v: &str) -> String {
-    v.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
-}
-
-/// `{a="x",b="y"}` (empty for no labels).
-fn labels(pairs: &[(&str, &str)]) -> String {
-    if pairs.is_empty() {
-        return String::new();
-    }
-    let inner: Vec<String> = pairs
-        .iter()
-        .map(|(k, v)| format!("{k}=\"{}\"", escape(v)))
-        .collect();
-    format!("{{{}}}", inner.join(","))
-}
-
-/// The exposition text, one family at a time.
-#[derive(Default)]
-struct Exposition {
-    text: String,
-}
-
-impl Exposition {
-    fn family(&mut self, name: &str, kind: &str, help: &str, samples: Vec<(String, f64)>) {
-        let _ = writeln!(self.text, "# HELP {name} {help}\n# TYPE {name} {kind}");
-        for (l, v) in samples {
-            if v.fract() == 0.0 && v.abs() < 1e15 {
-                let _ = writeln!(self.text, "{name}{l} {}", v as i64);
-            } else {
-                let _ = writeln!(self.text, "{name}{l} {v}");
-            }
-        }
-    }
-
-    fn one(&mut self, name: &str, kind: &str, help: &str, v: f64) {
-        self.family(name, kind, help, vec![(String::new(), v)]);
-    }
-}
-
-/// A counter as a sample value (Prometheus samples are floats).
-fn n(v: u64) -> f64 {
-    v as f64
-}
-
-fn b(v: bool) -> f64 {
-    if v {
-        1.0
-    } else {
-        0.0
+/// The satellite leg per congestion control and per reason it runs (docs/hybla.md, *What the
+/// operator sees*): flows, data segments sent and retransmitted, whose ratio over time is the
+/// leg's loss as its senders repaired it.
+fn satellite_cc_families(e: &mut Exposition, c: &Counters) {
+    for (what, label, map) in [
+        ("cc", "cc", &c.by_congestion_control),
+        ("cc_reason", "cc_reason", &c.by_cc_reason),
+    ] {
+        let each = |f: fn(&SplitCounters) -> u64| -> Vec<_> {
+            map.iter()
+                .map(|(k, u)| (labels(&[(label, k)]), n(f(u))))
+                .collect()
+        };
+        e.family(
+            &format!("perigee_satellite_{what}_flows_total"),
+            "counter",
+            &format!("Split flows per {label} of their satellite leg."),
+            each(|u| u.flows),
+        );
+        e.family(
+            &format!("perigee_satellite_{what}_segments_total"),
+            "counter",
+            &format!(
+                "Data segments sent on the satellite leg per {label} (retransmissions included)."
+            ),
+            each(|u| u.segments),
+        );
+        e.family(
+            &format!("perigee_satellite_{what}_retransmitted_segments_total"),
+            "counter",
+            &format!("Segments retransmitted on the satellite leg per {label}."),
+            each(|u| u.retrans_segments),
+        );
     }
 }
 
@@ -203,6 +184,12 @@ pub fn render(shared: &Shared) -> String {
     peer_and_fallback_families(&mut e, &c);
 
     render_processes(&mut e, shared);
+    host_metrics::render(
+        &mut e,
+        &c,
+        &control::host(shared, &cfg),
+        &control::services(shared, &cfg),
+    );
     e.one(
         "perigee_uptime_seconds",
         "gauge",
@@ -288,6 +275,7 @@ fn usage_and_bypass_families(e: &mut Exposition, c: &Counters) {
         "site",
         c.by_site.iter().map(|(k, s)| (k.as_str(), &s.usage)),
     );
+    satellite_cc_families(e, c);
     e.family(
         "perigee_site_retransmitted_segments_total",
         "counter",
@@ -633,6 +621,7 @@ mod tests {
             bytes_down: base + 2,
             flows: base + 3,
             retrans_segments: base + 4,
+            segments: base + 5,
         };
         let mut c = Counters {
             flows_total: 7,
@@ -657,6 +646,9 @@ mod tests {
         c.by_action.cache.bytes_from_origin = 35;
         c.by_action.cache.bytes_saved = 36;
         c.by_class.insert("bulk".into(), split(300));
+        c.by_congestion_control
+            .insert("hybla_ld".into(), split(500));
+        c.by_cc_reason.insert("fallback".into(), split(600));
         c.by_site.insert(
             "north".into(),
             SiteCounters {
@@ -714,6 +706,11 @@ mod tests {
             "perigee_peer_refused_total 63",
             "perigee_quic_rejected_packets_total 71",
             "perigee_cc_fallback_total 13",
+            "perigee_satellite_cc_flows_total{cc=\"hybla_ld\"} 503",
+            "perigee_satellite_cc_segments_total{cc=\"hybla_ld\"} 505",
+            "perigee_satellite_cc_retransmitted_segments_total{cc=\"hybla_ld\"} 504",
+            "perigee_satellite_cc_reason_segments_total{cc_reason=\"fallback\"} 605",
+            "perigee_satellite_cc_reason_retransmitted_segments_total{cc_reason=\"fallback\"} 604",
         ] {
             assert!(
                 e.text.lines().any(|l| l == line),
