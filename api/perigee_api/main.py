@@ -22,6 +22,7 @@ from perigee_api.api.routes import (
     fleet,
     flows,
     health,
+    peer,
     policy,
     satellite,
     sites,
@@ -32,7 +33,7 @@ from perigee_api.api.routes import (
 from perigee_api.core import errors
 from perigee_api.core.config import Settings, get_settings
 from perigee_api.core.context import AppContext
-from perigee_api.core.db import Database
+from perigee_api.core.db import Database, owner_only
 from perigee_api.middleware import GuardMiddleware
 from perigee_api.services import auth as auth_service
 from perigee_api.services import fleet_sd, running, versions
@@ -46,7 +47,7 @@ API_PREFIX = "/api/v1"
 
 def api_router() -> APIRouter:
     router = APIRouter(prefix=API_PREFIX)
-    features = (auth, users, policy, bod, config, flows, satellite, fleet, exports, sites)
+    features = (auth, users, policy, bod, config, flows, satellite, fleet, exports, sites, peer)
     appliance = (health, system, cache, dns, backup, audit, tls)  # the appliance's own state and upkeep
     for module in features + appliance:
         router.include_router(module.router)
@@ -61,6 +62,7 @@ def prepare(settings: Settings) -> Database:
     """Create the data dir, migrate, create the first admin; then the first config version: the one the gateway
     runs when it runs one (imported), else a proposed default (not applied)."""
     settings.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    owner_only(settings.database_path)
     db = Database(settings.database_url)
     db.migrate()
     gw = GatewayClient(settings.gateway_socket, min(settings.gateway_timeout_s, STARTUP_GATEWAY_TIMEOUT_S))

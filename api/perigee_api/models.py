@@ -151,8 +151,22 @@ class FleetGateway(Base):
     metrics_port: Mapped[int] = mapped_column(Integer)
     cert_fingerprint: Mapped[str] = mapped_column(String(128))
     cert_not_after: Mapped[float] = mapped_column(Float)
+    # The certificate's serial (hex), what its revocation names; None for one issued before revocation existed.
+    cert_serial: Mapped[str | None] = mapped_column(String(40), nullable=True)
     created_at: Mapped[float] = mapped_column(Float)
     created_by: Mapped[str] = mapped_column(String(64))
+
+
+class FleetRevocation(Base):
+    """A certificate of the fleet CA revoked before its expiry: a removed gateway's, a renewed API client's.
+    The revocation list (services/fleet_pki.py) is made from these; a row goes once the certificate expired."""
+
+    __tablename__ = "fleet_revocations"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    serial: Mapped[str] = mapped_column(String(40), unique=True)
+    subject: Mapped[str] = mapped_column(String(128))
+    revoked_at: Mapped[float] = mapped_column(Float)
+    not_after: Mapped[float] = mapped_column(Float)
 
 
 class Sample1m(Base):

@@ -27,6 +27,7 @@ from perigee_control.reports import (
     CacheStats,
     CollectResponse,
     Counters,
+    CrlInstalled,
     DnsReport,
     FlowList,
     Health,
@@ -267,6 +268,9 @@ class GatewayClient:
     def dns_flush(self, name: str | None = None, flush_all: bool = False) -> None:
         self.json.dns_flush(name, flush_all)
 
+    def put_crl(self, crl_pem: str) -> CrlInstalled:
+        return self._read(CrlInstalled, self.json.put_crl(crl_pem))
+
 
 class JsonRoutes:
     """The routes answering the JSON as the gateway sent it, for a caller that passes it on (the API's
@@ -332,3 +336,24 @@ class JsonRoutes:
     def dns_flush(self, name: str | None = None, flush_all: bool = False) -> dict[str, Any]:
         body: dict[str, Any] = {"all": True} if flush_all else {"name": name}
         return self._object("POST", "/v1/dns/flush", body)
+
+    def put_crl(self, crl_pem: str) -> dict[str, Any]:
+        """The fleet CA's revocation list for the TLS control listener (a client certificate on it is refused)."""
+        return self._object("PUT", "/v1/control-tls/crl", {"crl_pem": crl_pem})
+
+    def identity(self) -> dict[str, Any]:
+        """This gateway's own identity for the peer path: its fingerprint, certificate, and a staged next one."""
+        return self._object("GET", "/v1/identity")
+
+    def identity_rotate(self) -> dict[str, Any]:
+        """Stage a next identity (the current one stays in use until commit)."""
+        return self._object("POST", "/v1/identity/rotate")
+
+    def identity_commit(self) -> dict[str, Any]:
+        """New pool connections use the staged identity; live flows keep theirs."""
+        return self._object("POST", "/v1/identity/commit")
+
+    def peer(self) -> dict[str, Any]:
+        """The peer path's state: a hub's enrolled terminals with their connections and refusals, a terminal's
+        pool and the hub identity it is pinned to."""
+        return self._object("GET", "/v1/peer")

@@ -196,6 +196,33 @@ An IPv4 or IPv6 prefix ("10.0.0.0/8", "fd00::/8") or a single address; the prefi
 ConfiguredAs = TypeAliasType("ConfiguredAs", Literal["lan", "satellite"])
 
 
+class CrlInstalled(Report):
+    """
+    The answer to `PUT /v1/control-tls/crl`.
+    """
+
+    listening: bool
+    """
+    Whether this gateway serves the TLS control listener (the list only matters when it does).
+    """
+    ok: bool
+    persisted: bool
+    """
+    Whether the list was written to `--control-tls-crl` (kept across a restart).
+    """
+
+
+class CrlUpdate(Report):
+    """
+    `PUT /v1/control-tls/crl`: the fleet CA's certificate revocation list, PEM.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    crl_pem: Annotated[str, Field(max_length=1048576)]
+
+
 class DiskUsage(Report):
     available_bytes: Annotated[int, Field(ge=0)]
     """

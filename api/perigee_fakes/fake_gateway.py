@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import uvicorn
+from cryptography import x509
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -30,6 +31,7 @@ from starlette.routing import Route
 
 from perigee_api.schemas.gateway_config import GatewayConfig
 from perigee_control import reports
+from perigee_fakes.fake_peer import FakePeerPath
 
 FLOWS = TypeAdapter(list[reports.Flow])
 
@@ -316,6 +318,10 @@ class FakeGateway:
         }
         self.purges: list[dict[str, Any]] = []
         self.flushes: list[dict[str, Any]] = []
+        # Its own identity and the peer path's connections (perigee_fakes.fake_peer).
+        self.peer = FakePeerPath()
+        # Every revocation list pushed (PUT /v1/control-tls/crl), PEM.
+        self.crls: list[str] = []
         self._fail_step: str | None = None
         self._lock = threading.Lock()
         self.started = time.time()
@@ -414,6 +420,7 @@ class FakeGateway:
             self.config = copy.deepcopy(cfg)
             self.revision = str(cfg["revision"])
             self.applied.append(cfg)
+        self.peer.applied(cfg)
         return _answer(reports.Applied, {"ok": True, "revision": self.revision, "applied_at": time.time()})
 
     async def _flows(self, r: Request) -> JSONResponse:
@@ -489,6 +496,34 @@ class FakeGateway:
         self.flushes.append({"all": True} if body.get("all") is True else {"name": body["name"]})
         return JSONResponse({"ok": True})
 
+    async def _identity(self, _r: Request) -> JSONResponse:
+        return _answer(reports.IdentityReport, self.peer.answer_identity())
+
+    async def _identity_rotate(self, _r: Request) -> JSONResponse:
+        return _answer(reports.IdentityReport, self.peer.rotate())
+
+    async def _identity_commit(self, _r: Request) -> JSONResponse:
+        answer = self.peer.commit()
+        if answer is None:
+            return _err(409, "nothing_staged", "no next identity is staged: POST /v1/identity/rotate first")
+        return _answer(reports.IdentityReport, answer)
+
+    async def _peer(self, _r: Request) -> JSONResponse:
+        return _answer(reports.PeerStatus, self.peer.answer_peer(self.config))
+
+    async def _put_crl(self, r: Request) -> JSONResponse:
+        body, bad = await self._body(r)
+        if bad:
+            return bad
+        if not isinstance(body, dict) or set(body) != {"crl_pem"} or not isinstance(body["crl_pem"], str):
+            return _err(422, "invalid_crl", "body must be {crl_pem}", "crl_pem")
+        try:
+            x509.load_pem_x509_crl(body["crl_pem"].encode())
+        except ValueError as exc:
+            return _err(422, "invalid_crl", f"not a PEM X509 CRL: {exc}", "crl_pem")
+        self.crls.append(body["crl_pem"])
+        return _answer(reports.CrlInstalled, {"ok": True, "listening": self.tls is not None, "persisted": False})
+
     def app(self) -> Starlette:
         async def not_found(_r: Request, _exc: Exception) -> JSONResponse:
             return _err(404, "not_found", "no such endpoint")
@@ -514,6 +549,11 @@ class FakeGateway:
                 Route("/v1/routing", self._routing),
                 Route("/v1/dns/stats", self._dns_stats),
                 Route("/v1/dns/flush", self._dns_flush, methods=["POST"]),
+                Route("/v1/identity", self._identity),
+                Route("/v1/identity/rotate", self._identity_rotate, methods=["POST"]),
+                Route("/v1/identity/commit", self._identity_commit, methods=["POST"]),
+                Route("/v1/peer", self._peer),
+                Route("/v1/control-tls/crl", self._put_crl, methods=["PUT"]),
             ],
         )
 

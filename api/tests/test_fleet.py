@@ -14,11 +14,14 @@ import ssl
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
@@ -314,3 +317,92 @@ def test_prometheus_discovers_the_fleet_the_api_wrote(
         ("gw-b", "127.0.0.1:9464"),
         ("local", "127.0.0.1:9464"),
     ]
+
+
+def test_a_removed_gateways_certificate_is_revoked_and_refused(
+    admin: TestClient, fake_gw: FakeGateway, remotes: list[Remote], tmp_path: Path
+) -> None:
+    """Removing gw-b revokes its certificate: the list goes to every gateway left, and the API refuses gw-b's
+    certificate even where its name would fit (here: gw-a's address, the same host)."""
+    gw_a, gw_b = remotes
+    rows = {g["gateway"]: g for g in admin.get("/api/v1/fleet").json()["gateways"]}
+    assert rows["gw-a"]["reachable"] and rows["gw-b"]["reachable"]
+    serial = x509.load_pem_x509_certificate(gw_b.files.cert.read_bytes()).serial_number
+
+    r = admin.delete(f"/api/v1/fleet/gateways/{gw_b.id}")
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["revoked"] is True
+    assert [(p["gateway"], p["ok"]) for p in body["pushed"]] == [("local", True), ("gw-a", True)]
+    for got in (fake_gw.crls, gw_a.gw.crls):
+        crl = x509.load_pem_x509_crl(got[-1].encode())
+        assert crl.get_revoked_certificate_by_serial_number(serial) is not None
+    assert gw_b.gw.crls == []
+
+    # gw-b's pair at gw-a's address: fleet CA, the right host name, and revoked.
+    gw_a.gw.stop()
+    impostor = FakeGateway(
+        tmp_path / "imp.unused",
+        tls=FakeTls("127.0.0.1", gw_a.files.port, gw_b.files.cert, gw_b.files.key, gw_b.files.client_ca),
+    ).start()
+    try:
+        rows = {g["gateway"]: g for g in admin.get("/api/v1/fleet").json()["gateways"]}
+        assert rows["gw-a"]["reachable"] is False
+        assert "revoked" in rows["gw-a"]["error"]["message"]
+        v = new_version(admin)
+        assert admin.post(f"/api/v1/versions/{v}/apply").json()["ok"] is False
+        assert impostor.applied == []
+    finally:
+        impostor.stop()
+    audit = admin.get("/api/v1/audit", params={"limit": 20}).json()["entries"]
+    entry = next(e for e in audit if e["action"] == f"DELETE /api/v1/fleet/gateways/{gw_b.id}")
+    assert entry["detail"]["revoked"] is True and entry["detail"]["pushed_to"] == ["local", "gw-a"]
+
+
+def test_a_gateway_certificate_lives_397_days_and_the_api_renews_its_own_client_certificate(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pair = fleet_pki.issue_server(settings.data_dir, "gw-x", "127.0.0.1")
+    cert = x509.load_pem_x509_certificate(pair.cert_pem.encode())
+    assert (cert.not_valid_after_utc - cert.not_valid_before_utc).days == 397
+    f = fleet_pki.files(settings.data_dir)
+    first = x509.load_pem_x509_certificate(f.client_cert.read_bytes())
+    assert (first.not_valid_after_utc - first.not_valid_before_utc).days == 90
+    fleet_pki.ensure(settings.data_dir)
+    assert f.client_cert.read_bytes() == first.public_bytes(serialization.Encoding.PEM), "not due: kept"
+    # Within 30 days of its end: a new pair.
+    monkeypatch.setattr(fleet_pki, "RENEW_BEFORE", timedelta(days=91))
+    fleet_pki.ensure(settings.data_dir)
+    renewed = x509.load_pem_x509_certificate(f.client_cert.read_bytes())
+    assert renewed.serial_number != first.serial_number
+    assert oct(f.client_key.stat().st_mode & 0o777) == "0o600"
+
+
+def test_the_revocation_list_is_remade_before_it_expires(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    revoked = [fleet_pki.Revoked("1a2b", 1_700_000_000.0)]
+    first = fleet_pki.crl_pem(settings.data_dir, revoked)
+    assert fleet_pki.crl_pem(settings.data_dir, revoked) == first, "current: kept"
+    crl = x509.load_pem_x509_crl(first.encode())
+    assert [r.serial_number for r in crl] == [0x1A2B]
+    assert crl.extensions.get_extension_for_class(x509.CRLNumber) is not None
+    monkeypatch.setattr(fleet_pki, "CRL_REFRESH", timedelta(days=fleet_pki.CRL_DAYS + 1))
+    remade = fleet_pki.crl_pem(settings.data_dir, revoked)
+    assert remade != first
+    assert fleet_pki.crl_pem(settings.data_dir, []) != remade, "another set of serials: remade"
+
+
+def test_a_gateway_that_missed_a_removal_gets_the_revocation_list_with_the_next_apply(
+    admin: TestClient, fake_gw: FakeGateway, remotes: list[Remote], tmp_path: Path
+) -> None:
+    gw_a, gw_b = remotes
+    gw_a.gw.stop()
+    r = admin.delete(f"/api/v1/fleet/gateways/{gw_b.id}").json()
+    assert {p["gateway"]: p["ok"] for p in r["pushed"]} == {"local": True, "gw-a": False}
+    back = FakeGateway(tmp_path / "a-again.unused", tls=gw_a.files).start()
+    try:
+        v = new_version(admin)
+        assert admin.post(f"/api/v1/versions/{v}/apply").json()["ok"] is True
+        serial = x509.load_pem_x509_certificate(gw_b.files.cert.read_bytes()).serial_number
+        assert x509.load_pem_x509_crl(back.crls[-1].encode()).get_revoked_certificate_by_serial_number(serial)
+    finally:
+        back.stop()

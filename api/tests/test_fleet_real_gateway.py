@@ -18,8 +18,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.x509.oid import ExtendedKeyUsageOID
 from fastapi.testclient import TestClient
 
+from perigee_api.models import FleetRevocation
 from perigee_api.schemas.gateway_config import default_config
 from perigee_api.services import fleet_pki
 from perigee_control.client import GatewayClient, GatewayError
@@ -79,7 +82,9 @@ def namespace() -> Iterator[None]:
         teardown_ns()
 
 
-def start_daemon(tmp: Path, creds: dict[str, str]) -> subprocess.Popen[bytes]:
+def start_daemon(tmp: Path, creds: dict[str, str], *, config: bool = True) -> subprocess.Popen[bytes]:
+    """The daemon with the issued credentials (and a revocation list kept in tmp/fleet.crl); `config`: started
+    with the default hub config, else with none (a new box: the TLS listener serves all the same)."""
     for name in ("ca_pem", "cert_pem", "key_pem"):
         (tmp / f"{name}.pem").write_text(creds[name])
     (tmp / "key_pem.pem").chmod(0o600)
@@ -90,8 +95,7 @@ def start_daemon(tmp: Path, creds: dict[str, str]) -> subprocess.Popen[bytes]:
         str(PERIGEE),
         "gateway",
         "run",
-        "--config",
-        str(tmp / "gateway.json"),
+        *(["--config", str(tmp / "gateway.json")] if config else []),
         "--control-socket",
         str(tmp / "control.sock"),
         "--workers",
@@ -114,6 +118,8 @@ def start_daemon(tmp: Path, creds: dict[str, str]) -> subprocess.Popen[bytes]:
         str(tmp / "key_pem.pem"),
         "--control-tls-ca",
         str(tmp / "ca_pem.pem"),
+        "--control-tls-crl",
+        str(tmp / "fleet.crl"),
     ]
     log = open(tmp / "gateway.log", "wb")  # noqa: SIM115 (the daemon holds it until it exits)
     proc = subprocess.Popen(["nsenter", f"--net=/run/netns/{NS}", "--", *argv], stdout=log, stderr=subprocess.STDOUT)
@@ -179,5 +185,75 @@ def test_real_gateway_in_the_fleet(
         rows = {g["gateway"]: g for g in admin.get("/api/v1/fleet").json()["gateways"]}
         assert rows["gw-real"]["reachable"] is True and rows["gw-real"]["revision"] == f"v{vid}"
         assert rows["local"]["revision"] == f"v{vid}"
+    finally:
+        stop_daemon(proc)
+
+
+def retired_client(data_dir: Path, tmp: Path) -> tuple[ssl.SSLContext, str]:
+    """A client certificate of the fleet CA other than the API's current one (a renewed API's previous
+    identity): a TLS context presenting it, and its serial (hex)."""
+    f = fleet_pki.ensure(data_dir)
+    ca, ca_key = fleet_pki._ca(f)
+    cert, key = fleet_pki._leaf(ca, ca_key, "perigee-api (retired)", [], ExtendedKeyUsageOID.CLIENT_AUTH, 30)
+    (tmp / "retired.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (tmp / "retired.key").write_bytes(fleet_pki._key_pem(key))
+    ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=str(f.ca))
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_3
+    ctx.load_cert_chain(str(tmp / "retired.pem"), str(tmp / "retired.key"))
+    return ctx, f"{cert.serial_number:x}"
+
+
+def as_client(ctx: ssl.SSLContext) -> str:
+    try:
+        return GatewayClient.over_tls(GW_IP, PORT, ctx, 5).health().version
+    except GatewayError as exc:
+        return exc.code
+
+
+def test_the_real_listener_refuses_a_certificate_the_fleet_ca_revoked(
+    admin: TestClient, fake_gw: FakeGateway, namespace: None, tmp_path: Path
+) -> None:
+    """Removing a gateway pushes the fleet CA's revocation list: the real daemon's listener then refuses every
+    client certificate on it (here a retired API identity, revoked beside the removed gateway), keeps the list
+    across a restart, and still lets the API's current certificate in. The removed gateway's own certificate is
+    refused as a client anyway (it is a server certificate)."""
+    real = admin.post("/api/v1/fleet/gateways", json={"name": "gw-real", "address": f"{GW_IP}:{PORT}"}).json()
+    gone = admin.post("/api/v1/fleet/gateways", json={"name": "gw-gone", "address": "10.79.9.3:7443"}).json()
+    ctx = admin.app.state.ctx  # type: ignore[attr-defined]
+    data_dir = ctx.settings.data_dir
+    retired, serial = retired_client(data_dir, tmp_path)
+    (tmp_path / "gone.pem").write_text(gone["credentials"]["cert_pem"])
+    (tmp_path / "gone.key").write_text(gone["credentials"]["key_pem"])
+    gone_ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=str(fleet_pki.files(data_dir).ca))
+    gone_ctx.load_cert_chain(str(tmp_path / "gone.pem"), str(tmp_path / "gone.key"))
+    current = fleet_pki.client_context(data_dir)
+    proc = start_daemon(tmp_path, real["credentials"], config=False)
+    try:
+        version = as_client(current)
+        assert version not in ("gateway_unreachable", "gateway_bad_answer"), version
+        assert as_client(retired) == version, "not revoked yet: the fleet CA's certificate gets in"
+        assert as_client(gone_ctx) == "gateway_unreachable", "a server certificate is no client certificate"
+
+        with ctx.db.session() as db:
+            db.add(
+                FleetRevocation(
+                    serial=serial,
+                    subject="perigee-api (retired)",
+                    revoked_at=time.time(),
+                    not_after=time.time() + 86400,
+                )
+            )
+            db.commit()
+        r = admin.delete(f"/api/v1/fleet/gateways/{gone['gateway']['id']}")
+        assert r.status_code == 200, r.text
+        pushed = {p["gateway"]: p for p in r.json()["pushed"]}
+        assert pushed["gw-real"]["ok"] and pushed["gw-real"]["persisted"], pushed
+
+        assert as_client(retired) == "gateway_unreachable"
+        assert as_client(current) == version
+        stop_daemon(proc)
+        proc = start_daemon(tmp_path, real["credentials"], config=False)
+        assert as_client(retired) == "gateway_unreachable", "the list was kept across the restart"
+        assert as_client(current) == version
     finally:
         stop_daemon(proc)

@@ -125,3 +125,107 @@ def test_nginx_not_running_keeps_the_new_pair(env: dict[str, str]) -> None:
     lines = status(tls)
     assert lines[0] == "ok" and "not running" in lines[1]
     assert (tls / "key.pem").read_text() == "new key"
+
+
+# --- the API's user owns the directory: a link it plants never makes root write or read elsewhere ---------------
+
+
+@pytest.fixture
+def victim(tmp_path: Path) -> Path:
+    """A root file outside the directory (as /etc/shadow would be) that a planted link points at."""
+    v = tmp_path / "root-file"
+    v.write_text("root's own content\n")
+    return v
+
+
+@pytest.mark.parametrize("planted", ["cert.pem.rejected", "key.pem.rejected", ".key.pem.restore", ".cert.pem.restore"])
+def test_a_planted_link_where_a_copy_goes_is_replaced_not_followed(
+    env: dict[str, str], victim: Path, planted: str
+) -> None:
+    tls, _ = files(env)
+    (tls / "cert.pem").write_text("old cert")
+    (tls / "key.pem").write_text("old key")
+    upload(tls, "new cert", "REFUSE key", "admin")
+    (tls / planted).symlink_to(victim)
+    assert run(env).returncode == 1
+    assert victim.read_text() == "root's own content\n", "root wrote through the link"
+    assert (tls / "key.pem").read_text() == "old key", "the previous pair is back all the same"
+    assert (tls / "key.pem.rejected").read_text() == "REFUSE key"
+    assert not (tls / "key.pem.rejected").is_symlink()
+
+
+def test_a_planted_link_as_the_status_file_is_replaced(env: dict[str, str], victim: Path) -> None:
+    tls, _ = files(env)
+    upload(tls, "new cert", "new key", "admin")
+    (tls / "reload-status").symlink_to(victim)
+    assert run(env).returncode == 0
+    assert victim.read_text() == "root's own content\n"
+    assert status(tls)[0] == "ok" and not (tls / "reload-status").is_symlink()
+
+
+@pytest.mark.parametrize("linked", ["cert.pem", "key.pem"])
+def test_a_pair_that_is_a_link_is_never_handed_to_nginx(env: dict[str, str], victim: Path, linked: str) -> None:
+    """nginx's master reads the pair as root: a key.pem linked to a root-only key must not be loaded."""
+    tls, bin_dir = files(env)
+    upload(tls, "new cert", "new key", "admin")
+    (tls / linked).unlink()
+    (tls / linked).symlink_to(victim)
+    assert run(env).returncode == 1
+    lines = status(tls)
+    assert lines[0] == "failed" and f"{linked} in" in lines[1] and "not a regular file" in lines[1]
+    assert not (bin_dir / "calls").exists(), "nginx was run"
+    assert victim.read_text() == "root's own content\n"
+
+
+def test_a_previous_pair_that_is_a_link_is_not_restored(env: dict[str, str], victim: Path) -> None:
+    tls, _ = files(env)
+    (tls / "cert.pem").write_text("old cert")
+    (tls / "key.pem").write_text("old key")
+    upload(tls, "new cert", "REFUSE key", "admin")
+    (tls / "key.pem.prev").unlink()
+    (tls / "key.pem.prev").symlink_to(victim)
+    assert run(env).returncode == 1
+    assert "no previous certificate" in status(tls)[1]
+    assert "root's own" not in (tls / "key.pem").read_text(), "a root file became nginx's key"
+
+
+def test_a_linked_directory_is_refused(env: dict[str, str], tmp_path: Path) -> None:
+    tls, bin_dir = files(env)
+    upload(tls, "new cert", "new key", "admin")
+    link = tmp_path / "tls-link"
+    link.symlink_to(tls)
+    r = subprocess.run(
+        [str(APPLY), str(link), "/run/nginx.conf"],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert r.returncode == 2 and "perigee-tls-apply" in r.stderr
+    assert (tls / "reload-request").exists() and not (bin_dir / "calls").exists()
+
+
+def test_install_puts_a_first_pair_in_place_over_planted_links(
+    env: dict[str, str], victim: Path, tmp_path: Path
+) -> None:
+    """The first start's self-signed pair (perigee-tls-init, the web container, the demo) goes in the same way."""
+    tls, _ = files(env)
+    made = tmp_path / "made"
+    made.mkdir(mode=0o700)
+    (made / "cert.pem").write_text("fresh cert")
+    (made / "key.pem").write_text("fresh key")
+    for name in ("cert.pem", "key.pem"):
+        (tls / name).symlink_to(victim)
+    r = subprocess.run(
+        [str(APPLY), "--install", str(tls), str(made / "cert.pem"), str(made / "key.pem")],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert r.returncode == 0, r.stderr
+    assert victim.read_text() == "root's own content\n"
+    assert (tls / "key.pem").read_text() == "fresh key" and not (tls / "key.pem").is_symlink()
+    assert oct((tls / "key.pem").stat().st_mode & 0o777) == "0o600"
+    assert oct((tls / "cert.pem").stat().st_mode & 0o777) == "0o644"
+    assert (tls / "key.pem").stat().st_uid == tls.stat().st_uid
+    assert not [p for p in tls.iterdir() if p.name.startswith(".")]

@@ -10,7 +10,8 @@ What the generator is told, and why:
 - config models are strict (`perigee_control.base.Strict`: no "80" for 80) and refuse unknown fields, as the
   gateway's serde does; report models (`Report`) read what the gateway sends and keep fields a newer one adds;
 - the value types whose rules a pattern cannot say (CIDR, port range, ...) are `perigee_control.formats`'s;
-- the models with rules between fields get their rules' base class from `perigee_control.rules`.
+- the models with rules between fields get their rules' base class from `perigee_control.rules`;
+- a field marked `writeOnly` (a secret) keeps the mark in its `json_schema_extra` (`perigee_control.secret_fields`).
 """
 
 from __future__ import annotations
@@ -47,6 +48,9 @@ COMMON = [
     "--strict-nullable",
     "--disable-timestamp",
     "--formatters=ruff-format",
+    # A field the gateway's schema marks `writeOnly` is a secret: perigee_control.secret_fields finds it by this mark.
+    "--field-extra-keys",
+    "writeOnly",
 ]
 
 # The schema's definitions that `perigee_control.formats` checks further (see its docstring).

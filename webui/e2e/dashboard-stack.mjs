@@ -91,3 +91,17 @@ export async function launchBrowser(tmp, options = {}) {
   if (shotsDir) mkdirSync(shotsDir, { recursive: true });
   return context;
 }
+
+/** Logs in at `url` with the one-time password and chooses `newPassword` when asked to; ends on the Overview. */
+export async function firstLogin(page, url, { user = 'admin', password, newPassword }) {
+  await page.goto(url);
+  await page.getByLabel('Username').fill(user);
+  await page.getByLabel('Password').fill(password);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.getByRole('heading', { name: 'Choose a new password' }).waitFor();
+  await page.getByLabel('Current password').fill(password);
+  await page.getByLabel(/^New password/).fill(newPassword);
+  await page.getByLabel('Confirm new password').fill(newPassword);
+  await page.getByRole('button', { name: 'Save password' }).click();
+  await page.getByRole('heading', { level: 2, name: 'Overview', exact: true }).waitFor();
+}

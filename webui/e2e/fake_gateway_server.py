@@ -3,12 +3,14 @@
     .venv/bin/python webui/e2e/fake_gateway_server.py /tmp/x/control.sock [flows]
 
 Every second the flows' rates and the counters change, so the dashboard has something live to show.
-Stops on SIGTERM/SIGINT.
+PERIGEE_E2E_DIAL=sha256:... names a terminal identity that keeps dialing this hub's peer path (5 idle
+connections and a live flow once enrolled; refused otherwise). Stops on SIGTERM/SIGINT.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import signal
 import sys
 import threading
@@ -79,6 +81,8 @@ def main() -> None:
     # A box started with a config of its own (the wizard is for one without: the satlab wizard suite).
     running = default_config("hub").to_json() | {"revision": "fake-hub"}
     gw = FakeGateway(sock, running=running).start()
+    if os.environ.get("PERIGEE_E2E_DIAL"):
+        gw.peer.dial(os.environ["PERIGEE_E2E_DIAL"], idle=5, live=1)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())

@@ -26,6 +26,7 @@ const SystemPage = lazy(() => import('./pages/SystemPage'));
 const SetupWizard = lazy(() => import('./pages/SetupWizard'));
 const FleetPage = lazy(() => import('./pages/FleetPage'));
 const TokensPage = lazy(() => import('./pages/TokensPage'));
+const TerminalsPage = lazy(() => import('./pages/TerminalsPage'));
 
 export function App() {
   return (
@@ -62,6 +63,7 @@ export function App() {
           <Route path="backup" element={<RequireRole role="admin" title="Backup and restore"><BackupPage /></RequireRole>} />
           <Route path="tokens" element={<RequireRole role="operator" title="API tokens"><TokensPage /></RequireRole>} />
           <Route path="fleet" element={<FleetPage />} />
+          <Route path="terminals" element={<TerminalsPage />} />
           <Route path="health" element={<HealthPage />} />
           <Route path="system" element={<SystemPage />} />
           <Route path="setup" element={<RequireRole role="operator" title="Setup"><SetupWizard /></RequireRole>} />

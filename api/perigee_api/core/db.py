@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -48,6 +49,21 @@ class Database:
 
     def dispose(self) -> None:
         self.engine.dispose()
+
+
+def owner_only(path: Path) -> None:
+    """The database and SQLite's files beside it readable by the API's user alone (password hashes, the config
+    history, the key of secret fingerprints): made 0600 before SQLite opens it, which gives its -wal and -shm
+    files the same mode; an existing install's files are tightened."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)
+    for side in ("-wal", "-shm", "-journal"):
+        extra = path.with_name(path.name + side)
+        if extra.exists() and not extra.is_symlink():
+            extra.chmod(0o600)
 
 
 def alembic_dir() -> Path:

@@ -1,5 +1,5 @@
-"""Backup (users with argon2 hashes only, config versions, BoD profiles; no API tokens, no sessions)
-and restore (validated entirely first, then written in one transaction)."""
+"""Backup (users with argon2 hashes only, config versions with their secrets as fingerprints, BoD profiles; no API
+tokens, no sessions, no private key) and restore (validated entirely first, then written in one transaction)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ from perigee_api import __version__
 from perigee_api.core.security import is_argon2_hash
 from perigee_api.models import ApiToken, BodProfile, BrowserSession, ConfigVersion, Meta, User
 from perigee_api.schemas.gateway_config import GatewayConfig
+from perigee_api.services import secret_view
+from perigee_api.services.config_upgrade import scrub_shared_peer_key
 from perigee_api.services.versions import ACTIVE_KEY, policy_errors
 from perigee_api.tuning import OVERRIDABLE, BodInputs
 
@@ -118,7 +120,7 @@ def make_backup(db: Session) -> dict[str, Any]:
         "versions": [
             {
                 "id": v.id,
-                "config": v.config,
+                "config": secret_view.shown(db, v.config),
                 "author": v.author,
                 "comment": v.comment,
                 "created_at": v.created_at,
@@ -134,6 +136,26 @@ def make_backup(db: Session) -> dict[str, Any]:
             for p in db.query(BodProfile).order_by(BodProfile.id)
         ],
     }
+
+
+def take_back_secrets(db: Session, data: Any) -> Any:
+    """A backup file's versions with each secret's fingerprint replaced by the secret this API holds (a backup
+    carries none); a fingerprint it does not hold is a 422 naming the version."""
+    if not isinstance(data, dict) or not isinstance(data.get("versions"), list):
+        return data
+    for v in data["versions"]:
+        # A backup from before per-terminal identities: its versions lose the shared key as the stored ones did.
+        note = scrub_shared_peer_key(v["config"]) if isinstance(v, dict) and isinstance(v.get("config"), dict) else None
+        if note:
+            v["comment"] = str(v.get("comment", ""))[:900] + note
+    out = dict(data)
+    out["versions"] = [
+        {**v, "config": secret_view.taken_back(db, v["config"], f"file.versions[{i}].config")}
+        if isinstance(v, dict) and isinstance(v.get("config"), dict)
+        else v
+        for i, v in enumerate(data["versions"])
+    ]
+    return out
 
 
 def restore(db: Session, backup: Backup) -> None:

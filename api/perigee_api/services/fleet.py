@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 
 from perigee_api.core.context import AppContext
 from perigee_api.core.errors import ApiError
-from perigee_api.models import FleetGateway
+from perigee_api.models import FleetGateway, FleetRevocation
 from perigee_api.services import fleet_pki
 from perigee_control.client import GatewayClient, GatewayError
 
@@ -104,12 +104,54 @@ def register(
         metrics_port=metrics_port,
         cert_fingerprint=pair.fingerprint,
         cert_not_after=pair.not_after,
+        cert_serial=pair.serial,
         created_at=time.time(),
         created_by=author,
     )
     db.add(g)
     db.flush()
     return g, pair
+
+
+# --- revocation --------------------------------------------------------------------------------
+
+
+def revoked(db: Session) -> list[fleet_pki.Revoked]:
+    """The revoked certificates not yet expired (an expired one is refused anyway: its row goes)."""
+    now = time.time()
+    rows = list(db.scalars(select(FleetRevocation).order_by(FleetRevocation.id)))
+    for r in rows:
+        if r.not_after < now:
+            db.delete(r)
+    return [fleet_pki.Revoked(r.serial, r.revoked_at) for r in rows if r.not_after >= now]
+
+
+def remove(ctx: AppContext, db: Session, g: FleetGateway) -> bool:
+    """Unregister `g` and revoke its certificate (False: issued before revocation existed, not revocable).
+    Caller commits, then pushes the new list (push_revocations)."""
+    revocable = g.cert_serial is not None
+    if revocable:
+        db.add(
+            FleetRevocation(
+                serial=g.cert_serial, subject=f"gateway {g.name}", revoked_at=time.time(), not_after=g.cert_not_after
+            )
+        )
+    db.delete(g)
+    db.flush()
+    fleet_pki.crl_pem(ctx.settings.data_dir, revoked(db))
+    return revocable
+
+
+def push_revocations(ctx: AppContext, db: Session, ms: list[Member]) -> list[dict[str, Any]]:
+    """The CA's revocation list to every member's TLS control listener; per member, whether it took it."""
+    pem = fleet_pki.crl_pem(ctx.settings.data_dir, revoked(db))
+    out = []
+    for m, a in zip(ms, each(ms, lambda c: c.json.put_crl(pem)), strict=True):
+        if isinstance(a, GatewayError):
+            out.append({"gateway": m.name, "ok": False, "persisted": False, "error": a.as_dict()})
+        else:
+            out.append({"gateway": m.name, "ok": True, "persisted": bool(a.get("persisted")), "error": None})
+    return out
 
 
 # --- members -----------------------------------------------------------------------------------
@@ -120,17 +162,21 @@ class Member:
     name: str
     address: str
     client: GatewayClient
+    # The fleet CA's revocation list, when it revoked anything: every apply brings it to the member again.
+    crl_pem: str | None = None
 
 
 def members(ctx: AppContext, db: Session) -> list[Member]:
     """The local gateway, then the registered ones by name (a client holds no connection between requests)."""
-    out = [Member(LOCAL, f"unix:{ctx.settings.gateway_socket}", ctx.gateway)]
     rows = registered(db)
+    gone = revoked(db)
+    crl = fleet_pki.crl_pem(ctx.settings.data_dir, gone) if gone else None
+    out = [Member(LOCAL, f"unix:{ctx.settings.gateway_socket}", ctx.gateway, crl)]
     if rows:
-        tls = fleet_pki.client_context(ctx.settings.data_dir)
+        tls = fleet_pki.client_context(ctx.settings.data_dir, gone)
         for g in rows:
             client = GatewayClient.over_tls(g.host, g.port, tls, ctx.settings.gateway_timeout_s)
-            out.append(Member(g.name, str(Address(g.host, g.port)), client))
+            out.append(Member(g.name, str(Address(g.host, g.port)), client, crl))
     return out
 
 
@@ -178,7 +224,12 @@ def _result(
 
 def apply_all(ms: list[Member], config: dict[str, Any]) -> tuple[bool, list[dict[str, Any]]]:
     """Apply `config` on every member, all or none (as far as a roll-back can undo). Per-member statuses:
-    applied | failed | rolled_back | rollback_failed | not_attempted | refused (the dry run) | unreachable."""
+    applied | failed | rolled_back | rollback_failed | not_attempted | refused (the dry run) | unreachable.
+    The revocation list goes first to every member (one that missed a removal gets it now; a refusal of it
+    does not stop the apply: the removal's answer said who took it)."""
+    crl = next((m.crl_pem for m in ms if m.crl_pem), None)
+    if crl is not None:
+        each(ms, lambda c: c.json.put_crl(crl))
     previous: dict[str, dict[str, Any] | None] = {}
     if len(ms) > 1:
         current = each(ms, lambda c: c.json.get_config())

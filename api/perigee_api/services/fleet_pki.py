@@ -1,9 +1,13 @@
-"""The fleet's certificate authority: the API's client identity and each gateway's server certificate.
+"""The fleet's certificate authority: the API's client identity, each gateway's server certificate, and the
+list of the certificates it revoked.
 
 The control protocol across hosts is TLS 1.3 with certificates on both sides from one fleet CA that the API
 creates on first use in `<data_dir>/fleet/` (ca.pem, ca.key, client.pem, client.key; keys mode 0600). A
-gateway's server certificate names its registered host (IP or DNS SAN) and is issued once, at registration;
-its private key is handed out in that answer and not kept.
+gateway's server certificate names its registered host (IP or DNS SAN) and is issued once, at registration
+(397 days); its private key is handed out in that answer and not kept. The API's client certificate lives 90 days
+and is renewed by the API itself 30 days before it ends. The revocation list (crl.pem, signed by the CA) names
+the certificates of removed gateways: the API refuses a server presenting one, and pushes the list to the
+gateways, whose listener refuses a client certificate on it.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import ipaddress
 import os
 import ssl
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -22,7 +27,11 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 CA_DAYS = 3650
-LEAF_DAYS = 825
+LEAF_DAYS = 397  # a gateway's server certificate
+CLIENT_DAYS = 90  # the API's own client certificate, renewed RENEW_BEFORE its end
+RENEW_BEFORE = timedelta(days=30)
+CRL_DAYS = 90  # the revocation list's nextUpdate; remade CRL_REFRESH before it (OpenSSL refuses an expired one)
+CRL_REFRESH = timedelta(days=60)
 BACKDATE = timedelta(hours=1)  # a gateway whose clock is a little behind still accepts a fresh certificate
 _lock = threading.Lock()
 
@@ -33,6 +42,7 @@ class IssuedPair:
     key_pem: str
     fingerprint: str
     not_after: float
+    serial: str  # hex, what a revocation names
 
 
 @dataclass(frozen=True)
@@ -41,11 +51,12 @@ class FleetFiles:
     ca_key: Path
     client_cert: Path
     client_key: Path
+    crl: Path
 
 
 def files(data_dir: Path) -> FleetFiles:
     d = data_dir / "fleet"
-    return FleetFiles(d / "ca.pem", d / "ca.key", d / "client.pem", d / "client.key")
+    return FleetFiles(d / "ca.pem", d / "ca.key", d / "client.pem", d / "client.key", d / "crl.pem")
 
 
 def _write_private(path: Path, data: bytes) -> None:
@@ -74,6 +85,7 @@ def _leaf(
     cn: str,
     san: list[x509.GeneralName],
     usage: x509.ObjectIdentifier,
+    days: int,
 ) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
     key = ec.generate_private_key(ec.SECP256R1())
     now = datetime.now(UTC)
@@ -84,7 +96,7 @@ def _leaf(
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - BACKDATE)
-        .not_valid_after(now + timedelta(days=LEAF_DAYS))
+        .not_valid_after(now + timedelta(days=days))
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(
             x509.KeyUsage(
@@ -108,11 +120,31 @@ def _leaf(
     return b.sign(ca_key, hashes.SHA256()), key
 
 
+def _ca(f: FleetFiles) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+    ca = x509.load_pem_x509_certificate(f.ca.read_bytes())
+    ca_key = serialization.load_pem_private_key(f.ca_key.read_bytes(), password=None)
+    assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
+    return ca, ca_key
+
+
+def _renew_client_if_due(f: FleetFiles) -> None:
+    """A new client pair once the current one is within RENEW_BEFORE of its end (the gateways take any client
+    certificate of the CA, so the change needs nothing from them). Caller holds _lock."""
+    current = x509.load_pem_x509_certificate(f.client_cert.read_bytes())
+    if current.not_valid_after_utc - datetime.now(UTC) > RENEW_BEFORE:
+        return
+    ca, ca_key = _ca(f)
+    client, client_key = _leaf(ca, ca_key, "perigee-api", [], ExtendedKeyUsageOID.CLIENT_AUTH, CLIENT_DAYS)
+    _write_private(f.client_key, _key_pem(client_key))
+    f.client_cert.write_bytes(client.public_bytes(serialization.Encoding.PEM))
+
+
 def ensure(data_dir: Path) -> FleetFiles:
-    """The CA and the API's client pair, created on first use."""
+    """The CA and the API's client pair, created on first use; the client pair renewed when due."""
     f = files(data_dir)
     with _lock:
         if f.ca.exists() and f.ca_key.exists() and f.client_cert.exists() and f.client_key.exists():
+            _renew_client_if_due(f)
             return f
         f.ca.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         ca_key = ec.generate_private_key(ec.SECP384R1())
@@ -143,7 +175,7 @@ def ensure(data_dir: Path) -> FleetFiles:
             .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
             .sign(ca_key, hashes.SHA384())
         )
-        client, client_key = _leaf(ca, ca_key, "perigee-api", [], ExtendedKeyUsageOID.CLIENT_AUTH)
+        client, client_key = _leaf(ca, ca_key, "perigee-api", [], ExtendedKeyUsageOID.CLIENT_AUTH, CLIENT_DAYS)
         _write_private(f.ca_key, _key_pem(ca_key))
         _write_private(f.client_key, _key_pem(client_key))
         f.client_cert.write_bytes(client.public_bytes(serialization.Encoding.PEM))
@@ -165,22 +197,74 @@ def san_for(host: str) -> x509.GeneralName:
 def issue_server(data_dir: Path, name: str, host: str) -> IssuedPair:
     """A gateway's server certificate for `host` (what the API dials), signed by the fleet CA."""
     f = ensure(data_dir)
-    ca = x509.load_pem_x509_certificate(f.ca.read_bytes())
-    ca_key = serialization.load_pem_private_key(f.ca_key.read_bytes(), password=None)
-    assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
-    cert, key = _leaf(ca, ca_key, f"perigee-gateway {name}", [san_for(host)], ExtendedKeyUsageOID.SERVER_AUTH)
+    ca, ca_key = _ca(f)
+    cert, key = _leaf(
+        ca, ca_key, f"perigee-gateway {name}", [san_for(host)], ExtendedKeyUsageOID.SERVER_AUTH, LEAF_DAYS
+    )
     return IssuedPair(
         cert_pem=cert.public_bytes(serialization.Encoding.PEM).decode(),
         key_pem=_key_pem(key).decode(),
         fingerprint=cert.fingerprint(hashes.SHA256()).hex(":").upper(),
         not_after=cert.not_valid_after_utc.timestamp(),
+        serial=f"{cert.serial_number:x}",
     )
 
 
-def client_context(data_dir: Path) -> ssl.SSLContext:
-    """What the API dials gateways with: TLS 1.3, the fleet CA as the only trust anchor, its client pair."""
+@dataclass(frozen=True)
+class Revoked:
+    serial: str  # hex
+    revoked_at: float
+
+
+def _crl_is_current(path: Path, serials: set[int]) -> bool:
+    try:
+        crl = x509.load_pem_x509_crl(path.read_bytes())
+    except (OSError, ValueError):
+        return False
+    due = crl.next_update_utc
+    return due is not None and due - datetime.now(UTC) > CRL_REFRESH and {r.serial_number for r in crl} == serials
+
+
+def crl_pem(data_dir: Path, revoked: Sequence[Revoked] = ()) -> str:
+    """The CA's revocation list naming exactly `revoked`: crl.pem, remade when it names others or nears its
+    nextUpdate (signed by the CA, with its CRL number and the CA's key identifier, as RFC 5280 wants)."""
+    f = ensure(data_dir)
+    serials = {int(r.serial, 16) for r in revoked}
+    with _lock:
+        if _crl_is_current(f.crl, serials):
+            return f.crl.read_text()
+        ca, ca_key = _ca(f)
+        now = datetime.now(UTC)
+        b = (
+            x509.CertificateRevocationListBuilder()
+            .issuer_name(ca.subject)
+            .last_update(now - BACKDATE)
+            .next_update(now + timedelta(days=CRL_DAYS))
+            .add_extension(x509.CRLNumber(int(now.timestamp() * 1000)), critical=False)
+            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
+        )
+        for r in revoked:
+            b = b.add_revoked_certificate(
+                x509.RevokedCertificateBuilder()
+                .serial_number(int(r.serial, 16))
+                .revocation_date(datetime.fromtimestamp(r.revoked_at, UTC))
+                .build()
+            )
+        pem = b.sign(ca_key, hashes.SHA384()).public_bytes(serialization.Encoding.PEM)
+        tmp = f.crl.with_suffix(".tmp")
+        tmp.write_bytes(pem)
+        os.replace(tmp, f.crl)
+        return pem.decode()
+
+
+def client_context(data_dir: Path, revoked: Sequence[Revoked] = ()) -> ssl.SSLContext:
+    """What the API dials gateways with: TLS 1.3, the fleet CA as the only trust anchor, its client pair, and
+    the revocation list (a removed gateway's certificate is refused)."""
+    crl_pem(data_dir, revoked)
     f = ensure(data_dir)
     ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=str(f.ca))
     ctx.minimum_version = ssl.TLSVersion.TLSv1_3
+    ctx.load_verify_locations(cafile=str(f.crl))
+    ctx.verify_flags |= ssl.VERIFY_CRL_CHECK_LEAF
     ctx.load_cert_chain(str(f.client_cert), str(f.client_key))
     return ctx

@@ -27,7 +27,7 @@ from perigee_api.schemas.gateway_config import GatewayConfig
 from perigee_api.services import audit, versions
 from perigee_control.client import GatewayClient, GatewayError
 
-__all__ = ["Running", "drift", "find_version", "import_running", "observe", "reconcile"]
+__all__ = ["Running", "find_version", "import_running", "observe", "reconcile"]
 
 log = logging.getLogger("perigee_api.running")
 
@@ -122,17 +122,3 @@ def reconcile(db: Session, gw: GatewayClient) -> Running:
         versions.set_active(db, v.id)
     running.version_id = v.id
     return running
-
-
-def drift(db: Session, running: Running) -> list[dict[str, Any]]:
-    """What applying the desired (latest) version would change in what runs; [] when they are the same."""
-    desired = versions.latest_or_none(db)
-    if desired is None:
-        return []
-    if running.config is None:
-        return versions.diff({}, _without_revision(desired.config))
-    return versions.diff(_without_revision(running.config), _without_revision(desired.config))
-
-
-def _without_revision(config: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in config.items() if k != "revision"}

@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 from perigee_api.core.errors import ApiError
 from perigee_api.models import ConfigVersion, Meta
 from perigee_api.schemas.gateway_config import GatewayConfig, default_config
-from perigee_api.services import fleet
+from perigee_api.services import fleet, secret_view
 from perigee_api.services.bypass_risk import bypass_issues
 from perigee_api.services.policy_check import Issue, check_classes
 from perigee_control.client import GatewayClient, GatewayError
@@ -138,8 +138,10 @@ def store(
     base: ConfigVersion | None = None,
     preview: bool = False,
 ) -> Stored:
-    """Validate `data` and store it as a new version unless it equals `base` (the desired version by default)."""
-    config = GatewayConfig.model_validate(data)
+    """Validate `data` and store it as a new version unless it equals `base` (the desired version by default).
+    Every new version but a roll-back's comes through here: a secret sent as its fingerprint becomes the secret
+    again before anything is checked or stored."""
+    config = GatewayConfig.model_validate(secret_view.taken_back(db, data))
     errors, warnings = policy_errors(config)
     if errors:
         raise ApiError(422, errors[0].code, errors[0].message, "classes", {"issues": issues_json(errors + warnings)})

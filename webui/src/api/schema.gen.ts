@@ -373,7 +373,7 @@ export interface paths {
         get?: never;
         put?: never;
         post?: never;
-        /** Remove Gateway */
+        /** Remove a gateway and revoke its certificate; the revocation list goes to every other gateway */
         delete: operations["remove_gateway_api_v1_fleet_gateways__gateway_id__delete"];
         options?: never;
         head?: never;
@@ -460,6 +460,143 @@ export interface paths {
         put?: never;
         post?: never;
         delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/peer/hub": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /** A terminal's hub: its address and the identities of its gateways (new version, applied) */
+        put: operations["set_hub_api_v1_peer_hub_put"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/peer/identity": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Each gateway's own identity for the peer path (public: the fingerprint is what the other end enrolls) */
+        get: operations["get_identity_api_v1_peer_identity_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/peer/identity/commit": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** New connections use the staged identity (live flows keep theirs): enroll it at the hub first */
+        post: operations["commit_identity_api_v1_peer_identity_commit_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/peer/identity/rotate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Stage a next identity on this gateway (the current one stays in use until commit) */
+        post: operations["rotate_identity_api_v1_peer_identity_rotate_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/peer/terminals": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Enrolled terminals and their connections at the hub */
+        get: operations["list_terminals_api_v1_peer_terminals_get"];
+        put?: never;
+        /** Enroll a terminal by its identity's fingerprint and its site's prefixes (new version, applied) */
+        post: operations["enroll_terminal_api_v1_peer_terminals_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/peer/terminals/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Revoke a terminal: its connections are closed and its identity refused (new version, applied) */
+        delete: operations["revoke_terminal_api_v1_peer_terminals__name__delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/peer/terminals/{name}/fingerprints": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Rotation, first step: accept the terminal's next identity beside its current one */
+        post: operations["add_fingerprint_api_v1_peer_terminals__name__fingerprints_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/peer/terminals/{name}/fingerprints/{fingerprint}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Rotation, last step: drop an identity (its idle connections close; live flows stay) */
+        delete: operations["drop_fingerprint_api_v1_peer_terminals__name__fingerprints__fingerprint__delete"];
         options?: never;
         head?: never;
         patch?: never;
@@ -662,7 +799,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Config versions, users (argon2 hashes only) and BoD profiles as JSON */
+        /** Config versions (secrets as fingerprints), users (argon2 hashes only) and BoD profiles as JSON */
         get: operations["backup_api_v1_system_backup_get"];
         put?: never;
         post?: never;
@@ -1504,6 +1641,7 @@ export interface components {
             /** New Password */
             new_password: string;
         };
+        Cidr: string;
         /** ClassesOut */
         ClassesOut: {
             /** Classes */
@@ -1884,6 +2022,19 @@ export interface components {
             error: components["schemas"]["ErrorBody"];
         };
         Fingerprint: string;
+        /** FingerprintIn */
+        FingerprintIn: {
+            /**
+             * Comment
+             * @default
+             */
+            comment: string;
+            /**
+             * Fingerprint
+             * @description a gateway identity's fingerprint: `sha256:` and 64 lowercase hex digits (the SHA-256 of its certificate's SubjectPublicKeyInfo), as the gateway's own dashboard shows it
+             */
+            fingerprint: string;
+        };
         /** FleetFlowsOut */
         FleetFlowsOut: {
             /** Errors */
@@ -2145,6 +2296,15 @@ export interface components {
         };
         /** @enum {string} */
         FlowState: "connecting" | "established" | "half_closed" | "closed";
+        /** GatewayAnswerError */
+        GatewayAnswerError: {
+            /** Error */
+            error: {
+                [key: string]: unknown;
+            };
+            /** Gateway */
+            gateway: string;
+        };
         /**
          * GatewayApplyOut
          * @description One fleet member's part of an apply: applied | failed | rolled_back | rollback_failed | not_attempted |
@@ -2376,6 +2536,24 @@ export interface components {
              */
             name: string;
         };
+        /** GatewayRemoved */
+        GatewayRemoved: {
+            /**
+             * Ok
+             * @default true
+             */
+            ok: boolean;
+            /**
+             * Pushed
+             * @description the revocation list sent to every remaining gateway
+             */
+            pushed: components["schemas"]["RevocationPush"][];
+            /**
+             * Revoked
+             * @description its certificate is on the fleet CA's revocation list; false for one issued before the API kept serials (it stays valid until it expires: rotate the fleet CA to end it sooner)
+             */
+            revoked: boolean;
+        };
         /**
          * Health
          * @description GET /v1/health.
@@ -2485,6 +2663,28 @@ export interface components {
             detail?: components["schemas"]["ValidationError"][];
         };
         HubFingerprint: string;
+        /** HubIn */
+        HubIn: {
+            /**
+             * Comment
+             * @default
+             */
+            comment: string;
+            /**
+             * Enabled
+             * @default true
+             */
+            enabled: boolean;
+            /**
+             * Hub
+             * @description the hub's address (an IP literal)
+             */
+            hub: string;
+            /** Hub Fingerprints */
+            hub_fingerprints: string[];
+            /** Port */
+            port?: number | null;
+        };
         /** Hybla */
         Hybla: {
             /**
@@ -2553,6 +2753,43 @@ export interface components {
             rtt0_ms: number;
         } & {
             [key: string]: unknown;
+        };
+        /** IdentityList */
+        IdentityList: {
+            /**
+             * Identities
+             * @description each gateway of the fleet: the local one first
+             */
+            identities: components["schemas"]["IdentityOut"][];
+            /** @description the local gateway's peer path state (GET /v1/peer) */
+            peer: components["schemas"]["PeerStatus"] | null;
+            /** Peer Error */
+            peer_error: {
+                [key: string]: unknown;
+            } | null;
+            /** Role */
+            role: string;
+        };
+        /** IdentityOut */
+        IdentityOut: {
+            /**
+             * Certificate Pem
+             * @description public: what the fingerprint is taken from
+             */
+            certificate_pem: string | null;
+            /** Error */
+            error: {
+                [key: string]: unknown;
+            } | null;
+            /** Fingerprint */
+            fingerprint: string | null;
+            /** Gateway */
+            gateway: string;
+            /**
+             * Next Fingerprint
+             * @description a staged next identity (rotation), until committed
+             */
+            next_fingerprint: string | null;
         };
         IfName: string;
         /** @enum {string} */
@@ -2866,6 +3103,79 @@ export interface components {
             [key: string]: unknown;
         };
         /**
+         * PeerPoolStatus
+         * @description A terminal's warm pool.
+         */
+        PeerPoolStatus: {
+            /**
+             * Error
+             * @description Why the last connection attempt failed, if it did.
+             */
+            error: string | null;
+            /**
+             * Hub
+             * @description The hub's peer listener (address:port).
+             */
+            hub: string;
+            /**
+             * Hub Fingerprints
+             * @description The hub keys this terminal accepts (`peer.hub_fingerprints`).
+             */
+            hub_fingerprints: string[];
+            /**
+             * Ready
+             * @description Connections ready for new flows, summed over the workers.
+             */
+            ready: number;
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * PeerStatus
+         * @description GET /v1/peer.
+         */
+        PeerStatus: {
+            /**
+             * Egress Refused
+             * @description Hub: direct splits its egress policy refused since the daemon started.
+             */
+            egress_refused: number;
+            /** Enabled */
+            enabled: boolean;
+            /**
+             * Identity
+             * @description This gateway's identity (fingerprint); null when it could not be read or made.
+             */
+            identity: string | null;
+            /**
+             * Identity Error
+             * @description Why there is no identity, when there is none.
+             */
+            identity_error: string | null;
+            /**
+             * Listening
+             * @description Hub: the peer listener is bound.
+             */
+            listening: boolean;
+            /** @description Terminal: its warm pool; null at a hub or with the peer path off. */
+            pool: components["schemas"]["PeerPoolStatus"] | null;
+            /**
+             * Refused Unknown
+             * @description Hub: connections refused before they were identified (an unknown or revoked key, no
+             *     certificate, garbage, no handshake in time) since the daemon started.
+             */
+            refused_unknown: number;
+            /** @description The running config's role; null while no config is installed. */
+            role: components["schemas"]["Role"] | null;
+            /**
+             * Terminals
+             * @description Hub: each enrolled terminal (`peer.terminals`), in config order.
+             */
+            terminals: components["schemas"]["PeerTerminalStatus"][];
+        } & {
+            [key: string]: unknown;
+        };
+        /**
          * PeerTerminal
          * @description A terminal enrolled at the hub.
          */
@@ -2881,6 +3191,45 @@ export interface components {
              * @description The client prefixes of its site: a flow it opens for a client outside them is refused.
              */
             prefixes: string[];
+        };
+        /**
+         * PeerTerminalStatus
+         * @description One enrolled terminal at the hub.
+         */
+        PeerTerminalStatus: {
+            /** Fingerprints */
+            fingerprints: string[];
+            /**
+             * Idle Connections
+             * @description Its identified connections waiting for a flow, summed over the workers.
+             */
+            idle_connections: number;
+            /**
+             * Last Seen
+             * @description Unix time of its last identified connection; null when never seen.
+             */
+            last_seen: number | null;
+            /**
+             * Live Flows
+             * @description Flows it opened that are live now.
+             */
+            live_flows: number;
+            /** Name */
+            name: string;
+            /** Prefixes */
+            prefixes: components["schemas"]["Cidr"][];
+            /**
+             * Refused Other
+             * @description Its other refusals (a destination the egress policy refuses, a protocol error).
+             */
+            refused_other: number;
+            /**
+             * Refused Prefix
+             * @description Flows refused because their client is outside its prefixes, since the daemon started.
+             */
+            refused_prefix: number;
+        } & {
+            [key: string]: unknown;
         };
         /** PolicyIssue */
         PolicyIssue: {
@@ -2993,6 +3342,25 @@ export interface components {
             users: number;
             /** Versions */
             versions: number;
+        };
+        /** RevocationPush */
+        RevocationPush: {
+            /** Error */
+            error: {
+                [key: string]: unknown;
+            } | null;
+            /** Gateway */
+            gateway: string;
+            /**
+             * Ok
+             * @description the gateway took the revocation list
+             */
+            ok: boolean;
+            /**
+             * Persisted
+             * @description and keeps it across a restart (started with --control-tls-crl)
+             */
+            persisted: boolean;
         };
         /** @enum {string} */
         Role: "hub" | "terminal";
@@ -3531,6 +3899,110 @@ export interface components {
             tx_bps: number;
         } & {
             [key: string]: unknown;
+        };
+        /** TerminalChangeOut */
+        TerminalChangeOut: {
+            apply: components["schemas"]["ApplyOut"];
+            /**
+             * Version Id
+             * @description the new config version holding the change
+             */
+            version_id: number;
+        };
+        /** TerminalIn */
+        TerminalIn: {
+            /**
+             * Comment
+             * @default
+             */
+            comment: string;
+            /**
+             * Fingerprint
+             * @description a gateway identity's fingerprint: `sha256:` and 64 lowercase hex digits (the SHA-256 of its certificate's SubjectPublicKeyInfo), as the gateway's own dashboard shows it
+             */
+            fingerprint: string;
+            name: components["schemas"]["ObjectName"];
+            /**
+             * Prefixes
+             * @description the site's prefixes (clients' addresses)
+             */
+            prefixes: string[];
+        };
+        /** TerminalList */
+        TerminalList: {
+            /** Active Version Id */
+            active_version_id: number | null;
+            /** Desired Version Id */
+            desired_version_id: number | null;
+            /**
+             * Errors
+             * @description hub gateways whose peer state could not be read
+             */
+            errors: components["schemas"]["GatewayAnswerError"][];
+            /**
+             * Refused Unknown
+             * @description connections refused at the hub gateways: an identity nobody enrolled
+             */
+            refused_unknown: number;
+            /**
+             * Role
+             * @description the desired config's role: terminals are enrolled at a hub
+             */
+            role: string;
+            /** Terminals */
+            terminals: components["schemas"]["TerminalOut"][];
+        };
+        /**
+         * TerminalOnGateway
+         * @description One hub gateway's view of an enrolled terminal (GET /v1/peer).
+         */
+        TerminalOnGateway: {
+            /** Gateway */
+            gateway: string;
+            /** Idle Connections */
+            idle_connections: number;
+            /** Last Seen */
+            last_seen: number | null;
+            /** Live Flows */
+            live_flows: number;
+            /** Refused Other */
+            refused_other: number;
+            /**
+             * Refused Prefix
+             * @description flows refused: their client address is not one of its prefixes
+             */
+            refused_prefix: number;
+        };
+        /** TerminalOut */
+        TerminalOut: {
+            /**
+             * Applied
+             * @description enrolled in the config the gateways run (else only in the desired one)
+             */
+            applied: boolean;
+            /**
+             * Connected
+             * @description at least one of its connections is open at a hub gateway
+             */
+            connected: boolean;
+            /** Fingerprints */
+            fingerprints: string[];
+            /** Gateways */
+            gateways: components["schemas"]["TerminalOnGateway"][];
+            /** Idle Connections */
+            idle_connections: number;
+            /** Last Seen */
+            last_seen: number | null;
+            /** Live Flows */
+            live_flows: number;
+            /** Name */
+            name: string;
+            /** Prefixes */
+            prefixes: string[];
+            /** Refused Other */
+            refused_other: number;
+            /** Refused Prefix */
+            refused_prefix: number;
         };
         /**
          * Terrestrial
@@ -5180,7 +5652,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["OkOut"];
+                    "application/json": components["schemas"]["GatewayRemoved"];
                 };
             };
             /** @description Unauthorized */
@@ -5488,6 +5960,601 @@ export interface operations {
             };
             /** @description Forbidden */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    set_hub_api_v1_peer_hub_put: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["HubIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TerminalChangeOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Bad Gateway */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    get_identity_api_v1_peer_identity_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["IdentityList"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    commit_identity_api_v1_peer_identity_commit_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["IdentityList"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Bad Gateway */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    rotate_identity_api_v1_peer_identity_rotate_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["IdentityList"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Bad Gateway */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    list_terminals_api_v1_peer_terminals_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TerminalList"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    enroll_terminal_api_v1_peer_terminals_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TerminalIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TerminalChangeOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Bad Gateway */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    revoke_terminal_api_v1_peer_terminals__name__delete: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TerminalChangeOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Bad Gateway */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    add_fingerprint_api_v1_peer_terminals__name__fingerprints_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["FingerprintIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TerminalChangeOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Bad Gateway */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    drop_fingerprint_api_v1_peer_terminals__name__fingerprints__fingerprint__delete: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                fingerprint: string;
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TerminalChangeOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Bad Gateway */
+            502: {
                 headers: {
                     [name: string]: unknown;
                 };

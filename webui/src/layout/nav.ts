@@ -23,5 +23,6 @@ export const NAV_ITEMS: NavItem[] = [
   { to: '/system', label: 'System settings' },
   { to: '/tokens', label: 'API tokens', minRole: 'operator' },
   { to: '/fleet', label: 'Fleet' },
+  { to: '/terminals', label: 'Terminals' },
   { to: '/health', label: 'System health' },
 ];

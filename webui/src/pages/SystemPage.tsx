@@ -8,6 +8,7 @@ import { keys } from '../api/keys';
 import { useAuth } from '../auth/useAuth';
 import { ConfigSaveReview, SavedResult, type Saved } from '../components/ConfigSaveReview';
 import { PageHeader } from '../components/PageHeader';
+import { PeerIdentityCard } from '../components/PeerIdentity';
 import { PendingVersionsNote } from '../components/RunningEdit';
 import { LoadingState, QueryView } from '../components/StateViews';
 import { CacheForm, CongestionForm, InterfacesForm, NetworksForm, RoleForm, ShapingForm, SplitterForm } from '../components/SystemForms';
@@ -129,6 +130,11 @@ export default function SystemPage() {
           );
         }}
       </QueryView>
+      <Stack mt="md">
+        <Section id="sys-peer-identity" title="Peer path">
+          <PeerIdentityCard canEdit={user != null && user.role !== 'viewer'} />
+        </Section>
+      </Stack>
     </>
   );
 }

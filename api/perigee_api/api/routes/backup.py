@@ -21,7 +21,10 @@ router = APIRouter(tags=["system"], responses={401: {"model": ErrorResponse}, 40
 SAFE_UPLOAD_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}\.json$")
 
 
-@router.get("/system/backup", summary="Config versions, users (argon2 hashes only) and BoD profiles as JSON")
+@router.get(
+    "/system/backup",
+    summary="Config versions (secrets as fingerprints), users (argon2 hashes only) and BoD profiles as JSON",
+)
 def backup(who: Admin, db: Db) -> dict[str, Any]:
     data = backup_service.make_backup(db)
     # A read, but one that exports password hashes: audited explicitly.
@@ -51,6 +54,12 @@ async def restore(
         raise ApiError(422, "bad_json", f"file: not valid JSON ({exc})", "file") from None
     except RecursionError:
         raise ApiError(422, "bad_json", "file: JSON nested too deeply to be a backup", "file") from None
+
+    def secrets_back() -> Any:
+        with ctx.db.session() as db:
+            return backup_service.take_back_secrets(db, data)
+
+    data = await run_in_threadpool(secrets_back)
     try:
         parsed = backup_service.Backup.model_validate(data)
     except RecursionError:

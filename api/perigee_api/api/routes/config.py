@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import time
-from typing import Literal
+from typing import Any, Literal
 
 from fastapi import APIRouter, Query, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel
 from sqlalchemy import func, select
+from sqlalchemy.orm import Session
 
 from perigee_api.api.deps import Ctx, Db, Gateway, Id, Operator, Viewer, audit_info, change_out
 from perigee_api.core.errors import ApiError, ErrorResponse
@@ -28,7 +31,7 @@ from perigee_api.schemas.api import (
     VersionSummary,
 )
 from perigee_api.schemas.gateway_config import GatewayConfig
-from perigee_api.services import fleet, running, versions
+from perigee_api.services import fleet, secret_view, versions
 
 # Older than this, the collector's last look at the gateway is taken again before answering.
 RUNNING_STALE_S = 15.0
@@ -51,25 +54,41 @@ def _summary(v: ConfigVersion, active: int | None) -> VersionSummary:
     )
 
 
-def _full(v: ConfigVersion, active: int | None) -> VersionOut:
-    return VersionOut(
+def _shown(db: Session, out: BaseModel) -> JSONResponse:
+    """`out` as it leaves the API: its config's secrets as fingerprints (services/secret_view.py)."""
+    data = out.model_dump(mode="json", by_alias=True)
+    if isinstance(data.get("config"), dict):
+        data["config"] = secret_view.shown(db, data["config"])
+    return JSONResponse(data)
+
+
+def _full(db: Session, v: ConfigVersion, active: int | None) -> JSONResponse:
+    out = VersionOut(
         **_summary(v, active).model_dump(),
         config=GatewayConfig.model_validate(v.config),
         apply_result=v.apply_result,
     )
+    return _shown(db, out)
+
+
+def _diff(db: Session, a: dict[str, Any], b: dict[str, Any]) -> list[DiffEntry]:
+    """The changes from config a to b (the revision left out: it always differs), secrets as fingerprints."""
+    ca = {k: v for k, v in secret_view.shown(db, a).items() if k != "revision"}
+    cb = {k: v for k, v in secret_view.shown(db, b).items() if k != "revision"}
+    return [DiffEntry(**d) for d in versions.diff(ca, cb)]
 
 
 @router.get("/config", response_model=VersionOut, summary="The desired config (the latest version)")
-def get_desired(who: Viewer, db: Db) -> VersionOut:
-    return _full(versions.latest(db), versions.active_id(db))
+def get_desired(who: Viewer, db: Db) -> JSONResponse:
+    return _full(db, versions.latest(db), versions.active_id(db))
 
 
 @router.get("/config/active", response_model=VersionOut, responses={404: {"model": ErrorResponse}})
-def get_active(who: Viewer, db: Db) -> VersionOut:
+def get_active(who: Viewer, db: Db) -> JSONResponse:
     aid = versions.active_id(db)
     if aid is None:
         raise ApiError(404, "nothing_applied", "no version has been applied yet")
-    return _full(versions.get(db, aid), aid)
+    return _full(db, versions.get(db, aid), aid)
 
 
 @router.get(
@@ -77,22 +96,23 @@ def get_active(who: Viewer, db: Db) -> VersionOut:
     response_model=RunningOut,
     summary="What the gateway runs (imported as a version when the API did not apply it), its drift from the desired",
 )
-def get_running(who: Viewer, db: Db, ctx: Ctx) -> RunningOut:
+def get_running(who: Viewer, db: Db, ctx: Ctx) -> JSONResponse:
     state = ctx.running
     if time.time() - state.checked_at > RUNNING_STALE_S:
         state = ctx.collector.sync_running()
     desired = versions.latest_or_none(db)
-    return RunningOut(
+    out = RunningOut(
         reachable=state.reachable,
         revision=state.revision,
         config=GatewayConfig.model_validate(state.config) if state.config is not None else None,
         version_id=state.version_id,
         desired_version_id=desired.id if desired else None,
         in_sync=desired is not None and state.version_id == desired.id,
-        changes=[DiffEntry(**d) for d in running.drift(db, state)],
+        changes=_diff(db, state.config or {}, desired.config) if desired else [],
         checked_at=state.checked_at,
         error=state.error,
     )
+    return _shown(db, out)
 
 
 @router.put("/config", response_model=ChangeOut, summary="Replace the whole desired config (new version)")
@@ -128,11 +148,10 @@ def preview_config(
     base = versions.latest_or_none(db)
     if against == "running" and ctx.running.version_id is not None:
         base = versions.get(db, ctx.running.version_id)
-    before = {k: v for k, v in (base.config if base else {}).items() if k != "revision"}
-    after = {k: v for k, v in body.config.to_json().items() if k != "revision"}
+    after = secret_view.taken_back(db, body.config.to_json())
     return PreviewOut(
         base_version_id=base.id if base else None,
-        changes=[DiffEntry(**d) for d in versions.diff(before, after)],
+        changes=_diff(db, base.config if base else {}, after),
         issues=[PolicyIssue(**i) for i in versions.issues_json(warnings)],
     )
 
@@ -159,15 +178,12 @@ def list_versions(
 @router.get("/versions/diff", response_model=DiffOut, summary="JSON-path differences from version a to b")
 def diff_versions(who: Viewer, db: Db, a: int = Query(ge=1, le=2**62), b: int = Query(ge=1, le=2**62)) -> DiffOut:
     va, vb = versions.get(db, a), versions.get(db, b)
-    # The revision string always differs; it is not a change of substance.
-    ca = {k: v for k, v in va.config.items() if k != "revision"}
-    cb = {k: v for k, v in vb.config.items() if k != "revision"}
-    return DiffOut(a=a, b=b, changes=[DiffEntry(**d) for d in versions.diff(ca, cb)])
+    return DiffOut(a=a, b=b, changes=_diff(db, va.config, vb.config))
 
 
 @router.get("/versions/{version_id}", response_model=VersionOut, responses={404: {"model": ErrorResponse}})
-def get_version(version_id: Id, who: Viewer, db: Db) -> VersionOut:
-    return _full(versions.get(db, version_id), versions.active_id(db))
+def get_version(version_id: Id, who: Viewer, db: Db) -> JSONResponse:
+    return _full(db, versions.get(db, version_id), versions.active_id(db))
 
 
 @router.post(

@@ -16,8 +16,8 @@ from perigee_api.schemas.api import (
     GatewayCredentials,
     GatewayRegistered,
     GatewayRegisterIn,
-    OkOut,
 )
+from perigee_api.schemas.trust import GatewayRemoved, RevocationPush
 from perigee_api.services import fleet, fleet_pki, fleet_sd, versions
 
 router = APIRouter(tags=["fleet"], responses={401: {"model": ErrorResponse}, 403: {"model": ErrorResponse}})
@@ -80,13 +80,25 @@ def register_gateway(body: GatewayRegisterIn, who: Admin, db: Db, ctx: Ctx, requ
     )
 
 
-@router.delete("/fleet/gateways/{gateway_id}", response_model=OkOut, responses={404: {"model": ErrorResponse}})
-def remove_gateway(gateway_id: Id, who: Admin, db: Db, ctx: Ctx, request: Request) -> OkOut:
+@router.delete(
+    "/fleet/gateways/{gateway_id}",
+    response_model=GatewayRemoved,
+    responses={404: {"model": ErrorResponse}},
+    summary="Remove a gateway and revoke its certificate; the revocation list goes to every other gateway",
+)
+def remove_gateway(gateway_id: Id, who: Admin, db: Db, ctx: Ctx, request: Request) -> GatewayRemoved:
     g = fleet.get(db, gateway_id)
-    name = g.name
-    db.delete(g)
-    db.flush()
+    name, fingerprint = g.name, g.cert_fingerprint
+    revoked = fleet.remove(ctx, db, g)
     fleet_sd.write(ctx.settings, db)
     db.commit()
-    audit_info(request, gateway=name)
-    return OkOut()
+    pushed = fleet.push_revocations(ctx, db, fleet.members(ctx, db))
+    db.commit()
+    audit_info(
+        request,
+        gateway=name,
+        fingerprint=fingerprint,
+        revoked=revoked,
+        pushed_to=[p["gateway"] for p in pushed if p["ok"]],
+    )
+    return GatewayRemoved(ok=True, revoked=revoked, pushed=[RevocationPush(**p) for p in pushed])

@@ -101,6 +101,10 @@ pub struct ControlTlsArgs {
     /// The fleet CA (PEM): clients must present a certificate it issued.
     #[arg(long, requires = "control_tls_listen")]
     control_tls_ca: Option<String>,
+    /// Where the fleet CA's revocation list that the API pushes is kept (read at start; a
+    /// client certificate on it is refused). Without it the list is kept in memory only.
+    #[arg(long, requires = "control_tls_listen")]
+    control_tls_crl: Option<String>,
 }
 
 impl ControlTlsArgs {
@@ -112,6 +116,7 @@ impl ControlTlsArgs {
                 cert: self.control_tls_cert.unwrap_or_default(),
                 key: self.control_tls_key.unwrap_or_default(),
                 client_ca: self.control_tls_ca.unwrap_or_default(),
+                crl: self.control_tls_crl,
             },
         ))
     }

@@ -8,7 +8,9 @@ use super::reports::{
 };
 use super::state::{ConfigFailure, Shared};
 use super::telemetry::Flow;
-use super::{apply, http, interfaces, ipc, log, peer_control, procstat, render, routing, sys};
+use super::{
+    apply, control_tls, http, interfaces, ipc, log, peer_control, procstat, render, routing, sys,
+};
 use serde::Serialize;
 use serde_json::{json, Value};
 use std::os::unix::fs::PermissionsExt;
@@ -50,6 +52,19 @@ pub fn serve(shared: Arc<Shared>, listener: UnixListener) {
             let _ = answer(&s, &mut conn);
         });
     }
+}
+
+/// The control protocol on TCP with mutual TLS (control_tls): at most
+/// `control_tls::MAX_CONNECTIONS` connections at once, the same routes as the Unix socket.
+pub fn serve_tls(
+    shared: Arc<Shared>,
+    listener: std::net::TcpListener,
+    tls: Arc<control_tls::ControlTls>,
+) {
+    control_tls::set_listener(tls.clone());
+    control_tls::serve_bounded(listener, control_tls::MAX_CONNECTIONS, move |tcp| {
+        let _ = tls.answer(tcp, |stream| answer(&shared, stream));
+    });
 }
 
 /// One request read from `stream` and its answer written back: the same for the Unix socket and
@@ -602,6 +617,16 @@ pub fn handle(shared: &Shared, req: &http::Request) -> (u16, Value) {
         ("GET", "/v1/counters") => (200, counters(shared)),
         ("GET", "/v1/hybla") => (200, hybla_json()),
         ("GET", "/v1/routing") => (200, to_json(&routing::report(&shared.frr_vty_dir))),
+        ("PUT", "/v1/control-tls/crl") => match control_tls::put_crl(&req.body) {
+            Ok(installed) => {
+                log::info(
+                    "fleet revocation list installed",
+                    json!({"listening": installed.listening, "persisted": installed.persisted}),
+                );
+                (200, to_json(&installed))
+            }
+            Err((status, code, message)) => (status, error(code, &message, Some("crl_pem"))),
+        },
         ("GET", "/v1/interfaces") => {
             let cfg = shared.config.lock().unwrap().clone();
             let running = shared.configured.load(Ordering::Relaxed).then_some(&cfg);
@@ -622,7 +647,8 @@ pub fn handle(shared: &Shared, req: &http::Request) -> (u16, Value) {
             | "/v1/counters"
             | "/v1/hybla"
             | "/v1/interfaces"
-            | "/v1/routing",
+            | "/v1/routing"
+            | "/v1/control-tls/crl",
         ) => (405, error("method_not_allowed", "method not allowed", None)),
         _ => (404, error("not_found", "no such endpoint", None)),
     }

@@ -561,7 +561,7 @@ pub fn run(args: RunArgs) -> i32 {
     }
     if let Some((listener, config)) = tls {
         let s = shared.clone();
-        std::thread::spawn(move || control_tls::serve(s, listener, config));
+        std::thread::spawn(move || control::serve_tls(s, listener, config));
     }
     log::info(
         "gateway running",

@@ -5,6 +5,7 @@
 //! API's pydantic models are generated from them, and the OpenAPI carries those into the
 //! dashboard's TypeScript client (docs/ARCHITECTURE.md, *One schema*).
 use super::config::GatewayConfig;
+use super::control_tls::{CrlInstalled, CrlUpdate};
 use super::interfaces::InterfaceList;
 use super::reports::{
     Applied, Counters, DnsReport, ErrorBody, FlowList, Health, RoutingReport, Validated,
@@ -57,12 +58,16 @@ pub fn reports_schema() -> Value {
         define::<RoutingReport>(&mut g),
         define::<IdentityReport>(&mut g),
         define::<PeerStatus>(&mut g),
+        define::<CrlInstalled>(&mut g),
     ];
     // The requests the daemon takes besides the config (deserialization contract, its own generator).
     let mut input = SchemaSettings::draft2020_12()
         .for_deserialize()
         .into_generator();
-    let inputs = [define::<PurgeRequest>(&mut input)];
+    let inputs = [
+        define::<PurgeRequest>(&mut input),
+        define::<CrlUpdate>(&mut input),
+    ];
     let mut defs = g.take_definitions(true);
     defs.extend(input.take_definitions(true));
     json!({
