@@ -50,7 +50,7 @@ COMMON = [
 ]
 
 # The schema's definitions that `perigee_control.formats` checks further (see its docstring).
-FORMATS = ["Cidr", "IpAddr", "PortRange", "Upstream", "RefreshRegex", "CacheDomain"]
+FORMATS = ["Cidr", "IpAddr", "PortRange", "Upstream", "RefreshRegex", "CacheDomain", "Zone"]
 RULES = [
     "Interfaces",
     "Route",
