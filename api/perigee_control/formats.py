@@ -206,7 +206,7 @@ def _zone(value: str) -> str:
     characters, an optional trailing dot; never the root."""
     name = value[:-1] if value.endswith(".") else value
     if not 1 <= len(name) <= 253 or not all(re.fullmatch(r"[A-Za-z0-9_-]{1,63}", label) for label in name.split(".")):
-        raise ValueError(f"{value!r} is not a zone name (write it as \"corp.example.com\"; not the root)")
+        raise ValueError(f'{value!r} is not a zone name (write it as "corp.example.com"; not the root)')
     return value
 
 
