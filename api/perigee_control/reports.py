@@ -709,15 +709,15 @@ class DnsReport(Report):
     cache_memory_capacity_bytes: Annotated[int | None, Field(ge=0)]
     cache_memory_used_bytes: Annotated[int | None, Field(ge=0)]
     cache_misses: Annotated[int, Field(ge=0)]
-    dnssec_bogus_answers: Annotated[int, Field(ge=0)]
+    dnssec_bogus_answers: Annotated[int, Field(ge=0)] = 0
     """
     Answers refused because their signatures did not validate (SERVFAIL).
     """
-    dnssec_secure_answers: Annotated[int, Field(ge=0)]
+    dnssec_secure_answers: Annotated[int, Field(ge=0)] = 0
     """
     Answers that validated (sent with the AD bit to clients that asked for it).
     """
-    dnssec_validation: bool
+    dnssec_validation: bool = False
     """
     Answers are DNSSEC-validated here (dns.dnssec_validation).
     """
@@ -735,7 +735,7 @@ class DnsReport(Report):
     """
     DNS packets handed to the resolver since the last apply.
     """
-    intercepted_resolvers: list[str]
+    intercepted_resolvers: list[str] = []
     """
     The addresses whose port-53 queries are answered here (empty when `intercept` is off).
     """
@@ -774,7 +774,7 @@ class DnsReport(Report):
     """
     Misses answered by the upstream.
     """
-    upstream_transport: Forwarding | None
+    upstream_transport: Forwarding | None = None
     """
     How the upstream is reached: `direct` (UDP to dns.upstream, in clear on every link it
     crosses) or `peer_path` (DNS over TCP inside the encrypted peer path); null when off.
@@ -983,10 +983,11 @@ class Health(Report):
     True while new connections pass unsplit (no listening worker, or above max_flows).
     """
     hybla: HyblaStatus
-    notices: list[str]
+    notices: list[str] = []
     """
     What works as configured but exposes more than it could, one sentence each (the status
-    stays ok): e.g. DNS crossing the satellite in clear while the peer path is off.
+    stays ok): e.g. DNS crossing the satellite in clear while the peer path is off. (Absent
+    from gateways older than it.)
     """
     peer: PeerHealth | None
     """

@@ -1627,7 +1627,7 @@ export interface components {
              *     `test.`, `home.arpa.` and `internal.` (reserved for such use) always are.
              * @default []
              */
-            private_domains: components["schemas"]["Zone"][];
+            private_domains: string[];
             /**
              * Probe Timeout Ms
              * @description How long the gateway waits for an upstream's answer to its health probe before
@@ -1711,16 +1711,19 @@ export interface components {
             /**
              * Dnssec Bogus Answers
              * @description Answers refused because their signatures did not validate (SERVFAIL).
+             * @default 0
              */
             dnssec_bogus_answers: number;
             /**
              * Dnssec Secure Answers
              * @description Answers that validated (sent with the AD bit to clients that asked for it).
+             * @default 0
              */
             dnssec_secure_answers: number;
             /**
              * Dnssec Validation
              * @description Answers are DNSSEC-validated here (dns.dnssec_validation).
+             * @default false
              */
             dnssec_validation: boolean;
             /** Enabled */
@@ -1744,6 +1747,7 @@ export interface components {
             /**
              * Intercepted Resolvers
              * @description The addresses whose port-53 queries are answered here (empty when `intercept` is off).
+             * @default []
              */
             intercepted_resolvers: string[];
             /**
@@ -1799,7 +1803,7 @@ export interface components {
              * @description How the upstream is reached: `direct` (UDP to dns.upstream, in clear on every link it
              *     crosses) or `peer_path` (DNS over TCP inside the encrypted peer path); null when off.
              */
-            upstream_transport: components["schemas"]["Forwarding"] | null;
+            upstream_transport?: components["schemas"]["Forwarding"] | null;
             /** Upstreams */
             upstreams: string[];
         } & {
@@ -2295,7 +2299,9 @@ export interface components {
             /**
              * Notices
              * @description What works as configured but exposes more than it could, one sentence each (the status
-             *     stays ok): e.g. DNS crossing the satellite in clear while the peer path is off.
+             *     stays ok): e.g. DNS crossing the satellite in clear while the peer path is off. (Absent
+             *     from gateways older than it.)
+             * @default []
              */
             notices: string[];
             /** @description The peer path's state summed over the workers; null when it is off. */
@@ -3607,7 +3613,6 @@ export interface components {
         } & {
             [key: string]: unknown;
         };
-        Zone: string;
     };
     responses: never;
     parameters: never;

@@ -90,12 +90,16 @@ pub struct DnsStats {
     pub cache_memory_capacity_bytes: Option<u64>,
     /// How the upstream is reached: `direct` (UDP to dns.upstream, in clear on every link it
     /// crosses) or `peer_path` (DNS over TCP inside the encrypted peer path); null when off.
+    #[serde(default)]
     pub upstream_transport: Option<Forwarding>,
     /// Answers are DNSSEC-validated here (dns.dnssec_validation).
+    #[serde(default)]
     pub dnssec_validation: bool,
     /// Answers that validated (sent with the AD bit to clients that asked for it).
+    #[serde(default)]
     pub dnssec_secure_answers: u64,
     /// Answers refused because their signatures did not validate (SERVFAIL).
+    #[serde(default)]
     pub dnssec_bogus_answers: u64,
     pub problems: Vec<String>,
 }
