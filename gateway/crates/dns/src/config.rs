@@ -225,6 +225,17 @@ fn within(
     ))
 }
 
+/// A list field holds at most `max` entries.
+fn at_most(field: &str, len: usize, max: usize) -> Result<(), ConfigError> {
+    if len > max {
+        return Err(err(
+            format!("dns.{field}"),
+            format!("at most {max} entries"),
+        ));
+    }
+    Ok(())
+}
+
 impl DnsConfig {
     /// Checks every field; the first problem found is returned with its field path.
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -279,12 +290,7 @@ impl DnsConfig {
 
     /// The upstreams as parsed addresses (errors name `dns.upstream[i]`).
     pub fn upstreams(&self) -> Result<Vec<Upstream>, ConfigError> {
-        if self.upstream.len() > MAX_UPSTREAMS {
-            return Err(err(
-                "dns.upstream",
-                format!("at most {MAX_UPSTREAMS} entries"),
-            ));
-        }
+        at_most("upstream", self.upstream.len(), MAX_UPSTREAMS)?;
         let mut out: Vec<Upstream> = Vec::new();
         for (i, u) in self.upstream.iter().enumerate() {
             if out.contains(u) {
@@ -300,12 +306,7 @@ impl DnsConfig {
 
     /// `intercept_for`: unicast addresses a client can send to (not loopback), each once.
     fn check_intercept_for(&self) -> Result<(), ConfigError> {
-        if self.intercept_for.len() > MAX_INTERCEPT_FOR {
-            return Err(err(
-                "dns.intercept_for",
-                format!("at most {MAX_INTERCEPT_FOR} entries"),
-            ));
-        }
+        at_most("intercept_for", self.intercept_for.len(), MAX_INTERCEPT_FOR)?;
         for (i, a) in self.intercept_for.iter().enumerate() {
             let field = format!("dns.intercept_for[{i}]");
             if a.is_unspecified() || a.is_multicast() || a.is_loopback() {
@@ -322,12 +323,11 @@ impl DnsConfig {
     }
 
     fn check_private_domains(&self) -> Result<(), ConfigError> {
-        if self.private_domains.len() > MAX_PRIVATE_DOMAINS {
-            return Err(err(
-                "dns.private_domains",
-                format!("at most {MAX_PRIVATE_DOMAINS} entries"),
-            ));
-        }
+        at_most(
+            "private_domains",
+            self.private_domains.len(),
+            MAX_PRIVATE_DOMAINS,
+        )?;
         for (i, z) in self.private_domains.iter().enumerate() {
             if self.private_domains[..i].contains(z) {
                 return Err(err(

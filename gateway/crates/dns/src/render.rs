@@ -486,6 +486,14 @@ mod tests {
         assert!(lines(&direct, "forward-tcp-upstream:").is_empty());
     }
 
+    /// `directive` for each built-in site zone and then corp.example.com, as rendered.
+    fn site_zones_with_corp(directive: &str) -> Vec<String> {
+        ["test.", "home.arpa.", "internal.", "corp.example.com."]
+            .iter()
+            .map(|z| format!("{directive}: \"{z}\""))
+            .collect()
+    }
+
     #[test]
     fn rebinding_protection_is_on_by_default_and_spares_the_private_domains() {
         let text = rendered(&DnsConfig {
@@ -509,12 +517,7 @@ mod tests {
         }
         assert_eq!(
             lines(&text, "private-domain:"),
-            [
-                "private-domain: \"test.\"",
-                "private-domain: \"home.arpa.\"",
-                "private-domain: \"internal.\"",
-                "private-domain: \"corp.example.com.\"",
-            ]
+            site_zones_with_corp("private-domain")
         );
         let off = rendered(&DnsConfig {
             rebind_protection: false,
@@ -544,12 +547,7 @@ mod tests {
         // Each zone once, though "test" is both built in and listed.
         assert_eq!(
             lines(&text, "domain-insecure:"),
-            [
-                "domain-insecure: \"test.\"",
-                "domain-insecure: \"home.arpa.\"",
-                "domain-insecure: \"internal.\"",
-                "domain-insecure: \"corp.example.com.\"",
-            ]
+            site_zones_with_corp("domain-insecure")
         );
         let off = rendered(&DnsConfig {
             dnssec_validation: false,

@@ -30,16 +30,6 @@ fn manager(dir: &Path) -> UnboundManager {
     })
 }
 
-fn forwarding_to_upstream() -> DnsConfig {
-    DnsConfig {
-        enabled: true,
-        upstream: vec![UPSTREAM.parse().unwrap()],
-        // The counting responder is not DNSSEC-aware; the DNSSEC test has a signed zone.
-        dnssec_validation: false,
-        ..DnsConfig::default()
-    }
-}
-
 #[test]
 fn a_public_name_answering_a_private_address_is_refused_unless_its_zone_is_private() {
     let lab = Lab::new("rb");

@@ -13,12 +13,8 @@ use common::*;
 
 fn config(cache_mb: u32) -> DnsConfig {
     DnsConfig {
-        enabled: true,
-        upstream: vec![UPSTREAM.parse().unwrap()],
         cache_mb,
-        // The counting responder is no DNSSEC-aware resolver (protection_netns.rs tests that).
-        dnssec_validation: false,
-        ..DnsConfig::default()
+        ..forwarding_to_upstream()
     }
 }
 

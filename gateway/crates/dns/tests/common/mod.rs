@@ -3,7 +3,7 @@
 //! in a binary can run at once.
 #![allow(dead_code)] // each test binary uses its own part
 
-use perigee_dns::{Cidr, UnboundPaths};
+use perigee_dns::{Cidr, DnsConfig, UnboundPaths};
 use perigee_testkit::dns::{query, Reply, TYPE_A};
 use perigee_testkit::{run, NetnsGuard};
 use std::fs::File;
@@ -68,6 +68,17 @@ pub fn paths(dir: &Path) -> UnboundPaths {
         state_dir: dir.join("state"),
         run_dir: dir.join("run"),
         ..UnboundPaths::default()
+    }
+}
+
+/// The resolver on, forwarding to the counting responder at UPSTREAM. That responder is no
+/// DNSSEC-aware resolver: validation is off (the DNSSEC test has a signed zone of its own).
+pub fn forwarding_to_upstream() -> DnsConfig {
+    DnsConfig {
+        enabled: true,
+        upstream: vec![UPSTREAM.parse().unwrap()],
+        dnssec_validation: false,
+        ..DnsConfig::default()
     }
 }
 
