@@ -4,17 +4,17 @@
 //! zone ldns-signzone signed), and the peer path (every upstream query goes over TCP to the
 //! tunnel's local end, connections reused, never as UDP to the upstream).
 mod common;
+use common::dnssec::{forge_address, signed_zone, write_zone, Nsd};
 use common::*;
 use perigee_dns::{probe_route, DnsConfig, Forwarding, ManagerOptions, UnboundManager};
-use perigee_testkit::dns::{address_of, query, Responder, TYPE_A, TYPE_AAAA};
+use perigee_testkit::dns::{address_of, Responder, TYPE_A, TYPE_AAAA};
 use perigee_testkit::run;
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Generous: only a hung resolver takes this long.
 const HUNG: Duration = Duration::from_secs(30);
@@ -76,141 +76,19 @@ fn a_public_name_answering_a_private_address_is_refused_unless_its_zone_is_priva
     });
 }
 
-/// NSD serving `zone` (signed) on the upstream's port 53, in namespace `ns`; killed on drop.
-struct Nsd(Child);
-
-impl Nsd {
-    fn start(ns: &str, dir: &Path, zone: &str, file: &Path) -> Nsd {
-        let d = dir.display();
-        let conf = dir.join("nsd.conf");
-        std::fs::write(
-            &conf,
-            format!(
-                "server:\n ip-address: {UPSTREAM}\n port: 53\n server-count: 1\n username: \"\"\n \
-                 chroot: \"\"\n database: \"\"\n zonesdir: \"{d}\"\n zonelistfile: \"{d}/zone.list\"\n \
-                 xfrdfile: \"{d}/xfrd.state\"\n xfrdir: \"{d}\"\n pidfile: \"{d}/nsd.pid\"\n \
-                 logfile: \"{d}/nsd.log\"\nremote-control:\n control-enable: no\nzone:\n name: {zone}\n \
-                 zonefile: \"{}\"\n",
-                file.display()
-            ),
-        )
-        .unwrap();
-        let child = Command::new("ip")
-            .args(["netns", "exec", ns, "nsd", "-d", "-c"])
-            .arg(&conf)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("nsd (scripts/apt/gateway.txt installs it)");
-        let nsd = Nsd(child);
-        // Serving once it answers for the zone's apex.
-        let ns = ns.to_string();
-        let apex = zone.to_string();
-        let deadline = Instant::now() + HUNG;
-        while in_ns(&ns, {
-            let apex = apex.clone();
-            move || {
-                query(
-                    upstream53(),
-                    &apex,
-                    TYPE_A,
-                    false,
-                    Duration::from_millis(300),
-                )
-                .is_err()
-            }
-        }) {
-            assert!(
-                Instant::now() < deadline,
-                "nsd did not start: {}",
-                log_of(dir)
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        nsd
-    }
-}
-
-fn log_of(dir: &Path) -> String {
-    std::fs::read_to_string(dir.join("nsd.log")).unwrap_or_default()
-}
-
-impl Drop for Nsd {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Signs `zone` with a fresh Ed25519 key (ldns-keygen, ldns-signzone: ldnsutils), then forges
-/// `forged`'s address in the signed file (its signature no longer matches). Returns the signed
-/// zone file and the key's DS record (the trust anchor).
-fn signed_zone(
-    dir: &Path,
-    zone: &str,
-    good: (&str, &str),
-    forged: (&str, &str, &str),
-) -> (std::path::PathBuf, String) {
-    let unsigned = dir.join("zone");
-    std::fs::write(
-        &unsigned,
-        format!(
-            "$ORIGIN {zone}.\n$TTL 300\n@ IN SOA ns hostmaster 1 3600 600 86400 300\n@ IN NS ns\n\
-             ns IN A {UPSTREAM}\n{} IN A {}\n{} IN A {}\n",
-            good.0, good.1, forged.0, forged.1
-        ),
-    )
-    .unwrap();
-    let keygen = Command::new("ldns-keygen")
-        .args(["-a", "ED25519", "-k", zone])
-        .current_dir(dir)
-        .output()
-        .expect("ldns-keygen (scripts/apt/gateway.txt installs ldnsutils)");
-    assert!(keygen.status.success(), "{keygen:?}");
-    let key = String::from_utf8(keygen.stdout).unwrap().trim().to_string();
-    run(&[
-        "ldns-signzone",
-        "-n",
-        "-f",
-        &dir.join("zone.signed").to_string_lossy(),
-        &unsigned.to_string_lossy(),
-        &dir.join(&key).to_string_lossy(),
-    ]);
-    let signed = dir.join("zone.signed");
-    let text = std::fs::read_to_string(&signed).unwrap();
-    let owner = format!("{}.{zone}.", forged.0);
-    let mut replaced = 0;
-    let forged_text: Vec<String> = text
-        .lines()
-        .map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            if f.len() == 5 && f[0] == owner && f[3] == "A" {
-                replaced += 1;
-                l.replace(forged.1, forged.2)
-            } else {
-                l.to_string()
-            }
-        })
-        .collect();
-    assert_eq!(replaced, 1, "{text}");
-    std::fs::write(&signed, forged_text.join("\n") + "\n").unwrap();
-    let ds = std::fs::read_to_string(dir.join(format!("{key}.ds"))).unwrap();
-    (signed, ds)
-}
-
 #[test]
 fn dnssec_answers_are_validated_a_forged_one_refused_a_genuine_one_marked_ad() {
     let lab = Lab::new("sec");
     let dir = temp_dir("sec");
     let zone = "sec.pd.example";
-    let (signed, ds) = signed_zone(
-        &dir,
-        zone,
-        ("good", "192.0.2.7"),
-        ("forged", "192.0.2.8", "192.0.2.66"),
+    let (signed, ds) = signed_zone(&dir, zone, "good IN A 192.0.2.7\nforged IN A 192.0.2.8\n");
+    forge_address(
+        &signed,
+        &format!("forged.{zone}."),
+        "192.0.2.8",
+        "192.0.2.66",
     );
-    let _nsd = Nsd::start(&lab.up, &dir, zone, &signed);
+    let _nsd = Nsd::start(&lab.up, &dir, &[(zone, &signed)]);
     // The test zone's key is the trust anchor (the daemon's default is the root's).
     let anchor = dir.join("anchor.ds");
     std::fs::write(&anchor, &ds).unwrap();
@@ -378,4 +256,126 @@ fn through_the_peer_path_every_upstream_query_goes_over_tcp_to_its_local_end() {
         udp.contains("counter packets 0 bytes 0"),
         "no DNS over UDP: {udp}"
     );
+}
+
+/// What validation costs across the satellite, counted as upstream queries at the peer path's
+/// local end (each a satellite round trip at a terminal, one after the other): a signed root of
+/// the test's own (its key the trust anchor) delegates `example.`, which delegates two signed
+/// zones and an unsigned one.
+#[test]
+fn validation_asks_for_a_new_zones_keys_once_and_a_known_zone_costs_nothing_more() {
+    let lab = Lab::new("cost");
+    let dir = temp_dir("cost");
+    let delegation =
+        |child: &str| format!("{child} IN NS ns.{child}\nns.{child} IN A {UPSTREAM}\n");
+    let (sec, sec_ds) = signed_zone(
+        &dir,
+        "sec.example",
+        "www IN A 192.0.2.11\nwww2 IN A 192.0.2.12\n",
+    );
+    let (sec2, sec2_ds) = signed_zone(&dir, "sec2.example", "www IN A 192.0.2.21\n");
+    let plain = write_zone(&dir, "plain.example", "www IN A 192.0.2.31\n");
+    let (example, example_ds) = signed_zone(
+        &dir,
+        "example",
+        &format!(
+            "{}{sec_ds}\n{}{sec2_ds}\n{}",
+            delegation("sec"),
+            delegation("sec2"),
+            delegation("plain")
+        ),
+    );
+    let (root, root_ds) = signed_zone(
+        &dir,
+        ".",
+        &format!("{}{example_ds}\n", delegation("example.")),
+    );
+    let _nsd = Nsd::start(
+        &lab.up,
+        &dir,
+        &[
+            (".", &root),
+            ("example", &example),
+            ("sec.example", &sec),
+            ("sec2.example", &sec2),
+            ("plain.example", &plain),
+        ],
+    );
+    let anchor = dir.join("anchor.ds");
+    std::fs::write(&anchor, &root_ds).unwrap();
+    let tunnel = Tunnel::default();
+    let seen = tunnel.clone();
+    let costs = in_ns(&lab.gw, move || {
+        tunnel.start();
+        let mut p = paths(&dir);
+        p.trust_anchor_file = Some(anchor);
+        let mut mgr = UnboundManager::new(ManagerOptions {
+            paths: p,
+            ..ManagerOptions::default()
+        });
+        let mut costs = Vec::new();
+        for validate in [true, false] {
+            let cfg = DnsConfig {
+                dnssec_validation: validate,
+                ..forwarding_to_upstream()
+            };
+            mgr.apply(&cfg, &served(), Forwarding::PeerPath).unwrap();
+            mgr.flush(None).unwrap();
+            for (name, addr, secure) in [
+                ("www.sec.example", "192.0.2.11", true),
+                ("www2.sec.example", "192.0.2.12", true),
+                ("www.sec2.example", "192.0.2.21", true),
+                ("www.plain.example", "192.0.2.31", false),
+            ] {
+                let before = seen.queries.load(Ordering::Relaxed);
+                let r = ask_reply(name, TYPE_A).unwrap();
+                assert_eq!(
+                    r.addrs,
+                    vec![addr.parse::<IpAddr>().unwrap()],
+                    "{name}: {r:?}"
+                );
+                assert_eq!(
+                    r.ad,
+                    validate && secure,
+                    "{name} validate={validate}: {r:?}"
+                );
+                costs.push((
+                    validate,
+                    name,
+                    seen.queries.load(Ordering::Relaxed) - before,
+                ));
+            }
+        }
+        mgr.stop();
+        let _ = std::fs::remove_dir_all(&dir);
+        costs
+    });
+    eprintln!("upstream queries per lookup (validate, name, queries): {costs:?}");
+    let cost = |validate: bool, name: &str| {
+        costs
+            .iter()
+            .find(|c| c.0 == validate && c.1 == name)
+            .unwrap()
+            .2
+    };
+    for name in [
+        "www.sec.example",
+        "www2.sec.example",
+        "www.sec2.example",
+        "www.plain.example",
+    ] {
+        assert_eq!(
+            cost(false, name),
+            1,
+            "without validation one query per name: {costs:?}"
+        );
+    }
+    // The first name: the trust anchor's keys, then each zone's DS and DNSKEY down the chain.
+    assert!(cost(true, "www.sec.example") > 3, "{costs:?}");
+    // Another name in a zone whose keys are cached: nothing more.
+    assert_eq!(cost(true, "www2.sec.example"), 1, "{costs:?}");
+    // A new signed zone under a known parent: its DS and its DNSKEY.
+    assert_eq!(cost(true, "www.sec2.example"), 3, "{costs:?}");
+    // A new unsigned zone: the parent's proof that it has no DS.
+    assert_eq!(cost(true, "www.plain.example"), 2, "{costs:?}");
 }

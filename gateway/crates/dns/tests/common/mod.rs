@@ -3,6 +3,8 @@
 //! in a binary can run at once.
 #![allow(dead_code)] // each test binary uses its own part
 
+pub mod dnssec;
+
 use perigee_dns::{Cidr, DnsConfig, UnboundPaths};
 use perigee_testkit::dns::{query, Reply, TYPE_A};
 use perigee_testkit::{run, NetnsGuard};
