@@ -16,6 +16,7 @@ from perigee_control.formats import (
     PortRange,
     RefreshRegex,
     Upstream,
+    Zone,
 )
 from perigee_control.rules import (
     BypassRuleRules,
@@ -440,14 +441,30 @@ class Dns(DnsRules):
     """
     Queries per second one client address may send (unbound's ip-ratelimit); 0 = no limit.
     """
+    dnssec_validation: StrictBool = True
+    """
+    Validate DNSSEC with the root trust anchor: a signed answer that does not verify is
+    refused (SERVFAIL), a verified one carries the AD bit. Each new zone costs the
+    upstream one or two more queries (its DS and DNSKEY), across the satellite at a
+    terminal; the upstream must return signatures (any validating resolver does).
+    """
     enabled: StrictBool = False
     """
     false: no resolver runs and DNS from the served subnets passes untouched.
     """
     intercept: StrictBool = True
     """
-    true: queries from the served subnets to any address on port 53 (UDP and TCP) are
-    answered by the gateway's resolver. false: only queries addressed to the gateway are.
+    true: queries from the served subnets to port 53 (UDP and TCP) of a resolver the operator
+    lists (`upstream` entries on port 53, and `intercept_for`) are answered by the gateway's
+    resolver, from the address asked. A query to any other address goes where it was sent,
+    untouched: a customer's own resolver stays theirs. false: only queries addressed to the
+    gateway itself are answered.
+    """
+    intercept_for: Annotated[list[IpAddr], Field(max_length=16)] = []
+    """
+    More resolver addresses the gateway answers for (with `intercept`): the ones the site's
+    clients are given or have configured that the operator runs (the hub's resolver under
+    another address, a public resolver the operator chose to answer for).
     """
     max_negative_ttl_s: Annotated[StrictInt, Field(ge=0, le=86400)] = 3600
     """
@@ -466,10 +483,22 @@ class Dns(DnsRules):
     Refresh a popular name in the background when a query arrives in the last tenth of
     its TTL, so it never expires while in use.
     """
+    private_domains: Annotated[list[Zone], Field(max_length=64)] = []
+    """
+    The operator's internal zones: their names may resolve to private addresses, and they are
+    not checked against the public DNSSEC chain (the public DNS does not know them).
+    `test.`, `home.arpa.` and `internal.` (reserved for such use) always are.
+    """
     probe_timeout_ms: Annotated[StrictInt, Field(ge=100, le=30000)] = 3000
     """
     How long the gateway waits for an upstream's answer to its health probe before
     counting the probe as failed (the port-80 cache steps aside after two in a row).
+    """
+    rebind_protection: StrictBool = True
+    """
+    Refuse private-network addresses (RFC 1918, CGNAT, loopback, link-local, ULA) in answers
+    for names outside `private_domains`: a public name that resolves into the site's LAN is
+    DNS rebinding. The address is removed from the answer.
     """
     serve_stale: StrictBool = True
     """
@@ -721,13 +750,17 @@ class GatewayConfig(GatewayConfigRules):
     dns: Annotated[Dns, Field(validate_default=True)] = {
         "cache_mb": 64,
         "client_qps_limit": 0,
+        "dnssec_validation": True,
         "enabled": False,
         "intercept": True,
+        "intercept_for": [],
         "max_negative_ttl_s": 3600,
         "max_ttl_s": 86400,
         "min_ttl_s": 0,
         "prefetch": True,
+        "private_domains": [],
         "probe_timeout_ms": 3000,
+        "rebind_protection": True,
         "serve_stale": True,
         "stale_client_timeout_ms": 0,
         "stale_reply_ttl_s": 30,

@@ -196,6 +196,20 @@ def _cache_domain(value: str) -> str:
     return value
 
 
+def zone_key(value: str) -> str:
+    """A zone as the gateway compares it: lowercased, without the trailing dot."""
+    return (value[:-1] if value.endswith(".") else value).lower()
+
+
+def _zone(value: str) -> str:
+    """A DNS zone as perigee_dns::zone::validate_name takes it: labels of [A-Za-z0-9_-] (1-63 each), 1-253
+    characters, an optional trailing dot; never the root."""
+    name = value[:-1] if value.endswith(".") else value
+    if not 1 <= len(name) <= 253 or not all(re.fullmatch(r"[A-Za-z0-9_-]{1,63}", label) for label in name.split(".")):
+        raise ValueError(f'{value!r} is not a zone name (write it as "corp.example.com"; not the root)')
+    return value
+
+
 # The schema's definitions of the same names, with the checks of the gateway's parsers.
 Cidr = Annotated[str, Field(max_length=64), AfterValidator(_cidr)]
 IpAddr = Annotated[str, Field(max_length=64), AfterValidator(_ip)]
@@ -203,3 +217,4 @@ PortRange = Annotated[str, Field(max_length=11), AfterValidator(_port_range)]
 Upstream = Annotated[str, Field(max_length=64), AfterValidator(_upstream)]
 RefreshRegex = Annotated[str, AfterValidator(_refresh_regex)]
 CacheDomain = Annotated[str, Field(max_length=254), AfterValidator(_cache_domain)]
+Zone = Annotated[str, Field(max_length=254), AfterValidator(_zone)]

@@ -267,6 +267,12 @@ FlowState = TypeAliasType("FlowState", Literal["connecting", "established", "hal
 """
 
 
+Forwarding = TypeAliasType("Forwarding", Literal["direct", "peer_path"])
+"""
+How the resolver's upstream queries travel.
+"""
+
+
 HealthStatus = TypeAliasType("HealthStatus", Literal["ok", "degraded"])
 """
 - ok: Nothing to fix.
@@ -899,6 +905,18 @@ class DnsReport(Report):
     cache_memory_capacity_bytes: Annotated[int | None, Field(ge=0)]
     cache_memory_used_bytes: Annotated[int | None, Field(ge=0)]
     cache_misses: Annotated[int, Field(ge=0)]
+    dnssec_bogus_answers: Annotated[int, Field(ge=0)] = 0
+    """
+    Answers refused because their signatures did not validate (SERVFAIL).
+    """
+    dnssec_secure_answers: Annotated[int, Field(ge=0)] = 0
+    """
+    Answers that validated (sent with the AD bit to clients that asked for it).
+    """
+    dnssec_validation: bool = False
+    """
+    Answers are DNSSEC-validated here (dns.dnssec_validation).
+    """
     enabled: bool
     hit_ratio: float
     """
@@ -906,11 +924,16 @@ class DnsReport(Report):
     """
     intercept: bool
     """
-    Queries to any address on port 53 are answered (dns.enabled and dns.intercept).
+    Queries to the listed resolvers (dns.upstream on port 53, dns.intercept_for) are answered
+    here (dns.enabled and dns.intercept); queries to any other address pass untouched.
     """
     intercepted_packets: Annotated[int, Field(ge=0)]
     """
     DNS packets handed to the resolver since the last apply.
+    """
+    intercepted_resolvers: list[str] = []
+    """
+    The addresses whose port-53 queries are answered here (empty when `intercept` is off).
     """
     mean_upstream_ms: float | None
     """
@@ -946,6 +969,11 @@ class DnsReport(Report):
     upstream_resolutions: Annotated[int, Field(ge=0)]
     """
     Misses answered by the upstream.
+    """
+    upstream_transport: Forwarding | None = None
+    """
+    How the upstream is reached: `direct` (UDP to dns.upstream, in clear on every link it
+    crosses) or `peer_path` (DNS over TCP inside the encrypted peer path); null when off.
     """
     upstreams: list[str]
 
@@ -1306,6 +1334,12 @@ class Health(Report):
     CPU, memory, disks and interfaces of the box.
     """
     hybla: HyblaStatus
+    notices: list[str] = []
+    """
+    What works as configured but exposes more than it could, one sentence each (the status
+    stays ok): e.g. DNS crossing the satellite in clear while the peer path is off. (Absent
+    from gateways older than it.)
+    """
     peer: PeerHealth | None
     """
     The peer path's state summed over the workers; null when it is off.

@@ -22,6 +22,7 @@ from perigee_control.formats import (
     parse_ip,
     parse_upstream,
     std_net_kind,
+    zone_key,
 )
 from perigee_control.limits import default, extension
 from perigee_control.reports import Flow
@@ -214,6 +215,8 @@ class DnsRules(Strict):
     if TYPE_CHECKING:
         enabled: bool
         upstream: list[str]
+        intercept_for: list[str]
+        private_domains: list[str]
         min_ttl_s: int
         max_ttl_s: int
 
@@ -225,6 +228,19 @@ class DnsRules(Strict):
             if key in seen:
                 raise ValueError(f"upstream[{i}]: {u!r} is listed twice")
             seen.add(key)
+        addrs: set[object] = set()
+        for i, a in enumerate(self.intercept_for):
+            addr = parse_ip(a)
+            if any(std_net_kind(addr)):
+                raise ValueError(f"intercept_for[{i}]: {a} is not a unicast address a client could send a query to")
+            if addr in addrs:
+                raise ValueError(f"intercept_for[{i}]: {a} is listed twice")
+            addrs.add(addr)
+        zones: set[str] = set()
+        for i, z in enumerate(self.private_domains):
+            if zone_key(z) in zones:
+                raise ValueError(f"private_domains[{i}]: {z!r} is listed twice")
+            zones.add(zone_key(z))
         if self.enabled and not self.upstream:
             raise ValueError("upstream: required when dns is enabled (the resolver(s) to forward to)")
         if self.min_ttl_s > self.max_ttl_s:

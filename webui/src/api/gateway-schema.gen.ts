@@ -238,6 +238,11 @@ export const gatewayConfigSchema: JsonSchema = {
           "minimum": 0,
           "type": "integer"
         },
+        "dnssec_validation": {
+          "default": true,
+          "description": "Validate DNSSEC with the root trust anchor: a signed answer that does not verify is\nrefused (SERVFAIL), a verified one carries the AD bit. Each new zone costs the\nupstream one or two more queries (its DS and DNSKEY), across the satellite at a\nterminal; the upstream must return signatures (any validating resolver does).",
+          "type": "boolean"
+        },
         "enabled": {
           "default": false,
           "description": "false: no resolver runs and DNS from the served subnets passes untouched.",
@@ -245,8 +250,17 @@ export const gatewayConfigSchema: JsonSchema = {
         },
         "intercept": {
           "default": true,
-          "description": "true: queries from the served subnets to any address on port 53 (UDP and TCP) are\nanswered by the gateway's resolver. false: only queries addressed to the gateway are.",
+          "description": "true: queries from the served subnets to port 53 (UDP and TCP) of a resolver the operator\nlists (`upstream` entries on port 53, and `intercept_for`) are answered by the gateway's\nresolver, from the address asked. A query to any other address goes where it was sent,\nuntouched: a customer's own resolver stays theirs. false: only queries addressed to the\ngateway itself are answered.",
           "type": "boolean"
+        },
+        "intercept_for": {
+          "default": [],
+          "description": "More resolver addresses the gateway answers for (with `intercept`): the ones the site's\nclients are given or have configured that the operator runs (the hub's resolver under\nanother address, a public resolver the operator chose to answer for).",
+          "items": {
+            "$ref": "#/$defs/IpAddr"
+          },
+          "maxItems": 16,
+          "type": "array"
         },
         "max_negative_ttl_s": {
           "default": 3600,
@@ -277,6 +291,15 @@ export const gatewayConfigSchema: JsonSchema = {
           "description": "Refresh a popular name in the background when a query arrives in the last tenth of\nits TTL, so it never expires while in use.",
           "type": "boolean"
         },
+        "private_domains": {
+          "default": [],
+          "description": "The operator's internal zones: their names may resolve to private addresses, and they are\nnot checked against the public DNSSEC chain (the public DNS does not know them).\n`test.`, `home.arpa.` and `internal.` (reserved for such use) always are.",
+          "items": {
+            "$ref": "#/$defs/Zone"
+          },
+          "maxItems": 64,
+          "type": "array"
+        },
         "probe_timeout_ms": {
           "default": 3000,
           "description": "How long the gateway waits for an upstream's answer to its health probe before\ncounting the probe as failed (the port-80 cache steps aside after two in a row).",
@@ -284,6 +307,11 @@ export const gatewayConfigSchema: JsonSchema = {
           "maximum": 30000,
           "minimum": 100,
           "type": "integer"
+        },
+        "rebind_protection": {
+          "default": true,
+          "description": "Refuse private-network addresses (RFC 1918, CGNAT, loopback, link-local, ULA) in answers\nfor names outside `private_domains`: a public name that resolves into the site's LAN is\nDNS rebinding. The address is removed from the answer.",
+          "type": "boolean"
         },
         "serve_stale": {
           "default": true,
@@ -989,6 +1017,12 @@ export const gatewayConfigSchema: JsonSchema = {
       "maxLength": 64,
       "pattern": "^((25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3}|(([0-9A-Fa-f]{1,4}:){6}([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|::([0-9A-Fa-f]{1,4}:){5}([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|([0-9A-Fa-f]{1,4})?::([0-9A-Fa-f]{1,4}:){4}([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|(([0-9A-Fa-f]{1,4}:){0,1}[0-9A-Fa-f]{1,4})?::([0-9A-Fa-f]{1,4}:){3}([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|(([0-9A-Fa-f]{1,4}:){0,2}[0-9A-Fa-f]{1,4})?::([0-9A-Fa-f]{1,4}:){2}([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|(([0-9A-Fa-f]{1,4}:){0,3}[0-9A-Fa-f]{1,4})?::[0-9A-Fa-f]{1,4}:([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|(([0-9A-Fa-f]{1,4}:){0,4}[0-9A-Fa-f]{1,4})?::([0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9][0-9]|[0-9])){3})|(([0-9A-Fa-f]{1,4}:){0,5}[0-9A-Fa-f]{1,4})?::[0-9A-Fa-f]{1,4}|(([0-9A-Fa-f]{1,4}:){0,6}[0-9A-Fa-f]{1,4})?::))(@([1-9][0-9]{0,3}|0[1-9][0-9]{0,2}|00[1-9][0-9]?|000[1-9]|0([1-9][0-9]{3}|0[1-9][0-9]{2}|00[1-9][0-9]|000[1-9])|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5]))?$",
       "type": "string"
+    },
+    "Zone": {
+      "description": "A DNS zone: the name and every name below it (\"corp.example.com\"); labels of letters, digits, '-' and '_'",
+      "maxLength": 254,
+      "pattern": "^([A-Za-z0-9_-]{1,63}\\.)*[A-Za-z0-9_-]{1,63}\\.?$",
+      "type": "string"
     }
   },
   "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -1035,13 +1069,17 @@ export const gatewayConfigSchema: JsonSchema = {
       "default": {
         "cache_mb": 64,
         "client_qps_limit": 0,
+        "dnssec_validation": true,
         "enabled": false,
         "intercept": true,
+        "intercept_for": [],
         "max_negative_ttl_s": 3600,
         "max_ttl_s": 86400,
         "min_ttl_s": 0,
         "prefetch": true,
+        "private_domains": [],
         "probe_timeout_ms": 3000,
+        "rebind_protection": true,
         "serve_stale": true,
         "stale_client_timeout_ms": 0,
         "stale_reply_ttl_s": 30,
@@ -1264,6 +1302,10 @@ export const gatewayReportEnums: Record<string, readonly string[]> = {
     "established",
     "half_closed",
     "closed"
+  ],
+  "Forwarding": [
+    "direct",
+    "peer_path"
   ],
   "HealthStatus": [
     "ok",

@@ -1806,6 +1806,15 @@ export interface components {
              */
             client_qps_limit: number;
             /**
+             * Dnssec Validation
+             * @description Validate DNSSEC with the root trust anchor: a signed answer that does not verify is
+             *     refused (SERVFAIL), a verified one carries the AD bit. Each new zone costs the
+             *     upstream one or two more queries (its DS and DNSKEY), across the satellite at a
+             *     terminal; the upstream must return signatures (any validating resolver does).
+             * @default true
+             */
+            dnssec_validation: boolean;
+            /**
              * Enabled
              * @description false: no resolver runs and DNS from the served subnets passes untouched.
              * @default false
@@ -1813,11 +1822,22 @@ export interface components {
             enabled: boolean;
             /**
              * Intercept
-             * @description true: queries from the served subnets to any address on port 53 (UDP and TCP) are
-             *     answered by the gateway's resolver. false: only queries addressed to the gateway are.
+             * @description true: queries from the served subnets to port 53 (UDP and TCP) of a resolver the operator
+             *     lists (`upstream` entries on port 53, and `intercept_for`) are answered by the gateway's
+             *     resolver, from the address asked. A query to any other address goes where it was sent,
+             *     untouched: a customer's own resolver stays theirs. false: only queries addressed to the
+             *     gateway itself are answered.
              * @default true
              */
             intercept: boolean;
+            /**
+             * Intercept For
+             * @description More resolver addresses the gateway answers for (with `intercept`): the ones the site's
+             *     clients are given or have configured that the operator runs (the hub's resolver under
+             *     another address, a public resolver the operator chose to answer for).
+             * @default []
+             */
+            intercept_for: string[];
             /**
              * Max Negative Ttl S
              * @description Upper bound on how long a negative answer (NXDOMAIN, NODATA) is cached.
@@ -1844,12 +1864,28 @@ export interface components {
              */
             prefetch: boolean;
             /**
+             * Private Domains
+             * @description The operator's internal zones: their names may resolve to private addresses, and they are
+             *     not checked against the public DNSSEC chain (the public DNS does not know them).
+             *     `test.`, `home.arpa.` and `internal.` (reserved for such use) always are.
+             * @default []
+             */
+            private_domains: string[];
+            /**
              * Probe Timeout Ms
              * @description How long the gateway waits for an upstream's answer to its health probe before
              *     counting the probe as failed (the port-80 cache steps aside after two in a row).
              * @default 3000
              */
             probe_timeout_ms: number;
+            /**
+             * Rebind Protection
+             * @description Refuse private-network addresses (RFC 1918, CGNAT, loopback, link-local, ULA) in answers
+             *     for names outside `private_domains`: a public name that resolves into the site's LAN is
+             *     DNS rebinding. The address is removed from the answer.
+             * @default true
+             */
+            rebind_protection: boolean;
             /**
              * Serve Stale
              * @description Serve expired answers (RFC 8767) instead of waiting for the upstream.
@@ -1915,6 +1951,24 @@ export interface components {
             cache_memory_used_bytes: number | null;
             /** Cache Misses */
             cache_misses: number;
+            /**
+             * Dnssec Bogus Answers
+             * @description Answers refused because their signatures did not validate (SERVFAIL).
+             * @default 0
+             */
+            dnssec_bogus_answers: number;
+            /**
+             * Dnssec Secure Answers
+             * @description Answers that validated (sent with the AD bit to clients that asked for it).
+             * @default 0
+             */
+            dnssec_secure_answers: number;
+            /**
+             * Dnssec Validation
+             * @description Answers are DNSSEC-validated here (dns.dnssec_validation).
+             * @default false
+             */
+            dnssec_validation: boolean;
             /** Enabled */
             enabled: boolean;
             /**
@@ -1924,7 +1978,8 @@ export interface components {
             hit_ratio: number;
             /**
              * Intercept
-             * @description Queries to any address on port 53 are answered (dns.enabled and dns.intercept).
+             * @description Queries to the listed resolvers (dns.upstream on port 53, dns.intercept_for) are answered
+             *     here (dns.enabled and dns.intercept); queries to any other address pass untouched.
              */
             intercept: boolean;
             /**
@@ -1932,6 +1987,12 @@ export interface components {
              * @description DNS packets handed to the resolver since the last apply.
              */
             intercepted_packets: number;
+            /**
+             * Intercepted Resolvers
+             * @description The addresses whose port-53 queries are answered here (empty when `intercept` is off).
+             * @default []
+             */
+            intercepted_resolvers: string[];
             /**
              * Mean Upstream Ms
              * @description Mean time a miss waited for the upstream, ms (null before the first miss).
@@ -1981,6 +2042,11 @@ export interface components {
              * @description Misses answered by the upstream.
              */
             upstream_resolutions: number;
+            /**
+             * @description How the upstream is reached: `direct` (UDP to dns.upstream, in clear on every link it
+             *     crosses) or `peer_path` (DNS over TCP inside the encrypted peer path); null when off.
+             */
+            upstream_transport?: components["schemas"]["Forwarding"] | null;
             /** Upstreams */
             upstreams: string[];
         } & {
@@ -2296,6 +2362,8 @@ export interface components {
         };
         /** @enum {string} */
         FlowState: "connecting" | "established" | "half_closed" | "closed";
+        /** @enum {string} */
+        Forwarding: "direct" | "peer_path";
         /** GatewayAnswerError */
         GatewayAnswerError: {
             /** Error */
@@ -2366,13 +2434,17 @@ export interface components {
              * @default {
              *       "cache_mb": 64,
              *       "client_qps_limit": 0,
+             *       "dnssec_validation": true,
              *       "enabled": false,
              *       "intercept": true,
+             *       "intercept_for": [],
              *       "max_negative_ttl_s": 3600,
              *       "max_ttl_s": 86400,
              *       "min_ttl_s": 0,
              *       "prefetch": true,
+             *       "private_domains": [],
              *       "probe_timeout_ms": 3000,
+             *       "rebind_protection": true,
              *       "serve_stale": true,
              *       "stale_client_timeout_ms": 0,
              *       "stale_reply_ttl_s": 30,
@@ -2573,6 +2645,14 @@ export interface components {
             /** @description CPU, memory, disks and interfaces of the box. */
             host: components["schemas"]["HostStats"];
             hybla: components["schemas"]["HyblaStatus"];
+            /**
+             * Notices
+             * @description What works as configured but exposes more than it could, one sentence each (the status
+             *     stays ok): e.g. DNS crossing the satellite in clear while the peer path is off. (Absent
+             *     from gateways older than it.)
+             * @default []
+             */
+            notices: string[];
             /** @description The peer path's state summed over the workers; null when it is off. */
             peer: components["schemas"]["PeerHealth"] | null;
             /**

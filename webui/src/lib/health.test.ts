@@ -15,6 +15,7 @@ const okGateway: GatewayHealth = {
     ld: { loaded: true, registration: 'current', version: 1, problem: null },
   },
   problems: [],
+  notices: [],
   peer: null,
   workers: [],
   host: {

@@ -23,18 +23,26 @@ const STATS = {
   satellite_time_saved_s: 186,
   cache_memory_used_bytes: 2_097_152,
   cache_memory_capacity_bytes: 67_108_864,
+  upstream_transport: 'peer_path',
+  dnssec_validation: true,
+  dnssec_secure_answers: 40,
+  dnssec_bogus_answers: 2,
   problems: [],
   intercept: true,
+  intercepted_resolvers: ['10.71.3.53', '192.0.2.1'],
   serving: true,
   intercepted_packets: 410,
   upstream_healthy: false,
   upstream_probe: [{ upstream: '10.71.3.53@53', ok: false, rtt_ms: null, error: '10.71.3.53:53: no answer within 3000 ms' }],
 };
 
-function dnsApi() {
+const RUNNING = { role: 'terminal', dns: { enabled: true, upstream: ['10.71.3.53'], rebind_protection: true, private_domains: ['corp.example'] } };
+
+function dnsApi(stats: Record<string, unknown> = STATS) {
   return mockApi({
-    'GET /api/v1/dns/stats': () => jsonResponse(STATS),
-    'GET /api/v1/config': () => jsonResponse({ version_id: 1, config: { role: 'terminal', dns: { enabled: true, upstream: ['10.71.3.53'] } } }),
+    'GET /api/v1/dns/stats': () => jsonResponse(stats),
+    'GET /api/v1/config': () => jsonResponse({ version_id: 1, config: RUNNING }),
+    'GET /api/v1/config/running': () => jsonResponse({ config: RUNNING }),
     'GET /api/v1/stats/series': () => jsonResponse({ metric: 'dns_hit_ratio', resolution_s: 1, step_s: 1, start: 0, end: 1, series: [] }),
     'POST /api/v1/dns/flush': () => jsonResponse({ ok: true }),
   });
@@ -52,6 +60,24 @@ describe('DnsPage', () => {
     expect(screen.getByRole('alert')).toHaveTextContent('No upstream resolver answers');
     expect(screen.getByRole('table', { name: 'Upstream probe' })).toHaveTextContent('no answer within 3000 ms');
     expect(screen.getByText(/DNS over HTTPS/)).toBeInTheDocument();
+  });
+
+  it('says whose queries are answered, how the upstream is reached and what is refused', async () => {
+    dnsApi();
+    renderWithProviders(<DnsPage />);
+    const table = await screen.findByRole('table', { name: 'Resolver protection' });
+    expect(table).toHaveTextContent("the gateway and 10.71.3.53, 192.0.2.1; queries to other resolvers (a customer's own) pass untouched");
+    expect(table).toHaveTextContent('inside the peer path (encrypted)');
+    expect(table).toHaveTextContent('on, except corp.example');
+    expect(table).toHaveTextContent('validated: 40 secure, 2 refused as forged');
+    expect(screen.queryByText('Upstream queries cross the satellite in clear')).not.toBeInTheDocument();
+  });
+
+  it('warns at a terminal whose upstream queries cross in clear', async () => {
+    dnsApi({ ...STATS, upstream_transport: 'direct', upstream_healthy: true });
+    renderWithProviders(<DnsPage />);
+    expect(await screen.findByText('Upstream queries cross the satellite in clear')).toBeInTheDocument();
+    expect(screen.getByRole('table', { name: 'Resolver protection' })).toHaveTextContent('straight to the upstream, in clear');
   });
 
   it('flushes one name, and refuses what is not a name before asking the API', async () => {

@@ -1,7 +1,7 @@
 import { Alert, Button, Group, Paper, SimpleGrid, Stack, Table, Text, TextInput, Title } from '@mantine/core';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState, type FormEvent } from 'react';
-import { endpoints, type ProbeResult } from '../api/endpoints';
+import { endpoints, type DnsReport, type ProbeResult } from '../api/endpoints';
 import { ApiError, errorMessage } from '../api/errors';
 import { keys } from '../api/keys';
 import { LazyTimeSeriesChart } from '../charts/LazyChart';
@@ -41,6 +41,38 @@ function ProbeTable({ probe }: { probe: ProbeResult[] }) {
   );
 }
 
+interface ProtectionConfig {
+  rebind_protection?: boolean;
+  private_domains?: string[];
+}
+
+/** Whose queries the gateway answers, how its upstream queries travel, and what it refuses (docs/dns.md). */
+function ProtectionTable({ s, cfg }: { s: DnsReport; cfg?: ProtectionConfig }) {
+  const rows: [string, string][] = [
+    [
+      'Answers queries sent to',
+      s.intercept
+        ? `the gateway and ${s.intercepted_resolvers.join(', ') || 'no other address'}; queries to other resolvers (a customer's own) pass untouched`
+        : 'the gateway only',
+    ],
+    ['Upstream queries', s.upstream_transport === 'peer_path' ? 'inside the peer path (encrypted)' : s.upstream_transport === 'direct' ? 'straight to the upstream, in clear' : '—'],
+    ['Rebinding protection', cfg?.rebind_protection === false ? 'off' : `on${cfg?.private_domains?.length ? `, except ${cfg.private_domains.join(', ')}` : ''}`],
+    ['DNSSEC', s.dnssec_validation ? `validated: ${s.dnssec_secure_answers.toLocaleString()} secure, ${s.dnssec_bogus_answers.toLocaleString()} refused as forged` : 'not validated'],
+  ];
+  return (
+    <Table aria-label="Resolver protection" verticalSpacing={4} fz="sm">
+      <Table.Tbody>
+        {rows.map(([k, v]) => (
+          <Table.Tr key={k}>
+            <Table.Th w={220}>{k}</Table.Th>
+            <Table.Td>{v}</Table.Td>
+          </Table.Tr>
+        ))}
+      </Table.Tbody>
+    </Table>
+  );
+}
+
 export default function DnsPage() {
   const canWrite = useCan()('operator');
   const queryClient = useQueryClient();
@@ -60,6 +92,7 @@ export default function DnsPage() {
   });
   // What the gateway runs, not the desired version: the two differ until it is applied.
   const dnsCfg = running.data?.config?.dns;
+  const terminal = running.data?.config?.role === 'terminal';
 
   const submitName = (e: FormEvent) => {
     e.preventDefault();
@@ -85,6 +118,11 @@ export default function DnsPage() {
             const v = dnsView(s);
             return (
               <Stack>
+                {terminal && s.upstream_transport === 'direct' && (
+                  <Alert color="yellow" title="Upstream queries cross the satellite in clear">
+                    Anyone on the satellite link can read them and forge answers. With the peer path on, the resolver sends them inside it, encrypted.
+                  </Alert>
+                )}
                 {!v.upstreamHealthy && (
                   <Alert color="orange" title="No upstream resolver answers" role="alert">
                     Cached names are still answered (stale ones too); new names fail until an upstream answers. Meanwhile the HTTP cache steps aside and port 80 is only accelerated.
@@ -100,6 +138,12 @@ export default function DnsPage() {
                   <StatCard label="Cache memory" value={formatBytes(v.memoryUsed)} hint={v.memoryCapacity ? `of ${formatBytes(v.memoryCapacity)}` : undefined} />
                   <StatCard label="Resolver" value={v.running ? 'running' : v.enabled ? 'down' : 'off'} color={v.enabled && !v.running ? 'red' : undefined} hint={v.upstreamHealthy ? 'upstream answers' : 'upstream unreachable'} />
                 </SimpleGrid>
+                <Paper withBorder p="md" component="section" aria-label="Protection">
+                  <Title order={3} size="h5" mb="xs">
+                    Protection
+                  </Title>
+                  <ProtectionTable s={s} cfg={dnsCfg} />
+                </Paper>
                 <Paper withBorder p="md" component="section" aria-label="Upstream resolvers">
                   <Title order={3} size="h5" mb="xs">
                     Upstream resolvers

@@ -3,7 +3,8 @@
 //! Every value that reaches unbound.conf is checked here first: addresses are parsed into
 //! `IpAddr`s and numbers are bounded, so nothing an operator writes can add a directive.
 
-use perigee_types::Cidr;
+use crate::zone::Zone;
+use perigee_types::{Cidr, IpAddrSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
@@ -23,9 +24,31 @@ pub struct DnsConfig {
     /// false and the cache is on.
     #[schemars(length(max = MAX_UPSTREAMS))]
     pub upstream: Vec<Upstream>,
-    /// true: queries from the served subnets to any address on port 53 (UDP and TCP) are
-    /// answered by the gateway's resolver. false: only queries addressed to the gateway are.
+    /// true: queries from the served subnets to port 53 (UDP and TCP) of a resolver the operator
+    /// lists (`upstream` entries on port 53, and `intercept_for`) are answered by the gateway's
+    /// resolver, from the address asked. A query to any other address goes where it was sent,
+    /// untouched: a customer's own resolver stays theirs. false: only queries addressed to the
+    /// gateway itself are answered.
     pub intercept: bool,
+    /// More resolver addresses the gateway answers for (with `intercept`): the ones the site's
+    /// clients are given or have configured that the operator runs (the hub's resolver under
+    /// another address, a public resolver the operator chose to answer for).
+    #[schemars(with = "Vec<IpAddrSchema>", length(max = MAX_INTERCEPT_FOR))]
+    pub intercept_for: Vec<IpAddr>,
+    /// Refuse private-network addresses (RFC 1918, CGNAT, loopback, link-local, ULA) in answers
+    /// for names outside `private_domains`: a public name that resolves into the site's LAN is
+    /// DNS rebinding. The address is removed from the answer.
+    pub rebind_protection: bool,
+    /// The operator's internal zones: their names may resolve to private addresses, and they are
+    /// not checked against the public DNSSEC chain (the public DNS does not know them).
+    /// `test.`, `home.arpa.` and `internal.` (reserved for such use) always are.
+    #[schemars(length(max = MAX_PRIVATE_DOMAINS))]
+    pub private_domains: Vec<Zone>,
+    /// Validate DNSSEC with the root trust anchor: a signed answer that does not verify is
+    /// refused (SERVFAIL), a verified one carries the AD bit. Each new zone costs the
+    /// upstream one or two more queries (its DS and DNSKEY), across the satellite at a
+    /// terminal; the upstream must return signatures (any validating resolver does).
+    pub dnssec_validation: bool,
     /// Memory for cached answers, MB: one third for whole messages, two thirds for RRsets.
     #[schemars(range(min = *CACHE_MB.start(), max = *CACHE_MB.end()))]
     pub cache_mb: u32,
@@ -68,6 +91,10 @@ impl Default for DnsConfig {
             enabled: false,
             upstream: Vec::new(),
             intercept: true,
+            intercept_for: Vec::new(),
+            rebind_protection: true,
+            private_domains: Vec::new(),
+            dnssec_validation: true,
             cache_mb: 64,
             prefetch: true,
             serve_stale: true,
@@ -171,6 +198,8 @@ impl Upstream {
 
 /// Bounds (the API's model has the same ones).
 pub const MAX_UPSTREAMS: usize = 8;
+pub const MAX_INTERCEPT_FOR: usize = 16;
+pub const MAX_PRIVATE_DOMAINS: usize = 64;
 pub const CACHE_MB: std::ops::RangeInclusive<u32> = 4..=16_384;
 pub const STALE_TTL_S: std::ops::RangeInclusive<u32> = 60..=604_800;
 pub const STALE_REPLY_TTL_S: std::ops::RangeInclusive<u32> = 1..=3_600;
@@ -196,10 +225,23 @@ fn within(
     ))
 }
 
+/// A list field holds at most `max` entries.
+fn at_most(field: &str, len: usize, max: usize) -> Result<(), ConfigError> {
+    if len > max {
+        return Err(err(
+            format!("dns.{field}"),
+            format!("at most {max} entries"),
+        ));
+    }
+    Ok(())
+}
+
 impl DnsConfig {
     /// Checks every field; the first problem found is returned with its field path.
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.upstreams()?;
+        self.check_intercept_for()?;
+        self.check_private_domains()?;
         if self.enabled && self.upstream.is_empty() {
             return Err(err(
                 "dns.upstream",
@@ -248,12 +290,7 @@ impl DnsConfig {
 
     /// The upstreams as parsed addresses (errors name `dns.upstream[i]`).
     pub fn upstreams(&self) -> Result<Vec<Upstream>, ConfigError> {
-        if self.upstream.len() > MAX_UPSTREAMS {
-            return Err(err(
-                "dns.upstream",
-                format!("at most {MAX_UPSTREAMS} entries"),
-            ));
-        }
+        at_most("upstream", self.upstream.len(), MAX_UPSTREAMS)?;
         let mut out: Vec<Upstream> = Vec::new();
         for (i, u) in self.upstream.iter().enumerate() {
             if out.contains(u) {
@@ -265,6 +302,58 @@ impl DnsConfig {
             out.push(*u);
         }
         Ok(out)
+    }
+
+    /// `intercept_for`: unicast addresses a client can send to (not loopback), each once.
+    fn check_intercept_for(&self) -> Result<(), ConfigError> {
+        at_most("intercept_for", self.intercept_for.len(), MAX_INTERCEPT_FOR)?;
+        for (i, a) in self.intercept_for.iter().enumerate() {
+            let field = format!("dns.intercept_for[{i}]");
+            if a.is_unspecified() || a.is_multicast() || a.is_loopback() {
+                return Err(err(
+                    field,
+                    format!("{a} is not a unicast address a client could send a query to"),
+                ));
+            }
+            if self.intercept_for[..i].contains(a) {
+                return Err(err(field, format!("{a} is listed twice")));
+            }
+        }
+        Ok(())
+    }
+
+    fn check_private_domains(&self) -> Result<(), ConfigError> {
+        at_most(
+            "private_domains",
+            self.private_domains.len(),
+            MAX_PRIVATE_DOMAINS,
+        )?;
+        for (i, z) in self.private_domains.iter().enumerate() {
+            if self.private_domains[..i].contains(z) {
+                return Err(err(
+                    format!("dns.private_domains[{i}]"),
+                    format!("\"{z}\" is listed twice"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The resolver addresses whose port-53 queries the gateway answers when `intercept` is on:
+    /// the upstreams on port 53 (not loopback) and `intercept_for`, each once.
+    pub fn intercepted_resolvers(&self) -> Vec<IpAddr> {
+        let mut out: Vec<IpAddr> = Vec::new();
+        let upstreams = self
+            .upstream
+            .iter()
+            .filter(|u| u.port == 53 && !u.addr.is_loopback())
+            .map(|u| u.addr);
+        for a in upstreams.chain(self.intercept_for.iter().copied()) {
+            if !out.contains(&a) {
+                out.push(a);
+            }
+        }
+        out
     }
 }
 
@@ -315,6 +404,8 @@ mod tests {
         assert_eq!(cfg, DnsConfig::default());
         cfg.validate().unwrap();
         assert!(!cfg.enabled && cfg.intercept && cfg.prefetch && cfg.serve_stale);
+        assert!(cfg.rebind_protection && cfg.dnssec_validation);
+        assert!(cfg.intercept_for.is_empty() && cfg.private_domains.is_empty());
         assert_eq!(
             (cfg.cache_mb, cfg.stale_ttl_s, cfg.stale_reply_ttl_s),
             (64, 86_400, 30)
@@ -497,6 +588,64 @@ mod tests {
         }
         .validate()
         .unwrap();
+    }
+
+    #[test]
+    fn the_listed_resolvers_are_the_port_53_upstreams_and_intercept_for() {
+        let c: DnsConfig = serde_json::from_value(serde_json::json!({
+            "upstream": ["192.0.2.53", "192.0.2.54@5353", "127.0.0.1@5300", "2001:db8::53"],
+            "intercept_for": ["198.51.100.1", "192.0.2.53"],
+        }))
+        .unwrap();
+        c.validate().unwrap();
+        let want: Vec<IpAddr> = ["192.0.2.53", "2001:db8::53", "198.51.100.1"]
+            .iter()
+            .map(|a| a.parse().unwrap())
+            .collect();
+        assert_eq!(
+            c.intercepted_resolvers(),
+            want,
+            "another port or loopback is not a resolver clients ask on port 53; each once"
+        );
+    }
+
+    #[test]
+    fn intercept_for_and_private_domains_are_checked_with_field_paths() {
+        let field = |v: serde_json::Value| -> String {
+            match serde_json::from_value::<DnsConfig>(v) {
+                Ok(c) => c.validate().expect_err("should be rejected").field,
+                Err(e) => format!("serde: {e}"),
+            }
+        };
+        for bad in ["127.0.0.1", "::1", "0.0.0.0", "224.0.0.1"] {
+            assert_eq!(
+                field(serde_json::json!({"intercept_for": ["192.0.2.1", bad]})),
+                "dns.intercept_for[1]",
+                "{bad}"
+            );
+        }
+        assert_eq!(
+            field(serde_json::json!({"intercept_for": ["192.0.2.1", "192.0.2.1"]})),
+            "dns.intercept_for[1]"
+        );
+        let many: Vec<String> = (1..=17).map(|i| format!("192.0.2.{i}")).collect();
+        assert_eq!(
+            field(serde_json::json!({ "intercept_for": many })),
+            "dns.intercept_for"
+        );
+        assert_eq!(
+            field(serde_json::json!({"private_domains": ["corp.example", "Corp.Example."]})),
+            "dns.private_domains[1]"
+        );
+        let many: Vec<String> = (0..65).map(|i| format!("z{i}.example")).collect();
+        assert_eq!(
+            field(serde_json::json!({ "private_domains": many })),
+            "dns.private_domains"
+        );
+        let e = field(serde_json::json!({"private_domains": ["corp example"]}));
+        assert!(e.contains("not a zone name"), "{e}");
+        let e = field(serde_json::json!({"intercept_for": ["resolver.example"]}));
+        assert!(e.starts_with("serde: "), "{e}");
     }
 
     #[test]

@@ -10,15 +10,21 @@
 
 pub mod api;
 pub mod config;
+pub mod forwarding;
 pub mod manager;
 pub mod probe;
 pub mod render;
 pub mod stats;
 pub mod wire;
+pub mod zone;
 
 pub use config::{check_served_subnets, parse_served_subnets, ConfigError, DnsConfig, Upstream};
-pub use manager::{ApplyAction, ApplyReport, DnsError, DnsStats, ManagerOptions, UnboundManager};
+pub use forwarding::{Forwarding, PEER_PATH_RESOLVER};
+pub use manager::{
+    ApplyAction, ApplyReport, DnsError, DnsStats, ManagerOptions, Policy, UnboundManager,
+};
 pub use perigee_types::Cidr;
-pub use probe::{probe_all, ProbeResult, ResolverHealth};
+pub use probe::{probe_all, probe_route, ProbeResult, ResolverHealth};
 pub use render::{render, UnboundPaths, LISTEN_PORT};
 pub use stats::Totals;
+pub use zone::{validate_name, Zone};

@@ -11,8 +11,10 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::config::{check_served_subnets, DnsConfig, Upstream};
+use crate::forwarding::Forwarding;
 use crate::render::{render, UnboundPaths};
 use crate::stats::{parse_stats, Accumulator, Totals};
+use crate::zone::validate_name;
 use perigee_child::{lookup_user, Installed, Service, ServiceError, Supervisor};
 use perigee_types::Cidr;
 
@@ -86,7 +88,28 @@ pub struct DnsStats {
     pub satellite_time_saved_s: f64,
     pub cache_memory_used_bytes: Option<u64>,
     pub cache_memory_capacity_bytes: Option<u64>,
+    /// How the upstream is reached: `direct` (UDP to dns.upstream, in clear on every link it
+    /// crosses) or `peer_path` (DNS over TCP inside the encrypted peer path); null when off.
+    #[serde(default)]
+    pub upstream_transport: Option<Forwarding>,
+    /// Answers are DNSSEC-validated here (dns.dnssec_validation).
+    #[serde(default)]
+    pub dnssec_validation: bool,
+    /// Answers that validated (sent with the AD bit to clients that asked for it).
+    #[serde(default)]
+    pub dnssec_secure_answers: u64,
+    /// Answers refused because their signatures did not validate (SERVFAIL).
+    #[serde(default)]
+    pub dnssec_bogus_answers: u64,
     pub problems: Vec<String>,
+}
+
+/// What a running unbound was rendered from: the operator's policy and how its upstream is
+/// reached (the daemon derives that from the role and the peer path).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Policy {
+    pub dns: DnsConfig,
+    pub forwarding: Forwarding,
 }
 
 /// unbound as the supervisor runs it, and what the manager knows about it.
@@ -155,8 +178,11 @@ impl UnboundManager {
         &self,
         cfg: &DnsConfig,
         served_subnets: &[Cidr],
+        forwarding: Forwarding,
     ) -> Result<Option<String>, DnsError> {
-        Ok(self.rendered(cfg, served_subnets)?.map(|(_, text)| text))
+        Ok(self
+            .rendered(cfg, served_subnets, forwarding)?
+            .map(|(_, text)| text))
     }
 
     /// The served subnets as unbound.conf has them, and unbound.conf; None when the resolver
@@ -165,6 +191,7 @@ impl UnboundManager {
         &self,
         cfg: &DnsConfig,
         served_subnets: &[Cidr],
+        forwarding: Forwarding,
     ) -> Result<Option<(Vec<Cidr>, String)>, DnsError> {
         cfg.validate()?;
         if !cfg.enabled {
@@ -172,7 +199,13 @@ impl UnboundManager {
         }
         let served = check_served_subnets(served_subnets)?;
         let upstreams: Vec<Upstream> = cfg.upstreams()?;
-        let text = render(cfg, &served, &upstreams, &self.unbound().opts.paths);
+        let text = render(
+            cfg,
+            &served,
+            &upstreams,
+            forwarding,
+            &self.unbound().opts.paths,
+        );
         Ok(Some((served, text)))
     }
 
@@ -183,8 +216,9 @@ impl UnboundManager {
         &mut self,
         cfg: &DnsConfig,
         served_subnets: &[Cidr],
+        forwarding: Forwarding,
     ) -> Result<ApplyReport, DnsError> {
-        let Some((served, text)) = self.rendered(cfg, served_subnets)? else {
+        let Some((served, text)) = self.rendered(cfg, served_subnets, forwarding)? else {
             self.sup.disable();
             return Ok(ApplyReport {
                 action: ApplyAction::Stopped,
@@ -193,7 +227,11 @@ impl UnboundManager {
             });
         };
         self.unbound().check_paths()?;
-        self.install(cfg, served, text)
+        let policy = Policy {
+            dns: cfg.clone(),
+            forwarding,
+        };
+        self.install(&policy, served, text)
     }
 
     /// The second half of `apply`: `text` (what `render` made of `cfg`) goes through
@@ -202,7 +240,7 @@ impl UnboundManager {
     /// (an unbound older than the renderer, a directive it was built without).
     pub fn install(
         &mut self,
-        cfg: &DnsConfig,
+        cfg: &Policy,
         served: Vec<Cidr>,
         text: String,
     ) -> Result<ApplyReport, DnsError> {
@@ -267,7 +305,8 @@ impl UnboundManager {
     pub fn stats(&mut self) -> DnsStats {
         self.refresh_counters();
         let t = self.totals();
-        let cfg = self.sup.desired().map(|(c, _)| c.clone());
+        let policy = self.sup.desired().map(|(c, _)| c.clone());
+        let cfg = policy.as_ref().map(|p| &p.dns);
         let unbound = self.unbound();
         let mut problems = unbound.notes.clone();
         if let Some(e) = self.sup.last_exit() {
@@ -299,6 +338,10 @@ impl UnboundManager {
                 None
             },
             cache_memory_capacity_bytes: cfg.map(|c| u64::from(c.cache_mb) * 1024 * 1024),
+            upstream_transport: policy.as_ref().map(|p| p.forwarding),
+            dnssec_validation: cfg.is_some_and(|c| c.dnssec_validation),
+            dnssec_secure_answers: t.secure,
+            dnssec_bogus_answers: t.bogus,
             problems,
         }
     }
@@ -342,7 +385,7 @@ fn refresh_counters(sup: &mut Supervisor<Unbound>) {
 }
 
 impl Service for Unbound {
-    type Config = DnsConfig;
+    type Config = Policy;
     const NAME: &'static str = "unbound";
     const IO_CODE: &'static str = "unbound_io";
     const START_CODE: &'static str = "unbound_start";
@@ -396,7 +439,7 @@ impl Service for Unbound {
 
     /// Our directories: unbound (after dropping to its user) reads its config from the state
     /// dir, so both are world-traversable; the control socket is unbound's own (root/unbound).
-    fn prepare_dirs(&self, _cfg: &DnsConfig) -> Result<(), DnsError> {
+    fn prepare_dirs(&self, _cfg: &Policy) -> Result<(), DnsError> {
         let p = &self.opts.paths;
         for dir in [&p.state_dir, &p.run_dir] {
             std::fs::create_dir_all(dir).map_err(io_err("creating the resolver's directories"))?;
@@ -434,7 +477,7 @@ impl Service for Unbound {
     }
 
     /// It answers on its control socket.
-    fn ready(&self, _cfg: &DnsConfig) -> bool {
+    fn ready(&self, _cfg: &Policy) -> bool {
         self.control(&["status"], None).is_ok()
     }
 
@@ -442,7 +485,7 @@ impl Service for Unbound {
         self.opts.ready_timeout
     }
 
-    fn not_ready(&self, _cfg: &DnsConfig) -> String {
+    fn not_ready(&self, _cfg: &Policy) -> String {
         format!(
             "unbound did not answer on {} within {:?}; see {}",
             self.opts.paths.control_socket().display(),
@@ -545,12 +588,17 @@ impl Unbound {
     /// The paths go into unbound.conf between double quotes: refuse a quote or newline.
     fn check_paths(&self) -> Result<(), DnsError> {
         let p = &self.opts.paths;
-        for path in [&p.state_dir, &p.run_dir] {
+        for path in [&p.state_dir, &p.run_dir]
+            .into_iter()
+            .chain(p.trust_anchor_file.as_ref())
+        {
             let s = path.to_string_lossy();
             if s.contains(['"', '\n', '\r']) || !path.is_absolute() {
                 return Err(DnsError::new(
                     "unbound_io",
-                    format!("{s:?}: the resolver's directories must be absolute paths without quotes or newlines"),
+                    format!(
+                        "{s:?}: the resolver's paths must be absolute, without quotes or newlines"
+                    ),
                 ));
             }
         }
@@ -612,24 +660,6 @@ pub fn parse_version(text: &str) -> Option<String> {
     (!v.is_empty()).then_some(v)
 }
 
-/// A domain name for flush: letters, digits, '-', '_' and dots, 1-253 characters.
-pub fn validate_name(name: &str) -> Result<String, String> {
-    let n = name.strip_suffix('.').unwrap_or(name).to_ascii_lowercase();
-    let ok = !n.is_empty()
-        && n.len() <= 253
-        && n.split('.').all(|l| {
-            !l.is_empty()
-                && l.len() <= 63
-                && l.bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-        });
-    if ok {
-        Ok(n)
-    } else {
-        Err(format!("{name:?} is not a domain name"))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -641,15 +671,6 @@ mod tests {
             Some("1.17.1")
         );
         assert_eq!(parse_version("nothing"), None);
-    }
-
-    #[test]
-    fn flush_names_are_domain_names_only() {
-        assert_eq!(validate_name("WWW.Example.").unwrap(), "www.example");
-        assert_eq!(validate_name("_dmarc.example").unwrap(), "_dmarc.example");
-        for bad in ["", ".", "a..b", "a b", "a;b", "x\nstop", &"a".repeat(64)] {
-            assert!(validate_name(bad).is_err(), "{bad:?}");
-        }
     }
 
     #[test]
@@ -670,6 +691,7 @@ mod tests {
                 state_dir: dir.join("state"),
                 run_dir: dir.join("run"),
                 user: "no-such-user-pd".into(),
+                trust_anchor_file: None,
             },
             ..ManagerOptions::default()
         });
@@ -688,7 +710,9 @@ mod tests {
         );
         assert_eq!(m.flush(None).unwrap_err().code, "not_running");
         // Disabled: nothing to start, nothing created.
-        let r = m.apply(&DnsConfig::default(), &[]).unwrap();
+        let r = m
+            .apply(&DnsConfig::default(), &[], Forwarding::Direct)
+            .unwrap();
         assert_eq!(r.action, ApplyAction::Stopped);
         assert!(!dir.exists());
         let e = m
@@ -698,6 +722,7 @@ mod tests {
                     ..DnsConfig::default()
                 },
                 &["10.0.0.0/8".parse().unwrap()],
+                Forwarding::Direct,
             )
             .unwrap_err();
         assert_eq!(

@@ -1,18 +1,22 @@
 //! The resolver health probe behind the cache's port-80 gate: is any upstream answering?
 //!
-//! Each probe asks every upstream, in parallel, for the root's NS records over UDP. Any
+//! Each probe asks every upstream, in parallel, for the root's NS records over UDP (over TCP
+//! to the peer path's local end when the resolver forwards through it: the probe crosses the
+//! satellite the way the resolver's queries do, never in clear beside them). Any
 //! well-formed answer with the probe's id counts, whatever its rcode (a server that refuses
 //! recursion still proves the path and the server are up). Two failed rounds in a row mark the
 //! resolver down; one answered round marks it up again.
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
-use std::net::{SocketAddr, UdpSocket};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
 use crate::config::Upstream;
+use crate::forwarding::{Forwarding, PEER_PATH_RESOLVER};
 use crate::wire;
 
 /// Failed rounds in a row before the resolver counts as down (one lost datagram is not an outage).
@@ -74,6 +78,41 @@ pub fn probe_one(server: SocketAddr, timeout: Duration) -> Result<Duration, Stri
     }
 }
 
+/// Sends one `. NS` query over TCP (RFC 7766 framing: a two-byte length before each message)
+/// to `server` and waits up to `timeout`, connection included, for its answer.
+pub fn probe_one_tcp(server: SocketAddr, timeout: Duration) -> Result<Duration, String> {
+    let started = Instant::now();
+    let failed = |e: std::io::Error| {
+        if matches!(
+            e.kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+        ) {
+            format!("{server}: no answer within {} ms", timeout.as_millis())
+        } else {
+            format!("{server}: {e}")
+        }
+    };
+    let mut c = TcpStream::connect_timeout(&server, timeout).map_err(failed)?;
+    let left = timeout
+        .saturating_sub(started.elapsed())
+        .max(Duration::from_millis(1));
+    c.set_read_timeout(Some(left)).map_err(failed)?;
+    c.set_write_timeout(Some(left)).map_err(failed)?;
+    let id = random_id();
+    let q = wire::query(id, ".", wire::TYPE_NS)?;
+    let mut framed = (q.len() as u16).to_be_bytes().to_vec();
+    framed.extend_from_slice(&q);
+    c.write_all(&framed).map_err(failed)?;
+    let mut len = [0u8; 2];
+    c.read_exact(&mut len).map_err(failed)?;
+    let mut answer = vec![0u8; usize::from(u16::from_be_bytes(len))];
+    c.read_exact(&mut answer).map_err(failed)?;
+    match wire::response_header(&answer) {
+        Some(h) if h.id == id => Ok(started.elapsed()),
+        _ => Err(format!("{server}: not an answer to the probe")),
+    }
+}
+
 /// One upstream's result in a round.
 #[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct ProbeResult {
@@ -103,6 +142,31 @@ pub fn probe_all(upstreams: &[Upstream], timeout: Duration) -> Vec<ProbeResult> 
             error: r.err(),
         })
         .collect()
+}
+
+/// One round the way the resolver reaches its upstream: each upstream over UDP, or the peer
+/// path's local end over TCP (its result named `127.0.0.1@8853 (peer path)`).
+pub fn probe_route(
+    forwarding: Forwarding,
+    upstreams: &[Upstream],
+    timeout: Duration,
+) -> Vec<ProbeResult> {
+    match forwarding {
+        Forwarding::Direct => probe_all(upstreams, timeout),
+        Forwarding::PeerPath => {
+            let r = probe_one_tcp(PEER_PATH_RESOLVER, timeout);
+            vec![ProbeResult {
+                upstream: format!(
+                    "{}@{} (peer path)",
+                    PEER_PATH_RESOLVER.ip(),
+                    PEER_PATH_RESOLVER.port()
+                ),
+                ok: r.is_ok(),
+                rtt_ms: r.as_ref().ok().map(|d| d.as_secs_f64() * 1000.0),
+                error: r.err(),
+            }]
+        }
+    }
 }
 
 /// The probe's verdict over rounds, with hysteresis.
@@ -239,5 +303,33 @@ mod tests {
             round[0].error.as_deref().unwrap().contains("no answer"),
             "{round:?}"
         );
+    }
+
+    #[test]
+    fn the_tcp_probe_frames_its_query_and_reads_the_framed_answer() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let t = std::thread::spawn(move || {
+            let (mut c, _) = l.accept().unwrap();
+            let mut len = [0u8; 2];
+            c.read_exact(&mut len).unwrap();
+            let mut q = vec![0u8; usize::from(u16::from_be_bytes(len))];
+            c.read_exact(&mut q).unwrap();
+            assert_eq!(&q[q.len() - 5..], &[0, 0, 2, 0, 1], ". NS IN");
+            q[2] |= 0x80;
+            let mut out = len.to_vec();
+            out.extend_from_slice(&q);
+            c.write_all(&out).unwrap();
+            // Then a listener that accepts but never answers.
+            let _silent = l.accept().unwrap();
+            std::thread::sleep(Duration::from_millis(400));
+        });
+        probe_one_tcp(addr, Duration::from_secs(60)).unwrap();
+        let e = probe_one_tcp(addr, Duration::from_millis(200)).unwrap_err();
+        assert!(e.contains("no answer within 200 ms"), "{e}");
+        t.join().unwrap();
+        // Nothing listens any more: refused.
+        let e = probe_one_tcp(addr, Duration::from_millis(200)).unwrap_err();
+        assert!(e.contains(&addr.to_string()), "{e}");
     }
 }

@@ -20,6 +20,9 @@ pub struct RunCounters {
     pub ratelimited: u64,
     /// Answers that were SERVFAIL (typically: no upstream answered in time).
     pub servfail: u64,
+    /// Answers that DNSSEC-validated, and those refused as bogus.
+    pub secure: u64,
+    pub bogus: u64,
     pub cache_memory_bytes: Option<u64>,
 }
 
@@ -42,6 +45,8 @@ pub fn parse_stats(text: &str) -> RunCounters {
             "total.num.recursivereplies" => c.recursive_replies = n(),
             "total.num.queries_ip_ratelimited" => c.ratelimited = n(),
             "num.answer.rcode.SERVFAIL" => c.servfail = n(),
+            "num.answer.secure" => c.secure = n(),
+            "num.answer.bogus" => c.bogus = n(),
             "total.recursion.time.avg" => {
                 c.recursion_time_avg_s = v
                     .trim()
@@ -75,6 +80,8 @@ pub struct Totals {
     pub recursion_time_s: f64,
     pub ratelimited: u64,
     pub servfail: u64,
+    pub secure: u64,
+    pub bogus: u64,
 }
 
 impl Totals {
@@ -88,6 +95,8 @@ impl Totals {
         self.recursion_time_s += r.recursion_time_avg_s * r.recursive_replies as f64;
         self.ratelimited += r.ratelimited;
         self.servfail += r.servfail;
+        self.secure += r.secure;
+        self.bogus += r.bogus;
     }
 
     /// Cache hits over queries.
@@ -156,7 +165,7 @@ mod tests {
         total.num.cachemiss=3\ntotal.num.prefetch=3\ntotal.num.expired=3\n\
         total.num.recursivereplies=2\ntotal.recursion.time.avg=0.600000\n\
         total.recursion.time.median=0\nmem.cache.rrset=66000\nmem.cache.message=34000\n\
-        num.answer.rcode.SERVFAIL=2\n\
+        num.answer.rcode.SERVFAIL=2\nnum.answer.secure=5\nnum.answer.bogus=1\n\
         time.up=30.95\n";
 
     #[test]
@@ -173,6 +182,7 @@ mod tests {
             (21, 18, 3, 3, 3)
         );
         assert_eq!((c.recursive_replies, c.ratelimited, c.servfail), (2, 1, 2));
+        assert_eq!((c.secure, c.bogus), (5, 1));
         assert!((c.recursion_time_avg_s - 0.6).abs() < 1e-9);
         assert_eq!(c.cache_memory_bytes, Some(100_000));
         assert_eq!(parse_stats("garbage\n=\nx=y"), RunCounters::default());

@@ -2,97 +2,41 @@
 //! and pd-mgr-s (its upstream, a counting responder), joined by a veth. Also: every rendered
 //! variant passes the installed unbound-checkconf.
 use perigee_dns::{
-    check_served_subnets, parse_served_subnets, render, ApplyAction, Cidr, DnsConfig,
-    ManagerOptions, UnboundManager, UnboundPaths,
+    check_served_subnets, parse_served_subnets, render, ApplyAction, DnsConfig, Forwarding,
+    ManagerOptions, Policy, UnboundManager,
 };
-use perigee_testkit::dns::{address_of, query, Responder, TYPE_A};
-use perigee_testkit::{run, NetnsGuard};
-use std::fs::File;
-use std::net::SocketAddr;
-use std::os::fd::AsRawFd;
-use std::path::{Path, PathBuf};
+use perigee_testkit::dns::{address_of, Responder, TYPE_A};
 use std::time::Duration;
 
-const GW: &str = "pd-mgr-g";
-const UP: &str = "pd-mgr-s";
-const UPSTREAM: &str = "10.98.2.10";
-
-/// Runs `f` on a thread inside namespace `ns`; processes it starts live there too.
-fn in_ns<T: Send + 'static>(ns: &'static str, f: impl FnOnce() -> T + Send + 'static) -> T {
-    std::thread::spawn(move || {
-        let file = File::open(format!("/run/netns/{ns}")).unwrap();
-        // SAFETY: setns on this thread only, with a valid namespace fd.
-        let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-        assert_eq!(rc, 0, "setns {ns}");
-        f()
-    })
-    .join()
-    .unwrap_or_else(|e| std::panic::resume_unwind(e))
-}
-
-fn topology() -> NetnsGuard {
-    let g = NetnsGuard::with_loopback_up(&[GW, UP]);
-    run(&[
-        "ip", "link", "add", "g0", "netns", GW, "type", "veth", "peer", "name", "s0", "netns", UP,
-    ]);
-    run(&["ip", "-n", GW, "addr", "add", "10.98.2.1/24", "dev", "g0"]);
-    run(&["ip", "-n", UP, "addr", "add", "10.98.2.10/24", "dev", "s0"]);
-    run(&["ip", "-n", GW, "link", "set", "g0", "up"]);
-    run(&["ip", "-n", UP, "link", "set", "s0", "up"]);
-    g
-}
-
-fn temp_dir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("pd-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn paths(dir: &Path) -> UnboundPaths {
-    UnboundPaths {
-        state_dir: dir.join("state"),
-        run_dir: dir.join("run"),
-        ..UnboundPaths::default()
-    }
-}
+mod common;
+use common::*;
 
 fn config(cache_mb: u32) -> DnsConfig {
     DnsConfig {
-        enabled: true,
-        upstream: vec![UPSTREAM.parse().unwrap()],
         cache_mb,
-        ..DnsConfig::default()
+        ..forwarding_to_upstream()
     }
-}
-
-fn served() -> Vec<Cidr> {
-    vec!["10.98.1.0/24".parse().unwrap()]
-}
-
-/// Asks the resolver on the gateway's loopback (the calling thread must be in GW).
-fn ask(name: &str) -> std::io::Result<Vec<std::net::IpAddr>> {
-    let server: SocketAddr = "127.0.0.1:53".parse().unwrap();
-    query(server, name, TYPE_A, false, Duration::from_secs(3)).map(|r| r.addrs)
 }
 
 #[test]
 fn a_refused_config_leaves_the_running_one_serving_and_changes_keep_the_cache() {
-    let _nets = topology();
+    let lab = Lab::new("mgr");
     let dir = temp_dir("mgr");
-    let up = in_ns(UP, || {
+    let up = in_ns(&lab.up, || {
         Responder::bind(&[format!("{UPSTREAM}:53").parse().unwrap()], Duration::ZERO)
     });
     let name = "keep.pd.example";
     let want = vec![address_of(name, TYPE_A)];
     let count = move || up.count(name);
     let p = paths(&dir);
-    in_ns(GW, move || {
+    in_ns(&lab.gw, move || {
         let mut mgr = UnboundManager::new(ManagerOptions {
             paths: p.clone(),
             ..ManagerOptions::default()
         });
-        let r = mgr.apply(&config(64), &served()).unwrap();
+        let r = mgr
+            .apply(&config(64), &served(), Forwarding::Direct)
+            .unwrap();
         assert_eq!(r.action, ApplyAction::Started);
         assert!(mgr.is_running());
         assert_eq!(ask(name).unwrap(), want);
@@ -105,11 +49,19 @@ fn a_refused_config_leaves_the_running_one_serving_and_changes_keep_the_cache() 
             &config(32),
             &served_nets,
             &config(32).upstreams().unwrap(),
+            Forwarding::Direct,
             &p,
         );
         let refused = good.replacen("server:\n", "server:\n\tno-such-directive: yes\n", 1);
         let e = mgr
-            .install(&config(32), served_nets.clone(), refused)
+            .install(
+                &Policy {
+                    dns: config(32),
+                    forwarding: Forwarding::Direct,
+                },
+                served_nets.clone(),
+                refused,
+            )
             .unwrap_err();
         assert_eq!(e.code, "unbound_checkconf", "{e:?}");
         assert!(e.message.contains("no-such-directive"), "{e}");
@@ -120,7 +72,9 @@ fn a_refused_config_leaves_the_running_one_serving_and_changes_keep_the_cache() 
         assert_eq!(count(), 1);
 
         // --- a real change: restarted on the new config, the cache carried over ---
-        let r = mgr.apply(&config(32), &served()).unwrap();
+        let r = mgr
+            .apply(&config(32), &served(), Forwarding::Direct)
+            .unwrap();
         assert_eq!(r.action, ApplyAction::Restarted);
         assert!(r.cache_records_kept.unwrap_or(0) > 0, "{r:?}");
         assert!(std::fs::read_to_string(p.conf())
@@ -129,7 +83,9 @@ fn a_refused_config_leaves_the_running_one_serving_and_changes_keep_the_cache() 
         assert_eq!(ask(name).unwrap(), want);
         assert_eq!(count(), 1, "answered from the carried-over cache");
         assert_eq!(
-            mgr.apply(&config(32), &served()).unwrap().action,
+            mgr.apply(&config(32), &served(), Forwarding::Direct)
+                .unwrap()
+                .action,
             ApplyAction::Unchanged
         );
 
@@ -163,7 +119,9 @@ fn a_refused_config_leaves_the_running_one_serving_and_changes_keep_the_cache() 
 
         // --- disabled: stopped, port 53 free ---
         assert_eq!(
-            mgr.apply(&DnsConfig::default(), &served()).unwrap().action,
+            mgr.apply(&DnsConfig::default(), &served(), Forwarding::Direct)
+                .unwrap()
+                .action,
             ApplyAction::Stopped
         );
         assert!(!mgr.is_running());
@@ -187,21 +145,39 @@ fn rendered_variants_pass_unbound_checkconf() {
             "client_qps_limit": 100000}"#,
     )
     .unwrap();
+    let validating = DnsConfig {
+        dnssec_validation: true,
+        private_domains: vec!["corp.example".parse().unwrap()],
+        intercept_for: vec!["192.0.2.1".parse().unwrap()],
+        ..config(64)
+    };
     let variants = [
-        ("default", config(64)),
-        ("operator", operator),
         (
-            "no-stale-small",
+            "default",
+            DnsConfig {
+                enabled: true,
+                upstream: config(64).upstream,
+                ..DnsConfig::default()
+            },
+            Forwarding::Direct,
+        ),
+        ("validating", validating.clone(), Forwarding::Direct),
+        ("peer-path", validating, Forwarding::PeerPath),
+        ("operator", operator, Forwarding::Direct),
+        (
+            "no-stale-small-no-rebinding",
             DnsConfig {
                 serve_stale: false,
                 cache_mb: 4,
+                rebind_protection: false,
                 ..config(4)
             },
+            Forwarding::Direct,
         ),
     ];
-    for (name, cfg) in variants {
+    for (name, cfg, forwarding) in variants {
         cfg.validate().unwrap();
-        let text = render(&cfg, &served, &cfg.upstreams().unwrap(), &p);
+        let text = render(&cfg, &served, &cfg.upstreams().unwrap(), forwarding, &p);
         let file = dir.join(format!("{name}.conf"));
         std::fs::write(&file, text).unwrap();
         let out = std::process::Command::new("unbound-checkconf")

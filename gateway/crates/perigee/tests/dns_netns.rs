@@ -19,17 +19,28 @@ fn upstream(t: &Topo, delay: Duration) -> Responder {
 /// The test topology's config with the resolver on, forwarding to the server's responder.
 fn dns_config(t: &Topo) -> serde_json::Value {
     let mut cfg = t.config();
+    // The responder is no DNSSEC-aware resolver: validation would refuse its answers.
     cfg["dns"] = serde_json::json!({"enabled": true, "upstream": [SERVER4],
-                                    "probe_timeout_ms": 300});
+                                    "probe_timeout_ms": 300, "dnssec_validation": false});
     cfg
 }
 
 /// One query from the client namespace.
 fn ask(t: &Topo, server: SocketAddr, name: &str, qtype: u16, tcp: bool) -> std::io::Result<Reply> {
+    ask_within(t, server, name, qtype, tcp, Duration::from_secs(3))
+}
+
+/// `ask` giving up after `within` (a query that must go unanswered).
+fn ask_within(
+    t: &Topo,
+    server: SocketAddr,
+    name: &str,
+    qtype: u16,
+    tcp: bool,
+    within: Duration,
+) -> std::io::Result<Reply> {
     let name = name.to_string();
-    in_ns(&t.c, move || {
-        query(server, &name, qtype, tcp, Duration::from_secs(3))
-    })
+    in_ns(&t.c, move || query(server, &name, qtype, tcp, within))
 }
 
 fn dns_stats(t: &Topo) -> serde_json::Value {
@@ -144,25 +155,40 @@ fn an_expired_name_is_served_stale_while_the_upstream_is_unreachable() {
     assert!(s["stale_answers"].as_u64().unwrap() >= 1, "{s}");
 }
 
+/// A customer's own resolver beside the upstream, on addresses of its own in the server namespace.
+const CUSTOMER4: &str = "10.99.2.20";
+const CUSTOMER6: &str = "fd99:2::20";
+
 #[test]
-fn queries_to_any_dns_address_are_intercepted_over_udp_and_tcp() {
+fn queries_to_listed_resolvers_are_answered_here_and_a_customers_own_resolver_stays_theirs() {
     let _g = serial();
     let mut t = Topo::with_prefix("pd", "icpt");
     let up = upstream(&t, Duration::ZERO);
-    t.start_with_services(&dns_config(&t));
+    for (cidr, dad) in [("10.99.2.20/24", false), ("fd99:2::20/64", true)] {
+        let mut args = vec!["ip", "-n", &t.s, "addr", "add", cidr, "dev", "s0"];
+        if dad {
+            args.push("nodad");
+        }
+        perigee_testkit::run(&args);
+    }
+    let own = in_ns(&t.s, || {
+        Responder::bind(&[sa(CUSTOMER4, 53), sa(CUSTOMER6, 53)], Duration::ZERO)
+    });
+    let mut cfg = dns_config(&t);
+    cfg["dns"]["intercept_for"] = serde_json::json!(["192.0.2.99", "2001:db8::99"]);
+    t.start_with_services(&cfg);
     // Under test. (as satlab's web): a zone unbound would answer itself unless told to forward it.
     let name = "icpt.pd.test";
-    // The upstream's own addresses, the gateway's, and addresses where no resolver exists.
-    let targets = [
+    // The upstream's own addresses, the gateway's, and listed addresses where no resolver exists.
+    let ours = [
         sa(SERVER4, 53),
         sa("10.99.1.1", 53),
         sa("192.0.2.99", 53),
-        sa("198.51.100.7", 53),
         sa(SERVER6, 53),
         sa("fd99:1::1", 53),
         sa("2001:db8::99", 53),
     ];
-    for server in targets {
+    for server in ours {
         for tcp in [false, true] {
             for qtype in [TYPE_A, TYPE_AAAA] {
                 let r = ask(&t, server, name, qtype, tcp).unwrap_or_else(|e| {
@@ -179,7 +205,50 @@ fn queries_to_any_dns_address_are_intercepted_over_udp_and_tcp() {
         "one upstream query per type: every other answer (even to the upstream's own address) came from the gateway"
     );
     let s = dns_stats(&t);
-    assert!(s["intercepted_packets"].as_u64().unwrap() >= 28, "{s}");
+    assert!(s["intercepted_packets"].as_u64().unwrap() >= 16, "{s}");
+    assert_eq!(
+        s["intercepted_resolvers"],
+        serde_json::json!([SERVER4, "192.0.2.99", "2001:db8::99"]),
+        "{s}"
+    );
+
+    // The customer's own resolver, which the operator did not list: it gets the query and answers it.
+    let theirs = "theirs.pd.test";
+    for (i, server) in [sa(CUSTOMER4, 53), sa(CUSTOMER6, 53)]
+        .into_iter()
+        .enumerate()
+    {
+        for tcp in [false, true] {
+            let r = ask(&t, server, theirs, TYPE_A, tcp)
+                .unwrap_or_else(|e| panic!("{server} tcp={tcp}: {e}\n{}", t.log()));
+            assert_eq!(
+                (r.from, r.addrs.clone()),
+                (server, vec![address_of(theirs, TYPE_A)])
+            );
+            assert_eq!(
+                own.count(theirs),
+                2 * i as u32 + u32::from(tcp) + 1,
+                "{server} tcp={tcp}"
+            );
+        }
+    }
+    assert_eq!(
+        up.count(theirs),
+        0,
+        "never answered by the gateway's upstream"
+    );
+    // An address nobody listed and where no resolver is: the query goes there, unanswered.
+    for tcp in [false, true] {
+        let lost = ask_within(
+            &t,
+            sa("198.51.100.7", 53),
+            theirs,
+            TYPE_A,
+            tcp,
+            Duration::from_secs(1),
+        );
+        assert!(lost.is_err(), "tcp={tcp}: {lost:?}");
+    }
 
     // Interception off: the gateway answers only what is sent to it; the rest goes where it was sent.
     let mut cfg = dns_config(&t);
@@ -194,7 +263,15 @@ fn queries_to_any_dns_address_are_intercepted_over_udp_and_tcp() {
     assert_eq!(via_tcp.addrs, vec![address_of(name, TYPE_AAAA)]);
     assert_eq!(up.count(name), 4, "over TCP too");
     for tcp in [false, true] {
-        assert!(ask(&t, sa("192.0.2.99", 53), name, TYPE_A, tcp).is_err());
+        assert!(ask_within(
+            &t,
+            sa("192.0.2.99", 53),
+            name,
+            TYPE_A,
+            tcp,
+            Duration::from_secs(1)
+        )
+        .is_err());
     }
     let own = ask(&t, sa("10.99.1.1", 53), name, TYPE_A, true).unwrap();
     assert_eq!(own.addrs, vec![address_of(name, TYPE_A)]);

@@ -12,13 +12,21 @@ pub const TYPE_A: u16 = 1;
 pub const TYPE_AAAA: u16 = 28;
 
 /// The address every name resolves to: 192.0.2.<first byte of the name's hash> and its v6 twin,
-/// so a test can tell names apart and recognise a right answer.
+/// so a test can tell names apart and recognise a right answer. A first label `lan-...` gives a
+/// private-network address instead (10.77.0.<hash>, fd77::<hash>), as a rebinding attack would.
 pub fn address_of(name: &str, qtype: u16) -> IpAddr {
     let h = name
         .to_ascii_lowercase()
         .bytes()
         .fold(7u8, |a, b| a.wrapping_mul(31).wrapping_add(b))
         .max(1);
+    if name.to_ascii_lowercase().starts_with("lan-") {
+        return if qtype == TYPE_AAAA {
+            IpAddr::V6(Ipv6Addr::new(0xfd77, 0, 0, 0, 0, 0, 0, u16::from(h)))
+        } else {
+            IpAddr::V4(Ipv4Addr::new(10, 77, 0, h))
+        };
+    }
     if qtype == TYPE_AAAA {
         IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, u16::from(h)))
     } else {
@@ -221,6 +229,8 @@ pub struct Reply {
     /// Who answered (UDP: the datagram's source; TCP: the connected peer).
     pub from: SocketAddr,
     pub rcode: u8,
+    /// The AD bit: the answer was DNSSEC-validated by whoever sent it.
+    pub ad: bool,
     pub addrs: Vec<IpAddr>,
     /// TTL of the first answer record.
     pub ttl: Option<u32>,
@@ -229,7 +239,8 @@ pub struct Reply {
 
 fn query_message(id: u16, name: &str, qtype: u16) -> Vec<u8> {
     let mut m = id.to_be_bytes().to_vec();
-    m.extend_from_slice(&[0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0]);
+    // RD, and AD: the client understands the AD bit (RFC 6840 5.7), so a validating resolver sets it.
+    m.extend_from_slice(&[0x01, 0x20, 0, 1, 0, 0, 0, 0, 0, 0]);
     for l in name.trim_end_matches('.').split('.') {
         m.push(l.len() as u8);
         m.extend_from_slice(l.as_bytes());
@@ -271,6 +282,7 @@ fn parse_reply(id: u16, r: &[u8], from: SocketAddr, started: Instant) -> std::io
     Ok(Reply {
         from,
         rcode: r[3] & 0x0f,
+        ad: r[3] & 0x20 != 0,
         addrs,
         ttl,
         elapsed: started.elapsed(),
@@ -347,5 +359,9 @@ mod tests {
             address_of("a.pd.example", TYPE_A),
             address_of("b.pd.example", TYPE_A)
         );
+        let lan = query(addr, "lan-nas.pd.example", TYPE_A, false, t).unwrap();
+        assert_eq!(lan.addrs, vec![address_of("lan-nas.pd.example", TYPE_A)]);
+        assert!(matches!(lan.addrs[0], IpAddr::V4(a) if a.is_private()));
+        assert!(!lan.ad, "the responder validates nothing");
     }
 }

@@ -67,6 +67,10 @@ pub struct DnsArgs {
     /// The user unbound drops to once its sockets are open.
     #[arg(long, default_value = perigee_dns::render::DEFAULT_USER)]
     pub dns_user: String,
+    /// DNSSEC trust anchors (zone-file DS or DNSKEY records, e.g. Debian's
+    /// /usr/share/dns/root.ds) instead of the built-in root anchors.
+    #[arg(long)]
+    pub dns_trust_anchor_file: Option<String>,
 }
 
 impl DnsArgs {
@@ -79,6 +83,7 @@ impl DnsArgs {
                 state_dir: self.dns_state_dir.into(),
                 run_dir: self.dns_run_dir.into(),
                 user: self.dns_user,
+                trust_anchor_file: self.dns_trust_anchor_file.map(Into::into),
             },
             ..perigee_dns::ManagerOptions::default()
         }

@@ -273,6 +273,7 @@ fn render_unbound(shared: &Shared, cfg: &config::GatewayConfig) -> Option<String
         &cfg.dns,
         &served,
         &ups,
+        cfg.dns_forwarding(),
         &shared.dns_paths,
     ))
 }
@@ -286,6 +287,15 @@ fn dns_report(shared: &Shared) -> DnsReport {
     DnsReport {
         stats,
         intercept: cfg.dns.enabled && cfg.dns.intercept,
+        intercepted_resolvers: if cfg.dns.enabled && cfg.dns.intercept {
+            cfg.dns
+                .intercepted_resolvers()
+                .iter()
+                .map(|a| a.to_string())
+                .collect()
+        } else {
+            Vec::new()
+        },
         serving: shared.dns_up.load(Ordering::Relaxed),
         intercepted_packets: intercepted,
         upstream_healthy: health.healthy,
@@ -391,6 +401,11 @@ fn health(shared: &Shared) -> Health {
         fail_open: fail_open(shared),
         hybla: perigee_hybla::status(),
         problems,
+        notices: if configured {
+            cfg.dns_in_clear().into_iter().collect()
+        } else {
+            Vec::new()
+        },
         peer: peer_health(shared),
         host: host(shared, &cfg),
         services: services(shared, &cfg),

@@ -56,7 +56,8 @@ fn watch_resolver(shared: Arc<Shared>) {
         }
         let upstreams = cfg.dns.upstreams().unwrap_or_default();
         let timeout = Duration::from_millis(u64::from(cfg.dns.probe_timeout_ms));
-        let mut round = perigee_dns::probe_all(&upstreams, timeout);
+        let forwarding = cfg.dns_forwarding();
+        let mut round = perigee_dns::probe_route(forwarding, &upstreams, timeout);
         // With the gateway's own resolver in between, Squid also needs that one running.
         if cfg.dns.enabled && !shared.dns_up.load(Ordering::Relaxed) {
             for r in &mut round {
@@ -74,7 +75,8 @@ fn watch_resolver(shared: Arc<Shared>) {
             }
         }
         // The config may have changed while the round ran: its verdict is about old servers.
-        if shared.config.lock().unwrap().dns.upstream != cfg.dns.upstream {
+        let now = shared.config.lock().unwrap().clone();
+        if now.dns.upstream != cfg.dns.upstream || now.dns_forwarding() != forwarding {
             continue;
         }
         let changed = shared.resolver.lock().unwrap().record(round);

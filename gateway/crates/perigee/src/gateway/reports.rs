@@ -37,6 +37,11 @@ pub struct Health {
     pub hybla: HyblaStatus,
     /// What an operator should fix, one sentence each; empty when all is well.
     pub problems: Vec<String>,
+    /// What works as configured but exposes more than it could, one sentence each (the status
+    /// stays ok): e.g. DNS crossing the satellite in clear while the peer path is off. (Absent
+    /// from gateways older than it.)
+    #[serde(default)]
+    pub notices: Vec<String>,
     /// The peer path's state summed over the workers; null when it is off.
     pub peer: Option<PeerHealth>,
     pub workers: Vec<WorkerHealth>,
@@ -297,8 +302,12 @@ pub struct FlowList {
 pub struct DnsReport {
     #[serde(flatten)]
     pub stats: DnsStats,
-    /// Queries to any address on port 53 are answered (dns.enabled and dns.intercept).
+    /// Queries to the listed resolvers (dns.upstream on port 53, dns.intercept_for) are answered
+    /// here (dns.enabled and dns.intercept); queries to any other address pass untouched.
     pub intercept: bool,
+    /// The addresses whose port-53 queries are answered here (empty when `intercept` is off).
+    #[serde(default)]
+    pub intercepted_resolvers: Vec<String>,
     /// Port 53 goes to the resolver now.
     pub serving: bool,
     /// DNS packets handed to the resolver since the last apply.

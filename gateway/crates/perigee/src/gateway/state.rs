@@ -379,9 +379,11 @@ impl Shared {
     }
 }
 
-/// Whether an apply moved the resolver(s) the probe asks.
+/// Whether an apply moved the resolver(s) the probe asks, or the way it reaches them.
 fn upstreams_changed(a: &GatewayConfig, b: &GatewayConfig) -> bool {
-    a.dns.upstream != b.dns.upstream || a.dns.enabled != b.dns.enabled
+    a.dns.upstream != b.dns.upstream
+        || a.dns.enabled != b.dns.enabled
+        || a.dns_forwarding() != b.dns_forwarding()
 }
 
 /// Whether the satellite leg or any class asks for hybla or hybla_ld.

@@ -23,7 +23,11 @@ impl ApplyStep for DnsStep<'_> {
     }
 
     fn apply(&mut self) -> Result<(), ApplyError> {
-        match self.mgr.apply(&self.new.dns, &self.new.served_subnets) {
+        match self.mgr.apply(
+            &self.new.dns,
+            &self.new.served_subnets,
+            self.new.dns_forwarding(),
+        ) {
             Ok(report) => {
                 log::info(
                     "resolver applied",
@@ -41,7 +45,10 @@ impl ApplyStep for DnsStep<'_> {
 
     fn rollback(&mut self) {
         let result = match self.prev {
-            Some(p) => self.mgr.apply(&p.dns, &p.served_subnets).map(|_| ()),
+            Some(p) => self
+                .mgr
+                .apply(&p.dns, &p.served_subnets, p.dns_forwarding())
+                .map(|_| ()),
             None => {
                 self.mgr.stop();
                 Ok(())

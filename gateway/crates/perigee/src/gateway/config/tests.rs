@@ -693,3 +693,51 @@ fn the_satellite_leg_defaults_to_hybla_ld_with_hybla_behind_it() {
     assert_eq!(CongestionControl::Hybla.fallback(), None);
     assert_eq!(CongestionControl::Bbr.fallback(), None);
 }
+
+#[test]
+fn a_terminal_resolver_reaches_its_upstream_through_the_peer_path_when_it_is_on() {
+    use perigee_dns::Forwarding;
+    let mut j = example_json();
+    j["dns"] = serde_json::json!({"enabled": true, "upstream": ["10.71.3.53"]});
+    let mut c = from_value(j).unwrap();
+    assert_eq!(c.dns_forwarding(), Forwarding::Direct);
+    let clear = c.dns_in_clear().expect("the peer path is off: in clear");
+    assert!(
+        clear.contains("in clear") && clear.contains("10.71.3.53@53"),
+        "{clear}"
+    );
+    // The peer path's own validation is its section's; here only the switch matters.
+    c.peer.enabled = true;
+    assert_eq!(c.dns_forwarding(), Forwarding::PeerPath);
+    assert_eq!(c.dns_in_clear(), None);
+    // Squid asking the upstream itself (dns off) crosses in clear whatever the peer path does.
+    c.dns.enabled = false;
+    c.cache.enabled = true;
+    assert_eq!(c.dns_forwarding(), Forwarding::Direct);
+    assert!(c.dns_in_clear().unwrap().contains("Squid's lookups"));
+    // A hub's upstream is on its own side of the satellite.
+    c.role = Role::Hub;
+    c.dns.enabled = true;
+    assert_eq!(c.dns_forwarding(), Forwarding::Direct);
+    assert_eq!(c.dns_in_clear(), None);
+}
+
+#[test]
+fn dns_interception_and_rebinding_fields_keep_their_paths_in_the_gateway_config() {
+    assert_eq!(
+        dns_field(serde_json::json!({"intercept_for": ["127.0.0.1"]})),
+        "dns.intercept_for[0]"
+    );
+    assert_eq!(
+        dns_field(serde_json::json!({"private_domains": ["corp example"]})),
+        "dns.private_domains[0]"
+    );
+    let ok = with(
+        &["dns"],
+        serde_json::json!({"enabled": true, "upstream": ["10.71.3.53"],
+                           "intercept_for": ["192.0.2.1"], "private_domains": ["corp.example"],
+                           "rebind_protection": false, "dnssec_validation": false}),
+    )
+    .unwrap();
+    assert!(!ok.dns.rebind_protection && !ok.dns.dnssec_validation);
+}

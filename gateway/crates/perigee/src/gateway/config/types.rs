@@ -160,6 +160,43 @@ impl GatewayConfig {
             .unwrap_or_default()
     }
 
+    /// How the resolver reaches its upstream: a terminal with the peer path on sends its
+    /// upstream queries inside it (DNS over TCP to the tunnel's local end), never in clear
+    /// across the satellite; otherwise straight to `dns.upstream`.
+    pub fn dns_forwarding(&self) -> perigee_dns::Forwarding {
+        if self.dns.enabled && self.role == Role::Terminal && self.peer.enabled {
+            perigee_dns::Forwarding::PeerPath
+        } else {
+            perigee_dns::Forwarding::Direct
+        }
+    }
+
+    /// At a terminal, what of its DNS crosses the satellite in clear (readable, and forgeable
+    /// into the resolver's cache or Squid's), in a sentence for `/v1/health` `notices`.
+    pub fn dns_in_clear(&self) -> Option<String> {
+        if self.role != Role::Terminal {
+            return None;
+        }
+        let ups: Vec<String> = self.dns.upstream.iter().map(|u| u.to_string()).collect();
+        if self.dns.enabled && self.dns_forwarding().in_clear() {
+            return Some(format!(
+                "dns: the resolver's upstream queries cross the satellite in clear (UDP to {}): \
+                 anyone on the link can read them and forge answers; the peer path carries them \
+                 encrypted",
+                ups.join(", ")
+            ));
+        }
+        if self.cache.enabled && !self.dns.enabled {
+            return Some(format!(
+                "dns: Squid's lookups cross the satellite in clear (UDP to {}): dns is off, so \
+                 Squid asks the upstream itself; enable dns (with the peer path on, its queries \
+                 cross encrypted)",
+                ups.join(", ")
+            ));
+        }
+        None
+    }
+
     /// The served subnets as rendered: normalised (host bits cleared), merged, sorted. Validation
     /// has checked them; an invalid set (never rendered) gives an empty list.
     pub fn served(&self) -> Vec<Cidr> {

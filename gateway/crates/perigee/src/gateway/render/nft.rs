@@ -5,6 +5,7 @@ use super::super::config::{
 };
 use super::FW_MARK;
 use std::fmt::Write;
+use std::net::IpAddr;
 
 pub const TABLE: &str = "perigee";
 
@@ -30,6 +31,8 @@ fn split_family(list: &[Cidr]) -> (Vec<Cidr>, Vec<Cidr>) {
 struct Fam {
     ip: &'static str,
     served: &'static str,
+    /// The resolvers whose DNS the gateway answers (`dns.intercepted_resolvers`).
+    resolvers: &'static str,
     v4: bool,
 }
 
@@ -37,11 +40,13 @@ const FAMS: [Fam; 2] = [
     Fam {
         ip: "ip",
         served: "@served4",
+        resolvers: "@dns_resolvers4",
         v4: true,
     },
     Fam {
         ip: "ip6",
         served: "@served6",
+        resolvers: "@dns_resolvers6",
         v4: false,
     },
 ];
@@ -104,6 +109,9 @@ pub fn render_nft(cfg: &GatewayConfig) -> String {
         "\tset served6 {{ type ipv6_addr; flags interval;{} }}",
         elements(&s6)
     );
+    if cfg.dns.enabled && cfg.dns.intercept {
+        render_dns_resolver_sets(&mut t, cfg);
+    }
     let _ = writeln!(
         t,
         "\tchain prerouting {{\n\t\ttype filter hook prerouting priority mangle; policy accept;"
@@ -133,11 +141,17 @@ pub fn render_nft(cfg: &GatewayConfig) -> String {
             "\t\t# 2. DNS (before the socket rule: the resolver's port-53 listener is transparent and on every address)"
         );
         if intercept_dns {
-            let _ = writeln!(
-                t,
-                "\t\tiifname {} meta l4proto {{ udp, tcp }} th dport 53 jump dns",
-                quoted_set(&ifs)
-            );
+            // Only queries addressed to a resolver the operator listed: any other resolver a
+            // client asks (the customer's own) gets the query untouched.
+            for f in &FAMS {
+                let _ = writeln!(
+                    t,
+                    "\t\tiifname {} meta l4proto {{ udp, tcp }} th dport 53 {} daddr {} jump dns",
+                    quoted_set(&ifs),
+                    f.ip,
+                    f.resolvers
+                );
+            }
         }
         // A TCP packet to port 53 of another host that no intercepted connection owns (only
         // the resolver's wildcard listener matches it) goes where it was sent, on any
@@ -238,6 +252,29 @@ pub fn render_nft(cfg: &GatewayConfig) -> String {
     super::egress::render_egress(&mut t, cfg);
     let _ = writeln!(t, "}}");
     t
+}
+
+/// `dns_resolvers4`/`dns_resolvers6`: the addresses whose port-53 queries the resolver answers
+/// (the listed upstreams and `dns.intercept_for`); the gateway's own addresses need no rule
+/// (the resolver listens on them).
+fn render_dns_resolver_sets(t: &mut String, cfg: &GatewayConfig) {
+    let (r4, r6): (Vec<IpAddr>, Vec<IpAddr>) = cfg
+        .dns
+        .intercepted_resolvers()
+        .into_iter()
+        .partition(IpAddr::is_ipv4);
+    for (name, kind, list) in [
+        ("dns_resolvers4", "ipv4_addr", r4),
+        ("dns_resolvers6", "ipv6_addr", r6),
+    ] {
+        let elements = if list.is_empty() {
+            String::new()
+        } else {
+            let items: Vec<String> = list.iter().map(IpAddr::to_string).collect();
+            format!(" elements = {{ {} }};", items.join(", "))
+        };
+        let _ = writeln!(t, "\tset {name} {{ type {kind};{elements} }}");
+    }
 }
 
 /// The TPROXY ports (the splitter's, and Squid's while the cache is on) take only what the rules
@@ -609,7 +646,19 @@ mod tests {
             .unwrap_or_else(|| panic!("{nft}"));
         assert!(jump < guard && guard < socket_rule, "{nft}");
         assert!(jump < nft.find("jump intercept").unwrap());
-        assert!(nft.contains("iifname \"lan0\" meta l4proto { udp, tcp } th dport 53 jump dns"));
+        // Only queries addressed to a listed resolver: the upstream (port 53) here.
+        assert!(nft.contains(
+            "iifname \"lan0\" meta l4proto { udp, tcp } th dport 53 ip daddr @dns_resolvers4 jump dns"
+        ));
+        assert!(nft.contains(
+            "iifname \"lan0\" meta l4proto { udp, tcp } th dport 53 ip6 daddr @dns_resolvers6 jump dns"
+        ));
+        assert!(
+            !nft.contains("th dport 53 jump dns"),
+            "never every address: {nft}"
+        );
+        assert!(nft.contains("set dns_resolvers4 { type ipv4_addr; elements = { 10.71.3.53 }; }"));
+        assert!(nft.contains("set dns_resolvers6 { type ipv6_addr; }"));
         let chain: Vec<&str> = nft
             .lines()
             .skip_while(|l| !l.contains("chain dns {"))
@@ -624,11 +673,24 @@ mod tests {
         }
         assert!(chain[0].contains("meta l4proto udp"));
         assert!(chain[1].contains("== syn"));
+        // The operator's own list joins the upstreams (another port is not a resolver clients ask).
+        j["dns"]["upstream"] = serde_json::json!(["10.71.3.53", "10.71.3.54@5353"]);
+        j["dns"]["intercept_for"] = serde_json::json!(["192.0.2.1", "2001:db8::1"]);
+        let nft = render_nft(&from_value(j.clone()).unwrap());
+        assert!(
+            nft.contains(
+                "set dns_resolvers4 { type ipv4_addr; elements = { 10.71.3.53, 192.0.2.1 }; }"
+            ),
+            "{nft}"
+        );
+        assert!(nft.contains("set dns_resolvers6 { type ipv6_addr; elements = { 2001:db8::1 }; }"));
         // Interception off: the resolver only answers what is sent to the gateway.
         j["dns"]["intercept"] = false.into();
         let nft = render_nft(&from_value(j).unwrap());
         assert!(
-            !nft.contains("jump dns") && !nft.contains("chain dns"),
+            !nft.contains("jump dns")
+                && !nft.contains("chain dns")
+                && !nft.contains("dns_resolvers"),
             "{nft}"
         );
     }
