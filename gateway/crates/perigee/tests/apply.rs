@@ -7,6 +7,18 @@ use perigee_testkit::wait_for;
 use std::io::{BufRead, BufReader, Write};
 use std::time::{Duration, Instant};
 
+/// /v1/health once it says ok (the workers started on the config just put), or its last answer after HUNG.
+fn health_ok(t: &Topo) -> serde_json::Value {
+    let deadline = Instant::now() + HUNG;
+    loop {
+        let (_, h) = control(&t.sock(), "GET", "/v1/health", None).unwrap();
+        if h["status"] == "ok" || Instant::now() > deadline {
+            return h;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 #[test]
 fn failed_apply_keeps_previous_state() {
     let Some(_g) = serial() else { return };
@@ -108,14 +120,7 @@ fn started_without_a_config_it_intercepts_nothing_until_one_is_put() {
     assert!(run(&["ip", "netns", "exec", &t.g, "nft", "list", "tables"]).is_empty());
     let (st, v) = control(&t.sock(), "PUT", "/v1/config", Some(&good)).unwrap();
     assert_eq!(st, 200, "{v}");
-    let deadline = Instant::now() + HUNG;
-    let h = loop {
-        let (_, h) = control(&t.sock(), "GET", "/v1/health", None).unwrap();
-        if h["status"] == "ok" || Instant::now() > deadline {
-            break h;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let h = health_ok(&t);
     assert_eq!(
         (h["status"].as_str(), h["role"].as_str()),
         (Some("ok"), Some("terminal")),
@@ -163,14 +168,7 @@ fn failed_initial_apply_runs_degraded_until_a_good_config() {
     // A correct config pushed through the API installs everything and starts the workers.
     let (st, v) = control(&t.sock(), "PUT", "/v1/config", Some(&good)).unwrap();
     assert_eq!(st, 200, "{v}");
-    let deadline = Instant::now() + HUNG;
-    let h = loop {
-        let (_, h) = control(&t.sock(), "GET", "/v1/health", None).unwrap();
-        if h["status"] == "ok" || Instant::now() > deadline {
-            break h;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let h = health_ok(&t);
     assert_eq!(h["status"], "ok", "{h}\n{}", t.log());
     assert_eq!(h["config_revision"], "t1");
     // The workers open their listeners once they have the config: a connection made before that

@@ -7,6 +7,19 @@ use perigee_testkit::wait_for;
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::time::{Duration, Instant};
 
+/// Connects to the server's `port` through the gateway and returns the error that ends it: the reset
+/// may land before the client's connect() returns, or on its first read.
+fn connect_until_reset(t: &Topo, port: u16) -> std::io::Error {
+    match connect(&t.c, sa(SERVER4, port)) {
+        Err(e) => e,
+        Ok(mut c) => {
+            c.set_read_timeout(Some(HUNG)).unwrap();
+            let mut buf = [0u8; 4];
+            c.read(&mut buf).expect_err("reset expected")
+        }
+    }
+}
+
 #[test]
 fn refused_server_resets_client_quickly() {
     let Some(_g) = serial() else { return };
@@ -14,15 +27,7 @@ fn refused_server_resets_client_quickly() {
     t.start(&t.config());
     let started = Instant::now();
     // Nothing listens on 5999: the gateway accepted the SYN, then resets once its connect fails.
-    // The reset may land before the client's connect() returns, or on its first read.
-    let e = match connect(&t.c, sa(SERVER4, 5999)) {
-        Err(e) => e,
-        Ok(mut c) => {
-            c.set_read_timeout(Some(HUNG)).unwrap();
-            let mut buf = [0u8; 4];
-            c.read(&mut buf).expect_err("reset expected")
-        }
-    };
+    let e = connect_until_reset(&t, 5999);
     assert_eq!(e.kind(), ErrorKind::ConnectionReset, "{e}");
     eprintln!("refused server: client reset after {:?}", started.elapsed());
     wait_counters(&t, "the failed connect counted", |v| {
@@ -60,14 +65,7 @@ fn refused_server_resets_client_quickly() {
         "add", "rule", "inet", "t", "i", "tcp", "dport", "5998", "drop",
     ]);
     let started = Instant::now();
-    let e = match connect(&t.c, sa(SERVER4, 5998)) {
-        Err(e) => e,
-        Ok(mut c) => {
-            c.set_read_timeout(Some(HUNG)).unwrap();
-            let mut buf = [0u8; 4];
-            c.read(&mut buf).expect_err("reset expected")
-        }
-    };
+    let e = connect_until_reset(&t, 5998);
     assert_eq!(e.kind(), ErrorKind::ConnectionReset, "{e}");
     // Not before the connect timeout (a timer: no machine makes it early); after it, within HUNG.
     let took = started.elapsed();
