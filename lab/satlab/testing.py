@@ -42,7 +42,7 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
-@pytest.hookimpl(tryfirst=True)
+# After the skipping plugin's (tryfirst): a test skipped for another reason is skipped; before the fixtures are set up.
 def pytest_runtest_setup(item: pytest.Item) -> None:
     mark = item.get_closest_marker("needs_root")
     if mark is not None and os.geteuid() != 0:
