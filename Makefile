@@ -9,7 +9,7 @@ help:
 	@echo "make demo        install, build, bring up satlab + the appliance, print the dashboard URL and login"
 	@echo "make demo-down   remove everything demo made"
 	@echo "make test        every suite: Rust, Python, web unit, browser end-to-end, namespace integration, packaging"
-	@echo "                 (two streams side by side, one table at the end: scripts/test-suites --list)"
+	@echo "                 (two at a time, one table at the end: scripts/test-suites --list)"
 	@echo "make bench       the full benchmark (docs/benchmarks.md, bench/results/latest.json)"
 	@echo "make bench-quick one scenario of each kind, quick (results in /tmp/perigee-bench-quick, never docs/)"
 	@echo "make soak        the fault-injection soak, about 30 min (a short one runs in make test)"
@@ -26,10 +26,10 @@ setup:
 build: setup
 	@set -e; for c in $(COMPONENTS); do $(MAKE) --no-print-directory -C $$c build; done
 
-# Every suite (scripts/test-suites --list) even when one fails, in two streams side by side: the ones that share
-# the kernel (namespaces, Hybla, satlab) one at a time, beside the ones that share nothing with them (packages,
+# Every suite (scripts/test-suites --list) even when one fails, two at a time: the ones that share the kernel
+# (namespaces, Hybla, satlab) never together, beside them the ones that share nothing with them (compiles, packages,
 # images, the VM, the unprivileged suites). Each suite's log is printed in full when it fails, its tail when it
-# passes; the run ends with one table (suite, stream, wall time, result) and fails naming the failed suites.
+# passes; the run ends with one table (suite, kind, wall time, result) and fails naming the failed suites.
 # Suites that need Docker skip (saying why) where no daemon can be started, or fail when
 # PERIGEE_REQUIRE_ROOT_TESTS is set.
 test: build
