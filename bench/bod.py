@@ -94,8 +94,7 @@ def configure(lb: lab.Lab, where: str | None, profile: str, tuned: bool) -> dict
         sock = gwconfig.socket_path(lb.prefix, role)
         cfg = gwconfig.get_config(sock)
         if tuned:
-            values = gwconfig.derive_tuning(gwconfig.profile_bod_inputs(profile, role))
-            cfg = gwconfig.apply_tuning(cfg, values)
+            cfg = gwconfig.apply_tuning(cfg, gwconfig.profile_bod_inputs(profile, role))
         else:
             cfg = gwconfig.untuned(cfg)
         gwconfig.put_config(sock, cfg)

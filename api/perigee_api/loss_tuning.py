@@ -26,9 +26,12 @@ from typing import Literal
 
 from pydantic import BaseModel
 
+from perigee_control.config import Hybla
+from perigee_control.limits import bound
+
 FRAME_OVERHEAD_BYTES = 66
 RTT0_MS = 25.0
-WINDOW_SHOWN_MAX = 65536.0  # the BPF Hybla's built-in cwnd clamp; "unbounded" is shown as this
+WINDOW_SHOWN_MAX = float(bound(Hybla, "cwnd_max", "le"))  # the BPF Hybla's cwnd clamp; "unbounded" is shown as this
 LOSS_BUFFER_FACTOR = 4
 CLEAN_BUFFER_FACTOR = 2
 

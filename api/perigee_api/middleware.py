@@ -131,6 +131,8 @@ class GuardMiddleware:
         await self.app(scope, replay, capture)
         if method in UNSAFE and path.startswith("/api/") and not path.endswith("/auth/login"):
             info: dict[str, Any] = scope.get("perigee", {})
+            if info.get("read_only"):
+                return  # a preview that stores nothing (BoD derive, config preview) is no change to audit
             await run_in_threadpool(self._audit, info, method, path, status["code"], addresses.client_address(scope))
 
     async def _audit_rejected(self, scope: Scope, status: int) -> None:

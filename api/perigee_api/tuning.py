@@ -70,20 +70,27 @@ overridden (then `overridden` is true and the derivation still shows the compute
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from perigee_api import loss_tuning
+from perigee_control.bod import write_tuning
+from perigee_control.config import Hybla, Satellite, Shaping
+from perigee_control.limits import bound
+from perigee_control.rules import MIN_SHAPING_BPS
 
 KIB = 1024
 MIB = 1024 * 1024
 SOCKBUF_MIN = 64 * KIB
 SOCKBUF_MAX = 64 * MIB
 CWND_MAX_MIN = 10
-CWND_MAX_MAX = 65536  # the BPF Hybla's built-in clamp (perigee_hybla::MAX_CWND_CEILING)
-SHAPING_MIN_BPS = 8_000  # the config's shaping.rate_bps bounds (0 = off)
-SHAPING_OVERHEAD_MAX = 256  # the config's shaping.overhead_bytes bound
+# The config's bounds, from the gateway's schema: what "write to config" can store.
+CWND_MAX_MAX: int = bound(Hybla, "cwnd_max", "le")
+SHAPING_MIN_BPS = MIN_SHAPING_BPS  # shaping.rate_bps when on (0 = off)
+SHAPING_OVERHEAD_MAX: int = bound(Shaping, "overhead_bytes", "le")
+BASE_RTT_MAX_MS: int = bound(Hybla, "base_rtt_ms", "le")
+RATE_MAX_BPS: int = bound(Satellite, "forward_rate_bps", "le")
 
 DerivedKey = Literal[
     "return_rate_bps",
@@ -125,12 +132,14 @@ class BodInputs(BaseModel):
     # satellite link, and a subnormal one (5e-324) turned every division into infinity.
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
 
-    forward_rate_bps: int = Field(ge=1000, le=100_000_000_000)
-    return_cra_bps: int = Field(ge=0, le=100_000_000_000)
-    return_rbdc_max_bps: int = Field(ge=0, le=100_000_000_000)
+    forward_rate_bps: int = Field(ge=1000, le=RATE_MAX_BPS)
+    return_cra_bps: int = Field(ge=0, le=RATE_MAX_BPS)
+    return_rbdc_max_bps: int = Field(ge=0, le=RATE_MAX_BPS)
     superframe_ms: float = Field(ge=1, le=10_000)
     allocation_delay_ms: float = Field(ge=0, le=60_000, description="0 = no DAMA wait, else at least 1 ms")
-    base_rtt_ms: float = Field(ge=1, le=60_000)
+    base_rtt_ms: float = Field(
+        ge=1, le=BASE_RTT_MAX_MS, description="at most what the config's hybla.base_rtt_ms can hold"
+    )
     terminal_buffer_bytes: int = Field(ge=1500, le=4 * 1024 * MIB)
     mss_bytes: int = Field(default=1448, ge=536, le=65000)
     modem_overhead_bytes: int = Field(
@@ -167,6 +176,7 @@ class Derived(BaseModel):
     unit: str
     derivation: str
     overridden: bool = False
+    overridable: bool = Field(default=False, description="a profile's overrides may set it")
     computed: float
 
 
@@ -195,7 +205,14 @@ def derive(inputs: BodInputs, overrides: dict[str, float] | None = None) -> Tuni
     def put(key: str, value: float, unit: str, derivation: str) -> float:
         final = float(overrides[key]) if key in overrides else value
         text = derivation if key not in overrides else f"override {_n(final)} (computed: {derivation})"
-        out[key] = Derived(value=final, unit=unit, derivation=text, overridden=key in overrides, computed=value)
+        out[key] = Derived(
+            value=final,
+            unit=unit,
+            derivation=text,
+            overridden=key in overrides,
+            overridable=key in OVERRIDABLE,
+            computed=value,
+        )
         return final
 
     i = inputs
@@ -398,3 +415,14 @@ def derive(inputs: BodInputs, overrides: dict[str, float] | None = None) -> Tuni
     )
     cc = loss_tuning.choose(p_loss, hw, bdp_send / i.mss_bytes, i.ber)
     return Tuning(values=out, warnings=warnings, congestion_control=cc)
+
+
+def write_config(cfg: dict[str, Any], inputs: BodInputs, tuning: Tuning) -> None:
+    """A derivation into a config's JSON (changed in place), through the one mapping (perigee_control.bod)."""
+    write_tuning(
+        cfg,
+        congestion_control=tuning.congestion_control.value,
+        values={k: d.value for k, d in tuning.values.items()},
+        forward_rate_bps=inputs.forward_rate_bps,
+        return_rate_bps=inputs.return_cra_bps + inputs.return_rbdc_max_bps,
+    )

@@ -165,6 +165,18 @@ class CacheStats(Report):
 ConfiguredAs = TypeAliasType("ConfiguredAs", Literal["lan", "satellite"])
 
 
+class DiskUsage(Report):
+    available_bytes: Annotated[int, Field(ge=0)]
+    """
+    Free for unprivileged users (f_bavail).
+    """
+    path: str
+    """
+    The path asked about (its filesystem is what is counted).
+    """
+    total_bytes: Annotated[int, Field(ge=0)]
+
+
 class ErrorDetail(Report):
     code: str
     """
@@ -207,6 +219,22 @@ HealthStatus = TypeAliasType("HealthStatus", Literal["ok", "degraded"])
 Implementation = TypeAliasType("Implementation", Literal["kernel", "bpf", "none"])
 
 
+class InterfaceCounters(Report):
+    """
+    One network interface's counters since it came up (/proc/net/dev of the daemon's namespace).
+    """
+
+    name: str
+    rx_bytes: Annotated[int, Field(ge=0)]
+    rx_dropped: Annotated[int, Field(ge=0)]
+    rx_errors: Annotated[int, Field(ge=0)]
+    rx_packets: Annotated[int, Field(ge=0)]
+    tx_bytes: Annotated[int, Field(ge=0)]
+    tx_dropped: Annotated[int, Field(ge=0)]
+    tx_errors: Annotated[int, Field(ge=0)]
+    tx_packets: Annotated[int, Field(ge=0)]
+
+
 class LdStatus(Report):
     """
     The `hybla_ld` registration as this build sees it.
@@ -233,16 +261,28 @@ Which of a flow's two sockets faces the satellite.
 """
 
 
-class LinkCounters(Report):
+class LinkInterface(Report):
     """
-    What crossed the satellite link, split flows and the cache's connections together
-    (docs/splitter.md, *Rates*): payload, and the wire estimate with headers.
+    The satellite interface's counters in the link's directions (forward: hub to terminal).
     """
 
+    errors: Annotated[int, Field(ge=0)]
+    """
+    Receive and transmit errors.
+    """
     forward_bytes: Annotated[int, Field(ge=0)]
-    forward_payload_bytes: Annotated[int, Field(ge=0)]
+    """
+    Frame bytes, link-layer header included (as the kernel and satlab's emulator count).
+    """
+    forward_dropped: Annotated[int, Field(ge=0)]
+    """
+    Frames the kernel dropped at the interface, per direction.
+    """
+    forward_packets: Annotated[int, Field(ge=0)]
+    name: str
     return_bytes: Annotated[int, Field(ge=0)]
-    return_payload_bytes: Annotated[int, Field(ge=0)]
+    return_dropped: Annotated[int, Field(ge=0)]
+    return_packets: Annotated[int, Field(ge=0)]
 
 
 class NetInterface(Report):
@@ -394,6 +434,34 @@ class RenderedReport(Report):
 
 
 Role = TypeAliasType("Role", Literal["hub", "terminal"])
+
+
+class ServiceState(Report):
+    """
+    Whether one of the gateway's helpers (Squid, the resolver) is on and serving.
+    """
+
+    enabled: bool
+    """
+    The config turns it on.
+    """
+    problem: str | None
+    """
+    Why an enabled one is not serving; null when it is (or is off).
+    """
+    serving: bool
+    """
+    Its traffic goes to it now (nft sends port 80 to Squid, port 53 to the resolver).
+    """
+
+
+class Services(Report):
+    """
+    Squid's and the resolver's state.
+    """
+
+    resolver: ServiceState
+    squid: ServiceState
 
 
 class SiteCounters(Report):
@@ -651,49 +719,6 @@ class CollectResponse(Report):
     requests: list[AccessRecord]
 
 
-class Counters(Report):
-    """
-    GET /v1/counters: totals since the daemon started (the nft ones since the last apply).
-    """
-
-    by_action: ActionCounters
-    by_class: dict[str, SplitCounters]
-    """
-    Satellite-leg usage per traffic class ("default" for flows no class matched).
-    """
-    by_site: dict[str, SiteCounters]
-    """
-    Per site of the client (`sites` in the config; "other" for clients no site covers).
-    """
-    bypass_rules: list[BypassRuleCounters]
-    """
-    Per bypass entry and bypass class, in config order.
-    """
-    bytes_down: Annotated[int, Field(ge=0)]
-    bytes_up: Annotated[int, Field(ge=0)]
-    cc_fallback: Annotated[int, Field(ge=0)]
-    """
-    Satellite sockets left on the system default congestion control.
-    """
-    closed_dropped: Annotated[int, Field(ge=0)]
-    """
-    Closed flows dropped because nobody collected them in time.
-    """
-    flows_failed_connect: Annotated[int, Field(ge=0)]
-    flows_live: Annotated[int, Field(ge=0)]
-    flows_total: Annotated[int, Field(ge=0)]
-    flows_unsplit_overflow: Annotated[int, Field(ge=0)]
-    """
-    SYNs routed unsplit above max_flows.
-    """
-    link: LinkCounters
-    peer: PeerCounters
-    quic_rejected: PacketCounters
-    """
-    QUIC packets answered with port-unreachable (quic: fallback).
-    """
-
-
 class DnsReport(Report):
     """
     GET /v1/dns/stats: the resolver's counters with what the daemon knows about it.
@@ -762,6 +787,36 @@ class ErrorBody(Report):
     error: ErrorDetail
 
 
+class HostStats(Report):
+    """
+    The box's resources (/proc and statvfs), as an appliance's health page shows them.
+    """
+
+    cpu_busy_seconds: float
+    """
+    CPU time spent busy (everything but idle and iowait), and idle, summed over CPUs,
+    seconds since boot: a rate of the two gives the busy share.
+    """
+    cpu_idle_seconds: float
+    cpus: Annotated[int, Field(ge=0)]
+    disks: list[DiskUsage]
+    """
+    The filesystems the gateway writes: its root and, when the cache is on, Squid's store.
+    """
+    interfaces: list[InterfaceCounters]
+    """
+    Every interface's counters but loopback's.
+    """
+    load_15m: float
+    load_1m: float
+    load_5m: float
+    memory_available_bytes: Annotated[int, Field(ge=0)]
+    """
+    What can be had without swapping (MemAvailable).
+    """
+    memory_total_bytes: Annotated[int, Field(ge=0)]
+
+
 class HyblaStatus(Report):
     available: list[str]
     base_rtt_ms: Annotated[int, Field(ge=0)]
@@ -822,6 +877,28 @@ class Legs(Report):
     """
 
 
+class LinkCounters(Report):
+    """
+    What crossed the satellite link. `interface` is the link itself: every frame the satellite
+    interface carried (split, cached, bypassed, unsplit, UDP, ICMP). The other fields are the
+    intercepted part only, split flows and the cache's connections together (docs/splitter.md,
+    *Rates*): payload, and the wire estimate with headers.
+    """
+
+    forward_bytes: Annotated[int, Field(ge=0)]
+    """
+    Intercepted connections' bytes with headers (an estimate from their sockets).
+    """
+    forward_payload_bytes: Annotated[int, Field(ge=0)]
+    interface: LinkInterface | None = None
+    """
+    The satellite interface's own counters; null while no config is installed or the
+    interface is missing.
+    """
+    return_bytes: Annotated[int, Field(ge=0)]
+    return_payload_bytes: Annotated[int, Field(ge=0)]
+
+
 class RoutingReport(Report):
     """
     GET /v1/routing: the BGP sessions and their BFD state, as the FRR running beside the gateway
@@ -849,6 +926,49 @@ class RoutingReport(Report):
     vty_dir: str
     """
     The directory of the vty sockets read.
+    """
+
+
+class Counters(Report):
+    """
+    GET /v1/counters: totals since the daemon started (the nft ones since the last apply).
+    """
+
+    by_action: ActionCounters
+    by_class: dict[str, SplitCounters]
+    """
+    Satellite-leg usage per traffic class ("default" for flows no class matched).
+    """
+    by_site: dict[str, SiteCounters]
+    """
+    Per site of the client (`sites` in the config; "other" for clients no site covers).
+    """
+    bypass_rules: list[BypassRuleCounters]
+    """
+    Per bypass entry and bypass class, in config order.
+    """
+    bytes_down: Annotated[int, Field(ge=0)]
+    bytes_up: Annotated[int, Field(ge=0)]
+    cc_fallback: Annotated[int, Field(ge=0)]
+    """
+    Satellite sockets left on the system default congestion control.
+    """
+    closed_dropped: Annotated[int, Field(ge=0)]
+    """
+    Closed flows dropped because nobody collected them in time.
+    """
+    flows_failed_connect: Annotated[int, Field(ge=0)]
+    flows_live: Annotated[int, Field(ge=0)]
+    flows_total: Annotated[int, Field(ge=0)]
+    flows_unsplit_overflow: Annotated[int, Field(ge=0)]
+    """
+    SYNs routed unsplit above max_flows.
+    """
+    link: LinkCounters
+    peer: PeerCounters
+    quic_rejected: PacketCounters
+    """
+    QUIC packets answered with port-unreachable (quic: fallback).
     """
 
 
@@ -954,6 +1074,10 @@ class Health(Report):
     """
     True while new connections pass unsplit (no listening worker, or above max_flows).
     """
+    host: HostStats
+    """
+    CPU, memory, disks and interfaces of the box.
+    """
     hybla: HyblaStatus
     peer: PeerHealth | None
     """
@@ -967,6 +1091,7 @@ class Health(Report):
     """
     The running config's role; null while no config is installed.
     """
+    services: Services
     status: HealthStatus
     uptime_s: float
     version: str

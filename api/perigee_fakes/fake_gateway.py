@@ -174,6 +174,23 @@ class FakeGateway:
         self.applied: list[dict[str, Any]] = []
         self.validated: int = 0
         self.live_flows: list[dict[str, Any]] = []
+        # The box as GET /v1/health reports it (tests and the e2e driver move the figures).
+        self.host: dict[str, Any] = {
+            "cpus": 2,
+            "cpu_busy_seconds": 0.0,
+            "cpu_idle_seconds": 0.0,
+            "load_1m": 0.0,
+            "load_5m": 0.0,
+            "load_15m": 0.0,
+            "memory_total_bytes": 4 << 30,
+            "memory_available_bytes": 3 << 30,
+            "disks": [{"path": "/", "total_bytes": 32 << 30, "available_bytes": 20 << 30}],
+            "interfaces": [],
+        }
+        self.services: dict[str, Any] = {
+            "squid": {"enabled": False, "serving": False, "problem": None},
+            "resolver": {"enabled": False, "serving": False, "problem": None},
+        }
         self.closed_ring: list[dict[str, Any]] = []
         self.counters: dict[str, Any] = {
             "flows_live": 0,
@@ -182,7 +199,13 @@ class FakeGateway:
             "flows_failed_connect": 0,
             "bytes_up": 0,
             "bytes_down": 0,
-            "link": {"forward_bytes": 0, "return_bytes": 0, "forward_payload_bytes": 0, "return_payload_bytes": 0},
+            "link": {
+                "forward_bytes": 0,
+                "return_bytes": 0,
+                "forward_payload_bytes": 0,
+                "return_payload_bytes": 0,
+                "interface": None,
+            },
             "by_action": {
                 "accelerate": {"bytes_up": 0, "bytes_down": 0, "flows": 0, "retrans_segments": 0},
                 "cache": {
@@ -321,6 +344,8 @@ class FakeGateway:
                 "problems": [],
                 "peer": None,
                 "workers": [],
+                "host": self.host,
+                "services": self.services,
             },
         )
 

@@ -13,6 +13,8 @@ from fastapi.testclient import TestClient
 UNSAFE = {"POST", "PUT", "PATCH", "DELETE"}
 # Self-service routes every logged-in user may use.
 SELF_SERVICE = {"/api/v1/auth/login", "/api/v1/auth/logout", "/api/v1/auth/change-password"}
+# POSTs that store nothing (a derivation for the BoD page): every role may read what they answer.
+READ_ONLY_POSTS = {"/api/v1/bod/derive"}
 ADMIN_ONLY_PREFIXES = ("/api/v1/users", "/api/v1/system/restore")
 
 
@@ -29,7 +31,7 @@ def unsafe_routes(app: FastAPI) -> list[tuple[str, str]]:
     out = []
     for path, route in walk(app.routes):
         for method in sorted(route.methods & UNSAFE):
-            if path not in SELF_SERVICE:
+            if path not in SELF_SERVICE | READ_ONLY_POSTS:
                 out.append((method, re.sub(r"\{[^}]+\}", "1", path)))
     return out
 
@@ -51,6 +53,21 @@ def test_viewer_gets_403_on_every_write_route(app: FastAPI, viewer: TestClient) 
         assert r.status_code == 403, (method, path, r.status_code, r.text)
         assert r.json()["error"]["code"] == "forbidden_role", (method, path, r.text)
     assert viewer.get("/api/v1/versions").json()["total"] == before  # nothing written
+
+
+def test_a_viewer_reads_what_a_read_only_post_answers(viewer: TestClient) -> None:
+    inputs = {
+        "forward_rate_bps": 50_000_000,
+        "return_cra_bps": 1_000_000,
+        "return_rbdc_max_bps": 4_000_000,
+        "superframe_ms": 26.5,
+        "allocation_delay_ms": 250,
+        "base_rtt_ms": 560,
+        "terminal_buffer_bytes": 262_144,
+    }
+    before = viewer.get("/api/v1/versions").json()["total"]
+    assert viewer.post("/api/v1/bod/derive", json={"name": "x", "inputs": inputs}).status_code == 200
+    assert viewer.get("/api/v1/versions").json()["total"] == before
 
 
 def test_operator_gets_403_on_admin_routes(app: FastAPI, operator: TestClient) -> None:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
@@ -9,6 +10,7 @@ from sqlalchemy import func, select
 from perigee_api.core.config import Settings
 from perigee_api.main import create_app
 from perigee_api.models import FlowRecord, Sample1h, Sample1m, Sample1s
+from perigee_api.schemas.api import FLOWS_EVENT, FlowsEvent
 from perigee_api.services import stats
 from perigee_fakes.fake_gateway import FakeGateway, make_flow
 
@@ -187,6 +189,10 @@ def test_sse_stream_yields_flows(app: FastAPI, fake_gw: FakeGateway, viewer: Tes
     assert "event: flows" in text
     data = next(line for line in text.splitlines() if line.startswith("data: "))
     assert '"id": 7' in data
+    # The event is the API's FlowsEvent model (what the dashboard reads), nothing else.
+    event = FlowsEvent.model_validate_json(data.removeprefix("data: "))
+    assert [f.id for f in event.flows] == [7] and event.seq >= 0
+    assert {line.split(": ", 1)[1] for line in text.splitlines() if line.startswith("event: ")} == {FLOWS_EVENT}
 
 
 def test_live_flows_refreshed_when_collector_idle(fake_gw: FakeGateway, viewer: TestClient) -> None:
@@ -198,3 +204,42 @@ def test_live_flows_refreshed_when_collector_idle(fake_gw: FakeGateway, viewer: 
     app_ctx.live.fetched_at = 0.0
     snap = viewer.get("/api/v1/flows").json()
     assert snap["error"] and snap["count"] == 1  # last known flows, with the reason they are stale
+
+
+def test_the_link_is_the_satellite_interface_and_the_split_part_is_shown_beside_it() -> None:
+    b = stats.SampleBuilder()
+
+    def link(ts: int, split: tuple[int, int], iface: tuple[int, int] | None) -> dict[str, float]:
+        c: dict[str, Any] = {"link": {"forward_bytes": split[0], "return_bytes": split[1]}}
+        if iface is not None:
+            c["link"]["interface"] = {"forward_bytes": iface[0], "return_bytes": iface[1]}
+        return {f"{m}/{k}": v for m, k, v in b.build(ts, [], c, None) if m.startswith("link")}
+
+    assert link(T0, (0, 0), (0, 0)) == {}
+    # Bypassed ESP and UDP cross the interface beside the split flows: the link is the interface.
+    got = link(T0 + 2, (1_000_000, 100_000), (1_250_000, 400_000))
+    assert got == {
+        "link_bps/down": 5_000_000.0,
+        "link_bps/up": 1_600_000.0,
+        "link_split_bps/down": 4_000_000.0,
+        "link_split_bps/up": 400_000.0,
+    }
+    # A gateway without interface counters: the intercepted estimate is all there is.
+    b2 = stats.SampleBuilder()
+    b2.build(T0, [], {"link": {"forward_bytes": 0, "return_bytes": 0}}, None)
+    only = {f"{m}/{k}": v for m, k, v in b2.build(T0 + 1, [], {"link": {"forward_bytes": 10, "return_bytes": 0}}, None)}
+    assert only["link_bps/down"] == 80.0 and only["link_split_bps/down"] == 80.0
+
+
+def test_closed_flows_count_what_crossed_the_satellite() -> None:
+    # A hub flow whose server handed over 10 MB of which 2.2 MB crossed before a reset: 2.2 MB is what is stored.
+    hub = make_flow(1, bytes_down=10_000_000)
+    hub["legs"]["satellite"] = "client"
+    hub["legs"]["client"].update(bytes_acked=2_200_000, bytes_received=700)
+    assert stats.satellite_bytes(hub) == (700, 2_200_000)
+    # At a terminal the satellite leg is the server socket: what it received came down.
+    terminal = make_flow(2, bytes_down=5_000)
+    terminal["legs"]["satellite"] = "server"
+    terminal["legs"]["server"].update(bytes_acked=300, bytes_received=4_000)
+    assert stats.satellite_bytes(terminal) == (300, 4_000)
+    assert stats.satellite_bytes({"bytes_up": 1, "bytes_down": 2}) == (1, 2)

@@ -109,14 +109,52 @@ def generate(target: Target) -> str:
         return out.read_text()
 
 
+PATTERNS_MODULE = "patterns.py"
+
+
+def generate_patterns() -> str:
+    """perigee_control/patterns.py: what each pattern of the config schema allows, in the schema's own words, so an
+    error can say what is allowed instead of printing a regular expression."""
+    schema = json.loads((ROOT / "gateway" / "schema" / "config.schema.json").read_text())
+    found: dict[str, str] = {}
+
+    def walk(node: object) -> None:
+        if isinstance(node, dict):
+            pattern, description = node.get("pattern"), node.get("description")
+            if isinstance(pattern, str) and isinstance(description, str) and description:
+                found.setdefault(pattern, " ".join(description.split()))
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(schema)
+    lines = [
+        HEADER.format(schema="config.schema.json"),
+        "# ruff: noqa: E501 (the schema's patterns are one line each)",
+        '"""What each pattern of the gateway\'s config schema allows, in the schema\'s words (its description)."""',
+        "",
+        "ALLOWED: dict[str, str] = {",
+    ]
+    lines += [f"    {json.dumps(p)}: {json.dumps(d)}," for p, d in sorted(found.items())]
+    lines += ["}", ""]
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / PATTERNS_MODULE
+        out.write_text("\n".join(lines))
+        style = [f"--config={ROOT / 'pyproject.toml'}", "--no-cache"]
+        subprocess.run([sys.executable, "-m", "ruff", "format", "-q", *style, str(out)], check=True)
+        return out.read_text()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="exit 1 when a committed module is stale")
     args = parser.parse_args()
     stale = []
-    for target in TARGETS:
-        fresh = generate(target)
-        path = PACKAGE / target.module
+    outputs = [(t.module, generate(t)) for t in TARGETS] + [(PATTERNS_MODULE, generate_patterns())]
+    for module, fresh in outputs:
+        path = PACKAGE / module
         if args.check:
             if not path.exists() or path.read_text() != fresh:
                 stale.append(str(path.relative_to(ROOT)))

@@ -223,8 +223,7 @@ def test_tuned_and_untuned_configs():
         "revision": "satlab-hub",
         "satellite": {"routes": [1], "initcwnd": 10},
     }
-    values = gwconfig.derive_tuning(gwconfig.profile_bod_inputs("geo-skyplex"))
-    tuned = gwconfig.apply_tuning(base, values)
+    tuned = gwconfig.apply_tuning(base, gwconfig.profile_bod_inputs("geo-skyplex"))
     flat = gwconfig.tuned_settings(tuned)
     # base RTT, not base RTT + allocation delay, for rho; the carrier rate for pacing;
     # 2 BDPs of (600 + 1346) ms at 1.144 Mbit/s in 1448-byte segments for the ceiling; the receive
@@ -246,7 +245,16 @@ def test_tuned_and_untuned_configs():
         "satellite.initrwnd": 10,
         "hybla.base_rtt_ms": 0,
         "hybla.cwnd_max": 0,
+        "shaping.rate_bps": 0,
+        "shaping.overhead_bytes": 0,
     }
+    assert gwconfig.untuned(tuned)["shaping"]["enabled"] is False
+    # The same mapping as the API's "write to config": the congestion control, the shaper and the link's rates too.
+    assert tuned["satellite"]["congestion_control"] == gwconfig.derive_congestion_control(
+        gwconfig.profile_bod_inputs("geo-skyplex")
+    )
+    assert tuned["shaping"]["enabled"] is True and flat["shaping.rate_bps"] > 0
+    assert tuned["satellite"]["forward_rate_bps"] > 0 and tuned["satellite"]["return_rate_bps"] > 0
 
 
 # --- bod-tuning --------------------------------------------------------------------------------

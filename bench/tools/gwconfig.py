@@ -20,32 +20,10 @@ import json
 import sys
 from typing import Any
 
+from perigee_control import bod
 from perigee_control.client import GatewayClient, GatewayError
 
 RUN_ROOT = "/run/satlab"
-# The daemon's own satellite-leg and Hybla settings when nobody tuned them (docs/control-protocol.md,
-# GatewayConfig): 4 MB buffers, kernel pacing only, the kernel's 10-segment windows, Hybla's rho
-# from the measured minimum RTT and no cwnd ceiling beyond the built-in one.
-DAEMON_DEFAULTS: dict[str, dict[str, int]] = {
-    "satellite": {
-        "sndbuf_bytes": 4194304,
-        "rcvbuf_bytes": 4194304,
-        "pacing_rate_bps": 0,
-        "initcwnd": 10,
-        "initrwnd": 10,
-    },
-    "hybla": {"rtt0_ms": 25, "base_rtt_ms": 0, "cwnd_max": 0},
-}
-# Derived value -> (config section, field) written by the API's "apply to config".
-TUNED_FIELDS: dict[str, tuple[str, str]] = {
-    "sndbuf_bytes": ("satellite", "sndbuf_bytes"),
-    "rcvbuf_bytes": ("satellite", "rcvbuf_bytes"),
-    "pacing_rate_bps": ("satellite", "pacing_rate_bps"),
-    "initcwnd": ("satellite", "initcwnd"),
-    "initrwnd": ("satellite", "initrwnd"),
-    "hybla_base_rtt_ms": ("hybla", "base_rtt_ms"),
-    "hybla_cwnd_max": ("hybla", "cwnd_max"),
-}
 
 
 class GatewayConfigError(RuntimeError):
@@ -72,7 +50,7 @@ def put_config(sock_path: str, config: dict[str, Any]) -> dict[str, Any]:
         raise GatewayConfigError(f"PUT /v1/config: HTTP {exc.status}: {exc.code}: {exc.message}") from exc
 
 
-def with_settings(config: dict[str, Any], settings: dict[str, dict[str, int]], revision: str) -> dict[str, Any]:
+def with_settings(config: dict[str, Any], settings: dict[str, dict[str, Any]], revision: str) -> dict[str, Any]:
     """A copy of `config` with the given section fields replaced and a new revision."""
     cfg = copy.deepcopy(config)
     for section, fields in settings.items():
@@ -82,8 +60,8 @@ def with_settings(config: dict[str, Any], settings: dict[str, dict[str, int]], r
 
 
 def untuned(config: dict[str, Any]) -> dict[str, Any]:
-    """`config` with the daemon's defaults for everything BoD tuning would set."""
-    return with_settings(config, DAEMON_DEFAULTS, "bench-untuned")
+    """`config` with the daemon's defaults (the gateway schema's) for everything BoD tuning would set."""
+    return with_settings(config, bod.untuned_settings(), "bench-untuned")
 
 
 def bod_inputs(
@@ -173,19 +151,20 @@ def derive_congestion_control(inputs: dict[str, Any]) -> str:
     return str(_derive(inputs).congestion_control.value)
 
 
-def apply_tuning(config: dict[str, Any], values: dict[str, float]) -> dict[str, Any]:
-    """The config the API's "apply to config" writes for a BoD profile (same fields, integers)."""
-    settings: dict[str, dict[str, int]] = {}
-    for key, (section, field) in TUNED_FIELDS.items():
-        settings.setdefault(section, {})[field] = int(values[key])
-    return with_settings(config, settings, "bench-bod-tuned")
+def apply_tuning(config: dict[str, Any], inputs: dict[str, Any]) -> dict[str, Any]:
+    """The config the API's "write to config" makes of a BoD profile's inputs: the same derivation written through
+    the same mapping (perigee_control.bod)."""
+    from perigee_api.tuning import BodInputs, write_config
+
+    checked = BodInputs.model_validate(inputs)
+    cfg = with_settings(config, {}, "bench-bod-tuned")
+    write_config(cfg, checked, _derive(inputs))
+    return cfg
 
 
 def tuned_settings(config: dict[str, Any]) -> dict[str, int]:
     """The BoD-relevant fields of a config, flat (for records and logs)."""
-    return {
-        f"{section}.{field}": int(config.get(section, {}).get(field, 0)) for section, field in TUNED_FIELDS.values()
-    }
+    return bod.tuned_settings(config)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -209,10 +188,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             if not args.profile:
                 parser.error("tune needs --profile")
-            cfg = apply_tuning(
-                get_config(sock),
-                derive_tuning(profile_bod_inputs(args.profile, args.role)),
-            )
+            cfg = apply_tuning(get_config(sock), profile_bod_inputs(args.profile, args.role))
             out = cfg if args.dry_run else put_config(sock, cfg)
     except (OSError, GatewayConfigError) as exc:
         print(f"gwconfig: {exc}", file=sys.stderr)

@@ -167,7 +167,6 @@ PACING_HEADROOM = 1.02  # pace a little above the link rate so the link never id
 MIN_BUF = 1 << 20
 RTT0_MS = 25  # Hybla's reference RTT: the gateway's default hybla.rtt0_ms, which the lab keeps
 ROUTE_WINDOW_MAX = 1000  # the config's bound on initcwnd (segments)
-CWND_CEILING_MAX = 65536  # Hybla's built-in clamp and the config's bound on hybla.cwnd_max
 
 
 def pacing_rate(link_bps: float) -> int:
@@ -176,9 +175,11 @@ def pacing_rate(link_bps: float) -> int:
 
 
 def cwnd_ceiling(rate_bps: float, rtt_ms: float) -> int:
-    """Hybla cwnd ceiling in segments: 2 x rate x RTT / MSS, within 1..65536 (as
-    perigee_hybla::cwnd_ceiling_for_link)."""
-    return min(CWND_CEILING_MAX, max(1, math.ceil(2 * rate_bps * rtt_ms / (8 * 1000 * MSS))))
+    """Hybla cwnd ceiling in segments: 2 x rate x RTT / MSS, clamped to Hybla's bound. Asked of the gateway
+    (`perigee hybla ceiling`, perigee_hybla::cwnd_ceiling_for_link), never restated here."""
+    argv = [PERIGEE, "hybla", "ceiling", "--rate-bps", str(int(rate_bps)), "--base-rtt-ms", str(math.ceil(rtt_ms)),
+            "--mss", str(MSS)]
+    return int(subprocess.run(argv, capture_output=True, text=True, check=True, timeout=30).stdout)
 
 
 def link_tuning(role: str, forward: dict[str, Any], ret: dict[str, Any]) -> dict[str, int]:

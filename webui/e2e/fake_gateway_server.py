@@ -72,6 +72,19 @@ def main() -> None:
         c["by_action"]["accelerate"].update(bytes_up=tick * 5_000, bytes_down=totals["accelerate"], flows=count // 2)
         c["by_action"]["cache"].update(bytes_up=tick * 1_000, bytes_down=totals["cache"], flows=count // 4)
         c["by_action"]["bypass"].update(packets=tick * 100, bytes=totals["bypass"])
+        # The satellite interface carries the intercepted traffic and the bypassed traffic beside it.
+        split_down, split_up = sum(totals.values()) - totals["bypass"], tick * 15_000
+        c["link"].update(forward_bytes=split_down, return_bytes=split_up)
+        c["link"]["interface"] = {"name": "sat0", "forward_bytes": split_down + totals["bypass"],
+                                  "return_bytes": split_up * 4, "forward_packets": tick * 900, "return_packets": tick * 300,
+                                  "forward_dropped": 0, "return_dropped": tick // 10, "errors": 0}
+        ifaces = [("sat0", split_up * 4, split_down + totals["bypass"]), ("lan0", split_down, split_up)]
+        gw.host.update(cpu_busy_seconds=tick * 0.35, cpu_idle_seconds=tick * 1.65, load_1m=0.7, load_5m=0.6, load_15m=0.5,
+                       interfaces=[{"name": n, "rx_bytes": rx, "tx_bytes": tx, "rx_packets": tick * 400,
+                                    "tx_packets": tick * 500, "rx_errors": 0, "tx_errors": 0, "rx_dropped": 0,
+                                    "tx_dropped": 0} for n, rx, tx in ifaces])
+        gw.services.update(squid={"enabled": True, "serving": True, "problem": None},
+                           resolver={"enabled": True, "serving": True, "problem": None})
         gw.cache_stats.update(enabled=True, running=True, requests=10 * tick, hits=6 * tick, misses=4 * tick,
                               bytes_from_cache=3_000_000 * tick, store_entries=40 + tick)
         tick += 1

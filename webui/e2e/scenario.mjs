@@ -2,6 +2,7 @@
 // What a person does with the dashboard, step by step; screenshots of every page on the way.
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
+import { operatorSteps } from './operator.mjs';
 
 const PAGES = [
   { nav: 'Overview', heading: 'Overview', shot: 'overview' },
@@ -174,6 +175,8 @@ export async function dashboardSteps(steps, { context, baseUrl, user, password, 
     await settled(page);
     assert.equal(await page.getByRole('cell', { name: 'vpn-e2e', exact: true }).count(), 0, 'rule gone after roll back');
   });
+
+  await operatorSteps(steps, { page, baseUrl, user, password: forced ? newPassword : password, shotsDir });
 
   await steps.run('dark theme: toggle, screenshot, survives a reload', async () => {
     await gotoNav('Overview');

@@ -1,6 +1,7 @@
 import { lazy, Suspense } from 'react';
 import { Navigate, Route, Routes } from 'react-router-dom';
 import { RequireAuth } from './auth/RequireAuth';
+import { RequireRole } from './auth/roles';
 import { LoadingState } from './components/StateViews';
 import { AppLayout } from './layout/AppLayout';
 
@@ -24,6 +25,7 @@ const HealthPage = lazy(() => import('./pages/HealthPage'));
 const SystemPage = lazy(() => import('./pages/SystemPage'));
 const SetupWizard = lazy(() => import('./pages/SetupWizard'));
 const FleetPage = lazy(() => import('./pages/FleetPage'));
+const TokensPage = lazy(() => import('./pages/TokensPage'));
 
 export function App() {
   return (
@@ -55,13 +57,14 @@ export function App() {
           <Route path="cache" element={<CachePage />} />
           <Route path="dns" element={<DnsPage />} />
           <Route path="history" element={<HistoryPage />} />
-          <Route path="users" element={<UsersPage />} />
-          <Route path="audit" element={<AuditPage />} />
-          <Route path="backup" element={<BackupPage />} />
+          <Route path="users" element={<RequireRole role="admin" title="Users and roles"><UsersPage /></RequireRole>} />
+          <Route path="audit" element={<RequireRole role="admin" title="Audit log"><AuditPage /></RequireRole>} />
+          <Route path="backup" element={<RequireRole role="admin" title="Backup and restore"><BackupPage /></RequireRole>} />
+          <Route path="tokens" element={<RequireRole role="operator" title="API tokens"><TokensPage /></RequireRole>} />
           <Route path="fleet" element={<FleetPage />} />
           <Route path="health" element={<HealthPage />} />
           <Route path="system" element={<SystemPage />} />
-          <Route path="setup" element={<SetupWizard />} />
+          <Route path="setup" element={<RequireRole role="operator" title="Setup"><SetupWizard /></RequireRole>} />
         </Route>
         <Route path="*" element={<Navigate to="/" replace />} />
       </Routes>

@@ -18,7 +18,9 @@ from perigee_api.core.context import AppContext
 from perigee_api.core.errors import ApiError
 from perigee_api.core.storage import is_storage_full
 from perigee_api.models import ApiToken, BrowserSession, User
+from perigee_api.schemas.api import ChangeOut, PolicyIssue
 from perigee_api.services import auth as auth_service
+from perigee_api.services import versions
 from perigee_control.client import GatewayClient
 
 
@@ -71,6 +73,17 @@ class Principal:
         if self.token is not None:
             return auth_service.token_role(self.user, self.token)
         return self.user.role
+
+
+def change_out(stored: versions.Stored) -> ChangeOut:
+    """What a config change answers: its version, the policy's warnings, whether a new version was made."""
+    issues = [PolicyIssue(**i) for i in versions.issues_json(stored.warnings)]
+    return ChangeOut(version_id=stored.version.id, issues=issues, changed=stored.changed)
+
+
+def read_only(request: Request) -> None:
+    """Marks a POST that changes nothing (a preview): it is not written to the audit log."""
+    request.scope.setdefault("perigee", {})["read_only"] = True
 
 
 def audit_info(request: Request, **detail: Any) -> None:

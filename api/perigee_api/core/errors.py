@@ -12,6 +12,7 @@ from pydantic import BaseModel, ValidationError
 from sqlalchemy.exc import OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from perigee_api.core.messages import headline, humanize
 from perigee_api.core.storage import is_storage_full
 from perigee_control.client import GatewayError
 
@@ -70,10 +71,8 @@ def _loc(loc: tuple[Any, ...] | list[Any]) -> str:
 
 
 def validation_details(errors: list[Any]) -> list[dict[str, Any]]:
-    out = []
-    for e in errors:
-        out.append({"field": _loc(e.get("loc", ())), "message": str(e.get("msg", "")), "type": e.get("type")})
-    return out
+    """Each error with its field path, the field's label and what is allowed (perigee_api.core.messages)."""
+    return humanize(errors)
 
 
 def install(app: FastAPI) -> None:
@@ -89,14 +88,14 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _validation(_req: Request, exc: RequestValidationError) -> JSONResponse:
         details = validation_details(list(exc.errors()))
-        first = details[0] if details else {"field": None, "message": "invalid request"}
-        return error_json(422, "validation_error", f"{first['field']}: {first['message']}", first["field"], details)
+        field = details[0]["field"] if details else None
+        return error_json(422, "validation_error", headline(details), field, details)
 
     @app.exception_handler(ValidationError)
     async def _model_validation(_req: Request, exc: ValidationError) -> JSONResponse:
         details = validation_details(list(exc.errors()))
-        first = details[0] if details else {"field": None, "message": "invalid"}
-        return error_json(422, "validation_error", f"{first['field']}: {first['message']}", first["field"], details)
+        field = details[0]["field"] if details else None
+        return error_json(422, "validation_error", headline(details), field, details)
 
     @app.exception_handler(OperationalError)
     async def _database(_req: Request, exc: OperationalError) -> JSONResponse:

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ModelWrapValidatorHandler, PrivateAttr, model_validator
 
 from perigee_api.schemas.gateway_config import (
     Action,
+    BypassProtocol,
     BypassRule,
     Cidr,
     ClassSatellite,
@@ -26,9 +27,11 @@ from perigee_control.reports import (
     CacheStats,
     DnsReport,
     Flow,
+    FlowPath,
     Health,
     InterfaceList,
     PurgeResponse,
+    Relay,
     RoutingReport,
 )
 
@@ -147,6 +150,7 @@ class ClassIn(In):
 
 
 class ClassPatch(In):
+    name: Name | None = Field(default=None, description="a new name for the class (renames it)")
     priority: int | None = Field(default=None, ge=0, le=65535)
     match: Match | None = None
     action: Action | None = None
@@ -163,14 +167,37 @@ class ClassesOut(BaseModel):
 class ChangeOut(BaseModel):
     version_id: int
     issues: list[PolicyIssue]
+    changed: bool = Field(
+        default=True,
+        description="false: the change changed nothing, so no version was made (version_id is the desired one)",
+    )
 
 
 class BypassIn(In):
     name: Name
-    protocol: Literal["tcp", "udp", "esp", "ah", "icmp", "any"]
+    protocol: BypassProtocol
     cidrs: list[Cidr] = Field(default_factory=list, max_length=1024)
     ports: list[PortSpec] = Field(default_factory=list, max_length=256)
     comment: str = Field(default="", max_length=1000)
+    confirm: bool = Field(
+        default=False,
+        description="store the rule although it is risky (bypasses most served traffic, duplicates a rule, gives a "
+        "host as a network); without it such a rule is answered 409 confirm_required with the risks in details",
+    )
+    _raw_cidrs: list[str] = PrivateAttr(default_factory=list)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _keep_raw_cidrs(cls, data: Any, handler: ModelWrapValidatorHandler[BypassIn]) -> BypassIn:
+        # The CIDR type clears host bits; the risk check needs what was typed to name "10.71.3.5/24".
+        model = handler(data)
+        raw = data.get("cidrs") if isinstance(data, dict) else None
+        model._raw_cidrs = [c for c in raw if isinstance(c, str)] if isinstance(raw, list) else []
+        return model
+
+    @property
+    def raw_cidrs(self) -> list[str]:
+        return self._raw_cidrs
 
 
 class BypassOut(BaseModel):
@@ -208,6 +235,21 @@ class BodProfileOut(BaseModel):
 
 class BodApplyIn(In):
     comment: str = Field(default="", max_length=1000)
+    confirm: bool = Field(
+        default=False,
+        description="write although the inputs are outside the link's physics (the derive answer's link_risks); "
+        "without it such a profile is answered 409 confirm_required with the risks in details",
+    )
+
+
+class BodDeriveOut(Tuning):
+    """A derivation, and what writing it into the desired config would meet."""
+
+    config_problems: list[str] = Field(
+        description="why the desired config would refuse it (write to config is refused while there are any)"
+    )
+    link_risks: list[str] = Field(description="inputs outside the link's physics, to confirm before writing")
+    config_changes: list[DiffEntry] = Field(description="what writing it would change in the desired config")
 
 
 # --- config versions ----------------------------------------------------------------------------
@@ -278,10 +320,13 @@ class RunningOut(BaseModel):
 
 
 class ValidateOut(BaseModel):
-    ok: bool
+    ok: bool = Field(description="the gateway would install this version as it is")
     version_id: int
     rendered: dict[str, Any] | None
     error: dict[str, Any] | None
+    issues: list[PolicyIssue] = Field(
+        default_factory=list, description="the policy check's warnings about this version (it is accepted with them)"
+    )
 
 
 class GatewayApplyOut(BaseModel):
@@ -325,6 +370,19 @@ class LiveFlowsOut(BaseModel):
     error: str | None
 
 
+FLOWS_EVENT = "flows"
+
+
+class FlowsEvent(BaseModel):
+    """The live stream's one event (`event: flows`, GET /flows/stream): the whole live table, once per collector
+    tick in which it changed."""
+
+    flows: list[Flow]
+    now: float = Field(description="the gateway's clock when the table was read (Unix s)")
+    seq: int = Field(description="the collector tick it is from; also the event's SSE id")
+    error: str | None = Field(description="why the last read of the gateway failed (the table is then the last one)")
+
+
 class FlowRecordOut(BaseModel):
     id: int
     gateway_id: int
@@ -336,12 +394,12 @@ class FlowRecordOut(BaseModel):
     started_at: float
     ended_at: float
     end_reason: str | None
-    bytes_up: int
-    bytes_down: int
+    bytes_up: int = Field(description="bytes that crossed the satellite toward the server (delivered)")
+    bytes_down: int = Field(description="bytes that crossed the satellite toward the client (delivered)")
     sat_srtt_us: int | None
-    path: Literal["direct", "peer"] | None
+    path: FlowPath | None
     site: str | None = None
-    relay: Literal["splitter", "squid"] | None = None
+    relay: Relay | None = None
     dscp: int | None = None
 
 
@@ -360,7 +418,10 @@ class SiteNow(BaseModel):
     flows: int = Field(description="live flows")
     rtt_ms: float | None = Field(description="mean smoothed RTT of the live flows' satellite legs")
     retrans_ps: float = Field(description="satellite segments retransmitted per second")
-    cache_saved_bps: float = Field(description="what the cache served the site's clients without the satellite")
+    cache_saved_bps: float = Field(
+        description="what the cache served the site's clients from its store: at a terminal satellite capacity "
+        "saved, at a hub terrestrial backhaul saved (the bytes still cross the satellite)"
+    )
 
 
 class SitesOut(BaseModel):
@@ -464,6 +525,7 @@ class AuditOut(BaseModel):
     actor: str
     address: str
     action: str
+    description: str = Field(default="", description="the action in an operator's words")
     target: str
     result: str
     detail: dict[str, Any] | None
@@ -585,3 +647,6 @@ class FleetStatusOut(BaseModel):
 class FleetFlowsOut(BaseModel):
     flows: list[dict[str, Any]]
     errors: list[dict[str, Any]]
+
+
+BodDeriveOut.model_rebuild()

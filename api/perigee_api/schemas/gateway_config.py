@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from perigee_control.config import (
     Action,
+    BypassProtocol,
     BypassRule,
     Cache,
     ClassSatellite,
@@ -44,6 +45,7 @@ __all__ = [
     "BUILTIN_NAMES",
     "LAB_RESOLVER",
     "Action",
+    "BypassProtocol",
     "BypassRule",
     "Cache",
     "Cidr",

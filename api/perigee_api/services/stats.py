@@ -3,8 +3,11 @@
 Metrics (one row per metric and key per second). Rates come from deltas of the gateway's counters (bytes × 8 / dt),
 which count what crossed the satellite, flows that opened and closed within the second and the cache's
 connections included (docs/splitter.md, *Rates*); from gateways without those counters, from live flows' rates.
-  link_bps         key = down|up       the satellite link, forward (down) and return (up), headers included:
-                                       counters `link` (what the satellite interface carried for intercepted traffic)
+  link_bps         key = down|up       the satellite link, forward (down) and return (up): every frame byte the
+                                       satellite interface carried (counters `link.interface`: split, cached,
+                                       bypassed, unsplit, UDP, ICMP); from a gateway without it, the estimate below
+  link_split_bps   key = down|up       the part of it the gateway intercepted (split flows and the cache's
+                                       connections, headers included: counters `link`)
   class_bps        key = class name    satellite payload per class, both directions (counters `by_class`)
   action_bps       key = accelerate|cache|bypass   satellite payload per action (counters `by_action`; bypass: nft)
   site_down_bps    key = site name     satellite payload toward the site's clients (counters `by_site`)
@@ -31,11 +34,12 @@ from sqlalchemy.orm import Session
 
 from perigee_api.core.config import Settings
 from perigee_api.models import SAMPLE_TABLES, FlowRecord, Meta, Sample1s
+from perigee_control.reports import FlowPath, Relay
 
-# Which way a flow crossed the satellite (the gateway's `path`): its own connection, or the peer path.
-FLOW_PATHS = ("direct", "peer")
-# Who terminated the client's connection: a split flow, or the cache (Squid).
-RELAYS = ("splitter", "squid")
+# Which way a flow crossed the satellite (the gateway's `path`): its own connection, or the peer path; who
+# terminated the client's connection: a split flow, or the cache (Squid). The gateway's schema names them.
+FLOW_PATHS: tuple[str, ...] = get_args(FlowPath.__value__)
+RELAYS: tuple[str, ...] = get_args(Relay.__value__)
 # Live flows of clients no configured site covers (the gateway's name for them).
 OTHER_SITE = "other"
 Metric = Literal[
@@ -46,6 +50,7 @@ Metric = Literal[
     "dns_qps",
     "leg_rtt_ms",
     "link_bps",
+    "link_split_bps",
     "site_down_bps",
     "site_up_bps",
     "site_saved_bps",
@@ -77,11 +82,25 @@ def _sat_srtt(flow: dict[str, Any]) -> int | None:
     return None
 
 
+def satellite_bytes(flow: dict[str, Any]) -> tuple[int, int]:
+    """(up, down) bytes that crossed the satellite leg: the kernel's delivered counts of the satellite-facing socket
+    (at a hub it sends down to the client, at a terminal it receives down from the hub), not what the relay moved
+    into it. A flow without legs keeps the relay's counts."""
+    legs = flow.get("legs") or {}
+    side = legs.get("satellite")
+    leg = legs.get(side) if side in ("client", "server") else None
+    if not isinstance(leg, dict):
+        return int(flow.get("bytes_up", 0)), int(flow.get("bytes_down", 0))
+    acked, received = int(leg.get("bytes_acked", 0)), int(leg.get("bytes_received", 0))
+    return (received, acked) if side == "client" else (acked, received)
+
+
 def store_closed_flows(db: Session, flows: list[dict[str, Any]], now: float) -> int:
     rows = []
     for f in flows:
         try:
             client, server = str(f["client"]), str(f["server"])
+            up, down = satellite_bytes(f)
             rows.append(
                 {
                     "gateway_id": int(f.get("id", 0)),
@@ -95,8 +114,8 @@ def store_closed_flows(db: Session, flows: list[dict[str, Any]], now: float) -> 
                     "started_at": float(f.get("started_at") or now),
                     "ended_at": float(f.get("ended_at") or now),
                     "end_reason": f.get("end_reason"),
-                    "bytes_up": int(f.get("bytes_up", 0)),
-                    "bytes_down": int(f.get("bytes_down", 0)),
+                    "bytes_up": up,
+                    "bytes_down": down,
                     "sat_srtt_us": _sat_srtt(f),
                     "legs": f.get("legs"),
                     "path": f.get("path") if f.get("path") in FLOW_PATHS else None,
@@ -156,7 +175,10 @@ class SampleBuilder:
         out += [("site_rtt_ms", k, sum(v) / len(v)) for k, v in site_rtts.items() if v]
 
         dt = (now - self.prev_ts) if self.prev_ts else 0.0
-        link = _link_rates(counters, self.prev_counters, dt)
+        split = _link_rates(counters, self.prev_counters, dt)
+        link = _link_rates(counters, self.prev_counters, dt, interface=True) or split
+        if split is not None:
+            out += [("link_split_bps", "down", split[0]), ("link_split_bps", "up", split[1])]
         if link is not None:
             out += [("link_bps", "down", link[0]), ("link_bps", "up", link[1])]
         elif not (counters or {}).get("link"):
@@ -223,12 +245,18 @@ class SampleBuilder:
         return out
 
 
-def _link_rates(counters: dict[str, Any] | None, prev: dict[str, Any] | None, dt: float) -> tuple[float, float] | None:
-    """(forward, return) bit/s over the interval from the gateway's `link` counters; None without two readings
-    (or when they went back: the gateway restarted)."""
+def _link_rates(
+    counters: dict[str, Any] | None, prev: dict[str, Any] | None, dt: float, *, interface: bool = False
+) -> tuple[float, float] | None:
+    """(forward, return) bit/s over the interval from the gateway's `link` counters (the intercepted part), or with
+    `interface` from its satellite interface's (the whole link); None without two readings (or when they went back:
+    the gateway restarted, the interface was recreated)."""
     if not counters or not prev or dt <= 0:
         return None
     cur, old = counters.get("link"), prev.get("link")
+    if interface:
+        cur = cur.get("interface") if isinstance(cur, dict) else None
+        old = old.get("interface") if isinstance(old, dict) else None
     if not isinstance(cur, dict) or not isinstance(old, dict):
         return None
     fwd = _num(cur, "forward_bytes") - _num(old, "forward_bytes")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import select
@@ -14,6 +15,7 @@ from perigee_api.core.errors import ApiError
 from perigee_api.models import ConfigVersion, Meta
 from perigee_api.schemas.gateway_config import GatewayConfig, default_config
 from perigee_api.services import fleet
+from perigee_api.services.bypass_risk import bypass_issues
 from perigee_api.services.policy_check import Issue, check_classes
 from perigee_control.client import GatewayClient, GatewayError
 
@@ -72,7 +74,7 @@ def ensure_initial(db: Session, role: str) -> None:
 
 
 def policy_errors(config: GatewayConfig) -> tuple[list[Issue], list[Issue]]:
-    issues = check_classes(config.classes, config.bypass)
+    issues = check_classes(config.classes, config.bypass) + bypass_issues(config.bypass, config.served_subnets)
     return [i for i in issues if i.severity == "error"], [i for i in issues if i.severity == "warning"]
 
 
@@ -80,9 +82,17 @@ def issues_json(issues: list[Issue]) -> list[dict[str, Any]]:
     return [{"severity": i.severity, "code": i.code, "message": i.message, "classes": list(i.classes)} for i in issues]
 
 
-def change(
-    db: Session, author: str, comment: str, mutate: Callable[[dict[str, Any]], None]
-) -> tuple[ConfigVersion, list[Issue]]:
+@dataclass(frozen=True)
+class Stored:
+    """The outcome of a change: the version that holds it, the policy's warnings, and whether a new version was
+    made (a change that changes nothing makes none: `version` is then the desired one as it was)."""
+
+    version: ConfigVersion
+    warnings: list[Issue]
+    changed: bool
+
+
+def change(db: Session, author: str, comment: str, mutate: Callable[[dict[str, Any]], None]) -> Stored:
     """Apply `mutate` to a copy of the desired config JSON, validate all of it, store a new version.
 
     Raises ApiError (nothing written) when the result is invalid or has policy errors.
@@ -92,12 +102,19 @@ def change(
     return store(db, data, author, comment)
 
 
-def store(db: Session, data: dict[str, Any], author: str, comment: str) -> tuple[ConfigVersion, list[Issue]]:
+def _without_revision(data: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in data.items() if k != "revision"}
+
+
+def store(db: Session, data: dict[str, Any], author: str, comment: str) -> Stored:
     config = GatewayConfig.model_validate(data)
     errors, warnings = policy_errors(config)
     if errors:
         raise ApiError(422, errors[0].code, errors[0].message, "classes", {"issues": issues_json(errors + warnings)})
-    return create(db, config, author, comment), warnings
+    base = latest_or_none(db)
+    if base is not None and _without_revision(base.config) == _without_revision(config.to_json()):
+        return Stored(base, warnings, changed=False)
+    return Stored(create(db, config, author, comment), warnings, changed=True)
 
 
 # --- diff --------------------------------------------------------------------------------------

@@ -43,6 +43,9 @@ export type RestoreOut = S['RestoreOut'];
 export type SystemVersions = S['VersionsOut'];
 export type TlsStatus = S['TlsOut'];
 export type TlsCertificate = S['TlsCertificateOut'];
+export type TokenOut = S['TokenOut'];
+export type TokenCreate = S['TokenCreate'];
+export type TokenCreated = S['TokenCreated'];
 // The gateway's control-protocol types, generated from its Rust types (gateway/schema/*.schema.json) via the
 // API's models and its OpenAPI.
 export type GatewayConfig = S['GatewayConfig'];
@@ -54,6 +57,8 @@ export type DnsConfig = S['Dns'];
 export type Flow = S['Flow'];
 export type FlowPath = S['FlowPath'];
 export type Relay = S['Relay'];
+/** The live stream's one event (`event: flows`). */
+export type FlowsEvent = S['FlowsEvent'];
 export type CacheRequests = S['CacheRequests'];
 export type Site = S['Site'];
 export type TcpInfo = S['TcpInfo'];
@@ -76,8 +81,8 @@ export interface FlowHistoryFilter {
   server?: string;
   class?: string;
   site?: string;
-  action?: 'accelerate' | 'cache' | 'bypass';
-  path?: 'direct' | 'peer';
+  action?: ClassAction;
+  path?: FlowPath;
   since?: number;
   until?: number;
 }
@@ -122,12 +127,13 @@ export const endpoints = {
   bodProfiles: () => unwrap(api.GET('/api/v1/bod/profiles')),
   bodCreate: (body: BodProfileIn) => unwrap(api.POST('/api/v1/bod/profiles', { body })),
   bodUpdate: (profile_id: number, body: BodProfileIn) => unwrap(api.PUT('/api/v1/bod/profiles/{profile_id}', { params: { path: { profile_id } }, body })),
-  bodApply: (profile_id: number, comment = '') =>
-    unwrap(api.POST('/api/v1/bod/profiles/{profile_id}/apply-to-config', { params: { path: { profile_id } }, body: { comment } })),
+  bodApply: (profile_id: number, comment = '', confirm = false) =>
+    unwrap(api.POST('/api/v1/bod/profiles/{profile_id}/apply-to-config', { params: { path: { profile_id } }, body: { comment, confirm } })),
 
   // config versions
   desiredConfig: () => unwrap(api.GET('/api/v1/config')),
-  previewConfig: (config: GatewayConfig) => unwrap(api.POST('/api/v1/config/preview', { body: { config, comment: '' } })),
+  previewConfig: (config: GatewayConfig, against: 'desired' | 'running' = 'desired') =>
+    unwrap(api.POST('/api/v1/config/preview', { body: { config, comment: '' }, params: { query: { against } } })),
   putConfig: (config: GatewayConfig, comment: string) => unwrap(api.PUT('/api/v1/config', { body: { config, comment } })),
   running: () => unwrap(api.GET('/api/v1/config/running')),
   versions: (limit = 100, offset = 0) => unwrap(api.GET('/api/v1/versions', { params: { query: { limit, offset } } })),
@@ -144,6 +150,11 @@ export const endpoints = {
   updateUser: (user_id: number, patch: Partial<S['UserUpdate']>) =>
     unwrap(api.PATCH('/api/v1/users/{user_id}', { params: { path: { user_id } }, body: { reset_password: false, ...patch } })),
   deleteUser: (user_id: number) => unwrap(api.DELETE('/api/v1/users/{user_id}', { params: { path: { user_id } } })),
+
+  // API tokens
+  tokens: () => unwrap(api.GET('/api/v1/tokens')),
+  createToken: (body: TokenCreate) => unwrap(api.POST('/api/v1/tokens', { body })),
+  deleteToken: (token_id: number) => unwrap(api.DELETE('/api/v1/tokens/{token_id}', { params: { path: { token_id } } })),
 
   // flows, stats, cache, system
   liveFlows: () => unwrap(api.GET('/api/v1/flows')),

@@ -9,6 +9,7 @@ export const keys = {
   running: ['config', 'running'] as const,
   bodProfiles: ['bod', 'profiles'] as const,
   users: ['users'] as const,
+  tokens: ['tokens'] as const,
   audit: (q: unknown) => ['audit', q] as const,
   health: ['health'] as const,
   fleet: ['fleet'] as const,

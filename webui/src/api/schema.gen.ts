@@ -112,7 +112,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Derive tuning without saving (preview) */
+        /** Derive tuning without saving (preview; not audited) */
         post: operations["preview_api_v1_bod_derive_post"];
         delete?: never;
         options?: never;
@@ -932,6 +932,12 @@ export interface components {
             actor: string;
             /** Address */
             address: string;
+            /**
+             * Description
+             * @description the action in an operator's words
+             * @default
+             */
+            description: string;
             /** Detail */
             detail: {
                 [key: string]: unknown;
@@ -1066,6 +1072,40 @@ export interface components {
              * @default
              */
             comment: string;
+            /**
+             * Confirm
+             * @description write although the inputs are outside the link's physics (the derive answer's link_risks); without it such a profile is answered 409 confirm_required with the risks in details
+             * @default false
+             */
+            confirm: boolean;
+        };
+        /**
+         * BodDeriveOut
+         * @description A derivation, and what writing it into the desired config would meet.
+         */
+        BodDeriveOut: {
+            /**
+             * Config Changes
+             * @description what writing it would change in the desired config
+             */
+            config_changes: components["schemas"]["DiffEntry"][];
+            /**
+             * Config Problems
+             * @description why the desired config would refuse it (write to config is refused while there are any)
+             */
+            config_problems: string[];
+            congestion_control: components["schemas"]["CcChoice"];
+            /**
+             * Link Risks
+             * @description inputs outside the link's physics, to confirm before writing
+             */
+            link_risks: string[];
+            /** Values */
+            values: {
+                [key: string]: components["schemas"]["Derived"];
+            };
+            /** Warnings */
+            warnings: string[];
         };
         /** BodInputs */
         BodInputs: {
@@ -1074,7 +1114,10 @@ export interface components {
              * @description 0 = no DAMA wait, else at least 1 ms
              */
             allocation_delay_ms: number;
-            /** Base Rtt Ms */
+            /**
+             * Base Rtt Ms
+             * @description at most what the config's hybla.base_rtt_ms can hold
+             */
             base_rtt_ms: number;
             /**
              * Ber
@@ -1166,14 +1209,16 @@ export interface components {
              * @default
              */
             comment: string;
+            /**
+             * Confirm
+             * @description store the rule although it is risky (bypasses most served traffic, duplicates a rule, gives a host as a network); without it such a rule is answered 409 confirm_required with the risks in details
+             * @default false
+             */
+            confirm: boolean;
             name: components["schemas"]["ObjectName"];
             /** Ports */
             ports?: string[];
-            /**
-             * Protocol
-             * @enum {string}
-             */
-            protocol: "tcp" | "udp" | "esp" | "ah" | "icmp" | "any";
+            protocol: components["schemas"]["BypassProtocol"];
         };
         /** BypassListOut */
         BypassListOut: {
@@ -1412,6 +1457,12 @@ export interface components {
         };
         /** ChangeOut */
         ChangeOut: {
+            /**
+             * Changed
+             * @description false: the change changed nothing, so no version was made (version_id is the desired one)
+             * @default true
+             */
+            changed: boolean;
             /** Issues */
             issues: components["schemas"]["PolicyIssue"][];
             /** Version Id */
@@ -1456,6 +1507,8 @@ export interface components {
              */
             comment: string;
             match?: components["schemas"]["Match"] | null;
+            /** @description a new name for the class (renames it) */
+            name?: components["schemas"]["ObjectName"] | null;
             /** Priority */
             priority?: number | null;
             satellite?: components["schemas"]["ClassSatellite"] | null;
@@ -1513,6 +1566,12 @@ export interface components {
             /** Derivation */
             derivation: string;
             /**
+             * Overridable
+             * @description a profile's overrides may set it
+             * @default false
+             */
+            overridable: boolean;
+            /**
              * Overridden
              * @default false
              */
@@ -1544,6 +1603,23 @@ export interface components {
             b: number;
             /** Changes */
             changes: components["schemas"]["DiffEntry"][];
+        };
+        /** DiskUsage */
+        DiskUsage: {
+            /**
+             * Available Bytes
+             * @description Free for unprivileged users (f_bavail).
+             */
+            available_bytes: number;
+            /**
+             * Path
+             * @description The path asked about (its filesystem is what is counted).
+             */
+            path: string;
+            /** Total Bytes */
+            total_bytes: number;
+        } & {
+            [key: string]: unknown;
         };
         /**
          * Dns
@@ -1950,9 +2026,15 @@ export interface components {
         FlowRecordOut: {
             /** Action */
             action: string | null;
-            /** Bytes Down */
+            /**
+             * Bytes Down
+             * @description bytes that crossed the satellite toward the client (delivered)
+             */
             bytes_down: number;
-            /** Bytes Up */
+            /**
+             * Bytes Up
+             * @description bytes that crossed the satellite toward the server (delivered)
+             */
             bytes_up: number;
             /** Class */
             class: string | null;
@@ -1970,10 +2052,8 @@ export interface components {
             gateway_id: number;
             /** Id */
             id: number;
-            /** Path */
-            path: ("direct" | "peer") | null;
-            /** Relay */
-            relay?: ("splitter" | "squid") | null;
+            path: components["schemas"]["FlowPath"] | null;
+            relay?: components["schemas"]["Relay"] | null;
             /** Sat Srtt Us */
             sat_srtt_us: number | null;
             /** Server */
@@ -1982,6 +2062,30 @@ export interface components {
             site?: string | null;
             /** Started At */
             started_at: number;
+        };
+        /**
+         * FlowsEvent
+         * @description The live stream's one event (`event: flows`, GET /flows/stream): the whole live table, once per collector
+         *     tick in which it changed.
+         */
+        FlowsEvent: {
+            /**
+             * Error
+             * @description why the last read of the gateway failed (the table is then the last one)
+             */
+            error: string | null;
+            /** Flows */
+            flows: components["schemas"]["Flow"][];
+            /**
+             * Now
+             * @description the gateway's clock when the table was read (Unix s)
+             */
+            now: number;
+            /**
+             * Seq
+             * @description the collector tick it is from; also the event's SSE id
+             */
+            seq: number;
         };
         /** @enum {string} */
         FlowState: "connecting" | "established" | "half_closed" | "closed";
@@ -2223,6 +2327,8 @@ export interface components {
              * @description True while new connections pass unsplit (no listening worker, or above max_flows).
              */
             fail_open: boolean;
+            /** @description CPU, memory, disks and interfaces of the box. */
+            host: components["schemas"]["HostStats"];
             hybla: components["schemas"]["HyblaStatus"];
             /** @description The peer path's state summed over the workers; null when it is off. */
             peer: components["schemas"]["PeerHealth"] | null;
@@ -2233,6 +2339,7 @@ export interface components {
             problems: string[];
             /** @description The running config's role; null while no config is installed. */
             role: components["schemas"]["Role"] | null;
+            services: components["schemas"]["Services"];
             status: components["schemas"]["HealthStatus"];
             /** Uptime S */
             uptime_s: number;
@@ -2266,6 +2373,47 @@ export interface components {
         };
         /** @enum {string} */
         HealthStatus: "ok" | "degraded";
+        /**
+         * HostStats
+         * @description The box's resources (/proc and statvfs), as an appliance's health page shows them.
+         */
+        HostStats: {
+            /**
+             * Cpu Busy Seconds
+             * @description CPU time spent busy (everything but idle and iowait), and idle, summed over CPUs,
+             *     seconds since boot: a rate of the two gives the busy share.
+             */
+            cpu_busy_seconds: number;
+            /** Cpu Idle Seconds */
+            cpu_idle_seconds: number;
+            /** Cpus */
+            cpus: number;
+            /**
+             * Disks
+             * @description The filesystems the gateway writes: its root and, when the cache is on, Squid's store.
+             */
+            disks: components["schemas"]["DiskUsage"][];
+            /**
+             * Interfaces
+             * @description Every interface's counters but loopback's.
+             */
+            interfaces: components["schemas"]["InterfaceCounters"][];
+            /** Load 1M */
+            load_1m: number;
+            /** Load 5M */
+            load_5m: number;
+            /** Load 15M */
+            load_15m: number;
+            /**
+             * Memory Available Bytes
+             * @description What can be had without swapping (MemAvailable).
+             */
+            memory_available_bytes: number;
+            /** Memory Total Bytes */
+            memory_total_bytes: number;
+        } & {
+            [key: string]: unknown;
+        };
         /** HTTPValidationError */
         HTTPValidationError: {
             /** Detail */
@@ -2343,6 +2491,32 @@ export interface components {
         IfName: string;
         /** @enum {string} */
         Implementation: "kernel" | "bpf" | "none";
+        /**
+         * InterfaceCounters
+         * @description One network interface's counters since it came up (/proc/net/dev of the daemon's namespace).
+         */
+        InterfaceCounters: {
+            /** Name */
+            name: string;
+            /** Rx Bytes */
+            rx_bytes: number;
+            /** Rx Dropped */
+            rx_dropped: number;
+            /** Rx Errors */
+            rx_errors: number;
+            /** Rx Packets */
+            rx_packets: number;
+            /** Tx Bytes */
+            tx_bytes: number;
+            /** Tx Dropped */
+            tx_dropped: number;
+            /** Tx Errors */
+            tx_errors: number;
+            /** Tx Packets */
+            tx_packets: number;
+        } & {
+            [key: string]: unknown;
+        };
         /** InterfaceList */
         InterfaceList: {
             /** Interfaces */
@@ -2921,6 +3095,39 @@ export interface components {
             ipv6_prefix: number;
         };
         /**
+         * Services
+         * @description Squid's and the resolver's state.
+         */
+        Services: {
+            resolver: components["schemas"]["ServiceState"];
+            squid: components["schemas"]["ServiceState"];
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * ServiceState
+         * @description Whether one of the gateway's helpers (Squid, the resolver) is on and serving.
+         */
+        ServiceState: {
+            /**
+             * Enabled
+             * @description The config turns it on.
+             */
+            enabled: boolean;
+            /**
+             * Problem
+             * @description Why an enabled one is not serving; null when it is (or is off).
+             */
+            problem: string | null;
+            /**
+             * Serving
+             * @description Its traffic goes to it now (nft sends port 80 to Squid, port 53 to the resolver).
+             */
+            serving: boolean;
+        } & {
+            [key: string]: unknown;
+        };
+        /**
          * Shaping
          * @description Aggregate egress shaper on `interfaces.satellite` (`tc`, docs/control-protocol.md *Shaping*):
          *     an HTB root whose one class holds everything leaving the interface to `rate_bps`, over a
@@ -2973,7 +3180,7 @@ export interface components {
         SiteNow: {
             /**
              * Cache Saved Bps
-             * @description what the cache served the site's clients without the satellite
+             * @description what the cache served the site's clients from its store: at a terminal satellite capacity saved, at a hub terrestrial backhaul saved (the bytes still cross the satellite)
              */
             cache_saved_bps: number;
             /**
@@ -3426,7 +3633,15 @@ export interface components {
             error: {
                 [key: string]: unknown;
             } | null;
-            /** Ok */
+            /**
+             * Issues
+             * @description the policy check's warnings about this version (it is accepted with them)
+             */
+            issues?: components["schemas"]["PolicyIssue"][];
+            /**
+             * Ok
+             * @description the gateway would install this version as it is
+             */
             ok: boolean;
             /** Rendered */
             rendered: {
@@ -3813,7 +4028,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Tuning"];
+                    "application/json": components["schemas"]["BodDeriveOut"];
                 };
             };
             /** @description Unauthorized */
@@ -4408,7 +4623,10 @@ export interface operations {
     };
     preview_config_api_v1_config_preview_post: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description diff against the desired (latest) version, or against the version the gateway runs (what an edit of the running settings starts from; pending versions are not in it) */
+                against?: "desired" | "running";
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -4828,7 +5046,7 @@ export interface operations {
     live_flows_api_v1_flows_get: {
         parameters: {
             query?: {
-                action?: ("accelerate" | "cache" | "bypass") | null;
+                action?: components["schemas"]["Action"] | null;
                 limit?: number;
             };
             header?: never;
@@ -4878,14 +5096,14 @@ export interface operations {
     flow_history_api_v1_flows_history_get: {
         parameters: {
             query?: {
-                action?: ("accelerate" | "cache" | "bypass") | null;
+                action?: components["schemas"]["Action"] | null;
                 class?: string | null;
                 /** @description client IP (exact) */
                 client?: string | null;
                 limit?: number;
                 offset?: number;
                 /** @description how the flow crossed the satellite */
-                path?: ("direct" | "peer") | null;
+                path?: components["schemas"]["FlowPath"] | null;
                 /** @description server IP (exact) */
                 server?: string | null;
                 /** @description ended at or after (unix s) */
@@ -4942,13 +5160,13 @@ export interface operations {
     flow_history_csv_api_v1_flows_history_csv_get: {
         parameters: {
             query?: {
-                action?: ("accelerate" | "cache" | "bypass") | null;
+                action?: components["schemas"]["Action"] | null;
                 class?: string | null;
                 /** @description client IP (exact) */
                 client?: string | null;
                 /** @description at most this many rows */
                 limit?: number;
-                path?: ("direct" | "peer") | null;
+                path?: components["schemas"]["FlowPath"] | null;
                 /** @description server IP (exact) */
                 server?: string | null;
                 /** @description ended at or after (unix s) */
@@ -5015,12 +5233,13 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Successful Response */
+            /** @description `event: flows` events */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
+                    "application/json": components["schemas"]["FlowsEvent"];
                     "text/event-stream": unknown;
                 };
             };
@@ -5644,7 +5863,7 @@ export interface operations {
                 /** @description unix s; default now */
                 end?: number | null;
                 key?: string | null;
-                metric: "class_bps" | "action_bps" | "cache_hit_ratio" | "dns_hit_ratio" | "dns_qps" | "leg_rtt_ms" | "link_bps" | "site_down_bps" | "site_up_bps" | "site_saved_bps" | "site_retrans_ps" | "site_flows" | "site_rtt_ms";
+                metric: "class_bps" | "action_bps" | "cache_hit_ratio" | "dns_hit_ratio" | "dns_qps" | "leg_rtt_ms" | "link_bps" | "link_split_bps" | "site_down_bps" | "site_up_bps" | "site_saved_bps" | "site_retrans_ps" | "site_flows" | "site_rtt_ms";
                 /** @description unix s; default end - 1 h */
                 start?: number | null;
             };

@@ -55,7 +55,7 @@ export default function LoginPage() {
               Sign in
             </Button>
             <Text size="xs" c="dimmed">
-              First start: the admin&apos;s one-time password is printed in the API&apos;s log and stored in its data directory.
+              First start: the admin&apos;s one-time password is in the file <code>initial-admin-password</code> in the API&apos;s data directory (readable by its service user only; the API&apos;s log names the path).
             </Text>
           </Stack>
         </form>

@@ -15,13 +15,15 @@ export interface TimeSeriesChartProps {
   height?: number;
   /** Read by screen readers instead of the drawing. */
   label: string;
+  /** Counts (flows, requests): the axis ticks only whole numbers, never "0, 1, 1, 2, 2". */
+  integer?: boolean;
 }
 
 const timeOf = (t: number) => new Date(t * 1000).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit', second: '2-digit' });
 const dayTimeOf = (t: number) => new Date(t * 1000).toLocaleString([], { month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit' });
 
 /** A line chart over time. Loaded lazily: recharts stays out of the initial bundle. */
-export default function TimeSeriesChart({ data, series, format, height = 220, label }: TimeSeriesChartProps) {
+export default function TimeSeriesChart({ data, series, format, height = 220, label, integer = false }: TimeSeriesChartProps) {
   const dark = useComputedColorScheme('light') === 'dark';
   const axis = dark ? '#909296' : '#495057';
   const grid = dark ? '#373a40' : '#dee2e6';
@@ -34,7 +36,7 @@ export default function TimeSeriesChart({ data, series, format, height = 220, la
         <LineChart data={data} margin={{ top: 8, right: 16, bottom: 0, left: 8 }}>
           <CartesianGrid stroke={grid} strokeDasharray="3 3" />
           <XAxis dataKey="t" tickFormatter={tick} stroke={axis} fontSize={11} minTickGap={40} />
-          <YAxis tickFormatter={format} stroke={axis} fontSize={11} width={96} />
+          <YAxis tickFormatter={format} stroke={axis} fontSize={11} width={96} allowDecimals={!integer} />
           <Tooltip
             labelFormatter={(t) => dayTimeOf(Number(t))}
             formatter={(v) => (typeof v === 'number' ? format(v) : String(v))}

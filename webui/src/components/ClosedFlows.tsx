@@ -2,15 +2,16 @@ import { Anchor, Badge, Button, Group, Pagination, Select, Table, Text, TextInpu
 import { keepPreviousData, useQuery } from '@tanstack/react-query';
 import { useState } from 'react';
 import { useSearchParams } from 'react-router-dom';
-import { endpoints, flowHistoryCsvUrl, type FlowHistoryFilter } from '../api/endpoints';
+import { endpoints, flowHistoryCsvUrl, type ClassAction, type FlowHistoryFilter, type FlowPath } from '../api/endpoints';
 import { formatBytes, formatDuration, formatMs, formatTime } from '../lib/format';
 import { PATH_LABEL, RELAY_LABEL } from '../lib/flows';
+import { choices } from '../lib/system-config';
 import { ScrollTable } from './ScrollTable';
 import { EmptyState, QueryView } from './StateViews';
 
 const PAGE = 50;
-type ActionFilter = 'accelerate' | 'cache' | 'bypass';
-type PathFilter = 'direct' | 'peer';
+type ActionFilter = ClassAction;
+type PathFilter = FlowPath;
 /** The text filters, kept in the URL so the Sites page can link here with one set. */
 const TEXT_FILTERS = ['client', 'server', 'class', 'site'] as const;
 type TextFilter = (typeof TEXT_FILTERS)[number];
@@ -66,12 +67,12 @@ export function ClosedFlows() {
             w={k === 'client' || k === 'server' ? 190 : 150}
           />
         ))}
-        <Select label="Action" clearable placeholder="any" data={['accelerate', 'cache', 'bypass']} value={action} onChange={(v) => { setAction(v as ActionFilter | null); setPage(1); }} w={150} />
+        <Select label="Action" clearable placeholder="any" data={choices('Action')} value={action} onChange={(v) => { setAction(v as ActionFilter | null); setPage(1); }} w={150} />
         <Select
           label="Path"
           clearable
           placeholder="any"
-          data={[{ value: 'direct', label: PATH_LABEL.direct }, { value: 'peer', label: PATH_LABEL.peer }]}
+          data={Object.entries(PATH_LABEL).map(([value, label]) => ({ value, label }))}
           value={path}
           onChange={(v) => { setPath(v as PathFilter | null); setPage(1); }}
           w={140}
@@ -89,7 +90,7 @@ export function ClosedFlows() {
           <>
             <ScrollTable
               minWidth={980}
-              columns={['Ended', 'Client', 'Server', 'Site', 'Class', 'Action', 'Path', 'Duration', 'Bytes ↓/↑', 'Sat RTT', 'End']}
+              columns={['Ended', 'Client', 'Server', 'Site', 'Class', 'Action', 'Path', 'Duration', 'Satellite ↓/↑', 'Sat RTT', 'End']}
               striped
               aria-label="Closed flows"
               fz="sm"

@@ -7,7 +7,7 @@ import { afterConfigChange, keys } from '../api/keys';
 import { DiffView } from './DiffView';
 import { IssueList, issuesFromDetails } from './IssueList';
 
-interface Saved {
+export interface Saved {
   versionId: number;
   apply: ApplyOut;
 }
@@ -16,6 +16,19 @@ interface Saved {
 function applyFailure(a: ApplyOut): string {
   const e = (a.error ?? {}) as { message?: string; step?: string };
   return `${e.step ? `step ${e.step}: ` : ''}${e.message ?? 'the gateway refused it'}`;
+}
+
+/** What a save did: the version applied, or saved and refused by the gateway. */
+export function SavedResult({ saved }: { saved: Saved }) {
+  return saved.apply.ok ? (
+    <Alert color="green" role="status" title={`Version ${saved.versionId} applied`}>
+      The gateway runs it now.
+    </Alert>
+  ) : (
+    <Alert color="red" role="alert" title={`Version ${saved.versionId} was saved but not applied`}>
+      {applyFailure(saved.apply)}. The gateway keeps running what it ran before; the version stays in Config history.
+    </Alert>
+  );
 }
 
 /**
@@ -29,14 +42,20 @@ export function ConfigSaveReview({
   comment: initialComment,
   onServerErrors,
   onApplied,
+  onSaved,
   applyLabel = 'Save and apply',
+  against = 'desired',
 }: {
   config: GatewayConfig;
   errors: FieldErrors;
   comment: string;
   onServerErrors?: (errors: FieldErrors) => void;
   onApplied?: (versionId: number) => void;
+  /** The page shows the result itself (this form may be remounted by what the save changes). */
+  onSaved?: (saved: Saved) => void;
   applyLabel?: string;
+  /** What the review diffs against: the desired version, or what the gateway runs (an edit of the running settings). */
+  against?: 'desired' | 'running';
 }) {
   const queryClient = useQueryClient();
   const [comment, setComment] = useState(initialComment);
@@ -48,7 +67,7 @@ export function ConfigSaveReview({
   const fail = (e: unknown) => onServerErrors?.(e instanceof ApiError ? e.fieldErrors : {});
 
   const preview = useMutation({
-    mutationFn: () => endpoints.previewConfig(config),
+    mutationFn: () => endpoints.previewConfig(config, against),
     onSuccess: (p) => {
       setSaved(null);
       setReviewed({ json, preview: p });
@@ -63,7 +82,8 @@ export function ConfigSaveReview({
       return { versionId: stored.version_id, apply };
     },
     onSuccess: (s) => {
-      setSaved(s);
+      if (onSaved) onSaved(s);
+      else setSaved(s);
       setReviewed(null);
       if (s.apply.ok) onApplied?.(s.versionId);
     },
@@ -91,23 +111,16 @@ export function ConfigSaveReview({
         <Stack gap="xs" aria-label="Changes to review">
           <Text fw={600}>
             {current.changes.length === 0
-              ? 'This is the desired config already.'
-              : `Changes to ${current.base_version_id != null ? `version ${current.base_version_id}` : 'the desired config'}:`}
+              ? against === 'running'
+                ? 'This is what the gateway runs already.'
+                : 'This is the desired config already.'
+              : `Changes to ${current.base_version_id != null ? `version ${current.base_version_id}` : 'the desired config'}${against === 'running' ? ' (what the gateway runs)' : ''}:`}
           </Text>
           {current.changes.length > 0 && <DiffView changes={current.changes} />}
           <IssueList issues={current.issues} />
         </Stack>
       )}
-      {saved &&
-        (saved.apply.ok ? (
-          <Alert color="green" role="status" title={`Version ${saved.versionId} applied`}>
-            The gateway runs it now.
-          </Alert>
-        ) : (
-          <Alert color="red" role="alert" title={`Version ${saved.versionId} was saved but not applied`}>
-            {applyFailure(saved.apply)}. The gateway keeps running what it ran before; the version stays in Config history.
-          </Alert>
-        ))}
+      {saved && <SavedResult saved={saved} />}
       <Group justify="flex-end" align="flex-end">
         <TextInput label="Comment" value={comment} onChange={(e) => setComment(e.currentTarget.value)} w={320} maxLength={1000} />
         <Button variant="default" onClick={() => preview.mutate()} loading={preview.isPending} disabled={blocked}>

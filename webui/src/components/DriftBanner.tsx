@@ -4,6 +4,7 @@ import { Link } from 'react-router-dom';
 import { endpoints, type DiffEntry, type RunningOut } from '../api/endpoints';
 import { errorMessage } from '../api/errors';
 import { afterConfigChange, keys } from '../api/keys';
+import { useCan } from '../auth/roles';
 
 /** Shown changes; the rest is one click away in Config history. */
 const SHOWN = 5;
@@ -34,6 +35,7 @@ function runsText(r: RunningOut): string {
  * The desired version is never shown as the current state while the gateway runs something else. */
 export function DriftBanner() {
   const queryClient = useQueryClient();
+  const canApply = useCan()('operator');
   const running = useQuery({ queryKey: keys.running, queryFn: endpoints.running, refetchInterval: 10_000 });
   const apply = useMutation({
     mutationFn: (id: number) => endpoints.applyVersion(id, 'applied from the dashboard'),
@@ -69,9 +71,11 @@ export function DriftBanner() {
         <Button component={Link} to={`/history?a=${r.version_id ?? desired}&b=${desired}`} variant="default" size="xs">
           Review diff
         </Button>
-        <Button size="xs" loading={apply.isPending} disabled={!r.reachable} onClick={() => apply.mutate(desired)}>
-          Apply version {desired}
-        </Button>
+        {canApply && (
+          <Button size="xs" loading={apply.isPending} disabled={!r.reachable} onClick={() => apply.mutate(desired)}>
+            Apply version {desired}
+          </Button>
+        )}
       </Group>
     </Alert>
   );

@@ -4,8 +4,9 @@ import { useMemo, useRef, useState } from 'react';
 import { Link } from 'react-router-dom';
 import { formatBps, formatBytes, formatMs } from '../lib/format';
 import type { Flow } from '../api/endpoints';
-import { legsOf, PATH_LABEL, pathOf, RELAY_LABEL } from '../lib/flows';
+import { legsOf, PATH_LABEL, pathOf, RELAY_LABEL, satelliteBytes } from '../lib/flows';
 import classes from './FlowsTable.module.css';
+import { choices } from '../lib/system-config';
 
 export type SortKey = 'id' | 'client' | 'server' | 'site' | 'class' | 'action' | 'path' | 'state' | 'bytes' | 'rate' | 'rtt';
 type SortDir = 'asc' | 'desc';
@@ -19,7 +20,7 @@ const COLUMNS: { key: SortKey; label: string }[] = [
   { key: 'action', label: 'Action' },
   { key: 'path', label: 'Path' },
   { key: 'state', label: 'State' },
-  { key: 'bytes', label: 'Bytes ↓/↑' },
+  { key: 'bytes', label: 'Satellite ↓/↑' },
   { key: 'rate', label: 'Rate ↓' },
   { key: 'rtt', label: 'Sat RTT' },
 ];
@@ -28,8 +29,10 @@ export const ROW_HEIGHT = 36;
 
 function sortValue(f: Flow, key: SortKey): number | string {
   switch (key) {
-    case 'bytes':
-      return f.bytes_down + f.bytes_up;
+    case 'bytes': {
+      const sat = satelliteBytes(f);
+      return sat ? sat.down + sat.up : f.bytes_down + f.bytes_up;
+    }
     case 'rate':
       return f.rate_down_bps;
     case 'rtt':
@@ -119,7 +122,7 @@ export function FlowsTable({ flows, height = 560 }: { flows: Flow[]; height?: nu
           label="Action"
           clearable
           placeholder="any"
-          data={['accelerate', 'cache', 'bypass']}
+          data={choices('Action')}
           value={action}
           onChange={setAction}
           w={160}
@@ -128,10 +131,7 @@ export function FlowsTable({ flows, height = 560 }: { flows: Flow[]; height?: nu
           label="Path"
           clearable
           placeholder="any"
-          data={[
-            { value: 'direct', label: PATH_LABEL.direct },
-            { value: 'peer', label: PATH_LABEL.peer },
-          ]}
+          data={Object.entries(PATH_LABEL).map(([value, label]) => ({ value, label }))}
           value={path}
           onChange={setPath}
           w={140}
@@ -177,6 +177,7 @@ export function FlowsTable({ flows, height = 560 }: { flows: Flow[]; height?: nu
               {virtualizer.getVirtualItems().map((item) => {
                 const f = rows[item.index];
                 const sat = legsOf(f).satellite;
+                const crossed = satelliteBytes(f);
                 return (
                   <div
                     role="row"
@@ -206,8 +207,18 @@ export function FlowsTable({ flows, height = 560 }: { flows: Flow[]; height?: nu
                       </Badge>
                     </div>
                     <div role="cell" className={classes.cell}>{f.state}</div>
-                    <div role="cell" className={classes.cell}>
-                      {formatBytes(f.bytes_down)} / {formatBytes(f.bytes_up)}
+                    <div
+                      role="cell"
+                      className={classes.cell}
+                      title={`crossed the satellite; the server handed the gateway ${formatBytes(f.bytes_down)} ↓ / the client ${formatBytes(f.bytes_up)} ↑`}
+                    >
+                      {crossed ? `${formatBytes(crossed.down)} / ${formatBytes(crossed.up)}` : `${formatBytes(f.bytes_down)} / ${formatBytes(f.bytes_up)}`}
+                      {crossed && crossed.queuedDown > 0 && (
+                        <Text span size="xs" c="dimmed">
+                          {' '}
+                          +{formatBytes(crossed.queuedDown)} queued
+                        </Text>
+                      )}
                     </div>
                     <div role="cell" className={classes.cell}>{formatBps(f.rate_down_bps)}</div>
                     <div role="cell" className={classes.cell}>{formatMs(sat?.srtt_us)}</div>

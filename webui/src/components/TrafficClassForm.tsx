@@ -2,6 +2,8 @@ import { Alert, Grid, NumberInput, Select, TagsInput, TextInput } from '@mantine
 import type { FieldErrors } from '../api/errors';
 import type { ClassAction, ClassMatch, TrafficClass } from '../api/endpoints';
 import { errorFor } from '../lib/field-errors';
+import { choices } from '../lib/system-config';
+import { def } from '../lib/schema-check';
 
 export interface TrafficClassFormProps {
   value: TrafficClass;
@@ -10,6 +12,9 @@ export interface TrafficClassFormProps {
   errors: FieldErrors;
   idPrefix: string;
 }
+
+/** What a class name may be, in the schema's words. */
+const NAME_HELP = def('ObjectName').description ?? '';
 
 /** Edits one traffic class; shows client-side and API (422) errors under the field they concern. */
 export function TrafficClassForm({ value, onChange, errors, idPrefix }: TrafficClassFormProps) {
@@ -25,7 +30,7 @@ export function TrafficClassForm({ value, onChange, errors, idPrefix }: TrafficC
         </Grid.Col>
       )}
       <Grid.Col span={{ base: 12, sm: 4 }}>
-        <TextInput id={id('name')} label="Name" required value={value.name} onChange={(e) => onChange({ ...value, name: e.currentTarget.value })} error={errorFor(errors, 'name')} />
+        <TextInput id={id('name')} label="Name" description={NAME_HELP} required value={value.name} onChange={(e) => onChange({ ...value, name: e.currentTarget.value })} error={errorFor(errors, 'name')} />
       </Grid.Col>
       <Grid.Col span={{ base: 6, sm: 4 }}>
         <NumberInput
@@ -43,7 +48,7 @@ export function TrafficClassForm({ value, onChange, errors, idPrefix }: TrafficC
         <Select
           id={id('action')}
           label="Action"
-          data={['accelerate', 'cache', 'bypass']}
+          data={choices('Action')}
           value={value.action}
           allowDeselect={false}
           onChange={(v) => onChange({ ...value, action: (v ?? 'accelerate') as ClassAction })}
@@ -54,7 +59,7 @@ export function TrafficClassForm({ value, onChange, errors, idPrefix }: TrafficC
         <Select
           id={id('protocol')}
           label="Protocol"
-          data={['tcp', 'udp', 'any']}
+          data={choices('MatchProtocol')}
           value={value.match.protocol}
           allowDeselect={false}
           onChange={(v) => setMatch({ protocol: (v ?? 'tcp') as ClassMatch['protocol'] })}
@@ -65,7 +70,7 @@ export function TrafficClassForm({ value, onChange, errors, idPrefix }: TrafficC
         <Select
           id={id('cc')}
           label="Satellite congestion control"
-          data={[{ value: '', label: 'inherit' }, 'hybla', 'hybla_ld', 'cubic', 'bbr', 'reno']}
+          data={[{ value: '', label: 'inherit' }, ...choices('CongestionControl')]}
           value={value.satellite.congestion_control ?? ''}
           allowDeselect={false}
           onChange={(v) => onChange({ ...value, satellite: { ...value.satellite, congestion_control: v ? (v as TrafficClass['satellite']['congestion_control']) : null } })}

@@ -2,6 +2,7 @@ import { AppShell, Burger, Group, Menu, NavLink, ScrollArea, Text, Title, Unstyl
 import { useDisclosure } from '@mantine/hooks';
 import { Suspense } from 'react';
 import { NavLink as RouterNavLink, Outlet, useLocation } from 'react-router-dom';
+import { roleAtLeast } from '../auth/roles';
 import { useAuth } from '../auth/useAuth';
 import { LoadingState } from '../components/StateViews';
 import { ThemeToggle } from '../components/ThemeToggle';
@@ -15,7 +16,6 @@ export function AppLayout() {
   const [opened, { toggle, close }] = useDisclosure();
   const { user, logout } = useAuth();
   const location = useLocation();
-  const isAdmin = user?.role === 'admin';
 
   return (
     <LiveFlowsProvider>
@@ -61,7 +61,7 @@ export function AppLayout() {
       <AppShell.Navbar p="xs" aria-label="Main navigation">
         <ScrollArea>
           <nav>
-            {NAV_ITEMS.filter((i) => !i.adminOnly || isAdmin).map((item) => (
+            {NAV_ITEMS.filter((i) => !i.minRole || roleAtLeast(user?.role, i.minRole)).map((item) => (
               <NavLink
                 key={item.to}
                 component={RouterNavLink}

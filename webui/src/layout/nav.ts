@@ -1,8 +1,10 @@
+import type { Role } from '../api/endpoints';
+
 export interface NavItem {
   to: string;
   label: string;
-  /** Only shown to users whose role may use the page. */
-  adminOnly?: boolean;
+  /** Only shown to users whose role is at least this one (the API's rule for the page's data). */
+  minRole?: Role;
 }
 
 export const NAV_ITEMS: NavItem[] = [
@@ -15,10 +17,11 @@ export const NAV_ITEMS: NavItem[] = [
   { to: '/cache', label: 'Cache' },
   { to: '/dns', label: 'DNS' },
   { to: '/history', label: 'Config history' },
-  { to: '/users', label: 'Users and roles', adminOnly: true },
-  { to: '/audit', label: 'Audit log' },
-  { to: '/backup', label: 'Backup and restore', adminOnly: true },
+  { to: '/users', label: 'Users and roles', minRole: 'admin' },
+  { to: '/audit', label: 'Audit log', minRole: 'admin' },
+  { to: '/backup', label: 'Backup and restore', minRole: 'admin' },
   { to: '/system', label: 'System settings' },
+  { to: '/tokens', label: 'API tokens', minRole: 'operator' },
   { to: '/fleet', label: 'Fleet' },
   { to: '/health', label: 'System health' },
 ];

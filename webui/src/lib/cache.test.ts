@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { cacheView } from './cache';
+import { cacheView, savingsWords } from './cache';
 
 describe('cacheView', () => {
   it('reads the gateway fields, not guesses', () => {
@@ -34,5 +34,14 @@ describe('cacheView', () => {
     expect(cacheView(undefined).enabled).toBe(false);
     // Memory-only store: fullness from memory.
     expect(cacheView({ memory_used_bytes: 30, memory_capacity_bytes: 60 }).fullness).toBe(0.5);
+  });
+});
+
+describe('savingsWords', () => {
+  it('names what a hit saves by where the cache is', () => {
+    expect(savingsWords('terminal').title).toBe('Satellite capacity saved');
+    expect(savingsWords('hub').title).toBe('Backhaul saved');
+    expect(savingsWords('hub').hint).toMatch(/still crossed the satellite/);
+    expect(savingsWords('terminal').hint).toMatch(/never crossed the satellite/);
   });
 });

@@ -59,3 +59,25 @@ export function cacheView(s: Record<string, unknown> | undefined): CacheView {
     problems: Array.isArray(st.problems) ? st.problems.filter((p): p is string => typeof p === 'string') : [],
   };
 }
+
+/** What a cache hit saves depends on where the cache is: a terminal's saves satellite capacity, a hub's only the
+ * terrestrial backhaul behind it (the object still crosses the satellite to the client: docs/cache.md). */
+export interface SavingsWords {
+  /** A card's or a column's title. */
+  title: string;
+  /** One line on what that means. */
+  hint: string;
+  /** The resource in a sentence ("satellite capacity"). */
+  resource: string;
+}
+
+export function savingsWords(role: 'hub' | 'terminal' | null | undefined): SavingsWords {
+  if (role === 'terminal') {
+    return { title: 'Satellite capacity saved', hint: 'served from the cache at the terminal: never crossed the satellite', resource: 'satellite capacity' };
+  }
+  return {
+    title: 'Backhaul saved',
+    hint: "served from the hub's cache: no terrestrial fetch, but it still crossed the satellite",
+    resource: 'terrestrial backhaul',
+  };
+}

@@ -23,3 +23,19 @@ export function legsOf(flow: Flow): { satellite: TcpInfo | null; terrestrial: Tc
   const other = satSide === 'client' ? 'server' : 'client';
   return { satellite: legs[satSide] ?? null, terrestrial: legs[other] ?? null };
 }
+
+/** What crossed the satellite leg (delivered, from the kernel's counters of the satellite-facing socket), toward
+ * the client (down) and toward the server (up); `queuedDown` is what the gateway holds that has not crossed yet
+ * (relayed from the server but not delivered over the satellite). A transfer is done when that is 0, not when the
+ * server finished handing it over. Null for a flow without legs. */
+export function satelliteBytes(flow: Flow): { down: number; up: number; queuedDown: number } | null {
+  const legs = flow.legs;
+  if (!legs) return null;
+  const atClient = legs.satellite === 'client';
+  const sat = atClient ? legs.client : legs.server;
+  if (!sat) return null;
+  // At a hub the satellite socket sends toward the client (its acked bytes went down); at a terminal it receives.
+  const down = atClient ? sat.bytes_acked : sat.bytes_received;
+  const up = atClient ? sat.bytes_received : sat.bytes_acked;
+  return { down, up, queuedDown: Math.max(0, flow.bytes_down - down) };
+}

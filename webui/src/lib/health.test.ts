@@ -17,6 +17,11 @@ const okGateway: GatewayHealth = {
   problems: [],
   peer: null,
   workers: [],
+  host: {
+    cpus: 2, cpu_busy_seconds: 0, cpu_idle_seconds: 0, load_1m: 0, load_5m: 0, load_15m: 0,
+    memory_total_bytes: 0, memory_available_bytes: 0, disks: [], interfaces: [],
+  },
+  services: { squid: { enabled: false, serving: false, problem: null }, resolver: { enabled: false, serving: false, problem: null } },
 };
 
 function health(over: Partial<HealthOut>): HealthOut {

@@ -6,7 +6,8 @@ export interface LiveFlows {
   flows: Flow[];
   byId: Map<number, Flow>;
   now: number | null;
-  extra: Record<string, unknown>;
+  /** Why the API's last read of the gateway failed; null when it did not. */
+  error: string | null;
   status: StreamStatus;
   reconnects: number;
   updates: number;
@@ -16,7 +17,7 @@ export const LiveFlowsContext = createContext<LiveFlows>({
   flows: [],
   byId: new Map(),
   now: null,
-  extra: {},
+  error: null,
   status: 'closed',
   reconnects: 0,
   updates: 0,

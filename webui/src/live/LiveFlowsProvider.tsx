@@ -1,10 +1,10 @@
 import { useCallback, useMemo, useState, type ReactNode } from 'react';
-import { applyStreamEvent, emptyLiveState, type LiveFlowsState } from './flow-stream';
+import { applyStreamEvent, emptyLiveState, FLOWS_EVENT, type LiveFlowsState } from './flow-stream';
 import { LiveFlowsContext } from './LiveFlowsContext';
 import { useEventStream } from './useEventStream';
 
 export const FLOW_STREAM_URL = '/api/v1/flows/stream';
-const NAMED_EVENTS = ['snapshot', 'delta', 'flows', 'flow', 'flow_closed'];
+const NAMED_EVENTS = [FLOWS_EVENT];
 
 /** Keeps one SSE connection to the live flow stream for every page below it. */
 export function LiveFlowsProvider({ children, EventSourceImpl }: { children: ReactNode; EventSourceImpl?: typeof EventSource }) {
@@ -16,7 +16,7 @@ export function LiveFlowsProvider({ children, EventSourceImpl }: { children: Rea
       flows: [...state.flows.values()],
       byId: state.flows,
       now: state.now,
-      extra: state.extra,
+      error: state.error,
       status: stream.status,
       reconnects: stream.reconnects,
       updates: state.updates,

@@ -5,7 +5,7 @@ import { mockApi } from '../test/fetch-mock';
 import { jsonResponse, renderWithProviders } from '../test/render';
 import BodPage from './BodPage';
 
-const derived = (value: number, unit: string, derivation = 'x') => ({ value, computed: value, unit, derivation, overridden: false });
+const derived = (value: number, unit: string, derivation = 'x', overridable = true) => ({ value, computed: value, unit, derivation, overridden: false, overridable });
 const TERMINAL_SHAPING = 'terminal: pacing_return = min(CRA + RBDC max, modem buffer drain) = 5,000,000 bit/s (the top of the grant, not CRA)';
 
 const DERIVE = {
@@ -18,11 +18,32 @@ const DERIVE = {
     hybla_base_rtt_ms: derived(600, 'ms'),
     hybla_cwnd_max: derived(2000, 'segments'),
     shaping_rate_bps: derived(5_000_000, 'bit/s', TERMINAL_SHAPING),
-    shaping_overhead_bytes: derived(12, 'bytes', 'modem framing per packet = 12 B'),
+    shaping_overhead_bytes: derived(12, 'bytes', 'modem framing per packet = 12 B', false),
   },
   warnings: [],
   congestion_control: { value: 'hybla', derivation: 'no bit errors (BER 0): hybla, the paper\'s algorithm' },
 };
+const CONFIG = {
+  satellite: { pacing_rate_bps: 0, congestion_control: 'hybla' },
+  hybla: { base_rtt_ms: 25, cwnd_max: 1000 },
+  shaping: { enabled: false, rate_bps: 0, overhead_bytes: 0, queue_packets: 1000 },
+};
+
+/** What the API's derive answers: the values, nothing the config refuses, and the changes writing them makes. */
+function deriveOut(d: typeof DERIVE) {
+  const v = (k: keyof typeof DERIVE.values) => d.values[k].value;
+  const next: [string, unknown, unknown][] = [
+    ['satellite.congestion_control', CONFIG.satellite.congestion_control, d.congestion_control.value],
+    ['satellite.pacing_rate_bps', CONFIG.satellite.pacing_rate_bps, v('pacing_rate_bps')],
+    ['hybla.base_rtt_ms', CONFIG.hybla.base_rtt_ms, v('hybla_base_rtt_ms')],
+    ['hybla.cwnd_max', CONFIG.hybla.cwnd_max, v('hybla_cwnd_max')],
+    ['shaping.enabled', CONFIG.shaping.enabled, v('shaping_rate_bps') > 0],
+    ['shaping.rate_bps', CONFIG.shaping.rate_bps, v('shaping_rate_bps')],
+    ['shaping.overhead_bytes', CONFIG.shaping.overhead_bytes, v('shaping_overhead_bytes')],
+  ];
+  const config_changes = next.filter(([, a, b]) => a !== b).map(([path, old, now]) => ({ path: `$.${path}`, op: 'changed', old, new: now }));
+  return { ...d, config_problems: [], link_risks: [], config_changes };
+}
 const LOSSY_WHY = "BER 1e-06 loses 1.2% of frames; Hybla's window under that loss, rho × sqrt(3 / 2p) = 268 segments, is below the pipe's 2,590";
 
 function profileOut(id: number, name: string, role: 'hub' | 'terminal' = 'hub') {
@@ -37,9 +58,8 @@ function bodApi(initial: ReturnType<typeof profileOut>[]) {
   return mockApi({
     'GET /api/v1/bod/profiles': () => jsonResponse(profiles),
     'POST /api/v1/bod/derive': (_req, body) =>
-      jsonResponse((body as { inputs: { ber?: number } }).inputs.ber ? { ...DERIVE, congestion_control: { value: 'hybla_ld', derivation: LOSSY_WHY } } : DERIVE),
-    'GET /api/v1/config': () =>
-      jsonResponse({ version_id: 1, config: { satellite: { pacing_rate_bps: 0, congestion_control: 'hybla' }, hybla: { base_rtt_ms: 25, cwnd_max: 1000 }, shaping: { enabled: false, rate_bps: 0, overhead_bytes: 0, queue_packets: 1000 } } }),
+      jsonResponse(deriveOut((body as { inputs: { ber?: number } }).inputs.ber ? { ...DERIVE, congestion_control: { value: 'hybla_ld', derivation: LOSSY_WHY } } : DERIVE)),
+    'GET /api/v1/config': () => jsonResponse({ version_id: 1, config: CONFIG }),
     'GET /api/v1/versions': () => jsonResponse({ versions: [], total: 1, active_version_id: 1, latest_version_id: 1 }),
     'POST /api/v1/bod/profiles': (_req, body) => {
       const p = profileOut(42, (body as { name: string }).name);
@@ -87,6 +107,8 @@ describe('BodPage', () => {
     expect(within(row).getByText('1000')).toBeInTheDocument();
     expect(within(row).getByText(/2000/)).toBeInTheDocument();
     expect(screen.getByLabelText('hybla_cwnd_max')).toBeInTheDocument();
+    // Only what the API says may be overridden gets an override field.
+    expect(screen.queryByLabelText('shaping_overhead_bytes')).toBeNull();
   });
 
   it('shows the derived shaping with its derivation, why it sits at the top of the grant, and the config change', async () => {
@@ -125,9 +147,9 @@ describe('BodPage', () => {
     renderWithProviders(<BodPage />);
     const why = () => document.getElementById('bod-cc-why') as HTMLElement;
     await waitFor(() => expect(why()).toHaveTextContent('Satellite congestion control: hybla.'));
-    const changes = screen.getByRole('table', { name: 'Config changes from this profile' });
-    const row = () => within(changes).getByText('satellite.congestion_control').closest('tr') as HTMLElement;
-    expect(within(row()).getAllByText('hybla')).toHaveLength(2); // now, and with this profile: unchanged
+    const changes = () => screen.getByRole('table', { name: 'Config changes from this profile' });
+    const row = () => within(changes()).getByText('satellite.congestion_control').closest('tr') as HTMLElement;
+    expect(within(changes()).queryByText('satellite.congestion_control')).toBeNull(); // unchanged: not a change
 
     const ber = screen.getByRole('textbox', { name: /Bit error rate/ });
     await user.clear(ber);
@@ -142,5 +164,54 @@ describe('BodPage', () => {
     await user.clear(ber);
     await user.type(ber, 'lots');
     expect(await screen.findByText('a number, e.g. 1e-6')).toBeInTheDocument();
+  });
+});
+
+describe('BodPage refusals and risks', () => {
+  afterEach(() => vi.unstubAllGlobals());
+
+  it('says at once why the config was not written, and keeps saying it after the new profile is selected', async () => {
+    const api = {
+      'GET /api/v1/bod/profiles': () => jsonResponse(list),
+      'POST /api/v1/bod/derive': () => jsonResponse(deriveOut(DERIVE)),
+      'POST /api/v1/bod/profiles': () => {
+        list.push(profileOut(42, 'geo'));
+        return jsonResponse(list[0], 201);
+      },
+      'POST /api/v1/bod/profiles/42/apply-to-config': () =>
+        jsonResponse({ error: { code: 'validation_error', message: 'Hybla › base RTT (ms): must be at most 10,000', field: 'hybla.base_rtt_ms' } }, 422),
+    };
+    const list: ReturnType<typeof profileOut>[] = [];
+    mockApi(api);
+    const user = userEvent.setup();
+    renderWithProviders(<BodPage />);
+    await user.click(await screen.findByRole('button', { name: 'Save and write to config' }));
+    expect(await screen.findByText('Hybla › base RTT (ms): must be at most 10,000')).toBeInTheDocument();
+    expect(screen.getByText('The profile is saved, but the config was not changed')).toBeInTheDocument();
+  });
+
+  it('will not write what the config refuses, and asks before writing values outside the link', async () => {
+    let problems: string[] = ['Satellite › sndbuf (bytes): must be at most 1,073,741,824'];
+    const risks = ['a forward rate of 100 Gbit/s is beyond any satellite carrier (the widest carry about 5 Gbit/s)'];
+    const calls = mockApi({
+      'GET /api/v1/bod/profiles': () => jsonResponse([profileOut(5, 'leo')]),
+      'POST /api/v1/bod/derive': () => jsonResponse({ ...deriveOut(DERIVE), config_problems: problems, link_risks: risks }),
+      'PUT /api/v1/bod/profiles/5': () => jsonResponse(profileOut(5, 'leo')),
+      'POST /api/v1/bod/profiles/5/apply-to-config': () => jsonResponse({ version_id: 9, issues: [], changed: true }),
+    });
+    const user = userEvent.setup();
+    renderWithProviders(<BodPage />);
+    expect(await screen.findByText(problems[0])).toBeInTheDocument();
+    await waitFor(() => expect(screen.getByRole('button', { name: 'Save and write to config' })).toBeDisabled());
+    problems = [];
+    await user.type(screen.getByRole('textbox', { name: /^Profile name/ }), '2'); // a new derive
+    await waitFor(() => expect(screen.getByRole('button', { name: 'Save and write to config' })).toBeEnabled());
+    await user.click(screen.getByRole('button', { name: 'Save and write to config' }));
+    const dialog = await screen.findByRole('dialog', { name: 'Write these values to the config?' });
+    expect(within(dialog).getByText(risks[0])).toBeInTheDocument();
+    expect(calls.some((c) => c.path.endsWith('/apply-to-config'))).toBe(false);
+    await user.click(within(dialog).getByRole('button', { name: 'Write them anyway' }));
+    expect(await screen.findByText(/Written into config version 9/)).toBeInTheDocument();
+    expect(calls.find((c) => c.path.endsWith('/apply-to-config'))?.body).toMatchObject({ confirm: true });
   });
 });

@@ -1,8 +1,8 @@
-import { Alert, Badge, Button, Grid, Group, List, NumberInput, Paper, SegmentedControl, Select, Stack, Table, Text, TextInput, Title } from '@mantine/core';
+import { Alert, Badge, Button, Grid, Group, List, Modal, NumberInput, Paper, SegmentedControl, Select, Stack, Table, Text, TextInput, Title } from '@mantine/core';
 import { useDebouncedValue } from '@mantine/hooks';
 import { keepPreviousData, useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState } from 'react';
-import { endpoints, type BodInputs, type BodProfileIn, type BodProfileOut, type Derived, type Tuning } from '../api/endpoints';
+import { endpoints, type BodInputs, type BodProfileIn, type BodProfileOut, type Derived } from '../api/endpoints';
 import { ApiError, errorMessage, type FieldErrors } from '../api/errors';
 import { afterConfigChange, keys } from '../api/keys';
 import { PageHeader } from '../components/PageHeader';
@@ -10,6 +10,9 @@ import { ScrollTable } from '../components/ScrollTable';
 import { QueryView } from '../components/StateViews';
 import { errorFor } from '../lib/field-errors';
 import { formatBps, formatBytes } from '../lib/format';
+import { def } from '../lib/schema-check';
+import { choices } from '../lib/system-config';
+import { useCan } from '../auth/roles';
 
 const DEFAULT_INPUTS: BodInputs = {
   forward_rate_bps: 50_000_000,
@@ -37,27 +40,23 @@ const INPUT_FIELDS: { key: keyof BodInputs; label: string; unit: string; step?: 
   { key: 'modem_overhead_bytes', label: 'Modem framing per packet (0 = unknown)', unit: 'bytes' },
 ];
 
-const OVERRIDABLE = ['sndbuf_bytes', 'rcvbuf_bytes', 'pacing_rate_bps', 'initcwnd', 'initrwnd', 'hybla_base_rtt_ms', 'hybla_cwnd_max', 'shaping_rate_bps'] as const;
 
 type Values = Record<string, Derived>;
-const whole = (key: string) => (t: Tuning) => (t.values[key] ? Math.round(t.values[key].value) : null);
-const section = (c: Record<string, unknown>, name: string) => c[name] as Record<string, unknown> | undefined;
+type BodRole = NonNullable<BodInputs['role']>;
+/** Which way each role (the gateway schema's) sends over the satellite. */
+const ROLE_SENDS: Record<string, string> = { hub: 'sends forward', terminal: 'sends return' };
 
-/** Where each derived value lands in the gateway config (apply-to-config writes exactly these). */
-const CONFIG_TARGETS: { label: string; read: (c: Record<string, unknown>) => unknown; next: (t: Tuning) => unknown }[] = [
-  { label: 'satellite.congestion_control', read: (c) => section(c, 'satellite')?.congestion_control, next: (t) => t.congestion_control.value },
-  { label: 'satellite.sndbuf_bytes', read: (c) => section(c, 'satellite')?.sndbuf_bytes, next: whole('sndbuf_bytes') },
-  { label: 'satellite.rcvbuf_bytes', read: (c) => section(c, 'satellite')?.rcvbuf_bytes, next: whole('rcvbuf_bytes') },
-  { label: 'satellite.pacing_rate_bps', read: (c) => section(c, 'satellite')?.pacing_rate_bps, next: whole('pacing_rate_bps') },
-  { label: 'satellite.initcwnd', read: (c) => section(c, 'satellite')?.initcwnd, next: whole('initcwnd') },
-  { label: 'satellite.initrwnd', read: (c) => section(c, 'satellite')?.initrwnd, next: whole('initrwnd') },
-  { label: 'hybla.base_rtt_ms', read: (c) => section(c, 'hybla')?.base_rtt_ms, next: whole('hybla_base_rtt_ms') },
-  { label: 'hybla.cwnd_max', read: (c) => section(c, 'hybla')?.cwnd_max, next: whole('hybla_cwnd_max') },
-  // A shaping rate overridden to 0 turns shaping off.
-  { label: 'shaping.enabled', read: (c) => section(c, 'shaping')?.enabled, next: (t) => (t.values.shaping_rate_bps ? t.values.shaping_rate_bps.value > 0 : null) },
-  { label: 'shaping.rate_bps', read: (c) => section(c, 'shaping')?.rate_bps, next: whole('shaping_rate_bps') },
-  { label: 'shaping.overhead_bytes', read: (c) => section(c, 'shaping')?.overhead_bytes, next: whole('shaping_overhead_bytes') },
-];
+/** Bounds the gateway's schema gives the config fields these inputs end up in (the API refuses more). */
+const INPUT_MAX: Partial<Record<keyof BodInputs, number | undefined>> = {
+  forward_rate_bps: def('Satellite').properties?.forward_rate_bps?.maximum,
+  return_cra_bps: def('Satellite').properties?.return_rate_bps?.maximum,
+  return_rbdc_max_bps: def('Satellite').properties?.return_rate_bps?.maximum,
+  base_rtt_ms: def('Hybla').properties?.base_rtt_ms?.maximum,
+  modem_overhead_bytes: def('Shaping').properties?.overhead_bytes?.maximum,
+};
+
+/** A config value as the change table shows it. */
+const shown = (v: unknown) => (v === null || v === undefined ? '—' : typeof v === 'object' ? JSON.stringify(v) : String(v));
 
 /** Why the shaper sits where it does, for the role this gateway plays (tuning.py has the formula). */
 function shapingExplanation(role: 'hub' | 'terminal'): string {
@@ -74,7 +73,7 @@ function shapingExplanation(role: 'hub' | 'terminal'): string {
 }
 
 /** The config version a profile was last written into; kept above the editor so it survives the re-selection a new profile's save causes. */
-type WriteResult = { profileId: number; versionId: number };
+type WriteResult = { profileId: number; versionId: number } | { profileId: number; error: string };
 
 function formatValue(d: Derived): string {
   if (d.unit === 'bit/s') return formatBps(d.value);
@@ -128,7 +127,8 @@ function ProfileEditor({
     placeholderData: keepPreviousData,
     retry: false,
   });
-  const desired = useQuery({ queryKey: keys.desired, queryFn: endpoints.desiredConfig });
+  const canWrite = useCan()('operator');
+  const [confirming, setConfirming] = useState(false);
   const save = useMutation({
     mutationFn: (p: BodProfileIn) => (initial ? endpoints.bodUpdate(initial.id, p) : endpoints.bodCreate(p)),
     onSuccess: async (p) => {
@@ -139,18 +139,29 @@ function ProfileEditor({
     onError: (e) => setErrors(e instanceof ApiError ? e.fieldErrors : {}),
   });
   const applyToConfig = useMutation({
-    mutationFn: async () => {
+    mutationFn: async (confirm: boolean): Promise<WriteResult> => {
       const p = await save.mutateAsync(form);
-      const r = await endpoints.bodApply(p.id, `BoD profile ${p.name}`);
-      return { profileId: p.id, versionId: r.version_id };
+      try {
+        const r = await endpoints.bodApply(p.id, `BoD profile ${p.name}`, confirm);
+        return { profileId: p.id, versionId: r.version_id };
+      } catch (e) {
+        // The profile is saved; the write was refused. Said now, with the reason (the editor may remount).
+        return { profileId: p.id, error: errorMessage(e) };
+      }
     },
     // Saving a new profile selects it, which remounts this editor: the parent keeps the result.
     onSuccess: (r) => {
+      setConfirming(false);
       onWritten(r);
       return Promise.all(afterConfigChange.map((k) => queryClient.invalidateQueries({ queryKey: k })));
     },
   });
-  const writtenVersion = initial && written?.profileId === initial.id ? written.versionId : null;
+  const mine = initial && written?.profileId === initial.id ? written : null;
+  const writtenVersion = mine && 'versionId' in mine ? mine.versionId : null;
+  const writeError = mine && 'error' in mine ? mine.error : null;
+  const problems = derived.data?.config_problems ?? [];
+  const risks = derived.data?.link_risks ?? [];
+  const write = () => (risks.length ? setConfirming(true) : applyToConfig.mutate(false));
   const deriveErrors = derived.error instanceof ApiError ? derived.error.fieldErrors : {};
   const allErrors = { ...deriveErrors, ...errors };
   const setInput = (k: keyof BodInputs, v: number | string) => setForm({ ...form, inputs: { ...form.inputs, [k]: typeof v === 'number' ? v : Number(v) } });
@@ -161,7 +172,6 @@ function ProfileEditor({
     setForm({ ...form, overrides });
   };
   const values = derived.data?.values;
-  const config = desired.data?.config as Record<string, unknown> | undefined;
 
   return (
     <Stack>
@@ -186,9 +196,9 @@ function ProfileEditor({
               </Text>
               <SegmentedControl
                 aria-labelledby="bod-role"
-                data={[{ value: 'hub', label: 'hub (sends forward)' }, { value: 'terminal', label: 'terminal (sends return)' }]}
+                data={choices('Role').map((r) => ({ value: r, label: `${r} (${ROLE_SENDS[r] ?? 'sends'})` }))}
                 value={form.inputs.role ?? 'hub'}
-                onChange={(v) => setForm({ ...form, inputs: { ...form.inputs, role: v as 'hub' | 'terminal' } })}
+                onChange={(v) => setForm({ ...form, inputs: { ...form.inputs, role: v as BodRole } })}
               />
             </Grid.Col>
             {INPUT_FIELDS.map((f) => (
@@ -200,6 +210,8 @@ function ProfileEditor({
                   thousandSeparator=","
                   step={f.step ?? 1}
                   min={0}
+                  max={INPUT_MAX[f.key]}
+                  clampBehavior="none"
                   description={f.unit === 'bit/s' ? formatBps(form.inputs[f.key] as number) : f.unit === 'bytes' ? formatBytes(form.inputs[f.key] as number) : undefined}
                   error={errorFor(allErrors, `inputs.${f.key}`)}
                 />
@@ -224,7 +236,7 @@ function ProfileEditor({
             Overrides (optional)
           </Title>
           <Grid>
-            {OVERRIDABLE.map((k) => (
+            {Object.keys(values ?? {}).filter((k) => values?.[k].overridable).map((k) => (
               <Grid.Col key={k} span={{ base: 6, sm: 2 }}>
                 <NumberInput
                   label={k}
@@ -247,14 +259,57 @@ function ProfileEditor({
               Written into config version {writtenVersion}: apply it to make the gateway use it.
             </Alert>
           )}
-          <Group justify="flex-end" mt="md">
-            <Button type="submit" variant="default" loading={save.isPending && !applyToConfig.isPending}>
-              Save profile
-            </Button>
-            <Button onClick={() => applyToConfig.mutate()} loading={applyToConfig.isPending}>
-              Save and write to config
-            </Button>
-          </Group>
+          {writeError && (
+            <Alert color="red" role="alert" mt="md" title="The profile is saved, but the config was not changed">
+              {writeError}
+            </Alert>
+          )}
+          {problems.length > 0 && (
+            <Alert color="red" role="alert" mt="md" title="The config cannot take this derivation">
+              <List size="sm">
+                {problems.map((p) => (
+                  <List.Item key={p}>{p}</List.Item>
+                ))}
+              </List>
+            </Alert>
+          )}
+          {risks.length > 0 && (
+            <Alert color="orange" mt="md" title="Outside the link's physics">
+              <List size="sm">
+                {risks.map((p) => (
+                  <List.Item key={p}>{p}</List.Item>
+                ))}
+              </List>
+            </Alert>
+          )}
+          {canWrite && (
+            <Group justify="flex-end" mt="md">
+              <Button type="submit" variant="default" loading={save.isPending && !applyToConfig.isPending}>
+                Save profile
+              </Button>
+              <Button onClick={write} loading={applyToConfig.isPending} disabled={problems.length > 0 || !derived.data}>
+                Save and write to config
+              </Button>
+            </Group>
+          )}
+          <Modal opened={confirming} onClose={() => setConfirming(false)} title="Write these values to the config?" size="lg">
+            <Stack>
+              <Text size="sm">These inputs are outside what this satellite link can be:</Text>
+              <List size="sm" aria-label="Risks of this profile">
+                {risks.map((p) => (
+                  <List.Item key={p}>{p}</List.Item>
+                ))}
+              </List>
+              <Group justify="flex-end">
+                <Button variant="default" onClick={() => setConfirming(false)}>
+                  Change the inputs
+                </Button>
+                <Button color="orange" loading={applyToConfig.isPending} onClick={() => applyToConfig.mutate(true)}>
+                  Write them anyway
+                </Button>
+              </Group>
+            </Stack>
+          </Modal>
         </form>
       </Paper>
       <Paper withBorder p="md" component="section" aria-labelledby="bod-derived">
@@ -266,7 +321,8 @@ function ProfileEditor({
         </Group>
         {derived.error && (
           <Alert color="red" role="alert" mb="sm">
-            {errorMessage(derived.error)}
+            {/* A refusal the form shows under its field is not said a second time here. */}
+            {Object.keys(deriveErrors).length > 0 ? 'Fix the marked input to see the derivation.' : errorMessage(derived.error)}
           </Alert>
         )}
         {derived.data?.warnings.length ? (
@@ -296,36 +352,35 @@ function ProfileEditor({
           </Text>
         )}
       </Paper>
-      {derived.data && config && (
+      {derived.data && (
         <Paper withBorder p="md" component="section" aria-labelledby="bod-diff">
           <Title order={3} size="h4" id="bod-diff" mb="sm">
             Change to the desired config
           </Title>
-          <Table aria-label="Config changes from this profile">
-            <Table.Thead>
-              <Table.Tr>
-                <Table.Th>Setting</Table.Th>
-                <Table.Th>Now</Table.Th>
-                <Table.Th>With this profile</Table.Th>
-              </Table.Tr>
-            </Table.Thead>
-            <Table.Tbody>
-              {CONFIG_TARGETS.map((t) => {
-                const current = t.read(config);
-                const next = t.next(derived.data);
-                const changed = current !== next;
-                return (
-                  <Table.Tr key={t.label}>
-                    <Table.Td className="mono">{t.label}</Table.Td>
-                    <Table.Td>{String(current ?? '—')}</Table.Td>
-                    <Table.Td fw={changed ? 700 : undefined} c={changed ? 'orange' : undefined}>
-                      {String(next ?? '—')} {changed ? '(changes)' : ''}
+          {derived.data.config_changes.length === 0 ? (
+            <Text size="sm">The desired config has these values already.</Text>
+          ) : (
+            <Table aria-label="Config changes from this profile">
+              <Table.Thead>
+                <Table.Tr>
+                  <Table.Th>Setting</Table.Th>
+                  <Table.Th>Now</Table.Th>
+                  <Table.Th>With this profile</Table.Th>
+                </Table.Tr>
+              </Table.Thead>
+              <Table.Tbody>
+                {derived.data.config_changes.map((c) => (
+                  <Table.Tr key={c.path}>
+                    <Table.Td className="mono">{c.path.replace(/^\$\./, '')}</Table.Td>
+                    <Table.Td>{shown(c.old)}</Table.Td>
+                    <Table.Td fw={700} c="orange">
+                      {shown(c.new)} (changes)
                     </Table.Td>
                   </Table.Tr>
-                );
-              })}
-            </Table.Tbody>
-          </Table>
+                ))}
+              </Table.Tbody>
+            </Table>
+          )}
         </Paper>
       )}
     </Stack>

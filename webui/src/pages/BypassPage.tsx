@@ -1,7 +1,7 @@
-import { ActionIcon, Alert, Badge, Button, Grid, Group, Paper, Select, Stack, Table, TagsInput, Text, TextInput, Title, Tooltip } from '@mantine/core';
+import { ActionIcon, Alert, Badge, Button, Grid, Group, List, Modal, Paper, Select, Stack, Table, TagsInput, Text, TextInput, Title, Tooltip } from '@mantine/core';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState, type FormEvent } from 'react';
-import { useAuth } from '../auth/useAuth';
+import { useCan } from '../auth/roles';
 import { endpoints, type BypassIn, type ChangeOut } from '../api/endpoints';
 import { ApiError, errorMessage, type FieldErrors } from '../api/errors';
 import { afterConfigChange, keys } from '../api/keys';
@@ -9,11 +9,29 @@ import { PageHeader } from '../components/PageHeader';
 import { ScrollTable } from '../components/ScrollTable';
 import { QueryView } from '../components/StateViews';
 import { errorFor } from '../lib/field-errors';
-import { checkField } from '../lib/schema-check';
+import { checkField, def } from '../lib/schema-check';
+import { choices } from '../lib/system-config';
+import { SavedAlert } from '../components/SavedAlert';
+import { PendingNotice } from '../components/PendingNotice';
 import { formatBytes } from '../lib/format';
 
 type Protocol = BypassIn['protocol'];
-const EMPTY: BypassIn = { name: '', protocol: 'any', cidrs: [], ports: [], comment: '' };
+const EMPTY: BypassIn = { name: '', protocol: 'any', cidrs: [], ports: [], comment: '', confirm: false };
+/** The protocols the gateway accepts in a bypass entry, from its schema. */
+const PROTOCOLS = choices('BypassProtocol');
+const NAME_HELP = def('ObjectName').description ?? '';
+
+interface Risk {
+  code: string;
+  message: string;
+}
+
+/** The risks the API wants confirmed before it stores a rule (409 confirm_required), or none. */
+function risksOf(e: unknown): Risk[] {
+  if (!(e instanceof ApiError) || e.code !== 'confirm_required') return [];
+  const d = e.details as { risks?: Risk[] } | null;
+  return d?.risks ?? [];
+}
 
 /** Field checks from the gateway's schema (a bypass entry's); rules between fields are the API's to answer. */
 function validate(r: BypassIn): FieldErrors {
@@ -27,7 +45,7 @@ function validate(r: BypassIn): FieldErrors {
 
 export default function BypassPage() {
   const queryClient = useQueryClient();
-  const { user } = useAuth();
+  const can = useCan();
   const rules = useQuery({ queryKey: keys.bypass, queryFn: endpoints.bypass });
   // What each rule let through untouched (the gateway's nft counters, since it last started).
   const counts = useQuery({ queryKey: keys.bypassCounts, queryFn: endpoints.bypassCounts, refetchInterval: 5000 });
@@ -49,6 +67,7 @@ export default function BypassPage() {
     },
     onError: (e) => setErrors(e instanceof ApiError ? e.fieldErrors : {}),
   });
+  const risks = risksOf(add.error);
   const remove = useMutation({ mutationFn: ({ name, force }: { name: string; force: boolean }) => endpoints.deleteBypass(name, force), onSuccess: onSaved });
   const restore = useMutation({ mutationFn: endpoints.restoreBuiltins, onSuccess: onSaved });
 
@@ -67,10 +86,9 @@ export default function BypassPage() {
         description="Traffic matching these rules is never intercepted, split, cached or rewritten. The built-in IPsec/IKE rules are locked."
       />
       {saved && (
-        <Alert color="green" mb="md" withCloseButton closeButtonLabel="Dismiss" onClose={() => setSaved(null)} role="status">
-          Saved as config version {saved.version_id}.
-        </Alert>
+        <SavedAlert saved={saved} onClose={() => setSaved(null)} />
       )}
+      <PendingNotice />
       {(remove.error || restore.error) && (
         <Alert color="red" mb="md" role="alert">
           {errorMessage(remove.error ?? restore.error)}
@@ -113,7 +131,7 @@ export default function BypassPage() {
                         : '—'}
                     </Table.Td>
                     <Table.Td>
-                      {enabled && !locked && (
+                      {enabled && !locked && can('operator') && (
                         <ActionIcon
                           variant="subtle"
                           color="red"
@@ -125,7 +143,7 @@ export default function BypassPage() {
                           ✕
                         </ActionIcon>
                       )}
-                      {enabled && locked && user?.role === 'admin' && (
+                      {enabled && locked && can('admin') && (
                         <Tooltip label="Locked: removing it splits or caches IPsec traffic">
                           <Button
                             size="compact-xs"
@@ -159,13 +177,31 @@ export default function BypassPage() {
           );
         }}
       </QueryView>
-      <Paper withBorder p="md" mt="lg" component="section" aria-labelledby="add-bypass">
+      <Modal opened={risks.length > 0} onClose={() => add.reset()} title="Check this rule before it is added" size="lg">
+        <Stack>
+          <Text size="sm">Traffic a bypass rule matches is never split, cached or shaped per class. This rule:</Text>
+          <List size="sm" aria-label="Risks of this rule">
+            {risks.map((r) => (
+              <List.Item key={r.code + r.message}>{r.message}</List.Item>
+            ))}
+          </List>
+          <Group justify="flex-end">
+            <Button variant="default" onClick={() => add.reset()}>
+              Change the rule
+            </Button>
+            <Button color="orange" loading={add.isPending} onClick={() => add.mutate({ ...draft, confirm: true })}>
+              Add it anyway
+            </Button>
+          </Group>
+        </Stack>
+      </Modal>
+      {can('operator') && <Paper withBorder p="md" mt="lg" component="section" aria-labelledby="add-bypass">
         <Title order={3} size="h4" id="add-bypass" mb="sm">
           Add a custom rule
         </Title>
         <form onSubmit={submit} noValidate>
           <Grid>
-            {add.error && (
+            {add.error && risks.length === 0 && Object.keys(errors).length === 0 && (
               <Grid.Col span={12}>
                 <Alert color="red" role="alert">
                   {errorMessage(add.error)}
@@ -173,12 +209,12 @@ export default function BypassPage() {
               </Grid.Col>
             )}
             <Grid.Col span={{ base: 12, sm: 4 }}>
-              <TextInput label="Rule name" required value={draft.name} onChange={(e) => setDraft({ ...draft, name: e.currentTarget.value })} error={errorFor(errors, 'name')} />
+              <TextInput label="Rule name" description={NAME_HELP} required value={draft.name} onChange={(e) => setDraft({ ...draft, name: e.currentTarget.value })} error={errorFor(errors, 'name')} />
             </Grid.Col>
             <Grid.Col span={{ base: 12, sm: 4 }}>
               <Select
                 label="Protocol"
-                data={['any', 'tcp', 'udp', 'esp', 'ah']}
+                data={PROTOCOLS}
                 allowDeselect={false}
                 value={draft.protocol}
                 onChange={(v) => setDraft({ ...draft, protocol: (v ?? 'any') as Protocol, ports: v === 'tcp' || v === 'udp' ? draft.ports : [] })}
@@ -210,7 +246,7 @@ export default function BypassPage() {
             </Grid.Col>
           </Grid>
         </form>
-      </Paper>
+      </Paper>}
     </>
   );
 }

@@ -6,10 +6,11 @@ import { ApiError, errorMessage } from '../api/errors';
 import { keys } from '../api/keys';
 import { KeyValueTable } from '../components/KeyValueTable';
 import { PageHeader } from '../components/PageHeader';
+import { useCan } from '../auth/roles';
 import { StatCard } from '../components/StatCard';
 import { QueryView } from '../components/StateViews';
 import { formatBytes, formatPercent } from '../lib/format';
-import { cacheView } from '../lib/cache';
+import { cacheView, savingsWords } from '../lib/cache';
 import { gatewayHealth } from '../lib/health';
 
 
@@ -19,9 +20,13 @@ function bytesOf(used: number | null, capacity: number | null): string {
 }
 
 export default function CachePage() {
+  const canWrite = useCan()('operator');
   const queryClient = useQueryClient();
   const stats = useQuery({ queryKey: keys.cache, queryFn: endpoints.cacheStats, refetchInterval: 5000 });
   const health = useQuery({ queryKey: keys.health, queryFn: endpoints.health, refetchInterval: 5000 });
+  // What a hit saves depends on where this cache is (the role the gateway runs).
+  const role = gatewayHealth(health.data)?.role ?? null;
+  const savings = savingsWords(role);
   const [url, setUrl] = useState('');
   const [urlError, setUrlError] = useState<string | undefined>();
   const purge = useMutation({
@@ -45,7 +50,7 @@ export default function CachePage() {
 
   return (
     <>
-      <PageHeader title="Cache" description="The HTTP cache on the satellite side: hits are served without crossing the link." />
+      <PageHeader title="Cache" description={role === 'terminal' ? 'The HTTP cache at the terminal: hits are served without crossing the satellite.' : "The HTTP cache at the hub: hits save the terrestrial fetch (backhaul); they still cross the satellite to the client."} />
       <Stack>
         {view && !view.enabled && (
           <Alert color="gray" title="Cache off">
@@ -70,9 +75,9 @@ export default function CachePage() {
                     hint={`${v.hits.toLocaleString()} of ${(v.hits + v.misses).toLocaleString()} cacheable requests`}
                   />
                   <StatCard
-                    label="Bytes not sent over the satellite"
+                    label={savings.title}
                     value={formatBytes(v.savedBytes)}
-                    hint={v.byteHitRatio != null ? `${formatPercent(v.byteHitRatio)} of the bytes sent to clients` : 'served from the cache'}
+                    hint={`${savings.hint}${v.byteHitRatio != null ? ` (${formatPercent(v.byteHitRatio)} of the bytes sent to clients)` : ''}`}
                   />
                   <StatCard label="Objects stored" value={v.objects == null ? '—' : v.objects.toLocaleString()} hint={v.running ? 'in the store now' : 'Squid is not running'} />
                   <StatCard
@@ -97,8 +102,8 @@ export default function CachePage() {
                       'Fetched from the origin (misses)': v.misses.toLocaleString(),
                       'Refused (clients outside the served subnets)': String(s.denied ?? 0),
                       'Sent to clients': formatBytes(v.toClientsBytes),
-                      'Fetched from origins over the satellite': formatBytes(v.fromOriginBytes),
-                      'Saved on the satellite': formatBytes(v.savedBytes),
+                      [role === 'terminal' ? 'Fetched from origins over the satellite' : 'Fetched from origins']: formatBytes(v.fromOriginBytes),
+                      [savings.title]: formatBytes(v.savedBytes),
                       'Disk store': bytesOf(v.diskUsed, v.diskCapacity),
                       'Memory store': bytesOf(v.memoryUsed, v.memoryCapacity),
                       'Collapsed forwarding': s.collapsed_forwarding_effective ? 'on' : s.collapsed_forwarding_requested ? 'requested, left off' : 'off',
@@ -110,6 +115,7 @@ export default function CachePage() {
             );
           }}
         </QueryView>
+        {canWrite && (
         <Paper withBorder p="md" component="section" aria-labelledby="purge-title">
           <Title order={3} size="h4" id="purge-title" mb="sm">
             Purge
@@ -144,6 +150,7 @@ export default function CachePage() {
             </Alert>
           )}
         </Paper>
+        )}
       </Stack>
     </>
   );

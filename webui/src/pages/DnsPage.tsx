@@ -7,6 +7,7 @@ import { keys } from '../api/keys';
 import { LazyTimeSeriesChart } from '../charts/LazyChart';
 import { KeyValueTable } from '../components/KeyValueTable';
 import { PageHeader } from '../components/PageHeader';
+import { useCan } from '../auth/roles';
 import { StatCard } from '../components/StatCard';
 import { QueryView } from '../components/StateViews';
 import { dnsView, formatWait } from '../lib/dns';
@@ -41,6 +42,7 @@ function ProbeTable({ probe }: { probe: ProbeResult[] }) {
 }
 
 export default function DnsPage() {
+  const canWrite = useCan()('operator');
   const queryClient = useQueryClient();
   const stats = useQuery({ queryKey: keys.dns, queryFn: endpoints.dnsStats, refetchInterval: 5000 });
   const running = useQuery({ queryKey: keys.running, queryFn: endpoints.running });
@@ -125,6 +127,7 @@ export default function DnsPage() {
             );
           }}
         </QueryView>
+        {canWrite && (
         <Paper withBorder p="md" component="section" aria-labelledby="flush-title">
           <Title order={3} size="h4" id="flush-title" mb="sm">
             Flush
@@ -159,6 +162,7 @@ export default function DnsPage() {
             </Alert>
           )}
         </Paper>
+        )}
         <Text size="sm" c="dimmed">
           Browsers and apps that use DNS over HTTPS or DNS over TLS send their lookups inside encrypted connections to their own resolver: the gateway cannot answer those, and each of their lookups crosses the satellite (docs/dns.md).
         </Text>

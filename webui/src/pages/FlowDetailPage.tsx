@@ -5,7 +5,7 @@ import { PageHeader } from '../components/PageHeader';
 import { LoadingState } from '../components/StateViews';
 import { formatBps, formatBytes, formatDuration, formatMs, formatTime } from '../lib/format';
 import type { TcpInfo } from '../api/endpoints';
-import { legsOf, PATH_LABEL, pathOf, RELAY_LABEL } from '../lib/flows';
+import { legsOf, PATH_LABEL, pathOf, RELAY_LABEL, satelliteBytes } from '../lib/flows';
 import { useLiveFlows } from '../live/LiveFlowsContext';
 import { useFlowSamples } from '../live/useFlowSamples';
 
@@ -63,7 +63,8 @@ export default function FlowDetailPage() {
         )}
       </>
     );
-  }
+  }  const crossed = satelliteBytes(flow);
+
   const { satellite, terrestrial } = legsOf(flow);
   const satSide = flow.legs?.satellite === 'client' ? 'client' : 'server';
   return (
@@ -93,7 +94,8 @@ export default function FlowDetailPage() {
             {PATH_LABEL[pathOf(flow)] ?? pathOf(flow)}
           </Badge>
           <Text size="sm" c="dimmed">
-            started {formatTime(flow.started_at)} · up {formatDuration((live.now ?? Date.now() / 1000) - flow.started_at)} · ↓ {formatBytes(flow.bytes_down)} ({formatBps(flow.rate_down_bps)}) · ↑ {formatBytes(flow.bytes_up)} ({formatBps(flow.rate_up_bps)})
+            started {formatTime(flow.started_at)} · up {formatDuration((live.now ?? Date.now() / 1000) - flow.started_at)} · over the satellite ↓ {formatBytes(crossed?.down ?? flow.bytes_down)} ({formatBps(flow.rate_down_bps)}) · ↑ {formatBytes(crossed?.up ?? flow.bytes_up)} ({formatBps(flow.rate_up_bps)})
+            {crossed && crossed.queuedDown > 0 ? ` · ${formatBytes(crossed.queuedDown)} still queued for the satellite (the server handed over ${formatBytes(flow.bytes_down)})` : ''}
           </Text>
         </Group>
         {flow.cache && (

@@ -11,12 +11,12 @@ export default function FlowsPage() {
   const [params, setParams] = useSearchParams();
   const tab = params.get('tab') === 'closed' ? 'closed' : 'live';
   const waiting = live.updates === 0 && live.status !== 'open';
-  const streamError = typeof live.extra.error === 'string' ? live.extra.error : null;
+  const streamError = live.error;
   return (
     <>
       <PageHeader
         title="Flows"
-        description="Every TCP connection through the gateway, updated live. Select an ID for both legs' RTT, cwnd and rate over time."
+        description="Every TCP connection the gateway split or its cache served, updated live; bytes are what crossed the satellite. Bypassed and unsplit traffic is not listed: it counts in the link figures (Overview) and per rule (IPsec bypass). Select an ID for both legs' RTT, cwnd and rate over time."
         actions={
           <Group gap="xs">
             <Badge variant="light">{live.flows.length.toLocaleString()} live</Badge>

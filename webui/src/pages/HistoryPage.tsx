@@ -6,15 +6,20 @@ import { errorMessage } from '../api/errors';
 import { afterConfigChange, keys } from '../api/keys';
 import { DiffView } from '../components/DiffView';
 import { PageHeader } from '../components/PageHeader';
+import { DryRunResult } from '../components/DryRunResult';
+import { useCan } from '../auth/roles';
 import { ScrollTable } from '../components/ScrollTable';
 import { EmptyState, QueryView } from '../components/StateViews';
 import { formatTime } from '../lib/format';
 
+/** A badge that never truncates its word in a narrow column. */
+const WHOLE = { root: { maxWidth: 'none', flexShrink: 0 }, label: { overflow: 'visible' } } as const;
+
 function StatusBadge({ v }: { v: VersionSummary }) {
-  if (v.active) return <Badge color="green">active</Badge>;
-  if (v.apply_status === 'failed') return <Badge color="red">apply failed</Badge>;
-  if (v.apply_status === 'applied') return <Badge color="gray" variant="light">applied before</Badge>;
-  return <Badge color="yellow" variant="light">not applied</Badge>;
+  if (v.active) return <Badge color="green" styles={WHOLE}>active</Badge>;
+  if (v.apply_status === 'failed') return <Badge color="red" styles={WHOLE}>apply failed</Badge>;
+  if (v.apply_status === 'applied') return <Badge color="gray" variant="light" styles={WHOLE}>applied before</Badge>;
+  return <Badge color="yellow" variant="light" styles={WHOLE}>not applied</Badge>;
 }
 
 function applyMessage(r: ApplyOut): string {
@@ -52,6 +57,7 @@ export default function HistoryPage() {
   const a = Number(params.get('a')) || 0;
   const b = Number(params.get('b')) || 0;
   const showDiff = (from: number, to: number) => setParams({ a: String(from), b: String(to) });
+  const canWrite = useCan()('operator');
   const busy = apply.isPending || rollback.isPending;
   const result = apply.data ?? rollback.data?.apply;
 
@@ -70,15 +76,7 @@ export default function HistoryPage() {
             {errorMessage(apply.error ?? rollback.error)}
           </Alert>
         )}
-        {validate.data && (
-          <Alert color={validate.data.ok ? 'green' : 'red'} withCloseButton closeButtonLabel="Dismiss" onClose={() => validate.reset()} title={`Dry run of version ${validate.data.version_id}`}>
-            {validate.data.ok ? (
-              <pre className="diff">{JSON.stringify(validate.data.rendered, null, 2)}</pre>
-            ) : (
-              String((validate.data.error as { message?: string } | null)?.message ?? 'refused')
-            )}
-          </Alert>
-        )}
+        {validate.data && <DryRunResult result={validate.data} onClose={() => validate.reset()} />}
         {validate.error && <Alert color="red" role="alert">{errorMessage(validate.error)}</Alert>}
         {a > 0 && b > 0 && <DiffPanel a={a} b={b} onChange={showDiff} />}
         <QueryView query={versions} isEmpty={(d) => d.versions.length === 0} empty={<EmptyState title="No versions yet" />}>
@@ -92,7 +90,7 @@ export default function HistoryPage() {
                   </Table.Td>
                   <Table.Td>{v.author}</Table.Td>
                   <Table.Td>{v.comment}</Table.Td>
-                  <Table.Td>
+                  <Table.Td style={{ whiteSpace: 'nowrap' }}>
                     <StatusBadge v={v} />
                   </Table.Td>
                   <Table.Td>
@@ -102,15 +100,15 @@ export default function HistoryPage() {
                           Diff
                         </Button>
                       )}
-                      <Button size="compact-xs" variant="default" loading={validate.isPending && validate.variables === v.id} onClick={() => validate.mutate(v.id)} aria-label={`Dry run version ${v.id}`}>
+                      {canWrite && <Button size="compact-xs" variant="default" loading={validate.isPending && validate.variables === v.id} onClick={() => validate.mutate(v.id)} aria-label={`Dry run version ${v.id}`}>
                         Dry run
-                      </Button>
-                      {!v.active && v.id === data.latest_version_id && (
+                      </Button>}
+                      {canWrite && !v.active && v.id === data.latest_version_id && (
                         <Button size="compact-xs" disabled={busy} loading={apply.isPending && apply.variables === v.id} onClick={() => apply.mutate(v.id)} aria-label={`Apply version ${v.id}`}>
                           Apply
                         </Button>
                       )}
-                      {v.id !== data.latest_version_id && (
+                      {canWrite && v.id !== data.latest_version_id && (
                         <Tooltip label="Make a new version equal to this one and apply it">
                           <Button
                             size="compact-xs"

@@ -8,7 +8,7 @@ import { PageHeader } from '../components/PageHeader';
 import { RangePicker, useRange } from '../components/RangePicker';
 import { StatCard } from '../components/StatCard';
 import { ErrorState } from '../components/StateViews';
-import { cacheView } from '../lib/cache';
+import { cacheView, savingsWords } from '../lib/cache';
 import type { GatewayConfig } from '../api/endpoints';
 import { dnsView, formatWait } from '../lib/dns';
 import { formatBps, formatBytes, formatMs, formatPercent } from '../lib/format';
@@ -28,13 +28,20 @@ function useSeries(metric: Metric, range: TimeRange) {
   });
 }
 
-/** The link's last few seconds, for the "now" figures: the gateway's link counters, not a sum of flows. */
-function useLinkNow() {
+/** The link's last few seconds, for the "now" figures: the satellite interface's counters (every frame that
+ * crossed it), or the part the gateway intercepted (`link_split_bps`). */
+function useLinkNow(metric: 'link_bps' | 'link_split_bps') {
   return useQuery({
-    queryKey: keys.series({ metric: 'link_bps', range: 'now' }),
-    queryFn: () => endpoints.series('link_bps', Math.floor(Date.now() / 1000) - 10),
+    queryKey: keys.series({ metric, range: 'now' }),
+    queryFn: () => endpoints.series(metric, Math.floor(Date.now() / 1000) - 10),
     refetchInterval: 2000,
   });
+}
+
+/** "split 40 % of it": the intercepted share of what crossed the link in one direction. */
+function splitShare(total: number, split: number | null): string {
+  if (split == null || total <= 0) return '';
+  return `; ${formatPercent(Math.min(1, split / total), 0)} of it split or cached`;
 }
 
 function mean(values: number[]): number | null {
@@ -64,7 +71,9 @@ export default function OverviewPage() {
   const byAction = useSeries('action_bps', range);
   const rtt = useSeries('leg_rtt_ms', range);
   const hit = useSeries('cache_hit_ratio', range);
-  const linkNow = useLinkNow();
+  const linkNow = useLinkNow('link_bps');
+  const splitNow = useLinkNow('link_split_bps');
+  const running = useQuery({ queryKey: keys.running, queryFn: endpoints.running });
 
   // RTTs come from the SSE flow table, so they move every second without polling.
   const now = useMemo(() => {
@@ -84,10 +93,15 @@ export default function OverviewPage() {
   const forwardCap = config?.satellite?.forward_rate_bps || profile?.inputs.forward_rate_bps || null;
   const returnCap =
     config?.satellite?.return_rate_bps || (profile ? profile.inputs.return_cra_bps + profile.inputs.return_rbdc_max_bps : null) || null;
-  const role = config?.role ?? 'hub';
-  // Forward = hub → terminal: what the satellite interface carried for intercepted traffic (the gateway's link counters).
+  const role = gatewayHealth(health.data)?.role ?? config?.role ?? 'hub';
+  // Forward = hub → terminal: every frame the satellite interface carried, whatever the gateway did with it.
   const forwardNow = latest(linkNow.data, 'down') ?? 0;
   const returnNow = latest(linkNow.data, 'up') ?? 0;
+  const forwardSplit = latest(splitNow.data, 'down');
+  const returnSplit = latest(splitNow.data, 'up');
+  const savings = savingsWords(role);
+  // Hybla's base RTT is the config's (0 = measured per flow): what the gateway runs, not the desired version.
+  const baseRtt = running.data?.config?.hybla?.base_rtt_ms;
   const stats = cache.data;
   const cacheNow = cacheView(stats);
   const alerts = alertsFrom(health.data, stats);
@@ -126,24 +140,24 @@ export default function OverviewPage() {
           <StatCard
             label="Forward link"
             value={forwardCap ? formatPercent(forwardNow / forwardCap, 0) : formatBps(forwardNow)}
-            hint={forwardCap ? `${formatBps(forwardNow)} of ${formatBps(forwardCap)}` : 'hub → terminal; set a BoD profile for utilization'}
+            hint={`${forwardCap ? `${formatBps(forwardNow)} of ${formatBps(forwardCap)}` : 'hub → terminal; set a BoD profile for utilization'}${splitShare(forwardNow, forwardSplit)}`}
           />
           <StatCard
             label="Return link"
             value={returnCap ? formatPercent(returnNow / returnCap, 0) : formatBps(returnNow)}
-            hint={returnCap ? `${formatBps(returnNow)} of ${formatBps(returnCap)}` : 'terminal → hub'}
+            hint={`${returnCap ? `${formatBps(returnNow)} of ${formatBps(returnCap)}` : 'terminal → hub'}${splitShare(returnNow, returnSplit)}`}
           />
           <StatCard
             label="Cache hit ratio"
             value={cacheNow.enabled ? formatPercent(cacheNow.hitRatio) : 'off'}
             hint={`${cacheNow.hits.toLocaleString()} of ${(cacheNow.hits + cacheNow.misses).toLocaleString()} cacheable requests`}
           />
-          <StatCard label="Saved on the satellite" value={formatBytes(cacheNow.savedBytes)} hint="bytes served from the cache" />
+          <StatCard label={savings.title} value={formatBytes(cacheNow.savedBytes)} hint={savings.hint} />
           <StatCard
             label="Hybla"
             value={hybla ? (hybla.loaded ? hybla.implementation : 'not loaded') : '—'}
             color={hybla && !hybla.loaded ? 'orange' : undefined}
-            hint={hybla ? `RTT0 ${hybla.rtt0_ms} ms, base RTT ${hybla.base_rtt_ms ? `${hybla.base_rtt_ms} ms` : 'measured'}` : undefined}
+            hint={hybla ? `RTT0 ${hybla.rtt0_ms} ms, base RTT ${baseRtt == null ? '—' : baseRtt > 0 ? `${baseRtt} ms (set)` : 'measured per flow'}` : undefined}
           />
         </SimpleGrid>
         <SimpleGrid cols={{ base: 2, sm: 3, lg: 6 }}>

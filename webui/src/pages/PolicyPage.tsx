@@ -8,10 +8,16 @@ import { IssueList, issuesFromDetails } from '../components/IssueList';
 import { PageHeader } from '../components/PageHeader';
 import { ScrollTable } from '../components/ScrollTable';
 import { EmptyState, QueryView } from '../components/StateViews';
+import { SavedAlert } from '../components/SavedAlert';
+import { PendingNotice } from '../components/PendingNotice';
 import { TrafficClassForm } from '../components/TrafficClassForm';
+import { useCan } from '../auth/roles';
 import type { TrafficClass } from '../api/endpoints';
 import { newTrafficClass, normaliseClass } from '../lib/classes';
 import { validateClass } from '../lib/class-validation';
+
+/** The paths the class form shows errors under. */
+const FORM_FIELDS = ['name', 'priority', 'action', 'match', 'satellite'];
 
 interface Editing {
   original: string | null; // null = new class
@@ -25,6 +31,7 @@ export default function PolicyPage() {
   const [errors, setErrors] = useState<FieldErrors>({});
   const [comment, setComment] = useState('');
   const [saved, setSaved] = useState<ChangeOut | null>(null);
+  const canEdit = useCan()('operator');
 
   const refresh = () => Promise.all(afterConfigChange.map((k) => queryClient.invalidateQueries({ queryKey: k })));
   const save = useMutation({
@@ -59,6 +66,8 @@ export default function PolicyPage() {
     if (Object.keys(local).length === 0) save.mutate(editing);
   };
   const nextPriority = Math.max(0, ...(classes.data?.classes ?? []).map((c) => c.priority)) + 10;
+  // A refusal that names a field of the form is shown under that field only, not a second time on top.
+  const shownUnderFields = Object.keys(errors).some((k) => FORM_FIELDS.some((f) => k === f || k.startsWith(`${f}.`)));
   const conflictIssues = save.error instanceof ApiError ? issuesFromDetails(save.error.details) : [];
 
   return (
@@ -66,13 +75,12 @@ export default function PolicyPage() {
       <PageHeader
         title="Policy"
         description="Traffic classes, evaluated by priority (lower first); the first match decides: accelerate, cache or bypass."
-        actions={<Button onClick={() => open({ original: null, value: newTrafficClass(nextPriority) })}>Add class</Button>}
+        actions={canEdit ? <Button onClick={() => open({ original: null, value: newTrafficClass(nextPriority) })}>Add class</Button> : undefined}
       />
       {saved && (
-        <Alert color="green" mb="md" withCloseButton onClose={() => setSaved(null)} role="status" closeButtonLabel="Dismiss">
-          Saved as config version {saved.version_id}.
-        </Alert>
+        <SavedAlert saved={saved} onClose={() => setSaved(null)} />
       )}
+      <PendingNotice />
       {remove.error && <Alert color="red" mb="md" role="alert">{errorMessage(remove.error)}</Alert>}
       <QueryView query={classes}>
         {(data) => (
@@ -97,8 +105,8 @@ export default function PolicyPage() {
                     </Table.Td>
                     <Table.Td>{c.satellite.congestion_control ?? 'inherit'}</Table.Td>
                     <Table.Td>
-                      <Group gap={4} justify="flex-end" wrap="nowrap">
-                        <Button size="xs" variant="default" onClick={() => open({ original: c.name, value: structuredClone(c) })}>
+                      {canEdit && <Group gap={4} justify="flex-end" wrap="nowrap">
+                        <Button size="xs" variant="default" aria-label={`Edit class ${c.name}`} onClick={() => open({ original: c.name, value: structuredClone(c) })}>
                           Edit
                         </Button>
                         <ActionIcon
@@ -112,7 +120,7 @@ export default function PolicyPage() {
                         >
                           ✕
                         </ActionIcon>
-                      </Group>
+                      </Group>}
                     </Table.Td>
                   </Table.Tr>
                 ))}
@@ -131,7 +139,7 @@ export default function PolicyPage() {
             }}
           >
             <Stack>
-              {save.error && (
+              {save.error && !shownUnderFields && (
                 <Alert color="red" role="alert" title="The API refused the change">
                   {errorMessage(save.error)}
                 </Alert>

@@ -9,7 +9,9 @@ import { PageHeader } from '../components/PageHeader';
 import { RangePicker, useRange } from '../components/RangePicker';
 import { ScrollTable } from '../components/ScrollTable';
 import { EmptyState, QueryView } from '../components/StateViews';
+import { savingsWords } from '../lib/cache';
 import { formatBps, formatBytes } from '../lib/format';
+import { gatewayHealth } from '../lib/health';
 import { describeRange, type TimeRange } from '../lib/ranges';
 import { seriesToRows } from '../lib/series';
 
@@ -25,7 +27,7 @@ function useSiteSeries(metric: Metric, range: TimeRange) {
   });
 }
 
-function SiteChart({ title, metric, range, format }: { title: string; metric: Metric; range: TimeRange; format: (v: number) => string }) {
+function SiteChart({ title, metric, range, format, integer }: { title: string; metric: Metric; range: TimeRange; format: (v: number) => string; integer?: boolean }) {
   const q = useSiteSeries(metric, range);
   const keysOf = (q.data?.series ?? []).map((s) => s.key).sort();
   return (
@@ -37,6 +39,7 @@ function SiteChart({ title, metric, range, format }: { title: string; metric: Me
         label={`${title} per site, ${describeRange(range)}`}
         data={seriesToRows(q.data)}
         format={format}
+        integer={integer}
         series={keysOf.map((k, i) => ({ key: k, label: k, color: PALETTE[i % PALETTE.length] }))}
       />
     </Paper>
@@ -87,6 +90,8 @@ function TalkersTable({ title, data, by }: { title: string; data: TopTalkersOut;
 export default function SitesPage() {
   const [range] = useRange();
   const sites = useQuery({ queryKey: keys.sites, queryFn: endpoints.sites, refetchInterval: 2000 });
+  const health = useQuery({ queryKey: keys.health, queryFn: endpoints.health, refetchInterval: 5000 });
+  const savings = savingsWords(gatewayHealth(health.data)?.role);
   const start = () => Math.floor(Date.now() / 1000) - range.seconds;
   const bySite = useQuery({
     queryKey: keys.topTalkers({ by: 'site', range: range.value }),
@@ -110,7 +115,7 @@ export default function SitesPage() {
           {(d) => (
             <ScrollTable
               minWidth={860}
-              columns={['Site', 'Prefixes', 'Live flows', '↓ to the site', '↑ from the site', 'Satellite RTT', 'Retransmissions', 'Cache savings']}
+              columns={['Site', 'Prefixes', 'Live flows', '↓ to the site', '↑ from the site', 'Satellite RTT', 'Retransmissions', savings.title]}
               striped
               aria-label="Sites now"
               fz="sm"
@@ -142,10 +147,10 @@ export default function SitesPage() {
         <SimpleGrid cols={{ base: 1, md: 2 }}>
           <SiteChart title="Throughput to the site" metric="site_down_bps" range={range} format={formatBps} />
           <SiteChart title="Throughput from the site" metric="site_up_bps" range={range} format={formatBps} />
-          <SiteChart title="Live flows" metric="site_flows" range={range} format={(v) => v.toFixed(0)} />
+          <SiteChart title="Live flows" metric="site_flows" range={range} format={(v) => v.toFixed(0)} integer />
           <SiteChart title="Satellite RTT" metric="site_rtt_ms" range={range} format={(v) => `${v.toFixed(0)} ms`} />
           <SiteChart title="Retransmitted segments" metric="site_retrans_ps" range={range} format={(v) => `${v.toFixed(1)} /s`} />
-          <SiteChart title="Served from the cache" metric="site_saved_bps" range={range} format={formatBps} />
+          <SiteChart title={`${savings.title} (served from the cache)`} metric="site_saved_bps" range={range} format={formatBps} />
         </SimpleGrid>
         <SimpleGrid cols={{ base: 1, md: 2 }}>
           <QueryView query={bySite}>{(d) => <TalkersTable title={`Top sites, ${describeRange(range)}`} data={d} by="site" />}</QueryView>

@@ -70,4 +70,26 @@ describe('SystemPage', () => {
     await waitFor(() => expect(screen.getByText(/an operator or admin changes them/)).toBeInTheDocument());
     expect(screen.queryByRole('button', { name: 'Save and apply' })).toBeNull();
   });
+
+  it('edits what the gateway runs, not a pending version, and says the pending ones stay out', async () => {
+    const runs = { ...schemaDefaultConfig(), splitter: { ...schemaDefaultConfig().splitter, idle_timeout_s: 600 } };
+    const pendingConfig = { ...schemaDefaultConfig(), splitter: { ...schemaDefaultConfig().splitter, idle_timeout_s: 30 } };
+    const calls = mockApi({
+      'GET /api/v1/system/interfaces': () => jsonResponse({ interfaces: [] }),
+      'GET /api/v1/config': () => jsonResponse({ id: 6, config: pendingConfig }),
+      'GET /api/v1/config/running': () =>
+        jsonResponse({ reachable: true, revision: 'v3', config: runs, version_id: 3, desired_version_id: 6, in_sync: false, changes: [], checked_at: 1, error: null }),
+      'POST /api/v1/config/preview': () => jsonResponse({ base_version_id: 3, changes: [{ path: '$.splitter.max_flows', op: 'changed', old: 10000, new: 5000 }], issues: [] }),
+    });
+    const user = userEvent.setup();
+    renderWithProviders(<SystemPage />, { route: '/system' });
+    expect(await screen.findByText(/Pending versions are not in this form/)).toBeInTheDocument();
+    expect(await screen.findByRole('textbox', { name: /Idle timeout/ })).toHaveValue('600');
+    await setMaxFlows(user, '5000');
+    await user.click(screen.getByRole('button', { name: 'Review changes' }));
+    expect(await screen.findByText(/Changes to version 3 \(what the gateway runs\)/)).toBeInTheDocument();
+    const preview = calls.find((c) => c.method === 'POST');
+    expect(preview?.path).toBe('/api/v1/config/preview');
+    expect((preview?.body as { config: { splitter: { idle_timeout_s: number } } }).config.splitter.idle_timeout_s).toBe(600);
+  });
 });

@@ -1,4 +1,4 @@
-import { Alert, Button, Paper, Stack, Title } from '@mantine/core';
+import { Alert, Box, Button, Paper, Stack, Title } from '@mantine/core';
 import { useQuery } from '@tanstack/react-query';
 import { useMemo, useState, type ReactNode } from 'react';
 import { Link } from 'react-router-dom';
@@ -6,9 +6,9 @@ import { endpoints, type GatewayConfig, type NetInterface } from '../api/endpoin
 import type { FieldErrors } from '../api/errors';
 import { keys } from '../api/keys';
 import { useAuth } from '../auth/useAuth';
-import { ConfigSaveReview } from '../components/ConfigSaveReview';
+import { ConfigSaveReview, SavedResult, type Saved } from '../components/ConfigSaveReview';
 import { PageHeader } from '../components/PageHeader';
-import { QueryView } from '../components/StateViews';
+import { LoadingState, QueryView } from '../components/StateViews';
 import { CacheForm, CongestionForm, InterfacesForm, NetworksForm, RoleForm, ShapingForm, SplitterForm } from '../components/SystemForms';
 import { checkConfig, setupNeeded } from '../lib/system-config';
 
@@ -23,7 +23,19 @@ function Section({ id, title, children }: { id: string; title: string; children:
   );
 }
 
-function SettingsEditor({ initial, interfaces, canEdit }: { initial: GatewayConfig; interfaces: NetInterface[]; canEdit: boolean }) {
+function SettingsEditor({
+  initial,
+  interfaces,
+  canEdit,
+  against,
+  onSaved,
+}: {
+  initial: GatewayConfig;
+  interfaces: NetInterface[];
+  canEdit: boolean;
+  against: 'desired' | 'running';
+  onSaved: (s: Saved) => void;
+}) {
   const [draft, setDraft] = useState<GatewayConfig>(initial);
   const [serverErrors, setServerErrors] = useState<FieldErrors>({});
   const [routeError, setRouteError] = useState<string | undefined>();
@@ -59,7 +71,7 @@ function SettingsEditor({ initial, interfaces, canEdit }: { initial: GatewayConf
         <ShapingForm {...props} />
       </Section>
       {canEdit ? (
-        <ConfigSaveReview config={draft} errors={blocking} comment="system settings" onServerErrors={setServerErrors} />
+        <ConfigSaveReview config={draft} errors={blocking} comment="system settings" onServerErrors={setServerErrors} against={against} onSaved={onSaved} />
       ) : (
         <Alert color="gray">Viewers see the settings; an operator or admin changes them.</Alert>
       )}
@@ -68,6 +80,8 @@ function SettingsEditor({ initial, interfaces, canEdit }: { initial: GatewayConf
 }
 
 export default function SystemPage() {
+  // Kept here: saving changes what runs, which remounts the editor on the new version.
+  const [saved, setSaved] = useState<Saved | null>(null);
   const { user } = useAuth();
   const desired = useQuery({ queryKey: keys.desired, queryFn: endpoints.desiredConfig });
   const interfaces = useQuery({ queryKey: keys.interfaces, queryFn: endpoints.interfaces, refetchInterval: 30_000 });
@@ -87,10 +101,39 @@ export default function SystemPage() {
         </Alert>
       )}
       <QueryView query={desired}>
-        {(d) => (
-          // Remounted when another version becomes the desired one, so the draft starts from it.
-          <SettingsEditor key={d.id} initial={d.config} interfaces={interfaces.data?.interfaces ?? []} canEdit={user != null && user.role !== 'viewer'} />
-        )}
+        {(d) => {
+          if (running.isPending) return <LoadingState />;
+          // Edits start from what the gateway runs, never from a pending version it does not run: saving here
+          // must not apply someone's unapplied rules along with a timeout.
+          const runs = running.data?.config && running.data.version_id != null ? running.data : null;
+          const base = runs ? { id: runs.version_id as number, config: runs.config as GatewayConfig } : { id: d.id, config: d.config };
+          const pending = runs && runs.version_id !== d.id;
+          return (
+            <>
+              {pending && (
+                <Alert color="yellow" mb="md" role="note" title="Pending versions are not in this form">
+                  The gateway runs version {base.id}; {d.id > base.id + 1 ? `versions ${base.id + 1}–${d.id} are` : `version ${d.id} is`} saved but not
+                  applied. These settings start from version {base.id}, what runs: saving makes a new version from it and applies that, so the
+                  pending changes are not applied with it (they stay in Config history, to apply or roll back to).
+                </Alert>
+              )}
+              {/* Remounted when what it starts from changes, so the draft starts from it. */}
+              <SettingsEditor
+                key={`${base.id}`}
+                initial={base.config}
+                interfaces={interfaces.data?.interfaces ?? []}
+                canEdit={user != null && user.role !== 'viewer'}
+                against={runs ? 'running' : 'desired'}
+                onSaved={setSaved}
+              />
+              {saved && (
+                <Box mt="md">
+                  <SavedResult saved={saved} />
+                </Box>
+              )}
+            </>
+          );
+        }}
       </QueryView>
     </>
   );

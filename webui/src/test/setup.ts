@@ -27,3 +27,4 @@ if (!window.matchMedia) {
 }
 window.scrollTo = () => {};
 Element.prototype.scrollTo = function scrollTo() {};
+Element.prototype.scrollIntoView ??= function scrollIntoView() {};

@@ -9,8 +9,14 @@ from perigee_api.api.deps import Admin, Db
 from perigee_api.core.errors import ErrorResponse
 from perigee_api.models import AuditEntry
 from perigee_api.schemas.api import AuditOut, AuditPage
+from perigee_api.services import audit
 
 router = APIRouter(tags=["system"], responses={401: {"model": ErrorResponse}, 403: {"model": ErrorResponse}})
+
+
+def _entry(row: AuditEntry) -> AuditOut:
+    out = AuditOut.model_validate(row, from_attributes=True)
+    return out.model_copy(update={"description": audit.describe(row.action)})
 
 
 @router.get("/audit", response_model=AuditPage, summary="Audit log, newest first")
@@ -33,7 +39,7 @@ def audit_log(
     total = db.scalar(select(func.count()).select_from(AuditEntry).where(*conds)) or 0
     rows = db.scalars(select(AuditEntry).where(*conds).order_by(AuditEntry.id.desc()).limit(limit).offset(offset))
     return AuditPage(
-        entries=[AuditOut.model_validate(r, from_attributes=True) for r in rows],
+        entries=[_entry(r) for r in rows],
         total=total,
         limit=limit,
         offset=offset,

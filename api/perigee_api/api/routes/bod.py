@@ -10,12 +10,12 @@ from fastapi import APIRouter, Request
 from pydantic import ValidationError
 from sqlalchemy import select
 
-from perigee_api.api.deps import Db, Id, Operator, Viewer, audit_info
+from perigee_api.api.deps import Ctx, Db, Id, Operator, Viewer, audit_info, change_out, read_only
 from perigee_api.core.errors import ApiError, ErrorResponse
 from perigee_api.models import BodProfile
-from perigee_api.schemas.api import BodApplyIn, BodProfileIn, BodProfileOut, ChangeOut, PolicyIssue
-from perigee_api.services import versions
-from perigee_api.tuning import CWND_MAX_MAX, OVERRIDABLE, SHAPING_MIN_BPS, BodInputs, Tuning, derive
+from perigee_api.schemas.api import BodApplyIn, BodDeriveOut, BodProfileIn, BodProfileOut, ChangeOut, DiffEntry
+from perigee_api.services import bod_check, versions
+from perigee_api.tuning import CWND_MAX_MAX, OVERRIDABLE, SHAPING_MIN_BPS, BodInputs, Tuning, derive, write_config
 
 router = APIRouter(
     prefix="/bod",
@@ -84,10 +84,23 @@ def _out(p: BodProfile) -> BodProfileOut:
     )
 
 
-@router.post("/derive", response_model=Tuning, summary="Derive tuning without saving (preview)")
-def preview(body: BodProfileIn, who: Operator) -> Tuning:
+@router.post("/derive", response_model=BodDeriveOut, summary="Derive tuning without saving (preview; not audited)")
+def preview(body: BodProfileIn, who: Viewer, db: Db, ctx: Ctx, request: Request) -> BodDeriveOut:
+    read_only(request)
     _check_overrides(body.overrides)
-    return derive(body.inputs, body.overrides)
+    tuning = derive(body.inputs, body.overrides)
+    desired = versions.latest(db).config
+    after, problems = bod_check.written(desired, body.inputs, tuning)
+    strip = {"revision"}
+    changes = versions.diff(
+        {k: v for k, v in desired.items() if k not in strip}, {k: v for k, v in after.items() if k not in strip}
+    )
+    return BodDeriveOut(
+        **tuning.model_dump(),
+        config_problems=problems,
+        link_risks=bod_check.link_risks(body.inputs, ctx.running.config),
+        config_changes=[DiffEntry(**d) for d in changes],
+    )
 
 
 @router.get("/profiles", response_model=list[BodProfileOut])
@@ -151,7 +164,7 @@ def delete_profile(profile_id: Id, who: Operator, db: Db) -> None:
     response_model=ChangeOut,
     summary="Write the derived tuning into the desired config (new version; apply it separately)",
 )
-def apply_to_config(profile_id: Id, body: BodApplyIn, who: Operator, db: Db, request: Request) -> ChangeOut:
+def apply_to_config(profile_id: Id, body: BodApplyIn, who: Operator, db: Db, ctx: Ctx, request: Request) -> ChangeOut:
     p = _profile(db, profile_id)
     _inputs, tuning, problem = _derived(p)
     if tuning is None:
@@ -159,29 +172,20 @@ def apply_to_config(profile_id: Id, body: BodApplyIn, who: Operator, db: Db, req
     role = str(versions.latest(db).config.get("role", "hub"))
     inputs = BodInputs.model_validate({**p.inputs, "role": role})
     tuning = derive(inputs, p.overrides)
-    t = tuning.values
+    risks = bod_check.link_risks(inputs, ctx.running.config)
+    if risks and not body.confirm:
+        raise ApiError(
+            409,
+            "confirm_required",
+            "; ".join(risks),
+            None,
+            {"risks": [{"code": "link_physics", "message": r} for r in risks]},
+        )
 
     def mutate(cfg: dict[str, Any]) -> None:
-        sat = cfg["satellite"]
-        sat["congestion_control"] = tuning.congestion_control.value
-        sat["sndbuf_bytes"] = int(t["sndbuf_bytes"].value)
-        sat["rcvbuf_bytes"] = int(t["rcvbuf_bytes"].value)
-        sat["pacing_rate_bps"] = int(t["pacing_rate_bps"].value)
-        sat["initcwnd"] = int(t["initcwnd"].value)
-        sat["initrwnd"] = int(t["initrwnd"].value)
-        # The link's rates, for utilisation figures and the link alert (the gateway's metrics).
-        sat["forward_rate_bps"] = inputs.forward_rate_bps
-        sat["return_rate_bps"] = inputs.return_cra_bps + inputs.return_rbdc_max_bps
-        hybla = cfg.setdefault("hybla", {})
-        hybla["base_rtt_ms"] = int(t["hybla_base_rtt_ms"].value)
-        hybla["cwnd_max"] = int(t["hybla_cwnd_max"].value)
-        # queue_packets is not a link property: whatever the config has stays.
-        shaping = cfg.setdefault("shaping", {})
-        shaping["rate_bps"] = int(t["shaping_rate_bps"].value)
-        shaping["enabled"] = shaping["rate_bps"] > 0
-        shaping["overhead_bytes"] = int(t["shaping_overhead_bytes"].value)
+        write_config(cfg, inputs, tuning)
 
-    v, warnings = versions.change(db, who.name, body.comment or f"BoD profile {p.name}", mutate)
+    stored = versions.change(db, who.name, body.comment or f"BoD profile {p.name}", mutate)
     db.commit()
-    audit_info(request, version_id=v.id, profile=p.name)
-    return ChangeOut(version_id=v.id, issues=[PolicyIssue(**i) for i in versions.issues_json(warnings)])
+    audit_info(request, version_id=stored.version.id, profile=p.name, changed=stored.changed)
+    return change_out(stored)

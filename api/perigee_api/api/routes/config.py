@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import time
+from typing import Literal
 
 from fastapi import APIRouter, Query, Request
 from sqlalchemy import func, select
 
-from perigee_api.api.deps import Ctx, Db, Gateway, Id, Operator, Viewer, audit_info
+from perigee_api.api.deps import Ctx, Db, Gateway, Id, Operator, Viewer, audit_info, change_out
 from perigee_api.core.errors import ApiError, ErrorResponse
 from perigee_api.models import ConfigVersion
 from perigee_api.schemas.api import (
@@ -96,10 +97,10 @@ def get_running(who: Viewer, db: Db, ctx: Ctx) -> RunningOut:
 
 @router.put("/config", response_model=ChangeOut, summary="Replace the whole desired config (new version)")
 def put_config(body: ConfigPut, who: Operator, db: Db, request: Request) -> ChangeOut:
-    v, warnings = versions.store(db, body.config.to_json(), who.name, body.comment or "config replaced")
+    stored = versions.store(db, body.config.to_json(), who.name, body.comment or "config replaced")
     db.commit()
-    audit_info(request, version_id=v.id)
-    return ChangeOut(version_id=v.id, issues=[PolicyIssue(**i) for i in versions.issues_json(warnings)])
+    audit_info(request, version_id=stored.version.id, changed=stored.changed)
+    return change_out(stored)
 
 
 @router.post(
@@ -107,7 +108,17 @@ def put_config(body: ConfigPut, who: Operator, db: Db, request: Request) -> Chan
     response_model=PreviewOut,
     summary="Validate a whole config and diff it against the desired one; stores nothing",
 )
-def preview_config(body: ConfigPut, who: Operator, db: Db) -> PreviewOut:
+def preview_config(
+    body: ConfigPut,
+    who: Operator,
+    db: Db,
+    ctx: Ctx,
+    against: Literal["desired", "running"] = Query(
+        default="desired",
+        description="diff against the desired (latest) version, or against the version the gateway runs (what an "
+        "edit of the running settings starts from; pending versions are not in it)",
+    ),
+) -> PreviewOut:
     # The same checks PUT /config makes (the model's, then the policy's), so a preview that passes saves.
     errors, warnings = versions.policy_errors(body.config)
     if errors:
@@ -115,6 +126,8 @@ def preview_config(body: ConfigPut, who: Operator, db: Db) -> PreviewOut:
             422, errors[0].code, errors[0].message, "classes", {"issues": versions.issues_json(errors + warnings)}
         )
     base = versions.latest_or_none(db)
+    if against == "running" and ctx.running.version_id is not None:
+        base = versions.get(db, ctx.running.version_id)
     before = {k: v for k, v in (base.config if base else {}).items() if k != "revision"}
     after = {k: v for k, v in body.config.to_json().items() if k != "revision"}
     return PreviewOut(
@@ -164,7 +177,10 @@ def get_version(version_id: Id, who: Viewer, db: Db) -> VersionOut:
     summary="Dry run: the gateway validates and renders, changes nothing",
 )
 def validate_version(version_id: Id, who: Operator, db: Db, gw: Gateway) -> ValidateOut:
-    return ValidateOut(**versions.dry_run(gw, versions.get(db, version_id)))
+    v = versions.get(db, version_id)
+    _errors, warnings = versions.policy_errors(GatewayConfig.model_validate(v.config))
+    issues = [PolicyIssue(**i) for i in versions.issues_json(warnings)]
+    return ValidateOut(**versions.dry_run(gw, v), issues=issues)
 
 
 @router.post(

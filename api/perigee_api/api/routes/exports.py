@@ -6,7 +6,6 @@ import csv
 import io
 import time
 from collections.abc import Iterator
-from typing import Literal
 
 from fastapi import APIRouter, Query
 from fastapi.responses import StreamingResponse
@@ -16,6 +15,7 @@ from perigee_api.api.deps import Ctx, Viewer
 from perigee_api.core.errors import ErrorResponse
 from perigee_api.models import FlowRecord
 from perigee_api.services.flow_query import FlowFilter
+from perigee_control.reports import Action, FlowPath
 
 router = APIRouter(tags=["flows"], responses={401: {"model": ErrorResponse}, 403: {"model": ErrorResponse}})
 
@@ -81,8 +81,8 @@ def flow_history_csv(
     client: str | None = Query(default=None, max_length=64, description="client IP (exact)"),
     server: str | None = Query(default=None, max_length=64, description="server IP (exact)"),
     flow_class: str | None = Query(default=None, alias="class", max_length=64),
-    action: Literal["accelerate", "cache", "bypass"] | None = None,
-    path: Literal["direct", "peer"] | None = None,
+    action: Action | None = None,
+    path: FlowPath | None = None,
     site: str | None = Query(default=None, max_length=64),
     since: float | None = Query(default=None, ge=0, le=1e11, description="ended at or after (unix s)"),
     until: float | None = Query(default=None, ge=0, le=1e11, description="ended before (unix s)"),

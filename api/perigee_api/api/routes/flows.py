@@ -6,7 +6,7 @@ import asyncio
 import json
 import time
 from collections.abc import AsyncIterator, Callable
-from typing import Any, Literal
+from typing import Any
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response, StreamingResponse
@@ -17,9 +17,19 @@ from perigee_api.api.deps import Ctx, Db, Viewer
 from perigee_api.core.context import LiveFlows
 from perigee_api.core.errors import ApiError, ErrorResponse
 from perigee_api.models import FlowRecord
-from perigee_api.schemas.api import FlowPage, FlowRecordOut, LiveFlowsOut, Series, SeriesOut, SeriesPoint
+from perigee_api.schemas.api import (
+    FLOWS_EVENT,
+    FlowPage,
+    FlowRecordOut,
+    FlowsEvent,
+    LiveFlowsOut,
+    Series,
+    SeriesOut,
+    SeriesPoint,
+)
 from perigee_api.services import stats
 from perigee_api.services.flow_query import FlowFilter
+from perigee_control.reports import Action, FlowPath
 
 router = APIRouter(tags=["flows"], responses={401: {"model": ErrorResponse}, 403: {"model": ErrorResponse}})
 
@@ -29,7 +39,7 @@ def live_flows(
     who: Viewer,
     ctx: Ctx,
     limit: int = Query(default=100000, ge=1, le=100000),
-    action: Literal["accelerate", "cache", "bypass"] | None = None,
+    action: Action | None = None,
 ) -> Response:
     # Flows are passed through as the gateway sent them (already checked by the schema on the way in);
     # the unfiltered answer is encoded once per snapshot, so polling 10,000 flows stays cheap.
@@ -83,7 +93,10 @@ class _SlotResponse(StreamingResponse):
     summary="Server-Sent Events: one `flows` event per collector tick, up to max_events; then the stream ends "
     "and the client reconnects",
     response_class=StreamingResponse,
-    responses={200: {"content": {"text/event-stream": {}}}, 429: {"model": ErrorResponse}},
+    responses={
+        200: {"model": FlowsEvent, "content": {"text/event-stream": {}}, "description": "`event: flows` events"},
+        429: {"model": ErrorResponse},
+    },
 )
 async def flows_stream(
     request: Request,
@@ -113,8 +126,9 @@ async def flows_stream(
             while sent < limit:
                 flows, now, seq = ctx.live.snapshot()
                 if seq != last_seq or sent == 0:
+                    # FlowsEvent's fields; the flows pass through as the gateway sent them (checked on the way in).
                     data = json.dumps({"flows": flows, "now": now, "seq": seq, "error": ctx.live.error})
-                    yield f"event: flows\nid: {seq}\ndata: {data}\n\n".encode()
+                    yield f"event: {FLOWS_EVENT}\nid: {seq}\ndata: {data}\n\n".encode()
                     last_seq = seq
                     sent += 1
                     continue
@@ -143,8 +157,8 @@ def flow_history(
     client: str | None = Query(default=None, max_length=64, description="client IP (exact)"),
     server: str | None = Query(default=None, max_length=64, description="server IP (exact)"),
     flow_class: str | None = Query(default=None, alias="class", max_length=64),
-    action: Literal["accelerate", "cache", "bypass"] | None = None,
-    path: Literal["direct", "peer"] | None = Query(default=None, description="how the flow crossed the satellite"),
+    action: Action | None = None,
+    path: FlowPath | None = Query(default=None, description="how the flow crossed the satellite"),
     site: str | None = Query(default=None, max_length=64, description="the client's remote site ('other': none)"),
     since: float | None = Query(default=None, ge=0, le=1e11, description="ended at or after (unix s)"),
     until: float | None = Query(default=None, ge=0, le=1e11, description="ended before (unix s)"),

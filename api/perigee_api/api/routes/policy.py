@@ -6,7 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter, Query, Request
 
-from perigee_api.api.deps import Db, Operator, Viewer, audit_info
+from perigee_api.api.deps import Db, Operator, Viewer, audit_info, change_out
 from perigee_api.core.errors import ApiError, ErrorResponse
 from perigee_api.schemas.api import (
     BypassIn,
@@ -21,6 +21,7 @@ from perigee_api.schemas.api import (
 from perigee_api.schemas.gateway_config import BUILTIN_BYPASS, BUILTIN_NAMES, BypassRule, TrafficClass
 from perigee_api.services import auth as auth_service
 from perigee_api.services import versions
+from perigee_api.services.bypass_risk import bypass_issues, bypass_risks
 from perigee_api.services.policy_check import check_classes
 
 router = APIRouter(
@@ -38,13 +39,17 @@ def _issues(issues: list[Any]) -> list[PolicyIssue]:
 def list_classes(who: Viewer, db: Db) -> ClassesOut:
     v = versions.latest(db)
     cfg = versions.desired(db)
-    return ClassesOut(classes=cfg.classes, issues=_issues(check_classes(cfg.classes, cfg.bypass)), version_id=v.id)
+    return ClassesOut(
+        classes=cfg.classes,
+        issues=_issues(check_classes(cfg.classes, cfg.bypass) + bypass_issues(cfg.bypass, cfg.served_subnets)),
+        version_id=v.id,
+    )
 
 
 @router.get("/check", response_model=list[PolicyIssue], summary="Overlaps and contradictions")
 def check(who: Viewer, db: Db) -> list[PolicyIssue]:
     cfg = versions.desired(db)
-    return _issues(check_classes(cfg.classes, cfg.bypass))
+    return _issues(check_classes(cfg.classes, cfg.bypass) + bypass_issues(cfg.bypass, cfg.served_subnets))
 
 
 def _find(classes: list[dict[str, Any]], name: str) -> int:
@@ -63,10 +68,10 @@ def create_class(body: ClassIn, who: Operator, db: Db, request: Request) -> Chan
             raise ApiError(409, "duplicate_name", f"class name '{cls.name}' is already used", "name")
         cfg["classes"].append(cls.model_dump(mode="json"))
 
-    v, warnings = versions.change(db, who.name, body.comment or f"add class {cls.name}", mutate)
+    stored = versions.change(db, who.name, body.comment or f"add class {cls.name}", mutate)
     db.commit()
-    audit_info(request, version_id=v.id, cls=cls.name)
-    return ChangeOut(version_id=v.id, issues=_issues(warnings))
+    audit_info(request, version_id=stored.version.id, cls=cls.name, changed=stored.changed)
+    return change_out(stored)
 
 
 @router.patch("/classes/{name}", response_model=ChangeOut)
@@ -74,12 +79,15 @@ def update_class(name: str, body: ClassPatch, who: Operator, db: Db, request: Re
     def mutate(cfg: dict[str, Any]) -> None:
         i = _find(cfg["classes"], name)
         patch = body.model_dump(mode="json", exclude_unset=True, exclude={"comment"})
+        new_name = patch.get("name", name)
+        if new_name != name and any(c.get("name") == new_name for c in cfg["classes"]):
+            raise ApiError(409, "duplicate_name", f"class name '{new_name}' is already used", "name")
         cfg["classes"][i].update(patch)
 
-    v, warnings = versions.change(db, who.name, body.comment or f"update class {name}", mutate)
+    stored = versions.change(db, who.name, body.comment or f"update class {name}", mutate)
     db.commit()
-    audit_info(request, version_id=v.id, cls=name)
-    return ChangeOut(version_id=v.id, issues=_issues(warnings))
+    audit_info(request, version_id=stored.version.id, cls=name, changed=stored.changed)
+    return change_out(stored)
 
 
 @router.delete("/classes/{name}", response_model=ChangeOut)
@@ -87,10 +95,10 @@ def delete_class(name: str, who: Operator, db: Db, request: Request) -> ChangeOu
     def mutate(cfg: dict[str, Any]) -> None:
         del cfg["classes"][_find(cfg["classes"], name)]
 
-    v, warnings = versions.change(db, who.name, f"delete class {name}", mutate)
+    stored = versions.change(db, who.name, f"delete class {name}", mutate)
     db.commit()
-    audit_info(request, version_id=v.id, cls=name)
-    return ChangeOut(version_id=v.id, issues=_issues(warnings))
+    audit_info(request, version_id=stored.version.id, cls=name, changed=stored.changed)
+    return change_out(stored)
 
 
 # --- bypass -------------------------------------------------------------------------------------
@@ -111,16 +119,28 @@ def create_bypass(body: BypassIn, who: Operator, db: Db, request: Request) -> Ch
     if body.name in BUILTIN_NAMES:
         raise ApiError(409, "builtin_name", f"'{body.name}' is the name of a built-in rule", "name")
     rule = BypassRule(name=body.name, builtin=False, protocol=body.protocol, cidrs=body.cidrs, ports=body.ports)
+    confirmed: list[str] = []
 
     def mutate(cfg: dict[str, Any]) -> None:
         if any(r.get("name") == rule.name for r in cfg["bypass"]):
             raise ApiError(409, "duplicate_name", f"bypass rule '{rule.name}' already exists", "name")
+        existing = [BypassRule.model_validate(r) for r in cfg["bypass"]]
+        risks = bypass_risks(rule, body.raw_cidrs, existing, list(cfg["served_subnets"]))
+        if risks and not body.confirm:
+            raise ApiError(
+                409,
+                "confirm_required",
+                "; ".join(r.message for r in risks),
+                None,
+                {"risks": [{"code": r.code, "message": r.message} for r in risks]},
+            )
+        confirmed.extend(r.code for r in risks)
         cfg["bypass"].append(rule.model_dump(mode="json"))
 
-    v, warnings = versions.change(db, who.name, body.comment or f"add bypass {rule.name}", mutate)
+    stored = versions.change(db, who.name, body.comment or f"add bypass {rule.name}", mutate)
     db.commit()
-    audit_info(request, version_id=v.id, rule=rule.name)
-    return ChangeOut(version_id=v.id, issues=_issues(warnings))
+    audit_info(request, version_id=stored.version.id, rule=rule.name, confirmed_risks=confirmed)
+    return change_out(stored)
 
 
 @router.delete(
@@ -155,10 +175,12 @@ def delete_bypass(
         raise ApiError(404, "bypass_not_found", f"bypass rule '{name}' does not exist", "name")
 
     comment = f"FORCED removal of built-in bypass {name}" if name in BUILTIN_NAMES else f"delete bypass {name}"
-    v, warnings = versions.change(db, who.name, comment, mutate)
+    stored = versions.change(db, who.name, comment, mutate)
     db.commit()
-    audit_info(request, version_id=v.id, rule=name, forced_builtin=name in BUILTIN_NAMES)
-    return ChangeOut(version_id=v.id, issues=_issues(warnings))
+    audit_info(
+        request, version_id=stored.version.id, rule=name, forced_builtin=name in BUILTIN_NAMES, changed=stored.changed
+    )
+    return change_out(stored)
 
 
 @router.post("/bypass/restore-builtins", response_model=ChangeOut, summary="Put back any removed built-in rule")
@@ -168,7 +190,7 @@ def restore_builtins(who: Operator, db: Db, request: Request) -> ChangeOut:
         missing = [r.model_dump(mode="json") for r in BUILTIN_BYPASS if r.name not in present]
         cfg["bypass"][:0] = missing
 
-    v, warnings = versions.change(db, who.name, "restore built-in bypass rules", mutate)
+    stored = versions.change(db, who.name, "restore built-in bypass rules", mutate)
     db.commit()
-    audit_info(request, version_id=v.id)
-    return ChangeOut(version_id=v.id, issues=_issues(warnings))
+    audit_info(request, version_id=stored.version.id, changed=stored.changed)
+    return change_out(stored)

@@ -4,6 +4,9 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use crate::manager::{DnsError, UnboundManager};
+/// The control protocol's error object (the same for every service).
+pub use perigee_child::error_body;
+use perigee_child::{method_not_allowed, not_found};
 
 /// POST /v1/dns/flush body: exactly one of `{"name": "example.com"}` or `{"all": true}`.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -26,18 +29,6 @@ impl FlushRequest {
                 field: Some("name".into()),
             }),
         }
-    }
-}
-
-pub fn error_body(code: &str, message: &str, field: Option<&str>) -> Value {
-    json!({"error": {"code": code, "message": message, "field": field}})
-}
-
-fn status_of(e: &DnsError) -> u16 {
-    match e.code {
-        "invalid_config" | "invalid_request" => 400,
-        "not_running" => 409,
-        _ => 500,
     }
 }
 
@@ -70,24 +61,11 @@ pub fn handle(
             Err(e) => (400, error_body("invalid_json", &e.to_string(), None)),
             Ok(req) => match req.execute(mgr) {
                 Ok(()) => (200, json!({"ok": true})),
-                Err(e) => (
-                    status_of(&e),
-                    error_body(e.code, &e.message, e.field.as_deref()),
-                ),
+                Err(e) => e.response(),
             },
         },
-        (_, "/v1/dns/stats" | "/v1/dns/flush") => (
-            405,
-            error_body(
-                "method_not_allowed",
-                &format!("{method} is not allowed on {path}"),
-                None,
-            ),
-        ),
-        _ => (
-            404,
-            error_body("not_found", &format!("no such endpoint: {path}"), None),
-        ),
+        (_, "/v1/dns/stats" | "/v1/dns/flush") => method_not_allowed(method, path),
+        _ => not_found(path),
     };
     Some(answer)
 }

@@ -1,51 +1,27 @@
 //! Runs unbound as a child of the gateway daemon: apply (checkconf → swap → restart with the
-//! cache carried over), stop, flush, and the counters behind `/v1/dns/stats`.
+//! cache carried over), stop, flush, and the counters behind `/v1/dns/stats`. The supervision
+//! (check, swap, start, ready, reap, stop) is perigee-child's; `Unbound` is what is
+//! particular to unbound.
 
 use serde::Serialize;
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::config::{check_served_subnets, ConfigError, DnsConfig, Upstream};
+use crate::config::{check_served_subnets, DnsConfig, Upstream};
 use crate::render::{render, UnboundPaths};
 use crate::stats::{parse_stats, Accumulator, Totals};
+use perigee_child::{lookup_user, Installed, Service, ServiceError, Supervisor};
 use perigee_types::Cidr;
 
-/// A failed manager operation, shaped like the control protocol's error object.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, thiserror::Error)]
-#[error("{code}: {message}")]
-pub struct DnsError {
-    /// invalid_config | unbound_checkconf | unbound_start | unbound_io | not_running | flush_failed
-    pub code: &'static str,
-    pub message: String,
-    pub field: Option<String>,
-}
-
-impl DnsError {
-    pub(crate) fn new(code: &'static str, message: impl Into<String>) -> Self {
-        DnsError {
-            code,
-            message: message.into(),
-            field: None,
-        }
-    }
-}
-
-impl From<ConfigError> for DnsError {
-    fn from(e: ConfigError) -> Self {
-        DnsError {
-            code: "invalid_config",
-            message: e.message,
-            field: Some(e.field),
-        }
-    }
-}
+/// A failed manager operation, shaped like the control protocol's error object. Codes:
+/// invalid_config | unbound_checkconf | unbound_start | unbound_io | not_running | flush_failed
+pub type DnsError = ServiceError;
 
 fn io_err(what: &str) -> impl FnOnce(std::io::Error) -> DnsError + '_ {
-    move |e| DnsError::new("unbound_io", format!("{what}: {e}"))
+    ServiceError::io("unbound_io", what)
 }
 
 /// How long one unbound-control call may take (a cache dump of a full 16 GB cache is the
@@ -73,17 +49,9 @@ impl Default for ManagerOptions {
     }
 }
 
-/// What apply did.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ApplyAction {
-    Started,
-    /// Restarted on the new unbound.conf, the cache carried over (dump_cache / load_cache).
-    Restarted,
-    Stopped,
-    /// Running with exactly this unbound.conf already: nothing touched.
-    Unchanged,
-}
+/// What apply did: unbound is never reconfigured in place; a changed unbound.conf restarts it
+/// with the cache carried over (dump_cache / load_cache).
+pub use perigee_child::ApplyAction;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct ApplyReport {
@@ -121,23 +89,17 @@ pub struct DnsStats {
     pub problems: Vec<String>,
 }
 
-struct Running {
-    child: Child,
-    config: DnsConfig,
-    served: Vec<Cidr>,
-}
-
-pub struct UnboundManager {
+/// unbound as the supervisor runs it, and what the manager knows about it.
+struct Unbound {
     opts: ManagerOptions,
     version: Option<String>,
     /// Things the operator should know that do not stop the resolver (e.g. running as root).
     notes: Vec<String>,
-    running: Option<Running>,
-    /// The last config applied with enabled: true (kept when unbound dies, so
-    /// ensure_running can bring it back).
-    desired: Option<(DnsConfig, Vec<Cidr>)>,
-    last_exit: Option<String>,
     counters: Accumulator,
+}
+
+pub struct UnboundManager {
+    sup: Supervisor<Unbound>,
 }
 
 impl UnboundManager {
@@ -163,27 +125,29 @@ impl UnboundManager {
             opts.paths.user.clear();
         }
         UnboundManager {
-            opts,
-            version,
-            notes,
-            running: None,
-            desired: None,
-            last_exit: None,
-            counters: Accumulator::default(),
+            sup: Supervisor::new(Unbound {
+                opts,
+                version,
+                notes,
+                counters: Accumulator::default(),
+            }),
         }
     }
 
+    fn unbound(&self) -> &Unbound {
+        self.sup.service()
+    }
+
     pub fn version(&self) -> Option<&str> {
-        self.version.as_deref()
+        self.unbound().version.as_deref()
     }
 
     pub fn paths(&self) -> &UnboundPaths {
-        &self.opts.paths
+        &self.unbound().opts.paths
     }
 
     pub fn is_running(&mut self) -> bool {
-        self.reap();
-        self.running.is_some()
+        self.sup.is_running()
     }
 
     /// Validates and renders without touching anything (for /v1/config/validate).
@@ -192,17 +156,24 @@ impl UnboundManager {
         cfg: &DnsConfig,
         served_subnets: &[Cidr],
     ) -> Result<Option<String>, DnsError> {
+        Ok(self.rendered(cfg, served_subnets)?.map(|(_, text)| text))
+    }
+
+    /// The served subnets as unbound.conf has them, and unbound.conf; None when the resolver
+    /// is off. Validates first.
+    fn rendered(
+        &self,
+        cfg: &DnsConfig,
+        served_subnets: &[Cidr],
+    ) -> Result<Option<(Vec<Cidr>, String)>, DnsError> {
         cfg.validate()?;
         if !cfg.enabled {
             return Ok(None);
         }
         let served = check_served_subnets(served_subnets)?;
-        Ok(Some(render(
-            cfg,
-            &served,
-            &cfg.upstreams()?,
-            &self.opts.paths,
-        )))
+        let upstreams: Vec<Upstream> = cfg.upstreams()?;
+        let text = render(cfg, &served, &upstreams, &self.unbound().opts.paths);
+        Ok(Some((served, text)))
     }
 
     /// Validates, renders, checks the candidate with `unbound-checkconf`, and only then swaps
@@ -213,20 +184,15 @@ impl UnboundManager {
         cfg: &DnsConfig,
         served_subnets: &[Cidr],
     ) -> Result<ApplyReport, DnsError> {
-        cfg.validate()?;
-        if !cfg.enabled {
-            self.stop();
-            self.desired = None;
+        let Some((served, text)) = self.rendered(cfg, served_subnets)? else {
+            self.sup.disable();
             return Ok(ApplyReport {
                 action: ApplyAction::Stopped,
                 cache_records_kept: None,
                 unbound_conf: None,
             });
-        }
-        let served = check_served_subnets(served_subnets)?;
-        let upstreams: Vec<Upstream> = cfg.upstreams()?;
-        self.check_paths()?;
-        let text = render(cfg, &served, &upstreams, &self.opts.paths);
+        };
+        self.unbound().check_paths()?;
         self.install(cfg, served, text)
     }
 
@@ -240,143 +206,78 @@ impl UnboundManager {
         served: Vec<Cidr>,
         text: String,
     ) -> Result<ApplyReport, DnsError> {
-        self.reap();
-        if self.running.is_some()
-            && std::fs::read_to_string(self.opts.paths.conf())
-                .ok()
-                .as_deref()
-                == Some(&text)
-        {
-            if let Some(run) = self.running.as_mut() {
-                run.config = cfg.clone();
-                run.served = served.clone();
-            }
-            self.desired = Some((cfg.clone(), served));
-            return Ok(ApplyReport {
-                action: ApplyAction::Unchanged,
-                cache_records_kept: None,
-                unbound_conf: Some(text),
-            });
-        }
-        self.prepare_dirs()?;
-        let candidate = self.opts.paths.candidate_conf();
-        write_readable(&candidate, &text).map_err(io_err("writing candidate unbound.conf"))?;
-        if let Err(e) = self.checkconf(&candidate) {
-            let _ = std::fs::remove_file(&candidate);
-            return Err(e);
-        }
-        let (action, kept) = match self.running.take() {
-            None => {
-                self.swap_in(&candidate)?;
-                self.spawn(cfg, served.clone())?;
-                (ApplyAction::Started, None)
-            }
-            Some(old) => {
-                let (old_cfg, old_served) = (old.config.clone(), old.served.clone());
-                self.running = Some(old);
+        let installed = self
+            .sup
+            .install(cfg, served.clone(), &text, |sup, old, candidate| {
                 // The new unbound starts empty: carry the old one's cache over.
-                let dump = self.control(&["dump_cache"], None).ok();
-                let old_text = std::fs::read_to_string(self.opts.paths.conf()).ok();
-                self.stop();
-                self.swap_in(&candidate)?;
-                if let Err(e) = self.spawn(cfg, served.clone()) {
-                    // Put the previous working config back rather than leave DNS down.
-                    if let Some(t) = old_text {
-                        let _ = write_readable(&self.opts.paths.conf(), &t);
-                        if self.spawn(&old_cfg, old_served).is_ok() {
-                            if let Some(d) = &dump {
-                                let _ = self.control(&["load_cache"], Some(d));
-                            }
-                        }
+                let dump = sup.service().control(&["dump_cache"], None).ok();
+                if let Err(failed) = sup.restart(old, cfg, served, candidate) {
+                    // The previous config is back (the supervisor put it back): its cache too.
+                    if let (true, Some(d)) = (failed.restored, &dump) {
+                        let _ = sup.service().control(&["load_cache"], Some(d));
                     }
-                    return Err(e);
+                    return Err(failed.error);
                 }
-                let kept = dump.as_deref().map(|d| {
+                Ok(dump.as_deref().map(|d| {
                     let n = count_cache_records(d);
-                    match self.control(&["load_cache"], Some(d)) {
+                    match sup.service().control(&["load_cache"], Some(d)) {
                         Ok(_) => n,
                         Err(_) => 0,
                     }
-                });
-                (ApplyAction::Restarted, kept)
-            }
+                }))
+            })?;
+        let (action, cache_records_kept) = match installed {
+            Installed::Unchanged => (ApplyAction::Unchanged, None),
+            Installed::Started => (ApplyAction::Started, None),
+            Installed::Replaced(kept) => (ApplyAction::Restarted, kept),
         };
-        self.desired = Some((cfg.clone(), served));
         Ok(ApplyReport {
             action,
-            cache_records_kept: kept,
+            cache_records_kept,
             unbound_conf: Some(text),
         })
     }
 
     /// Restarts unbound with the last applied config if it died. Ok(true) when it restarted.
     pub fn ensure_running(&mut self) -> Result<bool, DnsError> {
-        self.reap();
-        if self.running.is_some() {
-            return Ok(false);
-        }
-        let Some((cfg, served)) = self.desired.clone() else {
-            return Ok(false);
-        };
-        self.spawn(&cfg, served)?;
-        Ok(true)
+        self.sup.ensure_running()
     }
 
     /// Whether a config with enabled: true is applied (running or due to be restarted).
     pub fn wanted(&self) -> bool {
-        self.desired.is_some()
+        self.sup.desired().is_some()
     }
 
     /// Shuts unbound down (its counters are kept). Idempotent.
     pub fn stop(&mut self) {
-        self.refresh_counters();
-        self.counters.carry();
-        let Some(mut run) = self.running.take() else {
-            return;
-        };
-        let _ = self.control(&["stop"], None);
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = run.child.try_wait() {
-                self.remove_run_files();
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = run.child.kill();
-        let _ = run.child.wait();
-        self.remove_run_files();
+        self.sup.stop();
     }
 
     /// Reads unbound's counters into the accumulator (call it periodically: what a crash
     /// takes with it is at most what came since the last call).
     pub fn refresh_counters(&mut self) {
-        if !self.is_running() {
-            return;
-        }
-        if let Ok(text) = self.control(&["stats_noreset"], None) {
-            self.counters.update(parse_stats(&text));
-        }
+        refresh_counters(&mut self.sup);
     }
 
     pub fn totals(&self) -> Totals {
-        self.counters.totals()
+        self.unbound().counters.totals()
     }
 
     /// Counters plus what the manager knows about the process.
     pub fn stats(&mut self) -> DnsStats {
         self.refresh_counters();
         let t = self.totals();
-        let cfg = self.desired.as_ref().map(|(c, _)| c.clone());
-        let mut problems = self.notes.clone();
-        if let Some(e) = &self.last_exit {
-            problems.push(e.clone());
+        let cfg = self.sup.desired().map(|(c, _)| c.clone());
+        let unbound = self.unbound();
+        let mut problems = unbound.notes.clone();
+        if let Some(e) = self.sup.last_exit() {
+            problems.push(e.to_string());
         }
-        let running = self.running.is_some();
+        let running = self.sup.running().is_some();
         DnsStats {
             enabled: cfg.is_some(),
             running,
-            unbound_version: self.version.clone(),
+            unbound_version: unbound.version.clone(),
             upstreams: cfg
                 .as_ref()
                 .map(|c| c.upstream.iter().map(|u| u.to_string()).collect())
@@ -393,7 +294,7 @@ impl UnboundManager {
             mean_upstream_ms: t.mean_upstream_s().map(|s| s * 1000.0),
             satellite_time_saved_s: t.satellite_time_saved_s(),
             cache_memory_used_bytes: if running {
-                self.counters.current().cache_memory_bytes
+                unbound.counters.current().cache_memory_bytes
             } else {
                 None
             },
@@ -415,33 +316,179 @@ impl UnboundManager {
                 field: Some("name".into()),
             })?,
         };
-        self.control(&["flush_zone", &zone], None)
+        let unbound = self.unbound();
+        unbound
+            .control(&["flush_zone", &zone], None)
             .and_then(|_| {
                 // Negative answers and the upstreams' timing too, when everything goes.
                 if name.is_none() {
-                    self.control(&["flush_negative"], None)?;
-                    self.control(&["flush_infra", "all"], None)?;
+                    unbound.control(&["flush_negative"], None)?;
+                    unbound.control(&["flush_infra", "all"], None)?;
                 }
                 Ok(())
             })
             .map(|_| ())
             .map_err(|m| DnsError::new("flush_failed", m))
     }
+}
 
-    /// Notices an unbound that exited on its own.
-    fn reap(&mut self) {
-        if let Some(run) = self.running.as_mut() {
-            if let Ok(Some(status)) = run.child.try_wait() {
-                self.last_exit = Some(format!(
-                    "unbound exited unexpectedly ({status}); see {}",
-                    self.opts.paths.log().display()
-                ));
-                self.running = None;
-                self.counters.carry();
+fn refresh_counters(sup: &mut Supervisor<Unbound>) {
+    if !sup.is_running() {
+        return;
+    }
+    if let Ok(text) = sup.service().control(&["stats_noreset"], None) {
+        sup.service_mut().counters.update(parse_stats(&text));
+    }
+}
+
+impl Service for Unbound {
+    type Config = DnsConfig;
+    const NAME: &'static str = "unbound";
+    const IO_CODE: &'static str = "unbound_io";
+    const START_CODE: &'static str = "unbound_start";
+    const READY_SETTLE: Duration = Duration::ZERO;
+    const READY_POLL: Duration = Duration::from_millis(50);
+    const STOP_GRACE: Duration = Duration::from_secs(5);
+    const STOP_POLL: Duration = Duration::from_millis(20);
+
+    fn conf(&self) -> PathBuf {
+        self.opts.paths.conf()
+    }
+
+    fn write_conf(&self, path: &Path, text: &str) -> std::io::Result<()> {
+        write_readable(path, text)
+    }
+
+    /// `unbound-checkconf FILE`: unbound's own verdict on the rendered file.
+    fn check(&self, file: &Path) -> Result<(), DnsError> {
+        let out = Command::new(&self.opts.checkconf_bin)
+            .arg(file)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| {
+                DnsError::new(
+                    "unbound_checkconf",
+                    format!("cannot run {}: {e}", self.opts.checkconf_bin.display()),
+                )
+            })?;
+        if out.status.success() {
+            return Ok(());
+        }
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stderr),
+            String::from_utf8_lossy(&out.stdout)
+        );
+        let detail: Vec<&str> = text
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .take(4)
+            .collect();
+        Err(DnsError::new(
+            "unbound_checkconf",
+            format!(
+                "unbound-checkconf rejected the rendered configuration: {}",
+                detail.join("; ")
+            ),
+        ))
+    }
+
+    /// Our directories: unbound (after dropping to its user) reads its config from the state
+    /// dir, so both are world-traversable; the control socket is unbound's own (root/unbound).
+    fn prepare_dirs(&self, _cfg: &DnsConfig) -> Result<(), DnsError> {
+        let p = &self.opts.paths;
+        for dir in [&p.state_dir, &p.run_dir] {
+            std::fs::create_dir_all(dir).map_err(io_err("creating the resolver's directories"))?;
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755))
+                .map_err(io_err("setting the resolver's directory permissions"))?;
+        }
+        Ok(())
+    }
+
+    /// An unbound left by an earlier daemon that was killed (same control socket): stop it,
+    /// so this one can have port 53.
+    fn stop_stale(&self) {
+        let sock = self.opts.paths.control_socket();
+        if !sock.exists() {
+            return;
+        }
+        if self.control(&["stop"], None).is_ok() {
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while Instant::now() < deadline && self.control(&["status"], None).is_ok() {
+                std::thread::sleep(Duration::from_millis(50));
             }
+        }
+        self.remove_run_files();
+    }
+
+    fn output_log(&self) -> (PathBuf, &'static str) {
+        (self.opts.paths.log(), "unbound.log")
+    }
+
+    /// -d: stay in the foreground as our child (logging to stderr, i.e. unbound.log).
+    fn command(&self) -> Command {
+        let mut cmd = Command::new(&self.opts.unbound_bin);
+        cmd.arg("-d").arg("-c").arg(self.opts.paths.conf());
+        cmd
+    }
+
+    /// It answers on its control socket.
+    fn ready(&self, _cfg: &DnsConfig) -> bool {
+        self.control(&["status"], None).is_ok()
+    }
+
+    fn ready_timeout(&self) -> Duration {
+        self.opts.ready_timeout
+    }
+
+    fn not_ready(&self, _cfg: &DnsConfig) -> String {
+        format!(
+            "unbound did not answer on {} within {:?}; see {}",
+            self.opts.paths.control_socket().display(),
+            self.opts.ready_timeout,
+            self.opts.paths.log().display()
+        )
+    }
+
+    fn death_detail(&self) -> String {
+        let tail = log_tail(&self.opts.paths.log());
+        if tail.is_empty() {
+            String::new()
+        } else {
+            format!(": {tail}")
         }
     }
 
+    fn exit_log(&self) -> PathBuf {
+        self.opts.paths.log()
+    }
+
+    /// What the dead unbound counted is kept.
+    fn exited(&mut self, _child: &Child) {
+        self.counters.carry();
+    }
+
+    /// Its counters are read one last time and kept.
+    fn before_stop(sup: &mut Supervisor<Self>) {
+        refresh_counters(sup);
+        sup.service_mut().counters.carry();
+    }
+
+    fn shutdown(&self) {
+        let _ = self.control(&["stop"], None);
+    }
+
+    fn kill(&self, child: &mut Child) {
+        let _ = child.kill();
+    }
+
+    fn stopped(&mut self) {
+        self.remove_run_files();
+    }
+}
+
+impl Unbound {
     /// Runs `unbound-control -c <conf> args...`, stdin from `input`; Ok(stdout) on success.
     fn control(&self, args: &[&str], input: Option<&str>) -> Result<String, String> {
         let mut cmd = Command::new(&self.opts.control_bin);
@@ -495,46 +542,6 @@ impl UnboundManager {
         }
     }
 
-    /// `unbound-checkconf FILE`: unbound's own verdict on the rendered file.
-    fn checkconf(&self, file: &Path) -> Result<(), DnsError> {
-        let out = Command::new(&self.opts.checkconf_bin)
-            .arg(file)
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|e| {
-                DnsError::new(
-                    "unbound_checkconf",
-                    format!("cannot run {}: {e}", self.opts.checkconf_bin.display()),
-                )
-            })?;
-        if out.status.success() {
-            return Ok(());
-        }
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stderr),
-            String::from_utf8_lossy(&out.stdout)
-        );
-        let detail: Vec<&str> = text
-            .lines()
-            .map(str::trim)
-            .filter(|l| !l.is_empty())
-            .take(4)
-            .collect();
-        Err(DnsError::new(
-            "unbound_checkconf",
-            format!(
-                "unbound-checkconf rejected the rendered configuration: {}",
-                detail.join("; ")
-            ),
-        ))
-    }
-
-    fn swap_in(&self, candidate: &Path) -> Result<(), DnsError> {
-        std::fs::rename(candidate, self.opts.paths.conf())
-            .map_err(io_err("installing unbound.conf"))
-    }
-
     /// The paths go into unbound.conf between double quotes: refuse a quote or newline.
     fn check_paths(&self) -> Result<(), DnsError> {
         let p = &self.opts.paths;
@@ -557,112 +564,9 @@ impl UnboundManager {
         Ok(())
     }
 
-    /// Our directories: unbound (after dropping to its user) reads its config from the state
-    /// dir, so both are world-traversable; the control socket is unbound's own (root/unbound).
-    fn prepare_dirs(&self) -> Result<(), DnsError> {
-        let p = &self.opts.paths;
-        for dir in [&p.state_dir, &p.run_dir] {
-            std::fs::create_dir_all(dir).map_err(io_err("creating the resolver's directories"))?;
-            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755))
-                .map_err(io_err("setting the resolver's directory permissions"))?;
-        }
-        Ok(())
-    }
-
     fn remove_run_files(&self) {
         let _ = std::fs::remove_file(self.opts.paths.pid_file());
         let _ = std::fs::remove_file(self.opts.paths.control_socket());
-    }
-
-    /// An unbound left by an earlier daemon that was killed (same control socket): stop it,
-    /// so this one can have port 53.
-    fn stop_stale(&self) {
-        let sock = self.opts.paths.control_socket();
-        if !sock.exists() {
-            return;
-        }
-        if self.control(&["stop"], None).is_ok() {
-            let deadline = Instant::now() + Duration::from_secs(5);
-            while Instant::now() < deadline && self.control(&["status"], None).is_ok() {
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        }
-        self.remove_run_files();
-    }
-
-    fn spawn(&mut self, cfg: &DnsConfig, served: Vec<Cidr>) -> Result<(), DnsError> {
-        self.stop_stale();
-        self.prepare_dirs()?;
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.opts.paths.log())
-            .map_err(io_err("opening unbound.log"))?;
-        let log2 = log.try_clone().map_err(io_err("opening unbound.log"))?;
-        // -d: stay in the foreground as our child (logging to stderr, i.e. unbound.log).
-        let mut cmd = Command::new(&self.opts.unbound_bin);
-        cmd.arg("-d")
-            .arg("-c")
-            .arg(self.opts.paths.conf())
-            .stdin(Stdio::null())
-            .stdout(log)
-            .stderr(log2)
-            .process_group(0);
-        perigee_netsys::signals::TermSignals::unblock_in_child(&mut cmd);
-        let child = cmd
-            .spawn()
-            .map_err(|e| DnsError::new("unbound_start", format!("cannot start unbound: {e}")))?;
-        self.last_exit = None;
-        self.running = Some(Running {
-            child,
-            config: cfg.clone(),
-            served,
-        });
-        if let Err(m) = self.wait_ready() {
-            self.stop();
-            return Err(DnsError::new("unbound_start", m));
-        }
-        Ok(())
-    }
-
-    /// Waits until unbound answers on its control socket (or died).
-    fn wait_ready(&mut self) -> Result<(), String> {
-        let deadline = Instant::now() + self.opts.ready_timeout;
-        loop {
-            self.reap();
-            if self.running.is_none() {
-                let tail = log_tail(&self.opts.paths.log());
-                return Err(format!(
-                    "{}{}",
-                    self.last_exit
-                        .clone()
-                        .unwrap_or_else(|| "unbound exited".into()),
-                    if tail.is_empty() {
-                        String::new()
-                    } else {
-                        format!(": {tail}")
-                    }
-                ));
-            }
-            if self.control(&["status"], None).is_ok() {
-                return Ok(());
-            }
-            if Instant::now() > deadline {
-                return Err(format!(
-                    "unbound did not answer on {} within {:?}; see {}",
-                    self.opts.paths.control_socket().display(),
-                    self.opts.ready_timeout,
-                    self.opts.paths.log().display()
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-impl Drop for UnboundManager {
-    fn drop(&mut self) {
-        self.stop();
     }
 }
 
@@ -724,16 +628,6 @@ pub fn validate_name(name: &str) -> Result<String, String> {
     } else {
         Err(format!("{name:?} is not a domain name"))
     }
-}
-
-fn lookup_user(name: &str) -> Option<(u32, u32)> {
-    let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
-    passwd.lines().find_map(|l| {
-        let f: Vec<&str> = l.split(':').collect();
-        (f.len() > 3 && f[0] == name)
-            .then(|| Some((f[2].parse().ok()?, f[3].parse().ok()?)))
-            .flatten()
-    })
 }
 
 #[cfg(test)]

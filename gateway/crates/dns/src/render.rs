@@ -36,8 +36,9 @@ impl UnboundPaths {
     pub fn conf(&self) -> PathBuf {
         self.state_dir.join("unbound.conf")
     }
+    /// Where apply writes a candidate before the program's check (the supervisor's choice).
     pub fn candidate_conf(&self) -> PathBuf {
-        self.state_dir.join("unbound.conf.new")
+        perigee_child::candidate_of(&self.conf())
     }
     pub fn log(&self) -> PathBuf {
         self.state_dir.join("unbound.log")
@@ -194,21 +195,8 @@ mod tests {
     use super::*;
     use crate::config::parse_served_subnets;
 
-    /// Compares with a snapshot file; PERIGEE_UPDATE_SNAPSHOTS=1 rewrites it instead.
     fn check_snapshot(name: &str, text: &str) {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/snapshots")
-            .join(name);
-        if std::env::var_os("PERIGEE_UPDATE_SNAPSHOTS").is_some() {
-            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            std::fs::write(&path, text).unwrap();
-            return;
-        }
-        let expected = std::fs::read_to_string(&path).unwrap_or_default();
-        assert_eq!(
-            text, expected,
-            "render changed; if intended, rerun with PERIGEE_UPDATE_SNAPSHOTS=1 and review {name}"
-        );
+        perigee_testkit::check_snapshot(env!("CARGO_MANIFEST_DIR"), name, text);
     }
 
     fn served() -> Vec<Cidr> {

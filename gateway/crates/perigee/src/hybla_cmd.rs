@@ -1,4 +1,4 @@
-//! `perigee hybla status|load|unload|set|unset|prune`.
+//! `perigee hybla status|load|unload|set|unset|prune|ceiling`.
 use clap::{Args as ClapArgs, Subcommand};
 use perigee_hybla::{HyblaParams, HyblaStatus, Implementation, PruneReport};
 
@@ -51,10 +51,33 @@ enum Action {
         #[arg(long)]
         json: bool,
     },
+    /// Print the cwnd ceiling for a link, segments (`perigee_hybla::cwnd_ceiling_for_link`: the
+    /// one implementation the lab and tools ask instead of restating it).
+    Ceiling {
+        #[arg(long)]
+        rate_bps: u64,
+        #[arg(long)]
+        base_rtt_ms: u32,
+        #[arg(long, default_value_t = 0)]
+        alloc_delay_ms: u32,
+        #[arg(long, default_value_t = 1448)]
+        mss: u32,
+    },
 }
 
 pub fn run(args: Args) -> i32 {
     match args.action {
+        Action::Ceiling {
+            rate_bps,
+            base_rtt_ms,
+            alloc_delay_ms,
+            mss,
+        } => {
+            let c =
+                perigee_hybla::cwnd_ceiling_for_link(rate_bps, base_rtt_ms, alloc_delay_ms, mss);
+            println!("{c}");
+            0
+        }
         Action::Status { json } => {
             print_status(&perigee_hybla::status(), json);
             0

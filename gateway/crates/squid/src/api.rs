@@ -5,6 +5,9 @@ use serde_json::{json, Value};
 
 use crate::access_log::AccessRecord;
 use crate::manager::{CacheStats, SquidError, SquidManager};
+/// The control protocol's error object (the same for every service).
+pub use perigee_child::error_body;
+use perigee_child::{method_not_allowed, not_found};
 
 /// POST /v1/cache/purge body: exactly one of `{"url": "..."}` or `{"all": true}`.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
@@ -62,26 +65,6 @@ pub fn collect(mgr: &SquidManager) -> CollectResponse {
     }
 }
 
-/// The control protocol's error object.
-pub fn error_body(code: &str, message: &str, field: Option<&str>) -> Value {
-    json!({"error": {"code": code, "message": message, "field": field}})
-}
-
-fn status_of(e: &SquidError) -> u16 {
-    match e.code {
-        "invalid_config" | "invalid_request" => 400,
-        "not_running" => 409,
-        _ => 500,
-    }
-}
-
-fn from_error(e: &SquidError) -> (u16, Value) {
-    (
-        status_of(e),
-        error_body(e.code, &e.message, e.field.as_deref()),
-    )
-}
-
 /// Serves every `/v1/cache/...` request; None for other paths, so the daemon's router can
 /// hand them over wholesale. `target` may carry a query string.
 ///
@@ -122,7 +105,7 @@ pub fn handle(
             Err(e) => (400, error_body("invalid_json", &e.to_string(), None)),
             Ok(req) => match req.execute(mgr) {
                 Ok(r) => (200, to_value(&r)),
-                Err(e) => from_error(&e),
+                Err(e) => e.response(),
             },
         },
         (
@@ -131,18 +114,8 @@ pub fn handle(
             | "/v1/cache/requests"
             | "/v1/cache/requests/collect"
             | "/v1/cache/purge",
-        ) => (
-            405,
-            error_body(
-                "method_not_allowed",
-                &format!("{method} is not allowed on {path}"),
-                None,
-            ),
-        ),
-        _ => (
-            404,
-            error_body("not_found", &format!("no such endpoint: {path}"), None),
-        ),
+        ) => method_not_allowed(method, path),
+        _ => not_found(path),
     };
     Some(answer)
 }

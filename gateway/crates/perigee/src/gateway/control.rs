@@ -2,12 +2,13 @@
 use super::config::{self, ConfigError};
 use super::reports::{
     ActionCounters, Applied, BypassRuleCounters, BypassRuleKind, CacheCounters, Counters,
-    DnsReport, ErrorBody, FlowList, Health, HealthStatus, LinkCounters, PacketCounters,
-    PeerCounters, PeerHealth, SiteCounters, SplitCounters, Validated, WorkerHealth,
+    DnsReport, ErrorBody, FlowList, Health, HealthStatus, HostStats, LinkCounters, PacketCounters,
+    PeerCounters, PeerHealth, ServiceState, Services, SiteCounters, SplitCounters, Validated,
+    WorkerHealth,
 };
 use super::state::{ConfigFailure, Shared};
 use super::telemetry::Flow;
-use super::{apply, http, interfaces, ipc, log, render, routing, sys};
+use super::{apply, http, interfaces, ipc, log, procstat, render, routing, sys};
 use serde::Serialize;
 use serde_json::{json, Value};
 use std::os::unix::fs::PermissionsExt;
@@ -306,6 +307,49 @@ pub fn fail_open(shared: &Shared) -> bool {
     !listening || shared.overflow.load(Ordering::Relaxed)
 }
 
+/// Squid's and the resolver's state, from what the daemon last saw of them.
+pub fn services(shared: &Shared, cfg: &config::GatewayConfig) -> Services {
+    let squid_problem = shared
+        .squid_not_serving
+        .lock()
+        .unwrap()
+        .clone()
+        .or_else(|| shared.cache_problem.lock().unwrap().clone());
+    let squid_serving = shared.cache_up.load(Ordering::Relaxed);
+    let dns_serving = shared.dns_up.load(Ordering::Relaxed);
+    Services {
+        squid: ServiceState {
+            enabled: cfg.cache.enabled,
+            serving: squid_serving,
+            problem: (cfg.cache.enabled && !squid_serving)
+                .then(|| squid_problem.unwrap_or_else(|| "not serving yet".into())),
+        },
+        resolver: ServiceState {
+            enabled: cfg.dns.enabled,
+            serving: dns_serving,
+            problem: (cfg.dns.enabled && !dns_serving).then(|| {
+                shared
+                    .dns_problem
+                    .lock()
+                    .unwrap()
+                    .clone()
+                    .unwrap_or_else(|| "not serving yet".into())
+            }),
+        },
+    }
+}
+
+/// The box's resources, with the filesystems the gateway writes (Squid's store when on).
+pub fn host(shared: &Shared, cfg: &config::GatewayConfig) -> HostStats {
+    let store = shared.squid_paths.cache_root();
+    let store = store.to_string_lossy();
+    let mut paths = vec!["/"];
+    if cfg.cache.enabled && std::path::Path::new(store.as_ref()).exists() {
+        paths.push(store.as_ref());
+    }
+    procstat::host(&paths)
+}
+
 fn health(shared: &Shared) -> Health {
     let problems = problems(shared);
     let cfg = shared.config.lock().unwrap().clone();
@@ -325,6 +369,8 @@ fn health(shared: &Shared) -> Health {
         hybla: perigee_hybla::status(),
         problems,
         peer: peer_health(shared),
+        host: host(shared, &cfg),
+        services: services(shared, &cfg),
         workers: shared
             .workers
             .iter()
@@ -411,6 +457,7 @@ pub fn counters_report(shared: &Shared) -> Counters {
             return_bytes: t.link.return_wire,
             forward_payload_bytes: t.link.forward_payload,
             return_payload_bytes: t.link.return_payload,
+            interface: interfaces::link_interface(&cfg, shared.configured.load(Ordering::Relaxed)),
         },
         by_action: ActionCounters {
             accelerate: usage(t.by_action.get("accelerate")),

@@ -1,7 +1,8 @@
 //! `GET /v1/interfaces`: the box's network interfaces with their addresses and state, so the
 //! dashboard offers real interfaces when it sets the config's `interfaces` (getifaddrs(3) for the
 //! addresses and flags, /sys/class/net for the link's operational state, MTU and MAC).
-use super::config::GatewayConfig;
+use super::config::{GatewayConfig, Role};
+pub use super::reports::{InterfaceCounters, LinkInterface};
 use schemars::JsonSchema;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -115,6 +116,91 @@ pub fn list(cfg: Option<&GatewayConfig>) -> std::io::Result<InterfaceList> {
     Ok(InterfaceList { interfaces })
 }
 
+/// Every interface's counters in this process's network namespace (/proc/net/dev: per
+/// namespace, unlike /sys/class/net, which shows the namespace sysfs was mounted in): what the
+/// kernel counts for every frame sent or received there, whatever the gateway did with it.
+/// Byte counts include the link-layer header (14 bytes on Ethernet and veth).
+fn read_all() -> Vec<InterfaceCounters> {
+    std::fs::read_to_string("/proc/net/dev")
+        .map(|t| parse_proc_net_dev(&t))
+        .unwrap_or_default()
+}
+
+/// The lines of /proc/net/dev after its two header lines: `name: rx_bytes rx_packets rx_errs
+/// rx_drop fifo frame compressed multicast tx_bytes tx_packets tx_errs tx_drop ...`.
+fn parse_proc_net_dev(text: &str) -> Vec<InterfaceCounters> {
+    text.lines()
+        .skip(2)
+        .filter_map(|line| {
+            let (name, rest) = line.split_once(':')?;
+            let v: Vec<u64> = rest
+                .split_whitespace()
+                .map(|x| x.parse().ok())
+                .collect::<Option<_>>()?;
+            (v.len() >= 12).then(|| InterfaceCounters {
+                name: name.trim().to_string(),
+                rx_bytes: v[0],
+                rx_packets: v[1],
+                rx_errors: v[2],
+                rx_dropped: v[3],
+                tx_bytes: v[8],
+                tx_packets: v[9],
+                tx_errors: v[10],
+                tx_dropped: v[11],
+            })
+        })
+        .collect()
+}
+
+/// One interface's counters; None when this namespace has no such interface.
+pub fn counters(name: &str) -> Option<InterfaceCounters> {
+    read_all().into_iter().find(|c| c.name == name)
+}
+
+/// Every interface's counters but loopback's, by name.
+pub fn all_counters() -> Vec<InterfaceCounters> {
+    let mut all: Vec<InterfaceCounters> =
+        read_all().into_iter().filter(|c| c.name != "lo").collect();
+    all.sort_by(|a, b| a.name.cmp(&b.name));
+    all
+}
+
+/// The satellite interface's frames in the link's directions: a hub sends forward on it, a
+/// terminal sends the return link. None while no config is installed or the interface is
+/// missing.
+pub fn link_interface(cfg: &GatewayConfig, configured: bool) -> Option<LinkInterface> {
+    if !configured {
+        return None;
+    }
+    let c = counters(&cfg.interfaces.satellite)?;
+    Some(link_directions(c, cfg.role == Role::Hub))
+}
+
+/// An interface's rx/tx counters as forward/return: `sends_forward` for a hub.
+pub fn link_directions(c: InterfaceCounters, sends_forward: bool) -> LinkInterface {
+    let (fwd, ret) = if sends_forward {
+        (
+            (c.tx_bytes, c.tx_packets, c.tx_dropped),
+            (c.rx_bytes, c.rx_packets, c.rx_dropped),
+        )
+    } else {
+        (
+            (c.rx_bytes, c.rx_packets, c.rx_dropped),
+            (c.tx_bytes, c.tx_packets, c.tx_dropped),
+        )
+    };
+    LinkInterface {
+        name: c.name,
+        forward_bytes: fwd.0,
+        return_bytes: ret.0,
+        forward_packets: fwd.1,
+        return_packets: ret.1,
+        forward_dropped: fwd.2,
+        return_dropped: ret.2,
+        errors: c.rx_errors + c.tx_errors,
+    }
+}
+
 fn sockaddr_ip(sa: *const libc::sockaddr) -> Option<IpAddr> {
     if sa.is_null() {
         return None;
@@ -166,5 +252,73 @@ mod tests {
             .interfaces
             .iter()
             .all(|i| i.configured_as.is_none()));
+    }
+
+    #[test]
+    fn loopback_counters_count_what_it_carried() {
+        let before = counters("lo").expect("lo has statistics");
+        let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        sock.send_to(&[0u8; 1000], sock.local_addr().unwrap())
+            .unwrap();
+        let after = counters("lo").unwrap();
+        assert!(
+            after.tx_bytes >= before.tx_bytes + 1000,
+            "{before:?} {after:?}"
+        );
+        assert!(after.rx_packets > before.rx_packets);
+        assert!(all_counters().iter().all(|c| c.name != "lo"));
+        assert_eq!(counters("no-such-if0"), None);
+    }
+
+    #[test]
+    fn parses_proc_net_dev() {
+        let text = "Inter-|   Receive                                                |  Transmit\n face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed\n    lo:  100 2 0 0 0 0 0 0  100 2 0 0 0 0 0 0\n  sat0: 5000 40 1 2 0 0 0 0 9000 60 3 4 0 0 0 0\n";
+        let all = parse_proc_net_dev(text);
+        assert_eq!(all.len(), 2);
+        let sat = &all[1];
+        assert_eq!(
+            (
+                sat.name.as_str(),
+                sat.rx_bytes,
+                sat.rx_packets,
+                sat.rx_errors,
+                sat.rx_dropped
+            ),
+            ("sat0", 5000, 40, 1, 2)
+        );
+        assert_eq!(
+            (sat.tx_bytes, sat.tx_packets, sat.tx_errors, sat.tx_dropped),
+            (9000, 60, 3, 4)
+        );
+    }
+
+    #[test]
+    fn a_hub_sends_forward_a_terminal_returns() {
+        let c = InterfaceCounters {
+            name: "sat0".into(),
+            rx_bytes: 10,
+            tx_bytes: 20,
+            rx_packets: 1,
+            tx_packets: 2,
+            rx_errors: 3,
+            tx_errors: 4,
+            rx_dropped: 5,
+            tx_dropped: 6,
+        };
+        let hub = link_directions(c.clone(), true);
+        assert_eq!(
+            (hub.forward_bytes, hub.return_bytes, hub.forward_dropped),
+            (20, 10, 6)
+        );
+        let terminal = link_directions(c, false);
+        assert_eq!(
+            (
+                terminal.forward_bytes,
+                terminal.return_bytes,
+                terminal.return_packets
+            ),
+            (10, 20, 2)
+        );
+        assert_eq!(terminal.errors, 7);
     }
 }

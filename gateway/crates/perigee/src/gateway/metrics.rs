@@ -2,69 +2,14 @@
 //! PERIGEE_METRICS). Names and units follow the Prometheus conventions: `_total` counters,
 //! `_bytes`/`_seconds`/`_bits_per_second` units, `_info` metrics for labels with value 1.
 //! Every metric is listed in docs/operations.md, *Metrics*.
+use super::exposition::{b, labels, n, Exposition};
 use super::reports::{BypassRuleKind, CacheCounters, Counters, PacketCounters, SplitCounters};
 use super::state::Shared;
-use super::{control, http, log, procstat};
+use super::{control, host_metrics, http, log, procstat};
 use serde_json::json;
-use std::fmt::Write;
 use std::net::TcpListener;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-
-/// Label values come from names the config validates ([A-Za-z0-9_.:-]); escaped anyway.
-fn escape(v: &str) -> String {
-    v.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
-}
-
-/// `{a="x",b="y"}` (empty for no labels).
-fn labels(pairs: &[(&str, &str)]) -> String {
-    if pairs.is_empty() {
-        return String::new();
-    }
-    let inner: Vec<String> = pairs
-        .iter()
-        .map(|(k, v)| format!("{k}=\"{}\"", escape(v)))
-        .collect();
-    format!("{{{}}}", inner.join(","))
-}
-
-/// The exposition text, one family at a time.
-#[derive(Default)]
-struct Exposition {
-    text: String,
-}
-
-impl Exposition {
-    fn family(&mut self, name: &str, kind: &str, help: &str, samples: Vec<(String, f64)>) {
-        let _ = writeln!(self.text, "# HELP {name} {help}\n# TYPE {name} {kind}");
-        for (l, v) in samples {
-            if v.fract() == 0.0 && v.abs() < 1e15 {
-                let _ = writeln!(self.text, "{name}{l} {}", v as i64);
-            } else {
-                let _ = writeln!(self.text, "{name}{l} {v}");
-            }
-        }
-    }
-
-    fn one(&mut self, name: &str, kind: &str, help: &str, v: f64) {
-        self.family(name, kind, help, vec![(String::new(), v)]);
-    }
-}
-
-/// A counter as a sample value (Prometheus samples are floats).
-fn n(v: u64) -> f64 {
-    v as f64
-}
-
-fn b(v: bool) -> f64 {
-    if v {
-        1.0
-    } else {
-        0.0
-    }
-}
 
 /// Per-category usage maps of /v1/counters (`by_action`, `by_class`, `by_site`) as labelled
 /// bytes (both directions) and flows.
@@ -203,6 +148,12 @@ pub fn render(shared: &Shared) -> String {
     peer_and_fallback_families(&mut e, &c);
 
     render_processes(&mut e, shared);
+    host_metrics::render(
+        &mut e,
+        &c,
+        &control::host(shared, &cfg),
+        &control::services(shared, &cfg),
+    );
     e.one(
         "perigee_uptime_seconds",
         "gauge",

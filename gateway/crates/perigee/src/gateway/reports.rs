@@ -40,6 +40,9 @@ pub struct Health {
     /// The peer path's state summed over the workers; null when it is off.
     pub peer: Option<PeerHealth>,
     pub workers: Vec<WorkerHealth>,
+    /// CPU, memory, disks and interfaces of the box.
+    pub host: HostStats,
+    pub services: Services,
 }
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]
@@ -73,14 +76,98 @@ pub struct SplitCounters {
     pub retrans_segments: u64,
 }
 
-/// What crossed the satellite link, split flows and the cache's connections together
-/// (docs/splitter.md, *Rates*): payload, and the wire estimate with headers.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+/// What crossed the satellite link. `interface` is the link itself: every frame the satellite
+/// interface carried (split, cached, bypassed, unsplit, UDP, ICMP). The other fields are the
+/// intercepted part only, split flows and the cache's connections together (docs/splitter.md,
+/// *Rates*): payload, and the wire estimate with headers.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct LinkCounters {
+    /// Intercepted connections' bytes with headers (an estimate from their sockets).
     pub forward_bytes: u64,
     pub return_bytes: u64,
     pub forward_payload_bytes: u64,
     pub return_payload_bytes: u64,
+    /// The satellite interface's own counters; null while no config is installed or the
+    /// interface is missing.
+    #[serde(default)]
+    pub interface: Option<LinkInterface>,
+}
+
+/// The satellite interface's counters in the link's directions (forward: hub to terminal).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct LinkInterface {
+    pub name: String,
+    /// Frame bytes, link-layer header included (as the kernel and satlab's emulator count).
+    pub forward_bytes: u64,
+    pub return_bytes: u64,
+    pub forward_packets: u64,
+    pub return_packets: u64,
+    /// Frames the kernel dropped at the interface, per direction.
+    pub forward_dropped: u64,
+    pub return_dropped: u64,
+    /// Receive and transmit errors.
+    pub errors: u64,
+}
+
+/// One network interface's counters since it came up (/proc/net/dev of the daemon's namespace).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct InterfaceCounters {
+    pub name: String,
+    pub rx_bytes: u64,
+    pub tx_bytes: u64,
+    pub rx_packets: u64,
+    pub tx_packets: u64,
+    pub rx_errors: u64,
+    pub tx_errors: u64,
+    pub rx_dropped: u64,
+    pub tx_dropped: u64,
+}
+
+/// The box's resources (/proc and statvfs), as an appliance's health page shows them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct HostStats {
+    pub cpus: u64,
+    /// CPU time spent busy (everything but idle and iowait), and idle, summed over CPUs,
+    /// seconds since boot: a rate of the two gives the busy share.
+    pub cpu_busy_seconds: f64,
+    pub cpu_idle_seconds: f64,
+    pub load_1m: f64,
+    pub load_5m: f64,
+    pub load_15m: f64,
+    pub memory_total_bytes: u64,
+    /// What can be had without swapping (MemAvailable).
+    pub memory_available_bytes: u64,
+    /// The filesystems the gateway writes: its root and, when the cache is on, Squid's store.
+    pub disks: Vec<DiskUsage>,
+    /// Every interface's counters but loopback's.
+    pub interfaces: Vec<InterfaceCounters>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct DiskUsage {
+    /// The path asked about (its filesystem is what is counted).
+    pub path: String,
+    pub total_bytes: u64,
+    /// Free for unprivileged users (f_bavail).
+    pub available_bytes: u64,
+}
+
+/// Whether one of the gateway's helpers (Squid, the resolver) is on and serving.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ServiceState {
+    /// The config turns it on.
+    pub enabled: bool,
+    /// Its traffic goes to it now (nft sends port 80 to Squid, port 53 to the resolver).
+    pub serving: bool,
+    /// Why an enabled one is not serving; null when it is (or is off).
+    pub problem: Option<String>,
+}
+
+/// Squid's and the resolver's state.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Services {
+    pub squid: ServiceState,
+    pub resolver: ServiceState,
 }
 
 /// One site's satellite-leg usage and what the cache saved it.

@@ -1,445 +1,12 @@
-//! Pure rendering of a `GatewayConfig` into kernel state: the nftables ruleset (one table,
-//! `inet perigee`), the policy-routing and satellite routes (as `ip` argument vectors) and sysctls.
-use super::config::{
-    Action, BypassProtocol, Cidr, CongestionControl, GatewayConfig, IfName, MatchProtocol,
-    PortRange, QuicPolicy, Role,
+//! The nftables ruleset: one table, `inet perigee`, replaced whole in one transaction.
+use super::super::config::{
+    Action, Bypass, BypassProtocol, Cidr, Class, GatewayConfig, IfName, MatchProtocol, PortRange,
+    QuicPolicy, Role,
 };
-use super::reports::RenderedReport;
-use std::collections::BTreeMap;
+use super::FW_MARK;
 use std::fmt::Write;
-use std::net::IpAddr;
 
 pub const TABLE: &str = "perigee";
-/// fwmark bit set on diverted SYNs and on packets of our transparent sockets.
-pub const FW_MARK: u32 = 0x4000_0000;
-/// Routing table (and rule priority) with the `local` default route that delivers marked packets.
-pub const ROUTE_TABLE: u32 = 171;
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RouteOp {
-    /// `ip rule add fwmark MARK/MARK lookup TABLE priority TABLE`
-    MarkRule { v6: bool },
-    /// `ip route replace local default dev lo table TABLE`
-    LocalRoute { v6: bool },
-    /// A satellite route with per-route congestion control and initial windows; `via` None is a
-    /// host route on the satellite link itself (the peer path's, to the other gateway).
-    SatRoute {
-        dst: String,
-        via: Option<String>,
-        dev: String,
-        cc: Option<String>,
-        initcwnd: u32,
-        initrwnd: u32,
-    },
-}
-
-/// An owned argv from its words (each one argv element, never split on spaces).
-fn argv(words: &[&str]) -> Vec<String> {
-    words.iter().map(|w| w.to_string()).collect()
-}
-
-impl RouteOp {
-    fn fam(v6: bool) -> &'static str {
-        if v6 {
-            "-6"
-        } else {
-            "-4"
-        }
-    }
-
-    pub fn is_v6(&self) -> bool {
-        match self {
-            RouteOp::MarkRule { v6 } | RouteOp::LocalRoute { v6 } => *v6,
-            RouteOp::SatRoute { dst, .. } => dst.contains(':'),
-        }
-    }
-
-    /// `ip route <verb> local <default> dev lo table TABLE`: LocalRoute's add and del.
-    fn local_route_argv(v6: bool, verb: &str) -> Vec<String> {
-        let default = if v6 { "::/0" } else { "0.0.0.0/0" };
-        let table = ROUTE_TABLE.to_string();
-        argv(&[
-            Self::fam(v6),
-            "route",
-            verb,
-            "local",
-            default,
-            "dev",
-            "lo",
-            "table",
-            &table,
-        ])
-    }
-
-    /// The `ip` argv that installs this (idempotent for routes; rules are deleted first by apply).
-    pub fn add_argv(&self) -> Vec<String> {
-        let table = ROUTE_TABLE.to_string();
-        match self {
-            RouteOp::MarkRule { v6 } => argv(&[
-                Self::fam(*v6),
-                "rule",
-                "add",
-                "fwmark",
-                &format!("{FW_MARK:#x}/{FW_MARK:#x}"),
-                "lookup",
-                &table,
-                "priority",
-                &table,
-            ]),
-            RouteOp::LocalRoute { v6 } => Self::local_route_argv(*v6, "replace"),
-            RouteOp::SatRoute {
-                dst,
-                via,
-                dev,
-                cc,
-                initcwnd,
-                initrwnd,
-            } => {
-                let mut v = argv(&[Self::fam(self.is_v6()), "route", "replace", dst]);
-                if let Some(via) = via {
-                    v.extend(argv(&["via", via]));
-                }
-                v.extend(argv(&["dev", dev]));
-                if let Some(cc) = cc {
-                    v.extend(argv(&["congctl", cc]));
-                }
-                if *initcwnd > 0 {
-                    v.extend(argv(&["initcwnd", &initcwnd.to_string()]));
-                }
-                if *initrwnd > 0 {
-                    v.extend(argv(&["initrwnd", &initrwnd.to_string()]));
-                }
-                v
-            }
-        }
-    }
-
-    /// The argv that removes it again.
-    pub fn del_argv(&self) -> Vec<String> {
-        match self {
-            RouteOp::MarkRule { v6 } => argv(&[
-                Self::fam(*v6),
-                "rule",
-                "del",
-                "priority",
-                &ROUTE_TABLE.to_string(),
-            ]),
-            RouteOp::LocalRoute { v6 } => Self::local_route_argv(*v6, "del"),
-            RouteOp::SatRoute { dst, dev, .. } => {
-                argv(&[Self::fam(self.is_v6()), "route", "del", dst, "dev", dev])
-            }
-        }
-    }
-
-    pub fn describe(&self) -> String {
-        format!("ip {}", self.add_argv().join(" "))
-    }
-}
-
-/// Major handle of our root qdisc on the satellite interface (tc reads it as hex, 0x5047 =
-/// "PG"): how apply tells the shaper it installed from one somebody else did.
-pub const SHAPER_HANDLE: &str = "5047:";
-/// The HTB class that carries everything else (the root's `default`), and its FIFO leaf.
-pub const SHAPER_CLASS: &str = "5047:1";
-pub const SHAPER_LEAF: &str = "5048:";
-/// The network-control class and its FIFO leaf: packets marked IP precedence 6 or 7 (DSCP 48..63,
-/// CS6/CS7: what routing protocols such as BGP and BFD send) wait only behind their own kind.
-pub const SHAPER_CONTROL_CLASS: &str = "5047:2";
-pub const SHAPER_CONTROL_LEAF: &str = "5049:";
-/// Packets the network-control leaf holds: keepalives and hellos, never a bulk queue.
-const CONTROL_QUEUE_PACKETS: u32 = 64;
-/// The network-control class's floor (bit/s): a BFD session at 200 ms sends ~3 kbit/s.
-const CONTROL_RATE_FLOOR_BPS: u64 = 32_000;
-
-/// The aggregate egress shaper (`shaping` in the config): an HTB root on `dev` whose default
-/// class, for every packet but network control, sends at most `rate_bps`, over a `pfifo` leaf.
-/// HTB + FIFO because fq, fq_codel and cake are not built into every kernel the appliance
-/// must run on; with the gateway's sockets behind TCP small queues, each keeps ~2 packets in the
-/// FIFO, so they take turns at the head and share the link.
-///
-/// Network control (IP precedence 6/7) has a class of its own beside it, capped at
-/// `control_rate_bps`: behind a full FIFO (a second or more at the link rate) a routing
-/// protocol's hellos arrive too late or are dropped, and a BFD session that loses four in a row
-/// declares the gateway dead while it is busy serving.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Shaper {
-    pub dev: String,
-    pub rate_bps: u64,
-    pub overhead_bytes: u32,
-    pub queue_packets: u32,
-}
-
-impl Shaper {
-    /// The `tc` argvs that install (or, run again, change in place) the shaper, in order.
-    /// `replace` with our fixed handles changes an existing qdisc/class of the same kind
-    /// instead of grafting a new one, so a re-apply does not flush the queue.
-    pub fn install_argvs(&self) -> Vec<Vec<String>> {
-        let rate = format!("{}bit", self.rate_bps);
-        let dev = self.dev.as_str();
-        let mut class = argv(&[
-            "class",
-            "replace",
-            "dev",
-            dev,
-            "parent",
-            SHAPER_HANDLE,
-            "classid",
-            SHAPER_CLASS,
-            "htb",
-            "rate",
-            &rate,
-            "ceil",
-            &rate,
-        ]);
-        if self.overhead_bytes > 0 {
-            class.extend(argv(&["overhead", &self.overhead_bytes.to_string()]));
-        }
-        let control_rate = format!("{}bit", self.control_rate_bps());
-        let mut control = argv(&[
-            "class",
-            "replace",
-            "dev",
-            dev,
-            "parent",
-            SHAPER_HANDLE,
-            "classid",
-            SHAPER_CONTROL_CLASS,
-            "htb",
-            "rate",
-            &control_rate,
-            "ceil",
-            &control_rate,
-            // One full packet per round: at a low rate HTB's derived quantum would be below an MTU.
-            "quantum",
-            "1514",
-        ]);
-        if self.overhead_bytes > 0 {
-            control.extend(argv(&["overhead", &self.overhead_bytes.to_string()]));
-        }
-        // A u32 match of the precedence bits (the top two of the TOS / traffic class byte).
-        let control_filter = |protocol: &str, prio: &str, field: &[&str]| {
-            let mut a = argv(&[
-                "filter",
-                "add",
-                "dev",
-                dev,
-                "parent",
-                SHAPER_HANDLE,
-                "protocol",
-                protocol,
-                "prio",
-                prio,
-                "u32",
-                "match",
-            ]);
-            a.extend(argv(field));
-            a.extend(argv(&["0xc0", "0xc0", "classid", SHAPER_CONTROL_CLASS]));
-            a
-        };
-        vec![
-            argv(&[
-                "qdisc",
-                "replace",
-                "dev",
-                dev,
-                "root",
-                "handle",
-                SHAPER_HANDLE,
-                "htb",
-                "default",
-                "1",
-            ]),
-            class,
-            argv(&[
-                "qdisc",
-                "replace",
-                "dev",
-                dev,
-                "parent",
-                SHAPER_CLASS,
-                "handle",
-                SHAPER_LEAF,
-                "pfifo",
-                "limit",
-                &self.queue_packets.to_string(),
-            ]),
-            control,
-            argv(&[
-                "qdisc",
-                "replace",
-                "dev",
-                dev,
-                "parent",
-                SHAPER_CONTROL_CLASS,
-                "handle",
-                SHAPER_CONTROL_LEAF,
-                "pfifo",
-                "limit",
-                &CONTROL_QUEUE_PACKETS.to_string(),
-            ]),
-            // u32 filters have no stable replace without kernel-chosen handles: drop ours
-            // (none on a new root) and add them again, so a re-apply leaves exactly two.
-            argv(&["filter", "del", "dev", dev, "parent", SHAPER_HANDLE]),
-            control_filter("ip", "1", &["ip", "tos"]),
-            control_filter("ipv6", "2", &["ip6", "priority"]),
-        ]
-    }
-
-    /// The network-control class's cap: 1% of the rate, at least 32 kbit/s (a quarter of the
-    /// rate on links slower than 128 kbit/s). It is on top of `rate_bps`, and used only by what
-    /// is marked network control: a few kbit/s of hellos and keepalives.
-    pub fn control_rate_bps(&self) -> u64 {
-        (self.rate_bps / 100).max(CONTROL_RATE_FLOOR_BPS.min(self.rate_bps / 4))
-    }
-
-    /// The `tc` argv that removes it: the kernel then attaches the device's default qdisc.
-    pub fn remove_argv(&self) -> Vec<String> {
-        remove_root_qdisc_argv(&self.dev)
-    }
-
-    pub fn describe(&self) -> Vec<String> {
-        self.install_argvs()
-            .iter()
-            .map(|a| format!("tc {}", a.join(" ")))
-            .collect()
-    }
-}
-
-/// The `tc` argv that deletes `dev`'s root qdisc (callers check first that it is ours).
-pub fn remove_root_qdisc_argv(dev: &str) -> Vec<String> {
-    argv(&["qdisc", "del", "dev", dev, "root"])
-}
-
-/// The shaper for `cfg`, or None when shaping is off.
-pub fn render_shaper(cfg: &GatewayConfig) -> Option<Shaper> {
-    let s = &cfg.shaping;
-    s.enabled.then(|| Shaper {
-        dev: cfg.interfaces.satellite.to_string(),
-        rate_bps: s.rate_bps,
-        overhead_bytes: s.overhead_bytes,
-        queue_packets: s.queue_packets,
-    })
-}
-
-#[derive(Debug, Clone)]
-pub struct Rendered {
-    pub nft: String,
-    pub routes: Vec<RouteOp>,
-    pub sysctls: BTreeMap<String, String>,
-    /// None: shaping off (no qdisc of ours on the satellite interface).
-    pub shaper: Option<Shaper>,
-    /// `interfaces.satellite`: where the first apply looks for a shaper a killed daemon left.
-    pub satellite: String,
-}
-
-impl Rendered {
-    /// The control protocol's view (Squid's and unbound's files are added by the caller).
-    pub fn report(&self) -> RenderedReport {
-        RenderedReport {
-            nft: self.nft.clone(),
-            routes: self.routes.iter().map(|r| r.describe()).collect(),
-            sysctls: self.sysctls.clone(),
-            shaping: self.shaper.as_ref().map(|s| s.describe()),
-            squid_conf: None,
-            unbound_conf: None,
-        }
-    }
-
-    pub fn to_json(&self) -> serde_json::Value {
-        serde_json::to_value(self.report()).unwrap_or_default()
-    }
-}
-
-/// The congestion control to use on the satellite: the configured one when the kernel has it,
-/// else None (the system default).
-pub fn effective_cc(wanted: CongestionControl, available: &[String]) -> Option<String> {
-    available
-        .iter()
-        .any(|a| a == wanted.as_str())
-        .then(|| wanted.to_string())
-}
-
-pub fn render(cfg: &GatewayConfig, available_cc: &[String]) -> Rendered {
-    let routes = render_routes(cfg, available_cc);
-    Rendered {
-        nft: render_nft(cfg),
-        routes,
-        sysctls: cfg.sysctls.clone(),
-        shaper: render_shaper(cfg),
-        satellite: cfg.interfaces.satellite.to_string(),
-    }
-}
-
-pub fn render_routes(cfg: &GatewayConfig, available_cc: &[String]) -> Vec<RouteOp> {
-    let mut ops = vec![
-        RouteOp::MarkRule { v6: false },
-        RouteOp::MarkRule { v6: true },
-        RouteOp::LocalRoute { v6: false },
-        RouteOp::LocalRoute { v6: true },
-    ];
-    let cc = effective_cc(cfg.satellite.congestion_control, available_cc);
-    let routes = cfg
-        .satellite
-        .routes
-        .iter()
-        .map(|r| (r.dst, Some(r.via)))
-        .chain(peer_routes(cfg));
-    for (dst, via) in routes {
-        ops.push(RouteOp::SatRoute {
-            dst: dst.to_string(),
-            via: via.map(|v| v.to_string()),
-            dev: cfg.interfaces.satellite.to_string(),
-            cc: cc.clone(),
-            initcwnd: cfg.satellite.initcwnd,
-            initrwnd: cfg.satellite.initrwnd,
-        });
-    }
-    ops
-}
-
-/// Host routes that give the peer path's connections the satellite leg's route settings
-/// (initcwnd, congctl). The other gateway's address is usually on the satellite link's own
-/// connected route, which has none. A terminal routes to its hub (via the satellite route that
-/// covers it, else on the link); a hub routes to the next hops of its satellite routes, which
-/// are its terminals' satellite addresses. Prefixes a satellite route already covers exactly
-/// are left to it.
-pub fn peer_routes(cfg: &GatewayConfig) -> Vec<(Cidr, Option<IpAddr>)> {
-    if !cfg.peer.enabled {
-        return Vec::new();
-    }
-    let sat: Vec<(Cidr, IpAddr)> = cfg
-        .satellite
-        .routes
-        .iter()
-        .map(|r| (r.dst, r.via))
-        .collect();
-    let mut out: Vec<(Cidr, Option<IpAddr>)> = Vec::new();
-    let mut add = |ip: IpAddr, via: Option<IpAddr>| {
-        let dst = Cidr::host(ip);
-        let taken = sat.iter().any(|(c, _)| *c == dst) || out.iter().any(|(d, _)| *d == dst);
-        if !taken {
-            out.push((dst, via));
-        }
-    };
-    match cfg.role {
-        Role::Terminal => {
-            if let Some(hub) = cfg.peer.hub_addr() {
-                let via = sat
-                    .iter()
-                    .filter(|(c, _)| c.contains(hub))
-                    .max_by_key(|(c, _)| c.len)
-                    .map(|(_, via)| *via);
-                add(hub, via);
-            }
-        }
-        Role::Hub => {
-            for (_, via) in &sat {
-                add(*via, None);
-            }
-        }
-    }
-    out
-}
 
 fn set_of<T: std::fmt::Display>(items: &[T]) -> String {
     let v: Vec<String> = items.iter().map(|x| x.to_string()).collect();
@@ -759,7 +326,7 @@ fn elements(list: &[Cidr]) -> String {
     }
 }
 
-fn bypass_rules(b: &super::config::Bypass) -> Vec<String> {
+fn bypass_rules(b: &Bypass) -> Vec<String> {
     let ports: &[PortRange] = &b.ports;
     let cidrs: &[Cidr] = &b.cidrs;
     let proto = match b.protocol {
@@ -805,7 +372,7 @@ fn bypass_rules(b: &super::config::Bypass) -> Vec<String> {
 /// The intercept rules of a class for one address family: none when the class cannot match
 /// that family or has nothing to do in nft (UDP acceleration); a cache class gets a rule toward
 /// Squid (only while it is up) followed by the same match toward the splitter (fail-over).
-fn class_rules(cfg: &GatewayConfig, c: &super::config::Class, f: &Fam) -> Vec<String> {
+fn class_rules(cfg: &GatewayConfig, c: &Class, f: &Fam) -> Vec<String> {
     let Some(rule) = class_rule(cfg, c, f) else {
         return Vec::new();
     };
@@ -824,7 +391,7 @@ fn class_rules(cfg: &GatewayConfig, c: &super::config::Class, f: &Fam) -> Vec<St
 }
 
 /// One intercept rule for a class and address family (a cache class toward the splitter).
-fn class_rule(cfg: &GatewayConfig, c: &super::config::Class, f: &Fam) -> Option<String> {
+fn class_rule(cfg: &GatewayConfig, c: &Class, f: &Fam) -> Option<String> {
     let m = &c.matcher;
     let proto = m.protocol;
     let of_family = |list: &[Cidr]| -> Vec<Cidr> {
@@ -883,12 +450,9 @@ fn class_rule(cfg: &GatewayConfig, c: &super::config::Class, f: &Fam) -> Option<
 
 #[cfg(test)]
 mod tests {
-    use super::super::config::{example_json, from_value};
+    use super::super::example_cfg as cfg;
     use super::*;
-
-    fn cfg() -> GatewayConfig {
-        from_value(example_json()).unwrap()
-    }
+    use crate::gateway::config::{example_json, from_value};
 
     #[test]
     fn bypass_comes_before_any_tproxy() {
@@ -1069,74 +633,11 @@ mod tests {
     }
 
     #[test]
-    fn network_control_class_gets_a_percent_of_the_rate_with_a_floor() {
-        let at = |rate_bps| {
-            Shaper {
-                dev: "sat0".into(),
-                rate_bps,
-                overhead_bytes: 0,
-                queue_packets: 1000,
-            }
-            .control_rate_bps()
-        };
-        assert_eq!(at(16_666_000), 166_660);
-        assert_eq!(at(1_000_000), 32_000, "the floor: room for BGP and BFD");
-        assert_eq!(at(8_000), 2_000, "never more than a quarter of a slow link");
-    }
-
-    #[test]
-    fn shaper_renders_htb_at_the_rate_over_a_fifo_on_the_satellite_interface() {
-        assert_eq!(render_shaper(&cfg()), None, "off by default");
-        let mut j = example_json();
-        j["interfaces"]["satellite"] = "sat1".into();
-        j["shaping"] = serde_json::json!({"enabled": true, "rate_bps": 1_536_000});
-        let r = render(&from_value(j.clone()).unwrap(), &[]);
-        let shaper = r.shaper.clone().unwrap();
-        assert_eq!(
-            shaper.describe(),
-            vec![
-                "tc qdisc replace dev sat1 root handle 5047: htb default 1",
-                "tc class replace dev sat1 parent 5047: classid 5047:1 htb rate 1536000bit ceil 1536000bit",
-                "tc qdisc replace dev sat1 parent 5047:1 handle 5048: pfifo limit 1000",
-                "tc class replace dev sat1 parent 5047: classid 5047:2 htb rate 32000bit ceil 32000bit quantum 1514",
-                "tc qdisc replace dev sat1 parent 5047:2 handle 5049: pfifo limit 64",
-                "tc filter del dev sat1 parent 5047:",
-                "tc filter add dev sat1 parent 5047: protocol ip prio 1 u32 match ip tos 0xc0 0xc0 classid 5047:2",
-                "tc filter add dev sat1 parent 5047: protocol ipv6 prio 2 u32 match ip6 priority 0xc0 0xc0 classid 5047:2",
-            ]
-        );
-        assert_eq!(shaper.remove_argv().join(" "), "qdisc del dev sat1 root");
-        assert_eq!(r.to_json()["shaping"][0], shaper.describe()[0]);
-        // Overhead and queue length when given; every argument is its own argv element.
-        j["shaping"] = serde_json::json!({"enabled": true, "rate_bps": 50_000_000,
-                                          "overhead_bytes": 24, "queue_packets": 64});
-        let shaper = render_shaper(&from_value(j.clone()).unwrap()).unwrap();
-        let argvs = shaper.install_argvs();
-        assert_eq!(
-            argvs[1][argvs[1].len() - 4..],
-            ["ceil", "50000000bit", "overhead", "24"]
-        );
-        assert_eq!(argvs[2][argvs[2].len() - 2..], ["limit", "64"]);
-        // Network control: 1% of the rate, with the same overhead.
-        assert_eq!(shaper.control_rate_bps(), 500_000);
-        assert_eq!(
-            argvs[3][argvs[3].len() - 6..],
-            ["ceil", "500000bit", "quantum", "1514", "overhead", "24"]
-        );
-        assert!(argvs.iter().flatten().all(|a| !a.contains(' ')));
-        // Disabled with a rate kept: nothing installed.
-        j["shaping"]["enabled"] = false.into();
-        let r = render(&from_value(j).unwrap(), &[]);
-        assert_eq!(r.shaper, None);
-        assert!(r.to_json()["shaping"].is_null());
-    }
-
-    #[test]
     fn each_bypass_rule_has_its_own_counter() {
         let mut j = example_json();
         j["classes"].as_array_mut().unwrap().push(
             serde_json::json!({"name": "voip", "priority": 5, "action": "bypass",
-                "match": {"protocol": "tcp", "dports": ["5060"]}}),
+            "match": {"protocol": "tcp", "dports": ["5060"]}}),
         );
         let nft = render_nft(&from_value(j).unwrap());
         // Six bypass entries in the example, and the class (index 1 in the config).
@@ -1181,7 +682,7 @@ mod tests {
         j["quic"] = "fallback".into();
         j["classes"].as_array_mut().unwrap().push(
             serde_json::json!({"name": "quic-ok", "priority": 5, "action": "bypass",
-                "match": {"protocol": "udp", "dst": ["198.51.100.0/24"], "dports": ["443"]}}),
+            "match": {"protocol": "udp", "dst": ["198.51.100.0/24"], "dports": ["443"]}}),
         );
         let nft = render_nft(&from_value(j).unwrap());
         let fwd = &nft[nft.find("chain forward").expect("forward chain")..];
@@ -1208,64 +709,5 @@ mod tests {
         }
         // The TCP side is untouched: the forward chain holds no tproxy.
         assert!(!fwd.contains("tproxy"));
-    }
-
-    #[test]
-    fn peer_routes_carry_the_satellite_settings_to_the_other_gateway() {
-        let key = "ab".repeat(32);
-        let mut j = example_json();
-        j["peer"] = serde_json::json!({"enabled": true, "hub": "10.71.2.2", "key": key});
-        let term = render_routes(&from_value(j.clone()).unwrap(), &["hybla".into()]);
-        let hub_route = term.last().unwrap().describe();
-        assert_eq!(
-            hub_route,
-            "ip -4 route replace 10.71.2.2/32 dev sat0 congctl hybla initcwnd 10 initrwnd 10"
-        );
-        // A hub behind a satellite route is reached through that route's next hop.
-        j["peer"]["hub"] = "10.71.3.1".into();
-        let term = render_routes(&from_value(j.clone()).unwrap(), &[]);
-        assert_eq!(
-            term.last().unwrap().describe(),
-            "ip -4 route replace 10.71.3.1/32 via 10.71.2.2 dev sat0 initcwnd 10 initrwnd 10"
-        );
-        // A hub: host routes to its terminals, the next hops of its satellite routes.
-        j["role"] = "hub".into();
-        j["peer"] = serde_json::json!({"enabled": true, "key": key});
-        j["satellite"]["routes"] = serde_json::json!([
-            {"dst": "10.71.1.0/24", "via": "10.71.2.1"}, {"dst": "fd71:1::/64", "via": "fd71:2::1"},
-            {"dst": "10.71.5.0/24", "via": "10.71.2.1"}]);
-        let hub = from_value(j.clone()).unwrap();
-        assert_eq!(
-            peer_routes(&hub),
-            vec![
-                ("10.71.2.1/32".parse().unwrap(), None),
-                ("fd71:2::1/128".parse().unwrap(), None)
-            ]
-        );
-        j["peer"]["enabled"] = false.into();
-        assert!(peer_routes(&from_value(j).unwrap()).is_empty());
-    }
-
-    #[test]
-    fn routes_use_available_cc_only() {
-        let c = cfg();
-        let r = render_routes(&c, &["cubic".into(), "reno".into()]);
-        let sat: Vec<String> = r
-            .iter()
-            .filter(|o| matches!(o, RouteOp::SatRoute { .. }))
-            .map(|o| o.describe())
-            .collect();
-        assert_eq!(
-            sat[0],
-            "ip -4 route replace 10.71.3.0/24 via 10.71.2.2 dev sat0 initcwnd 10 initrwnd 10"
-        );
-        let r = render_routes(&c, &["hybla".into()]);
-        assert!(r[5]
-            .describe()
-            .starts_with("ip -6 route replace fd71:3::/64 via fd71:2::2 dev sat0 congctl hybla"));
-        assert_eq!(
-            r[0].describe(),
-            "ip -4 rule add fwmark 0x40000000/0x40000000 lookup 171 priority 171"
-        );
     }
 }
