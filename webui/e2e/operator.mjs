@@ -84,7 +84,7 @@ export async function operatorSteps(steps, { page, baseUrl, user, password, shot
     await dialog.getByText(/100 Gbit\/s is beyond any satellite carrier/).waitFor();
     await dialog.getByRole('button', { name: 'Change the inputs' }).click();
     await forward.fill('50000000');
-    await page.waitForFunction(() => !document.body.textContent.includes('beyond any satellite carrier'), null, { timeout: 10000 });
+    await page.waitForFunction(() => !document.body.textContent.includes('beyond any satellite carrier'));
     await page.getByRole('button', { name: 'Save and write to config' }).click();
     await page.getByRole('status').filter({ hasText: /Written into config version \d+/ }).waitFor();
   });
