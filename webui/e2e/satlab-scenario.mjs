@@ -119,8 +119,9 @@ export async function satlabSteps(steps, { context, baseUrl, password, lab, shot
     await row.waitFor();
     // Found by its heading, so a new column elsewhere does not move it.
     const headings = await page.getByRole('table', { name: 'Flows' }).getByRole('columnheader').allTextContents();
-    const bytesColumn = headings.findIndex((h) => h.startsWith('Bytes'));
-    assert.ok(bytesColumn >= 0, `a Bytes column among ${headings.join(', ')}`);
+    // The bytes the flow moved across the satellite (the column the Flows table calls "Satellite ↓/↑").
+    const bytesColumn = headings.findIndex((h) => h.startsWith('Satellite ↓/↑'));
+    assert.ok(bytesColumn >= 0, `a Satellite ↓/↑ (bytes) column among ${headings.join(', ')}`);
     const bytesCell = row.getByRole('cell').nth(bytesColumn);
     const first = await bytesCell.textContent();
     await until('the bytes shown in the flow row to change', async () => (await bytesCell.textContent()) !== first);
