@@ -19,8 +19,10 @@ def time_series(
     panels: Sequence[tuple[str, Mapping[str, Line]]],
     hlines: Mapping[int, tuple[float, str]] | None = None,
     log_panels: Sequence[int] = (),
+    spans: Sequence[tuple[float, float, str]] = (),
 ) -> Path:
-    """Stacked panels sharing the time axis; each panel maps a label to (t, y) points."""
+    """Stacked panels sharing the time axis; each panel maps a label to (t, y) points. `spans`: time
+    ranges shaded on every panel (a fade, an outage), each labelled once."""
     fig, axes = plt.subplots(len(panels), 1, figsize=(8, 3.2 * len(panels)), sharex=True, squeeze=False)
     for i, (ylabel, lines) in enumerate(panels):
         ax = axes[i][0]
@@ -28,6 +30,10 @@ def time_series(
             if points:
                 xs, ys = zip(*points, strict=True)
                 ax.plot(xs, ys, label=label, linewidth=1.3)
+        labelled: set[str] = set()
+        for t0, t1, text in spans:
+            ax.axvspan(t0, t1, color="orange", alpha=0.15, label=None if text in labelled else text)
+            labelled.add(text)
         if hlines and i in hlines:
             y, text = hlines[i]
             ax.axhline(y, color="grey", linestyle="--", linewidth=0.8, label=text)

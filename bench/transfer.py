@@ -25,6 +25,7 @@ class Transfer:
     cc_actual: str = ""
     retransmits: int | None = None
     error: str = ""
+    t_start: float = 0.0  # CLOCK_MONOTONIC of the receiver's connect(): where the samples' t = 0 is
     # The satellite-leg sender's busy / rwnd_limited / sndbuf_limited time at its last sample
     # (ms): how long the receiver's window or the sender's own buffer held it back.
     limited_ms: dict[str, float] = field(default_factory=dict)
@@ -150,11 +151,14 @@ def download(
         samples=[(round(t - t0, 4), float(b)) for t, b in fetched["samples"]],
         cc_actual=served.get("cc", ""),
         error=fetched.get("error") or served.get("error", ""),
+        t_start=float(t0),
     )
     if sample_gateway_leg:
         result.cwnd = [(round(s["t"] - t0, 4), float(s["cwnd"])) for s in ss_samples if "cwnd" in s]
         result.rtt_ms = [(round(s["t"] - t0, 4), float(s["rtt_ms"])) for s in ss_samples if s.get("rtt_ms")]
-        result.cc_actual = next((s["cc"] for s in ss_samples if "cc" in s), "")
+        # The last sample's: a warm peer connection runs the config's default until the flow's
+        # class retunes it, so an early sample may show that one.
+        result.cc_actual = next((s["cc"] for s in reversed(ss_samples) if "cc" in s), "")
         last: dict[str, Any] = next((s for s in reversed(ss_samples) if "busy_ms" in s), {})
         # ss prints a limited time only when it is not zero.
         result.limited_ms = {k: float(last.get(f"{k}_ms", 0.0)) for k in LIMITED} if last else {}
@@ -200,3 +204,27 @@ def completion_record(scenario: str, variant: str, tr: Transfer) -> records.Reco
             f"{tr.bytes_received} of {tr.size_bytes} bytes in {tr.elapsed_s:.0f} s",
         )
     return records.measured(scenario, variant, "completion", done, "s")
+
+
+def limit_records(
+    scenario: str, key: str, tr: Transfer, limit: float, cap: float, extra: list[records.Record] | None = None
+) -> list[records.Record]:
+    """A capped transfer against its physical limit: limit, completion and completion / limit (or how
+    far it got in the cap), `extra` (a scenario's own figures), goodput, the sender's largest window
+    and its retransmissions."""
+    out = [records.measured(scenario, key, "limit", limit, "s")]
+    done = tr.completion_s()
+    if done is None:
+        note = f"{tr.bytes_received / 1e6:.1f} of {tr.size_bytes / 1e6:g} MB in the {cap:g} s cap"
+        out.append(records.missing(scenario, key, "completion", "s", note))
+        out.append(records.missing(scenario, key, "vs_limit", "x", f"> {cap / limit:.2f}x: {note}"))
+    else:
+        out.append(records.measured(scenario, key, "completion", done, "s"))
+        out.append(records.measured(scenario, key, "vs_limit", done / limit, "x"))
+    out += extra or []
+    out.append(records.measured(scenario, key, "goodput", tr.goodput_bps() / 1e6, "Mbit/s"))
+    if tr.cwnd:
+        out.append(records.measured(scenario, key, "max_cwnd", max(c for _, c in tr.cwnd), "segments"))
+    if tr.retransmits is not None:
+        out.append(records.measured(scenario, key, "retransmits", tr.retransmits, "segments"))
+    return out

@@ -10,13 +10,18 @@ BoD derivation computes (tuning.py). Formulas (p = frame loss probability):
   hybla_window     = rho × sqrt(3 / (2 p))            (Hybla's mean window under random loss p, Caini &
                                                        Firrincieli 2004, the rho-scaled Reno window;
                                                        unbounded at p = 0, shown as 65536)
-  congestion_control = hybla_ld when hybla_window < the sending direction's BDP in segments (every loss
-                     halves Hybla's window, and at this loss rate it cannot grow back to the pipe:
-                     docs/hybla.md), hybla otherwise
-  buffer_factor    = 4 when p × window ≥ 1 (a loss in every window: the receiver holds the data behind
-                     a hole until its retransmission arrives, about two RTTs, and the sender keeps it
-                     until it is acknowledged), 2 otherwise; per direction, on the window it sends or
-                     receives
+  congestion_control = bbr when the base RTT is under 200 ms (a short, non-GEO path: the gateway switches
+                     its default to BBR there by itself), else hybla_ld, whatever the BER: the gateway's
+                     default (docs/hybla.md, *The default*).
+                     Nobody knows the BER of tomorrow's rain fade, and a LEO link loses packets at every path
+                     change; hybla_ld grows as Hybla does, and a loss without a standing queue does not halve
+                     it. The derivation says what Hybla alone would hold at the given BER.
+  send buffer      = 4 windows when p × window ≥ 1 (a loss in every window: the sender keeps the data behind a
+                     hole until it is acknowledged, about two RTTs), 2 otherwise (the send buffer is what a
+                     bulk flow fills: memory per flow)
+  receive buffer   = 4 windows always (the receiver holds the data behind a hole until its retransmission
+                     arrives; while frames arrive in order the relay reads them at once and the buffer stays
+                     empty, so the room costs nothing until a fade needs it)
 """
 
 from __future__ import annotations
@@ -35,7 +40,10 @@ WINDOW_SHOWN_MAX = float(bound(Hybla, "cwnd_max", "le"))  # the BPF Hybla's cwnd
 LOSS_BUFFER_FACTOR = 4
 CLEAN_BUFFER_FACTOR = 2
 
-CongestionControl = Literal["hybla", "hybla_ld"]
+CongestionControl = Literal["hybla", "hybla_ld", "bbr"]
+# Below this base RTT the gateway switches a default satellite leg to BBR (a short, non-GEO path:
+# gateway/crates/perigee/src/gateway/satleg_auto.rs, SHORT_PATH_RTT_US).
+SHORT_PATH_RTT_MS = 200.0
 
 
 class CcChoice(BaseModel):
@@ -61,33 +69,57 @@ def hybla_loss_window(p: float, base_rtt_ms: float) -> float:
 
 
 def buffer_factor(p: float, window_segments: float) -> int:
-    """How many windows a socket buffer must hold: 4 with a loss in every window, else 2."""
+    """How many windows a send buffer must hold: 4 with a loss in every window, else 2."""
     return LOSS_BUFFER_FACTOR if p * window_segments >= 1 else CLEAN_BUFFER_FACTOR
 
 
-def buffer_note(factor: int) -> str:
-    """What the buffer derivation adds when bit errors doubled it."""
+def receive_buffer_factor() -> int:
+    """How many windows a receive buffer holds: always the lossy link's 4 (free until a loss needs it)."""
+    return LOSS_BUFFER_FACTOR
+
+
+def buffer_note(factor: int, receive: bool = False) -> str:
+    """What the buffer derivation adds when it is more than two windows."""
+    if receive:
+        return " (4: room for the data behind a loss, whatever the BER; empty while frames arrive in order)"
     return " (4: a bit error in every window)" if factor > CLEAN_BUFFER_FACTOR else ""
 
 
-def choose(p: float, hybla_window: float, bdp_segments: float, ber: float) -> CcChoice:
-    """hybla_ld where Hybla's loss window falls short of the pipe, else hybla."""
+def choose(p: float, hybla_window: float, bdp_segments: float, ber: float, base_rtt_ms: float) -> CcChoice:
+    """What the gateway runs: BBR on a short path, else hybla_ld, its default; the derivation says
+    what Hybla alone would do at this BER."""
+    if base_rtt_ms < SHORT_PATH_RTT_MS:
+        return CcChoice(
+            value="bbr",
+            derivation=(
+                f"base RTT {base_rtt_ms:g} ms < {SHORT_PATH_RTT_MS:g} ms: not a GEO path, where Hybla grows like "
+                "Reno (rho near 1) and a LEO path change's loss burst halves it; the gateway switches its "
+                "default to BBR on such a path by itself"
+            ),
+        )
+    default = (
+        "hybla_ld, the gateway's default: Hybla's growth, and a loss without a standing queue (a rain fade's "
+        "bit errors, a LEO path change) keeps the window instead of halving it"
+    )
     if p <= 0:
-        return CcChoice(value="hybla", derivation="no bit errors (BER 0): hybla, the paper's algorithm")
+        return CcChoice(
+            value="hybla_ld",
+            derivation=f"BER 0 today; tomorrow's rain fade has its own: {default}. With no loss it grows as hybla",
+        )
     if hybla_window < bdp_segments:
         return CcChoice(
             value="hybla_ld",
             derivation=(
                 f"BER {ber:g} loses {100 * p:.3g}% of frames; Hybla's window under that loss, "
                 f"rho × sqrt(3 / 2p) = {hybla_window:,.0f} segments, is below the pipe's "
-                f"{bdp_segments:,.0f}: every bit error would halve a window that cannot grow back, so "
-                "hybla_ld, which keeps the window through losses without a standing queue"
+                f"{bdp_segments:,.0f}: every bit error would halve a window that cannot grow back. {default}"
             ),
         )
     return CcChoice(
-        value="hybla",
+        value="hybla_ld",
         derivation=(
             f"BER {ber:g} loses {100 * p:.3g}% of frames; Hybla's window under that loss, "
-            f"{hybla_window:,.0f} segments, still covers the pipe's {bdp_segments:,.0f}: hybla"
+            f"{hybla_window:,.0f} segments, still covers the pipe's {bdp_segments:,.0f}, but a fade's will not. "
+            f"{default}"
         ),
     )

@@ -60,8 +60,9 @@ Formulas (rates in bit/s, times in s, sizes in bytes; clamp(x, lo, hi) = min(max
   shaping_overhead = modem_overhead_bytes
   min_terminal_buffer = return_rate × superframe / 8               (one superframe of return traffic;
                      a smaller buffer drops inside a superframe: reported as a warning)
-  frame_loss_pct, hybla_loss_window, the buffer factor (2, or 4 with a bit error in every window) and
-  the satellite congestion control (hybla or hybla_ld) from the input `ber`: loss_tuning.py
+  frame_loss_pct, hybla_loss_window, the buffer factors (send 2, or 4 with a bit error in every window;
+  receive 4) and the satellite congestion control (hybla_ld, the gateway's default) from the input `ber`:
+  loss_tuning.py
 
 Every derived value is returned with a `derivation` string showing the numbers; any value may be
 overridden (then `overridden` is true and the derivation still shows the computed number).
@@ -279,7 +280,7 @@ def derive(inputs: BodInputs, overrides: dict[str, float] | None = None) -> Tuni
 
     p_loss = loss_tuning.frame_loss(i.ber, i.mss_bytes)
     k_snd = loss_tuning.buffer_factor(p_loss, win_send / i.mss_bytes)
-    k_rcv = loss_tuning.buffer_factor(p_loss, win_recv / i.mss_bytes)
+    k_rcv = loss_tuning.receive_buffer_factor()
     snd = _clamp(k_snd * win_send, SOCKBUF_MIN, SOCKBUF_MAX)
     put(
         "sndbuf_bytes",
@@ -294,7 +295,7 @@ def derive(inputs: BodInputs, overrides: dict[str, float] | None = None) -> Tuni
         rcv,
         "bytes",
         f"{k_rcv} × window_{recv_dir} = {k_rcv} × {_n(win_recv)} = {_n(k_rcv * win_recv)} B, clamped to "
-        f"[{_n(SOCKBUF_MIN)}, {_n(SOCKBUF_MAX)}] = {_n(rcv)} B" + loss_tuning.buffer_note(k_rcv),
+        f"[{_n(SOCKBUF_MIN)}, {_n(SOCKBUF_MAX)}] = {_n(rcv)} B" + loss_tuning.buffer_note(k_rcv, receive=True),
     )
     pf = put("pacing_forward_bps", i.forward_rate_bps, "bit/s", f"forward rate = {_n(i.forward_rate_bps)} bit/s")
     if i.allocation_delay_ms >= 0.001:  # below a microsecond counts as no delay (and avoids x / 0)
@@ -413,7 +414,7 @@ def derive(inputs: BodInputs, overrides: dict[str, float] | None = None) -> Tuni
         if p_loss > 0
         else "no bit errors: Hybla's window is not bounded by loss (shown as 65,536)",
     )
-    cc = loss_tuning.choose(p_loss, hw, bdp_send / i.mss_bytes, i.ber)
+    cc = loss_tuning.choose(p_loss, hw, bdp_send / i.mss_bytes, i.ber, i.base_rtt_ms)
     return Tuning(values=out, warnings=warnings, congestion_control=cc)
 
 

@@ -196,9 +196,11 @@ class Satellite(SatelliteRules):
     model_config = ConfigDict(
         extra="forbid",
     )
-    congestion_control: CongestionControl = "hybla"
+    congestion_control: CongestionControl = "hybla_ld"
     """
-    The satellite leg's congestion control (classes may choose another).
+    The satellite leg's congestion control (classes may choose another). hybla_ld by default:
+    Hybla's growth, and a link's bit errors (a rain fade, a LEO path change) do not halve it
+    (docs/hybla.md, *The default*); where it cannot be registered the leg runs hybla.
     """
     forward_rate_bps: Annotated[StrictInt, Field(ge=0, le=100000000000)] = 0
     """
@@ -690,7 +692,7 @@ class GatewayConfig(GatewayConfigRules):
     """
     role: Role
     satellite: Annotated[Satellite, Field(validate_default=True)] = {
-        "congestion_control": "hybla",
+        "congestion_control": "hybla_ld",
         "forward_rate_bps": 0,
         "initcwnd": 10,
         "initrwnd": 10,

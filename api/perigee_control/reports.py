@@ -96,6 +96,11 @@ class CacheCounters(Report):
     """
     Satellite-leg segments retransmitted.
     """
+    segments: Annotated[int, Field(ge=0)] = 0
+    """
+    Satellite-leg data segments sent, the retransmitted ones included: with
+    `retrans_segments`, the leg's loss as its senders repaired it.
+    """
 
 
 CacheOutcome = TypeAliasType("CacheOutcome", Literal["hit", "miss", "denied", "other"])
@@ -160,6 +165,17 @@ class CacheStats(Report):
     squid_version: str | None
     store_entries: Annotated[int | None, Field(ge=0)]
     unparsed_lines: Annotated[int, Field(ge=0)]
+
+
+CcReason = TypeAliasType("CcReason", Literal["default", "class", "fallback", "automatic"])
+"""
+Why a flow's satellite leg runs the congestion control it runs.
+- default: `satellite.congestion_control`, the config's default for every flow.
+- class: The flow's class names one (`classes[].satellite.congestion_control`).
+- fallback: The one asked for is not registered here: hybla for hybla_ld, else the system default.
+- automatic: The default, switched to BBR once the leg measured a short (non-GEO) path
+(docs/hybla.md, *The default*).
+"""
 
 
 ConfiguredAs = TypeAliasType("ConfiguredAs", Literal["lan", "satellite"])
@@ -436,6 +452,30 @@ class RenderedReport(Report):
 Role = TypeAliasType("Role", Literal["hub", "terminal"])
 
 
+class SatelliteLeg(Report):
+    """
+    A flow's satellite leg over its life so far (docs/hybla.md, *What the operator sees*): what
+    it runs and why, and how much of what this gateway sent on it went twice.
+    """
+
+    cc: str
+    """
+    The congestion control the satellite-facing socket runs for this flow.
+    """
+    cc_reason: CcReason
+    retransmit_pct: float
+    """
+    segments_retransmitted / segments_sent, percent (0 before anything was sent): the
+    leg's loss as the sender repaired it.
+    """
+    segments_retransmitted: Annotated[int, Field(ge=0)]
+    segments_sent: Annotated[int, Field(ge=0)]
+    """
+    Data segments this gateway sent on the leg for this flow (a peer connection's earlier
+    flows not included), and of them retransmissions.
+    """
+
+
 class ServiceState(Report):
     """
     Whether one of the gateway's helpers (Squid, the resolver) is on and serving.
@@ -477,6 +517,11 @@ class SiteCounters(Report):
     """
     Satellite-leg segments retransmitted.
     """
+    segments: Annotated[int, Field(ge=0)] = 0
+    """
+    Satellite-leg data segments sent, the retransmitted ones included: with
+    `retrans_segments`, the leg's loss as its senders repaired it.
+    """
 
 
 class SplitCounters(Report):
@@ -490,6 +535,11 @@ class SplitCounters(Report):
     retrans_segments: Annotated[int, Field(ge=0)] = 0
     """
     Satellite-leg segments retransmitted.
+    """
+    segments: Annotated[int, Field(ge=0)] = 0
+    """
+    Satellite-leg data segments sent, the retransmitted ones included: with
+    `retrans_segments`, the leg's loss as its senders repaired it.
     """
 
 
@@ -935,9 +985,19 @@ class Counters(Report):
     """
 
     by_action: ActionCounters
+    by_cc_reason: Annotated[dict[str, SplitCounters], Field(validate_default=True)] = {}
+    """
+    Split flows per reason their satellite leg runs its congestion control: "default",
+    "class", "fallback".
+    """
     by_class: dict[str, SplitCounters]
     """
     Satellite-leg usage per traffic class ("default" for flows no class matched).
+    """
+    by_congestion_control: Annotated[dict[str, SplitCounters], Field(validate_default=True)] = {}
+    """
+    Split flows per congestion control their satellite leg ran (docs/hybla.md, *What the
+    operator sees*).
     """
     by_site: dict[str, SiteCounters]
     """
@@ -1032,6 +1092,11 @@ class Flow(Report):
     """
     Who terminated the client's connection: the splitter, or Squid (the cache; its legs are
     read from the kernel with sock_diag, docs/cache.md *Live connections*).
+    """
+    satellite: SatelliteLeg | None = None
+    """
+    The satellite leg: its congestion control and why, its retransmissions (Squid's flows:
+    the congestion control only). None from a gateway that does not report it.
     """
     server: str
     """

@@ -28,7 +28,7 @@ def test_hub_numbers() -> None:
     assert t["window_forward_bytes"].value == 5_425_000  # 50e6 × 0.868 / 8
     assert t["window_return_bytes"].value == 542_500  # 5e6 × 0.868 / 8
     assert t["sndbuf_bytes"].value == 10_850_000  # 2 × window_forward
-    assert t["rcvbuf_bytes"].value == 1_085_000  # 2 × window_return
+    assert t["rcvbuf_bytes"].value == 2_170_000  # 4 × window_return: receive buffers always hold four
     assert t["pacing_rate_bps"].value == 50_000_000
     assert t["initcwnd"].value == 100  # ceil(5e6 / 5792) = 864 → clamped
     assert t["initrwnd"].value == 375  # ceil(542500 / 1448)
@@ -46,7 +46,7 @@ def test_terminal_pacing_is_bounded_by_modem_buffer_drain() -> None:
     assert t["pacing_return_bps"].value == 2_600_000
     assert t["pacing_rate_bps"].value == 2_600_000
     assert t["sndbuf_bytes"].value == 1_085_000  # terminal sends return: 2 × window_return
-    assert t["rcvbuf_bytes"].value == 10_850_000 and t["initrwnd"].value == 1000  # 3747 clamped
+    assert t["rcvbuf_bytes"].value == 21_700_000 and t["initrwnd"].value == 1000  # 4 × window_forward; 3747 clamped
     assert "modem buffer drain" in t["pacing_return_bps"].derivation
     # The terminal sends on the return link: ceil(2 × 5e6 × 0.8 / 11584) = ceil(690.6)
     assert t["hybla_cwnd_max"].value == 691
@@ -77,7 +77,8 @@ def test_skyplex_receive_window_covers_the_wait_for_the_first_full_grant(role: s
     assert t["window_forward_bytes"].value == t["window_return_bytes"].value == 554_840  # 1.144e6 × 3.88 / 8
     assert t["initrwnd"].value == 384  # ceil(554840 / 1448) = ceil(383.18), was 193
     assert "ceil(554,840 / 1448) = 384" in t["initrwnd"].derivation
-    assert t["rcvbuf_bytes"].value == t["sndbuf_bytes"].value == 1_109_680  # 2 × window
+    assert t["sndbuf_bytes"].value == 1_109_680  # 2 × window
+    assert t["rcvbuf_bytes"].value == 2 * 1_109_680  # 4 × window
     # The cwnd ceiling stays two BDPs (385) and never below the window the peer opens (384).
     assert t["hybla_cwnd_max"].value == 385 and "max(385, 384)" in t["hybla_cwnd_max"].derivation
     assert t["initcwnd"].value == 49  # a quarter BDP: unchanged
@@ -240,9 +241,11 @@ def test_loss_formulas() -> None:
     assert loss_tuning.buffer_factor(0.001, 999) == 2 and loss_tuning.buffer_factor(0.001, 1000) == 4
 
 
-def test_clean_link_keeps_hybla_and_two_windows_of_buffer() -> None:
+def test_clean_link_names_the_default_and_sends_from_two_windows() -> None:
     t = derive(BodInputs(**HTS))
-    assert t.congestion_control.value == "hybla"
+    # What the gateway runs by default: a clean link today says nothing of tomorrow's fade.
+    assert t.congestion_control.value == "hybla_ld"
+    assert "default" in t.congestion_control.derivation
     assert t.values["frame_loss_pct"].value == 0
     assert t.values["sndbuf_bytes"].value == 7_500_000  # 2 × 3.75 MB, as before
     assert t.values["hybla_loss_window"].value == 65536
@@ -251,7 +254,7 @@ def test_clean_link_keeps_hybla_and_two_windows_of_buffer() -> None:
 @pytest.mark.parametrize(
     ("ber", "cc", "sndbuf"),
     [
-        (1e-8, "hybla", 7_500_000),  # 0.012% of frames: 2,671 ≥ 2,590 segments, < 1 loss per window
+        (1e-8, "hybla_ld", 7_500_000),  # 0.012% of frames: 2,671 ≥ 2,590 segments, < 1 loss per window
         (1e-7, "hybla_ld", 15_000_000),  # 0.12%: Hybla's loss window 845 < 2,590; 3 losses per window
         (1e-6, "hybla_ld", 15_000_000),  # 1.2%: 268
         (1e-5, "hybla_ld", 15_000_000),  # 11.4%: 87
@@ -265,10 +268,19 @@ def test_bit_errors_choose_the_congestion_control_and_buffers(ber: float, cc: st
     assert t.values["frame_loss_pct"].value == pytest.approx(100 * (1 - (1 - ber) ** 12_112), rel=1e-6)
 
 
-def test_terminal_receive_buffer_follows_the_forward_loss() -> None:
-    t = derive(BodInputs(**{**HTS, "role": "terminal"}, ber=1e-6)).values
-    assert t["rcvbuf_bytes"].value == 15_000_000  # 4 × the forward window it receives
-    assert "a bit error in every window" in t["rcvbuf_bytes"].derivation
+def test_a_short_path_names_bbr_as_the_gateway_runs_it() -> None:
+    leo = {**HTS, "base_rtt_ms": 30.0}
+    t = derive(BodInputs(**leo, ber=1e-6))
+    assert t.congestion_control.value == "bbr", t.congestion_control.derivation
+    assert "30 ms" in t.congestion_control.derivation
+    assert derive(BodInputs(**{**HTS, "base_rtt_ms": 480.0})).congestion_control.value == "hybla_ld"
+
+
+def test_terminal_receives_into_four_forward_windows_whatever_the_ber() -> None:
+    for ber in (0.0, 1e-6):
+        t = derive(BodInputs(**{**HTS, "role": "terminal"}, ber=ber)).values
+        assert t["rcvbuf_bytes"].value == 15_000_000  # 4 × the forward window it receives
+        assert "whatever the BER" in t["rcvbuf_bytes"].derivation
 
 
 def test_ber_bounds_name_the_field(operator: TestClient) -> None:
@@ -286,4 +298,4 @@ def test_apply_to_config_writes_the_congestion_control(operator: TestClient) -> 
     assert sat["congestion_control"] == "hybla_ld" and sat["sndbuf_bytes"] == 15_000_000
     r = operator.post("/api/v1/bod/profiles", json={"name": "dry", "inputs": HTS})
     assert operator.post(f"/api/v1/bod/profiles/{r.json()['id']}/apply-to-config", json={}).status_code == 200
-    assert operator.get("/api/v1/config").json()["config"]["satellite"]["congestion_control"] == "hybla"
+    assert operator.get("/api/v1/config").json()["config"]["satellite"]["congestion_control"] == "hybla_ld"

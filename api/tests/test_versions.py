@@ -110,7 +110,7 @@ def test_preview_diffs_against_the_desired_config_and_stores_nothing(operator: T
     assert out["base_version_id"] == desired["id"]
     assert out["changes"] == [
         {"path": "$.cache.enabled", "op": "changed", "old": False, "new": True},
-        {"path": "$.satellite.congestion_control", "op": "changed", "old": "hybla", "new": "cubic"},
+        {"path": "$.satellite.congestion_control", "op": "changed", "old": "hybla_ld", "new": "cubic"},
     ]
     bad = {**cfg, "interfaces": {"lan": ["lan0"], "satellite": "a/b"}}
     r = operator.post("/api/v1/config/preview", json={"config": bad})

@@ -31,9 +31,13 @@ DESCRIPTION = (
     "Throughput = bytes received from `warmup_s` after the second flow starts to the end; Jain's index over "
     "the two. The forward queue is read from the emulator every 200 ms over the same window: `queue_median`, "
     "`queue_p95`, and `standing_queue` = the largest of the minima over consecutive 3 s windows (five base "
-    "RTTs): the part of the queue that did not drain for five RTTs; the BDP is 600 ms at this rate."
+    "RTTs): the part of the queue that did not drain for five RTTs; the BDP is 600 ms at this rate. `<cc>+e2e`: "
+    "the second flow is bypassed at both gateways, end to end with the server's cubic across the same carrier "
+    "(does the gateway's default starve a flow it does not split?)."
 )
 PORTS = (5201, 5202)
+# A flow both gateways bypass: end to end (the server's cubic) across the same carrier.
+E2E = "e2e"
 PARAMS: dict[str, dict[str, Any]] = {
     "quick": {
         "profile": "geo-hts",
@@ -54,6 +58,8 @@ PARAMS: dict[str, dict[str, Any]] = {
             ["hybla_ld", "hybla_ld"],
             ["bbr", "bbr"],
             ["hybla_ld", "hybla"],
+            # The default beside an end-to-end flow (the server's cubic, bypassed at both gateways).
+            ["hybla_ld", E2E],
         ],
     },
 }
@@ -90,8 +96,10 @@ def configure(lb: lab.Lab, ccs: list[str]) -> None:
                 "name": f"flow{i + 1}",
                 "priority": 10 + i,
                 "match": {"protocol": "tcp", "dports": [str(port)]},
-                "action": "accelerate",
-                "satellite": {
+                "action": "bypass" if cc == E2E else "accelerate",
+                "satellite": {}
+                if cc == E2E
+                else {
                     "congestion_control": cc if role == "hub" else None,
                     "buffer_bytes": 0,
                     "pacing_rate_bps": 0,
@@ -147,20 +155,21 @@ def fetch(lb: lab.Lab, port: int, seconds: float) -> procs.Background:
 
 
 def hub_cc(lb: lab.Lab) -> dict[int, str]:
-    """The congestion control of the hub's satellite-leg socket of each flow (by server port)."""
-    from bench.tools.ss_parse import parse_ss, port_of
+    """The congestion control of each split flow's satellite leg at the hub, by server port, as the
+    hub reports it (with the peer path its satellite socket is a peer connection, on another port)."""
+    from perigee_control.client import GatewayClient
 
-    out = procs.run(lb.exec_argv("hub", ["ss", "-tinH"]), timeout=10, check=False).stdout
+    flows = GatewayClient(gwconfig.socket_path(lb.prefix, "hub")).flows("live").flows
     return {
-        port_of(s["local"]): str(s.get("cc") or "unknown")
-        for s in parse_ss(out)
-        if s["state"] == "ESTAB" and port_of(s["local"]) in PORTS
+        int(f.server.rsplit(":", 1)[1]): f.satellite.cc
+        for f in flows
+        if f.satellite is not None and int(f.server.rsplit(":", 1)[1]) in PORTS
     }
 
 
 def one_run(ctx: Context, params: dict[str, Any], ccs: list[str], prefix: str) -> dict[str, Any]:
     for cc in ccs:
-        if cc in hybla.LOADED_BY_PERIGEE:
+        if cc != E2E and cc in hybla.LOADED_BY_PERIGEE:
             hybla.ensure(cc)
     duration, lead = float(params["duration_s"]), float(params["lead_s"])
     rate = f"{int(params['rate_bps'])}"
@@ -214,7 +223,7 @@ def summarize(
     """The records of one run, or why it does not measure its variant."""
     seen = {int(k): v for k, v in res["hub_cc"].items()}
     for port, cc in zip(PORTS, ccs, strict=True):
-        if seen.get(port) != cc:
+        if seen.get(port) != (None if cc == E2E else cc):
             return (
                 [],
                 f"flow on :{port}: the hub's satellite leg ran {seen.get(port) or 'no split socket'}, not {cc}",
@@ -265,7 +274,7 @@ def run(ctx: Context, params: dict[str, Any]) -> list[records.Record]:
     out: list[records.Record] = []
     todo = []
     for ccs in params["variants"]:
-        _, skipped = hybla.filter_ccs(list(dict.fromkeys(ccs)))
+        _, skipped = hybla.filter_ccs([cc for cc in dict.fromkeys(ccs) if cc != E2E])
         if skipped:
             out.append(records.skipped(NAME, variant_name(ccs), next(iter(skipped.values()))))
         else:

@@ -35,8 +35,10 @@ def test_geo_ber_classes_are_a_valid_gateway_config(role: str) -> None:
     ld = by_port[str(geo_ber.VARIANTS["both/hybla_ld"].port)]
     assert ld["satellite"]["buffer_bytes"] == 15_000_000
     assert ld["satellite"]["congestion_control"] == ("hybla_ld" if role == "hub" else None)
-    # the default variant keeps the lab's buffers
+    # the former default keeps the lab's buffers; the default names nothing at all
     assert by_port[str(geo_ber.VARIANTS["both/hybla"].port)]["satellite"]["buffer_bytes"] == 0
+    default = by_port[str(geo_ber.VARIANTS["both/default"].port)]["satellite"]
+    assert default["congestion_control"] is None and default["buffer_bytes"] == 0
 
 
 @pytest.mark.parametrize("role", ["hub", "terminal"])
@@ -58,6 +60,11 @@ def test_shared_bottleneck_classes_are_a_valid_gateway_config(role: str, monkeyp
     assert cfg["shaping"] == {"enabled": False}
     ccs = [c["satellite"]["congestion_control"] for c in cfg["classes"]]
     assert ccs == (["hybla_ld", "hybla"] if role == "hub" else [None, None])
+    put.clear()
+    shared_bottleneck.configure(FakeLab(), ["hybla_ld", shared_bottleneck.E2E])  # type: ignore[arg-type]
+    cfg = next(c for c in put if c["role"] == role)
+    gateway_config_model().model_validate(cfg)
+    assert [c["action"] for c in cfg["classes"]] == ["accelerate", "bypass"]
 
 
 def test_conditions_set_a_ber_or_burst_loss() -> None:
@@ -94,24 +101,26 @@ def rec(variant: str, metric: str, value: float | None) -> records.Record:
 
 def test_verdicts_and_table() -> None:
     recs = [
-        rec("1e-6/50MB/both/hybla_ld", "vs_limit", 1.12),
-        rec("1e-6/50MB/both/hybla_ld", "pct_optimal", 89.0),
+        rec("1e-6/50MB/both/default", "vs_limit", 1.12),
+        rec("1e-6/50MB/both/default", "pct_optimal", 89.0),
         rec("1e-6/50MB/e2e/bbr", "vs_limit", None),
         rec("1e-6/50MB/e2e/bbr", "pct_optimal", 21.0),
+        rec("1e-5/50MB/both/default", "vs_limit", None),
+        rec("1e-5/50MB/both/default", "pct_optimal", 30.0),
         rec("0/50MB/both/hybla", "vs_limit", 1.07),
         rec("0/50MB/both/hybla", "pct_optimal", 93.0),
-        rec("0/50MB/both/hybla_ld", "vs_limit", 1.04),
-        rec("0/50MB/both/hybla_ld", "pct_optimal", 96.0),
+        rec("0/50MB/both/default", "vs_limit", 1.04),
+        rec("0/50MB/both/default", "pct_optimal", 96.0),
         rec("0/50MB/e2e/bbr", "vs_limit", 1.2),
         rec("0/50MB/e2e/bbr", "pct_optimal", 97.0),
     ]
     text = geo_ber.doc_extra(recs)
-    assert "1.12x the limit, target <= 1.3x: met" in text
-    assert "No loss, 50 MB, both/hybla: 1.07x, target <= 1.05x: NOT met" in text
-    assert "No loss, 50 MB, both/hybla_ld: 1.04x, target <= 1.05x: met" in text
+    assert "BER 1e-6, 50 MB, both/default: 1.12x the limit, target <= 1.3x: met" in text
+    assert "no loss, 50 MB, both/default: 1.04x the limit, target <= 1.05x: met" in text
+    assert "BER 1e-5, 50 MB, both/default: capped (30%) the limit, target <= 2x: NOT met" in text
     assert "slower at 0/50MB" in text  # 96% < 97%: said, not hidden
-    assert "| BER 1e-6 | 50MB | hybla_ld | capped (21%) |" in text
-    assert "| BER 0 | 50MB | hybla |" in text
+    assert "| BER 1e-6 | 50MB | hybla_ld | 1.12x (89%) | capped (21%) |" in text
+    assert "| BER 0 | 50MB | hybla_ld |" in text  # the BoD page names what the gateway runs
 
 
 def test_standing_queue_is_the_floor_that_did_not_drain() -> None:

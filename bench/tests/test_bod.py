@@ -233,7 +233,8 @@ def test_tuned_and_untuned_configs():
     assert flat["satellite.pacing_rate_bps"] == 1_144_000
     assert flat["hybla.cwnd_max"] == 385
     assert flat["satellite.initrwnd"] == 384
-    assert flat["satellite.rcvbuf_bytes"] == flat["satellite.sndbuf_bytes"] == 1_109_680
+    assert flat["satellite.sndbuf_bytes"] == 1_109_680
+    assert flat["satellite.rcvbuf_bytes"] == 2 * 1_109_680  # four windows to receive into
     assert tuned["satellite"]["routes"] == [1] and tuned["revision"] == "bench-bod-tuned"
     assert base["satellite"]["initcwnd"] == 10  # the input is not modified
     plain = gwconfig.tuned_settings(gwconfig.untuned(tuned))

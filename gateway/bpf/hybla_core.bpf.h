@@ -32,7 +32,7 @@ struct {
 	__type(value, struct hybla_params);
 } hybla_ns_params SEC(".maps");
 
-/* Per-connection state, lives in icsk_ca_priv (104 bytes on 6.1+; this uses 96). */
+/* Per-connection state, lives in icsk_ca_priv (104 bytes on 6.1+; this uses all of it). */
 struct hybla_state {
 	__u64 netns_cookie; /* the socket's namespace (fixed for its life): hybla_ns_params key */
 	__u32 rho_q16;      /* current rho, Q16 */
@@ -47,6 +47,7 @@ struct hybla_state {
 	__u32 acked_delivered;       /* tp->delivered at the last cong_control */
 	__u32 episode_delivered;     /* tp->delivered when the Recovery/CWR episode began */
 	__u32 loss_random;           /* the last loss was taken as a bit error */
+	struct hybla_ld_streak streak; /* rounds of a standing queue its cuts did not drain */
 };
 
 _Static_assert(sizeof(struct hybla_state) <= 104, "icsk_ca_priv is 104 bytes on 6.1");

@@ -12,6 +12,8 @@
  *                                                            thr / 2), cwnd / 2, cwnd), at most
  *                                                            once per RTT
  *   thr = max(min RTT / 8, 5 ms)
+ *   a queue that outlives its cuts (HYBLA_LD_RELEARN_ROUNDS rounds), or a timeout: the path's
+ *                                            minimum RTT is learned again (a delay step)
  *
  * It owns the window in every state (cong_control): in Open and Disorder Hybla's growth, in
  * Recovery and CWR a window that moves to ssthresh (PRR's proportional rule above it, the
@@ -66,6 +68,24 @@ static __always_inline void hybla_ld_track(struct sock *sk, const struct ack_sam
 	if (!hybla_ld_round_update(r, tp->tcp_mstamp, tp->delivered + tp->lost, sample->rtt_us,
 				   ca->min_rtt_us))
 		return;
+	cwnd = hybla_ld_streak_end(&ca->streak, r->queue, tp->snd_cwnd,
+				   tp->tcp_mstamp >= r->hold_until_us);
+	if (cwnd && r->last_min_rtt_us) {
+		/* The path's delay rose: its new minimum, and the window the cuts took back. */
+		ca->min_rtt_us = r->last_min_rtt_us;
+		hybla_refresh_params(ca, 1);
+		if (cwnd > hybla_ceiling(tp, ca))
+			cwnd = hybla_ceiling(tp, ca);
+		if (ca->ca_state <= TCP_CA_Disorder && cwnd > tp->snd_cwnd) {
+			tp->snd_cwnd = cwnd;
+			ca->frac = 0;
+		}
+		if (cwnd > tp->snd_ssthresh)
+			tp->snd_ssthresh = cwnd;
+		r->queue = 0;
+		r->hold_until_us = 0;
+		return;
+	}
 	if (!r->queue) {
 		if (ca->ca_state >= TCP_CA_CWR) {
 			/* Only ever raised here: a round the receiver's window held back carries
@@ -79,6 +99,7 @@ static __always_inline void hybla_ld_track(struct sock *sk, const struct ack_sam
 	}
 	if (!hybla_ld_may_cut(r, tp->tcp_mstamp))
 		return;
+	hybla_ld_streak_cut(&ca->streak, tp->snd_cwnd, r->bw_q24, ca->min_rtt_us);
 	cwnd = hybla_ld_queue_cut(tp->snd_cwnd, r->bw_q24, ca->min_rtt_us);
 	if (ca->ca_state <= TCP_CA_Disorder && cwnd < tp->snd_cwnd) {
 		tp->snd_cwnd = cwnd;
@@ -113,8 +134,14 @@ void BPF_PROG(hybla_ld_set_state, struct sock *sk, __u8 new_state)
 		ca->episode_delivered = tp->delivered;
 	/* A timeout has just marked everything in flight lost at once: that is not what the path
 	 * carried in this round, so the round starts over from here. */
-	if (new_state == TCP_CA_Loss && ca->ca_state != TCP_CA_Loss)
+	if (new_state == TCP_CA_Loss && ca->ca_state != TCP_CA_Loss) {
 		hybla_ld_round_start(&ca->round, tp->tcp_mstamp, tp->delivered + tp->lost);
+		/* Nothing is queued after a timeout, and the path may be another one (a LEO path
+		 * change loses packets as its delay steps): the minimum RTT is learned again from
+		 * the next samples (ssthresh was taken with the old one, just before). */
+		ca->min_rtt_us = 0;
+		__builtin_memset(&ca->streak, 0, sizeof(ca->streak));
+	}
 	hybla_do_set_state(sk, new_state);
 }
 

@@ -385,6 +385,71 @@ static __always_inline __u32 hybla_ld_queue_cut(__u32 cwnd, __u32 bw_q24, __u32 
 	return target < cwnd ? target : cwnd;
 }
 
+/*
+ * A standing queue that its cuts do not drain is not this flow's queue: the path's delay rose
+ * (a LEO path change, a gateway handover) or someone else holds it. A cut that reached its
+ * target (not stopped at the halving floor) leaves the flow at most bw x (min RTT + thr / 2) in
+ * flight, so its own queue is gone once the cut's effect is back (the hold: one RTT with the
+ * queue). When HYBLA_LD_RELEARN_ROUNDS rounds that end after such a cut's effect is back still
+ * show a queue, the minimum RTT is stale: the caller takes the last round's smallest RTT as the
+ * path's minimum and gives back the window the streak began with (its cuts were mistaken).
+ * Without this a delay step reads as a queue for the rest of the connection, and each round's
+ * cut to the old pipe lowers the rate the next cut is taken from (measured on the leo-pass
+ * schedule: a 300 MB download through Perigee at both ends, 160 MB in 90 s; end to end with BBR,
+ * 27 s). A cut stopped at the floor (a window far above the pipe: slow start's overshoot into a
+ * deep buffer) explains the queue that follows it, so those rounds do not count.
+ */
+#define HYBLA_LD_RELEARN_ROUNDS 2U
+
+struct hybla_ld_streak {
+	__u16 rounds;      /* queued rounds since the streak began, each after an unclamped cut's effect */
+	__u16 clamped;     /* the streak's last cut stopped at the halving floor */
+	__u32 cwnd_before; /* the window when the streak began, 0 = no streak */
+};
+
+/*
+ * At a round's end (queue: it showed a standing queue; cwnd: the window now, before any cut of
+ * this round; settled: the last cut's hold has passed). Returns the window to give back when the
+ * streak outlived its cuts (re-learn the minimum RTT), else 0. The streak then starts over.
+ */
+static __always_inline __u32 hybla_ld_streak_end(struct hybla_ld_streak *s, int queue, __u32 cwnd,
+						 int settled)
+{
+	__u32 back;
+
+	if (!queue) {
+		s->rounds = 0;
+		s->clamped = 0;
+		s->cwnd_before = 0;
+		return 0;
+	}
+	if (s->cwnd_before == 0) {
+		s->cwnd_before = cwnd ? cwnd : 1;
+		return 0;
+	}
+	if (!settled || s->clamped)
+		return 0;
+	s->rounds++;
+	if ((__u32)s->rounds < HYBLA_LD_RELEARN_ROUNDS)
+		return 0;
+	back = s->cwnd_before;
+	s->rounds = 0;
+	s->clamped = 0;
+	s->cwnd_before = 0;
+	return back;
+}
+
+/* A queue cut of a streak: whether its target was below half the window (the cut stopped at
+ * the floor, so the queue that follows is still this flow's). */
+static __always_inline void hybla_ld_streak_cut(struct hybla_ld_streak *s, __u32 cwnd, __u32 bw_q24,
+						__u32 min_rtt_us)
+{
+	__u32 target = hybla_ld_window(bw_q24, hybla_ld_sum_us(min_rtt_us,
+							      hybla_ld_queue_thresh_us(min_rtt_us) >> 1));
+
+	s->clamped = target < hybla_ssthresh(cwnd) ? 1 : 0;
+}
+
 /* Segments in flight as the kernel counts them (tcp_packets_in_flight): sent, not yet SACKed
  * or marked lost, plus retransmissions out. */
 static __always_inline __u32 hybla_ld_in_flight(__u32 packets_out, __u32 sacked_out,

@@ -2,6 +2,7 @@
 /* Native build of hybla_math.h so the Rust tests exercise the exact code the BPF CC runs. */
 #include <stdint.h>
 
+typedef uint16_t __u16;
 typedef uint32_t __u32;
 typedef uint64_t __u64;
 #ifndef __always_inline
@@ -91,6 +92,17 @@ int perigee_hybla_ld_round_update(struct hybla_ld_round *r, __u64 now_us, __u32 
 int perigee_hybla_ld_queue_now(const struct hybla_ld_round *r, __u32 min_rtt_us)
 {
 	return hybla_ld_queue_now(r, min_rtt_us);
+}
+
+__u32 perigee_hybla_ld_streak_end(struct hybla_ld_streak *s, int queue, __u32 cwnd, int settled)
+{
+	return hybla_ld_streak_end(s, queue, cwnd, settled);
+}
+
+void perigee_hybla_ld_streak_cut(struct hybla_ld_streak *s, __u32 cwnd, __u32 bw_q24,
+				 __u32 min_rtt_us)
+{
+	hybla_ld_streak_cut(s, cwnd, bw_q24, min_rtt_us);
 }
 
 int perigee_hybla_ld_may_cut(struct hybla_ld_round *r, __u64 now_us)

@@ -28,8 +28,9 @@ struct hybla_ld_info {
 	__u32 reserved;
 };
 
-/* 1: host-wide parameters, 2: per-namespace parameters, 3: hybla_ld. BPF_VERSION in the loader. */
-#define HYBLA_BPF_VERSION 3
+/* 1: host-wide parameters, 2: per-namespace parameters, 3: hybla_ld, 4: hybla_ld re-learns a
+ * minimum RTT that a delay step made stale. BPF_VERSION in the loader. */
+#define HYBLA_BPF_VERSION 4
 
 /* Capacity of the per-namespace map; NETNS_MAX in crates/hybla/src/bpf_loader.rs. */
 #define HYBLA_NETNS_MAX 256

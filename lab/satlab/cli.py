@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from . import lab, linkctl, webservices
+from . import lab, linkctl, weather, webservices
 from .cluster import fabric, frr
 from .profiles import DEFAULT_PROFILE, PROFILES, Overrides, build_link
 from .sysrun import ip
@@ -78,6 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
     u.add_argument("--ret-rate", type=parse_rate, metavar="RATE", help="return (terminal->hub) rate")
     _add_link_flags(u)
     u.add_argument("--gateway", choices=("hub", "terminal", "both"), help="start the Perigee splitter")
+    u.add_argument("--schedule", metavar="NAME|FILE",
+                   help="start a link schedule once the lab is up (weather: " + ", ".join(weather.SCHEDULES) + ")")
     u.add_argument("--unconfigured", action="store_true",
                    help="start the splitter without a config (a new box: it intercepts nothing until one is PUT)")
     u.add_argument("--seed", type=int, default=1, help="emulator random seed (and the cluster's hash seed)")
@@ -99,9 +101,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     lk = sub.add_parser("link", help="link emulator parameters and counters")
     lsub = lk.add_subparsers(dest="action", required=True)
-    for name in ("get", "set", "stats", "reset"):
+    for name in ("get", "set", "stats", "reset", "schedule"):
         p = lsub.add_parser(name)
         p.add_argument("--link", choices=[lnk.name for lnk in LINKS], default="sat")
+        if name == "schedule":
+            p.add_argument("schedule", nargs="?", metavar="NAME|FILE",
+                           help=f"a named schedule ({', '.join(weather.SCHEDULES)}) or a JSON file (docs/lab.md)")
+            p.add_argument("--stop", action="store_true",
+                           help="stop the running schedule (parameters stay as they are)")
         if name in ("get", "stats"):
             p.add_argument("--json", action="store_true")
         if name == "set":
@@ -151,8 +158,13 @@ def cmd_up(topo: Topology, a: argparse.Namespace) -> int:
         raise lab.LabError("--unconfigured needs --gateway")
     if a.hub_gateways:
         topo = Topology(topo.prefix, topo.run_root, topo.extra, a.hub_gateways)
+    sched = weather.load(a.schedule) if a.schedule else None
+    if sched is not None:
+        weather.resolve(sched, fwd, ret)  # a bad schedule fails before anything is built
     lab.up(topo, a.profile, fwd, ret, a.gateway, seed=a.seed, timeout=a.timeout, idle_timer_s=a.hub_idle_timer,
            configured=not a.unconfigured)
+    if sched is not None:
+        start_schedule(topo, "sat", sched)
     print(f"satlab {topo.prefix}: up, profile {a.profile}: forward {fmt_rate(fwd['rate_bps'])}, "
           f"return {fmt_rate(ret['rate_bps'])}, RTT {fwd['delay_ms'] + ret['delay_ms']:g} ms"
           + (f", hub cluster of {a.hub_gateways}" if a.hub_gateways else "")
@@ -300,6 +312,16 @@ def link_patch(a: argparse.Namespace) -> dict[str, Any]:
     return patch
 
 
+def start_schedule(topo: Topology, link_name: str, sched: dict[str, Any]) -> dict[str, Any]:
+    """Resolve a schedule against the link's parameters now and hand it to its emulator."""
+    sock = lab.ctl_socket(topo, link_name)
+    view = _dir_view(link_name, linkctl.get(sock))
+    link = next(lnk for lnk in LINKS if lnk.name == link_name)
+    resolved = weather.resolve(sched, view["forward"], view["return"])
+    linkctl.schedule(sock, weather.emulator_request(resolved, link.forward))
+    return resolved
+
+
 def cmd_link(topo: Topology, a: argparse.Namespace) -> int:
     state = _require_up(topo)
     sock = lab.ctl_socket(topo, a.link)
@@ -311,6 +333,16 @@ def cmd_link(topo: Topology, a: argparse.Namespace) -> int:
         print(json.dumps(view, indent=None if a.json else 2))
     elif a.action == "reset":
         linkctl.reset_counters(sock)
+    elif a.action == "schedule":
+        if a.stop == bool(a.schedule):
+            raise lab.LabError("link schedule: give NAME|FILE, or --stop")
+        if a.stop:
+            linkctl.schedule(sock, {"cmd": "schedule", "steps": []})
+        else:
+            resolved = start_schedule(topo, a.link, weather.load(a.schedule))
+            print(f"satlab {topo.prefix}: schedule {resolved['name']} started on link {a.link}: "
+                  f"{len(resolved['steps'])} steps" + (f", repeating every {resolved['repeat_ms'] / 1000:g} s"
+                                                       if resolved["repeat_ms"] else ""))
     else:
         linkctl.set_params(sock, _emu_dir(a.link, a.dir), link_patch(a))
         if a.link == "sat":  # keep state.json's record of the parameters in step
@@ -351,6 +383,9 @@ def main(argv: list[str] | None = None) -> int:
         if a.cmd == "profiles":
             for p in PROFILES.values():
                 print(f"{p.name:12} {p.summary}\n{'':12} source: {p.source}")
+            print("\nlink schedules (up --schedule, link schedule):")
+            for sc in weather.SCHEDULES.values():
+                print(f"{sc['name']:12} {sc['summary']}")
             return 0
         if a.cmd == "exec":
             cmd = a.argv[1:] if a.argv[:1] == ["--"] else a.argv
@@ -363,7 +398,7 @@ def main(argv: list[str] | None = None) -> int:
         if a.cmd == "link":
             return cmd_link(topo, a)
         return cmd_client(topo, a)
-    except (lab.LabError, linkctl.LinkControlError, ValueError) as e:
+    except (lab.LabError, linkctl.LinkControlError, weather.ScheduleError, ValueError) as e:
         print(f"satlab: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

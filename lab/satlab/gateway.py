@@ -165,6 +165,7 @@ MSS = 1448
 WIRE_FRAME = MSS + 32 + 20 + 14
 PACING_HEADROOM = 1.02  # pace a little above the link rate so the link never idles behind the pacer
 MIN_BUF = 1 << 20
+LOSS_RCV_WINDOWS = 4  # receive buffer, in BDPs of the direction received (the BoD page's lossy-link factor)
 RTT0_MS = 25  # Hybla's reference RTT: the gateway's default hybla.rtt0_ms, which the lab keeps
 ROUTE_WINDOW_MAX = 1000  # the config's bound on initcwnd (segments)
 
@@ -187,8 +188,9 @@ def link_tuning(role: str, forward: dict[str, Any], ret: dict[str, Any]) -> dict
 
     The gateway at `role` sends over the satellite in one direction (the hub forward, the
     terminal in return) and receives in the other.
-    - Buffers: 2 x BDP of the faster direction (the kernel doubles SO_SNDBUF again for its
-      bookkeeping), so neither buffer limits a window of BDP + queue.
+    - Buffers: send 2 x BDP of the faster direction (the kernel doubles SO_SNDBUF again for its
+      bookkeeping), so it never limits a window of BDP + queue; receive 4 x BDP of the direction
+      received (at least the send buffer), so a lossy link's out-of-order data never closes the window.
     - Pacing: the sending direction's rate in payload bytes (the link's frame rate x MSS /
       frame) plus a little headroom; it keeps one flow from overflowing the emulator's queue.
     - Shaping: the sending direction's rate, exactly (the gateway's qdisc and the emulator both
@@ -218,11 +220,16 @@ def link_tuning(role: str, forward: dict[str, Any], ret: dict[str, Any]) -> dict
     send, recv = (forward, ret) if role == "hub" else (ret, forward)
     rate = float(send["rate_bps"])
     buf = max(MIN_BUF, int(2 * max(rate, float(recv["rate_bps"])) * rtt_s / 8))
+    # Four windows to receive into: a loss holds the data behind it for about two RTTs, and a link
+    # that loses a frame in every window (BER 1e-6 at 50 Mbit/s, a rain fade) must still advertise
+    # the pipe (docs/hybla.md, *The default*). It costs nothing while frames arrive in order (the
+    # relay reads them at once); the send buffer, which a bulk flow does fill, stays at two.
+    rcvbuf = max(buf, int(LOSS_RCV_WINDOWS * float(recv["rate_bps"]) * rtt_s / 8))
     rho = max(1.0, rtt_ms / RTT0_MS)
     send_bdp_segs = rate * rtt_s / 8 / MSS
     initcwnd = min(ROUTE_WINDOW_MAX, max(10, int(send_bdp_segs / rho)))
     alloc_ms = float((send.get("bod") or {}).get("allocation_delay_ms", 0))
-    return {"sndbuf_bytes": buf, "rcvbuf_bytes": buf, "pacing_rate_bps": pacing_rate(rate),
+    return {"sndbuf_bytes": buf, "rcvbuf_bytes": rcvbuf, "pacing_rate_bps": pacing_rate(rate),
             "cwnd_max": cwnd_ceiling(rate, rtt_ms + alloc_ms), "initcwnd": initcwnd, "initrwnd": 0,
             "shaping_rate_bps": int(rate), "forward_rate_bps": int(forward["rate_bps"]),
             "return_rate_bps": int(ret["rate_bps"])}

@@ -41,6 +41,11 @@ def set_params(sock_path: str, direction: str, params: dict[str, Any]) -> dict[s
     return request(sock_path, {"cmd": "set", "dir": direction, "params": params})
 
 
+def schedule(sock_path: str, request_msg: dict[str, Any]) -> dict[str, Any]:
+    """Start (or, with no steps, stop) a link schedule: the emulator's `schedule` request."""
+    return request(sock_path, request_msg)
+
+
 def stats(sock_path: str) -> dict[str, Any]:
     return request(sock_path, {"cmd": "stats"})
 

@@ -9,12 +9,13 @@ import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import CLEAN, PREFIX, client_tool, in_ns, link_stats, ping_rtts, satlab, set_link
 
-from satlab import content
+from satlab import content, linkctl
 from satlab.testing import HUNG_S
 
 SERVER, SERVER6, CLIENT, CLIENT6 = "10.71.3.10", "fd71:3::10", "10.71.1.10", "fd71:1::10"
@@ -256,6 +257,34 @@ def test_link_cli_set_and_get(lab: None) -> None:
         stats = json.loads(satlab("link", "stats", "--json").stdout)
         assert stats["forward"]["frames_out"] > 0
     finally:
+        satlab("link", "set", "--dir", "forward", "--rate", "1536k", "--delay-ms", "290")
+
+
+def test_link_schedule_changes_the_link_on_time_and_ping_sees_it(lab: None, tmp_path: Path) -> None:
+    # A fade of the forward delay (+200 ms) from 1 s to 4 s after the start, then back.
+    f = tmp_path / "step.json"
+    f.write_text(json.dumps({"name": "step", "steps": [
+        {"at_s": 1, "forward": {"delay_ms": 490, "rate_factor": 0.5}},
+        {"at_s": 4, "forward": {"delay_ms": "base", "rate_factor": 1}}]}))
+    out = satlab("link", "schedule", str(f)).stdout
+    assert "schedule step started" in out and "2 steps" in out
+    try:
+        time.sleep(1.5)
+        view = json.loads(satlab("link", "get", "--json").stdout)
+        assert view["forward"]["delay_ms"] == 490 and view["forward"]["rate_bps"] == 768_000
+        rtts = ping_rtts("client", SERVER, 4)[1:]
+        assert rtt_ok(rtts, 780), rtts
+        time.sleep(3.0)
+        view = json.loads(satlab("link", "get", "--json").stdout)
+        assert view["forward"]["delay_ms"] == 290 and view["forward"]["rate_bps"] == 1_536_000
+        sched = linkctl.get(f"/run/satlab/{PREFIX}/sat-link.sock")["schedule"]
+        assert sched["name"] == "step" and sched["applied"] == 2 and sched["next_due_s"] is None
+        assert sched["max_lateness_us"] < 100_000, sched  # applied on the emulator's own timer
+        bad = satlab("link", "schedule", "monsoon", check=False)
+        assert bad.returncode == 1 and "no schedule 'monsoon'" in bad.stderr
+        assert satlab("link", "schedule", check=False).returncode == 1  # neither a schedule nor --stop
+    finally:
+        satlab("link", "schedule", "--stop")
         satlab("link", "set", "--dir", "forward", "--rate", "1536k", "--delay-ms", "290")
 
 

@@ -108,10 +108,12 @@ pub fn run(opts: Options) -> io::Result<()> {
     };
     let mut events = Vec::with_capacity(64);
     loop {
+        shell.emu.run_schedule(sys::now_ns());
         shell.transmit_due();
         let deadline = [
             shell.emu.a_to_b.next_deadline(),
             shell.emu.b_to_a.next_deadline(),
+            shell.emu.next_schedule_step(),
         ]
         .into_iter()
         .flatten()

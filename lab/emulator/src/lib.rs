@@ -6,5 +6,6 @@ pub mod histogram;
 pub mod link;
 pub mod params;
 pub mod rng;
+pub mod schedule;
 pub mod server;
 pub mod sys;

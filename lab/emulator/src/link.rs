@@ -78,6 +78,13 @@ pub struct Counters {
     pub drop_gilbert: u64,
     pub send_errors: u64,
     pub max_queue_bytes: u64,
+    /// Time the transmitter had a frame (serializing, or stalled waiting for a BoD grant),
+    /// up to the last event processed.
+    pub busy_ns: u64,
+    /// When the first frame was offered and the last one delivered (its scheduled arrival),
+    /// on the caller's clock: a transfer's span on the link's own clock.
+    pub first_in_ns: Option<u64>,
+    pub last_out_ns: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,6 +107,10 @@ pub struct Link {
     last_arrival: u64,
     gilbert_bad: bool,
     bod: Option<Bod>,
+    /// Since when the transmitter has been busy (None: idle).
+    busy_since: Option<u64>,
+    /// The latest instant `advance` reached.
+    clock: u64,
     counters: Counters,
     lateness: Histogram,
 }
@@ -117,6 +128,8 @@ impl Link {
             last_arrival: 0,
             gilbert_bad: false,
             bod,
+            busy_since: None,
+            clock: now,
             counters: Counters::default(),
             lateness: Histogram::new(),
         }
@@ -172,6 +185,7 @@ impl Link {
         let len = data.len() as u64;
         self.counters.frames_in += 1;
         self.counters.bytes_in += len;
+        self.counters.first_in_ns.get_or_insert(now);
         if let Some(b) = self.bod.as_mut() {
             b.on_arrival(len * 8);
         }
@@ -193,6 +207,7 @@ impl Link {
 
     /// Runs every serialization completion and superframe boundary up to `now`, in time order.
     pub fn advance(&mut self, now: u64) {
+        self.clock = self.clock.max(now);
         loop {
             let tx = self.in_service.as_ref().and_then(|s| s.finish);
             let sf = self.bod.as_ref().map(|b| b.next_boundary());
@@ -216,7 +231,9 @@ impl Link {
     /// Call [`Link::advance`] first.
     pub fn pop_due(&mut self, now: u64) -> Option<(Vec<u8>, u64)> {
         if self.in_flight.front().is_some_and(|f| f.0 <= now) {
-            self.in_flight.pop_front().map(|(t, d)| (d, t))
+            let (t, d) = self.in_flight.pop_front()?;
+            self.counters.last_out_ns = Some(t);
+            Some((d, t))
         } else {
             None
         }
@@ -260,6 +277,10 @@ impl Link {
             max_queue_bytes: self.queue_bytes,
             ..Counters::default()
         };
+        // A frame in service from before the reset counts from now on.
+        if let Some(since) = self.busy_since.as_mut() {
+            *since = (*since).max(self.clock);
+        }
         self.lateness.clear();
     }
 
@@ -287,6 +308,7 @@ impl Link {
             return;
         };
         let bits = data.len() as u128 * 8;
+        self.busy_since.get_or_insert(t);
         let mut s = InService {
             data,
             seg_start: t,
@@ -298,24 +320,38 @@ impl Link {
         self.in_service = Some(s);
     }
 
+    /// Busy time so far, the current busy spell counted up to the link's clock.
+    pub fn busy_ns(&self) -> u64 {
+        self.counters.busy_ns + self.busy_since.map_or(0, |b| self.clock.saturating_sub(b))
+    }
+
     /// The frame in service finished serializing at `t`.
     fn complete(&mut self, t: u64) {
         let Some(s) = self.in_service.take() else {
             return;
         };
         self.queue_bytes -= s.data.len() as u64;
-        if !self.survives(s.data.len()) {
-            self.start_next(t);
-            return;
+        let survived = self.survives(s.data.len());
+        if survived {
+            self.propagate(t, s.data);
         }
+        self.start_next(t);
+        if self.in_service.is_none() {
+            if let Some(b) = self.busy_since.take() {
+                self.counters.busy_ns += t.saturating_sub(b);
+            }
+        }
+    }
+
+    /// A frame that left the transmitter at `t` and survived: on its way, arriving after the delay.
+    fn propagate(&mut self, t: u64, data: Vec<u8>) {
         let mut arrival = t + ms_to_ns(self.params.delay_ms);
         if self.params.jitter_ms > 0.0 {
             arrival += (ms_to_ns(self.params.jitter_ms) as f64 * self.rng.next_f64()) as u64;
         }
         arrival = arrival.max(self.last_arrival);
         self.last_arrival = arrival;
-        self.in_flight.push_back((arrival, s.data));
-        self.start_next(t);
+        self.in_flight.push_back((arrival, data));
     }
 
     /// Draws the loss processes for one frame; counts the first cause that hits.
@@ -371,6 +407,9 @@ impl Link {
             "queue_bytes": self.queue_bytes,
             "queue_frames": self.queue_frames(),
             "max_queue_bytes": c.max_queue_bytes,
+            "busy_s": self.busy_ns() as f64 / 1e9,
+            "first_in_ns": c.first_in_ns,
+            "last_out_ns": c.last_out_ns,
             "rate_bps": self.rate_bps(),
             "requested_bps": self.requested_bps(),
             "granted_bps": self.granted_bps(),

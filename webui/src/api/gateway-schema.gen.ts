@@ -616,8 +616,8 @@ export const gatewayConfigSchema: JsonSchema = {
       "properties": {
         "congestion_control": {
           "$ref": "#/$defs/CongestionControl",
-          "default": "hybla",
-          "description": "The satellite leg's congestion control (classes may choose another)."
+          "default": "hybla_ld",
+          "description": "The satellite leg's congestion control (classes may choose another). hybla_ld by default:\nHybla's growth, and a link's bit errors (a rain fade, a LEO path change) do not halve it\n(docs/hybla.md, *The default*); where it cannot be registered the leg runs hybla."
         },
         "forward_rate_bps": {
           "default": 0,
@@ -1014,7 +1014,7 @@ export const gatewayConfigSchema: JsonSchema = {
     "satellite": {
       "$ref": "#/$defs/Satellite",
       "default": {
-        "congestion_control": "hybla",
+        "congestion_control": "hybla_ld",
         "forward_rate_bps": 0,
         "initcwnd": 10,
         "initrwnd": 10,

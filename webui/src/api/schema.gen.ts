@@ -1453,8 +1453,10 @@ export interface components {
              * Value
              * @enum {string}
              */
-            value: "hybla" | "hybla_ld";
+            value: "hybla" | "hybla_ld" | "bbr";
         };
+        /** @enum {string} */
+        CcReason: "default" | "class" | "fallback" | "automatic";
         /** ChangeOut */
         ChangeOut: {
             /**
@@ -1990,6 +1992,11 @@ export interface components {
              */
             relay: components["schemas"]["Relay"];
             /**
+             * @description The satellite leg: its congestion control and why, its retransmissions (Squid's flows:
+             *     the congestion control only). None from a gateway that does not report it.
+             */
+            satellite?: components["schemas"]["SatelliteLeg"] | null;
+            /**
              * Server
              * @description The server's "ip:port", the flow's original destination.
              */
@@ -2199,7 +2206,7 @@ export interface components {
             role: components["schemas"]["Role"];
             /**
              * @default {
-             *       "congestion_control": "hybla",
+             *       "congestion_control": "hybla_ld",
              *       "forward_rate_bps": 0,
              *       "initcwnd": 10,
              *       "initrwnd": 10,
@@ -2990,8 +2997,10 @@ export interface components {
         /** Satellite */
         Satellite: {
             /**
-             * @description The satellite leg's congestion control (classes may choose another).
-             * @default hybla
+             * @description The satellite leg's congestion control (classes may choose another). hybla_ld by default:
+             *     Hybla's growth, and a link's bit errors (a rain fade, a LEO path change) do not halve it
+             *     (docs/hybla.md, *The default*); where it cannot be registered the leg runs hybla.
+             * @default hybla_ld
              */
             congestion_control: components["schemas"]["CongestionControl"];
             /**
@@ -3043,6 +3052,35 @@ export interface components {
              * @default 4194304
              */
             sndbuf_bytes: number;
+        };
+        /**
+         * SatelliteLeg
+         * @description A flow's satellite leg over its life so far (docs/hybla.md, *What the operator sees*): what
+         *     it runs and why, and how much of what this gateway sent on it went twice.
+         */
+        SatelliteLeg: {
+            /**
+             * Cc
+             * @description The congestion control the satellite-facing socket runs for this flow.
+             */
+            cc: string;
+            cc_reason: components["schemas"]["CcReason"];
+            /**
+             * Retransmit Pct
+             * @description segments_retransmitted / segments_sent, percent (0 before anything was sent): the
+             *     leg's loss as the sender repaired it.
+             */
+            retransmit_pct: number;
+            /** Segments Retransmitted */
+            segments_retransmitted: number;
+            /**
+             * Segments Sent
+             * @description Data segments this gateway sent on the leg for this flow (a peer connection's earlier
+             *     flows not included), and of them retransmissions.
+             */
+            segments_sent: number;
+        } & {
+            [key: string]: unknown;
         };
         /** Series */
         Series: {

@@ -51,7 +51,7 @@ describe('SetupWizard', () => {
     await user.type(screen.getByRole('textbox', { name: /Routes across the satellite/ }), '10.71.3.0/24 via 10.71.2.2');
     await waitFor(() => expect(next).toBeEnabled());
     await user.click(next);
-    expect(await screen.findByRole('textbox', { name: /Satellite leg/ })).toHaveValue('hybla');
+    expect(await screen.findByRole('textbox', { name: /Satellite leg/ })).toHaveValue('hybla_ld');
     await user.click(screen.getByRole('button', { name: 'Next' }));
 
     await user.click(screen.getByRole('button', { name: 'Review changes' }));
@@ -66,7 +66,7 @@ describe('SetupWizard', () => {
         role: 'terminal',
         interfaces: { lan: ['lan0'], satellite: 'sat0' },
         served_subnets: ['10.71.1.0/24'],
-        satellite: { congestion_control: 'hybla', routes: [{ dst: '10.71.3.0/24', via: '10.71.2.2' }] },
+        satellite: { congestion_control: 'hybla_ld', routes: [{ dst: '10.71.3.0/24', via: '10.71.2.2' }] },
       },
     });
     expect(calls.some((c) => c.method === 'POST' && c.path === '/api/v1/versions/2/apply')).toBe(true);

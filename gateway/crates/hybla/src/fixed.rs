@@ -33,6 +33,34 @@ pub struct LdRound {
     pub queue: u32,
 }
 
+/// Mirror of `struct hybla_ld_streak` in bpf/hybla_math.h: a standing queue's rounds.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LdStreak {
+    pub rounds: u16,
+    pub clamped: u16,
+    pub cwnd_before: u32,
+}
+
+/// Rounds a standing queue may outlast its cuts' effect before the min RTT is learned again
+/// (mirrors HYBLA_LD_RELEARN_ROUNDS).
+pub const LD_RELEARN_ROUNDS: u16 = 2;
+
+impl LdStreak {
+    /// A round's end: the window to give back when the streak outlived its cuts (re-learn the
+    /// min RTT), else 0.
+    pub fn end(&mut self, queue: bool, cwnd: u32, settled: bool) -> u32 {
+        unsafe {
+            ffi::perigee_hybla_ld_streak_end(self, i32::from(queue), cwnd, i32::from(settled))
+        }
+    }
+
+    /// A queue cut of the streak (whether it stopped at the halving floor).
+    pub fn cut(&mut self, cwnd: u32, bw_q24: u32, min_rtt_us: u32) {
+        unsafe { ffi::perigee_hybla_ld_streak_cut(self, cwnd, bw_q24, min_rtt_us) }
+    }
+}
+
 mod ffi {
     extern "C" {
         pub fn perigee_hybla_rho_q16(rtt_us: u32, rtt0_us: u32) -> u32;
@@ -64,6 +92,18 @@ mod ffi {
         ) -> i32;
         pub fn perigee_hybla_ld_queue_now(r: *const super::LdRound, min_rtt_us: u32) -> i32;
         pub fn perigee_hybla_ld_may_cut(r: *mut super::LdRound, now_us: u64) -> i32;
+        pub fn perigee_hybla_ld_streak_end(
+            s: *mut super::LdStreak,
+            queue: i32,
+            cwnd: u32,
+            settled: i32,
+        ) -> u32;
+        pub fn perigee_hybla_ld_streak_cut(
+            s: *mut super::LdStreak,
+            cwnd: u32,
+            bw_q24: u32,
+            min_rtt_us: u32,
+        );
         pub fn perigee_hybla_ld_ssthresh(
             cwnd: u32,
             queue: i32,

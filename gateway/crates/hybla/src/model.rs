@@ -216,6 +216,48 @@ pub mod ld {
         }
     }
 
+    /// A standing queue's rounds: when it still stands `relearn_rounds` rounds after its cuts'
+    /// effect is back (cuts that reached their target, not the halving floor), the path's delay
+    /// rose; the caller re-learns the min RTT and gives back the window the streak began with.
+    #[derive(Debug, Clone, Copy, Default)]
+    pub struct Streak {
+        pub rounds: u32,
+        pub clamped: bool,
+        /// 0 = no streak.
+        pub cwnd_before: f64,
+    }
+
+    impl Streak {
+        /// The window to give back (re-learn), or 0.
+        pub fn end(&mut self, queue: bool, cwnd: f64, settled: bool, relearn_rounds: u32) -> f64 {
+            if !queue {
+                *self = Streak::default();
+                return 0.0;
+            }
+            if self.cwnd_before == 0.0 {
+                self.cwnd_before = cwnd.max(1.0);
+                return 0.0;
+            }
+            if !settled || self.clamped {
+                return 0.0;
+            }
+            self.rounds += 1;
+            if self.rounds < relearn_rounds {
+                return 0.0;
+            }
+            let back = self.cwnd_before;
+            *self = Streak::default();
+            back
+        }
+
+        /// A cut whose target, bw x (min RTT + thr / 2), is below half the window stops at the
+        /// floor: the queue after it is still the flow's own.
+        pub fn cut(&mut self, cwnd: f64, bw: f64, min_rtt_us: f64) {
+            let target = (bw * (min_rtt_us + (queue_thresh_us(min_rtt_us) / 2.0).floor())).floor();
+            self.clamped = target < (cwnd / 2.0).floor().max(2.0);
+        }
+    }
+
     /// tcp_packets_in_flight: sent, not SACKed or lost, plus retransmissions out.
     pub fn in_flight(packets_out: f64, sacked_out: f64, lost_out: f64, retrans_out: f64) -> f64 {
         (packets_out - sacked_out - lost_out).max(0.0) + retrans_out

@@ -4,7 +4,7 @@
 //! Tolerances: integer results (thresholds, queue flags, in-flight counts, recovery windows)
 //! exactly; the delivery rate within one Q24 step (2^-24 segments per microsecond); windows
 //! derived from a rate within one segment; pacing rates within one byte per second.
-use perigee_hybla::fixed::{self, LdRound, RHO_ONE};
+use perigee_hybla::fixed::{self, LdRound, LdStreak, LD_RELEARN_ROUNDS, RHO_ONE};
 use perigee_hybla::model::ld;
 
 const Q24: f64 = (1u64 << 24) as f64;
@@ -416,4 +416,90 @@ fn pacing_rate_matches_kernel_formula() {
         fixed::ld_pacing_rate(65_535, u32::MAX, u32::MAX, 0, 8, u64::MAX) > 0,
         "no overflow"
     );
+}
+
+#[test]
+fn a_queue_that_outlives_its_cuts_relearns_the_min_rtt_as_the_model_does() {
+    const GEO: u32 = 600_000;
+    // 50 Mbit/s in Q24 segments per microsecond (4,317 segments/s of 1448 B).
+    let bw = (4317.0 / 1e6 * (1u64 << 24) as f64) as u32;
+    // A delay step on a LEO path: the first queued round starts the streak (and cuts, to a
+    // target above half the window), RELEARN rounds after that cut's effect is back still show
+    // the queue: re-learn, giving back the window the streak began with, not the cut one.
+    let mut s = LdStreak::default();
+    assert_eq!(s.end(false, 300, true), 0);
+    assert_eq!(
+        s.end(true, 3000, true),
+        0,
+        "first queued round: a cut, no verdict"
+    );
+    s.cut(3000, bw, GEO); // target 2,752 segments: not clamped
+    assert_eq!(s.clamped, 0);
+    assert_eq!(
+        s.end(true, 2752, false),
+        0,
+        "the cut's effect is not back yet"
+    );
+    assert_eq!(s.end(true, 2752, true), 0);
+    assert_eq!(
+        s.end(true, 2000, true),
+        3000,
+        "outlived its cut: the streak's first window back"
+    );
+    assert_eq!(s, LdStreak::default(), "the streak starts over");
+    // A slow-start overshoot far above the pipe: its cuts stop at half, the queue after them is
+    // the flow's own, and no number of rounds re-learns; a round without the queue ends it.
+    assert_eq!(s.end(true, 40_000, true), 0);
+    s.cut(40_000, bw, GEO);
+    assert_eq!(s.clamped, 1);
+    for _ in 0..100 {
+        assert_eq!(s.end(true, 20_000, true), 0);
+    }
+    assert_eq!(s.end(false, 2700, true), 0);
+    assert_eq!(s, LdStreak::default());
+    // Random streams agree with the model round for round.
+    let mut rng = Lcg(7);
+    let mut model = ld::Streak::default();
+    let mut native = LdStreak::default();
+    for i in 0..50_000 {
+        let queue = !rng.next().is_multiple_of(3);
+        let settled = !rng.next().is_multiple_of(4);
+        let cwnd = 2 + rng.next() % 5000;
+        let clamped = rng.next().is_multiple_of(5);
+        let m = model.end(
+            queue,
+            f64::from(cwnd),
+            settled,
+            u32::from(LD_RELEARN_ROUNDS),
+        );
+        assert_eq!(f64::from(native.end(queue, cwnd, settled)), m, "round {i}");
+        assert_eq!(u32::from(native.rounds), model.rounds, "round {i}");
+        assert_eq!(
+            f64::from(native.cwnd_before),
+            model.cwnd_before,
+            "round {i}"
+        );
+        if queue {
+            native.clamped = u16::from(clamped);
+            model.clamped = clamped;
+        }
+    }
+    // The clamp flag agrees with the model's target on whole-segment numbers.
+    for (cwnd, min_rtt) in [
+        (3000u32, GEO),
+        (6000, GEO),
+        (5504, GEO),
+        (400, 24_000),
+        (10_000, 24_000),
+    ] {
+        let mut n = LdStreak::default();
+        n.cut(cwnd, bw, min_rtt);
+        let mut m = ld::Streak::default();
+        m.cut(
+            f64::from(cwnd),
+            f64::from(bw) / (1u64 << 24) as f64,
+            f64::from(min_rtt),
+        );
+        assert_eq!(n.clamped == 1, m.clamped, "cwnd {cwnd} min RTT {min_rtt}");
+    }
 }

@@ -606,3 +606,38 @@ fn reset_counters_clears_and_stats_shape() {
     assert_eq!(s["frames_in"], 0);
     assert_eq!(s["lateness_us"]["count"], 0);
 }
+
+#[test]
+fn busy_time_and_the_span_follow_the_transmitter() {
+    // 1500 B at 1.2 Mbit/s = 10 ms each; two back to back at 0, one at 100 ms.
+    let mut l = Link::new(params(50.0, 1_200_000, 1 << 20), 1, 0);
+    let inputs = vec![
+        (0, frame(0, 1500)),
+        (0, frame(1, 1500)),
+        (100 * MS, frame(2, 1500)),
+    ];
+    let out = feed(&mut l, inputs, 105 * MS);
+    assert_eq!(out.len(), 2);
+    assert_eq!(
+        l.busy_ns(),
+        25 * MS,
+        "20 ms for two frames, 5 ms of the third so far"
+    );
+    run(&mut l, 200 * MS);
+    assert_eq!(l.busy_ns(), 30 * MS);
+    assert_eq!(l.counters().first_in_ns, Some(0));
+    assert_eq!(l.counters().last_out_ns, Some(160 * MS));
+    l.reset_counters();
+    assert_eq!((l.busy_ns(), l.counters().first_in_ns), (0, None));
+    // Lost frames used the transmitter all the same.
+    l.set_params(
+        200 * MS,
+        LinkParams {
+            per: 1.0,
+            ..params(50.0, 1_200_000, 1 << 20)
+        },
+    );
+    feed(&mut l, vec![(300 * MS, frame(3, 1500))], 400 * MS);
+    assert_eq!(l.busy_ns(), 10 * MS);
+    assert_eq!(l.counters().last_out_ns, None);
+}

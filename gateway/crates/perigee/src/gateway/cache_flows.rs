@@ -13,7 +13,8 @@ use super::meter::{Crossed, LegMeter, LinkBytes};
 use super::sites::SiteMap;
 use super::sockdiag::{DestroyWatch, DiagInfo, DiagSocket, SockDiag, ACTIVE_STATES};
 use super::telemetry::{
-    parse_tcp_info, CacheRequests, Flow, FlowPath, FlowState, LegSide, Legs, Relay, TcpInfo,
+    parse_tcp_info, CacheRequests, Flow, FlowPath, FlowState, LegSide, Legs, Relay, SatelliteLeg,
+    TcpInfo,
 };
 use perigee_squid::{AccessRecord, CacheOutcome};
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
@@ -487,6 +488,7 @@ fn account(view: &View, t: &Tracked, c: &Crossed, out: &mut Step) {
         bytes_down: down,
         flows: 0,
         retrans_segments: c.retrans_segs,
+        segments: c.data_segs,
     };
     out.cache.add(&u);
     out.by_class.entry(t.class.clone()).or_default().add(&u);
@@ -522,6 +524,7 @@ fn to_flow(view: &View, t: &Tracked, other: Option<&TcpInfo>, ended: Option<f64>
     } else {
         &legs.server
     };
+    let sat_cc = sat.cc.clone();
     // Toward the server / toward the client, as for split flows.
     let (rate_up, rate_down) = if sat_is_client {
         (sat.rx_bps, sat.tx_bps)
@@ -570,6 +573,11 @@ fn to_flow(view: &View, t: &Tracked, other: Option<&TcpInfo>, ended: Option<f64>
         site: t.site.clone(),
         dscp: None,
         cache: t.cache.clone(),
+        // Squid's socket takes the satellite route's congestion control: the config's default.
+        satellite: Some(SatelliteLeg {
+            cc: sat_cc,
+            ..Default::default()
+        }),
     }
 }
 
@@ -795,6 +803,7 @@ mod tests {
             tx_wire: 166,
             rx_wire: 5330,
             retrans_segs: 1,
+            data_segs: 4,
         };
         account(&view, &t.socks[&1], &c, &mut out);
         assert_eq!(out.link, LinkBytes::default());

@@ -117,10 +117,13 @@ pub fn problems(shared: &Shared) -> Vec<String> {
             p.push(why);
         }
     }
-    if render::effective_cc(cfg.satellite.congestion_control, &avail).is_none() {
+    let wanted = cfg.satellite.congestion_control;
+    if !avail.iter().any(|a| a == wanted.as_str()) {
+        // Its fallback (hybla for hybla_ld) when the kernel has that, as the routes and workers do.
+        let instead =
+            render::effective_cc(wanted, &avail).unwrap_or_else(|| "the system default".into());
         p.push(format!(
-            "congestion control '{}' is not available (have: {}); the satellite leg uses the system default",
-            cfg.satellite.congestion_control,
+            "congestion control '{wanted}' is not available (have: {}); the satellite leg uses {instead}",
             avail.join(" ")
         ));
     }
@@ -401,7 +404,11 @@ pub fn counters_report(shared: &Shared) -> Counters {
             bytes_down: u.bytes_down,
             flows: u.flows,
             retrans_segments: u.retrans_segments,
+            segments: u.segments,
         }
+    };
+    let usages = |m: &std::collections::BTreeMap<String, ipc::Usage>| {
+        m.iter().map(|(k, u)| (k.clone(), usage(Some(u)))).collect()
     };
     let mut site_names: Vec<&String> = t
         .by_site
@@ -473,12 +480,10 @@ pub fn counters_report(shared: &Shared) -> Counters {
             },
             bypass: read("bypass"),
         },
-        by_class: t
-            .by_class
-            .iter()
-            .map(|(k, u)| (k.clone(), usage(Some(u))))
-            .collect(),
+        by_class: usages(&t.by_class),
         by_site,
+        by_congestion_control: usages(&t.by_cc),
+        by_cc_reason: usages(&t.by_cc_reason),
         bypass_rules,
         cc_fallback: t.cc_fallback,
         closed_dropped: t.closed_dropped,

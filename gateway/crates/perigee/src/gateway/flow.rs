@@ -6,7 +6,9 @@ use super::peer::handover::Handover;
 use super::session::Direction;
 use super::sys;
 pub use super::telemetry::FlowPath as Path;
-use super::telemetry::{parse_tcp_info, Flow, FlowState, LegSide, Legs, Relay, TcpInfo};
+use super::telemetry::{
+    parse_tcp_info, CcReason, Flow, FlowState, LegSide, Legs, Relay, SatelliteLeg, TcpInfo,
+};
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::time::Instant;
@@ -39,6 +41,10 @@ pub struct Session {
     pub action: Action,
     pub sat_is_client: bool,
     pub cc: [String; 2],
+    /// Why the satellite leg runs cc[its side].
+    pub sat_reason: CcReason,
+    /// What the satellite leg carried for this flow so far (every sample's Crossed added up).
+    pub sat_crossed: Crossed,
     pub info: [TcpInfo; 2],
     /// Relay bytes already reported to the master.
     pub sampled_bytes: (u64, u64),
@@ -114,6 +120,31 @@ impl Session {
             site: self.site.clone(),
             dscp: self.dscp,
             cache: None,
+            satellite: Some(self.satellite_leg()),
+        }
+    }
+
+    fn satellite_leg(&self) -> SatelliteLeg {
+        let c = &self.sat_crossed;
+        SatelliteLeg {
+            cc: self.cc[self.sat_side()].clone(),
+            cc_reason: self.sat_reason,
+            segments_sent: c.data_segs,
+            segments_retransmitted: c.retrans_segs,
+            retransmit_pct: if c.data_segs > 0 {
+                100.0 * c.retrans_segs as f64 / c.data_segs as f64
+            } else {
+                0.0
+            },
+        }
+    }
+
+    /// Why the leg runs `ran`: the reason it was asked for, or a fallback when it is not that one.
+    pub fn cc_reason(asked: &str, asked_reason: CcReason, ran: &str) -> CcReason {
+        if asked == ran {
+            asked_reason
+        } else {
+            CcReason::Fallback
         }
     }
 
@@ -166,6 +197,7 @@ impl Session {
             }
         }
         self.sampled_at = Instant::now();
+        self.sat_crossed.add(&sat);
         sat
     }
 
@@ -181,9 +213,27 @@ impl Session {
         self.meters[side].restart();
         self.leg_v6[side] = new_v6;
         if self.sat_side() == side {
+            self.sat_crossed.add(&c);
             c
         } else {
             Crossed::default()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_leg_that_runs_what_it_asked_for_keeps_the_reason_else_falls_back() {
+        for asked in [CcReason::Default, CcReason::Class] {
+            assert_eq!(Session::cc_reason("hybla_ld", asked, "hybla_ld"), asked);
+            assert_eq!(
+                Session::cc_reason("hybla_ld", asked, "hybla"),
+                CcReason::Fallback
+            );
+        }
+        assert_eq!(CcReason::Fallback.as_str(), "fallback");
     }
 }

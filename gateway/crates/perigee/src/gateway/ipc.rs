@@ -76,6 +76,11 @@ pub struct Deltas {
     pub by_class: BTreeMap<String, Usage>,
     #[serde(default)]
     pub by_site: BTreeMap<String, Usage>,
+    /// Split flows by the congestion control their satellite leg ran, and by why it ran it.
+    #[serde(default)]
+    pub by_cc: BTreeMap<String, Usage>,
+    #[serde(default)]
+    pub by_cc_reason: BTreeMap<String, Usage>,
 }
 
 /// One category's share (an action, a class, a site): satellite-leg payload toward the server
@@ -87,6 +92,9 @@ pub struct Usage {
     pub flows: u64,
     #[serde(default)]
     pub retrans_segments: u64,
+    /// Satellite-leg data segments sent (the retransmitted ones included).
+    #[serde(default)]
+    pub segments: u64,
 }
 
 impl Usage {
@@ -95,6 +103,7 @@ impl Usage {
         self.bytes_down += o.bytes_down;
         self.flows += o.flows;
         self.retrans_segments += o.retrans_segments;
+        self.segments += o.segments;
     }
 }
 
@@ -121,7 +130,7 @@ mod tests {
                 bytes_up: 1,
                 bytes_down: 2,
                 flows: 5,
-                retrans_segments: 0,
+                ..Default::default()
             },
         );
         let line = serde_json::to_string(&r).unwrap();

@@ -54,6 +54,8 @@ pub struct Crossed {
     pub tx_wire: u64,
     pub rx_wire: u64,
     pub retrans_segs: u64,
+    /// Data segments it sent (first transmissions and retransmissions).
+    pub data_segs: u64,
 }
 
 impl Crossed {
@@ -63,6 +65,7 @@ impl Crossed {
         self.tx_wire += o.tx_wire;
         self.rx_wire += o.rx_wire;
         self.retrans_segs += o.retrans_segs;
+        self.data_segs += o.data_segs;
     }
 }
 
@@ -89,6 +92,7 @@ pub fn crossed(prev: &LegCounters, now: &LegCounters, header: u64) -> Crossed {
         tx_wire: tx_payload + header * (data_segments + pure_acks_out),
         rx_wire: rx_payload + header * d32(prev.segs_in, now.segs_in),
         retrans_segs: d32(prev.retrans_segs, now.retrans_segs),
+        data_segs: data_segs_out,
     }
 }
 
@@ -202,6 +206,16 @@ mod tests {
     }
 
     #[test]
+    fn data_segments_and_retransmissions_are_counted_between_samples() {
+        let mut prev = counters(0, 0, (10, 0, 8), 8 * 1448);
+        prev.retrans_segs = 1;
+        let mut now = counters(20 * 1448, 0, (40, 0, 30), 30 * 1448);
+        now.retrans_segs = 3;
+        let c = crossed(&prev, &now, 66);
+        assert_eq!((c.data_segs, c.retrans_segs), (22, 2));
+    }
+
+    #[test]
     fn headers_by_family_and_options() {
         assert_eq!(header_bytes(false, true), 66);
         assert_eq!(header_bytes(false, false), 54);
@@ -216,6 +230,7 @@ mod tests {
             tx_wire: 20,
             rx_wire: 2,
             retrans_segs: 0,
+            data_segs: 1,
         };
         let mut hub = LinkBytes::default();
         hub.add(&c, true);

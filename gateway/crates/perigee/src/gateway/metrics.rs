@@ -11,6 +11,42 @@ use std::net::TcpListener;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+/// The satellite leg per congestion control and per reason it runs (docs/hybla.md, *What the
+/// operator sees*): flows, data segments sent and retransmitted, whose ratio over time is the
+/// leg's loss as its senders repaired it.
+fn satellite_cc_families(e: &mut Exposition, c: &Counters) {
+    for (what, label, map) in [
+        ("cc", "cc", &c.by_congestion_control),
+        ("cc_reason", "cc_reason", &c.by_cc_reason),
+    ] {
+        let each = |f: fn(&SplitCounters) -> u64| -> Vec<_> {
+            map.iter()
+                .map(|(k, u)| (labels(&[(label, k)]), n(f(u))))
+                .collect()
+        };
+        e.family(
+            &format!("perigee_satellite_{what}_flows_total"),
+            "counter",
+            &format!("Split flows per {label} of their satellite leg."),
+            each(|u| u.flows),
+        );
+        e.family(
+            &format!("perigee_satellite_{what}_segments_total"),
+            "counter",
+            &format!(
+                "Data segments sent on the satellite leg per {label} (retransmissions included)."
+            ),
+            each(|u| u.segments),
+        );
+        e.family(
+            &format!("perigee_satellite_{what}_retransmitted_segments_total"),
+            "counter",
+            &format!("Segments retransmitted on the satellite leg per {label}."),
+            each(|u| u.retrans_segments),
+        );
+    }
+}
+
 /// Per-category usage maps of /v1/counters (`by_action`, `by_class`, `by_site`) as labelled
 /// bytes (both directions) and flows.
 fn usage_families<'a>(
@@ -239,6 +275,7 @@ fn usage_and_bypass_families(e: &mut Exposition, c: &Counters) {
         "site",
         c.by_site.iter().map(|(k, s)| (k.as_str(), &s.usage)),
     );
+    satellite_cc_families(e, c);
     e.family(
         "perigee_site_retransmitted_segments_total",
         "counter",
@@ -584,6 +621,7 @@ mod tests {
             bytes_down: base + 2,
             flows: base + 3,
             retrans_segments: base + 4,
+            segments: base + 5,
         };
         let mut c = Counters {
             flows_total: 7,
@@ -608,6 +646,9 @@ mod tests {
         c.by_action.cache.bytes_from_origin = 35;
         c.by_action.cache.bytes_saved = 36;
         c.by_class.insert("bulk".into(), split(300));
+        c.by_congestion_control
+            .insert("hybla_ld".into(), split(500));
+        c.by_cc_reason.insert("fallback".into(), split(600));
         c.by_site.insert(
             "north".into(),
             SiteCounters {
@@ -665,6 +706,11 @@ mod tests {
             "perigee_peer_refused_total 63",
             "perigee_quic_rejected_packets_total 71",
             "perigee_cc_fallback_total 13",
+            "perigee_satellite_cc_flows_total{cc=\"hybla_ld\"} 503",
+            "perigee_satellite_cc_segments_total{cc=\"hybla_ld\"} 505",
+            "perigee_satellite_cc_retransmitted_segments_total{cc=\"hybla_ld\"} 504",
+            "perigee_satellite_cc_reason_segments_total{cc_reason=\"fallback\"} 605",
+            "perigee_satellite_cc_reason_retransmitted_segments_total{cc_reason=\"fallback\"} 604",
         ] {
             assert!(
                 e.text.lines().any(|l| l == line),

@@ -24,6 +24,7 @@ pub mod render;
 pub mod reports;
 pub mod routing;
 pub mod satleg;
+pub mod satleg_auto;
 pub mod schema;
 pub mod session;
 pub mod sites;

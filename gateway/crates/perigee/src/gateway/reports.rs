@@ -74,6 +74,10 @@ pub struct SplitCounters {
     /// Satellite-leg segments retransmitted.
     #[serde(default)]
     pub retrans_segments: u64,
+    /// Satellite-leg data segments sent, the retransmitted ones included: with
+    /// `retrans_segments`, the leg's loss as its senders repaired it.
+    #[serde(default)]
+    pub segments: u64,
 }
 
 /// What crossed the satellite link. `interface` is the link itself: every frame the satellite
@@ -255,6 +259,14 @@ pub struct Counters {
     pub by_class: BTreeMap<String, SplitCounters>,
     /// Per site of the client (`sites` in the config; "other" for clients no site covers).
     pub by_site: BTreeMap<String, SiteCounters>,
+    /// Split flows per congestion control their satellite leg ran (docs/hybla.md, *What the
+    /// operator sees*).
+    #[serde(default)]
+    pub by_congestion_control: BTreeMap<String, SplitCounters>,
+    /// Split flows per reason their satellite leg runs its congestion control: "default",
+    /// "class", "fallback".
+    #[serde(default)]
+    pub by_cc_reason: BTreeMap<String, SplitCounters>,
     /// Per bypass entry and bypass class, in config order.
     pub bypass_rules: Vec<BypassRuleCounters>,
     /// Satellite sockets left on the system default congestion control.

@@ -45,6 +45,9 @@ pub struct Totals {
     pub by_action: BTreeMap<String, Usage>,
     pub by_class: BTreeMap<String, Usage>,
     pub by_site: BTreeMap<String, Usage>,
+    /// Split flows by their satellite leg's congestion control, and by why it runs it.
+    pub by_cc: BTreeMap<String, Usage>,
+    pub by_cc_reason: BTreeMap<String, Usage>,
     /// Bytes served from the cache, by the site of the client.
     pub cache_saved_by_site: BTreeMap<String, u64>,
     /// What crossed the satellite, split flows and the cache's connections together.
@@ -343,6 +346,8 @@ impl Shared {
                     merge(&mut t.by_action, &d.by_action);
                     merge(&mut t.by_class, &d.by_class);
                     merge(&mut t.by_site, &d.by_site);
+                    merge(&mut t.by_cc, &d.by_cc);
+                    merge(&mut t.by_cc_reason, &d.by_cc_reason);
                     t.link.merge(&d.link);
                 }
                 let mut ring = self.closed.lock().unwrap();

@@ -156,6 +156,50 @@ pub enum FlowPath {
     Peer,
 }
 
+/// Why a flow's satellite leg runs the congestion control it runs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+#[schemars(transform = perigee_types::flat_enum)]
+pub enum CcReason {
+    /// `satellite.congestion_control`, the config's default for every flow.
+    #[default]
+    Default,
+    /// The flow's class names one (`classes[].satellite.congestion_control`).
+    Class,
+    /// The one asked for is not registered here: hybla for hybla_ld, else the system default.
+    Fallback,
+    /// The default, switched to BBR once the leg measured a short (non-GEO) path
+    /// (docs/hybla.md, *The default*).
+    Automatic,
+}
+
+impl CcReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CcReason::Default => "default",
+            CcReason::Class => "class",
+            CcReason::Fallback => "fallback",
+            CcReason::Automatic => "automatic",
+        }
+    }
+}
+
+/// A flow's satellite leg over its life so far (docs/hybla.md, *What the operator sees*): what
+/// it runs and why, and how much of what this gateway sent on it went twice.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SatelliteLeg {
+    /// The congestion control the satellite-facing socket runs for this flow.
+    pub cc: String,
+    pub cc_reason: CcReason,
+    /// Data segments this gateway sent on the leg for this flow (a peer connection's earlier
+    /// flows not included), and of them retransmissions.
+    pub segments_sent: u64,
+    pub segments_retransmitted: u64,
+    /// segments_retransmitted / segments_sent, percent (0 before anything was sent): the
+    /// leg's loss as the sender repaired it.
+    pub retransmit_pct: f64,
+}
+
 /// One split flow, live or closed (docs/control-protocol.md, *Flow*).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 pub struct Flow {
@@ -203,6 +247,10 @@ pub struct Flow {
     /// Squid's flows: the requests the access log recorded on this client connection so far.
     #[serde(default)]
     pub cache: Option<CacheRequests>,
+    /// The satellite leg: its congestion control and why, its retransmissions (Squid's flows:
+    /// the congestion control only). None from a gateway that does not report it.
+    #[serde(default)]
+    pub satellite: Option<SatelliteLeg>,
 }
 
 /// The access-log side of a cache flow: what Squid did with the requests of one client

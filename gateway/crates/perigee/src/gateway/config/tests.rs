@@ -563,3 +563,21 @@ fn cidr_and_port_matching() {
     assert!(parse_ports("8000-8080").unwrap().contains(8080));
     assert!(parse_ports("0").is_err());
 }
+
+#[test]
+fn the_satellite_leg_defaults_to_hybla_ld_with_hybla_behind_it() {
+    // A config that names no congestion control gets the loss-tolerant one (docs/hybla.md).
+    let mut v = example_json();
+    v["satellite"]
+        .as_object_mut()
+        .unwrap()
+        .remove("congestion_control");
+    let cfg = from_value(v).unwrap();
+    assert_eq!(cfg.satellite.congestion_control, CongestionControl::HyblaLd);
+    assert_eq!(
+        CongestionControl::HyblaLd.fallback(),
+        Some(CongestionControl::Hybla)
+    );
+    assert_eq!(CongestionControl::Hybla.fallback(), None);
+    assert_eq!(CongestionControl::Bbr.fallback(), None);
+}

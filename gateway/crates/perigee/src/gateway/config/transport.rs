@@ -33,6 +33,17 @@ impl CongestionControl {
     }
 }
 
+impl CongestionControl {
+    /// What a leg runs when this one is not registered: hybla_ld's own algorithm without loss
+    /// differentiation (a kernel whose verifier refuses hybla_ld still takes hybla).
+    pub fn fallback(self) -> Option<CongestionControl> {
+        match self {
+            CongestionControl::HyblaLd => Some(CongestionControl::Hybla),
+            _ => None,
+        }
+    }
+}
+
 impl std::fmt::Display for CongestionControl {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
@@ -94,7 +105,9 @@ pub struct SatRoute {
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Satellite {
-    /// The satellite leg's congestion control (classes may choose another).
+    /// The satellite leg's congestion control (classes may choose another). hybla_ld by default:
+    /// Hybla's growth, and a link's bit errors (a rain fade, a LEO path change) do not halve it
+    /// (docs/hybla.md, *The default*); where it cannot be registered the leg runs hybla.
     pub congestion_control: CongestionControl,
     /// 0 = kernel autotuning.
     #[schemars(range(max = MAX_BUFFER_BYTES))]
@@ -126,7 +139,7 @@ pub struct Satellite {
 impl Default for Satellite {
     fn default() -> Self {
         Satellite {
-            congestion_control: CongestionControl::Hybla,
+            congestion_control: CongestionControl::HyblaLd,
             sndbuf_bytes: 4 << 20,
             rcvbuf_bytes: 4 << 20,
             pacing_rate_bps: 0,

@@ -122,12 +122,14 @@ impl RouteOp {
 }
 
 /// The congestion control to use on the satellite: the configured one when the kernel has it,
-/// else None (the system default).
+/// else its fallback when the kernel has that (hybla for hybla_ld, as the workers do), else None
+/// (the system default).
 pub fn effective_cc(wanted: CongestionControl, available: &[String]) -> Option<String> {
-    available
-        .iter()
-        .any(|a| a == wanted.as_str())
-        .then(|| wanted.to_string())
+    let has = |cc: CongestionControl| available.iter().any(|a| a == cc.as_str());
+    if has(wanted) {
+        return Some(wanted.to_string());
+    }
+    wanted.fallback().filter(|&f| has(f)).map(|f| f.to_string())
 }
 
 pub fn render_routes(cfg: &GatewayConfig, available_cc: &[String]) -> Vec<RouteOp> {
@@ -263,6 +265,25 @@ mod tests {
         assert_eq!(
             r[0].describe(),
             "ip -4 rule add fwmark 0x40000000/0x40000000 lookup 171 priority 171"
+        );
+    }
+
+    #[test]
+    fn the_default_hybla_ld_falls_back_to_hybla_then_the_system_default() {
+        let ld = CongestionControl::HyblaLd;
+        let have = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            effective_cc(ld, &have(&["hybla", "hybla_ld"])).as_deref(),
+            Some("hybla_ld")
+        );
+        assert_eq!(
+            effective_cc(ld, &have(&["cubic", "hybla"])).as_deref(),
+            Some("hybla")
+        );
+        assert_eq!(effective_cc(ld, &have(&["cubic"])), None);
+        assert_eq!(
+            effective_cc(CongestionControl::Bbr, &have(&["hybla"])),
+            None
         );
     }
 }

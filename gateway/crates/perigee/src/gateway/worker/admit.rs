@@ -2,11 +2,13 @@
 //! and action policy gives it, its DSCP, the path (a warm peer connection or direct), and the
 //! spoofed outbound socket with each leg's congestion control, buffers and pacing.
 use super::Worker;
-use crate::gateway::config::{Action, GatewayConfig, Role};
+use crate::gateway::config::{Action, CongestionControl, GatewayConfig, Role};
 use crate::gateway::dscp;
 use crate::gateway::flow::{Path, Session};
 use crate::gateway::satleg::SatLeg;
+use crate::gateway::satleg_auto;
 use crate::gateway::session::Direction;
+use crate::gateway::telemetry::CcReason;
 use crate::gateway::{log, sys};
 use serde_json::json;
 use std::io;
@@ -147,9 +149,16 @@ impl Worker {
             let _ = sys::set_pacing(fd, sat.pacing_bps);
         }
         if cc_set {
-            sat.cc.clone()
-        } else {
-            self.default_cc.clone()
+            return sat.cc.clone();
+        }
+        // hybla_ld not registered (a verifier that refuses it): its own growth without the loss
+        // differentiation is still better on a satellite than the system default.
+        let fallback = CongestionControl::HyblaLd
+            .fallback()
+            .filter(|_| sat.cc == CongestionControl::HyblaLd.as_str());
+        match fallback {
+            Some(fb) if sys::set_cc(fd, fb.as_str()).is_ok() => fb.to_string(),
+            _ => self.default_cc.clone(),
         }
     }
 
@@ -177,6 +186,21 @@ impl Worker {
         ok
     }
 
+    /// Why a flow of class `class` asks for its satellite congestion control: its class names
+    /// one, or the config's default applies.
+    fn cc_reason_asked(&self, class: Option<&str>) -> CcReason {
+        let named = self.cfg.as_ref().is_some_and(|cfg| {
+            cfg.classes
+                .iter()
+                .any(|c| Some(&*c.name) == class && c.satellite.congestion_control.is_some())
+        });
+        if named {
+            CcReason::Class
+        } else {
+            CcReason::Default
+        }
+    }
+
     /// A new flow's record, counted; returns its id.
     pub(super) fn insert_session(
         &mut self,
@@ -197,6 +221,12 @@ impl Worker {
             sys::local_addr(server.as_raw_fd()).map_or(flow.server_addr.is_ipv6(), |a| a.is_ipv6()),
         ];
         let site = self.sites.site_of(flow.client_addr.ip()).to_string();
+        let sat_side = usize::from(!sat_is_client);
+        let sat_reason = Session::cc_reason(
+            &flow.sat.cc,
+            self.cc_reason_asked(flow.class.as_deref()),
+            &cc[sat_side],
+        );
         let class = flow.class.unwrap_or_else(|| "default".into());
         let mut s = Session {
             id,
@@ -214,6 +244,8 @@ impl Worker {
             action: flow.action,
             sat_is_client,
             cc,
+            sat_reason,
+            sat_crossed: Default::default(),
             info: Default::default(),
             sampled_bytes: (0, 0),
             sampled_at: now,
@@ -234,10 +266,15 @@ impl Worker {
             .flows += 1;
         self.deltas.by_class.entry(class).or_default().flows += 1;
         self.deltas.by_site.entry(site).or_default().flows += 1;
+        self.deltas.count_cc_flow(&s);
         if path == Path::Peer {
             self.deltas.peer_flows += 1;
         }
         s.read_info();
+        // A leg that already measured a short path (a warm peer connection, an accepted one).
+        if satleg_auto::apply(&mut s, &self.available_cc).is_some() {
+            self.deltas.count_cc_flow(&s);
+        }
         self.flows.insert(id, s);
         id
     }

@@ -195,6 +195,12 @@ impl Worker {
                 link: d.link,
                 by_class: d.by_class.into_iter().collect(),
                 by_site: d.by_site.into_iter().collect(),
+                by_cc: d.by_cc.into_iter().collect(),
+                by_cc_reason: d
+                    .by_cc_reason
+                    .into_iter()
+                    .map(|(k, v)| (k.to_string(), v))
+                    .collect(),
             },
             closed: std::mem::take(&mut self.closed),
             peer: self.peer_report(),

@@ -51,6 +51,9 @@ struct Deltas {
     by_action: HashMap<&'static str, Usage>,
     by_class: HashMap<String, Usage>,
     by_site: HashMap<String, Usage>,
+    /// Split flows by their satellite leg's congestion control, and by why it runs it.
+    by_cc: HashMap<String, Usage>,
+    by_cc_reason: HashMap<&'static str, Usage>,
     link: LinkBytes,
     /// Flows started on the peer path, of them those that fell back to the direct path before
     /// the hub's status, and peer connections the hub refused.
@@ -60,6 +63,23 @@ struct Deltas {
 }
 
 impl Deltas {
+    /// A new split flow, counted under its satellite leg's congestion control and reason.
+    fn count_cc_flow(&mut self, s: &Session) {
+        self.by_cc_usage(s).flows += 1;
+        self.by_cc_reason
+            .entry(s.sat_reason.as_str())
+            .or_default()
+            .flows += 1;
+    }
+
+    fn by_cc_usage(&mut self, s: &Session) -> &mut Usage {
+        let cc = &s.cc[usize::from(!s.sat_is_client)];
+        if !self.by_cc.contains_key(cc) {
+            self.by_cc.insert(cc.clone(), Usage::default());
+        }
+        self.by_cc.get_mut(cc).expect("inserted above")
+    }
+
     /// The relay's bytes not reported yet (on close; long flows also in the periodic sample).
     fn account_bytes(&mut self, s: &Session) {
         self.bytes_up += s.up.bytes - s.sampled_bytes.0.min(s.up.bytes);
@@ -79,7 +99,13 @@ impl Deltas {
             bytes_down: down,
             flows: 0,
             retrans_segments: c.retrans_segs,
+            segments: c.data_segs,
         };
+        self.by_cc_usage(s).add(&usage);
+        self.by_cc_reason
+            .entry(s.sat_reason.as_str())
+            .or_default()
+            .add(&usage);
         self.by_action
             .entry(s.action.as_str())
             .or_default()

@@ -5,6 +5,7 @@ use super::{peer, Worker, TOKEN_FLOW_BASE};
 use crate::gateway::config::Role;
 use crate::gateway::epoll::Epoll;
 use crate::gateway::flow::{Session, CLIENT, SERVER};
+use crate::gateway::satleg_auto;
 use crate::gateway::session::Failed;
 use crate::gateway::sys;
 use std::os::fd::AsRawFd;
@@ -193,6 +194,9 @@ impl Worker {
         let hub = cfg.role == Role::Hub;
         for s in self.flows.values_mut() {
             let c = s.sample();
+            if satleg_auto::apply(s, &self.available_cc).is_some() {
+                self.deltas.count_cc_flow(s);
+            }
             self.deltas.account_crossed(hub, s, &c);
             self.deltas.account_bytes(s);
             s.sampled_bytes = (s.up.bytes, s.down.bytes);
