@@ -8,9 +8,10 @@ COMPONENTS := lab gateway api webui bench
 help:
 	@echo "make demo        install, build, bring up satlab + the appliance, print the dashboard URL and login"
 	@echo "make demo-down   remove everything demo made"
-	@echo "make test        every suite: Rust, Python, web unit, browser end-to-end, namespace integration"
+	@echo "make test        every suite: Rust, Python, web unit, browser end-to-end, namespace integration, packaging"
+	@echo "                 (two at a time, one table at the end: scripts/test-suites --list)"
 	@echo "make bench       the full benchmark (docs/benchmarks.md, bench/results/latest.json)"
-	@echo "make bench-quick one scenario of each kind"
+	@echo "make bench-quick one scenario of each kind, quick (results in /tmp/perigee-bench-quick, never docs/)"
 	@echo "make soak        the fault-injection soak, about 30 min (a short one runs in make test)"
 	@echo "make lint        clippy, ruff, mypy, eslint, tsc"
 	@echo "make fuzz        the gateway's parsers under libFuzzer, 10 min each (FUZZ_SECONDS=...)"
@@ -25,29 +26,21 @@ setup:
 build: setup
 	@set -e; for c in $(COMPONENTS); do $(MAKE) --no-print-directory -C $$c build; done
 
-# Runs every suite even when one fails, then fails loudly naming the failed ones; then the packaging tests,
-# which need Docker and skip (saying why) where no daemon can be started.
+# Every suite (scripts/test-suites --list) even when one fails, two at a time: the ones that share the kernel
+# (namespaces, Hybla, satlab) never together, beside them the ones that share nothing with them (compiles, packages,
+# images, the VM, the unprivileged suites). Each suite's log is printed in full when it fails, its tail when it
+# passes; the run ends with one table (suite, kind, wall time, result) and fails naming the failed suites.
+# Suites that need Docker skip (saying why) where no daemon can be started, or fail when
+# PERIGEE_REQUIRE_ROOT_TESTS is set.
 test: build
-	@failed=""; for c in $(COMPONENTS); do \
-	  echo "=== $$c: test ==="; \
-	  $(MAKE) --no-print-directory -C $$c test || failed="$$failed $$c"; \
-	done; \
-	echo "=== packaging: deb, deb-test, setup-test, image, image-test, vm, vm-test ==="; \
-	$(MAKE) --no-print-directory test-packaging || failed="$$failed packaging"; \
-	if [ -n "$$failed" ]; then echo "FAILED suites:$$failed"; exit 1; fi; \
-	echo "all suites passed: $(COMPONENTS) packaging"
+	@scripts/test-suites
 
-# The .debs with lintian, their install/upgrade/purge test and the stock-Debian setup test; then the
-# container images from the binaries `make build` made, and the compose stack's test; the VM from the .debs
-# and its boot test (both check the first start ends with the API and the gateway on one config version).
-test-packaging:
-	@images/deb/build
-	@images/deb/upgrade-test --if-docker
-	@images/setup-test --if-docker
-	@PERIGEE_RUST_FROM=host PERIGEE_WEB_FROM=host images/build --if-docker
-	@images/test --if-docker
-	@images/vm/build
-	@images/vm/test
+# The .debs with lintian, their install/upgrade/purge test and the stock-Debian setup test; the container images
+# from the binaries `make build` made (PERIGEE_RUST_FROM=host PERIGEE_WEB_FROM=host) and the compose stack's
+# test; the VM from the .debs and its boot test (both check the first start ends with the API and the gateway on
+# one config version).
+test-packaging: build
+	@scripts/test-suites deb deb-test setup-test image image-test vm vm-test
 
 lint: setup
 	@failed=""; for c in $(COMPONENTS) images; do $(MAKE) --no-print-directory -C $$c lint || failed="$$failed $$c"; done; \
@@ -70,9 +63,11 @@ bench: build
 	@$(MAKE) --no-print-directory -C gateway build-plaintext
 	@.venv/bin/python -m bench.run --full
 
+# Quick figures are no published figures: they go to a scratch tree, never to bench/results or docs/.
+BENCH_QUICK_OUT ?= /tmp/perigee-bench-quick
 bench-quick: build
 	@$(MAKE) --no-print-directory -C gateway build-plaintext
-	@.venv/bin/python -m bench.run --quick
+	@.venv/bin/python -m bench.run --quick --output-dir $(BENCH_QUICK_OUT)
 
 soak: build
 	@$(MAKE) --no-print-directory -C bench soak

@@ -2,7 +2,9 @@
 
 Outputs: bench/results/runs/<timestamp>.json (machine, parameters, records, raw series),
 bench/results/latest.json (flat record list; scenarios not run this time keep their last records),
-docs/benchmarks.md (generated section between markers) and docs/plots/*.png.
+docs/benchmarks.md (generated section between markers) and docs/plots/*.png. Only a full run publishes
+there: a quick run's figures (`make bench-quick`, the short soak) go to a scratch tree (--output-dir,
+default QUICK_OUTPUT_DIR), so they never replace the full run's published tables.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ class Paths:
 
 
 PATHS = Paths()
+# Where a quick run publishes when no --output-dir is given.
+QUICK_OUTPUT_DIR = Path("/tmp/perigee-bench-quick")
 
 
 def run_scenario(mod: ModuleType, mode: str, ctx: Context) -> list[records.Record]:
@@ -139,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     mode.add_argument(
         "--quick",
         action="store_true",
-        help="one scenario of each kind, with its quick parameters (< 5 min)",
+        help=f"one scenario of each kind, quick parameters (results in {QUICK_OUTPUT_DIR} unless --output-dir)",
     )
     mode.add_argument(
         "--full",
@@ -167,7 +171,8 @@ def main(argv: list[str] | None = None) -> int:
     mode_name = "quick" if args.quick else "full"
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     global PATHS
-    PATHS = Paths(Path(args.output_dir).resolve() if args.output_dir else None)
+    output_dir = Path(args.output_dir) if args.output_dir else (QUICK_OUTPUT_DIR if args.quick else None)
+    PATHS = Paths(output_dir.resolve() if output_dir else None)
     latest_path = PATHS.results / "latest.json"
     if args.docs_only:
         regenerate_doc(load_latest(latest_path), registry, "regenerated")

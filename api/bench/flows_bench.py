@@ -120,13 +120,16 @@ def main() -> None:
     with ctx.db.session() as db:
         admin = db.query(User).filter(User.username == "admin").one()
         admin.must_change_password = False
+        # What the API's token endpoint stores (api/routes/users.py, create_token): this benchmark only reads.
         db.add(
             ApiToken(
                 user_id=admin.id,
                 name="bench",
                 token_hash=security.digest(TOKEN),
                 prefix="pgt_",
+                scope="read",
                 created_at=time.time(),
+                expires_at=time.time() + 86400,
             )
         )
         db.commit()

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import httpx
 
+from satlab.testing import HUNG_S
+
 API_DIR = Path(__file__).resolve().parents[1]
 STRONG = "correct-horse-battery-staple"
 
@@ -32,7 +34,7 @@ def running_api(data_dir: Path, socket: Path, gateway_socket: Path, **env: str) 
     }
     proc = subprocess.Popen([sys.executable, "-m", "perigee_api"], env=full_env, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.time() + 30
+        deadline = time.time() + HUNG_S
         while not socket.exists():
             assert proc.poll() is None and time.time() < deadline, "the API did not start"
             time.sleep(0.1)

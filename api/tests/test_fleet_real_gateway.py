@@ -27,6 +27,7 @@ from perigee_api.schemas.gateway_config import default_config
 from perigee_api.services import fleet_pki
 from perigee_control.client import GatewayClient, GatewayError
 from perigee_fakes.fake_gateway import FakeGateway
+from satlab.testing import HUNG_S, cannot_run
 
 REPO = Path(__file__).resolve().parents[2]
 PERIGEE = REPO / "gateway" / "target" / "release" / "perigee"
@@ -34,17 +35,19 @@ NS = "pf-gw"
 HOST_IF, GW_IP, HOST_IP, PORT = "pf-h0", "10.79.9.2", "10.79.9.1", 7443
 
 
-def why_not() -> str | None:
-    if os.environ.get("PERIGEE_TEST_FLEET_REAL") != "1":
-        return "set PERIGEE_TEST_FLEET_REAL=1 (make -C api test-real-gateway) to run the real daemon in a namespace"
-    if os.geteuid() != 0:
-        return "needs root (a network namespace for the daemon)"
+pytestmark = [
+    pytest.mark.skipif(
+        os.environ.get("PERIGEE_TEST_FLEET_REAL") != "1",
+        reason="set PERIGEE_TEST_FLEET_REAL=1 (make -C api test-real-gateway) to run the real daemon in a namespace",
+    ),
+    pytest.mark.needs_root("a network namespace for the daemon"),
+]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def daemon_built() -> None:
     if not PERIGEE.exists():
-        return f"{PERIGEE} not built (make -C gateway build)"
-    return None
-
-
-pytestmark = pytest.mark.skipif(why_not() is not None, reason=why_not() or "")
+        cannot_run(f"{PERIGEE} not built (make -C gateway build)")
 
 
 def ip(*args: str) -> None:
@@ -123,7 +126,7 @@ def start_daemon(tmp: Path, creds: dict[str, str], *, config: bool = True) -> su
     ]
     log = open(tmp / "gateway.log", "wb")  # noqa: SIM115 (the daemon holds it until it exits)
     proc = subprocess.Popen(["nsenter", f"--net=/run/netns/{NS}", "--", *argv], stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + HUNG_S
     while True:
         if proc.poll() is not None:
             raise AssertionError(f"gateway exited {proc.returncode}: {(tmp / 'gateway.log').read_text()[-1500:]}")

@@ -13,6 +13,7 @@ from fastapi.testclient import TestClient
 
 from perigee_api.models import BodProfile
 from perigee_fakes.fake_gateway import FakeGateway, make_flow
+from satlab.testing import HUNG_S
 from tests.running_api import log_in_as_admin, running_api, unix_client
 from tests.test_bod import GEO
 
@@ -146,7 +147,7 @@ def test_streams_are_bounded_and_capped_per_user(tmp_path: Path, sock_dir: Path,
             r = c.get("/api/v1/flows/stream", timeout=timeout)
             assert r.status_code == 429 and r.json()["error"]["code"] == "too_many_streams"
         # Closed by the client: the slots come back.
-        deadline = time.time() + 10
+        deadline = time.time() + HUNG_S
         while True:
             with c.stream("GET", "/api/v1/flows/stream", params={"max_events": 1}, timeout=timeout) as s:
                 if s.status_code == 200:

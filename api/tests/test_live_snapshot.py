@@ -19,6 +19,7 @@ from fastapi.testclient import TestClient
 
 from perigee_api.core.context import AppContext, LiveFlows
 from perigee_fakes.fake_gateway import FakeGateway, make_flow
+from satlab.testing import HUNG_S
 
 ROOT = Path(__file__).resolve().parents[2]
 COLLECTOR = ROOT / "api" / "perigee_api" / "services" / "collector.py"
@@ -83,7 +84,7 @@ def test_a_stale_snapshot_is_refreshed_by_the_collector_and_wakes_streams(app: F
         woken = ctx.live.listen()
         try:
             await asyncio.to_thread(ctx.collector.refresh_live_if_stale)
-            await asyncio.wait_for(woken.wait(), timeout=5)
+            await asyncio.wait_for(woken.wait(), timeout=HUNG_S)
             return ctx.live.seq, woken.is_set()
         finally:
             ctx.live.unlisten(woken)

@@ -28,15 +28,18 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from satlab.testing import HUNG_S, cannot_run
 from tests.running_api import log_in_as_admin, running_api
 
 IMAGES = Path(__file__).resolve().parents[2] / "images" / "nginx"
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 SPOOF = "198.51.100.7"
 
-pytestmark = pytest.mark.skipif(
-    not os.path.exists(NGINX), reason="nginx is not installed (scripts/apt/api.txt lists it): front-end tests skipped"
-)
+
+@pytest.fixture(autouse=True, scope="module")
+def nginx_installed() -> None:
+    if not os.path.exists(NGINX):
+        cannot_run("nginx is not installed (scripts/apt/api.txt lists it)")
 
 
 def free_port() -> int:
@@ -119,7 +122,7 @@ def front() -> Iterator[Front]:
         subprocess.run([NGINX, "-t", "-q", "-c", str(run / "nginx.conf")], check=True, capture_output=True)
         subprocess.run([NGINX, "-c", str(run / "nginx.conf")], check=True)
         try:
-            deadline = time.time() + 20
+            deadline = time.time() + HUNG_S
             while True:
                 try:
                     health = httpx.get(f"https://127.0.0.1:{https}/api/v1/health", verify=False)  # noqa: S501

@@ -69,7 +69,7 @@ PARAMS: dict[str, dict[str, Any]] = {
         "bulk_down": 4,
         "bulk_up": 2,
         "web": 3,
-        "stall_timeout_s": 20,
+        "stall_timeout_s": 60,
         "cycles": 1,
     },
     "full": {
@@ -92,7 +92,7 @@ LINK_ARGS = ["--ber", "1e-6", "--bod", "on", "--bod-cra", "40M"]
 
 
 class SoakFailure(RuntimeError):
-    """The soak saw corruption, a hung flow, or a recovery beyond its bound."""
+    """The soak saw corruption, a hung flow, a broken invariant, or new flows not served again at all."""
 
 
 def store_mount(prefix: str) -> str:
@@ -189,7 +189,7 @@ def strike(
         return faults.kill_worker(gw, arg)
     if action == "kill-master":
         ev = faults.kill_master(gw, arg)
-        ev.detail["back_healthy"] = gw.wait_healthy(arg, 30.0)
+        ev.detail["back_healthy"] = gw.wait_healthy(arg, faults.HUNG_S)
         ev.detail["healthy_after_s"] = round(time.monotonic() - ev.t, 2)
         if arg == "hub":
             # The terminal's warm peer pool reconnects to the new hub by itself; give it time.
@@ -367,7 +367,7 @@ def run_load(
         esp_tx_res = _result_or(esp_tx, 60)
         esp_rx_res = _result_or(esp_rx, 60)
     # Flows the gateways still hold after their idle timeout: hung.
-    deadline = time.monotonic() + p["idle_timeout_s"] + 15
+    deadline = time.monotonic() + p["idle_timeout_s"] + faults.HUNG_S
     hung_gw = {r: -1 for r in roles}
     while time.monotonic() < deadline:
         hung_gw = {r: gw.live_flows(r) for r in roles}
@@ -505,13 +505,15 @@ def summarize(
         m("quiet probes", "max", quiet[-1], "s")
         m("quiet probes", "count", len(quiet), "")
     # Per fault: recovery until the next fault (daemon faults) or the end of the load (lasting
-    # conditions: whether and when the gateway served again at all).
+    # conditions: whether and when the gateway served again at all), reported beside its target.
+    # The soak fails only when new flows were not served again at all: within HUNG_S of the fault
+    # (later faults notwithstanding), or for a lasting condition before the end of the load.
     worst: dict[str, list[float]] = {}
     restarts: dict[str, list[float]] = {}  # a killed master: until it is healthy (splitting) again
     for i, ev in enumerate(events):
-        until = events[i + 1].t if i + 1 < len(events) and ev.kind in faults.BOUNDS_S else t_end
+        daemon_fault = ev.kind in faults.TARGETS_S
+        until = events[i + 1].t if i + 1 < len(events) and daemon_fault else t_end
         rec = analysis.recovery(recs, ev.t_ref, until)
-        bound = faults.BOUNDS_S.get(ev.kind)
         if rec.worst_s is None:
             out.append(
                 records.missing(
@@ -522,16 +524,16 @@ def summarize(
                     f"no intact probe of each kind in its window (tcp {rec.tcp_s}, http {rec.http_s})",
                 )
             )
-            if bound is not None or ev.kind in ("link-down", "squid-disk-full"):
-                violations.append(f"{ev.name}: new flows not served again before the next fault")
         else:
             worst.setdefault(ev.name, []).append(rec.worst_s)
-        if bound is not None and rec.worst_s is not None and rec.worst_s > bound:
-            violations.append(f"{ev.name}: recovery {rec.worst_s:.2f} s > bound {bound:g} s")
+        if daemon_fault or ev.kind in ("link-down", "squid-disk-full"):
+            horizon = min(t_end, ev.t_ref + faults.HUNG_S) if daemon_fault else t_end
+            if analysis.recovery(recs, ev.t_ref, horizon).worst_s is None:
+                violations.append(f"{ev.name}: new flows not served again within {horizon - ev.t_ref:.0f} s")
         if "harness_error" in ev.detail:
             violations.append(f"{ev.name}: {ev.detail['harness_error']}")
         if ev.kind == "kill-master" and not ev.detail.get("back_healthy"):
-            violations.append(f"{ev.name}: the daemon was not healthy again within 30 s")
+            violations.append(f"{ev.name}: the daemon was not healthy again within {faults.HUNG_S:g} s")
         if ev.kind == "apply-fail" and not ev.detail.get("rolled_back"):
             violations.append(f"{ev.name}: apply not refused and rolled back: {ev.detail}")
         if ev.kind in apifaults.KINDS:
@@ -546,12 +548,13 @@ def summarize(
             restarts.setdefault(ev.name, []).append(float(ev.detail["healthy_after_s"]))
     for name, vals in worst.items():
         kind = next(e.kind for e in events if e.name == name)
-        bound = faults.BOUNDS_S.get(kind)
+        target = faults.TARGETS_S.get(kind)
         m(name, "recovery_worst", max(vals), "s")
         m(name, "recovery_median", sorted(vals)[len(vals) // 2], "s")
         m(name, "times", len(vals), "")
-        if bound is not None:
-            m(name, "bound", bound, "s")
+        if target is not None:
+            # The target (the metric's name is older: the published records use it).
+            m(name, "bound", target, "s")
         if name in restarts:
             m(
                 name,
@@ -645,9 +648,9 @@ def summarize_api_faults(events: list[faults.FaultEvent]) -> list[Record]:
                     NAME,
                     name,
                     "api_start_cpu_bound",
-                    apifaults.START_CPU_BOUND_S,
+                    apifaults.START_CPU_TARGET_S,
                     "s",
-                    "and the restart delay at most RestartSec 2 s + 1 s",
+                    "target; and the restart delay at most RestartSec 2 s + 1 s",
                 )
             )
     return out
@@ -721,24 +724,27 @@ def control_tables(recs: list[Record]) -> list[str]:
 
 def doc_extra(recs: list[Record]) -> str:
     return (
-        "Bound for every daemon fault: 1 s. While a master is down its "
+        "Target for every daemon fault: 1 s (the `target [s]` column; the times are this machine's, so a "
+        "recovery slower than its target is reported, not a violation: the soak fails on corruption, a "
+        f"hung flow, a rollback or an invariant broken, and on new flows not served again within "
+        f"{faults.HUNG_S:g} s). While a master is down its "
         "workers are gone too and the nft rules stay: new flows are routed unsplit (fail-open), so they "
         "are served at once; the last column says when the restarted daemon was splitting again. "
         "Recovery after the link, the disk and the routes is measured from the end of the condition "
         "(for the routes: the config re-applied) until the end of the run. "
         "The control plane's faults (kill-api, api-disk-full) must not touch the data plane: their "
         "recovery is measured from the fault itself, and any probe failing in their window is a "
-        "violation. The API killed: the supervisor starts it again after RestartSec (2 s, at "
-        f"most 1 s late) and its start takes at most {apifaults.START_CPU_BOUND_S:g} s of CPU until an "
-        "authenticated read answers (the bound is on CPU time because a Python start's wall time on "
-        "a loaded 2-core host is the host's; the wall time is reported beside it), every version it "
+        "violation. The API killed: the supervisor starts it again after RestartSec (2 s, never "
+        f"before; target: at most 1 s late) and its start should take at most "
+        f"{apifaults.START_CPU_TARGET_S:g} s of CPU until an authenticated read answers (targets: the "
+        "restart delay, the start's wall time and CPU are reported beside them), every version it "
         "confirmed before the kill is still listed, and its active version is the revision the hub "
         "runs. Its disk full (0 bytes free, the control-plane load going on): every read answers "
         "200, every write is stored whole or refused with 507/503 in the API's error shape (never a "
         "500, never hung), the API process neither dies nor restarts; once space is back a write "
-        f"succeeds within {apifaults.WRITE_BACK_BOUND_S:g} s, the collector stores again within "
-        f"{apifaults.COLLECTOR_BACK_BOUND_S:g} s, `PRAGMA integrity_check` is ok, no refused write left "
-        "a version and every version reads back whole."
+        f"succeeds (target: within {apifaults.WRITE_BACK_TARGET_S:g} s), the collector stores again "
+        f"(target: within {apifaults.COLLECTOR_BACK_TARGET_S:g} s), `PRAGMA integrity_check` is ok, no "
+        "refused write left a version and every version reads back whole."
     )
 
 
@@ -770,7 +776,7 @@ def doc_tables(recs: list[Record]) -> str:
             lines.append(f"| {_label(r)} | {_fmt(r)} |".replace("\n", " "))
     lines += [
         "",
-        "| fault | times | not served again in its window | recovery median [s] | recovery worst [s] | bound [s] | "
+        "| fault | times | not served again in its window | recovery median [s] | recovery worst [s] | target [s] | "
         "daemon healthy again, worst [s] |",
         "|---|---|---|---|---|---|---|",
     ]

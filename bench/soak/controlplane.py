@@ -27,9 +27,9 @@ from satlab import gwsupervise
 RESTART_SEC = 2.0  # the packaged unit's RestartSec
 READ_EVERY_S = 0.5
 WRITE_EVERY_S = 10.0
-READ_TIMEOUT_S = 10.0
+READ_TIMEOUT_S = 30.0
 # An apply waits for the gateway (its own timeout is 10 s); beyond this a request counts as hung.
-WRITE_TIMEOUT_S = 30.0
+WRITE_TIMEOUT_S = 60.0
 READS = (
     "/api/v1/health",
     "/api/v1/flows",

@@ -20,15 +20,16 @@ from bench import procs
 from bench.soak import gwprocs
 from perigee_control.client import GatewayClient, GatewayError
 
-# How long each daemon fault may take until new flows are served again (the short soak fails
-# beyond it): the 1 s target for all of them. A dead worker's share of new flows goes to the
-# others at once; a failed apply leaves the previous state serving; a dead Squid's port 80 goes to
-# the splitter within the master's liveness check (250 ms); a dead master takes its workers with it
-# but leaves the nft rules, so new flows are routed unsplit (fail-open) until its service manager
-# has restarted it (reported apart: FaultEvent.detail["healthy_after_s"]). The control plane's faults
-# (the API killed, its disk full) must not touch the data plane at all: the same bound, measured from
-# the fault's start; their own bounds are in bench/soak/apifaults.py.
-BOUNDS_S = {
+# How long each daemon fault should take until new flows are served again: the 1 s target for all
+# of them, reported beside each fault's recovery (a target of the design, measured on this machine:
+# never a pass/fail bound, which would be the machine's). A dead worker's share of new flows goes to
+# the others at once; a failed apply leaves the previous state serving; a dead Squid's port 80 goes
+# to the splitter within the master's liveness check (250 ms); a dead master takes its workers with
+# it but leaves the nft rules, so new flows are routed unsplit (fail-open) until its service manager
+# has restarted it (reported apart: FaultEvent.detail["healthy_after_s"]). The control plane's
+# faults (the API killed, its disk full) must not touch the data plane at all: the same target,
+# measured from the fault's start; what they must leave behind is in bench/soak/apifaults.py.
+TARGETS_S = {
     "kill-worker": 1.0,
     "apply-fail": 1.0,
     "kill-squid": 1.0,
@@ -36,13 +37,16 @@ BOUNDS_S = {
     "kill-api": 1.0,
     "api-disk-full": 1.0,
 }
-TARGET_S = 1.0
+# What the soak calls hung rather than slow: new flows not served again within this of a fault (or
+# of the end of its condition), a killed daemon not healthy again within it. Generous on purpose:
+# on a loaded machine recovery is slow, not wrong (satlab.testing.HUNG_S, the tests' same bound).
+HUNG_S = 60.0
 
 
 @dataclass
 class FaultEvent:
     name: str  # e.g. "kill-worker@terminal", "apply-fail:routes@terminal"
-    kind: str  # a key of BOUNDS_S, or "squid-disk-full", "link-down", "routes-lost"
+    kind: str  # a key of TARGETS_S, or "squid-disk-full", "link-down", "routes-lost"
     t: float
     t_restored: float | None = None  # the condition ended (None: it ends at once)
     detail: dict[str, Any] = field(default_factory=dict)

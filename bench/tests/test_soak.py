@@ -131,7 +131,7 @@ def _probes(t0: float, t1: float, step: float = 0.1, took: float = 0.05) -> list
     return out
 
 
-def test_short_soak_fails_loudly_on_corruption_hung_flows_and_slow_recovery() -> None:
+def test_short_soak_fails_loudly_on_corruption_hung_flows_and_flows_never_served_again() -> None:
     import pytest
 
     from bench.soak import faults
@@ -156,12 +156,20 @@ def test_short_soak_fails_loudly_on_corruption_hung_flows_and_slow_recovery() ->
         _summarize("quick", clean, [kill], hung_gw={"terminal": 1, "hub": 0})
     with pytest.raises(soak.SoakFailure, match="altered"):
         _summarize("quick", clean, [kill], esp_rx={"intact": 9, "altered": 1})
-    # No intact probe for 1.5 s after the fault: beyond the 1 s bound.
+    # No intact probe for 1.5 s after the fault: slower than the 1 s target, which is the machine's figure:
+    # reported beside the target, no violation.
     slow = [r for r in clean if not 10.0 <= r["t0"] < 11.5]
-    with pytest.raises(soak.SoakFailure, match="bound"):
-        _summarize("quick", slow, [kill])
+    recs = _summarize("quick", slow, [kill])
+    worst = next(r for r in recs if r.variant == kill.name and r.metric == "recovery_worst")
+    target = next(r for r in recs if r.variant == kill.name and r.metric == "bound")
+    assert worst.value is not None and worst.value >= 1.5 and target.value == faults.TARGETS_S["kill-worker"]
+    assert any(r.metric == "violations" and r.value == 0 for r in recs)
+    # New flows not served again within HUNG_S of the fault: hung, not slow.
+    never = [r for r in clean if not 10.0 <= r["t0"] < 10.0 + faults.HUNG_S + 1]
+    with pytest.raises(soak.SoakFailure, match="not served again"):
+        _summarize("quick", never, [kill])
     # The full run records the same finding instead of raising.
-    recs = _summarize("full", slow, [kill])
+    recs = _summarize("full", never, [kill])
     assert any(r.metric == "violations" and r.value == 1 for r in recs)
 
 
@@ -213,8 +221,11 @@ def test_api_kill_rules() -> None:
         return faults.FaultEvent("kill-api@hub", "kill-api", 1.0, detail={**base, **d})
 
     assert apifaults.problems(kill()) == []
-    assert apifaults.problems(kill(start_cpu_s=apifaults.START_CPU_BOUND_S + 0.1))
-    assert apifaults.problems(kill(restart_delay_s=controlplane.RESTART_SEC + 1.5))
+    # A slow start or a late restart is the machine's: reported beside its target, never a violation.
+    assert apifaults.problems(kill(start_cpu_s=apifaults.START_CPU_TARGET_S + 0.1)) == []
+    assert apifaults.problems(kill(restart_delay_s=controlplane.RESTART_SEC + 1.5)) == []
+    # Restarted before RestartSec: the supervisor's fault.
+    assert apifaults.problems(kill(restart_delay_s=controlplane.RESTART_SEC - 1.0))
     assert apifaults.problems(kill(api_back_s=None))
     assert apifaults.problems(kill(versions_missing=[3]))
     assert apifaults.problems(kill(in_sync_after_s=None))

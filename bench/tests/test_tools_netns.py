@@ -6,8 +6,9 @@ import subprocess
 import pytest
 
 from bench import procs
+from satlab.testing import HUNG_S
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces")
+pytestmark = pytest.mark.needs_root("network namespaces")
 
 A, B = f"pt-bna{os.getpid() % 10000}", f"pt-bnb{os.getpid() % 10000}"
 IP_A, IP_B = "10.99.7.1", "10.99.7.2"
@@ -84,9 +85,9 @@ def test_serve_and_fetch_measure_a_transfer_with_the_requested_cc(pair):
         ),
     )
     with procs.Background(serve) as server:
-        server.wait_line("LISTENING", timeout=10)
+        server.wait_line("LISTENING", timeout=HUNG_S)
         got = procs.run(fetch, timeout=30)
-        served = server.result(timeout=10)
+        served = server.result(timeout=HUNG_S)
     import json
 
     fetched = json.loads(got.stdout)
@@ -119,11 +120,12 @@ def test_udp_blast_reaches_the_sink(pair):
         ),
     )
     with procs.Background(sink) as receiver:
-        receiver.wait_line("LISTENING", timeout=10)
-        procs.run(blast, timeout=15)
-        got = receiver.result(timeout=15)
-    # ~833 packets of 1500 B in 1 s at 10 Mbit/s; a veth loses none of them.
-    assert 700 <= got["packets"] <= 900
+        receiver.wait_line("LISTENING", timeout=HUNG_S)
+        procs.run(blast, timeout=HUNG_S)
+        got = receiver.result(timeout=HUNG_S)
+    # ~833 packets of 1500 B in 1 s at 10 Mbit/s: never more; fewer only when a busy machine made the sender late
+    # or the receiver drop a burst (the tool's rate is the benchmarks' business, its counting this test's).
+    assert 400 <= got["packets"] <= 900
     assert got["ip_bytes"] == got["packets"] * 1500
 
 
@@ -163,10 +165,10 @@ def test_ss_sampler_sees_an_established_socket(pair):
         procs.tool_argv("bench.tools.ss_sampler", "--local-port", "5202", "--duration", "2.0"),
     )
     with procs.Background(serve) as server:
-        server.wait_line("LISTENING", timeout=10)
+        server.wait_line("LISTENING", timeout=HUNG_S)
         with procs.Background(fetch) as client, procs.Background(sampler) as ss:
-            samples = ss.result(timeout=10)
-            client.result(timeout=10)
+            samples = ss.result(timeout=HUNG_S)
+            client.result(timeout=HUNG_S)
         server.close()
     assert samples, "no sample of the sending socket"
     assert all(s["cwnd"] > 0 and s["local"].endswith(":5202") for s in samples)

@@ -14,7 +14,7 @@ from bench import procs
 from bench.procs import REPO
 from satlab import webnames, webpages
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces")
+pytestmark = pytest.mark.needs_root("network namespaces")
 
 PREFIX = f"pw{os.getpid() % 1000}-"
 SATLAB = str(REPO / "bin/satlab")

@@ -10,6 +10,7 @@ import pytest
 
 from bench.browser import http_page
 from bench.scenarios import web_pages as w
+from satlab.testing import HUNG_S
 
 
 def test_pages_match_the_paper_and_satlab():
@@ -114,7 +115,7 @@ def origin() -> Iterator[str]:
 
 
 def test_http_client_fetches_html_then_every_image(origin: str):
-    result = http_page.load(origin, connections=6, timeout=10)
+    result = http_page.load(origin, connections=6, timeout=HUNG_S)
     assert result["ok"]
     assert sorted(o["url"] for o in result["objects"]) == sorted(
         [origin] + [origin + "a.png", origin.replace("/p/", "/b.png"), origin + "c.png"]
@@ -130,7 +131,7 @@ def test_http_client_fetches_html_then_every_image(origin: str):
 
 
 def test_http_client_with_one_connection_reuses_it(origin: str):
-    result = http_page.load(origin, connections=1, timeout=10)
+    result = http_page.load(origin, connections=1, timeout=HUNG_S)
     assert result["connections"] == 1
     ports = {port for port, _ in _Handler.requests}
     assert len(ports) == 1 and len(_Handler.requests) == 4

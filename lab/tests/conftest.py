@@ -12,9 +12,11 @@ from typing import Any
 
 import pytest
 
+from satlab.testing import cannot_run
+
 # SATLAB_TEST_PREFIX lets two people run the suite on one host without sharing a lab.
 PREFIX = os.environ.get("SATLAB_TEST_PREFIX", "st-")
-needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)")
+needs_root = pytest.mark.needs_root("network namespaces")  # satlab.testing: skipped, or failed in CI
 
 
 class PrefixTopo:
@@ -94,7 +96,7 @@ CLEAN = {"jitter_ms": 0, "per": 0, "ber": 0, "gilbert": None, "bod": None}
 def lab() -> Iterator[None]:
     """The st- lab with the geo-acts-t1 profile; torn down whatever happens."""
     if os.geteuid() != 0:
-        pytest.skip("needs root (network namespaces)")
+        cannot_run("needs root (network namespaces)")
     satlab("down", check=False)
     satlab("up", "--profile", "geo-acts-t1")
     try:

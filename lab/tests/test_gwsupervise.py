@@ -9,8 +9,10 @@ import sys
 import time
 from pathlib import Path
 
+from satlab.testing import HUNG_S
 
-def _pid(pidfile: Path, not_: int | None = None, timeout: float = 10.0) -> int:
+
+def _pid(pidfile: Path, not_: int | None = None, timeout: float = HUNG_S) -> int:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
@@ -42,7 +44,8 @@ def test_killed_daemon_comes_back_after_restart_sec_and_sigterm_stops_for_good(t
         os.kill(first, signal.SIGKILL)
         second = _pid(pidfile, not_=first)
         waited = time.monotonic() - t0
-        assert 0.4 <= waited < 3.0, waited  # RestartSec, not at once and not never
+        print(f"restarted {waited:.2f} s after the kill (RestartSec 0.5 s)")
+        assert waited >= 0.4, waited  # RestartSec, not at once (and not never: _pid gives up after HUNG_S)
         assert _alive(second)
         sup.send_signal(signal.SIGTERM)
         assert sup.wait(timeout=20) == 0

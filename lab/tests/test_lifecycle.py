@@ -9,7 +9,7 @@ import pytest
 from conftest import ping_rtts, satlab
 from test_lab import rtt_ok
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)")
+pytestmark = pytest.mark.needs_root("network namespaces")
 
 
 def namespaces_with(prefix: str) -> list[str]:

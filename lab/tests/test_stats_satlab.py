@@ -46,6 +46,7 @@ from conftest import in_ns, satlab
 from satlab import gateway, linkctl
 from satlab.cli import _dir_view
 from satlab.profiles import PROFILES
+from satlab.testing import HUNG_S
 
 PREFIX = os.environ.get("STATS_TEST_PREFIX", "pq-")
 SOCK = {role: f"/run/satlab/{PREFIX}/gw-{PREFIX}{role}.sock" for role in ("terminal", "hub")}
@@ -57,7 +58,7 @@ GRAFANA = gateway.REPO / "images" / "grafana" / "perigee-dashboard.json"
 ALERTS = gateway.REPO / "images" / "prometheus" / "perigee-alerts.yml"
 EF = 46
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)")
+pytestmark = pytest.mark.needs_root("network namespaces")
 
 
 def stats_module() -> Any:
@@ -90,7 +91,7 @@ def lab() -> Iterator[None]:
         satlab("down", prefix=PREFIX, check=False)
 
 
-def wait_cache_serving(role: str, within: float = 30.0) -> None:
+def wait_cache_serving(role: str, within: float = HUNG_S) -> None:
     deadline = time.monotonic() + within
     while True:
         problems = [p for p in gw(role, "GET", "/v1/health").get("problems", []) if p.startswith("cache:")]
@@ -217,10 +218,11 @@ def test_link_view_matches_what_the_satellite_carried(lab: None) -> None:
         for direction in ("forward", "return"):
             pairs = windows_of(emu, per_second, direction, first, windows)
             errs = [100.0 * (g - e) / e for e, g in pairs]
+            total_err = 100.0 * (sum(g for _, g in pairs) - sum(e for e, _ in pairs)) / sum(e for e, _ in pairs)
             highest_mean = max(g for _, g in pairs) / WIDTH
             peak = max(f[direction] for f in per_second[first + 1:first + windows * WIDTH + 1])
             report[f"{role} {direction}"] = {
-                "window_errors_pct": [round(e, 2) for e in errs],
+                "window_errors_pct": [round(e, 2) for e in errs], "total_error_pct": round(total_err, 2),
                 "max_abs_pct": round(max(abs(e) for e in errs), 2),
                 "median_abs_pct": round(statistics.median(abs(e) for e in errs), 2),
                 "highest_window_mean_bps": round(highest_mean), "peak_per_second_bps": round(peak),
@@ -228,7 +230,12 @@ def test_link_view_matches_what_the_satellite_carried(lab: None) -> None:
                 "per_second_bps": [round(f[direction]) for f in per_second],
                 "emulator_per_second_bps": [round((b[direction] - a[direction]) * 8)
                                             for a, b in zip(emu, emu[1:], strict=False)]}
-            if max(abs(e) for e in errs) > 5.0:
+            # The emulator's counters are read when this test wakes on each whole second: a late wake-up on a
+            # loaded machine moves bytes between neighbouring windows but never out of the whole run. So the
+            # run's total must match closely; a window only grossly (double counting, a missed second).
+            if abs(total_err) > 5.0:
+                failures.append(f"{role} {direction}: total error {total_err:.2f} % (windows {errs})")
+            if max(abs(e) for e in errs) > 25.0:
                 failures.append(f"{role} {direction}: window errors {errs}")
             # The split part is a share of the link, smaller by about the bypassed traffic (the split estimate
             # leaves out the frames of ARP, ICMP and the like too, hence a lower bound of half).
@@ -239,7 +246,7 @@ def test_link_view_matches_what_the_satellite_carried(lab: None) -> None:
                 if not split_bits <= shown - bypass_bits / 2:
                     failures.append(f"{role} {direction}: split {split_bits:.0f} b of a link of {link_bits:.0f} b "
                                     f"(shown {shown:.0f} b) leaves no room for {bypass_bits:.0f} b bypassed")
-            if highest_mean > RATE[direction] * 1.05:
+            if highest_mean > RATE[direction] * 1.25:
                 failures.append(f"{role} {direction}: {highest_mean / 1e6:.2f} Mbit/s over 5 s on a "
                                 f"{RATE[direction] / 1e6:g} Mbit/s link")
     print(json.dumps(report, indent=1))
@@ -263,7 +270,7 @@ def cache_flow_of(flows: list[dict[str, Any]], port: int | None = None) -> dict[
     return None
 
 
-def closed_cache_flow(port: int, within: float = 10.0) -> dict[str, Any]:
+def closed_cache_flow(port: int, within: float = HUNG_S) -> dict[str, Any]:
     deadline = time.monotonic() + within
     while True:
         f = cache_flow_of(gw("terminal", "GET", "/v1/flows?state=closed")["flows"], port)
@@ -324,6 +331,18 @@ def probe_dscp(port: int, mark: int) -> list[int | None]:
     return [json.loads(line)["dscp"] for line in out.splitlines()]
 
 
+def closed_flows_to(port: int, n: int) -> list[dict[str, Any]]:
+    """The terminal's closed flows to the server's `port`, once there are `n` (reported once a second)."""
+    deadline = time.monotonic() + HUNG_S
+    while True:
+        closed = gw("terminal", "GET", "/v1/flows?state=closed")["flows"]
+        flows = [f for f in closed if f["server"].endswith(f":{port}")]
+        if len(flows) >= n:
+            return flows
+        assert time.monotonic() < deadline, f"{len(flows)} closed flows to port {port}, not {n}"
+        time.sleep(0.25)
+
+
 def with_config(role: str, change: Any) -> dict[str, Any]:
     """Applies the current config changed by `change(cfg)`; returns the previous one."""
     before = gw(role, "GET", "/v1/config")
@@ -336,8 +355,7 @@ def with_config(role: str, change: Any) -> dict[str, Any]:
 
 def test_dscp_ef_reaches_the_server_on_the_peer_path(lab: None) -> None:
     assert probe_dscp(5611, EF) == [EF, EF]
-    time.sleep(1.5)  # the workers' next report
-    flows = [f for f in gw("terminal", "GET", "/v1/flows?state=closed")["flows"] if f["server"].endswith(":5611")]
+    flows = closed_flows_to(5611, 2)  # the workers' next report
     assert {(f["path"], f["dscp"]) for f in flows} == {("peer", EF)}, flows
 
 
@@ -345,7 +363,7 @@ def test_dscp_ef_reaches_the_server_on_the_direct_path(lab: None) -> None:
     before = with_config("terminal", lambda c: c["peer"].update(enabled=False))
     try:
         assert probe_dscp(5612, EF) == [EF, EF]
-        flows = [f for f in gw("terminal", "GET", "/v1/flows?state=closed")["flows"] if f["server"].endswith(":5612")]
+        flows = closed_flows_to(5612, 2)
         assert {(f["path"], f["dscp"]) for f in flows} == {("direct", EF)}
     finally:
         gw("terminal", "PUT", "/v1/config", before)
@@ -390,12 +408,16 @@ def test_flows_and_bytes_by_site_at_the_hub(lab: None) -> None:
             p = subprocess.run(in_ns("client", [sys.executable, "-c", DOWNLOAD_FROM, src, dst, str(n)], PREFIX),
                                capture_output=True, text=True, timeout=60)
             assert p.returncode == 0 and int(p.stdout) == n, p.stderr
-        time.sleep(2.5)  # a report and a sample later
-        now = gw("hub", "GET", "/v1/counters")["by_site"]
-
         def down(site: str) -> int:
             return int(now.get(site, {}).get("bytes_down", 0)) - int(start.get(site, {}).get("bytes_down", 0))
-        assert down("ship-a") >= 2_000_000 and down("ship-b") >= 1_000_000 and down("other") >= 1_500_000, now
+
+        deadline = time.monotonic() + HUNG_S  # a report and a sample later
+        while True:
+            now = gw("hub", "GET", "/v1/counters")["by_site"]
+            if down("ship-a") >= 2_000_000 and down("ship-b") >= 1_000_000 and down("other") >= 1_500_000:
+                break
+            assert time.monotonic() < deadline, now
+            time.sleep(0.25)
         closed = gw("hub", "GET", "/v1/flows?state=closed")["flows"]
         by_client = {f["client"].rsplit(":", 1)[0].strip("[]"): f["site"] for f in closed
                      if f["server"].endswith(":5001")}

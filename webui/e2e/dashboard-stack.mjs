@@ -7,7 +7,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { execFileSync } from 'node:child_process';
 import { chromium } from 'playwright-core';
-import { freePort, start, waitForHttp } from './harness.mjs';
+import { HUNG_MS, freePort, start, waitForHttp } from './harness.mjs';
 
 const webui = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 export const repo = resolve(webui, '..');
@@ -49,7 +49,7 @@ export async function startApi(tmp, { socket, env = {} }) {
   });
   const apiUrl = `http://127.0.0.1:${port}`;
   try {
-    await waitForHttp(`${apiUrl}/api/v1/health`, { child: api, timeoutMs: 60000 });
+    await waitForHttp(`${apiUrl}/api/v1/health`, { child: api });
   } catch (e) {
     console.log(readFileSync(join(tmp, 'api.log'), 'utf8').split('\n').slice(-30).join('\n'));
     throw e;
@@ -87,7 +87,7 @@ export async function launchBrowser(tmp, options = {}) {
     colorScheme: 'light',
     ...options,
   });
-  context.setDefaultTimeout(15000);
+  context.setDefaultTimeout(HUNG_MS);
   if (shotsDir) mkdirSync(shotsDir, { recursive: true });
   return context;
 }

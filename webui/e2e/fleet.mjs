@@ -12,7 +12,7 @@ import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { stopAll } from './harness.mjs';
+import { HUNG_MS, needsRoot, stopAll } from './harness.mjs';
 import { finishWorkDir, launchBrowser, makeWorkDir, repo, shotsDir, startApi, startWebServer } from './dashboard-stack.mjs';
 import { Steps } from './steps.mjs';
 
@@ -30,7 +30,7 @@ function satlab(args, timeoutMs = 240000) {
   });
 }
 
-async function until(what, fn, { timeoutMs = 30000, everyMs = 500 } = {}) {
+async function until(what, fn, { timeoutMs = HUNG_MS, everyMs = 500 } = {}) {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     const v = await fn();
@@ -40,6 +40,7 @@ async function until(what, fn, { timeoutMs = 30000, everyMs = 500 } = {}) {
   throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
 }
 
+needsRoot('the fleet browser suite');
 const tmp = makeWorkDir('perigee-e2e-fleet-');
 const steps = new Steps();
 let context;
@@ -58,7 +59,6 @@ for (const sig of ['SIGINT', 'SIGTERM']) {
 }
 
 try {
-  if (process.getuid?.() !== 0) throw new Error('the fleet suite needs root (network namespaces)');
   let baseUrl;
   let password;
   await steps.run(`satlab ${PREFIX} up (geo-hts, 3 hub gateways), API on gw1, dashboard, browser`, async () => {
@@ -125,9 +125,9 @@ try {
       const row = table.locator(`tr[data-gateway="${name}"]`);
       for (const [router, peer] of [['hub', `10.71.${10 + k}.1`], ['edge', `10.71.${20 + k}.1`]]) {
         const session = row.locator(`[data-peer="${peer}"]`);
-        await session.getByText(`${PREFIX}${router} ${peer}`, { exact: true }).waitFor({ timeout: 30000 });
-        await session.getByText('Established', { exact: true }).waitFor({ timeout: 30000 });
-        await session.getByText('BFD up', { exact: true }).waitFor({ timeout: 30000 });
+        await session.getByText(`${PREFIX}${router} ${peer}`, { exact: true }).waitFor();
+        await session.getByText('Established', { exact: true }).waitFor();
+        await session.getByText('BFD up', { exact: true }).waitFor();
       }
     }
   });

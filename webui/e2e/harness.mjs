@@ -3,6 +3,26 @@ import { spawn } from 'node:child_process';
 import { createWriteStream } from 'node:fs';
 import { createServer } from 'node:net';
 
+/**
+ * How long a browser suite waits for something it expects before it calls it hung: generous on purpose, a loaded
+ * machine is slow, not wrong (how fast the dashboard is: the bundle budget, `npm run size`, and the benchmarks).
+ */
+export const HUNG_MS = 60000;
+
+/**
+ * The one convention for a suite that cannot run here (DEVELOPERS.md, "Tests"): not root, it says SKIPPED and
+ * exits 0, or fails when PERIGEE_REQUIRE_ROOT_TESTS is set (.ci/run sets it). Call it before setting anything up.
+ */
+export function needsRoot(what) {
+  if (process.getuid?.() === 0) return;
+  if (process.env.PERIGEE_REQUIRE_ROOT_TESTS) {
+    console.log(`FAILED: ${what} needs root (PERIGEE_REQUIRE_ROOT_TESTS is set: a test that cannot run fails)`);
+    process.exit(1);
+  }
+  console.log(`SKIPPED: ${what} needs root (network namespaces)`);
+  process.exit(0);
+}
+
 export function freePort() {
   return new Promise((resolve, reject) => {
     const srv = createServer();
@@ -62,7 +82,7 @@ export async function stopAll() {
 }
 
 /** Polls a URL until it answers (any HTTP status) or the time runs out. */
-export async function waitForHttp(url, { timeoutMs = 30000, child } = {}) {
+export async function waitForHttp(url, { timeoutMs = HUNG_MS, child } = {}) {
   const deadline = Date.now() + timeoutMs;
   let lastError;
   while (Date.now() < deadline) {

@@ -69,7 +69,7 @@ export class Lab {
   /** GET on the real daemon's control socket (docs/control-protocol.md). */
   gateway(path) {
     return new Promise((resolve, reject) => {
-      const req = request({ socketPath: this.socket, path, method: 'GET', headers: { Host: 'perigee' }, timeout: 5000 }, (res) => {
+      const req = request({ socketPath: this.socket, path, method: 'GET', headers: { Host: 'perigee' }, timeout: 30000 }, (res) => {
         let body = '';
         res.setEncoding('utf8');
         res.on('data', (c) => (body += c));

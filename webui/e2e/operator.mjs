@@ -120,7 +120,7 @@ export async function operatorSteps(steps, { page, baseUrl, user, password, shot
     await dialog.getByText(/100 Gbit\/s is beyond any satellite carrier/).waitFor();
     await dialog.getByRole('button', { name: 'Change the inputs' }).click();
     await forward.fill('50000000');
-    await page.waitForFunction(() => !document.body.textContent.includes('beyond any satellite carrier'), null, { timeout: 10000 });
+    await page.waitForFunction(() => !document.body.textContent.includes('beyond any satellite carrier'));
     const pending = await pendingClass('pending-e2e-3', '9092');
     await page.getByRole('note').filter({ hasText: `version ${pending} is saved but not applied` }).waitFor();
     await page.getByRole('heading', { name: 'Change to what the gateway runs' }).waitFor();

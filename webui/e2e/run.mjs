@@ -12,7 +12,7 @@ import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { execFileSync } from 'node:child_process';
-import { start, stopAll } from './harness.mjs';
+import { HUNG_MS, start, stopAll } from './harness.mjs';
 import { finishWorkDir, launchBrowser, makeWorkDir, python, shotsDir, startApi, startWebServer } from './dashboard-stack.mjs';
 import { Steps } from './steps.mjs';
 import { dashboardSteps } from './scenario.mjs';
@@ -30,7 +30,7 @@ async function startBackend() {
   const gw = start('fake gateway', python, [join(here, 'fake_gateway_server.py'), socket, process.env.PERIGEE_E2E_FLOWS ?? '120'], {
     logFile: join(tmp, 'gateway.log'),
   });
-  const deadline = Date.now() + 20000;
+  const deadline = Date.now() + HUNG_MS;
   while (!existsSync(socket)) {
     if (gw.exited !== undefined || Date.now() > deadline) throw new Error(`fake gateway did not start: ${readFileSync(join(tmp, 'gateway.log'), 'utf8')}`);
     await new Promise((r) => setTimeout(r, 100));

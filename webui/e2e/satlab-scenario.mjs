@@ -4,6 +4,7 @@
 // API's flows JSON and the daemon's control socket are the independent witnesses of what happened.
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
+import { HUNG_MS } from './harness.mjs';
 import { BULK_PORT, CLIENT, SERVER } from './lab.mjs';
 
 const NEW_PASSWORD = 'e2e-Perigee-orbit-2026';
@@ -12,7 +13,7 @@ const BYPASS_RULE = 'bulk-5001';
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 /** Polls fn until it returns a truthy value; fails with `what` at the deadline. */
-async function until(what, fn, { timeoutMs = 15000, everyMs = 250 } = {}) {
+async function until(what, fn, { timeoutMs = HUNG_MS, everyMs = 250 } = {}) {
   const deadline = Date.now() + timeoutMs;
   let last;
   while (Date.now() < deadline) {
@@ -100,7 +101,7 @@ export async function satlabSteps(steps, { context, baseUrl, password, lab, shot
     await page.getByLabel('Confirm new password').fill(NEW_PASSWORD);
     await page.getByRole('button', { name: 'Save password' }).click();
     await heading('Overview').waitFor();
-    await page.getByRole('status').filter({ hasText: 'Live' }).first().waitFor({ timeout: 20000 });
+    await page.getByRole('status').filter({ hasText: 'Live' }).first().waitFor();
     const health = await api('/health');
     assert.equal(health.gateway_reachable, true, 'the API reaches the satlab gateway');
   });
@@ -111,14 +112,15 @@ export async function satlabSteps(steps, { context, baseUrl, password, lab, shot
     const dl = watchFlows(toBulk, lab.bulkGet('100M'));
     await gotoNav('Flows');
     const row = page.getByRole('table', { name: 'Flows' }).getByRole('row').filter({ hasText: `${CLIENT}:` }).filter({ hasText: `${SERVER}:${BULK_PORT}` }).first();
-    await row.waitFor({ timeout: 10000 });
+    await row.waitFor();
     // Found by its heading, so a new column elsewhere does not move it.
     const headings = await page.getByRole('table', { name: 'Flows' }).getByRole('columnheader').allTextContents();
-    const bytesColumn = headings.findIndex((h) => h.startsWith('Bytes'));
-    assert.ok(bytesColumn >= 0, `a Bytes column among ${headings.join(', ')}`);
+    // The bytes the flow moved across the satellite (the column the Flows table calls "Satellite ↓/↑").
+    const bytesColumn = headings.findIndex((h) => h.startsWith('Satellite ↓/↑'));
+    assert.ok(bytesColumn >= 0, `a Satellite ↓/↑ (bytes) column among ${headings.join(', ')}`);
     const bytesCell = row.getByRole('cell').nth(bytesColumn);
     const first = await bytesCell.textContent();
-    await until('the bytes shown in the flow row to change', async () => (await bytesCell.textContent()) !== first, { timeoutMs: 8000 });
+    await until('the bytes shown in the flow row to change', async () => (await bytesCell.textContent()) !== first);
     const [id, samples] = await until('two API samples of the flow with TCP_INFO', async () => [...dl.flows].find(([, s]) => sampled(s).length >= 2));
     const f = sampled(samples).at(-1);
     assert.equal(f.action, 'accelerate', 'split (accelerated), not bypassed');
@@ -138,7 +140,7 @@ export async function satlabSteps(steps, { context, baseUrl, password, lab, shot
     });
     await shot('flow-drilldown-live');
     await gotoNav('Overview');
-    await page.waitForFunction(() => !document.querySelector('.mantine-Skeleton-root'), null, { timeout: 10000 });
+    await page.waitForFunction(() => !document.querySelector('.mantine-Skeleton-root'));
     await shot('overview-live');
     const result = await dl.done;
     assert.equal(result.complete, true, 'the download completed');
@@ -254,13 +256,13 @@ export async function satlabSteps(steps, { context, baseUrl, password, lab, shot
     await until('the gateway to serve port 80 from Squid', async () => {
       const h = await lab.gateway('/v1/health');
       return !(h.problems ?? []).some((p) => p.startsWith('cache:'));
-    }, { timeoutMs: 30000 });
+    });
     const size = 20_000_000 + Math.floor(Math.random() * 100_000); // a new object: a miss, over the satellite
     const isCacheFlow = (f) => toHttp(f) && f.relay === 'squid';
     const dl = watchFlows(isCacheFlow, lab.fetchBytes(size));
     await gotoNav('Flows');
     const row = page.getByRole('table', { name: 'Flows' }).getByRole('row').filter({ hasText: `${SERVER}:80` }).filter({ hasText: 'squid' }).first();
-    await row.waitFor({ timeout: 15000 });
+    await row.waitFor();
     const [id] = await until('the API to show the cache flow with both legs moving bytes', async () =>
       [...dl.flows].find(([, samples]) => samples.some((f) => f.legs?.client?.bytes_acked > 0 && f.legs?.server?.bytes_received > 0 && f.rate_down_bps > 0)),
     );
@@ -268,7 +270,7 @@ export async function satlabSteps(steps, { context, baseUrl, password, lab, shot
     // At the hub the client side faces the satellite: client <-> Squid is the satellite leg, Squid <-> origin the terrestrial one.
     for (const card of ['Satellite leg (client side)', 'Terrestrial leg (server side)']) {
       const paper = page.locator('.mantine-Paper-root').filter({ has: page.getByRole('heading', { name: card }) });
-      await paper.getByRole('row').filter({ hasText: 'Bytes delivered / received' }).filter({ hasText: /[1-9][\d.]* (KiB|MiB)/ }).waitFor({ timeout: 10000 });
+      await paper.getByRole('row').filter({ hasText: 'Bytes delivered / received' }).filter({ hasText: /[1-9][\d.]* (KiB|MiB)/ }).waitFor();
     }
     await page.getByText('cache (Squid)').first().waitFor();
     await shot('cache-flow-live');
@@ -279,7 +281,7 @@ export async function satlabSteps(steps, { context, baseUrl, password, lab, shot
     await page.getByRole('tab', { name: 'Closed (history)' }).click();
     await page.getByRole('textbox', { name: 'Server' }).fill(SERVER);
     const closed = page.getByRole('table', { name: 'Closed flows' }).getByRole('row').filter({ hasText: 'cache · squid' }).first();
-    await closed.waitFor({ timeout: 20000 });
+    await closed.waitFor();
     const csv = await page.getByRole('link', { name: 'Export the filtered flows as CSV' }).getAttribute('href');
     assert.match(csv, new RegExp(`server=${SERVER.replaceAll('.', '\\.')}`), `the export carries the filter: ${csv}`);
     const res = await context.request.get(`${baseUrl}${csv}`);

@@ -5,12 +5,13 @@
 //   node e2e/satlab.mjs            (or make test-satlab)
 // Knobs: PERIGEE_E2E_SCREENSHOTS=<dir>|0 (default docs/screenshots), PERIGEE_E2E_KEEP=1 (keep logs),
 // PERIGEE_E2E_BUILD=1 (rebuild dist), PERIGEE_CHROMIUM, PERIGEE_PYTHON, SATLAB_E2E_PREFIX (default ue-).
-import { stopAll } from './harness.mjs';
+import { needsRoot, stopAll } from './harness.mjs';
 import { finishWorkDir, launchBrowser, makeWorkDir, repo, shotsDir, startApi, startWebServer } from './dashboard-stack.mjs';
 import { Steps } from './steps.mjs';
 import { Lab } from './lab.mjs';
 import { satlabSteps } from './satlab-scenario.mjs';
 
+needsRoot('the satlab browser suite');
 const tmp = makeWorkDir('perigee-e2e-satlab-');
 
 // geo-hts: 600 ms RTT and 50 Mbit/s forward, so a 40 MB download lasts ~13 s (long enough to watch it
@@ -45,7 +46,6 @@ for (const sig of ['SIGINT', 'SIGTERM']) {
   });
 }
 try {
-  if (process.getuid?.() !== 0) throw new Error('the satlab suite needs root (network namespaces)');
   console.log(`e2e: working dir ${tmp}`);
   await steps.run(`satlab ${lab.prefix} up (${PROFILE}, gateway in the hub), API, dashboard, browser`, async () => {
     console.log(`    ${(await lab.up(PROFILE)).trim()}`);

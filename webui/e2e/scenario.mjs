@@ -23,7 +23,7 @@ const PAGES = [
 
 /** Waits until no loader is shown (SSE keeps the network busy, so network-idle never comes). */
 async function settled(page) {
-  await page.waitForFunction(() => !document.querySelector('[role="status"] .mantine-Loader-root, .mantine-Skeleton-root'), null, { timeout: 15000 });
+  await page.waitForFunction(() => !document.querySelector('[role="status"] .mantine-Loader-root, .mantine-Skeleton-root'));
   await page.waitForTimeout(300);
 }
 
@@ -79,7 +79,7 @@ export async function dashboardSteps(steps, { context, baseUrl, user, password, 
   }
 
   await steps.run('the live stream connects', async () => {
-    await page.getByRole('status').filter({ hasText: 'Live' }).first().waitFor({ timeout: 20000 });
+    await page.getByRole('status').filter({ hasText: 'Live' }).first().waitFor();
   });
 
   for (const p of PAGES) {
@@ -91,7 +91,7 @@ export async function dashboardSteps(steps, { context, baseUrl, user, password, 
           const el = document.querySelector('[data-testid="flow-count"]');
           const m = el?.textContent?.match(/of ([\d,]+) flows/);
           return m && Number(m[1].replace(/,/g, '')) >= n;
-        }, minFlows, { timeout: 20000 });
+        }, minFlows);
       }
       await settled(page);
       if (p.shot === 'flows') {

@@ -1,6 +1,7 @@
 //! The supervisor against a fake service whose "program" is the argv in its config file
 //! (`sleep 60`, `false`): check, swap, start, ready, reap, restart with rollback, stop.
 use perigee_child::{candidate_of, Installed, Running, Service, ServiceError, Supervisor};
+use perigee_testkit::{wait_for, HUNG};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::sync::{Arc, Mutex};
@@ -23,6 +24,9 @@ struct Fake {
     pid: Option<u32>,
     /// Whether `shutdown` is ignored (a hung program).
     hung: bool,
+    /// How long the supervisor waits for the program to serve: short where the test wants the "did not
+    /// serve" answer of a program that never will, HUNG where it waits for one to exit.
+    ready_timeout: Duration,
     events: Arc<Mutex<Vec<&'static str>>>,
 }
 
@@ -68,7 +72,7 @@ impl Service for Fake {
         cfg.ready
     }
     fn ready_timeout(&self) -> Duration {
-        Duration::from_millis(200)
+        self.ready_timeout
     }
     fn not_ready(&self, _cfg: &FakeConfig) -> String {
         "fake did not serve".into()
@@ -125,6 +129,7 @@ fn supervisor(tag: &str) -> (Supervisor<Fake>, Arc<Mutex<Vec<&'static str>>>) {
         dir,
         pid: None,
         hung: false,
+        ready_timeout: ms(200),
         events: events.clone(),
     };
     (Supervisor::new(fake), events)
@@ -219,8 +224,9 @@ fn a_child_that_dies_is_noticed_and_started_again_with_the_applied_config() {
     let first = pid(&sup).unwrap();
     // SAFETY: kill(2) on the test's own child.
     unsafe { libc::kill(first as libc::pid_t, libc::SIGKILL) };
-    std::thread::sleep(Duration::from_millis(100));
-    assert!(!sup.is_running());
+    wait_for("the killed child noticed", HUNG, || {
+        (!sup.is_running()).then_some(())
+    });
     let exit = sup.last_exit().unwrap();
     assert!(
         exit.starts_with("fake exited unexpectedly (signal: 9"),
@@ -242,7 +248,9 @@ fn a_child_that_dies_is_noticed_and_started_again_with_the_applied_config() {
 #[test]
 fn a_program_that_exits_at_once_fails_the_start_with_why() {
     let (mut sup, _) = supervisor("dies");
-    // Never reported ready: the supervisor looks until it sees the child gone.
+    // Never reported ready: the supervisor looks until it sees the child gone (however long a busy
+    // machine takes to run `false`).
+    sup.service_mut().ready_timeout = HUNG;
     let e = install(&mut sup, &NEVER_READY, "false").err().unwrap();
     assert_eq!(e.code, "fake_start");
     assert!(

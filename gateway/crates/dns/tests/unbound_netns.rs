@@ -6,6 +6,7 @@ use perigee_dns::{
     ManagerOptions, Policy, UnboundManager,
 };
 use perigee_testkit::dns::{address_of, Responder, TYPE_A};
+use perigee_testkit::{wait_for, HUNG};
 use std::time::Duration;
 
 mod common;
@@ -99,8 +100,9 @@ fn a_refused_config_leaves_the_running_one_serving_and_changes_keep_the_cache() 
             .unwrap();
         // SAFETY: killing the unbound this test's manager started.
         unsafe { libc::kill(pid, libc::SIGKILL) };
-        std::thread::sleep(Duration::from_millis(300));
-        assert!(!mgr.is_running());
+        wait_for("the manager noticing unbound gone", HUNG, || {
+            (!mgr.is_running()).then_some(())
+        });
         assert!(mgr
             .stats()
             .problems

@@ -56,7 +56,9 @@ fn namespaces() -> NetnsGuard {
 fn ready(base_rtt_ms: u32, cwnd_max: u32) -> Option<()> {
     let st = perigee_hybla::load().expect("load");
     if !st.owned {
-        eprintln!("SKIPPED: hybla is not Perigee's BPF one here (per-namespace parameters needed)");
+        perigee_testkit::cannot_run(
+            "hybla is not Perigee's BPF one here (per-namespace parameters needed)",
+        );
         return None;
     }
     assert!(st.ld.loaded, "hybla_ld not loaded: {:?}", st.ld);
@@ -348,7 +350,9 @@ fn hybla_ld_registration_follows_versions_and_maps() {
     };
     let st = perigee_hybla::load().expect("load");
     if !st.owned {
-        eprintln!("SKIPPED: hybla is not Perigee's BPF one here (the maps are not shared)");
+        perigee_testkit::cannot_run(
+            "hybla is not Perigee's BPF one here (the maps are not shared)",
+        );
         return;
     }
     let hybla_ops = pinned_id(perigee_hybla::OPS_PIN);

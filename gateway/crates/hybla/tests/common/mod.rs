@@ -7,16 +7,10 @@ use std::thread;
 /// One lock for every test that loads Hybla or writes its parameters: they share the kernel.
 const LOCK: &str = "/run/lock/perigee-hybla-test.lock";
 
-/// None when not root (the test then says SKIPPED, or fails when root tests are required);
-/// otherwise the held lock, released when dropped.
+/// None when not root (the test then says SKIPPED, or fails when root tests are required:
+/// perigee_testkit::root); otherwise the held lock, released when dropped.
 pub fn root_and_lock() -> Option<File> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        assert!(
-            std::env::var_os("PERIGEE_REQUIRE_ROOT_TESTS").is_none(),
-            "root tests required but not root"
-        );
-        eprintln!("SKIPPED: needs root (loads a BPF congestion control and creates namespaces)");
+    if !perigee_testkit::root("loads a BPF congestion control and creates namespaces") {
         return None;
     }
     let lock = File::create(LOCK).expect("lock file");

@@ -11,8 +11,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{mpsc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-pub use perigee_testkit::run;
 use perigee_testkit::NetnsGuard;
+pub use perigee_testkit::{run, HUNG};
 
 pub const CLIENT4: &str = "10.99.1.10";
 pub const CLIENT6: &str = "fd99:1::10";
@@ -21,9 +21,11 @@ pub const SERVER6: &str = "fd99:2::10";
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
-/// Tests share the kernel: run them one at a time.
-pub fn serial() -> MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+/// Tests share the kernel: run them one at a time. None when they cannot run here (not root):
+/// the test then returns, SKIPPED, or fails when root tests are required (perigee_testkit::root).
+pub fn serial() -> Option<MutexGuard<'static, ()>> {
+    perigee_testkit::root("network namespaces")
+        .then(|| SERIAL.lock().unwrap_or_else(|e| e.into_inner()))
 }
 
 /// A veth pair: `dev_a` in namespace `a`, its peer `dev_b` in namespace `b`.
@@ -277,7 +279,7 @@ pub fn start_daemon_with(
         .spawn()
         .unwrap();
     // Squid and unbound, when enabled, start before the first answer.
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let deadline = Instant::now() + HUNG;
     loop {
         if let Ok((200, h)) = control(&sock, "GET", "/v1/health", None) {
             if ready(&h) {
@@ -374,9 +376,7 @@ pub fn in_ns<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static
 }
 
 pub fn connect(ns: &str, addr: SocketAddr) -> std::io::Result<TcpStream> {
-    in_ns(ns, move || {
-        TcpStream::connect_timeout(&addr, Duration::from_secs(5))
-    })
+    in_ns(ns, move || TcpStream::connect_timeout(&addr, HUNG))
 }
 
 /// What the test server saw on one connection.
@@ -547,9 +547,15 @@ pub fn squid_urls(t: &Topo) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// Whether Squid logs a URL ending in `url_end` within 3 s.
-pub fn wait_logged(t: &Topo, url_end: &str) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(3);
+/// Whether Squid logs a URL ending in `url_end`: it does within HUNG, or it does not within 3 s
+/// (`expected` false: a request that must not go through Squid, given time to show up).
+pub fn logged(t: &Topo, url_end: &str, expected: bool) -> bool {
+    let within = if expected {
+        HUNG
+    } else {
+        Duration::from_secs(3)
+    };
+    let deadline = Instant::now() + within;
     while Instant::now() < deadline {
         if squid_urls(t).iter().any(|u| u.ends_with(url_end)) {
             return true;
@@ -557,4 +563,107 @@ pub fn wait_logged(t: &Topo, url_end: &str) -> bool {
         std::thread::sleep(Duration::from_millis(100));
     }
     false
+}
+
+/// Whether Squid logs a URL ending in `url_end` (waiting up to HUNG).
+pub fn wait_logged(t: &Topo, url_end: &str) -> bool {
+    logged(t, url_end, true)
+}
+
+/// Whether Squid never logs a URL ending in `url_end` (given 3 s to show up).
+pub fn never_logged(t: &Topo, url_end: &str) -> bool {
+    !logged(t, url_end, false)
+}
+
+/// Connects to `server` from the client, says WHO: (our address, the peer we reached, what the
+/// server saw as our address).
+pub fn who(t: &Topo, server: SocketAddr) -> (SocketAddr, SocketAddr, String) {
+    let mut c = connect(&t.c, server).expect("connect");
+    c.set_read_timeout(Some(HUNG)).unwrap();
+    c.write_all(b"WHO\n").unwrap();
+    let mut line = String::new();
+    BufReader::new(c.try_clone().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    (
+        c.local_addr().unwrap(),
+        c.peer_addr().unwrap(),
+        line.trim().to_string(),
+    )
+}
+
+/// The gateway's flow record (live or closed) of the client address `client`.
+pub fn find_flow(t: &Topo, client: SocketAddr) -> Option<serde_json::Value> {
+    t.flows("all")
+        .into_iter()
+        .find(|f| f["client"] == client.to_string())
+}
+
+/// The flow of `client` once the gateway lists it (within a report period, 1 s; None after HUNG).
+pub fn wait_flow(t: &Topo, client: SocketAddr) -> Option<serde_json::Value> {
+    let deadline = Instant::now() + HUNG;
+    while Instant::now() < deadline {
+        if let Some(f) = find_flow(t, client) {
+            return Some(f);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    None
+}
+
+/// Uploads `n` payload bytes to `srv` and checks the server's length and sha256.
+pub fn transfer_up(t: &Topo, srv: SocketAddr, n: usize) {
+    let data = payload(n);
+    let mut c = connect(&t.c, srv).unwrap();
+    c.set_read_timeout(Some(HUNG)).unwrap();
+    let w = {
+        let mut c2 = c.try_clone().unwrap();
+        std::thread::spawn(move || {
+            c2.write_all(b"UP\n").unwrap();
+            c2.write_all(&data).unwrap();
+            // Half-close: the server answers only after seeing our EOF.
+            c2.shutdown(Shutdown::Write).unwrap();
+        })
+    };
+    let mut reply = String::new();
+    c.read_to_string(&mut reply).unwrap();
+    w.join().unwrap();
+    assert_eq!(
+        reply.trim(),
+        format!("{} {}", n, sha(&payload(n))),
+        "upload of {n} bytes"
+    );
+}
+
+/// Downloads `n` payload bytes from `srv` and checks them.
+pub fn transfer_down(t: &Topo, srv: SocketAddr, n: usize) {
+    let mut c = connect(&t.c, srv).unwrap();
+    c.set_read_timeout(Some(HUNG)).unwrap();
+    c.write_all(format!("DOWN {n}\n").as_bytes()).unwrap();
+    let mut got = Vec::new();
+    c.read_to_end(&mut got).unwrap();
+    assert_eq!(got.len(), n);
+    assert_eq!(sha(&got), sha(&payload(n)), "download of {n} bytes");
+}
+
+/// Polls the gateway's /v1/counters until `check` holds (a worker's deltas reach the master once
+/// a report period, 1 s); panics after HUNG with the last counters.
+pub fn wait_counters(
+    t: &Topo,
+    what: &str,
+    check: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let deadline = Instant::now() + HUNG;
+    loop {
+        let (_, c) = control(&t.sock(), "GET", "/v1/counters", None).unwrap();
+        if check(&c) {
+            return c;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: not within {HUNG:?}: {c}\n{}",
+            t.log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }

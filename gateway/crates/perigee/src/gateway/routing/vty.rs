@@ -240,7 +240,11 @@ mod tests {
             command(&d, "bgpd", "show").unwrap_err(),
             VtyError::Timeout(d.join("bgpd.vty"))
         );
-        assert!(t.elapsed() < TIMEOUT * 3);
+        assert!(
+            t.elapsed() < TIMEOUT * 60,
+            "gave up, not hung: {:?}",
+            t.elapsed()
+        );
         std::fs::remove_dir_all(&d).unwrap();
     }
 
