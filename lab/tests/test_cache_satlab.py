@@ -204,12 +204,12 @@ def test_terminal_miss_then_hit_much_faster_and_hybla_toward_the_satellite(cslab
     assert [r["outcome"] for r in recs] == ["miss", "hit"], recs
     assert recs[0]["client"].startswith(CLIENT + ":")
     # Squid's kept-alive connection to the origin leaves from the client's address over the
-    # satellite route, which carries congctl hybla.
+    # satellite route, which carries the satellite leg's default congestion control (hybla_ld).
     socks = squid_server_sockets("terminal", SERVER)
     assert socks, "no Squid socket toward the origin"
     with open("/proc/sys/net/ipv4/tcp_available_congestion_control") as f:
         available = f.read().strip()
-    assert any(f"{CLIENT}:" in s and " hybla " in s.replace("\n", " ") for s in socks), (socks, available)
+    assert any(f"{CLIENT}:" in s and " hybla_ld " in s.replace("\n", " ") for s in socks), (socks, available)
     status, counters = ctl(sock, "GET", "/v1/counters")
     cache = counters["by_action"]["cache"]
     assert cache["hits"] >= 1 and cache["requests"] >= 2, cache

@@ -261,7 +261,7 @@ def test_peer_path_is_transparent_and_reported(lab: None) -> None:
             f = flow_of(role, client, out["local_port"])
             assert f["path"] == "peer", f
             assert f["legs"]["satellite"] == sat_side
-            assert f["legs"][sat_side]["cc"] == "hybla", f["legs"]
+            assert f["legs"][sat_side]["cc"] == "hybla_ld", f["legs"]  # the default
 
 
 def test_first_bytes_cross_the_satellite_without_a_handshake(lab: None) -> None:

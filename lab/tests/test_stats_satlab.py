@@ -296,7 +296,7 @@ def test_cache_download_is_a_live_flow_with_both_legs(lab: None) -> None:
     assert seen is not None, "the download never showed as a live cache flow with both legs"
     assert (seen["action"], seen["legs"]["satellite"], seen["site"]) == ("cache", "server", gateway.SITE_NAME)
     # The satellite leg (Squid -> origin) runs the satellite's congestion control.
-    assert seen["legs"]["server"]["cc"] == "hybla"
+    assert seen["legs"]["server"]["cc"] == "hybla_ld"  # the default
     miss = closed_cache_flow(int(port))
     assert miss["cache"]["misses"] == 1 and miss["cache"]["host"] == SERVER4, miss["cache"]
     assert miss["cache"]["bytes_from_origin"] >= 15_000_000
