@@ -82,8 +82,10 @@ def before(state: Path) -> None:
             c.post("/users", headers=h, json={"username": OPERATOR[0], "role": "operator", "password": OPERATOR[1]}),
             "create user",
         )
-        desired = ok(c.get("/config"), "GET /config")
-        stored = ok(c.put("/config", headers=h, json={"config": desired["config"], "comment": COMMENT}), "PUT /config")
+        config = ok(c.get("/config"), "GET /config")["config"]
+        # A version that changes nothing is not stored: change one timeout so the upgrade has a new one to keep.
+        config["splitter"]["idle_timeout_s"] = config["splitter"].get("idle_timeout_s", 600) + 1
+        stored = ok(c.put("/config", headers=h, json={"config": config, "comment": COMMENT}), "PUT /config")
         users = sorted(u["username"] for u in ok(c.get("/users"), "GET /users"))
     state.write_text(json.dumps({"version_id": stored["version_id"], "users": users}))
     print(f"api_probe: before: users {users}, config version {stored['version_id']} ({COMMENT!r})")
