@@ -4,14 +4,9 @@
 //! default switches to BBR as soon as its satellite socket has measured a minimum RTT below
 //! SHORT_PATH_RTT_US (docs/hybla.md, *The default*, with the measurements). A class that names a
 //! congestion control is never switched.
+use super::config::{SHORT_PATH_CC, SHORT_PATH_RTT_US};
 use super::flow::Session;
 use super::telemetry::CcReason;
-
-/// Below this minimum RTT a path is not geostationary (the shortest GEO round trip is about
-/// 480 ms; LEO is 20-60 ms, MEO 120-150 ms).
-pub const SHORT_PATH_RTT_US: u32 = 200_000;
-/// What a short path runs instead of the default.
-pub const SHORT_PATH_CC: &str = "bbr";
 
 /// The congestion control a flow's satellite leg should switch to now, if any: only a leg that
 /// runs the config's default (a hybla), once it has measured a short path, and only to a

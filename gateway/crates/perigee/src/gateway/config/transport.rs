@@ -2,7 +2,6 @@
 //! satellite interface's shaper.
 use super::limits::*;
 use super::Cidr;
-use crate::gateway::satleg_auto::{SHORT_PATH_CC, SHORT_PATH_RTT_US};
 use perigee_types::IpAddrSchema;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
