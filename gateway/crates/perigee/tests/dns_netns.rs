@@ -195,6 +195,9 @@ fn queries_to_listed_resolvers_are_answered_here_and_a_customers_own_resolver_st
         sa("fd99:1::1", 53),
         sa("2001:db8::99", 53),
     ];
+    // The first pass fills the gateway's cache (one upstream query per type, more if unbound
+    // retried a slow answer); from then on nothing asked of a listed address reaches the upstream.
+    let mut after_first_pass = None;
     for server in ours {
         for tcp in [false, true] {
             for qtype in [TYPE_A, TYPE_AAAA] {
@@ -204,12 +207,15 @@ fn queries_to_listed_resolvers_are_answered_here_and_a_customers_own_resolver_st
                 assert_eq!(r.from, server, "the answer comes from the address asked");
                 assert_eq!(r.addrs, vec![address_of(name, qtype)], "{server} tcp={tcp}");
             }
+            after_first_pass.get_or_insert_with(|| up.count(name));
         }
     }
+    let first = after_first_pass.unwrap();
+    assert!(first >= 2, "each type asked upstream once: {first}");
     assert_eq!(
         up.count(name),
-        2,
-        "one upstream query per type: every other answer (even to the upstream's own address) came from the gateway"
+        first,
+        "every answer after the first (even to the upstream's own address) came from the gateway"
     );
     let s = dns_stats(&t);
     assert!(s["intercepted_packets"].as_u64().unwrap() >= 16, "{s}");
