@@ -1,0 +1,88 @@
+"""What the gateway owns (its bounds, its built-in bypass entries, the protocols that take ports) reaches the API's
+request models, its rules, satlab and the live stream from the gateway's schema: each test here fails when a copy
+drifts from it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from pydantic import ValidationError
+
+from perigee_api.schemas import api as api_models
+from perigee_api.schemas import gateway_config
+from perigee_control import bypass, config
+
+ROOT = Path(__file__).resolve().parents[2]
+GATEWAY_SCHEMA = json.loads((ROOT / "gateway" / "schema" / "config.schema.json").read_text())
+OPENAPI = json.loads((ROOT / "api" / "openapi.json").read_text())
+
+
+def _gateway_field(model: str, field: str) -> dict[str, Any]:
+    return GATEWAY_SCHEMA["$defs"][model]["properties"][field]
+
+
+def _api_field(model: str, field: str) -> dict[str, Any]:
+    prop = OPENAPI["components"]["schemas"][model]["properties"][field]
+    # Optional fields are anyOf [the type, null].
+    return next((s for s in prop.get("anyOf", [prop]) if s.get("type") != "null"), prop)
+
+
+@pytest.mark.parametrize(
+    ("api", "gateway", "field", "keywords"),
+    [
+        ("ClassIn", "TrafficClass", "priority", ("minimum", "maximum")),
+        ("ClassPatch", "TrafficClass", "priority", ("minimum", "maximum")),
+        ("BypassIn", "BypassRule", "cidrs", ("maxItems",)),
+        ("BypassIn", "BypassRule", "ports", ("maxItems",)),
+    ],
+)
+def test_request_models_take_the_gateways_bounds(api: str, gateway: str, field: str, keywords: tuple[str, ...]) -> None:
+    for kw in keywords:
+        assert _api_field(api, field)[kw] == _gateway_field(gateway, field)[kw], f"{api}.{field} {kw}"
+
+
+def test_the_bypass_form_offers_every_protocol_the_gateway_accepts() -> None:
+    api_protocols = OPENAPI["components"]["schemas"]["BypassProtocol"]["enum"]
+    assert api_protocols == GATEWAY_SCHEMA["$defs"]["BypassProtocol"]["enum"]
+
+
+def test_the_builtin_bypass_entries_are_the_gateways() -> None:
+    emitted = GATEWAY_SCHEMA["properties"]["bypass"]["x-builtin"]
+    assert bypass.builtin_bypass_json() == emitted
+    # The API's first config and its "restore built-ins" use that one list.
+    assert gateway_config.BUILTIN_BYPASS is bypass.BUILTIN_BYPASS
+    first = [r.model_dump(mode="json") for r in gateway_config.default_config().bypass]
+    assert first == emitted
+    assert bypass.BUILTIN_NAMES == {r["name"] for r in emitted}
+
+
+def test_ports_need_a_protocol_the_gateway_names() -> None:
+    with_ports = _gateway_field("BypassRule", "ports")["x-protocols"]
+    assert list(bypass.PORT_PROTOCOLS) == with_ports
+    for protocol in GATEWAY_SCHEMA["$defs"]["BypassProtocol"]["enum"]:
+        entry = {"name": "x", "protocol": protocol, "cidrs": ["192.0.2.0/24"], "ports": ["443"]}
+        if protocol in with_ports:
+            config.BypassRule.model_validate(entry)
+        else:
+            with pytest.raises(ValidationError, match="ports need protocol"):
+                config.BypassRule.model_validate(entry)
+
+
+def test_the_stream_sends_the_event_its_model_names(admin: TestClient) -> None:
+    model = OPENAPI["components"]["schemas"]["FlowsEvent"]
+    assert model["x-sse-event"] == api_models.FLOWS_EVENT
+    r = admin.get("/api/v1/flows/stream", params={"max_events": 1})
+    assert r.status_code == 200
+    events = [block for block in r.text.split("\n\n") if block.startswith("event:")]
+    assert events, r.text
+    for block in events:
+        lines = dict(line.split(": ", 1) for line in block.split("\n"))
+        assert lines["event"] == model["x-sse-event"]
+        # Exactly the model's fields, each valid for it.
+        data = json.loads(lines["data"])
+        assert set(data) == set(model["properties"])
+        api_models.FlowsEvent.model_validate(data)
