@@ -5,6 +5,7 @@ drifts from it."""
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -86,3 +87,41 @@ def test_the_stream_sends_the_event_its_model_names(admin: TestClient) -> None:
         data = json.loads(lines["data"])
         assert set(data) == set(model["properties"])
         api_models.FlowsEvent.model_validate(data)
+
+
+def test_the_bod_derivation_clamps_to_the_gateways_windows() -> None:
+    from perigee_api import tuning
+
+    satellite = GATEWAY_SCHEMA["$defs"]["Satellite"]["properties"]
+    assert tuning.INITWND_MIN == satellite["initcwnd"]["default"]
+    assert tuning.INITRWND_MAX == satellite["initrwnd"]["maximum"]
+    assert tuning.CWND_MAX_MAX == GATEWAY_SCHEMA["$defs"]["Hybla"]["properties"]["cwnd_max"]["maximum"]
+    # A fast, long link asks for more than the config holds: the derivation stops at the gateway's bound.
+    inputs = tuning.BodInputs(
+        forward_rate_bps=10_000_000_000,
+        return_cra_bps=10_000_000_000,
+        return_rbdc_max_bps=0,
+        superframe_ms=26.5,
+        allocation_delay_ms=0.0,
+        base_rtt_ms=2_000.0,
+        terminal_buffer_bytes=1 << 30,
+    )
+    values = tuning.derive(inputs).values
+    assert values["initrwnd"].value == satellite["initrwnd"]["maximum"]
+
+
+PERIGEE = ROOT / "gateway" / "target" / "release" / "perigee"
+
+
+@pytest.mark.parametrize(
+    ("rate_bps", "rtt_ms", "mss"),
+    [(50_000_000, 600, 1448), (2_000_000, 560, 1448), (1_000, 1, 536), (10_000_000_000, 10_000, 1448), (7, 3, 0)],
+)
+def test_the_hybla_ceiling_is_the_gateways(rate_bps: int, rtt_ms: int, mss: int) -> None:
+    from perigee_control import hybla
+
+    if not PERIGEE.is_file():
+        pytest.fail(f"{PERIGEE} is missing: run `make -C gateway build` first")
+    argv = [str(PERIGEE), "hybla", "ceiling", "--rate-bps", str(rate_bps), "--base-rtt-ms", str(rtt_ms), "--mss", str(mss)]
+    gateway = int(subprocess.run(argv, capture_output=True, text=True, check=True, timeout=30).stdout)
+    assert hybla.cwnd_ceiling_for_link(rate_bps, rtt_ms * 1000, mss) == gateway
