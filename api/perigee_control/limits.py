@@ -9,9 +9,7 @@ import annotated_types
 from pydantic import BaseModel
 
 
-def bound(
-    model: type[BaseModel], field: str, kind: Literal["ge", "le", "gt", "lt", "min_length", "max_length"]
-) -> Any:
+def bound(model: type[BaseModel], field: str, kind: Literal["ge", "le", "gt", "lt", "min_length", "max_length"]) -> Any:
     """The `kind` bound the schema gives `model.field` (e.g. bound(Hybla, "base_rtt_ms", "le") == 10000,
     bound(BypassRule, "ports", "max_length") == 256)."""
     for meta in model.model_fields[field].metadata:

@@ -58,7 +58,7 @@ def test_the_builtin_bypass_entries_are_the_gateways() -> None:
     assert gateway_config.BUILTIN_BYPASS is bypass.BUILTIN_BYPASS
     first = [r.model_dump(mode="json") for r in gateway_config.default_config().bypass]
     assert first == emitted
-    assert bypass.BUILTIN_NAMES == {r["name"] for r in emitted}
+    assert {r["name"] for r in emitted} == bypass.BUILTIN_NAMES
 
 
 def test_ports_need_a_protocol_the_gateway_names() -> None:
@@ -93,9 +93,9 @@ def test_the_bod_derivation_clamps_to_the_gateways_windows() -> None:
     from perigee_api import tuning
 
     satellite = GATEWAY_SCHEMA["$defs"]["Satellite"]["properties"]
-    assert tuning.INITWND_MIN == satellite["initcwnd"]["default"]
-    assert tuning.INITRWND_MAX == satellite["initrwnd"]["maximum"]
-    assert tuning.CWND_MAX_MAX == GATEWAY_SCHEMA["$defs"]["Hybla"]["properties"]["cwnd_max"]["maximum"]
+    assert satellite["initcwnd"]["default"] == tuning.INITWND_MIN
+    assert satellite["initrwnd"]["maximum"] == tuning.INITRWND_MAX
+    assert GATEWAY_SCHEMA["$defs"]["Hybla"]["properties"]["cwnd_max"]["maximum"] == tuning.CWND_MAX_MAX
     # A fast, long link asks for more than the config holds: the derivation stops at the gateway's bound.
     inputs = tuning.BodInputs(
         forward_rate_bps=10_000_000_000,
@@ -122,6 +122,7 @@ def test_the_hybla_ceiling_is_the_gateways(rate_bps: int, rtt_ms: int, mss: int)
 
     if not PERIGEE.is_file():
         pytest.fail(f"{PERIGEE} is missing: run `make -C gateway build` first")
-    argv = [str(PERIGEE), "hybla", "ceiling", "--rate-bps", str(rate_bps), "--base-rtt-ms", str(rtt_ms), "--mss", str(mss)]
+    argv = [str(PERIGEE), "hybla", "ceiling", "--rate-bps", str(rate_bps), "--base-rtt-ms", str(rtt_ms)]
+    argv += ["--mss", str(mss)]
     gateway = int(subprocess.run(argv, capture_output=True, text=True, check=True, timeout=30).stdout)
     assert hybla.cwnd_ceiling_for_link(rate_bps, rtt_ms * 1000, mss) == gateway

@@ -156,7 +156,9 @@ def test_the_hub_enrolls_the_terminal_and_the_terminal_pins_the_hub(tmp_path: Pa
     assert "splitter" not in alone and "quic" not in alone
 
 
-GATEWAY_SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "gateway" / "schema" / "config.schema.json").read_text())
+GATEWAY_SCHEMA = json.loads(
+    (Path(__file__).resolve().parents[2] / "gateway" / "schema" / "config.schema.json").read_text()
+)
 
 
 def test_the_lab_config_carries_the_gateways_builtin_bypass_entries() -> None:

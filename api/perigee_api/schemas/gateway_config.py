@@ -76,7 +76,6 @@ __all__ = [
 ]
 
 
-
 # The resolver behind the satellite in satlab (the server namespace): where Squid and the
 # terminal's resolver forward by default.
 LAB_RESOLVER = "10.71.3.53"

@@ -153,7 +153,10 @@ pub fn builtin_bypass() -> Vec<Bypass> {
         builtin: true,
         protocol,
         cidrs: Vec::new(),
-        ports: port.map(|p| PortRange { lo: p, hi: p }).into_iter().collect(),
+        ports: port
+            .map(|p| PortRange { lo: p, hi: p })
+            .into_iter()
+            .collect(),
     };
     vec![
         rule("ipsec-esp", BypassProtocol::Esp, None),

@@ -747,14 +747,25 @@ fn the_builtin_bypass_list_is_in_the_schema_and_valid() {
     let schema = crate::gateway::schema::config_schema();
     let field = &schema["properties"]["bypass"];
     let builtin: Vec<Bypass> = serde_json::from_value(field["x-builtin"].clone()).unwrap();
-    let names: Vec<&str> = field["x-builtin"].as_array().unwrap().iter().map(|b| b["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> = field["x-builtin"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["name"].as_str().unwrap())
+        .collect();
     assert_eq!(names, ["ipsec-esp", "ipsec-ah", "ike", "nat-t", "ike-tcp"]);
     assert!(builtin.iter().all(|b| b.builtin));
     // A config carrying exactly the built-in entries is valid (and the example carries them).
     let c = with(&["bypass"], field["x-builtin"].clone()).unwrap();
     assert_eq!(c.bypass.len(), builtin.len());
     let example = example_json();
-    let listed: Vec<&str> = example["bypass"].as_array().unwrap().iter().filter(|b| b["builtin"] == true).map(|b| b["name"].as_str().unwrap()).collect();
+    let listed: Vec<&str> = example["bypass"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|b| b["builtin"] == true)
+        .map(|b| b["name"].as_str().unwrap())
+        .collect();
     assert_eq!(listed, names);
 }
 
