@@ -126,3 +126,11 @@ def test_the_hybla_ceiling_is_the_gateways(rate_bps: int, rtt_ms: int, mss: int)
     argv += ["--mss", str(mss)]
     gateway = int(subprocess.run(argv, capture_output=True, text=True, check=True, timeout=30).stdout)
     assert hybla.cwnd_ceiling_for_link(rate_bps, rtt_ms * 1000, mss) == gateway
+
+
+@pytest.mark.parametrize("shipped", ["images/gateway/gateway.json", "debian/conf/gateway.json"])
+def test_shipped_configs_carry_the_gateways_builtin_bypass_entries(shipped: str) -> None:
+    # A shipped first config is plain JSON (it cannot import the list): it must carry the gateway's list as it is.
+    entries = json.loads((ROOT / shipped).read_text())["bypass"]
+    builtin = [config.BypassRule.model_validate(e).model_dump(mode="json") for e in entries if e.get("builtin")]
+    assert builtin == GATEWAY_SCHEMA["properties"]["bypass"]["x-builtin"]
