@@ -383,6 +383,15 @@ print(json.dumps({{"id": body[:2].hex(), "qr": bool(body[2] & 0x80)}}))
     assert tunnel and all(f["path"] == "peer" for f in tunnel), tunnel
 
 
+def test_the_resolvers_health_check_does_not_keep_the_pool_busy(lab: None) -> None:
+    # Through the peer path each upstream probe is a flow of its own: an idle terminal opens a few
+    # a minute (one every 15 s), not one a second.
+    before = control("terminal", "GET", "/v1/counters")["peer"]["flows"]
+    time.sleep(20)
+    opened = control("terminal", "GET", "/v1/counters")["peer"]["flows"] - before
+    assert opened <= 3, f"{opened} peer flows in 20 s on an idle terminal"
+
+
 # --- exactly once -------------------------------------------------------------------------------------
 
 

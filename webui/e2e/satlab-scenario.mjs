@@ -125,7 +125,7 @@ export async function satlabSteps(steps, { context, baseUrl, password, lab, shot
     const f = sampled(samples).at(-1);
     assert.equal(f.action, 'accelerate', 'split (accelerated), not bypassed');
     assert.equal(f.legs.satellite, 'client', 'on a hub the client-facing leg faces the satellite');
-    assert.equal(satLeg(f).cc, 'hybla', 'satellite leg congestion control');
+    assert.equal(satLeg(f).cc, 'hybla_ld', 'satellite leg congestion control');
     await until('bytes_down of the flow to grow', async () => {
       const s = sampled(dl.flows.get(id));
       return s.at(-1).bytes_down > s[0].bytes_down;
@@ -133,7 +133,7 @@ export async function satlabSteps(steps, { context, baseUrl, password, lab, shot
     await shot('flows-live');
     await row.getByRole('link', { name: `Flow ${id} details` }).click();
     const satCard = page.locator('.mantine-Paper-root').filter({ has: page.getByRole('heading', { name: 'Satellite leg (client side)' }) });
-    await satCard.getByRole('row').filter({ hasText: 'Congestion control' }).filter({ hasText: 'hybla' }).waitFor();
+    await satCard.getByRole('row').filter({ hasText: 'Congestion control' }).filter({ hasText: 'hybla_ld' }).waitFor();
     await until('a few live samples in the drill-down', async () => {
       const t = await page.getByText(/\d+ live samples since this page opened/).textContent();
       return Number(t.match(/(\d+)/)[1]) >= 3;
@@ -318,7 +318,7 @@ export async function satlabSteps(steps, { context, baseUrl, password, lab, shot
     assert.equal(result.bytes, 25_000_000);
     const samples = sampled([...dl.flows.values()].flat());
     assert.ok(samples.length >= 2, `the split flow was seen ${samples.length} times`);
-    const odd = samples.find((s) => s.action !== 'accelerate' || satLeg(s)?.cc !== 'hybla');
+    const odd = samples.find((s) => s.action !== 'accelerate' || satLeg(s)?.cc !== 'hybla_ld');
     assert.equal(odd, undefined, `a sample not accelerated with hybla: ${JSON.stringify(odd)}`);
     const max = Math.max(...samples.map((s) => satLeg(s).pacing_rate_bps));
     assert.ok(max > BOD_FORWARD_BPS, `pacing ${max} should exceed the removed cap ${BOD_FORWARD_BPS}`);

@@ -104,7 +104,7 @@ try {
   });
 
   await steps.run('Hybla on the satellite leg, cubic on the terrestrial one, cache off; review the diff; apply', async () => {
-    assert.equal(await page.getByRole('textbox', { name: /^Satellite leg/ }).inputValue(), 'hybla');
+    assert.equal(await page.getByRole('textbox', { name: /^Satellite leg/ }).inputValue(), 'hybla_ld');
     await page.getByRole('textbox', { name: /^Terrestrial leg/ }).click();
     await page.getByRole('option', { name: 'cubic' }).click();
     await page.getByRole('button', { name: 'Next' }).click();
@@ -128,7 +128,7 @@ try {
     assert.equal(`v${running.version_id}`, health.config_revision);
     const cfg = await lab.gateway('/v1/config');
     assert.deepEqual(cfg.interfaces, { lan: ['lan0'], satellite: 'sat0' });
-    assert.equal(cfg.satellite.congestion_control, 'hybla');
+    assert.equal(cfg.satellite.congestion_control, 'hybla_ld');
     assert.equal(cfg.terrestrial.congestion_control, 'cubic');
   });
 
@@ -145,7 +145,7 @@ try {
     assert.equal(result.complete, true, 'the download completed');
     assert.ok(seen.length > 0, 'the hub listed the flow while it ran');
     const ground = (f) => f.legs[f.legs.satellite === 'client' ? 'server' : 'client'];
-    const odd = seen.find((f) => f.action !== 'accelerate' || satLeg(f).cc !== 'hybla' || ground(f).cc !== 'cubic');
+    const odd = seen.find((f) => f.action !== 'accelerate' || satLeg(f).cc !== 'hybla_ld' || ground(f).cc !== 'cubic');
     assert.equal(odd, undefined, `a sample not split with hybla: ${JSON.stringify(odd)}`);
     console.log(`    flow ${seen[0].id}: ${seen.length} samples, satellite leg ${satLeg(seen[0]).cc}, ${(result.goodput_bps / 1e6).toFixed(1)} Mbit/s goodput`);
   });

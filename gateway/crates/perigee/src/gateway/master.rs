@@ -33,6 +33,19 @@ const DNS_WATCH_EVERY: Duration = Duration::from_secs(2);
 /// Pause between two rounds of the upstream resolver probe (a round takes at most
 /// dns.probe_timeout_ms).
 const PROBE_EVERY: Duration = Duration::from_secs(1);
+/// Through the peer path each probe is a flow of its own (a warm connection taken, a new one
+/// opened across the satellite): rarer, so a terminal's pool is not kept busy by its own health
+/// check, nor a hub with many terminals by theirs. The pool's own state says at once when the
+/// path is gone; this only checks the hub's resolver behind it.
+const PROBE_EVERY_PEER_PATH: Duration = Duration::from_secs(15);
+
+/// How long after the last probe round the next one starts.
+fn probe_pause(forwarding: perigee_dns::Forwarding) -> Duration {
+    match forwarding {
+        perigee_dns::Forwarding::Direct => PROBE_EVERY,
+        perigee_dns::Forwarding::PeerPath => PROBE_EVERY_PEER_PATH,
+    }
+}
 /// How often Squid's connections are read from the kernel (a satellite-facing connection lives
 /// at least a round trip, so it is seen at least once before it closes).
 const CACHE_FLOWS_EVERY: Duration = Duration::from_millis(500);
@@ -42,9 +55,10 @@ fn probe_wanted(cfg: &GatewayConfig) -> bool {
     cfg.cache.enabled || cfg.dns.enabled
 }
 
-/// The upstream probe: every PROBE_EVERY, asks each upstream once; two failed rounds in a
-/// row mark the resolver down (port 80 steps aside to the splitter), one answer brings it back.
+/// The upstream probe: every PROBE_EVERY (PROBE_EVERY_PEER_PATH through the peer path), asks
+/// each upstream once; two failed rounds in a row mark the resolver down (port 80 steps aside to the splitter), one answer brings it back.
 fn watch_resolver(shared: Arc<Shared>) {
+    let mut last_round: Option<(Instant, perigee_dns::Forwarding)> = None;
     loop {
         std::thread::sleep(PROBE_EVERY);
         if shared.shutting_down.load(Ordering::Relaxed) {
@@ -54,6 +68,13 @@ fn watch_resolver(shared: Arc<Shared>) {
         if !shared.configured.load(Ordering::Relaxed) || !probe_wanted(&cfg) {
             continue;
         }
+        // A change of path probes at once; otherwise the path's own pause.
+        if let Some((at, how)) = last_round {
+            if how == cfg.dns_forwarding() && at.elapsed() + PROBE_EVERY < probe_pause(how) {
+                continue;
+            }
+        }
+        last_round = Some((Instant::now(), cfg.dns_forwarding()));
         let upstreams = cfg.dns.upstreams().unwrap_or_default();
         let timeout = Duration::from_millis(u64::from(cfg.dns.probe_timeout_ms));
         let forwarding = cfg.dns_forwarding();
