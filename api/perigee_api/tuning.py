@@ -38,6 +38,8 @@ Formulas (rates in bit/s, times in s, sizes in bytes; clamp(x, lo, hi) = min(max
   initcwnd         = clamp(ceil(bdp_send / (4 × mss)), 10, 100)  (a quarter BDP in the first flight)
   initrwnd         = clamp(ceil(window_recv / mss), 10, 1000)     (let the peer fill the grant-wait
                      window at once: a one-BDP window stalls the flow before the first full grant)
+                     (10 is the gateway's default initcwnd, 1000 its bound on initrwnd: both read from its
+                     schema, INITWND_MIN and INITRWND_MAX)
   hybla_base_rtt   = round(base_rtt in ms)                         (Hybla's ρ = rtt / rtt0 uses it; the
                      allocation delay is left out on purpose: waiting for a grant inflates the
                      measured RTT, and must not inflate ρ and with it Hybla's aggressiveness)
@@ -78,14 +80,19 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from perigee_api import loss_tuning
 from perigee_control.bod import write_tuning
 from perigee_control.config import Hybla, Role, Satellite, Shaping
-from perigee_control.limits import bound, extension
+from perigee_control.hybla import two_bdp_segments
+from perigee_control.limits import bound, default, extension
 
 KIB = 1024
 MIB = 1024 * 1024
 SOCKBUF_MIN = 64 * KIB
 SOCKBUF_MAX = 64 * MIB
-CWND_MAX_MIN = 10
+# Initial windows never below the gateway's own default (Linux's 10 segments), nor a ceiling under it.
+INITWND_MIN: int = default(Satellite, "initcwnd")
+CWND_MAX_MIN = INITWND_MIN
+INITCWND_MAX = 100  # the derivation's cap: a first flight of a quarter BDP stays within what a modem queue holds
 # The config's bounds, from the gateway's schema: what "write to config" can store.
+INITRWND_MAX: int = bound(Satellite, "initrwnd", "le")
 CWND_MAX_MAX: int = bound(Hybla, "cwnd_max", "le")
 SHAPING_MIN_BPS: int = extension(Shaping, "rate_bps", "x-minimum-nonzero")  # shaping.rate_bps when on (0 = off)
 SHAPING_OVERHEAD_MAX: int = bound(Shaping, "overhead_bytes", "le")
@@ -322,22 +329,22 @@ def derive(inputs: BodInputs, overrides: dict[str, float] | None = None) -> Tuni
         f"{'hub: pacing_forward' if hub else 'terminal: pacing_return'} = {_n(pacing)} bit/s",
     )
     cw_raw = math.ceil(bdp_send / (4 * i.mss_bytes))
-    cw = _clamp(cw_raw, 10, 100)
+    cw = _clamp(cw_raw, INITWND_MIN, INITCWND_MAX)
     put(
         "initcwnd",
         cw,
         "segments",
         f"ceil(BDP_{send_dir} / (4 × MSS)) = ceil({_n(bdp_send)} / (4 × {i.mss_bytes})) = {cw_raw},"
-        f" clamped to [10, 100] = {_n(cw)}",
+        f" clamped to [{INITWND_MIN}, {INITCWND_MAX}] = {_n(cw)}",
     )
     rw_raw = math.ceil(win_recv / i.mss_bytes)
-    rw = _clamp(rw_raw, 10, 1000)
+    rw = _clamp(rw_raw, INITWND_MIN, INITRWND_MAX)
     put(
         "initrwnd",
         rw,
         "segments",
         f"ceil(window_{recv_dir} / MSS) = ceil({_n(win_recv)} / {i.mss_bytes}) = {rw_raw},"
-        f" clamped to [10, 1000] = {_n(rw)}",
+        f" clamped to [{INITWND_MIN}, {_n(INITRWND_MAX)}] = {_n(rw)}",
     )
     put(
         "hybla_base_rtt_ms",
@@ -347,9 +354,8 @@ def derive(inputs: BodInputs, overrides: dict[str, float] | None = None) -> Tuni
         " (allocation delay left out: BoD waiting must not inflate Hybla's ρ)",
     )
     send_rate = i.forward_rate_bps if hub else ret
-    # Integer arithmetic as in cwnd_ceiling_for_link (rtt in µs keeps fractional ms exact enough).
-    rtt_us = round(rtt_ms * 1000)
-    bdp2_raw = -(-(2 * int(send_rate) * rtt_us) // (8 * 1_000_000 * i.mss_bytes))
+    # The gateway's formula (perigee_control.hybla); the RTT in µs keeps fractional ms exact enough.
+    bdp2_raw = two_bdp_segments(int(send_rate), round(rtt_ms * 1000), i.mss_bytes)
     win_segs = math.ceil(win_send / i.mss_bytes)
     cm_raw = max(bdp2_raw, win_segs)
     cm = _clamp(cm_raw, CWND_MAX_MIN, CWND_MAX_MAX)

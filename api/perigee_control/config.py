@@ -396,7 +396,10 @@ class BypassRule(BypassRuleRules):
     """
     Unique among the bypass entries.
     """
-    ports: Annotated[list[PortRange], Field(max_length=256)] = []
+    ports: Annotated[
+        list[PortRange],
+        Field(json_schema_extra={"x-protocols": ["tcp", "udp"]}, max_length=256),
+    ] = []
     """
     Ports either end may use (tcp and udp only).
     """
@@ -725,7 +728,52 @@ class GatewayConfig(GatewayConfigRules):
     model_config = ConfigDict(
         extra="forbid",
     )
-    bypass: Annotated[list[BypassRule], Field(max_length=512, validate_default=True)] = []
+    bypass: Annotated[
+        list[BypassRule],
+        Field(
+            json_schema_extra={
+                "x-builtin": [
+                    {
+                        "builtin": True,
+                        "cidrs": [],
+                        "name": "ipsec-esp",
+                        "ports": [],
+                        "protocol": "esp",
+                    },
+                    {
+                        "builtin": True,
+                        "cidrs": [],
+                        "name": "ipsec-ah",
+                        "ports": [],
+                        "protocol": "ah",
+                    },
+                    {
+                        "builtin": True,
+                        "cidrs": [],
+                        "name": "ike",
+                        "ports": ["500"],
+                        "protocol": "udp",
+                    },
+                    {
+                        "builtin": True,
+                        "cidrs": [],
+                        "name": "nat-t",
+                        "ports": ["4500"],
+                        "protocol": "udp",
+                    },
+                    {
+                        "builtin": True,
+                        "cidrs": [],
+                        "name": "ike-tcp",
+                        "ports": ["4500"],
+                        "protocol": "tcp",
+                    },
+                ]
+            },
+            max_length=512,
+            validate_default=True,
+        ),
+    ] = []
     """
     Traffic that is never touched (evaluated before any class); the IPsec entries are built in.
     """

@@ -9,8 +9,9 @@ import annotated_types
 from pydantic import BaseModel
 
 
-def bound(model: type[BaseModel], field: str, kind: Literal["ge", "le", "gt", "lt"]) -> Any:
-    """The `kind` bound the schema gives `model.field` (e.g. bound(Hybla, "base_rtt_ms", "le") == 10000)."""
+def bound(model: type[BaseModel], field: str, kind: Literal["ge", "le", "gt", "lt", "min_length", "max_length"]) -> Any:
+    """The `kind` bound the schema gives `model.field` (e.g. bound(Hybla, "base_rtt_ms", "le") == 10000,
+    bound(BypassRule, "ports", "max_length") == 256)."""
     for meta in model.model_fields[field].metadata:
         value = getattr(meta, kind, None)
         if isinstance(meta, annotated_types.BaseMetadata) and value is not None:

@@ -171,8 +171,9 @@ class BypassRuleRules(Strict):
 
     @model_validator(mode="after")
     def _ports_need_l4(self) -> Self:
-        if self.ports and self.protocol not in ("tcp", "udp"):
-            raise ValueError("ports need protocol tcp or udp")
+        with_ports = extension(type(self), "ports", "x-protocols")  # the gateway's list (BypassProtocol::has_ports)
+        if self.ports and self.protocol not in with_ports:
+            raise ValueError(f"ports need protocol {' or '.join(with_ports)}")
         if self.protocol == "any" and not self.cidrs:
             raise ValueError("protocol 'any' needs cidrs (it would bypass everything)")
         return self

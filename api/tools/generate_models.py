@@ -56,8 +56,16 @@ COMMON = [
 # The schema's definitions that `perigee_control.formats` checks further (see its docstring).
 FORMATS = ["Cidr", "IpAddr", "PortRange", "Upstream", "RefreshRegex", "CacheDomain", "Zone"]
 # The schema's own keywords for bounds JSON Schema cannot say (the gateway's limits, emitted by its
-# `#[schemars(extend)]` attributes): kept on the fields (`json_schema_extra`) for `limits.extension` to read.
-EXTENSIONS = ["x-minimum-nonzero", "x-maximum-rock", "x-short-path-cc", "x-short-path-rtt-ms"]
+# `#[schemars(extend)]` attributes) and the lists it owns (the built-in bypass entries, the bypass protocols that take
+# ports): kept on the fields (`json_schema_extra`) for `limits.extension` to read.
+EXTENSIONS = [
+    "x-minimum-nonzero",
+    "x-maximum-rock",
+    "x-short-path-cc",
+    "x-short-path-rtt-ms",
+    "x-builtin",
+    "x-protocols",
+]
 RULES = [
     "Interfaces",
     "Route",

@@ -39,8 +39,11 @@ import time
 from pathlib import Path
 from typing import Any, Protocol
 
+from perigee_control.bypass import builtin_bypass_json
 from perigee_control.client import GatewayClient
 from perigee_control.client import GatewayError as ControlError
+from perigee_control.config import Hybla, Satellite
+from perigee_control.limits import bound, default
 
 from . import gwsupervise
 
@@ -51,13 +54,6 @@ PERIGEE = os.environ.get("SATLAB_PERIGEE") or str(REPO / "bin" / "perigee")
 WHERE = {"hub": ("hub",), "terminal": ("terminal",), "both": ("hub", "terminal")}
 CLIENT_SUBNETS = ["10.71.1.0/24", "fd71:1::/64"]
 SITE_NAME = "site-1"
-IPSEC_BYPASS = [
-    {"name": "ipsec-esp", "builtin": True, "protocol": "esp"},
-    {"name": "ipsec-ah", "builtin": True, "protocol": "ah"},
-    {"name": "ike", "builtin": True, "protocol": "udp", "ports": ["500"]},
-    {"name": "nat-t", "builtin": True, "protocol": "udp", "ports": ["4500"]},
-    {"name": "ike-tcp", "builtin": True, "protocol": "tcp", "ports": ["4500"]},
-]
 # Satellite routes: the far side of the satellite link, as seen from each gateway.
 SAT_ROUTES = {
     "terminal": [
@@ -183,8 +179,9 @@ WIRE_FRAME = MSS + 32 + 20 + 14
 PACING_HEADROOM = 1.02  # pace a little above the link rate so the link never idles behind the pacer
 MIN_BUF = 1 << 20
 LOSS_RCV_WINDOWS = 4  # receive buffer, in BDPs of the direction received (the BoD page's lossy-link factor)
-RTT0_MS = 25  # Hybla's reference RTT: the gateway's default hybla.rtt0_ms, which the lab keeps
-ROUTE_WINDOW_MAX = 1000  # the config's bound on initcwnd (segments)
+RTT0_MS = float(default(Hybla, "rtt0_ms"))  # Hybla's reference RTT: the gateway's default, which the lab keeps
+ROUTE_WINDOW_MAX: int = bound(Satellite, "initcwnd", "le")  # the config's bound on initcwnd (segments)
+ROUTE_WINDOW_MIN: int = default(Satellite, "initcwnd")  # never below the gateway's own initial window
 
 
 def pacing_rate(link_bps: float) -> int:
@@ -244,7 +241,7 @@ def link_tuning(role: str, forward: dict[str, Any], ret: dict[str, Any]) -> dict
     rcvbuf = max(buf, int(LOSS_RCV_WINDOWS * float(recv["rate_bps"]) * rtt_s / 8))
     rho = max(1.0, rtt_ms / RTT0_MS)
     send_bdp_segs = rate * rtt_s / 8 / MSS
-    initcwnd = min(ROUTE_WINDOW_MAX, max(10, int(send_bdp_segs / rho)))
+    initcwnd = min(ROUTE_WINDOW_MAX, max(ROUTE_WINDOW_MIN, int(send_bdp_segs / rho)))
     alloc_ms = float((send.get("bod") or {}).get("allocation_delay_ms", 0))
     return {"sndbuf_bytes": buf, "rcvbuf_bytes": rcvbuf, "pacing_rate_bps": pacing_rate(rate),
             "cwnd_max": cwnd_ceiling(rate, rtt_ms + alloc_ms), "initcwnd": initcwnd, "initrwnd": 0,
@@ -272,7 +269,7 @@ def default_config(role: str, cache: bool = False, tuning: dict[str, int] | None
         "interfaces": {"lan": ["lan0"], "satellite": "sat0"},
         "served_subnets": CLIENT_SUBNETS,
         "satellite": satellite,
-        "bypass": IPSEC_BYPASS,
+        "bypass": builtin_bypass_json(),
         "cache": dict(CACHE_CONFIG) if cache else {"enabled": False},
         "dns": dns_config(role),
         "peer": peer_section(role, peer),

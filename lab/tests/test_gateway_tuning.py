@@ -154,3 +154,22 @@ def test_the_hub_enrolls_the_terminal_and_the_terminal_pins_the_hub(tmp_path: Pa
     assert alone["peer"]["enabled"] is False and alone["peer"]["hub_fingerprints"] == []
     # Nothing the lab does not decide: nodelay, quic and the rest are the gateway's defaults.
     assert "splitter" not in alone and "quic" not in alone
+
+
+GATEWAY_SCHEMA = json.loads(
+    (Path(__file__).resolve().parents[2] / "gateway" / "schema" / "config.schema.json").read_text()
+)
+
+
+def test_the_lab_config_carries_the_gateways_builtin_bypass_entries() -> None:
+    # The one list is the gateway's (x-builtin in its schema); the lab never keeps a copy of its own.
+    emitted = GATEWAY_SCHEMA["properties"]["bypass"]["x-builtin"]
+    for role in ("hub", "terminal"):
+        assert gateway.default_config(role)["bypass"] == emitted
+
+
+def test_the_lab_tuning_uses_the_gateways_numbers() -> None:
+    defs = GATEWAY_SCHEMA["$defs"]
+    assert gateway.RTT0_MS == defs["Hybla"]["properties"]["rtt0_ms"]["default"]
+    assert gateway.ROUTE_WINDOW_MAX == defs["Satellite"]["properties"]["initcwnd"]["maximum"]
+    assert gateway.ROUTE_WINDOW_MIN == defs["Satellite"]["properties"]["initcwnd"]["default"]

@@ -23,6 +23,7 @@ from perigee_api.schemas.gateway_config import (
     TrafficClass,
 )
 from perigee_api.tuning import BodInputs, Tuning
+from perigee_control.limits import bound
 from perigee_control.reports import (
     BypassRuleKind,
     CacheStats,
@@ -143,9 +144,16 @@ class PolicyIssue(BaseModel):
     classes: list[str]
 
 
+# The gateway's own bounds on what these requests carry into its config (the schema's, never restated).
+PRIORITY_MIN: int = bound(TrafficClass, "priority", "ge")
+PRIORITY_MAX: int = bound(TrafficClass, "priority", "le")
+BYPASS_CIDRS_MAX: int = bound(BypassRule, "cidrs", "max_length")
+BYPASS_PORTS_MAX: int = bound(BypassRule, "ports", "max_length")
+
+
 class ClassIn(In):
     name: Name
-    priority: int = Field(ge=0, le=65535)
+    priority: int = Field(ge=PRIORITY_MIN, le=PRIORITY_MAX)
     match: Match = Field(default_factory=Match)
     action: Action
     satellite: ClassSatellite = Field(default_factory=ClassSatellite)
@@ -154,7 +162,7 @@ class ClassIn(In):
 
 class ClassPatch(In):
     name: Name | None = Field(default=None, description="a new name for the class (renames it)")
-    priority: int | None = Field(default=None, ge=0, le=65535)
+    priority: int | None = Field(default=None, ge=PRIORITY_MIN, le=PRIORITY_MAX)
     match: Match | None = None
     action: Action | None = None
     satellite: ClassSatellite | None = None
@@ -193,8 +201,8 @@ class ChangeOut(BaseModel):
 class BypassIn(In):
     name: Name
     protocol: BypassProtocol
-    cidrs: list[Cidr] = Field(default_factory=list, max_length=1024)
-    ports: list[PortSpec] = Field(default_factory=list, max_length=256)
+    cidrs: list[Cidr] = Field(default_factory=list, max_length=BYPASS_CIDRS_MAX)
+    ports: list[PortSpec] = Field(default_factory=list, max_length=BYPASS_PORTS_MAX)
     comment: str = Field(default="", max_length=1000)
     confirm: bool = Field(
         default=False,
@@ -386,6 +394,9 @@ FLOWS_EVENT = "flows"
 class FlowsEvent(BaseModel):
     """The live stream's one event (`event: flows`, GET /flows/stream): the whole live table, once per collector
     tick in which it changed."""
+
+    # The SSE event name, in the OpenAPI document too: the dashboard listens for this name only.
+    model_config = ConfigDict(json_schema_extra={"x-sse-event": FLOWS_EVENT})
 
     flows: list[Flow]
     now: float = Field(description="the gateway's clock when the table was read (Unix s)")

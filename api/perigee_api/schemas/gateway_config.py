@@ -9,6 +9,7 @@ tests/test_config_contract.py proves the API accepts exactly what the gateway's 
 
 from __future__ import annotations
 
+from perigee_control.bypass import BUILTIN_BYPASS, BUILTIN_NAMES
 from perigee_control.config import (
     Action,
     BypassProtocol,
@@ -73,15 +74,6 @@ __all__ = [
     "parse_cidr",
     "parse_port_spec",
 ]
-
-BUILTIN_BYPASS: tuple[BypassRule, ...] = (
-    BypassRule(name="ipsec-esp", builtin=True, protocol="esp"),
-    BypassRule(name="ipsec-ah", builtin=True, protocol="ah"),
-    BypassRule(name="ike", builtin=True, protocol="udp", ports=["500"]),
-    BypassRule(name="nat-t", builtin=True, protocol="udp", ports=["4500"]),
-    BypassRule(name="ike-tcp", builtin=True, protocol="tcp", ports=["4500"]),
-)
-BUILTIN_NAMES = frozenset(r.name for r in BUILTIN_BYPASS)
 
 
 # The resolver behind the satellite in satlab (the server namespace): where Squid and the

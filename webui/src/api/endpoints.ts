@@ -1,7 +1,7 @@
 // Every API call the dashboard makes, in one place, typed by the schema generated from api/openapi.json.
 import { api, unwrap } from './client';
 import { csrfToken } from './csrf';
-import type { components } from './schema.gen';
+import type { components, operations } from './schema.gen';
 
 type S = components['schemas'];
 export type User = S['UserOut'];
@@ -76,19 +76,18 @@ export type SitesOut = S['SitesOut'];
 export type SiteNow = S['SiteNow'];
 export type TopTalkersOut = S['TopTalkersOut'];
 export type BypassCountsOut = S['BypassCountsOut'];
-export type Metric = NonNullable<NonNullable<import('./schema.gen').operations['stats_series_api_v1_stats_series_get']['parameters']['query']>['metric']>;
+/** A query parameter of an API operation, as its OpenAPI has it (never restated here). */
+type QueryOf<Op extends keyof operations> = NonNullable<operations[Op]['parameters']['query']>;
+export type Metric = NonNullable<QueryOf<'stats_series_api_v1_stats_series_get'>['metric']>;
+/** What a config preview diffs against. */
+export type PreviewAgainst = NonNullable<QueryOf<'preview_config_api_v1_config_preview_post'>['against']>;
+/** What the top talkers are ranked by. */
+export type TalkersBy = NonNullable<QueryOf<'top_talkers_api_v1_stats_top_talkers_get'>['by']>;
 
-/** The closed-flow history's filters (the list and its CSV export take the same). */
-export interface FlowHistoryFilter {
-  client?: string;
-  server?: string;
-  class?: string;
-  site?: string;
-  action?: ClassAction;
-  path?: FlowPath;
-  since?: number;
-  until?: number;
-}
+/** The closed-flow history's filters (the list and its CSV export take the same): the API's query, paging aside. */
+export type FlowHistoryFilter = {
+  [K in Exclude<keyof QueryOf<'flow_history_api_v1_flows_history_get'>, 'limit' | 'offset'>]?: NonNullable<QueryOf<'flow_history_api_v1_flows_history_get'>[K]>;
+};
 
 /** The CSV export's URL for these filters (a plain link: the browser downloads it with the session cookie). */
 export function flowHistoryCsvUrl(filter: FlowHistoryFilter): string {
@@ -145,7 +144,7 @@ export const endpoints = {
 
   // config versions
   desiredConfig: () => unwrap(api.GET('/api/v1/config')),
-  previewConfig: (config: GatewayConfig, against: 'desired' | 'running' = 'desired') =>
+  previewConfig: (config: GatewayConfig, against: PreviewAgainst = 'desired') =>
     unwrap(api.POST('/api/v1/config/preview', { body: { config, comment: '' }, params: { query: { against } } })),
   putConfig: (config: GatewayConfig, comment: string) => unwrap(api.PUT('/api/v1/config', { body: { config, comment } })),
   running: () => unwrap(api.GET('/api/v1/config/running')),
@@ -175,7 +174,7 @@ export const endpoints = {
     unwrap(api.GET('/api/v1/flows/history', { params: { query } })),
   series: (metric: Metric, start?: number, end?: number) => unwrap(api.GET('/api/v1/stats/series', { params: { query: { metric, start, end } } })),
   sites: () => unwrap(api.GET('/api/v1/sites')),
-  topTalkers: (by: 'site' | 'client', start: number, end?: number, limit = 10) =>
+  topTalkers: (by: TalkersBy, start: number, end?: number, limit = 10) =>
     unwrap(api.GET('/api/v1/stats/top-talkers', { params: { query: { by, start, end, limit } } })),
   bypassCounts: () => unwrap(api.GET('/api/v1/stats/bypass')),
   satelliteStats: () => unwrap(api.GET('/api/v1/stats/satellite')),

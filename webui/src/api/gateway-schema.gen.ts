@@ -52,7 +52,11 @@ export const gatewayConfigSchema: JsonSchema = {
             "$ref": "#/$defs/PortRange"
           },
           "maxItems": 256,
-          "type": "array"
+          "type": "array",
+          "x-protocols": [
+            "tcp",
+            "udp"
+          ]
         },
         "protocol": {
           "$ref": "#/$defs/BypassProtocol"
@@ -1036,7 +1040,50 @@ export const gatewayConfigSchema: JsonSchema = {
         "$ref": "#/$defs/BypassRule"
       },
       "maxItems": 512,
-      "type": "array"
+      "type": "array",
+      "x-builtin": [
+        {
+          "builtin": true,
+          "cidrs": [],
+          "name": "ipsec-esp",
+          "ports": [],
+          "protocol": "esp"
+        },
+        {
+          "builtin": true,
+          "cidrs": [],
+          "name": "ipsec-ah",
+          "ports": [],
+          "protocol": "ah"
+        },
+        {
+          "builtin": true,
+          "cidrs": [],
+          "name": "ike",
+          "ports": [
+            "500"
+          ],
+          "protocol": "udp"
+        },
+        {
+          "builtin": true,
+          "cidrs": [],
+          "name": "nat-t",
+          "ports": [
+            "4500"
+          ],
+          "protocol": "udp"
+        },
+        {
+          "builtin": true,
+          "cidrs": [],
+          "name": "ike-tcp",
+          "ports": [
+            "4500"
+          ],
+          "protocol": "tcp"
+        }
+      ]
     },
     "cache": {
       "$ref": "#/$defs/Cache",

@@ -4,7 +4,7 @@ import { useState } from 'react';
 import { useSearchParams } from 'react-router-dom';
 import { endpoints, flowHistoryCsvUrl, type ClassAction, type FlowHistoryFilter, type FlowPath } from '../api/endpoints';
 import { formatBytes, formatDuration, formatMs, formatTime } from '../lib/format';
-import { PATH_LABEL, RELAY_LABEL } from '../lib/flows';
+import { PATH_CHOICES, PATH_LABEL, RELAY_LABEL } from '../lib/flows';
 import { choices } from '../lib/system-config';
 import { ScrollTable } from './ScrollTable';
 import { EmptyState, QueryView } from './StateViews';
@@ -72,7 +72,7 @@ export function ClosedFlows() {
           label="Path"
           clearable
           placeholder="any"
-          data={Object.entries(PATH_LABEL).map(([value, label]) => ({ value, label }))}
+          data={PATH_CHOICES}
           value={path}
           onChange={(v) => { setPath(v as PathFilter | null); setPage(1); }}
           w={140}

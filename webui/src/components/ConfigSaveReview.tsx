@@ -1,7 +1,7 @@
 import { Alert, Button, Group, Stack, Text, TextInput } from '@mantine/core';
 import { useMutation, useQueryClient } from '@tanstack/react-query';
 import { useState } from 'react';
-import { endpoints, type ApplyOut, type GatewayConfig, type PreviewOut } from '../api/endpoints';
+import { endpoints, type ApplyOut, type GatewayConfig, type PreviewAgainst, type PreviewOut } from '../api/endpoints';
 import { ApiError, errorMessage, type FieldErrors } from '../api/errors';
 import { afterConfigChange, keys } from '../api/keys';
 import { DiffView } from './DiffView';
@@ -55,7 +55,7 @@ export function ConfigSaveReview({
   onSaved?: (saved: Saved) => void;
   applyLabel?: string;
   /** What the review diffs against: the desired version, or what the gateway runs (an edit of the running settings). */
-  against?: 'desired' | 'running';
+  against?: PreviewAgainst;
 }) {
   const queryClient = useQueryClient();
   const [comment, setComment] = useState(initialComment);

@@ -3,8 +3,8 @@ import { useVirtualizer } from '@tanstack/react-virtual';
 import { useMemo, useRef, useState } from 'react';
 import { Link } from 'react-router-dom';
 import { formatBps, formatBytes, formatMs } from '../lib/format';
-import type { Flow } from '../api/endpoints';
-import { CC_REASON, formatRetransmit, legsOf, PATH_LABEL, pathOf, RELAY_LABEL, satelliteBytes } from '../lib/flows';
+import type { ClassAction, Flow } from '../api/endpoints';
+import { CC_REASON, formatRetransmit, legsOf, PATH_CHOICES, PATH_LABEL, pathOf, RELAY_LABEL, satelliteBytes } from '../lib/flows';
 import classes from './FlowsTable.module.css';
 import { choices, reportChoices } from '../lib/system-config';
 
@@ -79,7 +79,7 @@ export function filterAndSortFlows(
   return out;
 }
 
-const ACTION_COLOR: Record<string, string> = { accelerate: 'indigo', cache: 'teal', bypass: 'gray' };
+const ACTION_COLOR: Record<ClassAction, string> = { accelerate: 'indigo', cache: 'teal', bypass: 'gray' };
 const PATH_COLOR: Record<string, string> = { direct: 'gray', peer: 'violet' };
 
 /** The satellite leg: its congestion control, a badge for why it runs it, the share it retransmitted. */
@@ -160,7 +160,7 @@ export function FlowsTable({ flows, height = 560 }: { flows: Flow[]; height?: nu
           label="Path"
           clearable
           placeholder="any"
-          data={Object.entries(PATH_LABEL).map(([value, label]) => ({ value, label }))}
+          data={PATH_CHOICES}
           value={path}
           onChange={setPath}
           w={140}
@@ -225,7 +225,7 @@ export function FlowsTable({ flows, height = 560 }: { flows: Flow[]; height?: nu
                     <div role="cell" className={classes.cell} title={f.site ?? undefined}>{f.site ?? '—'}</div>
                     <div role="cell" className={classes.cell} title={f.class}>{f.class}</div>
                     <div role="cell" className={classes.cell}>
-                      <Badge size="sm" variant="light" color={ACTION_COLOR[f.action] ?? 'gray'} title={f.relay ? RELAY_LABEL[f.relay] : undefined}>
+                      <Badge size="sm" variant="light" color={ACTION_COLOR[f.action]} title={f.relay ? RELAY_LABEL[f.relay] : undefined}>
                         {f.action}
                         {f.relay === 'squid' ? ' · squid' : ''}
                       </Badge>

@@ -53,7 +53,7 @@ export function TrafficClassForm({ value, onChange, errors, idPrefix }: TrafficC
           data={choices('Action')}
           value={value.action}
           allowDeselect={false}
-          onChange={(v) => onChange({ ...value, action: (v ?? 'accelerate') as ClassAction })}
+          onChange={(v) => v && onChange({ ...value, action: v as ClassAction })}
           error={errorFor(errors, 'action')}
         />
       </Grid.Col>
@@ -64,7 +64,7 @@ export function TrafficClassForm({ value, onChange, errors, idPrefix }: TrafficC
           data={choices('MatchProtocol')}
           value={value.match.protocol}
           allowDeselect={false}
-          onChange={(v) => setMatch({ protocol: (v ?? 'tcp') as ClassMatch['protocol'] })}
+          onChange={(v) => v && setMatch({ protocol: v as ClassMatch['protocol'] })}
           error={errorFor(errors, 'match.protocol') ?? (errors.match && !errors['match.protocol'] ? errors.match : undefined)}
         />
       </Grid.Col>

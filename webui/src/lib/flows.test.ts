@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { Flow } from '../api/endpoints';
 import { makeFlows } from './fake-flows';
-import { CC_REASON, formatRetransmit, retransmitBetween, satelliteBytes } from './flows';
+import { CC_REASON, formatRetransmit, PATH_CHOICES, PATH_LABEL, RELAY_LABEL, retransmitBetween, satelliteBytes } from './flows';
 import { reportChoices } from './system-config';
 
 function flowWith(satellite: 'client' | 'server', relayedDown: number, acked: number, received: number): Flow {
@@ -31,6 +31,12 @@ describe('satelliteBytes', () => {
 describe('the satellite leg', () => {
   it('has a badge and a meaning for every reason the gateway reports', () => {
     expect(Object.keys(CC_REASON).sort()).toEqual(reportChoices('CcReason').sort());
+  });
+
+  it("labels every path and relay the gateway reports, and filters by the gateway's paths", () => {
+    expect(Object.keys(PATH_LABEL).sort()).toEqual(reportChoices('FlowPath').sort());
+    expect(Object.keys(RELAY_LABEL).sort()).toEqual(reportChoices('Relay').sort());
+    expect(PATH_CHOICES.map((c) => c.value)).toEqual(reportChoices('FlowPath'));
   });
 
   it('rates the retransmissions between two samples, not since the flow began', () => {

@@ -1,15 +1,19 @@
 // Helpers on the gateway's Flow record (generated type: src/api/schema.gen.ts, from the gateway's schema).
 import type { CcReason, Flow, FlowPath, Relay, SatelliteLeg, TcpInfo } from '../api/endpoints';
+import { reportChoices } from './system-config';
 
 /** How a flow crossed the satellite: the gateway's own connection, or the peer path (a warm,
  * authenticated connection between terminal and hub, docs/splitter.md). */
 export const PATH_LABEL: Record<FlowPath, string> = { direct: 'direct', peer: 'peer path' };
 
+/** The path filter's choices: the gateway's FlowPath values, each with its label. */
+export const PATH_CHOICES: { value: string; label: string }[] = reportChoices('FlowPath').map((value) => ({
+  value,
+  label: PATH_LABEL[value as FlowPath] ?? value,
+}));
+
 /** Who terminated the client's connection: a split flow, or the cache (Squid). */
 export const RELAY_LABEL: Record<Relay, string> = { splitter: 'split', squid: 'cache (Squid)' };
-
-/** The gateway's name for clients no configured site covers. */
-export const OTHER_SITE = 'other';
 
 export function pathOf(flow: Pick<Flow, 'path'>): FlowPath {
   return flow.path ?? 'direct';

@@ -29,7 +29,10 @@ class FakeEventSource {
     this.onopen?.(new Event('open'));
   }
   emit(data: unknown, type = 'message') {
-    const ev = new MessageEvent(type, { data: JSON.stringify(data) });
+    this.emitRaw(JSON.stringify(data), type);
+  }
+  emitRaw(data: string, type = 'message') {
+    const ev = new MessageEvent(type, { data });
     if (type === 'message') this.onmessage?.(ev);
     for (const fn of this.listeners.get(type) ?? []) fn(ev);
   }
@@ -55,22 +58,30 @@ describe('useEventStream', () => {
   });
   afterEach(() => vi.useRealTimers());
 
-  it('parses JSON events, including named ones, and reports open', () => {
+  it('parses the named JSON events and reports open', () => {
     const onEvent = vi.fn();
     const { result } = renderHook(() => useEventStream('/api/v1/flows/stream', onEvent, { EventSourceImpl: Impl, events: ['flows'] }));
     expect(result.current.status).toBe('connecting');
     expect(latest().init).toEqual({ withCredentials: true });
     act(() => latest().open());
     expect(result.current.status).toBe('open');
-    act(() => latest().emit({ a: 1 }));
     act(() => latest().emit({ flows: [] }, 'flows'));
-    expect(onEvent).toHaveBeenNthCalledWith(1, 'message', { a: 1 });
-    expect(onEvent).toHaveBeenNthCalledWith(2, 'flows', { flows: [] });
+    expect(onEvent).toHaveBeenCalledExactlyOnceWith('flows', { flows: [] });
+  });
+
+  it('passes on nothing the API does not send: unnamed events, other names, non-JSON data', () => {
+    const onEvent = vi.fn();
+    renderHook(() => useEventStream('/s', onEvent, { EventSourceImpl: Impl, events: ['flows'] }));
+    act(() => latest().open());
+    act(() => latest().emit({ a: 1 }));
+    act(() => latest().emit({ flows: [] }, 'delta'));
+    act(() => latest().emitRaw('keepalive', 'flows'));
+    expect(onEvent).not.toHaveBeenCalled();
   });
 
   it('reopens the stream with back-off after the server closes it', () => {
     const onEvent = vi.fn();
-    const { result } = renderHook(() => useEventStream('/s', onEvent, { EventSourceImpl: Impl, initialDelayMs: 1000 }));
+    const { result } = renderHook(() => useEventStream('/s', onEvent, { EventSourceImpl: Impl, events: ['flows'], initialDelayMs: 1000 }));
     act(() => latest().open());
     act(() => latest().fail());
     expect(result.current.status).toBe('reconnecting');
@@ -91,13 +102,13 @@ describe('useEventStream', () => {
     expect(FakeEventSource.instances).toHaveLength(3);
 
     act(() => latest().open());
-    act(() => latest().emit({ ok: true }));
+    act(() => latest().emit({ ok: true }, 'flows'));
     expect(result.current.status).toBe('open');
-    expect(onEvent).toHaveBeenLastCalledWith('message', { ok: true });
+    expect(onEvent).toHaveBeenLastCalledWith('flows', { ok: true });
   });
 
   it('lets the browser retry transient drops itself', () => {
-    const { result } = renderHook(() => useEventStream('/s', vi.fn(), { EventSourceImpl: Impl }));
+    const { result } = renderHook(() => useEventStream('/s', vi.fn(), { EventSourceImpl: Impl, events: ['flows'] }));
     act(() => latest().open());
     act(() => latest().blip());
     expect(result.current.status).toBe('reconnecting');
@@ -108,7 +119,7 @@ describe('useEventStream', () => {
   });
 
   it('closes the stream on unmount and does not reconnect afterwards', () => {
-    const { unmount } = renderHook(() => useEventStream('/s', vi.fn(), { EventSourceImpl: Impl }));
+    const { unmount } = renderHook(() => useEventStream('/s', vi.fn(), { EventSourceImpl: Impl, events: ['flows'] }));
     const es = latest();
     unmount();
     expect(es.closed).toBe(true);

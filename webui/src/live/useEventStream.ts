@@ -3,8 +3,8 @@ import { useEffect, useRef, useState } from 'react';
 export type StreamStatus = 'connecting' | 'open' | 'reconnecting' | 'closed';
 
 export interface EventStreamOptions {
-  /** Named SSE event types to listen to besides the default "message". */
-  events?: string[];
+  /** The named SSE event types to listen to: only these reach onEvent (unnamed "message" events do not). */
+  events: readonly string[];
   enabled?: boolean;
   /** Injected for tests; defaults to the browser's EventSource. */
   EventSourceImpl?: typeof EventSource;
@@ -20,18 +20,19 @@ export interface EventStreamState {
 }
 
 /**
- * Subscribes to a Server-Sent Events stream and calls onEvent(type, parsedJson) for each event.
+ * Subscribes to a Server-Sent Events stream and calls onEvent(type, parsedJson) for each event of the named types
+ * whose data is JSON (what the API's stream sends; anything else is dropped).
  * The browser retries by itself while readyState is CONNECTING; when it gives up (CLOSED, e.g. after
  * an HTTP error or a restart of the API), this hook reopens the stream with exponential back-off.
  */
 export function useEventStream(
   url: string,
   onEvent: (type: string, data: unknown) => void,
-  options: EventStreamOptions = {},
+  options: EventStreamOptions,
 ): EventStreamState {
   const { enabled = true, initialDelayMs = 1000, maxDelayMs = 15000 } = options;
   const Impl = options.EventSourceImpl ?? (typeof EventSource !== 'undefined' ? EventSource : undefined);
-  const eventsKey = (options.events ?? []).join(',');
+  const eventsKey = options.events.join(',');
   const handler = useRef(onEvent);
   useEffect(() => {
     handler.current = onEvent;
@@ -47,11 +48,11 @@ export function useEventStream(
     const types = eventsKey ? eventsKey.split(',') : [];
 
     const dispatch = (type: string) => (ev: MessageEvent) => {
-      let data: unknown = ev.data;
+      let data: unknown;
       try {
         data = JSON.parse(ev.data as string);
       } catch {
-        /* non-JSON payloads are passed through as text */
+        return; // the API's events are JSON: anything else is not one of them
       }
       setState((s) => ({ ...s, status: 'open', lastEventAt: Date.now() }));
       handler.current(type, data);
@@ -64,7 +65,6 @@ export function useEventStream(
         delay = initialDelayMs;
         setState((s) => ({ ...s, status: 'open' }));
       };
-      source.onmessage = dispatch('message');
       for (const t of types) source.addEventListener(t, dispatch(t) as EventListener);
       source.onerror = () => {
         if (!source || stopped) return;

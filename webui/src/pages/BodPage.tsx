@@ -45,7 +45,7 @@ const INPUT_FIELDS: { key: keyof BodInputs; label: string; unit: string; step?: 
 type Values = Record<string, Derived>;
 type BodRole = NonNullable<BodInputs['role']>;
 /** Which way each role (the gateway schema's) sends over the satellite. */
-const ROLE_SENDS: Record<string, string> = { hub: 'sends forward', terminal: 'sends return' };
+const ROLE_SENDS: Record<BodRole, string> = { hub: 'sends forward', terminal: 'sends return' };
 
 /** Bounds the gateway's schema gives the config fields these inputs end up in (the API refuses more). */
 const INPUT_MAX: Partial<Record<keyof BodInputs, number | undefined>> = {
@@ -60,7 +60,7 @@ const INPUT_MAX: Partial<Record<keyof BodInputs, number | undefined>> = {
 const shown = (v: unknown) => (v === null || v === undefined ? '—' : typeof v === 'object' ? JSON.stringify(v) : String(v));
 
 /** Why the shaper sits where it does, for the role this gateway plays (tuning.py has the formula). */
-function shapingExplanation(role: 'hub' | 'terminal'): string {
+function shapingExplanation(role: BodRole): string {
   const common =
     'Shaping caps the sum of every flow leaving the satellite interface (pacing caps each flow alone), so the many connections of a busy gateway cannot overflow the modem queue together: the queue builds in the gateway instead. ';
   if (role === 'hub') return `${common}A hub sends forward, and the forward carrier is not on demand: the shaper runs at the forward rate.`;
@@ -202,7 +202,7 @@ function ProfileEditor({
               </Text>
               <SegmentedControl
                 aria-labelledby="bod-role"
-                data={choices('Role').map((r) => ({ value: r, label: `${r} (${ROLE_SENDS[r] ?? 'sends'})` }))}
+                data={choices('Role').map((r) => ({ value: r, label: `${r} (${ROLE_SENDS[r as BodRole] ?? 'sends'})` }))}
                 value={form.inputs.role ?? 'hub'}
                 onChange={(v) => setForm({ ...form, inputs: { ...form.inputs, role: v as BodRole } })}
               />

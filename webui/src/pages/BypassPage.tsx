@@ -11,6 +11,7 @@ import { QueryView } from '../components/StateViews';
 import { errorFor } from '../lib/field-errors';
 import { checkField, def } from '../lib/schema-check';
 import { choices } from '../lib/system-config';
+import { PORT_PROTOCOLS, takesPorts } from '../lib/bypass';
 import { EditOutcomeAlert, PendingVersionsNote, ReviewAndSave, useRunningEdit } from '../components/RunningEdit';
 import { formatBytes } from '../lib/format';
 
@@ -98,7 +99,7 @@ export default function BypassPage() {
     setErrors(local);
     if (Object.keys(local).length === 0) review(adding);
   };
-  const portsAllowed = draft.protocol === 'tcp' || draft.protocol === 'udp';
+  const portsAllowed = takesPorts(draft.protocol);
 
   return (
     <>
@@ -253,7 +254,7 @@ export default function BypassPage() {
                 data={PROTOCOLS}
                 allowDeselect={false}
                 value={draft.protocol}
-                onChange={(v) => setDraft({ ...draft, protocol: (v ?? 'any') as Protocol, ports: v === 'tcp' || v === 'udp' ? draft.ports : [] })}
+                onChange={(v) => v && setDraft({ ...draft, protocol: v as Protocol, ports: takesPorts(v) ? draft.ports : [] })}
                 error={errorFor(errors, 'protocol')}
               />
             </Grid.Col>
@@ -266,7 +267,7 @@ export default function BypassPage() {
             <Grid.Col span={{ base: 12, sm: 6 }}>
               <TagsInput
                 label="Ports"
-                description={portsAllowed ? 'A port or a range; empty matches any' : 'Only with protocol tcp or udp'}
+                description={portsAllowed ? 'A port or a range; empty matches any' : `Only with protocol ${PORT_PROTOCOLS.join(' or ')}`}
                 disabled={!portsAllowed}
                 value={draft.ports ?? []}
                 onChange={(v) => setDraft({ ...draft, ports: v })}

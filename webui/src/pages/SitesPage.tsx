@@ -2,7 +2,7 @@ import { Anchor, Badge, Group, Paper, SimpleGrid, Stack, Table, Text, Title } fr
 import { useQuery } from '@tanstack/react-query';
 import type { ReactNode } from 'react';
 import { Link } from 'react-router-dom';
-import { endpoints, type Metric, type TopTalkersOut } from '../api/endpoints';
+import { endpoints, type Metric, type TalkersBy, type TopTalkersOut } from '../api/endpoints';
 import { keys } from '../api/keys';
 import { LazyTimeSeriesChart } from '../charts/LazyChart';
 import { PageHeader } from '../components/PageHeader';
@@ -46,7 +46,7 @@ function SiteChart({ title, metric, range, format, integer }: { title: string; m
   );
 }
 
-function TalkersTable({ title, data, by }: { title: string; data: TopTalkersOut; by: 'site' | 'client' }): ReactNode {
+function TalkersTable({ title, data, by }: { title: string; data: TopTalkersOut; by: TalkersBy }): ReactNode {
   return (
     <Paper withBorder p="sm" component="section" aria-label={title}>
       <Title order={3} size="h5" mb="xs">

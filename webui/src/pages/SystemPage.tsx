@@ -2,7 +2,7 @@ import { Alert, Box, Button, Paper, Stack, Title } from '@mantine/core';
 import { useQuery } from '@tanstack/react-query';
 import { useMemo, useState, type ReactNode } from 'react';
 import { Link } from 'react-router-dom';
-import { endpoints, type GatewayConfig, type NetInterface } from '../api/endpoints';
+import { endpoints, type GatewayConfig, type NetInterface, type PreviewAgainst } from '../api/endpoints';
 import type { FieldErrors } from '../api/errors';
 import { keys } from '../api/keys';
 import { useAuth } from '../auth/useAuth';
@@ -35,7 +35,7 @@ function SettingsEditor({
   initial: GatewayConfig;
   interfaces: NetInterface[];
   canEdit: boolean;
-  against: 'desired' | 'running';
+  against: PreviewAgainst;
   onSaved: (s: Saved) => void;
 }) {
   const [draft, setDraft] = useState<GatewayConfig>(initial);

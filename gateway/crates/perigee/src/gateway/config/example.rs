@@ -1,5 +1,12 @@
 /// A sample configuration (the satlab terminal); used by tests and `perigee config` docs.
 pub fn example_json() -> serde_json::Value {
+    let mut bypass: Vec<serde_json::Value> = super::builtin_bypass()
+        .iter()
+        .map(|b| serde_json::to_value(b).expect("a bypass entry serializes"))
+        .collect();
+    bypass.push(serde_json::json!(
+        {"name": "vpn-concentrator", "builtin": false, "protocol": "any", "cidrs": ["203.0.113.7/32"], "ports": []}
+    ));
     serde_json::json!({
         "schema": 1, "revision": "v1", "role": "terminal",
         "interfaces": {"lan": ["lan0"], "satellite": "sat0"},
@@ -14,14 +21,7 @@ pub fn example_json() -> serde_json::Value {
                      "match": {"src": ["10.71.1.0/24"], "dst": [], "protocol": "tcp", "dports": ["80", "8000-8080"],
                                "sports": [], "dscp": [], "iifname": []},
                      "action": "accelerate", "satellite": {"congestion_control": "hybla", "buffer_bytes": 0, "pacing_rate_bps": 0}}],
-        "bypass": [
-            {"name": "ipsec-esp", "builtin": true, "protocol": "esp"},
-            {"name": "ipsec-ah", "builtin": true, "protocol": "ah"},
-            {"name": "ike", "builtin": true, "protocol": "udp", "ports": ["500"]},
-            {"name": "nat-t", "builtin": true, "protocol": "udp", "ports": ["4500"]},
-            {"name": "ike-tcp", "builtin": true, "protocol": "tcp", "ports": ["4500"]},
-            {"name": "vpn-concentrator", "builtin": false, "protocol": "any", "cidrs": ["203.0.113.7/32"], "ports": []}
-        ],
+        "bypass": bypass,
         "cache": {"enabled": false, "port": 3129},
         "dns": {"enabled": false, "upstream": ["10.71.3.53"]},
         "sysctls": {"net.ipv4.tcp_slow_start_after_idle": "0"}

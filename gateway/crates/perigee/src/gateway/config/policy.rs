@@ -123,10 +123,48 @@ pub enum BypassProtocol {
 }
 
 impl BypassProtocol {
+    pub const ALL: [BypassProtocol; 6] = [
+        BypassProtocol::Tcp,
+        BypassProtocol::Udp,
+        BypassProtocol::Esp,
+        BypassProtocol::Ah,
+        BypassProtocol::Icmp,
+        BypassProtocol::Any,
+    ];
+
     /// Whether the protocol has ports to match.
     pub fn has_ports(self) -> bool {
         matches!(self, BypassProtocol::Tcp | BypassProtocol::Udp)
     }
+
+    /// The protocols whose entries may list ports (emitted into the schema as `x-protocols` on
+    /// `BypassRule.ports`, so forms ask the schema instead of restating it).
+    pub fn with_ports() -> Vec<BypassProtocol> {
+        Self::ALL.into_iter().filter(|p| p.has_ports()).collect()
+    }
+}
+
+/// The IPsec entries every config carries (`builtin: true`): ESP, AH, IKE, NAT-T and IKE over TCP.
+/// The one list: the schema carries it (`x-builtin` on `GatewayConfig.bypass`), and the control
+/// plane, satlab and the dashboard read it from there.
+pub fn builtin_bypass() -> Vec<Bypass> {
+    let rule = |name: &str, protocol, port: Option<u16>| Bypass {
+        name: name.parse().expect("a valid object name"),
+        builtin: true,
+        protocol,
+        cidrs: Vec::new(),
+        ports: port
+            .map(|p| PortRange { lo: p, hi: p })
+            .into_iter()
+            .collect(),
+    };
+    vec![
+        rule("ipsec-esp", BypassProtocol::Esp, None),
+        rule("ipsec-ah", BypassProtocol::Ah, None),
+        rule("ike", BypassProtocol::Udp, Some(500)),
+        rule("nat-t", BypassProtocol::Udp, Some(4500)),
+        rule("ike-tcp", BypassProtocol::Tcp, Some(4500)),
+    ]
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -145,6 +183,6 @@ pub struct Bypass {
     pub cidrs: Vec<Cidr>,
     /// Ports either end may use (tcp and udp only).
     #[serde(default)]
-    #[schemars(length(max = MAX_PORTS))]
+    #[schemars(length(max = MAX_PORTS), extend("x-protocols" = BypassProtocol::with_ports()))]
     pub ports: Vec<PortRange>,
 }

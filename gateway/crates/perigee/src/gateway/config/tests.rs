@@ -741,3 +741,42 @@ fn dns_interception_and_rebinding_fields_keep_their_paths_in_the_gateway_config(
     .unwrap();
     assert!(!ok.dns.rebind_protection && !ok.dns.dnssec_validation);
 }
+
+#[test]
+fn the_builtin_bypass_list_is_in_the_schema_and_valid() {
+    let schema = crate::gateway::schema::config_schema();
+    let field = &schema["properties"]["bypass"];
+    let builtin: Vec<Bypass> = serde_json::from_value(field["x-builtin"].clone()).unwrap();
+    let names: Vec<&str> = field["x-builtin"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["ipsec-esp", "ipsec-ah", "ike", "nat-t", "ike-tcp"]);
+    assert!(builtin.iter().all(|b| b.builtin));
+    // A config carrying exactly the built-in entries is valid (and the example carries them).
+    let c = with(&["bypass"], field["x-builtin"].clone()).unwrap();
+    assert_eq!(c.bypass.len(), builtin.len());
+    let example = example_json();
+    let listed: Vec<&str> = example["bypass"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|b| b["builtin"] == true)
+        .map(|b| b["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed, names);
+}
+
+#[test]
+fn the_schema_names_the_bypass_protocols_that_take_ports() {
+    let schema = crate::gateway::schema::config_schema();
+    let ports = &schema["$defs"]["BypassRule"]["properties"]["ports"];
+    assert_eq!(ports["x-protocols"], serde_json::json!(["tcp", "udp"]));
+    // Any other protocol with ports is refused: the keyword says what the validator accepts.
+    for p in BypassProtocol::ALL {
+        let entry = serde_json::json!([{"name": "x", "protocol": p, "ports": ["443"], "cidrs": ["192.0.2.0/24"]}]);
+        assert_eq!(with(&["bypass"], entry).is_ok(), p.has_ports(), "{p:?}");
+    }
+}

@@ -51,7 +51,7 @@ pub struct GatewayConfig {
     pub classes: Vec<Class>,
     /// Traffic that is never touched (evaluated before any class); the IPsec entries are built in.
     #[serde(default)]
-    #[schemars(length(max = MAX_BYPASS))]
+    #[schemars(length(max = MAX_BYPASS), extend("x-builtin" = super::builtin_bypass()))]
     pub bypass: Vec<Bypass>,
     #[serde(default)]
     pub cache: Cache,
