@@ -118,7 +118,7 @@ export function NetworksForm({ config, errors, onChange, onRouteError }: FormPro
       <Grid.Col span={{ base: 12, sm: 6 }}>
         <Textarea
           label="Routes across the satellite"
-          description='The far side`s networks, one per line: "10.71.3.0/24 via 10.71.2.2"'
+          description='The far side`s networks, one per line: "198.51.100.0/24 via 203.0.113.2"'
           autosize
           minRows={2}
           value={routes}
@@ -133,6 +133,26 @@ export function NetworksForm({ config, errors, onChange, onRouteError }: FormPro
         />
       </Grid.Col>
     </Grid>
+  );
+}
+
+/** The resolvers Squid asks when the gateway's own resolver is off (`dns.upstream`): the box's network's, which
+ * only the operator knows. */
+export function ResolversForm({ config, errors, onChange }: FormProps) {
+  const [text, setText] = useState(formatList(config.dns.upstream));
+  return (
+    <Textarea
+      label="Resolvers for the cache"
+      description="The DNS resolvers Squid asks (port 53), one address per line, e.g. 198.51.100.53"
+      autosize
+      minRows={1}
+      value={text}
+      onChange={(e) => {
+        setText(e.currentTarget.value);
+        onChange({ ...config, dns: { ...config.dns, upstream: parseList(e.currentTarget.value) } });
+      }}
+      error={errorFor(errors, 'dns.upstream')}
+    />
   );
 }
 
