@@ -23,6 +23,7 @@ import pytest
 from pydantic import ValidationError
 
 from perigee_api.schemas.gateway_config import GatewayConfig, default_config
+from perigee_fakes.lab_config import lab_config
 
 PERIGEE = Path(__file__).resolve().parents[2] / "gateway" / "target" / "release" / "perigee"
 OK, BAD = True, False
@@ -31,7 +32,7 @@ MISSING = object()
 
 
 def base() -> dict[str, Any]:
-    cfg = default_config("hub").to_json()
+    cfg = lab_config("hub").to_json()
     cfg["classes"] = [
         {
             "name": "web",
@@ -162,7 +163,9 @@ def terminal_peer(peer: dict[str, Any]) -> Mutate:
 
 CASES: list[tuple[str, bool, Mutate]] = [
     ("base", OK, lambda c: None),
-    ("terminal default", OK, lambda c: c.update(default_config("terminal").to_json())),
+    ("lab terminal", OK, lambda c: c.update(lab_config("terminal").to_json())),
+    ("first proposal, hub", OK, lambda c: c.update(default_config("hub").to_json())),
+    ("first proposal, terminal", OK, lambda c: c.update(default_config("terminal").to_json())),
     (
         "minimal document",
         OK,

@@ -102,7 +102,7 @@ def test_bypass_rules_against_what_runs(app: FastAPI, operator: TestClient, admi
     assert "vpn" in names and "pending-rule" not in names
     # A risky rule needs confirming in the preview as in the edit.
     risky = operator.post(
-        "/api/v1/policy/bypass", params=PREVIEW, json={"name": "lan", "protocol": "any", "cidrs": ["10.71.1.0/24"]}
+        "/api/v1/policy/bypass", params=PREVIEW, json={"name": "lan", "protocol": "any", "cidrs": ["192.0.2.0/24"]}
     )
     assert risky.status_code == 409 and risky.json()["error"]["code"] == "confirm_required"
     # Removing a built-in rule and restoring it, against what runs.

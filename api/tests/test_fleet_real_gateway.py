@@ -23,10 +23,10 @@ from cryptography.x509.oid import ExtendedKeyUsageOID
 from fastapi.testclient import TestClient
 
 from perigee_api.models import FleetRevocation
-from perigee_api.schemas.gateway_config import default_config
 from perigee_api.services import fleet_pki
 from perigee_control.client import GatewayClient, GatewayError
 from perigee_fakes.fake_gateway import FakeGateway
+from perigee_fakes.lab_config import lab_config
 from satlab.testing import HUNG_S, cannot_run
 
 REPO = Path(__file__).resolve().parents[2]
@@ -91,7 +91,7 @@ def start_daemon(tmp: Path, creds: dict[str, str], *, config: bool = True) -> su
     for name in ("ca_pem", "cert_pem", "key_pem"):
         (tmp / f"{name}.pem").write_text(creds[name])
     (tmp / "key_pem.pem").chmod(0o600)
-    cfg = default_config("hub").to_json()
+    cfg = lab_config("hub").to_json()
     cfg["revision"] = "boot"
     (tmp / "gateway.json").write_text(json.dumps(cfg))
     argv = [

@@ -59,8 +59,9 @@ def test_a_change_that_changes_nothing_makes_no_version(operator: TestClient) ->
 
 RISKY = [
     ({"name": "all", "protocol": "any", "cidrs": ["0.0.0.0/0"]}, "bypasses_served"),
-    ({"name": "lan", "protocol": "any", "cidrs": ["10.71.1.0/24"]}, "bypasses_served"),
-    ({"name": "half", "protocol": "tcp", "cidrs": ["10.71.1.0/25"]}, "bypasses_served"),
+    # The first proposal's served subnet (PLACEHOLDER_SERVED), all of it and half of it.
+    ({"name": "lan", "protocol": "any", "cidrs": ["192.0.2.0/24"]}, "bypasses_served"),
+    ({"name": "half", "protocol": "tcp", "cidrs": ["192.0.2.0/25"]}, "bypasses_served"),
     ({"name": "web", "protocol": "tcp", "ports": ["443"]}, "bypasses_served"),
     ({"name": "host", "protocol": "any", "cidrs": ["10.71.3.5/24"]}, "host_as_network"),
     ({"name": "esp-again", "protocol": "esp"}, "duplicate"),

@@ -15,14 +15,15 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from perigee_api.main import create_app
-from perigee_api.schemas.gateway_config import GatewayConfig, default_config
+from perigee_api.schemas.gateway_config import GatewayConfig
 from perigee_fakes.fake_gateway import FakeGateway
+from perigee_fakes.lab_config import lab_config
 from tests.conftest import STRONG, login, make_settings, new_client, one_time_password, real_gateway_socket
 
 
 def own_config(revision: str = "site-7") -> dict[str, Any]:
     """A config the gateway was given without the API: a terminal with the cache off and its own classes."""
-    cfg = default_config("terminal").to_json()
+    cfg = lab_config("terminal").to_json()
     cfg["revision"] = revision
     cfg["classes"] = [{"name": "web", "priority": 100, "action": "accelerate", "match": {"dports": ["80", "443"]}}]
     cfg["splitter"]["max_flows"] = 2500

@@ -23,9 +23,9 @@ from alembic import command
 from perigee_api.core.config import Settings
 from perigee_api.core.db import alembic_dir
 from perigee_api.main import create_app
-from perigee_api.schemas.gateway_config import default_config
 from perigee_control import secret_fields
 from perigee_fakes.fake_gateway import FakeGateway
+from perigee_fakes.lab_config import lab_config
 from tests.conftest import STRONG, login, make_settings, new_client, one_time_password
 
 HUB, OTHER_HUB = "10.71.2.77", "10.71.2.78"
@@ -80,7 +80,7 @@ def hub_is_secret(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def terminal_with_hub(hub: str) -> dict[str, Any]:
-    cfg = default_config("terminal").to_json()
+    cfg = lab_config("terminal").to_json()
     cfg["peer"].update(hub=hub)
     return cfg
 
@@ -145,7 +145,7 @@ def test_a_change_elsewhere_keeps_the_secret_and_a_backup_restores_it(
 
 
 def legacy_terminal(enabled: bool) -> dict[str, Any]:
-    cfg = default_config("terminal").to_json()
+    cfg = lab_config("terminal").to_json()
     cfg["peer"] = {
         "enabled": enabled,
         "port": 7072,
@@ -164,7 +164,7 @@ def legacy_database(settings: Settings) -> None:
     cfg.set_main_option("script_location", str(alembic_dir()))
     cfg.set_main_option("sqlalchemy.url", settings.database_url)
     command.upgrade(cfg, "0005")
-    hub = default_config("hub").to_json()
+    hub = lab_config("hub").to_json()
     hub["peer"] = {
         "enabled": True,
         "port": 7072,

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from perigee_api.schemas.gateway_config import default_config
 from perigee_fakes.fake_gateway import FakeGateway
+from perigee_fakes.lab_config import lab_config
 
 
 def fp(seed: str) -> str:
@@ -199,7 +199,7 @@ def test_a_terminal_pins_its_hub_and_a_hub_enrolls_no_hub(operator: TestClient, 
     r = operator.put("/api/v1/peer/hub", json={"hub": "10.71.2.2", "hub_fingerprints": [BRAVO]})
     assert r.status_code == 409 and r.json()["error"]["code"] == "not_a_terminal"
     # The box becomes a terminal.
-    terminal = default_config("terminal").to_json()
+    terminal = lab_config("terminal").to_json()
     assert operator.put("/api/v1/config", json={"config": terminal, "comment": "terminal"}).status_code == 200
     applied_desired(operator)
     assert enroll(operator, "alpha", ["10.71.1.0/24"], ALPHA).json()["error"]["code"] == "not_a_hub"

@@ -101,7 +101,7 @@ def test_preview_diffs_against_the_desired_config_and_stores_nothing(operator: T
     desired = operator.get("/api/v1/config").json()
     cfg = desired["config"]
     before = operator.get("/api/v1/versions").json()["total"]
-    cfg["cache"]["enabled"] = True
+    cfg["splitter"]["idle_timeout_s"] = 601
     cfg["satellite"]["congestion_control"] = "cubic"
     cfg["revision"] = "anything"  # never a change of substance
     r = operator.post("/api/v1/config/preview", json={"config": cfg})
@@ -109,8 +109,8 @@ def test_preview_diffs_against_the_desired_config_and_stores_nothing(operator: T
     out = r.json()
     assert out["base_version_id"] == desired["id"]
     assert out["changes"] == [
-        {"path": "$.cache.enabled", "op": "changed", "old": False, "new": True},
         {"path": "$.satellite.congestion_control", "op": "changed", "old": "hybla_ld", "new": "cubic"},
+        {"path": "$.splitter.idle_timeout_s", "op": "changed", "old": 600, "new": 601},
     ]
     bad = {**cfg, "interfaces": {"lan": ["lan0"], "satellite": "a/b"}}
     r = operator.post("/api/v1/config/preview", json={"config": bad})

@@ -17,8 +17,8 @@ import threading
 import time
 from pathlib import Path
 
-from perigee_api.schemas.gateway_config import default_config
 from perigee_fakes.fake_gateway import FakeGateway, make_flow
+from perigee_fakes.lab_config import lab_config
 
 
 def flows_at(tick: int, count: int) -> list[dict]:
@@ -79,7 +79,7 @@ def main() -> None:
     sock = Path(sys.argv[1])
     count = int(sys.argv[2]) if len(sys.argv) > 2 else 120
     # A box started with a config of its own (the wizard is for one without: the satlab wizard suite).
-    running = default_config("hub").to_json() | {"revision": "fake-hub"}
+    running = lab_config("hub").to_json() | {"revision": "fake-hub"}
     gw = FakeGateway(sock, running=running).start()
     if os.environ.get("PERIGEE_E2E_DIAL"):
         gw.peer.dial(os.environ["PERIGEE_E2E_DIAL"], idle=5, live=1)

@@ -109,9 +109,11 @@ try {
     await page.getByRole('option', { name: 'cubic' }).click();
     await page.getByRole('button', { name: 'Next' }).click();
     await page.getByRole('button', { name: 'Review changes' }).click();
-    // The API's proposal is satlab's hub: what the wizard changed in it is the terrestrial leg.
+    // The API's proposal names no network (a placeholder served subnet, no routes): the diff shows what the wizard
+    // typed, and the terrestrial leg it changed.
     const diff = page.getByRole('table', { name: 'Differences' });
     await diff.getByRole('row').filter({ hasText: '$.terrestrial.congestion_control' }).filter({ hasText: 'cubic' }).waitFor();
+    await diff.getByRole('row').filter({ hasText: '$.served_subnets' }).filter({ hasText: '10.71.1.0/24' }).first().waitFor();
     await page.getByRole('button', { name: 'Apply this config' }).click();
     await page.getByText('The gateway is set up').waitFor();
   });

@@ -1,6 +1,7 @@
 """The gateway's config as the API uses it: the models generated from the gateway's own schema
 (`perigee_control.config`, from gateway/schema/config.schema.json), under the names the API's code uses,
-and the API's first desired config.
+and the API's first desired config (a proposal with nothing of any one network in it: the setup wizard asks for
+this box's networks).
 
 Nothing here restates a field: types, bounds, patterns and defaults are the gateway's (its Rust types), the
 checks a pattern cannot say are `perigee_control.formats`', the rules between fields `perigee_control.rules`'.
@@ -44,7 +45,7 @@ Name = ObjectName
 __all__ = [
     "BUILTIN_BYPASS",
     "BUILTIN_NAMES",
-    "LAB_RESOLVER",
+    "PLACEHOLDER_SERVED",
     "Action",
     "BypassProtocol",
     "BypassRule",
@@ -76,25 +77,20 @@ __all__ = [
 ]
 
 
-# The resolver behind the satellite in satlab (the server namespace): where Squid and the
-# terminal's resolver forward by default.
-LAB_RESOLVER = "10.71.3.53"
+# The first proposal's served subnet: TEST-NET-1 (RFC 5737), which no client has. The schema needs at least one
+# served subnet and only the operator knows the real ones, so the proposal names one that serves nobody: applied
+# unchanged, it intercepts nothing. The setup wizard clears it and asks for this box's subnets.
+PLACEHOLDER_SERVED = "192.0.2.0/24"
 
 
 def default_config(role: str = "hub") -> GatewayConfig:
-    """The first desired config, matching the satlab addressing in DEVELOPERS.md."""
-    if role == "terminal":
-        routes = [Route(dst="10.71.3.0/24", via="10.71.2.2"), Route(dst="fd71:3::/64", via="fd71:2::2")]
-        served = ["10.71.1.0/24", "fd71:1::/64"]
-    else:
-        routes = [Route(dst="10.71.1.0/24", via="10.71.2.1"), Route(dst="fd71:1::/64", via="fd71:2::1")]
-        served = ["10.71.1.0/24", "fd71:1::/64"]
+    """The first desired config the API proposes on a new box (never applied by itself): the built-in bypass
+    rules, the gateway's defaults, and nothing of any one network: no routes, no DNS upstream, a served subnet
+    that serves nobody. The lab configures its gateways itself (satlab.gateway, perigee_fakes.lab_config)."""
     return GatewayConfig(
         role="terminal" if role == "terminal" else "hub",
         interfaces=Interfaces(lan=["lan0"], satellite="sat0"),
-        served_subnets=served,
-        satellite=Satellite(routes=routes),
+        served_subnets=[PLACEHOLDER_SERVED],
         bypass=list(BUILTIN_BYPASS),
-        dns=Dns(upstream=[LAB_RESOLVER]),
         sysctls={"net.ipv4.tcp_slow_start_after_idle": "0"},
     )

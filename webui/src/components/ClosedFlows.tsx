@@ -17,7 +17,7 @@ const TEXT_FILTERS = ['client', 'server', 'class', 'site'] as const;
 type TextFilter = (typeof TEXT_FILTERS)[number];
 
 const LABEL: Record<TextFilter, { label: string; placeholder: string }> = {
-  client: { label: 'Client', placeholder: 'client IP, e.g. 10.71.1.10' },
+  client: { label: 'Client', placeholder: 'client IP, e.g. 192.0.2.10' },
   server: { label: 'Server', placeholder: 'server IP' },
   class: { label: 'Class', placeholder: 'class name' },
   site: { label: 'Site', placeholder: 'site name or other' },

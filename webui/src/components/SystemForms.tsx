@@ -94,31 +94,45 @@ export function InterfacesForm({ config, errors, onChange, interfaces }: FormPro
   );
 }
 
+/** A list typed one entry per line. The text stays as typed (a half-typed line, a trailing newline); the config
+ * gets what it parses to. */
+function ListField({ label, description, minRows, items, onChange, error }: { label: string; description: string; minRows: number; items: readonly string[]; onChange: (items: string[]) => void; error?: string }) {
+  const [text, setText] = useState(formatList(items));
+  return (
+    <Textarea
+      label={label}
+      description={description}
+      autosize
+      minRows={minRows}
+      value={text}
+      onChange={(e) => {
+        setText(e.currentTarget.value);
+        onChange(parseList(e.currentTarget.value));
+      }}
+      error={error}
+    />
+  );
+}
+
 export function NetworksForm({ config, errors, onChange, onRouteError }: FormProps & { onRouteError: (e: string | undefined) => void }) {
-  // The text as typed (a half-typed line, a trailing newline); the config gets what it parses to.
-  const [subnets, setSubnets] = useState(formatList(config.served_subnets));
   const [routes, setRoutes] = useState(formatRoutes(config.satellite.routes));
   const [routeError, setRouteError] = useState<string | undefined>();
   return (
     <Grid>
       <Grid.Col span={{ base: 12, sm: 6 }}>
-        <Textarea
+        <ListField
           label="Served subnets"
           description="The users' networks whose TCP is split, one prefix per line"
-          autosize
           minRows={2}
-          value={subnets}
-          onChange={(e) => {
-            setSubnets(e.currentTarget.value);
-            onChange({ ...config, served_subnets: parseList(e.currentTarget.value) });
-          }}
+          items={config.served_subnets}
+          onChange={(served_subnets) => onChange({ ...config, served_subnets })}
           error={errorFor(errors, 'served_subnets')}
         />
       </Grid.Col>
       <Grid.Col span={{ base: 12, sm: 6 }}>
         <Textarea
           label="Routes across the satellite"
-          description='The far side`s networks, one per line: "10.71.3.0/24 via 10.71.2.2"'
+          description='The far side`s networks, one per line: "198.51.100.0/24 via 203.0.113.2"'
           autosize
           minRows={2}
           value={routes}
@@ -133,6 +147,21 @@ export function NetworksForm({ config, errors, onChange, onRouteError }: FormPro
         />
       </Grid.Col>
     </Grid>
+  );
+}
+
+/** The resolvers Squid asks when the gateway's own resolver is off (`dns.upstream`): the box's network's, which
+ * only the operator knows. */
+export function ResolversForm({ config, errors, onChange }: FormProps) {
+  return (
+    <ListField
+      label="Resolvers for the cache"
+      description="The DNS resolvers Squid asks (port 53), one address per line, e.g. 198.51.100.53"
+      minRows={1}
+      items={config.dns.upstream}
+      onChange={(upstream) => onChange({ ...config, dns: { ...config.dns, upstream } })}
+      error={errorFor(errors, 'dns.upstream')}
+    />
   );
 }
 

@@ -25,7 +25,7 @@ export function parseRoutes(text: string): { routes: Route[]; error?: string } {
   for (const line of text.split('\n').map((l) => l.trim())) {
     if (line === '') continue;
     const m = /^(\S+)\s+via\s+(\S+)$/.exec(line);
-    if (!m) return { routes, error: `'${line}': write a route as "10.71.1.0/24 via 10.71.2.1"` };
+    if (!m) return { routes, error: `'${line}': write a route as "198.51.100.0/24 via 203.0.113.2"` };
     routes.push({ dst: m[1], via: m[2] });
   }
   return { routes };
@@ -57,7 +57,7 @@ export function reportChoices(name: string): string[] {
   return [...values];
 }
 
-/** "sat0 — 10.71.2.1/30 · up": what an interface picker shows. */
+/** "sat0 — 203.0.113.1/30 · up": what an interface picker shows. */
 export function describeInterface(i: NetInterface): string {
   const addrs = i.addresses.filter((a) => !a.startsWith('fe80:')).slice(0, 2);
   const state = i.oper_state === 'unknown' && i.running ? 'running' : i.oper_state;
@@ -91,11 +91,20 @@ export function wizardStart(base: GatewayConfig, interfaces: readonly NetInterfa
   };
 }
 
+/**
+ * The gateway's rule the schema cannot say (its validate_dns): with its own resolver off, the cache needs the
+ * resolvers Squid asks. The wizard's cache step says so before the server refuses the whole config.
+ */
+export function cacheResolverError(cfg: GatewayConfig): string | undefined {
+  if (!cfg.cache.enabled || cfg.dns.enabled || cfg.dns.upstream.length > 0) return undefined;
+  return 'The cache needs a resolver: list the DNS resolver(s) Squid should ask';
+}
+
 /** The fields each wizard step sets: a step is done when the schema finds nothing under them. */
 export const WIZARD_STEPS = [
   { label: 'Role', fields: ['role'] },
   { label: 'Interfaces', fields: ['interfaces'] },
   { label: 'Networks', fields: ['served_subnets', 'satellite.routes'] },
-  { label: 'Satellite leg and cache', fields: ['satellite.congestion_control', 'terrestrial', 'cache'] },
+  { label: 'Satellite leg and cache', fields: ['satellite.congestion_control', 'terrestrial', 'cache', 'dns.upstream'] },
   { label: 'Review and apply', fields: [] },
 ] as const;

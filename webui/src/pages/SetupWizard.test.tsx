@@ -71,4 +71,30 @@ describe('SetupWizard', () => {
     });
     expect(calls.some((c) => c.method === 'POST' && c.path === '/api/v1/versions/2/apply')).toBe(true);
   });
+
+  it('a cache with the resolver off asks for the resolvers Squid uses (the proposal names none)', async () => {
+    const calls = wizardApi();
+    const user = userEvent.setup();
+    renderWithProviders(<SetupWizard />, { route: '/setup' });
+    await user.click(await screen.findByText('hub (at the teleport)'));
+    await user.click(screen.getByRole('button', { name: 'Next' }));
+    expect(await screen.findByRole('textbox', { name: /Satellite interface/ })).toHaveValue('sat0 — 10.71.2.1/30 · up');
+    await user.click(screen.getByRole('button', { name: 'Next' }));
+    await user.type(screen.getByRole('textbox', { name: /Served subnets/ }), '10.71.1.0/24');
+    await user.click(screen.getByRole('button', { name: 'Next' }));
+
+    const next = screen.getByRole('button', { name: 'Next' });
+    expect(screen.queryByRole('textbox', { name: /Resolvers for the cache/ })).toBeNull();
+    await user.click(screen.getByLabelText(/Cache web objects/));
+    expect(await screen.findByText(/The cache needs a resolver/)).toBeInTheDocument();
+    expect(next).toBeDisabled();
+    await user.type(screen.getByRole('textbox', { name: /Resolvers for the cache/ }), '10.71.3.53');
+    await waitFor(() => expect(next).toBeEnabled());
+    await user.click(next);
+    await user.click(screen.getByRole('button', { name: 'Review changes' }));
+    await user.click(await screen.findByRole('button', { name: 'Apply this config' }));
+    expect(await screen.findByText('The gateway is set up')).toBeInTheDocument();
+    const put = calls.find((c) => c.method === 'PUT');
+    expect(put?.body).toMatchObject({ config: { role: 'hub', cache: { enabled: true }, dns: { enabled: false, upstream: ['10.71.3.53'] } } });
+  });
 });

@@ -8,8 +8,8 @@ import { keys } from '../api/keys';
 import { ConfigSaveReview } from '../components/ConfigSaveReview';
 import { PageHeader } from '../components/PageHeader';
 import { QueryView } from '../components/StateViews';
-import { CongestionForm, InterfacesForm, NetworksForm, RoleForm } from '../components/SystemForms';
-import { checkConfig, errorsUnder, setupNeeded, WIZARD_STEPS, wizardStart } from '../lib/system-config';
+import { CongestionForm, InterfacesForm, NetworksForm, ResolversForm, RoleForm } from '../components/SystemForms';
+import { cacheResolverError, checkConfig, errorsUnder, setupNeeded, WIZARD_STEPS, wizardStart } from '../lib/system-config';
 
 function Wizard({ base, interfaces }: { base: GatewayConfig; interfaces: NetInterface[] }) {
   const [step, setStep] = useState(0);
@@ -17,10 +17,13 @@ function Wizard({ base, interfaces }: { base: GatewayConfig; interfaces: NetInte
   const [routeError, setRouteError] = useState<string | undefined>();
   const [serverErrors, setServerErrors] = useState<FieldErrors>({});
   const [applied, setApplied] = useState<number | null>(null);
-  const schemaErrors = useMemo(() => checkConfig(draft), [draft]);
-  const errors = { ...serverErrors, ...schemaErrors };
+  const draftErrors = useMemo(() => {
+    const resolver = cacheResolverError(draft);
+    return resolver ? { 'dns.upstream': resolver, ...checkConfig(draft) } : checkConfig(draft);
+  }, [draft]);
+  const errors = { ...serverErrors, ...draftErrors };
   const stepErrors = (i: number) => {
-    const found = errorsUnder(schemaErrors, WIZARD_STEPS[i].fields);
+    const found = errorsUnder(draftErrors, WIZARD_STEPS[i].fields);
     return i === 2 && routeError ? { ...found, 'satellite.routes': routeError } : found;
   };
   const blocked = Object.keys(stepErrors(step)).length > 0;
@@ -84,6 +87,7 @@ function Wizard({ base, interfaces }: { base: GatewayConfig; interfaces: NetInte
               checked={draft.cache.enabled}
               onChange={(e) => edit({ ...draft, cache: { ...draft.cache, enabled: e.currentTarget.checked } })}
             />
+            {draft.cache.enabled && !draft.dns.enabled && <ResolversForm {...props} />}
           </Stack>
         </Stepper.Step>
         <Stepper.Step label={WIZARD_STEPS[4].label}>
@@ -91,7 +95,7 @@ function Wizard({ base, interfaces }: { base: GatewayConfig; interfaces: NetInte
             <Text size="sm">Review what this config sets, then apply it. The gateway installs it whole or not at all.</Text>
             <ConfigSaveReview
               config={draft}
-              errors={routeError ? { ...schemaErrors, 'satellite.routes': routeError } : schemaErrors}
+              errors={routeError ? { ...draftErrors, 'satellite.routes': routeError } : draftErrors}
               comment="first setup (wizard)"
               onServerErrors={onServerErrors}
               onApplied={setApplied}

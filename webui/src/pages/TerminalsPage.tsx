@@ -48,7 +48,7 @@ function EnrollForm({ onChanged }: { onChanged: (c: TerminalChange) => void }) {
     e.preventDefault();
     const local: FieldErrors = {};
     if (!name.trim()) local.name = 'A name for the terminal (letters, digits, "_", ".", "-")';
-    if (!words(prefixes).length) local.prefixes = "At least one of the site's prefixes, e.g. 10.71.1.0/24";
+    if (!words(prefixes).length) local.prefixes = "At least one of the site's prefixes, e.g. 192.0.2.0/24";
     if (!FINGERPRINT_RE.test(fingerprint.trim())) local.fingerprint = 'sha256: and 64 lowercase hex digits, as the terminal’s dashboard shows it (System settings → Peer path)';
     setErrors(local);
     if (!Object.keys(local).length) enroll.mutate();

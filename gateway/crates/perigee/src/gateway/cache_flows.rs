@@ -631,8 +631,8 @@ mod tests {
             duration_ms: 1,
             client: client.into(),
             method: "GET".into(),
-            host: "10.71.3.10".into(),
-            url: "http://10.71.3.10/x".into(),
+            host: "198.51.100.10".into(),
+            url: "http://198.51.100.10/x".into(),
             status: 200,
             result: result.into(),
             outcome: perigee_squid::access_log::classify(result),
@@ -657,7 +657,7 @@ mod tests {
     #[test]
     fn pairs_client_and_origin_and_joins_the_log() {
         let mut j = example_json();
-        j["sites"] = serde_json::json!([{"name": "ship", "prefixes": ["10.71.1.0/24"]}]);
+        j["sites"] = serde_json::json!([{"name": "ship", "prefixes": ["192.0.2.0/24"]}]);
         let cfg = from_value(j).unwrap();
         let view = View::of(&cfg);
         let mut t = CacheFlows::default();
@@ -666,18 +666,18 @@ mod tests {
         // and its origin connection from the client's address.
         t.track(
             &view,
-            sock(1, "10.71.3.10:80", "10.71.1.10:40000"),
+            sock(1, "198.51.100.10:80", "192.0.2.10:40000"),
             &mut out,
         );
         t.track(
             &view,
-            sock(2, "10.71.1.10:51000", "10.71.3.10:80"),
+            sock(2, "192.0.2.10:51000", "198.51.100.10:80"),
             &mut out,
         );
         // An unrelated origin connection (another client) stays on its own.
         t.track(
             &view,
-            sock(3, "10.71.1.11:52000", "10.71.3.10:80"),
+            sock(3, "192.0.2.11:52000", "198.51.100.10:80"),
             &mut out,
         );
         t.pair();
@@ -686,7 +686,7 @@ mod tests {
         assert_eq!(live.len(), 2);
         let f = live
             .iter()
-            .find(|f| f.client == "10.71.1.10:40000")
+            .find(|f| f.client == "192.0.2.10:40000")
             .unwrap();
         assert_eq!(
             (f.relay, f.action.as_str(), f.site.as_str()),
@@ -696,9 +696,9 @@ mod tests {
         t.join(
             &view,
             vec![
-                record("10.71.1.10:40000", "TCP_MISS", 1000, 900),
-                record("10.71.1.10:40000", "TCP_MEM_HIT", 500, 0),
-                record("10.71.1.99:1", "TCP_HIT", 70, 0),
+                record("192.0.2.10:40000", "TCP_MISS", 1000, 900),
+                record("192.0.2.10:40000", "TCP_MEM_HIT", 500, 0),
+                record("192.0.2.99:1", "TCP_HIT", 70, 0),
             ],
             &mut out,
         );
@@ -714,7 +714,7 @@ mod tests {
         assert!(t.socks[&2].pair.is_none());
         t.join(
             &view,
-            vec![record("10.71.1.10:40000", "TCP_HIT", 10, 0)],
+            vec![record("192.0.2.10:40000", "TCP_HIT", 10, 0)],
             &mut out,
         );
         assert_eq!(t.pending.len(), 1);
@@ -742,21 +742,21 @@ mod tests {
         // A short hit (client side), a short miss's origin connection, and a splitter socket.
         t.orphans.push_back((
             now,
-            sock(7, "10.71.3.10:80", "10.71.1.10:40100"),
+            sock(7, "198.51.100.10:80", "192.0.2.10:40100"),
             info(5000, 100),
         ));
         t.orphans.push_back((
             now,
-            sock(8, "10.71.1.10:51100", "10.71.3.10:80"),
+            sock(8, "192.0.2.10:51100", "198.51.100.10:80"),
             info(120, 9000),
         ));
         t.orphans.push_back((
             now,
-            sock(9, "10.71.3.10:5001", "10.71.1.10:40200"),
+            sock(9, "198.51.100.10:5001", "192.0.2.10:40200"),
             info(1, 1),
         ));
-        let mut miss = record("10.71.1.10:40100", "TCP_MISS", 5000, 9000);
-        miss.server = Some("10.71.3.10".into());
+        let mut miss = record("192.0.2.10:40100", "TCP_MISS", 5000, 9000);
+        miss.server = Some("198.51.100.10".into());
         t.join(&view, vec![miss], &mut out);
         t.adopt(&view, &mut out);
         assert_eq!(
@@ -768,7 +768,7 @@ mod tests {
         let client = t
             .pending
             .iter()
-            .find(|(_, f)| f.client == "10.71.1.10:40100")
+            .find(|(_, f)| f.client == "192.0.2.10:40100")
             .unwrap();
         assert_eq!(client.1.cache.as_ref().unwrap().misses, 1);
         assert_eq!(client.1.bytes_down, 5000);
@@ -789,12 +789,12 @@ mod tests {
         let mut out = Step::default();
         t.track(
             &view,
-            sock(1, "10.71.3.10:80", "10.71.1.10:40000"),
+            sock(1, "198.51.100.10:80", "192.0.2.10:40000"),
             &mut out,
         );
         t.track(
             &view,
-            sock(2, "10.71.1.10:51000", "10.71.3.10:80"),
+            sock(2, "192.0.2.10:51000", "198.51.100.10:80"),
             &mut out,
         );
         let c = Crossed {

@@ -23,6 +23,19 @@ fn example_is_valid() {
     from_value(example_json()).unwrap();
 }
 
+/// `perigee config example` is shown to operators: documentation addresses only, nothing of satlab's
+/// (10.71.0.0/16, fd71::/16), which an operator might copy onto a real network.
+#[test]
+fn example_names_no_lab_address() {
+    let text = example_json().to_string();
+    for lab in ["10.71.", "fd71:"] {
+        assert!(
+            !text.contains(lab),
+            "example config holds a lab address ({lab}): {text}"
+        );
+    }
+}
+
 fn cache_field(cache: serde_json::Value) -> String {
     with(&["cache"], cache).unwrap_err().field
 }
@@ -356,7 +369,7 @@ fn strict_numbers_names_and_nulls() {
     // Host bits do not make a second route to the same prefix.
     let e = with(
         &["satellite", "routes", "1"],
-        serde_json::json!({"dst": "10.71.3.7/24", "via": "10.71.2.2"}),
+        serde_json::json!({"dst": "198.51.100.7/24", "via": "203.0.113.2"}),
     )
     .unwrap_err();
     assert_eq!(e.field, "satellite.routes[1].dst");

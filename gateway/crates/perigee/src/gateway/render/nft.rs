@@ -553,8 +553,8 @@ mod tests {
         let nft = render_nft(&cfg());
         assert!(nft.contains("tproxy ip to :7071"));
         assert!(nft.contains("tproxy ip6 to :7071"));
-        assert!(nft.contains("elements = { 10.71.1.0/24 }"));
-        assert!(nft.contains("elements = { fd71:1::/64 }"));
+        assert!(nft.contains("elements = { 192.0.2.0/24 }"));
+        assert!(nft.contains("elements = { 2001:db8:1::/64 }"));
         for line in nft.lines().filter(|l| l.contains("tproxy")) {
             assert!(line.contains("== syn"), "{line}");
         }

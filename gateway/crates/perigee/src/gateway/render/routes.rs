@@ -214,19 +214,19 @@ mod tests {
         let pin = format!("sha256:{}", "ab".repeat(32));
         let mut j = example_json();
         j["peer"] =
-            serde_json::json!({"enabled": true, "hub": "10.71.2.2", "hub_fingerprints": [pin]});
+            serde_json::json!({"enabled": true, "hub": "203.0.113.2", "hub_fingerprints": [pin]});
         let term = render_routes(&from_value(j.clone()).unwrap(), &["hybla".into()]);
         let hub_route = term.last().unwrap().describe();
         assert_eq!(
             hub_route,
-            "ip -4 route replace 10.71.2.2/32 dev sat0 congctl hybla initcwnd 10 initrwnd 10"
+            "ip -4 route replace 203.0.113.2/32 dev sat0 congctl hybla initcwnd 10 initrwnd 10"
         );
         // A hub behind a satellite route is reached through that route's next hop.
-        j["peer"]["hub"] = "10.71.3.1".into();
+        j["peer"]["hub"] = "198.51.100.1".into();
         let term = render_routes(&from_value(j.clone()).unwrap(), &[]);
         assert_eq!(
             term.last().unwrap().describe(),
-            "ip -4 route replace 10.71.3.1/32 via 10.71.2.2 dev sat0 initcwnd 10 initrwnd 10"
+            "ip -4 route replace 198.51.100.1/32 via 203.0.113.2 dev sat0 initcwnd 10 initrwnd 10"
         );
         // A hub: host routes to its terminals, the next hops of its satellite routes.
         j["role"] = "hub".into();
@@ -257,12 +257,12 @@ mod tests {
             .collect();
         assert_eq!(
             sat[0],
-            "ip -4 route replace 10.71.3.0/24 via 10.71.2.2 dev sat0 initcwnd 10 initrwnd 10"
+            "ip -4 route replace 198.51.100.0/24 via 203.0.113.2 dev sat0 initcwnd 10 initrwnd 10"
         );
         let r = render_routes(&c, &["hybla".into()]);
-        assert!(r[5]
-            .describe()
-            .starts_with("ip -6 route replace fd71:3::/64 via fd71:2::2 dev sat0 congctl hybla"));
+        assert!(r[5].describe().starts_with(
+            "ip -6 route replace 2001:db8:3::/64 via 2001:db8:2::2 dev sat0 congctl hybla"
+        ));
         assert_eq!(
             r[0].describe(),
             "ip -4 rule add fwmark 0x40000000/0x40000000 lookup 171 priority 171"
