@@ -1,9 +1,8 @@
-#!/usr/bin/env python3
 """Hold N concurrent split flows through the gateway and report fds and userspace memory.
 
 pt-bcf-c (client) -- pt-bcf-g (gateway, `perigee gateway run`) -- pt-bcf-s (server), veth, no
 emulator. Client and server are separate processes (each needs N fds). Run as root:
-    python3 gateway/bench/concurrent_flows.py [N] [WORKERS]
+    .venv/bin/python -m bench.gateway.concurrent_flows [N] [WORKERS]
 Prints one JSON line. Everything it creates is removed at the end.
 """
 
@@ -11,13 +10,13 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+
+from perigee_control.client import GatewayClient, GatewayError
 
 ROOT = Path(__file__).resolve().parents[2]
 EXE = ROOT / "gateway" / "target" / "release" / "perigee"
@@ -35,8 +34,12 @@ def topo_up() -> None:
         sh("ip", "-n", n, "link", "set", "lo", "up")
     sh("ip", "link", "add", "c0", "netns", C, "type", "veth", "peer", "name", "lan0", "netns", G)
     sh("ip", "link", "add", "s0", "netns", S, "type", "veth", "peer", "name", "sat0", "netns", G)
-    for ns, dev, a in ((C, "c0", "10.98.1.10/24"), (G, "lan0", "10.98.1.1/24"), (G, "sat0", "10.98.2.1/24"),
-                       (S, "s0", "10.98.2.10/24")):
+    for ns, dev, a in (
+        (C, "c0", "10.98.1.10/24"),
+        (G, "lan0", "10.98.1.1/24"),
+        (G, "sat0", "10.98.2.1/24"),
+        (S, "s0", "10.98.2.10/24"),
+    ):
         sh("ip", "-n", ns, "addr", "add", a, "dev", dev)
         sh("ip", "-n", ns, "link", "set", dev, "up")
     sh("ip", "-n", C, "route", "add", "default", "via", "10.98.1.1")
@@ -85,16 +88,6 @@ sys.stdin.readline()
 """
 
 
-def control(sock: str, path: str) -> Any:
-    s = socket.socket(socket.AF_UNIX)
-    s.connect(sock)
-    s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
-    data = b""
-    while chunk := s.recv(1 << 20):
-        data += chunk
-    return json.loads(data.split(b"\r\n\r\n", 1)[1])
-
-
 def rss_kib(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -110,46 +103,82 @@ def main() -> None:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 10000
     workers = int(sys.argv[2]) if len(sys.argv) > 2 else 4
     tmp = tempfile.mkdtemp(prefix="pt-bcf-")
-    cfg = {"schema": 1, "role": "terminal", "interfaces": {"lan": ["lan0"], "satellite": "sat0"},
-           "served_subnets": ["10.98.1.0/24"], "satellite": {"congestion_control": "cubic", "sndbuf_bytes": 0,
-                                                             "rcvbuf_bytes": 0}}
+    cfg = {
+        "schema": 1,
+        "role": "terminal",
+        "interfaces": {"lan": ["lan0"], "satellite": "sat0"},
+        "served_subnets": ["10.98.1.0/24"],
+        "satellite": {"congestion_control": "cubic", "sndbuf_bytes": 0, "rcvbuf_bytes": 0},
+    }
     Path(tmp, "gw.json").write_text(json.dumps(cfg))
     sock = f"{tmp}/gw.sock"
+    control = GatewayClient(sock)
     procs: list[subprocess.Popen[str]] = []
     try:
         topo_up()
-        gw = subprocess.Popen(["ip", "netns", "exec", G, str(EXE), "gateway", "run", "--config", f"{tmp}/gw.json",
-                               "--control-socket", sock, "--workers", str(workers), "--metrics", "off"],
-                              stderr=subprocess.DEVNULL, text=True)
+        gw = subprocess.Popen(
+            [
+                "ip",
+                "netns",
+                "exec",
+                G,
+                str(EXE),
+                "gateway",
+                "run",
+                "--config",
+                f"{tmp}/gw.json",
+                "--control-socket",
+                sock,
+                "--workers",
+                str(workers),
+                "--metrics",
+                "off",
+            ],
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
         procs.append(gw)
         for _ in range(100):
             try:
-                if all(w["alive"] for w in control(sock, "/v1/health")["workers"]):
+                if all(w.alive for w in control.health().workers):
                     break
-            except OSError:
-                pass
+            except GatewayError:
+                pass  # not listening yet
             time.sleep(0.05)
         time.sleep(0.3)
-        pids = [w["pid"] for w in control(sock, "/v1/health")["workers"]]
+        pids = [w.pid for w in control.health().workers]
         before = {p: (rss_kib(p), fds(p)) for p in pids}
-        srv = subprocess.Popen(["ip", "netns", "exec", S, sys.executable, "-c", SERVER],
-                               stdout=subprocess.PIPE, text=True)
+        srv = subprocess.Popen(
+            ["ip", "netns", "exec", S, sys.executable, "-c", SERVER], stdout=subprocess.PIPE, text=True
+        )
         procs.append(srv)
         assert srv.stdout is not None and srv.stdout.readline().strip() == "ready"
-        cli = subprocess.Popen(["ip", "netns", "exec", C, sys.executable, "-c", CLIENT, str(n)],
-                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        cli = subprocess.Popen(
+            ["ip", "netns", "exec", C, sys.executable, "-c", CLIENT, str(n)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         procs.append(cli)
         assert cli.stdout is not None
         connect_s = float(cli.stdout.readline())
         time.sleep(1.5)
-        counters = control(sock, "/v1/counters")
+        counters = control.counters()
         after = {p: (rss_kib(p), fds(p)) for p in pids}
         grown = sum(after[p][0] - before[p][0] for p in pids)
-        print(json.dumps({
-            "flows": n, "workers": workers, "flows_live": counters["flows_live"], "connect_all_s": connect_s,
-            "worker_fds_max": max(a[1] for a in after.values()),
-            "worker_rss_growth_kib": grown, "userspace_bytes_per_idle_flow": round(grown * 1024 / n),
-        }))
+        print(
+            json.dumps(
+                {
+                    "flows": n,
+                    "workers": workers,
+                    "flows_live": counters.flows_live,
+                    "connect_all_s": connect_s,
+                    "worker_fds_max": max(a[1] for a in after.values()),
+                    "worker_rss_growth_kib": grown,
+                    "userspace_bytes_per_idle_flow": round(grown * 1024 / n),
+                }
+            )
+        )
     finally:
         for p in reversed(procs):
             p.kill()
