@@ -11,6 +11,7 @@ from bench.profiles import figures
 from bench.scenarios import bod_tuning as bt
 from bench.scenarios import caini_bod as cb
 from bench.scenarios import web_pages
+from bench.tests.fake_hub import HUB_CONFIG
 from bench.tools import gwconfig
 from bench.tools.ss_parse import busiest_per_sample
 from bench.transfer import Transfer
@@ -134,17 +135,6 @@ def test_doc_extra_puts_the_paper_beside_ours():
 
 
 # --- gwconfig ----------------------------------------------------------------------------------
-
-
-# What satlab starts a hub with, as far as these tests read it (the fake fills in the schema's defaults).
-HUB_CONFIG = {
-    "schema": 1,
-    "revision": "satlab-hub",
-    "role": "hub",
-    "interfaces": {"lan": ["lan0"], "satellite": "sat0"},
-    "served_subnets": ["10.71.1.0/24"],
-    "satellite": {"initcwnd": 10},
-}
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ import pytest
 from bench import webfloor
 from bench.profiles import figures
 from bench.scenarios import modern_web as mw
+from bench.tests.fake_hub import HUB_CONFIG
 from bench.tools import dnsq, gwconfig
 from bench.webload import LoadError, PageLoad, parse_result
 from perigee_fakes.fake_gateway import FakeGateway
@@ -284,17 +285,6 @@ def test_schedule_interleaves_variants_and_rotates_each_repetition():
 
 
 # --- gateway config: set through the control socket, refusals become skipped variants -------
-
-
-# The hub's config as satlab starts it, as far as this test reads it (the fake fills in the schema's defaults).
-HUB_CONFIG = {
-    "schema": 1,
-    "revision": "satlab-hub",
-    "role": "hub",
-    "interfaces": {"lan": ["lan0"], "satellite": "sat0"},
-    "served_subnets": ["10.71.1.0/24"],
-    "quic": "pass",
-}
 
 
 class FakeLab:
