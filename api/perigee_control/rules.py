@@ -1,5 +1,5 @@
 """The rules between fields of a gateway config, as the gateway's validator has them (gateway/crates/perigee/
-src/gateway/config.rs `validate`, and the Squid and resolver crates' `validate`). A field's own rules (type,
+src/gateway/config/validate.rs, and the Squid and resolver crates' `validate`). A field's own rules (type,
 bounds, pattern) come from the schema; these are what no single field can say. Each generated model with such a
 rule has the base class of the same name here (`--base-class-map` in `generate.py`);
 tests/test_config_contract.py holds them to the gateway's own validator.

@@ -2398,7 +2398,7 @@ export interface components {
         };
         /**
          * GatewayConfig
-         * @description A Perigee gateway's configuration (control protocol v1): what PUT /v1/config takes. Generated from the gateway's Rust types (gateway/crates/perigee/src/gateway/config.rs); rules between fields are the gateway's validator's (and the API's cross-field validators').
+         * @description A Perigee gateway's configuration (control protocol v1): what PUT /v1/config takes. Generated from the gateway's Rust types (gateway/crates/perigee/src/gateway/config/); rules between fields are the gateway's validator's (and the API's cross-field validators').
          */
         GatewayConfig: {
             /**

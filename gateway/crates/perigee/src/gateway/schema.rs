@@ -31,7 +31,7 @@ pub fn config_schema() -> Value {
     let mut schema = generator.into_root_schema_for::<GatewayConfig>().to_value();
     schema["$schema"] = DIALECT.into();
     schema["description"] = "A Perigee gateway's configuration (control protocol v1): what PUT /v1/config takes. \
-        Generated from the gateway's Rust types (gateway/crates/perigee/src/gateway/config.rs); rules between \
+        Generated from the gateway's Rust types (gateway/crates/perigee/src/gateway/config/); rules between \
         fields are the gateway's validator's (and the API's cross-field validators')."
         .into();
     schema

@@ -6,8 +6,8 @@ every viewer could read) and `peer.allowed` (replaced by the enrolled terminals'
 peer path the key enabled keeps it configured but disabled: it reaches its hub again once its hub's identity is
 pinned (`peer.hub_fingerprints`) and it is enrolled there. The version's comment says what the upgrade did.
 
-Revision ID: 0006
-Revises: 0005
+Revision ID: 0007
+Revises: 0006
 Create Date: 2026-11-27 12:00:00
 """
 
@@ -21,8 +21,8 @@ import sqlalchemy as sa
 from alembic import op
 from perigee_api.services.config_upgrade import scrub_shared_peer_key
 
-revision = "0006"
-down_revision = "0005"
+revision = "0007"
+down_revision = "0006"
 branch_labels = None
 depends_on = None
 
