@@ -20,7 +20,7 @@ export default defineConfig({
     environment: 'jsdom',
     globals: false,
     setupFiles: ['./src/test/setup.ts'],
-    include: ['src/**/*.test.{ts,tsx}', 'scripts/**/*.test.mjs'],
+    include: ['src/**/*.test.{ts,tsx}', 'scripts/**/*.test.mjs', 'e2e/**/*.test.mjs'],
     css: false,
     // Page tests render whole pages in jsdom: on a loaded 2-core CI machine one took over the 5 s default. A
     // test's timeout means hung, not slow (how fast the dashboard is: the bundle budget, `npm run size`).

@@ -12,7 +12,7 @@ NAME = "api-flows"
 KIND = "control-plane"
 TITLE = "Control plane: live-flow listing and closed-flow ingestion"
 DESCRIPTION = (
-    "`api/bench/flows_bench.py` runs the real FastAPI app under uvicorn on a Unix socket with a fake "
+    "`bench/api/flows.py` runs the real FastAPI app under uvicorn on a Unix socket with a fake "
     "gateway holding 10,000 live flows (a Bearer-token client in its own process, as automation or a browser would "
     "be). It times "
     "`GET /api/v1/flows` unfiltered and filtered by action (targets: p99 under 50 ms), then feeds "
@@ -33,10 +33,10 @@ def parse_summary(stdout: str) -> dict[str, Any]:
     """The benchmark's JSON summary: its last non-empty output line."""
     lines = [line for line in stdout.splitlines() if line.strip()]
     if not lines:
-        raise ValueError("flows_bench printed nothing")
+        raise ValueError("bench.api.flows printed nothing")
     summary = json.loads(lines[-1])
     if not isinstance(summary, dict) or "list_live_flows" not in summary:
-        raise ValueError(f"not a flows_bench summary: {lines[-1][:200]}")
+        raise ValueError(f"not a bench.api.flows summary: {lines[-1][:200]}")
     return summary
 
 
@@ -79,7 +79,8 @@ def to_records(summary: dict[str, Any]) -> list[records.Record]:
 def run(ctx: Context, params: dict[str, Any]) -> list[records.Record]:
     argv = [
         procs.PYTHON,
-        str(procs.REPO / "api/bench/flows_bench.py"),
+        "-m",
+        "bench.api.flows",
         "--flows",
         str(params["flows"]),
         "--requests",

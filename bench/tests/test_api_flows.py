@@ -1,4 +1,5 @@
 import json
+import subprocess
 
 import pytest
 
@@ -46,3 +47,20 @@ def test_summary_is_the_last_line_and_becomes_records():
 def test_a_summary_that_is_not_there_is_an_error(text):
     with pytest.raises(ValueError):
         api_flows.parse_summary(text)
+
+
+def test_the_scenario_runs_the_benchmark_module_with_its_parameters(monkeypatch):
+    """The argv the scenario hands to procs.run names a module that starts (its --help answers) and passes the
+    mode's parameters; the benchmark itself runs in `make bench-quick`."""
+    seen: list[list[str]] = []
+
+    def fake_run(argv, timeout, check=True):
+        seen.append(argv)
+        return subprocess.CompletedProcess(argv, 0, json.dumps(SUMMARY) + "\n", "")
+
+    monkeypatch.setattr(api_flows.procs, "run", fake_run)
+    recs = api_flows.run(None, api_flows.PARAMS["quick"])
+    assert recs and seen[0][1:3] == ["-m", "bench.api.flows"]
+    assert seen[0][3:] == ["--flows", "10000", "--requests", "50", "--ingest-seconds", "5"]
+    helped = subprocess.run([*seen[0][:3], "--help"], capture_output=True, text=True, timeout=60)
+    assert helped.returncode == 0 and "--ingest-seconds" in helped.stdout, helped.stderr

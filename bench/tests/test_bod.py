@@ -1,9 +1,6 @@
 """The BoD scenarios' pieces that need no lab: series summaries, records, the gateway config helper
-(against a real Unix-socket HTTP server) and the API's BoD derivation for geo-skyplex."""
+(against the gateway test double, perigee_fakes, on a Unix socket) and the API's BoD derivation for geo-skyplex."""
 
-import json
-import socket
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,9 +11,11 @@ from bench.profiles import figures
 from bench.scenarios import bod_tuning as bt
 from bench.scenarios import caini_bod as cb
 from bench.scenarios import web_pages
+from bench.tests.fake_hub import HUB_CONFIG
 from bench.tools import gwconfig
 from bench.tools.ss_parse import busiest_per_sample
 from bench.transfer import Transfer
+from perigee_fakes.fake_gateway import FakeGateway
 
 RATE = 1_144_000.0
 
@@ -139,68 +138,26 @@ def test_doc_extra_puts_the_paper_beside_ours():
 
 
 @pytest.fixture
-def control_socket(
-    tmp_path: Path,
-) -> Iterator[tuple[str, list[tuple[str, str, bytes]]]]:
-    """A one-thread HTTP/1.1 server on a Unix socket that answers like the gateway's control socket."""
-    path = str(tmp_path / "gw.sock")
-    seen: list[tuple[str, str, bytes]] = []
-    state = {"config": {"schema": 1, "revision": "satlab-hub", "satellite": {"initcwnd": 10}}}
-    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    srv.bind(path)
-    srv.listen(4)
-
-    def serve() -> None:
-        while True:
-            try:
-                conn, _ = srv.accept()
-            except OSError:
-                return
-            with conn:
-                raw = b""
-                while b"\r\n\r\n" not in raw:
-                    raw += conn.recv(4096)
-                head, _, body = raw.partition(b"\r\n\r\n")
-                length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
-                while len(body) < length:
-                    body += conn.recv(4096)
-                method, target = head.decode().split(" ")[:2]
-                seen.append((method, target, body))
-                if method == "GET":
-                    status, out = 200, state["config"]
-                elif json.loads(body).get("satellite", {}).get("initcwnd", 0) > 1000:
-                    status, out = 422, {"error": {"code": "invalid_config"}}
-                else:
-                    state["config"] = json.loads(body)
-                    status, out = (
-                        200,
-                        {"ok": True, "revision": state["config"]["revision"]},
-                    )
-                payload = json.dumps(out).encode()
-                conn.sendall(f"HTTP/1.1 {status} X\r\nContent-Length: {len(payload)}\r\n\r\n".encode() + payload)
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    yield path, seen
-    srv.close()
+def gateway(tmp_path: Path) -> Iterator[FakeGateway]:
+    """The gateway test double (perigee_fakes) on a Unix socket, running the hub's config."""
+    gw = FakeGateway(tmp_path / "gw.sock", running=HUB_CONFIG)
+    with gw:
+        yield gw
 
 
-def test_get_and_put_over_the_control_socket(control_socket):
-    path, seen = control_socket
+def test_get_and_put_over_the_control_socket(gateway):
+    path = str(gateway.socket_path)
     cfg = gwconfig.get_config(path)
     assert cfg["revision"] == "satlab-hub"
     cfg["satellite"]["initcwnd"] = 49
-    assert gwconfig.put_config(path, cfg) == {"ok": True, "revision": "satlab-hub"}
+    assert gwconfig.put_config(path, cfg)["revision"] == "satlab-hub"
     assert gwconfig.get_config(path)["satellite"]["initcwnd"] == 49
     cfg["satellite"]["initcwnd"] = 5000
-    with pytest.raises(gwconfig.GatewayConfigError, match="422"):
+    with pytest.raises(gwconfig.GatewayConfigError, match="PUT /v1/config: HTTP 422: invalid_config"):
         gwconfig.put_config(path, cfg)
-    assert [(m, t) for m, t, _ in seen] == [
-        ("GET", "/v1/config"),
-        ("PUT", "/v1/config"),
-        ("GET", "/v1/config"),
-        ("PUT", "/v1/config"),
-    ]
+    # The refused config changed nothing: one apply, the one before it.
+    assert [c["satellite"]["initcwnd"] for c in gateway.applied] == [49]
+    assert gwconfig.get_config(path)["satellite"]["initcwnd"] == 49
 
 
 def test_socket_path_follows_satlab_run_dir():

@@ -6,19 +6,18 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
-import socket
 import tempfile
-import threading
-from typing import Any
+from pathlib import Path
 
 import pytest
 
 from bench import webfloor
 from bench.profiles import figures
 from bench.scenarios import modern_web as mw
+from bench.tests.fake_hub import HUB_CONFIG
 from bench.tools import dnsq, gwconfig
 from bench.webload import LoadError, PageLoad, parse_result
+from perigee_fakes.fake_gateway import FakeGateway
 from satlab import webnames, webpages
 
 MIB = 1024 * 1024
@@ -288,50 +287,6 @@ def test_schedule_interleaves_variants_and_rotates_each_repetition():
 # --- gateway config: set through the control socket, refusals become skipped variants -------
 
 
-class FakeGateway:
-    """A control socket that answers GET /v1/config and refuses any PUT naming `forbidden`."""
-
-    def __init__(self, path: str, forbidden: str) -> None:
-        self.config = {
-            "schema": 1,
-            "revision": "satlab-terminal",
-            "splitter": {"enabled": True},
-        }
-        self.forbidden = forbidden
-        self.puts: list[dict[str, Any]] = []
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.bind(path)
-        self.sock.listen(8)
-        threading.Thread(target=self.serve, daemon=True).start()
-
-    def serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            with conn:
-                data = b""
-                while b"\r\n\r\n" not in data:
-                    data += conn.recv(65536)
-                head, _, body = data.partition(b"\r\n\r\n")
-                match = re.search(rb"Content-Length: (\d+)", head)
-                length = int(match.group(1)) if match else 0
-                while len(body) < length:
-                    body += conn.recv(65536)
-                if head.startswith(b"GET"):
-                    status, out = 200, self.config
-                elif self.forbidden.encode() in body:
-                    error = {"code": "invalid_config", "message": f"unknown field `{self.forbidden}`", "field": None}
-                    status, out = 400, {"error": error}
-                else:
-                    status, out = 200, {"applied": True}
-                    self.config = json.loads(body)
-                    self.puts.append(self.config)
-                payload = json.dumps(out).encode()
-                conn.sendall(f"HTTP/1.1 {status} X\r\nContent-Length: {len(payload)}\r\n\r\n".encode() + payload)
-
-
 class FakeLab:
     def __init__(self, prefix: str) -> None:
         self.prefix = prefix
@@ -341,18 +296,22 @@ def test_a_refused_config_skips_the_variant_with_the_gateways_error(monkeypatch)
     with tempfile.TemporaryDirectory() as run_root:
         monkeypatch.setattr(gwconfig, "RUN_ROOT", run_root)
         os.makedirs(f"{run_root}/pw-x-")
-        gw = FakeGateway(f"{run_root}/pw-x-/gw-pw-x-hub.sock", forbidden="nodelay")
-        h = mw.LabHandle("hub", FakeLab("pw-x-"), driver=None, settle_s=0)
-        h.base["hub"] = gwconfig.get_config(h.socket("hub"))
-        refused = h.apply(mw.Variant("hub-nodelay-off", "hub", "off", (("splitter.nodelay", False),)))
-        assert refused and "unknown field `nodelay`" in refused
-        assert h.apply(mw.Variant("hub-nodelay-off", "hub", "off", (("splitter.nodelay", False),))) == refused
-        assert h.apply(mw.VARIANT_BY_NAME["hub"]) is None  # defaults: the base config back
-        assert gw.puts[-1]["splitter"] == {"enabled": True}
-        assert h.apply(mw.Variant("quic-fallback", "hub", "race", (("quic", "fallback"),))) is None
-        assert gw.puts[-1]["quic"] == "fallback"
-        assert 'quic="fallback"' in h.note() and "splitter.nodelay=absent" in h.note()
-        gw.sock.close()
+        # The gateway test double (perigee_fakes): it refuses a field its schema does not know, as the daemon
+        # of an older release refuses a setting a newer benchmark names.
+        with FakeGateway(Path(f"{run_root}/pw-x-/gw-pw-x-hub.sock"), running=HUB_CONFIG) as gw:
+            h = mw.LabHandle("hub", FakeLab("pw-x-"), driver=None, settle_s=0)
+            h.base["hub"] = gwconfig.get_config(h.socket("hub"))
+            unknown = mw.Variant("hub-newer-off", "hub", "off", (("splitter.newer_setting", False),))
+            refused = h.apply(unknown)
+            assert refused and "HTTP 422: invalid_config" in refused and "splitter.newer_setting" in refused
+            assert gw.applied == []
+            assert h.apply(unknown) == refused  # remembered: not asked again
+            assert h.apply(mw.VARIANT_BY_NAME["hub"]) is None  # defaults: the base config back
+            assert gw.applied[-1]["splitter"] == h.base["hub"]["splitter"]
+            assert h.apply(mw.Variant("quic-fallback", "hub", "race", (("quic", "fallback"),))) is None
+            assert gw.applied[-1]["quic"] == "fallback"
+            assert len(gw.applied) == 2
+            assert 'quic="fallback"' in h.note() and "splitter.nodelay=true" in h.note()
 
 
 def test_set_path_creates_sections_and_refuses_non_objects():

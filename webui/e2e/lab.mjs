@@ -1,8 +1,8 @@
 // The satlab side of the satlab end-to-end suite: bring the lab up and down, run transfers through the
 // emulated satellite, read the real gateway's control socket. Every command is an argv array (no shell).
 import { execFile } from 'node:child_process';
-import { request } from 'node:http';
 import { join } from 'node:path';
+import { controlGet } from './control.mjs';
 
 export const CLIENT = '10.71.1.10';
 export const SERVER = '10.71.3.10';
@@ -68,19 +68,6 @@ export class Lab {
 
   /** GET on the real daemon's control socket (docs/control-protocol.md). */
   gateway(path) {
-    return new Promise((resolve, reject) => {
-      const req = request({ socketPath: this.socket, path, method: 'GET', headers: { Host: 'perigee' }, timeout: 30000 }, (res) => {
-        let body = '';
-        res.setEncoding('utf8');
-        res.on('data', (c) => (body += c));
-        res.on('end', () => {
-          if (res.statusCode !== 200) return reject(new Error(`gateway GET ${path}: ${res.statusCode} ${body}`));
-          resolve(JSON.parse(body));
-        });
-      });
-      req.on('timeout', () => req.destroy(new Error(`gateway GET ${path}: timeout`)));
-      req.on('error', reject);
-      req.end();
-    });
+    return controlGet(this.socket, path);
   }
 }

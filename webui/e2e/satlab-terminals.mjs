@@ -10,8 +10,8 @@
 // Knobs as e2e/satlab.mjs: PERIGEE_E2E_SCREENSHOTS, PERIGEE_E2E_KEEP, PERIGEE_E2E_BUILD, SATLAB_TERMINALS_PREFIX.
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { request } from 'node:http';
 import { join } from 'node:path';
+import { controlGet } from './control.mjs';
 import { stopAll } from './harness.mjs';
 import { finishWorkDir, firstLogin, launchBrowser, makeWorkDir, repo, startApi, startWebServer } from './dashboard-stack.mjs';
 import { Steps } from './steps.mjs';
@@ -34,17 +34,7 @@ function satlab(args, timeoutMs = 240000) {
 }
 
 /** GET `path` of a gateway's control protocol on its Unix socket. */
-function control(role, path) {
-  return new Promise((resolve, reject) => {
-    const req = request({ socketPath: sock(role), path, method: 'GET', timeout: 5000 }, (res) => {
-      let body = '';
-      res.on('data', (c) => (body += c));
-      res.on('end', () => (res.statusCode === 200 ? resolve(JSON.parse(body)) : reject(new Error(`${path}: ${res.statusCode} ${body}`))));
-    });
-    req.on('error', reject);
-    req.end();
-  });
-}
+const control = (role, path) => controlGet(sock(role), path, { timeoutMs: 5000 });
 
 async function until(what, fn, { timeoutMs = 30000, everyMs = 250 } = {}) {
   const deadline = Date.now() + timeoutMs;

@@ -6,7 +6,6 @@ use sha2::{Digest, Sha256};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
-use std::os::unix::net::UnixStream;
 use std::process::{Child, Command, Stdio};
 use std::sync::{mpsc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -479,34 +478,8 @@ fn serve_one(c: TcpStream, tx: mpsc::Sender<Seen>) {
     let _ = tx.send(Seen { cmd, peer, result });
 }
 
-/// One HTTP request on the control socket.
-pub fn control(
-    sock: &str,
-    method: &str,
-    path: &str,
-    body: Option<&serde_json::Value>,
-) -> std::io::Result<(u16, serde_json::Value)> {
-    let mut s = UnixStream::connect(sock)?;
-    s.set_read_timeout(Some(Duration::from_secs(20)))?;
-    let b = body.map(|b| b.to_string()).unwrap_or_default();
-    write!(
-        s,
-        "{method} {path} HTTP/1.1\r\nHost: t\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{b}",
-        b.len()
-    )?;
-    let mut resp = String::new();
-    s.read_to_string(&mut resp)?;
-    let status = resp
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let body = resp.split_once("\r\n\r\n").map(|x| x.1).unwrap_or("");
-    Ok((
-        status,
-        serde_json::from_str(body).unwrap_or(serde_json::Value::Null),
-    ))
-}
+/// One HTTP request on the control socket: the CLI's own client (`perigee::gateway::http`).
+pub use perigee::gateway::http::request as control;
 
 /// Make the next close of `s` send a RST instead of a FIN.
 pub fn set_linger0(s: &TcpStream) {

@@ -1,13 +1,12 @@
-#!/usr/bin/env python3
 """Window growth and goodput of hybla vs cubic vs reno vs bbr on a satlab path (root).
 
 Runs one iperf3 flow per congestion control from the satlab server namespace to the client
 namespace (hub -> terminal, the forward satellite direction) and records per-second goodput
 and cwnd. Needs `bin/satlab --prefix PREFIX up ...` first; loads hybla with `perigee hybla
-load` when missing. Writes results/<name>.json and, with matplotlib, results/<name>.png.
+load` when missing. Writes bench/results/hybla/<name>.json and, with matplotlib, a plot beside it.
 
     bin/satlab --prefix hy- up --profile geo-hts
-    .venv/bin/python gateway/crates/hybla/bench/startup.py --prefix hy- --seconds 20
+    .venv/bin/python -m bench.gateway.hybla_startup --prefix hy- --seconds 20
 """
 
 from __future__ import annotations
@@ -18,16 +17,14 @@ import subprocess
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[4]
-RESULTS = Path(__file__).resolve().parent / "results"
+REPO = Path(__file__).resolve().parents[2]
+RESULTS = REPO / "bench/results/hybla"
 CLIENT_ADDR = "10.71.1.10"  # satlab client (DEVELOPERS.md addressing)
 PORT = 5301
 MSS = 1448
 
 
-def run_flow(
-    prefix: str, cc: str, seconds: int, fq_rate: str, label: str = ""
-) -> dict[str, object]:
+def run_flow(prefix: str, cc: str, seconds: int, fq_rate: str, label: str = "") -> dict[str, object]:
     server = subprocess.Popen(
         [
             "ip",
@@ -97,9 +94,7 @@ def plot(results: list[dict[str, object]], title: str, path: Path) -> bool:
         cwnd = r["cwnd_segments"]
         assert isinstance(rate, list) and isinstance(cwnd, list)
         xs = list(range(1, len(rate) + 1))
-        a.plot(
-            xs, rate, marker="o", label=f"{r['cc']} ({r['goodput_mbit']} Mbit/s avg)"
-        )
+        a.plot(xs, rate, marker="o", label=f"{r['cc']} ({r['goodput_mbit']} Mbit/s avg)")
         b.plot(xs, cwnd, marker="o", label=str(r["cc"]))
     a.set_ylabel("sender rate, Mbit/s (per second)")
     a.set_title(title)
@@ -119,9 +114,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=int, default=20)
     ap.add_argument("--ccs", default="hybla,cubic,reno,bbr")
     ap.add_argument("--name", default="geo-hts-startup")
-    ap.add_argument(
-        "--fq-rate", default="", help="cap pacing (SO_MAX_PACING_RATE), e.g. 45M"
-    )
+    ap.add_argument("--fq-rate", default="", help="cap pacing (SO_MAX_PACING_RATE), e.g. 45M")
     ap.add_argument(
         "--cwnd-max",
         type=int,

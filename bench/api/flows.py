@@ -1,6 +1,6 @@
 """Benchmark (not a test): live-flow listing latency and closed-flow ingestion rate.
 
-    .venv/bin/python api/bench/flows_bench.py [--flows 10000] [--requests 200] [--ingest-seconds 10]
+    .venv/bin/python -m bench.api.flows [--flows 10000] [--requests 200] [--ingest-seconds 10]
 
 1. GET /api/v1/flows with 10,000 live flows, through uvicorn on a Unix socket (Bearer token):
    p50/p99 latency, first for the unfiltered answer (encoded once per collector tick), then filtered.
@@ -64,7 +64,7 @@ print(json.dumps([lat, size]))
 class DashboardPoller:
     """What an open dashboard asks for each second, on its own connection and thread."""
 
-    PATHS = (
+    PATHS: tuple[tuple[str, dict[str, str]], ...] = (
         ("/api/v1/flows", {}),
         ("/api/v1/flows/history", {"limit": "50"}),
         ("/api/v1/stats/series", {"metric": "action_bps"}),

@@ -1,0 +1,1 @@
+"""The control plane's own benchmarks (the api-flows scenario runs them)."""
