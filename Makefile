@@ -6,7 +6,7 @@ COMPONENTS := lab gateway api webui bench
 .PHONY: help setup build test test-packaging lint fuzz soak demo demo-down bench bench-quick image image-test vm vm-test deb deb-test setup-test clean
 
 help:
-	@echo "make demo        install, build, bring up satlab + the appliance, print the dashboard URL and login"
+	@echo "make demo        install, build, bring up satlab with a gateway at each end (terminal, hub), print each one's dashboard URL and login"
 	@echo "make demo-down   remove everything demo made"
 	@echo "make test        every suite: Rust, Python, web unit, browser end-to-end, namespace integration, packaging"
 	@echo "                 (two at a time, one table at the end: scripts/test-suites --list)"

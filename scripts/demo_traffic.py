@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Background traffic for `make demo`: page loads, bulk downloads, an ESP flow and a bypassed TCP flow.
 
-Three lanes run side by side so the dashboard always has something live: web (page loads and a few
-repeated objects, which the cache serves as HITs when it is on), bulk (downloads and the odd upload)
-and IPsec (an ESP burst, then a TCP flow on port 4500, which the built-in bypass never splits).
+Three lanes run side by side so the dashboards always have something live: web (plain-HTTP page loads
+and a few repeated objects, which the cache serves as HITs when it is on; HTTPS pages of the lab's web
+by name, whose lookups the terminal's resolver answers, a few labels over and over so some names are
+cold and most are cached), bulk (downloads and the odd upload) and IPsec (an ESP burst, then a TCP flow
+on port 4500, which the built-in bypass never splits).
 Runs until terminated (scripts/demo kills its whole process group). Every action is a subprocess with
 an argument vector and a timeout; all traffic stays inside satlab's namespaces (client → server).
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 import argparse
 import random
 import re
+import secrets
 import socket
 import subprocess
 import sys
@@ -23,6 +26,8 @@ from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urljoin
 
+from satlab import webpages
+
 ROOT = Path(__file__).resolve().parents[1]
 SATLAB = str(ROOT / "bin" / "satlab")
 SERVER = "10.71.3.10"
@@ -31,6 +36,9 @@ BYPASS_PORT = 4500
 ESP_PROTO = 50
 # A handful of objects fetched again and again: the second fetch of each is a cache HIT.
 REPEATED_OBJECTS = [f"http://{SERVER}/bytes/{n}" for n in (150_000, 400_000, 1_000_000)]
+# The HTTPS pages' labels (webnames): a small pool, so a name is cold at the resolver once, then cached.
+NAMED_PAGES = ("blog", "news")
+LABELS = [secrets.token_hex(4) for _ in range(6)]
 
 
 def log(msg: str) -> None:
@@ -72,6 +80,18 @@ def page_load(prefix: str) -> None:
     for src in images[:32]:
         fetch(prefix, urljoin(base, src))
     log(f"page load {page}: html rc={rc}, {len(images[:32])} images")
+
+
+def named_page_load(prefix: str) -> None:
+    """An HTTPS page of the lab's web and all its objects by name (one curl, HTTP/2, one connection per
+    origin, as a browser opens them), verified with the lab's CA."""
+    page = webpages.page(random.choice(NAMED_PAGES))
+    label = random.choice(LABELS)
+    argv = [*netns(prefix, "client"), "curl", "-sS", "--http2", "--max-time", "50",
+            "--cacert", f"/run/satlab/{prefix}/web-tls/ca.pem"]
+    for obj in page.objects:
+        argv += ["-o", "/dev/null", page.url(obj, label)]
+    log(f"https page {page.name} ({len(page.objects)} objects, label {label}): rc={run(argv, 60)}")
 
 
 def repeated_object(prefix: str) -> None:
@@ -186,7 +206,7 @@ def main() -> int:
         stderr=subprocess.DEVNULL,
     )
     lanes = [
-        ("web", [page_load, repeated_object, page_load, repeated_object], (1.0, 3.0)),
+        ("web", [page_load, named_page_load, repeated_object, named_page_load], (1.0, 3.0)),
         ("bulk", [bulk_transfer], (2.0, 6.0)),
         ("ipsec", [esp_burst, bypassed_flow], (3.0, 8.0)),
     ]
