@@ -330,11 +330,11 @@ print(json.dumps(out))
         before_split = peer("hub")["egress_refused"]
         put_config("terminal", lambda c: c["peer"].update(enabled=False))
         try:
-            code = ("import socket\ns = socket.socket(); s.settimeout(10)\n"
-                    "try:\n    s.connect(('169.254.169.254', 80)); s.sendall(b'x'); r = s.recv(10)\n"
-                    "    print('\"answered\"' if r else '\"closed\"')\n"
-                    "except OSError as e:\n    print('\"' + type(e).__name__ + '\"')\n")
-            assert run("client", [PY, "-c", code]) in ("ConnectionResetError", "closed", "BrokenPipeError")
+            split = ("import socket\ns = socket.socket(); s.settimeout(10)\n"
+                     "try:\n    s.connect(('169.254.169.254', 80)); s.sendall(b'x'); r = s.recv(10)\n"
+                     "    print('\"answered\"' if r else '\"closed\"')\n"
+                     "except OSError as e:\n    print('\"' + type(e).__name__ + '\"')\n")
+            assert run("client", [PY, "-c", split]) in ("ConnectionResetError", "closed", "BrokenPipeError")
             after_split = eventually(lambda: peer("hub")["egress_refused"], lambda n: n > before_split)
             assert after_split == before_split + 1
         finally:
