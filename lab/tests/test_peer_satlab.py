@@ -427,6 +427,10 @@ def fresh_pool() -> None:
         c["peer"]["hub_fingerprints"] = pins[:1] if spare in pins else [*pins, spare]
 
     put_config("terminal", toggle)
+    # The workers report their pools once a second: until then /v1/peer may still count the old
+    # pool's connections as ready, and a flow started now would find none (and go direct). Past
+    # two report periods every count is of the new pool.
+    time.sleep(2.5)
     wait_pool()
 
 
