@@ -14,6 +14,10 @@ const LOCK: &str = "/run/lock/perigee-hybla-test.lock";
 fn hybla_config(t: &Topo, cwnd_max: u32) -> serde_json::Value {
     let mut cfg = t.config();
     cfg["satellite"]["congestion_control"] = "hybla".into();
+    // Named by a class: a leg on the default would switch to BBR on this zero-delay veth (a short
+    // path, satleg_auto); a class's choice is never switched.
+    cfg["classes"] = serde_json::json!([{"name": "all", "priority": 10, "match": {"protocol": "tcp"},
+                                         "action": "accelerate", "satellite": {"congestion_control": "hybla"}}]);
     // rho = 600 / 25 = 24: the initial window (10 x 24) always reaches the ceiling.
     cfg["hybla"] = serde_json::json!({"rtt0_ms": 25, "base_rtt_ms": 600, "cwnd_max": cwnd_max});
     cfg

@@ -98,6 +98,54 @@ mod tests {
     use super::*;
     use crate::gateway::config::{example_json, from_value};
 
+    /// The example config with `bypass` replaced, parsed and validated.
+    fn with_bypass(bypass: Value) -> Result<crate::gateway::config::GatewayConfig, String> {
+        let mut j = example_json();
+        j["bypass"] = bypass;
+        from_value(j).map_err(|e| format!("{e:?}"))
+    }
+
+    #[test]
+    fn the_builtin_bypass_list_is_in_the_schema_and_valid() {
+        use crate::gateway::config::Bypass;
+        let schema = config_schema();
+        let field = &schema["properties"]["bypass"];
+        let builtin: Vec<Bypass> = serde_json::from_value(field["x-builtin"].clone()).unwrap();
+        let names: Vec<&str> = field["x-builtin"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| b["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["ipsec-esp", "ipsec-ah", "ike", "nat-t", "ike-tcp"]);
+        assert!(builtin.iter().all(|b| b.builtin));
+        // A config carrying exactly the built-in entries is valid (and the example carries them).
+        let c = with_bypass(field["x-builtin"].clone()).unwrap();
+        assert_eq!(c.bypass.len(), builtin.len());
+        let example = example_json();
+        let listed: Vec<&str> = example["bypass"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|b| b["builtin"] == true)
+            .map(|b| b["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(listed, names);
+    }
+
+    #[test]
+    fn the_schema_names_the_bypass_protocols_that_take_ports() {
+        use crate::gateway::config::BypassProtocol;
+        let schema = config_schema();
+        let ports = &schema["$defs"]["BypassRule"]["properties"]["ports"];
+        assert_eq!(ports["x-protocols"], serde_json::json!(["tcp", "udp"]));
+        // Any other protocol with ports is refused: the keyword says what the validator accepts.
+        for p in BypassProtocol::ALL {
+            let entry = serde_json::json!([{"name": "x", "protocol": p, "ports": ["443"], "cidrs": ["192.0.2.0/24"]}]);
+            assert_eq!(with_bypass(entry).is_ok(), p.has_ports(), "{p:?}");
+        }
+    }
+
     fn workspace_file(rel: &str) -> String {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../..")
