@@ -81,16 +81,8 @@ class PeerVethPath:
 @contextmanager
 def path(prefix: str = PREFIX) -> Iterator[PeerVethPath]:
     """The four namespaces, removed on exit whatever happened."""
-    vp = PeerVethPath(prefix)
-    try:
-        vp.up()
-    except procs.ToolError as exc:
-        vp.down()
-        raise LabUnavailable(f"peer veth path: {exc}") from exc
-    try:
+    with vethlab.brought_up(PeerVethPath(prefix), "peer veth path") as vp:
         yield vp
-    finally:
-        vp.down()
 
 
 def config(role: str, pins: dict[str, str]) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol, TypeVar
 
 from bench import procs
 from bench.lab import PREFIX, TCP_SYSCTLS, LabUnavailable
@@ -144,19 +145,33 @@ class VethPath:
             procs.run(["ip", "netns", "del", self.ns(role)], timeout=20, check=False)
 
 
+class Topology(Protocol):
+    def up(self) -> None: ...
+    def down(self) -> None: ...
+
+
+T = TypeVar("T", bound=Topology)
+
+
+@contextmanager
+def brought_up(topo: T, what: str) -> Iterator[T]:
+    """`topo` up, removed on exit whatever happened; a failed `up` is LabUnavailable naming `what`."""
+    try:
+        topo.up()
+    except procs.ToolError as exc:
+        topo.down()
+        raise LabUnavailable(f"{what}: {exc}") from exc
+    try:
+        yield topo
+    finally:
+        topo.down()
+
+
 @contextmanager
 def path(prefix: str = PREFIX) -> Iterator[VethPath]:
     """The three namespaces, removed on exit whatever happened."""
-    vp = VethPath(prefix)
-    try:
-        vp.up()
-    except procs.ToolError as exc:
-        vp.down()
-        raise LabUnavailable(f"veth path: {exc}") from exc
-    try:
+    with brought_up(VethPath(prefix), "veth path") as vp:
         yield vp
-    finally:
-        vp.down()
 
 
 def gateway_config(max_flows: int) -> dict[str, object]:
