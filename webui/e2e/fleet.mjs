@@ -12,14 +12,13 @@ import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { HUNG_MS, needsRoot, stopAll } from './harness.mjs';
+import { needsRoot, stopAll, until as untilEvery } from './harness.mjs';
 import { finishWorkDir, launchBrowser, makeWorkDir, repo, shotsDir, startApi, startWebServer } from './dashboard-stack.mjs';
 import { Steps } from './steps.mjs';
 
 const PREFIX = process.env.SATLAB_FLEET_PREFIX ?? 'uf-';
 const SATLAB = join(repo, 'bin', 'satlab');
 const NEW_PASSWORD = 'e2e-Perigee-fleet-2026';
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 function satlab(args, timeoutMs = 240000) {
   return new Promise((resolve, reject) => {
@@ -30,15 +29,8 @@ function satlab(args, timeoutMs = 240000) {
   });
 }
 
-async function until(what, fn, { timeoutMs = HUNG_MS, everyMs = 500 } = {}) {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    const v = await fn();
-    if (v) return v;
-    await sleep(everyMs);
-  }
-  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-}
+// This suite polls every 500 ms.
+const until = (what, fn, opts = {}) => untilEvery(what, fn, { everyMs: 500, ...opts });
 
 needsRoot('the fleet browser suite');
 const tmp = makeWorkDir('perigee-e2e-fleet-');

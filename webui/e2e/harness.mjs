@@ -9,6 +9,17 @@ import { createServer } from 'node:net';
  */
 export const HUNG_MS = 60000;
 
+/** Polls `fn` every `everyMs` until it returns something truthy (returned), or fails naming `what`. */
+export async function until(what, fn, { timeoutMs = HUNG_MS, everyMs = 250 } = {}) {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const v = await fn();
+    if (v) return v;
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+}
+
 /**
  * The one convention for a suite that cannot run here (DEVELOPERS.md, "Tests"): not root, it says SKIPPED and
  * exits 0, or fails when PERIGEE_REQUIRE_ROOT_TESTS is set (.ci/run sets it). Call it before setting anything up.

@@ -4,7 +4,7 @@
 // API's flows JSON and the daemon's control socket are the independent witnesses of what happened.
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
-import { HUNG_MS } from './harness.mjs';
+import { until } from './harness.mjs';
 import { BULK_PORT, CLIENT, SERVER } from './lab.mjs';
 
 const NEW_PASSWORD = 'e2e-Perigee-orbit-2026';
@@ -13,16 +13,6 @@ const BYPASS_RULE = 'bulk-5001';
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 /** Polls fn until it returns a truthy value; fails with `what` at the deadline. */
-async function until(what, fn, { timeoutMs = HUNG_MS, everyMs = 250 } = {}) {
-  const deadline = Date.now() + timeoutMs;
-  let last;
-  while (Date.now() < deadline) {
-    last = await fn();
-    if (last) return last;
-    await sleep(everyMs);
-  }
-  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-}
 
 const toBulk = (f) => f.client.startsWith(`${CLIENT}:`) && f.server === `${SERVER}:${BULK_PORT}`;
 const toHttp = (f) => f.client.startsWith(`${CLIENT}:`) && f.server === `${SERVER}:80`;

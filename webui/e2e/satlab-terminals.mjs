@@ -12,7 +12,7 @@ import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { controlGet } from './control.mjs';
-import { stopAll } from './harness.mjs';
+import { stopAll, until as untilEvery } from './harness.mjs';
 import { finishWorkDir, firstLogin, launchBrowser, makeWorkDir, repo, startApi, startWebServer } from './dashboard-stack.mjs';
 import { Steps } from './steps.mjs';
 
@@ -22,7 +22,6 @@ const SITE = 'site-1';
 const PREFIXES = ['10.71.1.0/24', 'fd71:1::/64'];
 const NEW_PASSWORD = 'e2e-Perigee-sat-terminals-2026';
 const sock = (role) => `/run/satlab/${PREFIX}/gw-${PREFIX}${role}.sock`;
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 function satlab(args, timeoutMs = 240000) {
   return new Promise((resolve, reject) => {
@@ -36,15 +35,8 @@ function satlab(args, timeoutMs = 240000) {
 /** GET `path` of a gateway's control protocol on its Unix socket. */
 const control = (role, path) => controlGet(sock(role), path, { timeoutMs: 5000 });
 
-async function until(what, fn, { timeoutMs = 30000, everyMs = 250 } = {}) {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    const v = await fn();
-    if (v) return v;
-    await sleep(everyMs);
-  }
-  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-}
+// This suite's waits give up after 30000 ms unless they say otherwise.
+const until = (what, fn, opts = {}) => untilEvery(what, fn, { timeoutMs: 30000, ...opts });
 
 /** The hub's view of the lab's terminal (GET /v1/peer), undefined when not enrolled. */
 const atHub = async () => (await control('hub', '/v1/peer')).terminals.find((t) => t.name === SITE);

@@ -7,7 +7,7 @@
 //   node e2e/satlab-wizard.mjs   (make -C webui test-wizard; prefix SATLAB_WIZARD_PREFIX, default uw-)
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
-import { HUNG_MS, needsRoot, stopAll } from './harness.mjs';
+import { needsRoot, stopAll, until } from './harness.mjs';
 import { finishWorkDir, launchBrowser, makeWorkDir, repo, startApi, startWebServer } from './dashboard-stack.mjs';
 import { Steps } from './steps.mjs';
 import { BULK_PORT, Lab, SERVER } from './lab.mjs';
@@ -19,16 +19,6 @@ const tmp = makeWorkDir('perigee-e2e-wizard-');
 const lab = new Lab(repo, process.env.SATLAB_WIZARD_PREFIX ?? 'uw-');
 const satLeg = (f) => f.legs?.[f.legs?.satellite];
 
-async function until(what, fn, { timeoutMs = HUNG_MS, everyMs = 250 } = {}) {
-  const deadline = Date.now() + timeoutMs;
-  let last;
-  while (Date.now() < deadline) {
-    last = await fn();
-    if (last) return last;
-    await new Promise((r) => setTimeout(r, everyMs));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
 
 let context;
 let tornDown;
