@@ -37,7 +37,7 @@ PY = sys.executable
 TESTS = Path(__file__).resolve().parent
 MARKER = "PERIGEE-MARKER-5c0ffee"
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)")
+pytestmark = pytest.mark.needs_root("network namespaces")
 
 
 TOPO = PrefixTopo(PREFIX)
