@@ -216,7 +216,14 @@ impl Read for Deadline {
             return Err(std::io::ErrorKind::TimedOut.into());
         }
         self.tcp.set_read_timeout(Some(left))?;
-        self.tcp.read(buf)
+        // A socket read timeout surfaces as EAGAIN (WouldBlock) on Linux: past the deadline it
+        // is the deadline's TimedOut, so callers see one kind for "the peer took too long".
+        match self.tcp.read(buf) {
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                Err(std::io::ErrorKind::TimedOut.into())
+            }
+            other => other,
+        }
     }
 }
 
