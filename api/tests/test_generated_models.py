@@ -96,6 +96,6 @@ def test_the_bod_choice_follows_the_gateways_short_path_switch() -> None:
 
 def test_no_restated_gateway_limits_in_the_rules() -> None:
     # The numbers of the gateway's limits live in its schema only: none is written into the rules again.
-    text = (ROOT / "api" / "perigee_control" / "rules.py").read_text()
+    text = (ROOT / "control" / "perigee_control" / "rules.py").read_text()
     for name in ("MIN_SHAPING_BPS =", "MAX_ROCK_MB =", "8_000", "262_144", '"other"'):
         assert name not in text, name

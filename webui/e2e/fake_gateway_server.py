@@ -1,4 +1,4 @@
-"""Runs the API's fake gateway on a Unix socket with moving synthetic traffic, for the browser suite.
+"""Runs the fake gateway (perigee_fakes) on a Unix socket with moving synthetic traffic, for the browser suite.
 
     .venv/bin/python webui/e2e/fake_gateway_server.py /tmp/x/control.sock [flows]
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // End-to-end suite: the built dashboard in Debian's Chromium (playwright-core, no downloaded browser)
 // against the real API. By default it starts the API (python -m perigee_api from the repo's .venv) with
-// a temp data dir and the API's fake gateway driven by e2e/fake_gateway_server.py.
+// a temp data dir and the fake gateway (perigee_fakes) driven by e2e/fake_gateway_server.py.
 //
 // Point it at a running API instead (e.g. one wired to a satlab-backed gateway):
 //   PERIGEE_E2E_API_URL=http://127.0.0.1:8000 PERIGEE_E2E_PASSWORD=... [PERIGEE_E2E_USER=admin]

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 /* global document -- used inside a function that runs in the page */
 // End-to-end: an operator enrolls a terminal at the hub from the dashboard, sees it connect, and revokes it.
-// Against the API's fake gateway running as a hub, at which one terminal identity keeps dialing in (admitted
+// Against the fake gateway (perigee_fakes) running as a hub, at which one terminal identity keeps dialing in (admitted
 // with its pool once enrolled, refused otherwise: perigee_fakes.fake_peer). Every step is the browser's; the
 // API is asked only to check what the steps left (the config versions and the audit log).
 //   node e2e/terminals.mjs
