@@ -3045,7 +3045,7 @@ export interface components {
         NetInterface: {
             /**
              * Addresses
-             * @description Addresses with their prefix length ("10.71.1.1/24"), IPv4 first; IPv6 link-local ones
+             * @description Addresses with their prefix length ("192.0.2.1/24"), IPv4 first; IPv6 link-local ones
              *     included.
              */
             addresses: string[];
