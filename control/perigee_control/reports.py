@@ -372,7 +372,7 @@ class LinkInterface(Report):
 class NetInterface(Report):
     addresses: list[str]
     """
-    Addresses with their prefix length ("10.71.1.1/24"), IPv4 first; IPv6 link-local ones
+    Addresses with their prefix length ("192.0.2.1/24"), IPv4 first; IPv6 link-local ones
     included.
     """
     configured_as: ConfiguredAs | None

@@ -214,7 +214,7 @@ class BypassIn(In):
     @model_validator(mode="wrap")
     @classmethod
     def _keep_raw_cidrs(cls, data: Any, handler: ModelWrapValidatorHandler[BypassIn]) -> BypassIn:
-        # The CIDR type clears host bits; the risk check needs what was typed to name "10.71.3.5/24".
+        # The CIDR type clears host bits; the risk check needs what was typed to name "198.51.100.5/24".
         model = handler(data)
         raw = data.get("cidrs") if isinstance(data, dict) else None
         model._raw_cidrs = [c for c in raw if isinstance(c, str)] if isinstance(raw, list) else []

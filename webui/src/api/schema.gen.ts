@@ -1261,7 +1261,22 @@ export interface components {
             /** Warnings */
             warnings: string[];
         };
-        /** BodInputs */
+        /**
+         * BodInputs
+         * @example {
+         *       "allocation_delay_ms": 250,
+         *       "base_rtt_ms": 560,
+         *       "ber": 0,
+         *       "forward_rate_bps": 50000000,
+         *       "modem_overhead_bytes": 0,
+         *       "mss_bytes": 1448,
+         *       "return_cra_bps": 1000000,
+         *       "return_rbdc_max_bps": 4000000,
+         *       "role": "hub",
+         *       "superframe_ms": 26.5,
+         *       "terminal_buffer_bytes": 262144
+         *     }
+         */
         BodInputs: {
             /**
              * Allocation Delay Ms
@@ -3045,7 +3060,7 @@ export interface components {
         NetInterface: {
             /**
              * Addresses
-             * @description Addresses with their prefix length ("10.71.1.1/24"), IPv4 first; IPv6 link-local ones
+             * @description Addresses with their prefix length ("192.0.2.1/24"), IPv4 first; IPv6 link-local ones
              *     included.
              */
             addresses: string[];

@@ -228,7 +228,7 @@ pub enum ConfigCmd {
         #[arg(long)]
         canonical: bool,
     },
-    /// Print an example configuration (the satlab terminal).
+    /// Print an example configuration (a terminal; documentation addresses, RFC 5737 and RFC 3849).
     Example,
 }
 
