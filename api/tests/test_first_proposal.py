@@ -13,7 +13,13 @@ from pathlib import Path
 import pytest
 
 from perigee_api.main import create_app
-from perigee_api.schemas.gateway_config import PLACEHOLDER_SERVED, GatewayConfig, default_config
+from perigee_api.schemas.gateway_config import (
+    FACTORY_REVISION,
+    PLACEHOLDER_SERVED,
+    GatewayConfig,
+    factory_config,
+    is_factory,
+)
 from perigee_api.services import versions
 from perigee_fakes.fake_gateway import FakeGateway
 from tests.conftest import make_settings
@@ -22,7 +28,6 @@ from tests.test_config_contract import PERIGEE
 LAB_MARKS = ("10.71.", "fd71:")
 ROOT = Path(__file__).resolve().parents[2]
 BOOT_CONFIG = ROOT / "debian" / "conf" / "gateway.json"
-BOOT_REVISION = "factory-default"
 
 
 def lab_addresses(doc: object) -> list[str]:
@@ -59,15 +64,15 @@ def test_the_gateway_example_config_names_no_lab_network() -> None:
 
 def test_the_packaged_boot_config_is_the_first_proposal() -> None:
     # What /etc/perigee/gateway.json holds on a new box (the package's conffile, the image's copy): the daemon boots it
-    # and the API imports it as the first version, so it must be the API's proposal, under its own revision.
+    # and the API imports it as the first version, so it must be the API's proposal, under the factory revision (which
+    # is how the API tells that the box still needs its setup: tests/test_needs_setup.py).
     shipped = json.loads(BOOT_CONFIG.read_text())
-    assert shipped["revision"] == BOOT_REVISION
+    assert shipped["revision"] == FACTORY_REVISION
     assert lab_addresses(shipped) == [], json.dumps(shipped, indent=2)
     boot = GatewayConfig.model_validate(shipped)
     assert boot.role == "hub"  # the API's own initial role (Settings.initial_role); the wizard asks for the real one
-    proposal = default_config(boot.role).to_json()
-    proposal["revision"] = BOOT_REVISION
-    assert boot.to_json() == proposal
+    assert boot.to_json() == factory_config(boot.role)
+    assert is_factory(boot.to_json())
 
 
 def test_the_packaged_boot_config_changes_no_traffic() -> None:

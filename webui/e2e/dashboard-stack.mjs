@@ -28,6 +28,24 @@ export function finishWorkDir(tmp, ok) {
 }
 
 /**
+ * Starts the fake gateway (e2e/fake_gateway_server.py: perigee_fakes with moving synthetic traffic, `flows` of them)
+ * on a control socket in `tmp`; `env` adds its knobs (PERIGEE_E2E_DIAL, PERIGEE_E2E_BOOT). Resolves to the socket.
+ */
+export async function startFakeGateway(tmp, { flows = 120, env = {} } = {}) {
+  const socket = join(tmp, 'control.sock');
+  const gw = start('fake gateway', python, [join(webui, 'e2e', 'fake_gateway_server.py'), socket, String(flows)], {
+    env,
+    logFile: join(tmp, 'gateway.log'),
+  });
+  const deadline = Date.now() + HUNG_MS;
+  while (!existsSync(socket)) {
+    if (gw.exited !== undefined || Date.now() > deadline) throw new Error(`fake gateway did not start: ${readFileSync(join(tmp, 'gateway.log'), 'utf8')}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return socket;
+}
+
+/**
  * Starts the API (python -m perigee_api) with a fresh data dir in `tmp`, talking to the gateway control
  * socket `socket`; `env` adds settings. Resolves to its URL and the initial admin password.
  */

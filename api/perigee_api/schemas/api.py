@@ -11,6 +11,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ModelWrapValidatorHandler, PrivateAttr, model_validator
 
 from perigee_api.schemas.gateway_config import (
+    FACTORY_REVISION,
     Action,
     BypassProtocol,
     BypassRule,
@@ -335,6 +336,10 @@ class RunningOut(BaseModel):
     changes: list[DiffEntry] = Field(description="what applying the desired version would change in what runs")
     checked_at: float = Field(description="when the gateway was last asked (unix s)")
     error: str | None
+    needs_setup: bool = Field(
+        description="the box still needs its setup: the gateway runs no config, or the factory config (revision "
+        f"'{FACTORY_REVISION}' with the factory content) unchanged; false when it cannot be asked"
+    )
 
 
 class ValidateOut(BaseModel):

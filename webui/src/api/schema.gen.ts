@@ -3540,6 +3540,11 @@ export interface components {
              * @description the gateway runs the desired version
              */
             in_sync: boolean;
+            /**
+             * Needs Setup
+             * @description the box still needs its setup: the gateway runs no config, or the factory config (revision 'factory-default' with the factory content) unchanged; false when it cannot be asked
+             */
+            needs_setup: boolean;
             /** Reachable */
             reachable: boolean;
             /**

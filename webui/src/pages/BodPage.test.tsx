@@ -59,7 +59,7 @@ const applied = (id: number) => () => jsonResponse({ ok: true, version_id: id, a
 // The gateway runs version 3; version 4 is saved, not applied.
 const appliesAndRunning = {
   'GET /api/v1/config/running': () =>
-    jsonResponse({ reachable: true, revision: 'v3', config: null, version_id: 3, desired_version_id: 4, in_sync: false, changes: [], checked_at: 1, error: null }),
+    jsonResponse({ reachable: true, revision: 'v3', config: null, version_id: 3, desired_version_id: 4, in_sync: false, changes: [], checked_at: 1, error: null, needs_setup: false }),
   'POST /api/v1/versions/7/apply': applied(7),
   'POST /api/v1/versions/8/apply': applied(8),
   'POST /api/v1/versions/9/apply': applied(9),
