@@ -9,7 +9,7 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { stopAll } from './harness.mjs';
-import { finishWorkDir, launchBrowser, makeWorkDir, startApi, startFakeGateway, startWebServer } from './dashboard-stack.mjs';
+import { finishWorkDir, firstLogin, launchBrowser, makeWorkDir, startApi, startFakeGateway, startWebServer } from './dashboard-stack.mjs';
 import { Steps } from './steps.mjs';
 
 const NEW_PASSWORD = 'e2e-Perigee-first-boot-2026';
@@ -49,14 +49,7 @@ try {
   };
 
   await steps.run('first login: the one-time password, a new one, then the setup wizard (not the overview)', async () => {
-    await page.goto(`${baseUrl}/login`);
-    await signIn('admin', password);
-    await page.getByRole('heading', { name: 'Choose a new password' }).waitFor();
-    await page.getByLabel('Current password').fill(password);
-    await page.getByLabel(/^New password/).fill(NEW_PASSWORD);
-    await page.getByLabel('Confirm new password').fill(NEW_PASSWORD);
-    await page.getByRole('button', { name: 'Save password' }).click();
-    await page.getByRole('heading', { name: 'Set up this gateway' }).waitFor();
+    await firstLogin(page, `${baseUrl}/`, { password, newPassword: NEW_PASSWORD, landsOn: 'Set up this gateway' });
     assert.equal(new URL(page.url()).pathname, '/setup');
     const r = await running();
     assert.equal(r.revision, 'factory-default', JSON.stringify(r));
