@@ -29,6 +29,17 @@ class Applied(Report):
     Unix seconds.
     """
     ok: bool
+    persist_error: str | None
+    """
+    Why the config was not kept (the file could not be written, or the daemon runs without
+    `--config`); null when it was.
+    """
+    persisted: bool
+    """
+    Whether the config was written to the daemon's `--config` file, which it boots at its
+    next start. False: it runs now, but a restart boots the older config in that file
+    (`persist_error` says why).
+    """
     revision: str
 
 

@@ -362,6 +362,13 @@ class GatewayApplyOut(BaseModel):
     revision: str | None
     error: dict[str, Any] | None
     rollback_error: dict[str, Any] | None
+    persisted: bool | None = Field(
+        default=None,
+        description="Whether the gateway wrote the config it runs after this apply (or its rollback) to its config "
+        "file, which it boots at its next start. False: a restart brings back its older config (persist_error says "
+        "why). Null: not applied, or a gateway too old to say.",
+    )
+    persist_error: str | None = None
 
 
 class ApplyOut(BaseModel):

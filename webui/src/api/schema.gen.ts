@@ -2402,6 +2402,13 @@ export interface components {
             } | null;
             /** Gateway */
             gateway: string;
+            /** Persist Error */
+            persist_error?: string | null;
+            /**
+             * Persisted
+             * @description Whether the gateway wrote the config it runs after this apply (or its rollback) to its config file, which it boots at its next start. False: a restart brings back its older config (persist_error says why). Null: not applied, or a gateway too old to say.
+             */
+            persisted?: boolean | null;
             /** Revision */
             revision: string | null;
             /** Rollback Error */
