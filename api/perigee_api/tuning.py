@@ -134,10 +134,30 @@ OVERRIDABLE: tuple[str, ...] = (
 )
 
 
+# The link a new BoD profile starts from: a GEO HTS carrier (50 Mbit/s forward) with a DVB-RCS2 return (1 Mbit/s CRA
+# plus up to 4 Mbit/s RBDC, 26.5 ms superframes, a 250 ms allocation delay), 560 ms base RTT, a 256 KiB modem buffer.
+# The inputs with a default start at it. Published as the schema's example (`BodInputs.starting`), which the
+# dashboard's generated client carries (webui/src/api/examples.gen.ts): the form starts here, nothing restates it.
+STARTING_LINK: dict[str, Any] = {
+    "forward_rate_bps": 50_000_000,
+    "return_cra_bps": 1_000_000,
+    "return_rbdc_max_bps": 4_000_000,
+    "superframe_ms": 26.5,
+    "allocation_delay_ms": 250.0,
+    "base_rtt_ms": 560.0,
+    "terminal_buffer_bytes": 256 * KIB,
+}
+
+
+def _starting_example(schema: dict[str, Any]) -> None:
+    schema["examples"] = [BodInputs.starting().model_dump(mode="json")]
+
+
 class BodInputs(BaseModel):
     # Strict (no "600" or true for a number) and within physical bounds: a superframe or an RTT under 1 ms is no
-    # satellite link, and a subnormal one (5e-324) turned every division into infinity.
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
+    # satellite link, and a subnormal one (5e-324) turned every division into infinity. The link's own figures
+    # have no default (a profile must state them); the schema's example is where a new profile starts.
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True, json_schema_extra=_starting_example)
 
     forward_rate_bps: int = Field(ge=1000, le=RATE_MAX_BPS)
     return_cra_bps: int = Field(ge=0, le=RATE_MAX_BPS)
@@ -163,6 +183,11 @@ class BodInputs(BaseModel):
         le=1e-4,
         description="bit error rate of the satellite link (both directions, after FEC); 0 = clean",
     )
+
+    @classmethod
+    def starting(cls) -> BodInputs:
+        """Where a new profile starts (the schema's example): STARTING_LINK, every other input at its default."""
+        return cls.model_validate(STARTING_LINK)
 
     @model_validator(mode="after")
     def _return_rate_positive(self) -> BodInputs:

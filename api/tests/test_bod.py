@@ -18,6 +18,19 @@ GEO = {
 }
 
 
+def test_a_new_profile_starts_from_the_models_published_example() -> None:
+    # The dashboard's BoD form starts from the schema's example (webui/src/api/examples.gen.ts, generated from
+    # api/openapi.json): it must be the model's own starting point, valid, with every defaulted input at its default.
+    from perigee_api.export_openapi import openapi_schema
+
+    start = BodInputs.starting()
+    assert openapi_schema()["components"]["schemas"]["BodInputs"]["examples"] == [start.model_dump(mode="json")]
+    for name, field in BodInputs.model_fields.items():
+        if not field.is_required():
+            assert getattr(start, name) == field.default, name
+    assert not derive(start).warnings
+
+
 def test_hub_numbers() -> None:
     t = derive(BodInputs(**GEO)).values
     assert t["rtt_eff_ms"].value == 800

@@ -97,6 +97,23 @@ def test_apply_reaches_every_gateway_with_a_result_each(
     assert [g["status"] for g in stored["apply_result"]["gateways"]] == ["applied"] * 3
 
 
+def test_a_gateway_that_cannot_keep_the_config_says_so_and_the_apply_stands(
+    admin: TestClient, fake_gw: FakeGateway, remotes: list[Remote]
+) -> None:
+    v = new_version(admin)
+    remotes[0].gw.persist_error = "cannot write /etc/perigee/gateway.json: Read-only file system (os error 30)"
+    r = admin.post(f"/api/v1/versions/{v}/apply").json()
+    assert r["ok"] is True, r
+    by = {g["gateway"]: g for g in r["gateways"]}
+    assert (by["local"]["persisted"], by["local"]["persist_error"]) == (True, None)
+    assert by["gw-a"]["status"] == "applied" and by["gw-a"]["persisted"] is False
+    assert "Read-only file system" in by["gw-a"]["persist_error"]
+    assert remotes[0].gw.revision == f"v{v}"
+    assert admin.get("/api/v1/versions").json()["active_version_id"] == v
+    stored = admin.get(f"/api/v1/versions/{v}").json()["apply_result"]["gateways"]
+    assert [g["persisted"] for g in stored] == [True, False, True]
+
+
 def test_one_failure_rolls_back_the_ones_that_applied(
     admin: TestClient, fake_gw: FakeGateway, remotes: list[Remote]
 ) -> None:

@@ -128,6 +128,8 @@ def test_apply_is_atomic(target: tuple[str, GatewayClient], sock_dir: Path) -> N
     cfg["revision"] = "contract-1"
     res = gw.apply_config(cfg)
     assert res.ok is True and res.revision == "contract-1"
+    # Kept for the next start (the real daemon runs with --config, in satlab's writable run directory).
+    assert res.persisted is True and res.persist_error is None, res
     assert gw.get_config()["revision"] == "contract-1"
     bad = dict(cfg, revision="contract-2", surprise=True)
     with pytest.raises(GatewayError):

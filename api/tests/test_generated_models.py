@@ -18,7 +18,8 @@ from perigee_control import config, limits, reports
 
 ROOT = Path(__file__).resolve().parents[2]
 PERIGEE = ROOT / "gateway" / "target" / "release" / "perigee"
-SHIPPED = [ROOT / "images" / "gateway" / "gateway.json", ROOT / "debian" / "conf" / "gateway.json"]
+# The boot config the Debian package and the gateway image ship (one file: images/gateway/Dockerfile copies it).
+SHIPPED = [ROOT / "debian" / "conf" / "gateway.json"]
 
 
 def test_generated_models_are_current() -> None:
@@ -96,6 +97,6 @@ def test_the_bod_choice_follows_the_gateways_short_path_switch() -> None:
 
 def test_no_restated_gateway_limits_in_the_rules() -> None:
     # The numbers of the gateway's limits live in its schema only: none is written into the rules again.
-    text = (ROOT / "api" / "perigee_control" / "rules.py").read_text()
+    text = (ROOT / "control" / "perigee_control" / "rules.py").read_text()
     for name in ("MIN_SHAPING_BPS =", "MAX_ROCK_MB =", "8_000", "262_144", '"other"'):
         assert name not in text, name

@@ -1,4 +1,4 @@
-"""The satlab command line: up, down, status, exec, link, fetch, bulk, udp, profiles."""
+"""The satlab command line: up, down, status, exec, link, fetch, bulk, udp, profiles, gateway-config."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from . import lab, linkctl, weather, webservices
+from . import gateway, lab, linkctl, weather, webservices
 from .cluster import fabric, frr
 from .profiles import DEFAULT_PROFILE, PROFILES, Overrides, build_link
 from .sysrun import ip
@@ -94,6 +94,11 @@ def build_parser() -> argparse.ArgumentParser:
     st = sub.add_parser("status", help="namespaces, addresses, link parameters, counters, services")
     st.add_argument("--json", action="store_true")
     sub.add_parser("profiles", help="list the link profiles")
+    gc = sub.add_parser("gateway-config", help="print the config satlab gives the gateway at ROLE (the lab's "
+                                               "addresses, routes and resolver; no link tuning): for a gateway "
+                                               "satlab does not start, such as the image test's container")
+    gc.add_argument("role", choices=("hub", "terminal"))
+    gc.add_argument("--cache", action="store_true", help="with the cache on (as SATLAB_GATEWAY_CACHE=1)")
 
     e = sub.add_parser("exec", help="run a command in a namespace: satlab exec client -- ping ...")
     e.add_argument("ns")
@@ -360,6 +365,9 @@ def cmd_client(topo: Topology, a: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     a = build_parser().parse_args(argv)
+    if a.cmd == "gateway-config":  # no lab needed: what satlab.gateway would configure
+        print(json.dumps(gateway.default_config(a.role, cache=a.cache), indent=2))
+        return 0
     try:
         topo = Topology(resolve_prefix(a.prefix))
         if a.cmd != "up":

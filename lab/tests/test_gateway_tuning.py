@@ -117,6 +117,18 @@ def test_default_configs_pass_the_gateway_validator(role: str, cache: bool, tmp_
     assert p.returncode == 0, p.stderr
 
 
+@pytest.mark.parametrize(("argv", "role", "cache"),
+                         [(["hub", "--cache"], "hub", True), (["terminal"], "terminal", False)])
+def test_gateway_config_prints_the_labs_config(argv: list[str], role: str, cache: bool,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    # What the image test applies to the gateway container (images/test): the config satlab gives its own
+    # gateway at that end, never a copy of the lab's addresses kept elsewhere. No lab, no root needed.
+    from satlab.cli import main
+
+    assert main(["gateway-config", *argv]) == 0
+    assert json.loads(capsys.readouterr().out) == gateway.default_config(role, cache=cache)
+
+
 def test_the_hub_enrolls_the_terminal_and_the_terminal_pins_the_hub(tmp_path: Path) -> None:
     perigee = gateway.REPO / "gateway" / "target" / "release" / "perigee"
     if not perigee.exists():

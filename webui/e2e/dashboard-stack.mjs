@@ -28,6 +28,24 @@ export function finishWorkDir(tmp, ok) {
 }
 
 /**
+ * Starts the fake gateway (e2e/fake_gateway_server.py: perigee_fakes with moving synthetic traffic, `flows` of them)
+ * on a control socket in `tmp`; `env` adds its knobs (PERIGEE_E2E_DIAL, PERIGEE_E2E_BOOT). Resolves to the socket.
+ */
+export async function startFakeGateway(tmp, { flows = 120, env = {} } = {}) {
+  const socket = join(tmp, 'control.sock');
+  const gw = start('fake gateway', python, [join(webui, 'e2e', 'fake_gateway_server.py'), socket, String(flows)], {
+    env,
+    logFile: join(tmp, 'gateway.log'),
+  });
+  const deadline = Date.now() + HUNG_MS;
+  while (!existsSync(socket)) {
+    if (gw.exited !== undefined || Date.now() > deadline) throw new Error(`fake gateway did not start: ${readFileSync(join(tmp, 'gateway.log'), 'utf8')}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return socket;
+}
+
+/**
  * Starts the API (python -m perigee_api) with a fresh data dir in `tmp`, talking to the gateway control
  * socket `socket`; `env` adds settings. Resolves to its URL and the initial admin password.
  */
@@ -92,8 +110,9 @@ export async function launchBrowser(tmp, options = {}) {
   return context;
 }
 
-/** Logs in at `url` with the one-time password and chooses `newPassword` when asked to; ends on the Overview. */
-export async function firstLogin(page, url, { user = 'admin', password, newPassword }) {
+/** Logs in at `url` with the one-time password and chooses `newPassword` when asked to; ends on the page headed
+ * `landsOn` (the Overview; the setup wizard on a box that still needs its setup). */
+export async function firstLogin(page, url, { user = 'admin', password, newPassword, landsOn = 'Overview' }) {
   await page.goto(url);
   await page.getByLabel('Username').fill(user);
   await page.getByLabel('Password').fill(password);
@@ -103,5 +122,5 @@ export async function firstLogin(page, url, { user = 'admin', password, newPassw
   await page.getByLabel(/^New password/).fill(newPassword);
   await page.getByLabel('Confirm new password').fill(newPassword);
   await page.getByRole('button', { name: 'Save password' }).click();
-  await page.getByRole('heading', { level: 2, name: 'Overview', exact: true }).waitFor();
+  await page.getByRole('heading', { level: 2, name: landsOn, exact: true }).waitFor();
 }

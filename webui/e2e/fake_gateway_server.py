@@ -1,14 +1,17 @@
-"""Runs the API's fake gateway on a Unix socket with moving synthetic traffic, for the browser suite.
+"""Runs the fake gateway (perigee_fakes) on a Unix socket with moving synthetic traffic, for the browser suite.
 
     .venv/bin/python webui/e2e/fake_gateway_server.py /tmp/x/control.sock [flows]
 
 Every second the flows' rates and the counters change, so the dashboard has something live to show.
 PERIGEE_E2E_DIAL=sha256:... names a terminal identity that keeps dialing this hub's peer path (5 idle
-connections and a live flow once enrolled; refused otherwise). Stops on SIGTERM/SIGINT.
+connections and a live flow once enrolled; refused otherwise). PERIGEE_E2E_BOOT=factory starts it on the packaged
+boot config (debian/conf/gateway.json: what a new box from the package, the image or the VM runs) instead of a lab
+hub's config. Stops on SIGTERM/SIGINT.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import signal
@@ -19,6 +22,8 @@ from pathlib import Path
 
 from perigee_fakes.fake_gateway import FakeGateway, make_flow
 from perigee_fakes.lab_config import lab_config
+
+BOOT_CONFIG = Path(__file__).resolve().parents[2] / "debian" / "conf" / "gateway.json"
 
 
 def flows_at(tick: int, count: int) -> list[dict]:
@@ -78,8 +83,11 @@ def satellite_counters(c: dict, flows: list[dict]) -> None:
 def main() -> None:
     sock = Path(sys.argv[1])
     count = int(sys.argv[2]) if len(sys.argv) > 2 else 120
-    # A box started with a config of its own (the wizard is for one without: the satlab wizard suite).
-    running = lab_config("hub").to_json() | {"revision": "fake-hub"}
+    # A box started with a config of its own, or a new box on the factory config (e2e/first-boot.mjs).
+    if os.environ.get("PERIGEE_E2E_BOOT") == "factory":
+        running = json.loads(BOOT_CONFIG.read_text())
+    else:
+        running = lab_config("hub").to_json() | {"revision": "fake-hub"}
     gw = FakeGateway(sock, running=running).start()
     if os.environ.get("PERIGEE_E2E_DIAL"):
         gw.peer.dial(os.environ["PERIGEE_E2E_DIAL"], idle=5, live=1)

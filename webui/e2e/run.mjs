@@ -1,23 +1,21 @@
 #!/usr/bin/env node
 // End-to-end suite: the built dashboard in Debian's Chromium (playwright-core, no downloaded browser)
 // against the real API. By default it starts the API (python -m perigee_api from the repo's .venv) with
-// a temp data dir and the API's fake gateway driven by e2e/fake_gateway_server.py.
+// a temp data dir and the fake gateway (perigee_fakes) driven by e2e/fake_gateway_server.py.
 //
 // Point it at a running API instead (e.g. one wired to a satlab-backed gateway):
 //   PERIGEE_E2E_API_URL=http://127.0.0.1:8000 PERIGEE_E2E_PASSWORD=... [PERIGEE_E2E_USER=admin]
 //   [PERIGEE_E2E_NEW_PASSWORD=...] (used if the account must change its password)
 //   [PERIGEE_E2E_MIN_FLOWS=1] (wait until at least this many live flows show, e.g. during a download)
 // Screenshots go to docs/screenshots (PERIGEE_E2E_SCREENSHOTS=dir to change, =0 to skip).
-import { existsSync, mkdirSync, readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
 import { execFileSync } from 'node:child_process';
-import { HUNG_MS, start, stopAll } from './harness.mjs';
-import { finishWorkDir, launchBrowser, makeWorkDir, python, shotsDir, startApi, startWebServer } from './dashboard-stack.mjs';
+import { stopAll } from './harness.mjs';
+import { finishWorkDir, launchBrowser, makeWorkDir, shotsDir, startApi, startFakeGateway, startWebServer } from './dashboard-stack.mjs';
 import { Steps } from './steps.mjs';
 import { dashboardSteps } from './scenario.mjs';
 
-const here = dirname(fileURLToPath(import.meta.url));
 const tmp = makeWorkDir('perigee-e2e-');
 
 async function startBackend() {
@@ -26,15 +24,7 @@ async function startBackend() {
     if (!password) throw new Error('PERIGEE_E2E_API_URL needs PERIGEE_E2E_PASSWORD');
     return { apiUrl: process.env.PERIGEE_E2E_API_URL.replace(/\/$/, ''), password, external: true };
   }
-  const socket = join(tmp, 'control.sock');
-  const gw = start('fake gateway', python, [join(here, 'fake_gateway_server.py'), socket, process.env.PERIGEE_E2E_FLOWS ?? '120'], {
-    logFile: join(tmp, 'gateway.log'),
-  });
-  const deadline = Date.now() + HUNG_MS;
-  while (!existsSync(socket)) {
-    if (gw.exited !== undefined || Date.now() > deadline) throw new Error(`fake gateway did not start: ${readFileSync(join(tmp, 'gateway.log'), 'utf8')}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  const socket = await startFakeGateway(tmp, { flows: process.env.PERIGEE_E2E_FLOWS ?? 120 });
   // nginx's certificate directory, as the demo makes it: the System health page's TLS card shows it.
   const tlsDir = join(tmp, 'tls');
   mkdirSync(tlsDir, { mode: 0o700 });

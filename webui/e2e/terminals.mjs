@@ -1,21 +1,18 @@
 #!/usr/bin/env node
 /* global document -- used inside a function that runs in the page */
 // End-to-end: an operator enrolls a terminal at the hub from the dashboard, sees it connect, and revokes it.
-// Against the API's fake gateway running as a hub, at which one terminal identity keeps dialing in (admitted
+// Against the fake gateway (perigee_fakes) running as a hub, at which one terminal identity keeps dialing in (admitted
 // with its pool once enrolled, refused otherwise: perigee_fakes.fake_peer). Every step is the browser's; the
 // API is asked only to check what the steps left (the config versions and the audit log).
 //   node e2e/terminals.mjs
 // Knobs as e2e/run.mjs: PERIGEE_E2E_SCREENSHOTS, PERIGEE_E2E_KEEP, PERIGEE_E2E_BUILD.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { start, stopAll } from './harness.mjs';
-import { finishWorkDir, firstLogin, launchBrowser, makeWorkDir, python, shotsDir, startApi, startWebServer } from './dashboard-stack.mjs';
+import { join } from 'node:path';
+import { stopAll } from './harness.mjs';
+import { finishWorkDir, firstLogin, launchBrowser, makeWorkDir, shotsDir, startApi, startFakeGateway, startWebServer } from './dashboard-stack.mjs';
 import { Steps } from './steps.mjs';
 
-const here = dirname(fileURLToPath(import.meta.url));
 const NEW_PASSWORD = 'e2e-Perigee-terminals-2026';
 const TERMINAL = 'alpha';
 // The terminal's identity as its own dashboard would show it.
@@ -29,16 +26,7 @@ try {
   let baseUrl;
   let password;
   await steps.run('fake hub gateway (a terminal dialing in), API, dashboard, browser', async () => {
-    const socket = join(tmp, 'control.sock');
-    const gw = start('fake gateway', python, [join(here, 'fake_gateway_server.py'), socket, '20'], {
-      env: { PERIGEE_E2E_DIAL: FINGERPRINT },
-      logFile: join(tmp, 'gateway.log'),
-    });
-    const deadline = Date.now() + 20000;
-    while (!existsSync(socket)) {
-      if (gw.exited !== undefined || Date.now() > deadline) throw new Error(`fake gateway did not start: ${readFileSync(join(tmp, 'gateway.log'), 'utf8')}`);
-      await new Promise((r) => setTimeout(r, 100));
-    }
+    const socket = await startFakeGateway(tmp, { flows: 20, env: { PERIGEE_E2E_DIAL: FINGERPRINT } });
     const backend = await startApi(tmp, { socket });
     baseUrl = await startWebServer(tmp, backend.apiUrl);
     password = backend.password;

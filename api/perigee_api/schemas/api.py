@@ -11,6 +11,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ModelWrapValidatorHandler, PrivateAttr, model_validator
 
 from perigee_api.schemas.gateway_config import (
+    FACTORY_REVISION,
     Action,
     BypassProtocol,
     BypassRule,
@@ -214,7 +215,7 @@ class BypassIn(In):
     @model_validator(mode="wrap")
     @classmethod
     def _keep_raw_cidrs(cls, data: Any, handler: ModelWrapValidatorHandler[BypassIn]) -> BypassIn:
-        # The CIDR type clears host bits; the risk check needs what was typed to name "10.71.3.5/24".
+        # The CIDR type clears host bits; the risk check needs what was typed to name "198.51.100.5/24".
         model = handler(data)
         raw = data.get("cidrs") if isinstance(data, dict) else None
         model._raw_cidrs = [c for c in raw if isinstance(c, str)] if isinstance(raw, list) else []
@@ -335,6 +336,10 @@ class RunningOut(BaseModel):
     changes: list[DiffEntry] = Field(description="what applying the desired version would change in what runs")
     checked_at: float = Field(description="when the gateway was last asked (unix s)")
     error: str | None
+    needs_setup: bool = Field(
+        description="the box still needs its setup: the gateway runs no config, or the factory config (revision "
+        f"'{FACTORY_REVISION}' with the factory content) unchanged; false when it cannot be asked"
+    )
 
 
 class ValidateOut(BaseModel):
@@ -357,6 +362,13 @@ class GatewayApplyOut(BaseModel):
     revision: str | None
     error: dict[str, Any] | None
     rollback_error: dict[str, Any] | None
+    persisted: bool | None = Field(
+        default=None,
+        description="Whether the gateway wrote the config it runs after this apply (or its rollback) to its config "
+        "file, which it boots at its next start. False: a restart brings back its older config (persist_error says "
+        "why). Null: not applied, or a gateway too old to say.",
+    )
+    persist_error: str | None = None
 
 
 class ApplyOut(BaseModel):

@@ -10,6 +10,8 @@ tests/test_config_contract.py proves the API accepts exactly what the gateway's 
 
 from __future__ import annotations
 
+from typing import Any
+
 from perigee_control.bypass import BUILTIN_BYPASS, BUILTIN_NAMES
 from perigee_control.config import (
     Action,
@@ -45,6 +47,7 @@ Name = ObjectName
 __all__ = [
     "BUILTIN_BYPASS",
     "BUILTIN_NAMES",
+    "FACTORY_REVISION",
     "PLACEHOLDER_SERVED",
     "Action",
     "BypassProtocol",
@@ -72,6 +75,8 @@ __all__ = [
     "Terrestrial",
     "TrafficClass",
     "default_config",
+    "factory_config",
+    "is_factory",
     "parse_cidr",
     "parse_port_spec",
 ]
@@ -94,3 +99,22 @@ def default_config(role: str = "hub") -> GatewayConfig:
         bypass=list(BUILTIN_BYPASS),
         sysctls={"net.ipv4.tcp_slow_start_after_idle": "0"},
     )
+
+
+# The revision of the factory config: the first proposal as the Debian package and the gateway image ship it
+# (debian/conf/gateway.json, held to it by tests/test_first_proposal.py). A box that runs it, unchanged, serves
+# nobody and still needs its setup.
+FACTORY_REVISION = "factory-default"
+
+
+def factory_config(role: str = "hub") -> dict[str, Any]:
+    """The factory config for `role`, as the gateway takes it: the first proposal under FACTORY_REVISION."""
+    return default_config(role).to_json() | {"revision": FACTORY_REVISION}
+
+
+def is_factory(config: dict[str, Any]) -> bool:
+    """`config` (canonical, as the gateway reports it) is the factory config: its revision AND its content. An
+    operator's config that kept the revision name but changed anything else is theirs, not the factory's."""
+    if config.get("revision") != FACTORY_REVISION:
+        return False
+    return config == factory_config(str(config.get("role", "")))

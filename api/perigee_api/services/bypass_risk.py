@@ -3,7 +3,7 @@
 A bypass rule leaves matching traffic alone: not split, not cached, not shaped per class. A rule that is too wide
 quietly turns the appliance off for the traffic it covers, so these are named to the operator, who confirms them:
 - bypasses_served: the rule covers all TCP (or all web TCP) of half or more of a served subnet, or of everything;
-- host_as_network: an address with host bits under a prefix ("10.71.3.5/24"), stored as its network;
+- host_as_network: an address with host bits under a prefix ("198.51.100.5/24"), stored as its network;
 - duplicate: another rule matches exactly the same traffic; covered: another rule already bypasses all of it.
 The same findings about stored rules are warnings of the policy check (`bypass_issues`).
 """

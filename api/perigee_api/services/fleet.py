@@ -10,6 +10,7 @@ labelled with its gateway.
 from __future__ import annotations
 
 import ipaddress
+import logging
 import re
 import time
 from collections.abc import Callable
@@ -25,6 +26,8 @@ from perigee_api.core.errors import ApiError
 from perigee_api.models import FleetGateway, FleetRevocation
 from perigee_api.services import fleet_pki
 from perigee_control.client import GatewayClient, GatewayError
+
+log = logging.getLogger("perigee_api.fleet")
 
 LOCAL = "local"  # the member on this host's Unix socket; no registered gateway may take the name
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
@@ -219,7 +222,23 @@ def _result(
         "revision": revision,
         "error": error.as_dict() if error else None,
         "rollback_error": rollback_error.as_dict() if rollback_error else None,
+        "persisted": None,
+        "persist_error": None,
     }
+
+
+def _kept(m: Member, applied: dict[str, Any]) -> dict[str, Any]:
+    """Whether the member kept the config it just applied for its next start, from its answer (None: a gateway
+    too old to say). One that could not is running it now but boots its older file after a restart."""
+    persisted = applied.get("persisted")
+    if persisted is False:
+        log.warning(
+            "gateway %s applied revision %r but did not keep it: %s",
+            m.name,
+            applied.get("revision"),
+            applied.get("persist_error"),
+        )
+    return {"persisted": persisted, "persist_error": applied.get("persist_error")}
 
 
 def apply_all(ms: list[Member], config: dict[str, Any]) -> tuple[bool, list[dict[str, Any]]]:
@@ -265,6 +284,7 @@ def apply_all(ms: list[Member], config: dict[str, Any]) -> tuple[bool, list[dict
             results.append(_result(m, "failed", error=exc))
             continue
         r = _result(m, "applied", revision=res.get("revision"))
+        r.update(_kept(m, res))
         results.append(r)
         done.append((m, r))
     if failed:
@@ -286,7 +306,7 @@ def apply_all(ms: list[Member], config: dict[str, Any]) -> tuple[bool, list[dict
             except GatewayError as exc:
                 r.update(status="rollback_failed", rollback_error=exc.as_dict())
                 continue
-            r.update(status="rolled_back", revision=back.get("revision"))
+            r.update(status="rolled_back", revision=back.get("revision"), **_kept(m, back))
     return not failed, results
 
 

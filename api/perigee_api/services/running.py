@@ -23,11 +23,11 @@ from sqlalchemy.orm import Session
 
 from perigee_api.core.observed import Running
 from perigee_api.models import ConfigVersion
-from perigee_api.schemas.gateway_config import GatewayConfig
+from perigee_api.schemas.gateway_config import GatewayConfig, is_factory
 from perigee_api.services import audit, versions
 from perigee_control.client import GatewayClient, GatewayError
 
-__all__ = ["Running", "find_version", "import_running", "observe", "reconcile"]
+__all__ = ["Running", "find_version", "import_running", "needs_setup", "observe", "reconcile"]
 
 log = logging.getLogger("perigee_api.running")
 
@@ -75,6 +75,17 @@ def import_running(db: Session, config: dict[str, Any], now: float) -> ConfigVer
         detail={"revision": revision},
     )
     return v
+
+
+def needs_setup(running: Running) -> bool:
+    """The box still needs its setup: the gateway answers and runs no config, or runs the factory config unchanged
+    (a new box from the package, the image or the VM). Unknown (the gateway cannot be asked, or runs a config the
+    API cannot read) is not "needs setup": the dashboard says those otherwise."""
+    if not running.reachable:
+        return False
+    if running.revision is None:
+        return True
+    return running.config is not None and is_factory(running.config)
 
 
 def observe(gw: GatewayClient) -> Running:

@@ -1261,7 +1261,22 @@ export interface components {
             /** Warnings */
             warnings: string[];
         };
-        /** BodInputs */
+        /**
+         * BodInputs
+         * @example {
+         *       "allocation_delay_ms": 250,
+         *       "base_rtt_ms": 560,
+         *       "ber": 0,
+         *       "forward_rate_bps": 50000000,
+         *       "modem_overhead_bytes": 0,
+         *       "mss_bytes": 1448,
+         *       "return_cra_bps": 1000000,
+         *       "return_rbdc_max_bps": 4000000,
+         *       "role": "hub",
+         *       "superframe_ms": 26.5,
+         *       "terminal_buffer_bytes": 262144
+         *     }
+         */
         BodInputs: {
             /**
              * Allocation Delay Ms
@@ -2387,6 +2402,13 @@ export interface components {
             } | null;
             /** Gateway */
             gateway: string;
+            /** Persist Error */
+            persist_error?: string | null;
+            /**
+             * Persisted
+             * @description Whether the gateway wrote the config it runs after this apply (or its rollback) to its config file, which it boots at its next start. False: a restart brings back its older config (persist_error says why). Null: not applied, or a gateway too old to say.
+             */
+            persisted?: boolean | null;
             /** Revision */
             revision: string | null;
             /** Rollback Error */
@@ -3045,7 +3067,7 @@ export interface components {
         NetInterface: {
             /**
              * Addresses
-             * @description Addresses with their prefix length ("10.71.1.1/24"), IPv4 first; IPv6 link-local ones
+             * @description Addresses with their prefix length ("192.0.2.1/24"), IPv4 first; IPv6 link-local ones
              *     included.
              */
             addresses: string[];
@@ -3525,6 +3547,11 @@ export interface components {
              * @description the gateway runs the desired version
              */
             in_sync: boolean;
+            /**
+             * Needs Setup
+             * @description the box still needs its setup: the gateway runs no config, or the factory config (revision 'factory-default' with the factory content) unchanged; false when it cannot be asked
+             */
+            needs_setup: boolean;
             /** Reachable */
             reachable: boolean;
             /**

@@ -3,7 +3,7 @@ import { useEffect, type ReactNode } from 'react';
 import { Navigate, useLocation, useNavigate } from 'react-router-dom';
 import { onSessionSignal } from '../api/session-events';
 import { ErrorState, LoadingState } from '../components/StateViews';
-import { ME_KEY, useAuth } from './useAuth';
+import { ME_KEY, SIGNED_OUT_KEY, useAuth } from './useAuth';
 
 /**
  * Gate for signed-in pages: sends visitors to /login, and a user who must change the password
@@ -26,7 +26,10 @@ export function RequireAuth({ children, allowPasswordChange = false }: { childre
 
   if (isLoading) return <LoadingState label="Checking session…" />;
   if (error) return <ErrorState error={error} onRetry={() => void refetch()} title="Cannot reach the Perigee API" />;
-  if (!user) return <Navigate to="/login" replace state={{ from: location.pathname }} />;
+  if (!user) {
+    const leftOnPurpose = queryClient.getQueryData(SIGNED_OUT_KEY) === true;
+    return <Navigate to="/login" replace state={leftOnPurpose ? null : { from: location.pathname }} />;
+  }
   if (user.must_change_password && !allowPasswordChange) return <Navigate to="/change-password" replace />;
   return <>{children}</>;
 }

@@ -4,6 +4,9 @@ import { ApiError } from '../api/errors';
 import { endpoints, type User } from '../api/endpoints';
 
 export const ME_KEY = ['auth', 'me'] as const;
+/** Set by a logout, cleared by a login: the next sign-in (maybe another user, another role) starts at the
+ * overview instead of returning to the page of the one who left. An expired session keeps its return page. */
+export const SIGNED_OUT_KEY = ['auth', 'signed-out'] as const;
 
 /** The signed-in user (null when signed out), plus the session actions. */
 export function useAuth() {
@@ -24,6 +27,7 @@ export function useAuth() {
   const login = useCallback(
     async (username: string, password: string) => {
       const { user } = await endpoints.login(username, password);
+      queryClient.setQueryData(SIGNED_OUT_KEY, false);
       queryClient.setQueryData(ME_KEY, user);
       return user;
     },
@@ -35,6 +39,7 @@ export function useAuth() {
       await endpoints.logout();
     } finally {
       // Mounted observers keep watching the "me" query, so update it in place; drop the rest.
+      queryClient.setQueryData(SIGNED_OUT_KEY, true);
       queryClient.setQueryData(ME_KEY, null);
       queryClient.removeQueries({ predicate: (q) => q.queryKey[0] !== ME_KEY[0] });
     }

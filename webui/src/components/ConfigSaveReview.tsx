@@ -18,8 +18,22 @@ function applyFailure(a: ApplyOut): string {
   return `${e.step ? `step ${e.step}: ` : ''}${e.message ?? 'the gateway refused it'}`;
 }
 
+/** The gateways that run the version but could not keep it in their config file for their next start. */
+function notKept(a: ApplyOut): string[] {
+  return (a.gateways ?? []).filter((g) => g.persisted === false).map((g) => `${g.gateway}${g.persist_error ? ` (${g.persist_error})` : ''}`);
+}
+
 /** What a save did: the version applied, or saved and refused by the gateway. */
 export function SavedResult({ saved }: { saved: Saved }) {
+  const unkept = saved.apply.ok ? notKept(saved.apply) : [];
+  if (unkept.length > 0) {
+    return (
+      <Alert color="yellow" role="alert" title={`Version ${saved.versionId} applied, but not kept for the next start`}>
+        The gateway runs it now, but could not write it to its config file: {unkept.join('; ')}. A restart of the gateway
+        brings back the config it ran before; fix the file's directory (space, permissions) and apply again.
+      </Alert>
+    );
+  }
   return saved.apply.ok ? (
     <Alert color="green" role="status" title={`Version ${saved.versionId} applied`}>
       The gateway runs it now.

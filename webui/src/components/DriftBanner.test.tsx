@@ -17,6 +17,7 @@ function running(over: Partial<RunningOut>): RunningOut {
     changes: [{ path: '$.splitter.max_flows', op: 'changed', old: 2500, new: 4000 }],
     checked_at: 1_700_000_000,
     error: null,
+    needs_setup: false,
     ...over,
   };
 }

@@ -5,8 +5,8 @@ import { keys } from '../api/keys';
 import { useAuth } from '../auth/useAuth';
 import { setupNeeded } from '../lib/system-config';
 
-/** A new box (the gateway runs no config): whoever may configure it lands on the setup wizard, not the
- * overview. Only the landing page redirects, so every other page stays reachable. */
+/** A new box (the gateway runs no config, or the factory config unchanged): whoever may configure it lands on the
+ * setup wizard, not the overview. Only the landing page redirects, so every other page stays reachable. */
 export function SetupRedirect() {
   const { user } = useAuth();
   const location = useLocation();

@@ -10,6 +10,7 @@ import { LiveStatusBadge } from '../live/LiveStatusBadge';
 import { LiveFlowsProvider } from '../live/LiveFlowsProvider';
 import { NAV_ITEMS } from './nav';
 import { DriftBanner } from '../components/DriftBanner';
+import { SetupNeededBanner } from '../components/SetupNeededBanner';
 import { SetupRedirect } from '../components/SetupRedirect';
 
 export function AppLayout() {
@@ -78,6 +79,7 @@ export function AppLayout() {
       <AppShell.Main id="main" tabIndex={-1}>
         <SetupRedirect />
         {/* The wizard says itself what the gateway runs and what applying changes. */}
+        {location.pathname !== '/setup' && <SetupNeededBanner />}
         {location.pathname !== '/setup' && <DriftBanner />}
         <Suspense fallback={<LoadingState />}>
           <Outlet />

@@ -46,10 +46,11 @@ describe('system config', () => {
   });
 
   it('says when a box needs setting up and describes interfaces plainly', () => {
-    const running = { reachable: true, revision: null } as RunningOut;
+    // The API judges it (no config, or the factory config unchanged): the revision alone says nothing.
+    const running = { reachable: true, revision: 'factory-default', needs_setup: true } as RunningOut;
     expect(setupNeeded(running)).toBe(true);
-    expect(setupNeeded({ ...running, revision: 'v3' })).toBe(false);
-    expect(setupNeeded({ ...running, reachable: false })).toBe(false);
+    expect(setupNeeded({ ...running, needs_setup: false })).toBe(false);
+    expect(setupNeeded(undefined)).toBe(false);
     expect(describeInterface(nic('sat0', ['10.71.2.1/30', 'fe80::1/64']))).toBe('sat0 — 10.71.2.1/30 · up');
     expect(describeInterface(nic('veth1', [], { oper_state: 'unknown' }))).toBe('veth1 — no address · running');
   });

@@ -69,9 +69,9 @@ export function usableInterfaces(list: readonly NetInterface[]): NetInterface[] 
   return list.filter((i) => !i.loopback);
 }
 
-/** A new box: the gateway answers and runs no config, so nothing is intercepted yet. */
+/** A new box, as the API judges it: the gateway runs no config, or the factory config unchanged (it serves nobody). */
 export function setupNeeded(running: RunningOut | undefined): boolean {
-  return !!running && running.reachable && running.revision == null;
+  return running?.needs_setup === true;
 }
 
 /**

@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
 import { screen, waitFor, within } from '@testing-library/react';
 import userEvent from '@testing-library/user-event';
 import { afterEach, describe, expect, it, vi } from 'vitest';
@@ -57,7 +59,7 @@ const applied = (id: number) => () => jsonResponse({ ok: true, version_id: id, a
 // The gateway runs version 3; version 4 is saved, not applied.
 const appliesAndRunning = {
   'GET /api/v1/config/running': () =>
-    jsonResponse({ reachable: true, revision: 'v3', config: null, version_id: 3, desired_version_id: 4, in_sync: false, changes: [], checked_at: 1, error: null }),
+    jsonResponse({ reachable: true, revision: 'v3', config: null, version_id: 3, desired_version_id: 4, in_sync: false, changes: [], checked_at: 1, error: null, needs_setup: false }),
   'POST /api/v1/versions/7/apply': applied(7),
   'POST /api/v1/versions/8/apply': applied(8),
   'POST /api/v1/versions/9/apply': applied(9),
@@ -85,8 +87,30 @@ function bodApi(initial: ReturnType<typeof profileOut>[]) {
   });
 }
 
+/** The API model's published starting inputs, read from the API's OpenAPI schema itself (not the generated client):
+ * a page that restates them, or a stale generated client, differs from this. */
+function apiStartingInputs(): Record<string, unknown> {
+  const doc = JSON.parse(readFileSync(resolve(__dirname, '../../../api/openapi.json'), 'utf8'));
+  const examples = doc.components.schemas.BodInputs.examples as Record<string, unknown>[] | undefined;
+  if (!examples?.length) throw new Error('api/openapi.json: BodInputs publishes no example');
+  return examples[0];
+}
+
 describe('BodPage', () => {
   afterEach(() => vi.unstubAllGlobals());
+
+  it("starts a new profile from the API model's starting inputs, every one of them", async () => {
+    const start = apiStartingInputs();
+    const calls = bodApi([]);
+    renderWithProviders(<BodPage />);
+    await waitFor(() => expect(calls.some((c) => c.path === '/api/v1/bod/derive')).toBe(true));
+    const derive = calls.find((c) => c.path === '/api/v1/bod/derive')?.body as { inputs: Record<string, unknown> };
+    expect(derive.inputs).toEqual(start);
+    // What the form shows is what it sends: a field, the role and the bit error rate.
+    expect(screen.getByRole('textbox', { name: 'Forward rate (bit/s)' })).toHaveValue(Number(start.forward_rate_bps).toLocaleString('en-US'));
+    expect(screen.getByRole('radio', { name: new RegExp(`^${String(start.role)} `) })).toBeChecked();
+    expect(screen.getByRole('textbox', { name: /Bit error rate/ })).toHaveValue(String(start.ber));
+  });
 
   it('confirms the written config version for a NEW profile, after it becomes the selected one', async () => {
     const calls = bodApi([]);

@@ -3,6 +3,7 @@ import { useDebouncedValue } from '@mantine/hooks';
 import { keepPreviousData, useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState } from 'react';
 import { endpoints, type BodInputs, type BodProfileIn, type BodProfileOut, type Derived } from '../api/endpoints';
+import { apiExamples } from '../api/examples.gen';
 import { ApiError, errorMessage, type FieldErrors } from '../api/errors';
 import { afterConfigChange, keys } from '../api/keys';
 import { PageHeader } from '../components/PageHeader';
@@ -15,19 +16,8 @@ import { def } from '../lib/schema-check';
 import { choices } from '../lib/system-config';
 import { useCan } from '../auth/roles';
 
-const DEFAULT_INPUTS: BodInputs = {
-  forward_rate_bps: 50_000_000,
-  return_cra_bps: 1_000_000,
-  return_rbdc_max_bps: 4_000_000,
-  superframe_ms: 26.5,
-  allocation_delay_ms: 250,
-  base_rtt_ms: 560,
-  terminal_buffer_bytes: 262_144,
-  mss_bytes: 1448,
-  modem_overhead_bytes: 0,
-  role: 'hub',
-  ber: 0,
-};
+/** Where a new profile starts: the API model's published example (its link, every other input at its default). */
+const STARTING_INPUTS = apiExamples.BodInputs;
 
 const INPUT_FIELDS: { key: keyof BodInputs; label: string; unit: string; step?: number }[] = [
   { key: 'forward_rate_bps', label: 'Forward rate', unit: 'bit/s' },
@@ -118,10 +108,10 @@ function ProfileEditor({
   const queryClient = useQueryClient();
   const [form, setForm] = useState<BodProfileIn>(() =>
     // Only the fields the API accepts back: it rejects unknown ones (id, tuning, timestamps).
-    initial ? { name: initial.name, inputs: initial.inputs, overrides: initial.overrides } : { name: 'default', inputs: DEFAULT_INPUTS, overrides: {} },
+    initial ? { name: initial.name, inputs: initial.inputs, overrides: initial.overrides } : { name: 'default', inputs: { ...STARTING_INPUTS }, overrides: {} },
   );
   const [errors, setErrors] = useState<FieldErrors>({});
-  const [berText, setBerText] = useState(() => String(form.inputs.ber ?? 0));
+  const [berText, setBerText] = useState(() => String(form.inputs.ber ?? STARTING_INPUTS.ber));
   const [debounced] = useDebouncedValue(form, 300);
   const derived = useQuery({
     queryKey: ['bod', 'derive', debounced],
@@ -203,7 +193,7 @@ function ProfileEditor({
               <SegmentedControl
                 aria-labelledby="bod-role"
                 data={choices('Role').map((r) => ({ value: r, label: `${r} (${ROLE_SENDS[r as BodRole] ?? 'sends'})` }))}
-                value={form.inputs.role ?? 'hub'}
+                value={form.inputs.role ?? STARTING_INPUTS.role}
                 onChange={(v) => setForm({ ...form, inputs: { ...form.inputs, role: v as BodRole } })}
               />
             </Grid.Col>
@@ -354,7 +344,7 @@ function ProfileEditor({
             <Text span fw={600}>
               Shaping ({values.shaping_rate_bps.value > 0 ? formatBps(values.shaping_rate_bps.value) : 'off'}):{' '}
             </Text>
-            {shapingExplanation(form.inputs.role ?? 'hub')}
+            {shapingExplanation(form.inputs.role ?? STARTING_INPUTS.role)}
           </Text>
         )}
       </Paper>

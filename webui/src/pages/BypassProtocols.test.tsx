@@ -17,7 +17,7 @@ const routes = {
   'GET /api/v1/policy/bypass': () => jsonResponse({ rules: [], version_id: 3 }),
   'GET /api/v1/stats/bypass': () => jsonResponse({ rules: [], updated_at: null }),
   'GET /api/v1/config/running': () =>
-    jsonResponse({ reachable: true, revision: 'v3', config: null, version_id: 3, desired_version_id: 3, in_sync: true, changes: [], checked_at: 1, error: null }),
+    jsonResponse({ reachable: true, revision: 'v3', config: null, version_id: 3, desired_version_id: 3, in_sync: true, changes: [], checked_at: 1, error: null, needs_setup: false }),
   'POST /api/v1/versions/6/apply': () => jsonResponse({ ok: true, version_id: 6, active_version_id: 6, revision: 'v6', error: null, gateways: [] }),
   'POST /api/v1/policy/bypass': (req: Request) => jsonResponse(change(new URL(req.url).searchParams.get('preview') === 'true')),
 };

@@ -16,7 +16,7 @@ const esp = { rule: { name: 'ipsec-esp', builtin: true, protocol: 'esp', cidrs: 
 // The gateway runs version 3; versions 4 and 5 are saved but not applied.
 const running = {
   'GET /api/v1/config/running': () =>
-    jsonResponse({ reachable: true, revision: 'v3', config: null, version_id: 3, desired_version_id: 5, in_sync: false, changes: [], checked_at: 1, error: null }),
+    jsonResponse({ reachable: true, revision: 'v3', config: null, version_id: 3, desired_version_id: 5, in_sync: false, changes: [], checked_at: 1, error: null, needs_setup: false }),
   'POST /api/v1/versions/6/apply': () => jsonResponse({ ok: true, version_id: 6, active_version_id: 6, revision: 'v6', error: null, gateways: [] }),
 };
 const change = (over: object = {}) => ({

@@ -16,7 +16,7 @@ function wizardApi() {
   return mockApi({
     'GET /api/v1/system/interfaces': () => jsonResponse({ interfaces: NICS }),
     'GET /api/v1/config': () => jsonResponse({ id: 1, config: schemaDefaultConfig() }),
-    'GET /api/v1/config/running': () => jsonResponse({ reachable: true, revision: null, config: null, version_id: null, desired_version_id: 1, in_sync: false, changes: [], checked_at: 1, error: null }),
+    'GET /api/v1/config/running': () => jsonResponse({ reachable: true, revision: null, config: null, version_id: null, desired_version_id: 1, in_sync: false, changes: [], checked_at: 1, error: null, needs_setup: true }),
     'POST /api/v1/config/preview': () =>
       jsonResponse({ base_version_id: 1, changes: [{ path: '$.role', op: 'changed', old: 'hub', new: 'terminal' }], issues: [] }),
     'PUT /api/v1/config': () => jsonResponse({ version_id: 2, issues: [] }),

@@ -11,7 +11,7 @@ function systemApi(role: 'operator' | 'viewer' = 'operator', applyOk = true) {
     'GET /api/v1/auth/me': () => jsonResponse({ id: 2, username: 'otto', role, must_change_password: false }),
     'GET /api/v1/system/interfaces': () => jsonResponse({ interfaces: [] }),
     'GET /api/v1/config': () => jsonResponse({ id: 4, config: schemaDefaultConfig() }),
-    'GET /api/v1/config/running': () => jsonResponse({ reachable: true, revision: 'v4', config: null, version_id: 4, desired_version_id: 4, in_sync: true, changes: [], checked_at: 1, error: null }),
+    'GET /api/v1/config/running': () => jsonResponse({ reachable: true, revision: 'v4', config: null, version_id: 4, desired_version_id: 4, in_sync: true, changes: [], checked_at: 1, error: null, needs_setup: false }),
     'POST /api/v1/config/preview': () =>
       jsonResponse({ base_version_id: 4, changes: [{ path: '$.splitter.max_flows', op: 'changed', old: 10000, new: 5000 }], issues: [] }),
     'PUT /api/v1/config': () => jsonResponse({ version_id: 5, issues: [] }),
@@ -78,7 +78,7 @@ describe('SystemPage', () => {
       'GET /api/v1/system/interfaces': () => jsonResponse({ interfaces: [] }),
       'GET /api/v1/config': () => jsonResponse({ id: 6, config: pendingConfig }),
       'GET /api/v1/config/running': () =>
-        jsonResponse({ reachable: true, revision: 'v3', config: runs, version_id: 3, desired_version_id: 6, in_sync: false, changes: [], checked_at: 1, error: null }),
+        jsonResponse({ reachable: true, revision: 'v3', config: runs, version_id: 3, desired_version_id: 6, in_sync: false, changes: [], checked_at: 1, error: null, needs_setup: false }),
       'POST /api/v1/config/preview': () => jsonResponse({ base_version_id: 3, changes: [{ path: '$.splitter.max_flows', op: 'changed', old: 10000, new: 5000 }], issues: [] }),
     });
     const user = userEvent.setup();

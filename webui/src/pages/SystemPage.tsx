@@ -1,7 +1,6 @@
-import { Alert, Box, Button, Paper, Stack, Title } from '@mantine/core';
+import { Alert, Box, Paper, Stack, Title } from '@mantine/core';
 import { useQuery } from '@tanstack/react-query';
 import { useMemo, useState, type ReactNode } from 'react';
-import { Link } from 'react-router-dom';
 import { endpoints, type GatewayConfig, type NetInterface, type PreviewAgainst } from '../api/endpoints';
 import type { FieldErrors } from '../api/errors';
 import { keys } from '../api/keys';
@@ -12,7 +11,7 @@ import { PeerIdentityCard } from '../components/PeerIdentity';
 import { PendingVersionsNote } from '../components/RunningEdit';
 import { LoadingState, QueryView } from '../components/StateViews';
 import { CacheForm, CongestionForm, InterfacesForm, NetworksForm, RoleForm, ShapingForm, SplitterForm } from '../components/SystemForms';
-import { checkConfig, setupNeeded } from '../lib/system-config';
+import { checkConfig } from '../lib/system-config';
 
 function Section({ id, title, children }: { id: string; title: string; children: ReactNode }) {
   return (
@@ -94,14 +93,6 @@ export default function SystemPage() {
         title="System settings"
         description="The basics of this box. Saving stores a new config version (see Config history) and applies it; the gateway installs it whole or keeps what it ran."
       />
-      {setupNeeded(running.data) && (
-        <Alert color="blue" mb="md" title="This gateway runs no config yet">
-          The setup wizard takes it to a working hub or terminal in one pass.{' '}
-          <Button component={Link} to="/setup" size="xs" ml="sm">
-            Open the setup wizard
-          </Button>
-        </Alert>
-      )}
       <QueryView query={desired}>
         {(d) => {
           if (running.isPending) return <LoadingState />;

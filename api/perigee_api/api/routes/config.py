@@ -32,6 +32,7 @@ from perigee_api.schemas.api import (
 )
 from perigee_api.schemas.gateway_config import GatewayConfig
 from perigee_api.services import fleet, secret_view, versions
+from perigee_api.services.running import needs_setup
 
 # Older than this, the collector's last look at the gateway is taken again before answering.
 RUNNING_STALE_S = 15.0
@@ -111,6 +112,7 @@ def get_running(who: Viewer, db: Db, ctx: Ctx) -> JSONResponse:
         changes=_diff(db, state.config or {}, desired.config) if desired else [],
         checked_at=state.checked_at,
         error=state.error,
+        needs_setup=needs_setup(state),
     )
     return _shown(db, out)
 

@@ -1,10 +1,12 @@
 //! Config applies on a real `perigee gateway run`: a failed apply keeps the previous state, a
 //! daemon started without a config (or with one whose first apply fails) runs degraded and
-//! intercepts nothing until a good config is put.
+//! intercepts nothing until a good config is put, and what an apply installs is kept in the
+//! `--config` file the next start boots.
 mod common;
 use common::*;
 use perigee_testkit::wait_for;
 use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::time::{Duration, Instant};
 
 /// /v1/health once it says ok (the workers started on the config just put), or its last answer after HUNG.
@@ -89,6 +91,64 @@ fn failed_apply_keeps_previous_state() {
         "{route}"
     );
     assert!(run(&["ip", "netns", "exec", &t.g, "nft", "list", "tables"]).is_empty());
+}
+
+/// A config put through the control socket is written to the daemon's `--config` file (its mode
+/// kept, as GET /v1/config shows it), a refused one leaves the file alone, and a restarted daemon
+/// runs the kept revision: a gateway boots what it last ran.
+#[test]
+fn an_applied_config_is_kept_and_booted_at_the_next_start() {
+    let Some(_g) = serial() else { return };
+    let mut t = Topo::new("kp");
+    let cfg = t.config();
+    t.start(&cfg);
+    let file = t.dir.join("gw.json");
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let mut next = cfg.clone();
+    next["revision"] = "t2".into();
+    next["splitter"]["max_flows"] = 4242.into();
+    let (st, v) = control(&t.sock(), "PUT", "/v1/config", Some(&next)).unwrap();
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(
+        (&v["persisted"], &v["persist_error"]),
+        (&true.into(), &serde_json::Value::Null),
+        "{v}"
+    );
+    let (_, running) = control(&t.sock(), "GET", "/v1/config", None).unwrap();
+    let kept: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    assert_eq!(kept, running, "the file holds the config in force");
+    assert_eq!(kept["revision"], "t2");
+    assert_eq!(std::fs::metadata(&file).unwrap().mode() & 0o7777, 0o640);
+    // Refused (invalid) and rolled back (a route step that fails): the file stays as it was.
+    let before = std::fs::read(&file).unwrap();
+    let mut bad = next.clone();
+    bad["revision"] = "bad".into();
+    bad["splitter"]["tproxy_port"] = 70000.into();
+    let (st, v) = control(&t.sock(), "PUT", "/v1/config", Some(&bad)).unwrap();
+    assert_eq!(st, 422, "{v}");
+    bad["splitter"]["tproxy_port"] = 7071.into();
+    bad["satellite"]["routes"] = serde_json::json!([{"dst": "10.77.0.0/16", "via": "10.250.0.1"}]);
+    let (st, v) = control(&t.sock(), "PUT", "/v1/config", Some(&bad)).unwrap();
+    assert_eq!((st, &v["error"]["step"]), (409, &"routes".into()), "{v}");
+    assert_eq!(
+        std::fs::read(&file).unwrap(),
+        before,
+        "a refused config changed the file"
+    );
+    let leftovers: Vec<String> = std::fs::read_dir(&t.dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    // The next start boots the kept config, not the one the daemon was first started with.
+    t.restart();
+    let h = health_ok(&t);
+    assert_eq!(h["config_revision"], "t2", "{h}\n{}", t.log());
+    let (_, after) = control(&t.sock(), "GET", "/v1/config", None).unwrap();
+    assert_eq!(after, running);
+    assert_eq!(after["splitter"]["max_flows"], 4242);
 }
 
 #[test]

@@ -228,7 +228,7 @@ pub enum ConfigCmd {
         #[arg(long)]
         canonical: bool,
     },
-    /// Print an example configuration (the satlab terminal).
+    /// Print an example configuration (a terminal; documentation addresses, RFC 5737 and RFC 3849).
     Example,
 }
 
@@ -313,9 +313,9 @@ pub fn config_cmd(sock: &SocketArg, cmd: ConfigCmd) -> i32 {
         ConfigCmd::Validate { file } => {
             read_json(&file).and_then(|v| call(s, "POST", "/v1/config/validate", Some(&v)))
         }
-        ConfigCmd::Apply { file } => {
-            read_json(&file).and_then(|v| call(s, "PUT", "/v1/config", Some(&v)))
-        }
+        ConfigCmd::Apply { file } => read_json(&file)
+            .and_then(|v| call(s, "PUT", "/v1/config", Some(&v)))
+            .inspect(warn_unless_persisted),
         ConfigCmd::Check { file, canonical } => {
             read_json(&file).and_then(|v| match config::from_value(v) {
                 Ok(cfg) if canonical => Ok(serde_json::to_value(&cfg).unwrap_or_default()),
@@ -328,6 +328,19 @@ pub fn config_cmd(sock: &SocketArg, cmd: ConfigCmd) -> i32 {
         }
     };
     r.map(|v| print(&v)).unwrap_or_else(|c| c)
+}
+
+/// `perigee config apply`: the apply stands (exit 0), but a config the daemon could not keep in
+/// its `--config` file is gone at its next start, which the operator must hear.
+fn warn_unless_persisted(applied: &Value) {
+    if applied["persisted"] == Value::Bool(false) {
+        eprintln!(
+            "perigee: applied, but not kept for the next start: {}",
+            applied["persist_error"]
+                .as_str()
+                .unwrap_or("no reason given")
+        );
+    }
 }
 
 /// `perigee health`: prints /v1/health; exits 0 only when the gateway is ok and intercepting,

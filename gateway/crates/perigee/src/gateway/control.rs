@@ -160,6 +160,9 @@ pub fn problems(shared: &Shared) -> Vec<String> {
     if let Some(why) = peer_problem(shared, &cfg) {
         p.push(why);
     }
+    if let Some(why) = shared.config_file.problem(&cfg.revision) {
+        p.push(why);
+    }
     if cfg.peer.enabled
         && apply::read_sysctl("net.ipv4.tcp_slow_start_after_idle").is_ok_and(|v| v.trim() == "1")
     {
@@ -570,13 +573,15 @@ pub fn handle(shared: &Shared, req: &http::Request) -> (u16, Value) {
             Err(e) => invalid(&e),
             Ok(cfg) => {
                 let rev = cfg.revision.clone();
-                match shared.apply_config(cfg) {
-                    Ok(()) => (
+                match shared.apply_and_keep(cfg) {
+                    Ok(kept) => (
                         200,
                         to_json(&Applied {
                             ok: true,
                             revision: rev,
                             applied_at: now,
+                            persisted: kept.persisted,
+                            persist_error: kept.error,
                         }),
                     ),
                     Err(ConfigFailure::Invalid(e)) => invalid(&e),

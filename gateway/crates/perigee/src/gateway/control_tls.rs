@@ -8,7 +8,7 @@
 //! [`REQUEST_DEADLINE`] (handshake and request together): past the bound a new connection is
 //! closed at once, so a flood of idle or slow connections costs no thread and no memory beyond
 //! the bound.
-use super::log;
+use super::{atomic_file, log};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, CertificateRevocationListDer, PrivateKeyDer};
 use rustls::server::WebPkiClientVerifier;
@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -29,6 +30,8 @@ pub const MAX_CONNECTIONS: usize = 32;
 pub const REQUEST_DEADLINE: Duration = Duration::from_secs(10);
 /// The largest revocation list taken (a fleet revokes a few certificates a year).
 pub const MAX_CRL_BYTES: usize = 1 << 20;
+/// A kept revocation list is public (the CA's signed list of serial numbers).
+const CRL_FILE_MODE: u32 = 0o644;
 
 /// Where the listener's identity and the fleet CA live (PEM files).
 #[derive(Clone, Debug)]
@@ -155,7 +158,7 @@ impl ControlTls {
         let config = build(&self.files, Some(&crl))?;
         // In force even when it cannot be kept: a restart then waits for the API's next push.
         let persisted = match &self.files.crl {
-            Some(path) => match write_atomically(path, pem) {
+            Some(path) => match atomic_file::replace(Path::new(path), pem, CRL_FILE_MODE) {
                 Ok(()) => true,
                 Err(e) => {
                     log::warn(
@@ -185,12 +188,6 @@ impl ControlTls {
         stream.conn.send_close_notify();
         stream.flush()
     }
-}
-
-fn write_atomically(path: &str, data: &[u8]) -> std::io::Result<()> {
-    let tmp = format!("{path}.tmp");
-    std::fs::write(&tmp, data)?;
-    std::fs::rename(&tmp, path)
 }
 
 /// A TCP stream whose reads all end by one deadline: a peer trickling a byte at a time cannot

@@ -33,7 +33,7 @@ pub struct NetInterface {
     pub loopback: bool,
     pub mtu: Option<u32>,
     pub mac: Option<String>,
-    /// Addresses with their prefix length ("10.71.1.1/24"), IPv4 first; IPv6 link-local ones
+    /// Addresses with their prefix length ("192.0.2.1/24"), IPv4 first; IPv6 link-local ones
     /// included.
     pub addresses: Vec<String>,
     /// What the running config uses it for; null when it uses it for nothing.

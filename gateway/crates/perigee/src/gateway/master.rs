@@ -4,6 +4,7 @@
 use super::apply::{self, AppliedState};
 use super::cache_flows::{self, CacheFlows};
 use super::config::{self, GatewayConfig};
+use super::config_file::ConfigFile;
 use super::state::{merge, ConfigFailure, Shared, Totals, WorkerSlot, CLOSED_RING};
 use super::{control, control_tls, ipc, log, metrics, squid_watch, sys};
 use perigee_dns::{ResolverHealth, UnboundManager};
@@ -402,7 +403,8 @@ fn watch_cache(shared: Arc<Shared>) {
 }
 
 pub struct RunArgs {
-    /// None: start without a config (nothing intercepted until PUT /v1/config).
+    /// The config booted at start, and where each config applied later is kept (config_file.rs).
+    /// None: start without a config (nothing intercepted until PUT /v1/config, nothing kept).
     pub config: Option<String>,
     pub control_socket: String,
     /// The control protocol over TCP with mutual TLS: listen address and the PEM files.
@@ -489,6 +491,7 @@ pub fn run(args: RunArgs) -> i32 {
         cache_store: Mutex::new(None),
         frr_vty_dir: args.frr_vty_dir.clone(),
         peer: super::peer_state::PeerShared::open(&args.peer_state_dir),
+        config_file: ConfigFile::new(args.config.as_deref()),
     });
     // What a clean stop undoes: this namespace's Hybla entry, or the kernel tcp_hybla's rtt0.
     let hybla_before = apply::hybla_snapshot(&apply::SystemHybla);

@@ -114,6 +114,18 @@ pub fn render(shared: &Shared) -> String {
         shared.applied_at.lock().unwrap().unwrap_or(0.0),
     );
     e.one(
+        "perigee_config_persisted",
+        "gauge",
+        "1 while the --config file holds the config in force (a restart boots it); 0 after a failed write of it, without --config, or while none is installed.",
+        b(configured && shared.config_file.holds_config_in_force()),
+    );
+    e.one(
+        "perigee_config_persist_failures_total",
+        "counter",
+        "Applied configs that could not be written to the --config file.",
+        shared.config_file.failures() as f64,
+    );
+    e.one(
         "perigee_degraded",
         "gauge",
         "1 while /v1/health says degraded (see perigee_health_problems).",

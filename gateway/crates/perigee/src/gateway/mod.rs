@@ -1,9 +1,11 @@
 //! The transparent TCP splitter daemon and its control plane.
 pub mod apply;
+pub mod atomic_file;
 pub mod cache_flows;
 pub mod classify;
 pub mod cli;
 pub mod config;
+pub mod config_file;
 pub mod control;
 pub mod control_tls;
 pub mod dscp;

@@ -434,6 +434,13 @@ pub struct Applied {
     pub revision: String,
     /// Unix seconds.
     pub applied_at: f64,
+    /// Whether the config was written to the daemon's `--config` file, which it boots at its
+    /// next start. False: it runs now, but a restart boots the older config in that file
+    /// (`persist_error` says why).
+    pub persisted: bool,
+    /// Why the config was not kept (the file could not be written, or the daemon runs without
+    /// `--config`); null when it was.
+    pub persist_error: Option<String>,
 }
 
 /// What a config renders to (POST /v1/config/validate).

@@ -3,6 +3,7 @@
 //! totals of closed flows, and the apply itself (`Shared::apply_config`).
 use super::apply::{self, AppliedState, ApplyError, DnsStep, SquidStep};
 use super::config::{ConfigError, GatewayConfig};
+use super::config_file::{ConfigFile, Kept};
 use super::ipc::Usage;
 use super::meter::LinkBytes;
 use super::peer_state::PeerShared;
@@ -130,6 +131,8 @@ pub struct Shared {
     pub frr_vty_dir: std::path::PathBuf,
     /// The peer path's identity and the hub's per-terminal totals.
     pub peer: PeerShared,
+    /// The `--config` file, kept equal to the config in force (config_file.rs).
+    pub config_file: ConfigFile,
 }
 
 #[derive(Debug)]
@@ -158,9 +161,29 @@ impl Shared {
 
     /// Validate, render and apply atomically; on success workers get the new config.
     /// Open flows are untouched: workers keep their sockets, only new flows see the change.
+    /// The startup config's apply: the file it came from is left as it is.
     pub fn apply_config(&self, cfg: GatewayConfig) -> Result<(), ConfigFailure> {
-        cfg.validate().map_err(ConfigFailure::Invalid)?;
         let mut applied = self.applied.lock().unwrap();
+        self.apply_locked(&mut applied, cfg)
+    }
+
+    /// `apply_config`, then, when it succeeded, the config written to the `--config` file so the
+    /// next start boots it (PUT /v1/config). Under the apply lock throughout: the file ends up
+    /// with the last config applied, whatever the order two applies raced in.
+    pub fn apply_and_keep(&self, cfg: GatewayConfig) -> Result<Kept, ConfigFailure> {
+        let mut applied = self.applied.lock().unwrap();
+        let to_keep = cfg.clone();
+        self.config_file
+            .apply_then_keep(&to_keep, || self.apply_locked(&mut applied, cfg))
+    }
+
+    /// The apply itself; `applied` is the apply lock's content, held by the caller.
+    fn apply_locked(
+        &self,
+        applied: &mut AppliedState,
+        cfg: GatewayConfig,
+    ) -> Result<(), ConfigFailure> {
+        cfg.validate().map_err(ConfigFailure::Invalid)?;
         // A daemon started without a config (or one without Hybla) loads it for the first one that asks.
         if wants_hybla(&cfg) && perigee_hybla::needs_load() {
             *self.hybla_load_problem.lock().unwrap() = ensure_hybla_loaded();
@@ -186,7 +209,7 @@ impl Shared {
         };
         let result = apply::apply(
             &rendered,
-            &applied,
+            applied,
             params,
             &mut [&mut dns_step, &mut squid_step],
         );

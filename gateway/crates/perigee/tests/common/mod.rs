@@ -134,6 +134,20 @@ impl Topo {
         self.daemon = Some(child);
     }
 
+    /// Stops the daemon and starts it again on its config file as it is now (what the last apply
+    /// through the control socket kept there), waiting until its workers are alive.
+    pub fn restart(&mut self) {
+        self.stop();
+        self.daemon = Some(spawn_daemon(
+            &self.g,
+            &self.dir,
+            "gw",
+            true,
+            &[],
+            workers_alive,
+        ));
+    }
+
     /// `start`, with Squid's and the resolver's files in this topology's directory (so the
     /// daemon never touches the host's /var/lib/perigee or /run/perigee).
     pub fn start_with_services(&mut self, cfg: &serde_json::Value) {
@@ -155,12 +169,7 @@ impl Topo {
             d("dns/run"),
         ];
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let child = start_daemon_with(&self.g, &self.dir, "gw", cfg, &args, |h| {
-            h["workers"]
-                .as_array()
-                .map(|w| w.iter().all(|x| x["alive"] == true))
-                .unwrap_or(false)
-        });
+        let child = start_daemon_with(&self.g, &self.dir, "gw", cfg, &args, workers_alive);
         self.daemon = Some(child);
     }
 
@@ -216,12 +225,15 @@ impl Drop for Topo {
 /// Start `perigee gateway run` in namespace `ns` (files `<dir>/<name>.{json,sock,log}`) and
 /// wait until /v1/health shows every worker alive. The caller owns (and reaps) the child.
 pub fn start_daemon(ns: &str, dir: &std::path::Path, name: &str, cfg: &serde_json::Value) -> Child {
-    start_daemon_until(ns, dir, name, cfg, |h| {
-        h["workers"]
-            .as_array()
-            .map(|w| w.iter().all(|x| x["alive"] == true))
-            .unwrap_or(false)
-    })
+    start_daemon_until(ns, dir, name, cfg, workers_alive)
+}
+
+/// Whether a /v1/health answer shows every worker alive.
+pub fn workers_alive(h: &serde_json::Value) -> bool {
+    h["workers"]
+        .as_array()
+        .map(|w| w.iter().all(|x| x["alive"] == true))
+        .unwrap_or(false)
 }
 
 /// `start_daemon`, waiting until the /v1/health answer satisfies `ready`.
@@ -237,7 +249,6 @@ pub fn start_daemon_until(
 
 /// `start_daemon_until` with `extra` arguments for `perigee gateway run` (e.g. Squid's dirs). A null
 /// `cfg` starts the daemon without a config.
-#[allow(clippy::zombie_processes)]
 pub fn start_daemon_with(
     ns: &str,
     dir: &std::path::Path,
@@ -246,16 +257,32 @@ pub fn start_daemon_with(
     extra: &[&str],
     ready: impl Fn(&serde_json::Value) -> bool,
 ) -> Child {
+    if !cfg.is_null() {
+        std::fs::write(dir.join(format!("{name}.json")), cfg.to_string()).unwrap();
+    }
+    spawn_daemon(ns, dir, name, !cfg.is_null(), extra, ready)
+}
+
+/// Starts `perigee gateway run` in namespace `ns` with `--config <dir>/<name>.json` as that file is
+/// now (`with_config`; else none) and waits until /v1/health satisfies `ready`.
+#[allow(clippy::zombie_processes)]
+pub fn spawn_daemon(
+    ns: &str,
+    dir: &std::path::Path,
+    name: &str,
+    with_config: bool,
+    extra: &[&str],
+    ready: impl Fn(&serde_json::Value) -> bool,
+) -> Child {
     let path = dir.join(format!("{name}.json"));
     let sock = dir
         .join(format!("{name}.sock"))
         .to_string_lossy()
         .into_owned();
-    let config_args: Vec<String> = if cfg.is_null() {
-        Vec::new()
-    } else {
-        std::fs::write(&path, cfg.to_string()).unwrap();
+    let config_args: Vec<String> = if with_config {
         vec!["--config".into(), path.to_string_lossy().into_owned()]
+    } else {
+        Vec::new()
     };
     let log_path = dir.join(format!("{name}.log"));
     let log = std::fs::File::create(&log_path).unwrap();

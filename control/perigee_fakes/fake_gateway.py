@@ -328,6 +328,8 @@ class FakeGateway:
         # Every revocation list pushed (PUT /v1/control-tls/crl), PEM.
         self.crls: list[str] = []
         self._fail_step: str | None = None
+        # Set: applies still succeed, but the answer says the config could not be kept (a read-only /etc).
+        self.persist_error: str | None = None
         self._lock = threading.Lock()
         self.started = time.time()
         self._server: uvicorn.Server | None = None
@@ -427,7 +429,8 @@ class FakeGateway:
             self.revision = str(cfg["revision"])
             self.applied.append(cfg)
         self.peer.applied(cfg)
-        return _answer(reports.Applied, {"ok": True, "revision": self.revision, "applied_at": time.time()})
+        kept = {"persisted": self.persist_error is None, "persist_error": self.persist_error}
+        return _answer(reports.Applied, {"ok": True, "revision": self.revision, "applied_at": time.time(), **kept})
 
     async def _flows(self, r: Request) -> JSONResponse:
         state = r.query_params.get("state", "live")

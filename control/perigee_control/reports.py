@@ -29,6 +29,17 @@ class Applied(Report):
     Unix seconds.
     """
     ok: bool
+    persist_error: str | None
+    """
+    Why the config was not kept (the file could not be written, or the daemon runs without
+    `--config`); null when it was.
+    """
+    persisted: bool
+    """
+    Whether the config was written to the daemon's `--config` file, which it boots at its
+    next start. False: it runs now, but a restart boots the older config in that file
+    (`persist_error` says why).
+    """
     revision: str
 
 
@@ -372,7 +383,7 @@ class LinkInterface(Report):
 class NetInterface(Report):
     addresses: list[str]
     """
-    Addresses with their prefix length ("10.71.1.1/24"), IPv4 first; IPv6 link-local ones
+    Addresses with their prefix length ("192.0.2.1/24"), IPv4 first; IPv6 link-local ones
     included.
     """
     configured_as: ConfiguredAs | None
