@@ -124,16 +124,19 @@ def drain(topo: Topology, role: str, timeout: float = 120.0, poll: float = 0.2,
     frr.configure(topo, role, f"router bgp {GATEWAY_ASN}", "bgp graceful-shutdown")
     quiet_since: float | None = None
     while True:
+        buckets = held_buckets(topo, role)
         flows = live_flows(topo, role)  # None: the gateway did not answer, which is not "no flows"
-        if held_buckets(topo, role) == 0 and flows == 0:
-            quiet_since = time.monotonic() if quiet_since is None else quiet_since
-            if time.monotonic() - quiet_since >= settle:
+        now = time.monotonic()
+        if buckets == 0 and flows == 0:
+            if quiet_since is None:
+                quiet_since = now
+            if now - quiet_since >= settle:
                 break
         else:
             quiet_since = None
-        if time.monotonic() - t0 > timeout:
-            raise MemberError(f"{role} still holds {held_buckets(topo, role)} buckets and "
-                              f"{flows} flows after {timeout:.0f} s of draining")
+        if now - t0 > timeout:
+            raise MemberError(f"{role} still holds {buckets} buckets and {flows} flows after {timeout:.0f} s "
+                              "of draining")
         time.sleep(poll)
     drained = time.monotonic() - t0
     fabric.stop_announcer(topo, role)
