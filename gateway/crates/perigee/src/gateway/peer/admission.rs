@@ -202,13 +202,12 @@ impl Admission {
         &self.cfg
     }
 
-    /// Whether `other` needs no new listener: the same addresses and port, and socket settings
-    /// the open connections can take in place (`retune`). Terminals, the egress policy and the
-    /// hub's identity change in place (`set_policy`).
+    /// Whether `other` needs no new listener: the same addresses and port. Socket settings go
+    /// on the listeners and the open connections in place (`retune`): a connection accepted
+    /// with a smaller window scale keeps working and the terminal replaces it in turn.
+    /// Terminals, the egress policy and the hub's identity change in place (`set_policy`).
     pub fn same_listener(&self, other: &AdmissionConfig) -> bool {
         (&self.cfg.listen, self.cfg.port) == (&other.listen, other.port)
-            && self.cfg.sat.retunable_to(&other.sat)
-            && self.cfg.opening.covers(&other.opening)
     }
 
     /// New satellite-leg settings on the listeners (for what they accept from now on) and on the

@@ -256,8 +256,10 @@ mod tests {
     }
 
     /// A config apply that retunes the satellite leg (the BoD tuning's buffers and pacing) keeps
-    /// the warm connections on both sides and puts the new settings on them; one whose receive
-    /// buffer needs a larger window scale than their SYNs carried does not.
+    /// the warm connections on both sides and puts the new settings on them. Ones whose SYNs
+    /// carried a smaller window scale than the new buffer needs stay in service, marked stale,
+    /// and are replaced one at a time: the pool never empties, and at most one replacement
+    /// handshake is on the way at once.
     #[test]
     fn retuning_the_satellite_leg_keeps_the_warm_connections() {
         let t = Arc::new(Identity::generate().unwrap());
@@ -268,18 +270,28 @@ mod tests {
             rcvbuf: buf,
             pacing_bps: 1_144_000,
         };
-        let mut cfg = l.pool.config().clone();
-        cfg.sat = tuned(1 << 20);
-        assert!(
-            !l.pool.retune(&cfg, &l.ep, Instant::now()),
-            "autotuned SYNs: no fixed scale to keep"
-        );
-        l.pool = Pool::new(cfg, t.clone(), POOL_BASE).unwrap();
-        let mut adm_cfg = l.adm.config().clone();
-        adm_cfg.sat = tuned(1 << 20);
-        l.adm.retune(adm_cfg.sat.clone(), OPENING, true);
         l.drive(Duration::from_secs(5), |p| p.ready() == 3);
         assert_eq!(l.pool.ready(), 3);
+        let mut cfg = l.pool.config().clone();
+        cfg.sat = tuned(1 << 20);
+        let mut adm_cfg = l.adm.config().clone();
+        adm_cfg.sat = cfg.sat.clone();
+        assert!(l.adm.same_listener(&adm_cfg), "the listener stays");
+        l.adm.retune(adm_cfg.sat.clone(), OPENING, true);
+        assert!(
+            l.pool.retune(&cfg, &l.ep, Instant::now()),
+            "autotuned SYNs: no fixed scale, but the connections stay"
+        );
+        assert_eq!((l.pool.ready(), l.pool.stale()), (3, 3));
+        assert_eq!(l.pool.opening(), 1, "one replacement at a time");
+        let end = Instant::now() + Duration::from_secs(10);
+        while l.pool.stale() > 0 && Instant::now() < end {
+            l.drive(Duration::from_millis(20), |_| false);
+            assert!(l.pool.ready() >= 3, "the pool never empties");
+            assert!(l.pool.opening() <= 1, "one replacement at a time");
+        }
+        assert_eq!((l.pool.ready(), l.pool.stale()), (3, 0), "all replaced");
+        assert_eq!((l.adm.refused, l.pool.last_error.as_deref()), (0, None));
 
         let mut bod = l.pool.config().clone();
         bod.sat = tuned(1_109_680);
@@ -317,7 +329,7 @@ mod tests {
         );
 
         // A route initrwnd now, where they opened with the whole receive space: still covered;
-        // the reverse is not (their receive window opened small).
+        // the reverse is not (their receive window opened small): they stay, marked stale.
         let mut tuned_rwnd = l.pool.config().clone();
         tuned_rwnd.opening.initrwnd = 384;
         adm_cfg.opening = tuned_rwnd.opening;
@@ -327,18 +339,27 @@ mod tests {
         let mut wider = l.pool.config().clone();
         wider.opening.initrwnd = 0;
         adm_cfg.opening = wider.opening;
-        assert!(!l.adm.same_listener(&adm_cfg));
-        assert!(!l.pool.retune(&wider, &l.ep, Instant::now()));
+        assert!(l.adm.same_listener(&adm_cfg));
+        assert_eq!(l.pool.stale(), 0);
+        assert!(l.pool.retune(&wider, &l.ep, Instant::now()));
+        assert_eq!(l.pool.stale(), 3);
         adm_cfg.opening = tuned_rwnd.opening;
 
         let mut bigger = l.pool.config().clone();
         bigger.sat = tuned(8 << 20);
         adm_cfg.sat = bigger.sat.clone();
-        assert!(!l.adm.same_listener(&adm_cfg));
-        assert!(!l.pool.retune(&bigger, &l.ep, Instant::now()));
+        assert!(l.adm.same_listener(&adm_cfg));
+        assert!(l.pool.retune(&bigger, &l.ep, Instant::now()));
+        let all = l.pool.ready() + l.pool.opening();
+        assert_eq!(l.pool.stale(), all, "all stale: replaced in turn");
+
+        // Another hub: a new pool, and the old one refuses the retune unchanged.
+        let mut elsewhere = l.pool.config().clone();
+        elsewhere.hub = "127.0.0.1:9".parse().unwrap();
+        assert!(!l.pool.retune(&elsewhere, &l.ep, Instant::now()));
         assert_eq!(
             l.pool.config().sat.rcvbuf,
-            1_109_680,
+            8 << 20,
             "a refused retune changes nothing"
         );
     }

@@ -52,6 +52,9 @@ struct Conn {
     fd: OwnedFd,
     phase: Phase,
     deadline: Instant,
+    /// Opened under settings a retune could not put on it in full (a smaller window scale, a
+    /// smaller opening window): still served, after the fresh ones, and replaced one at a time.
+    stale: bool,
 }
 
 /// A ready connection handed to a flow.
@@ -110,39 +113,54 @@ impl Pool {
         token >= self.token_base
     }
 
-    /// Take `new` without closing the connections, when it reaches the same hub with the same
-    /// keys, their window scale covers its receive buffer and they opened with the windows its
-    /// routes give (`Opening::covers`); false leaves the pool as it was. A config apply that
-    /// only retunes the satellite leg (BoD tuning) thus keeps the warm connections: replacing
-    /// them costs every flow that starts meanwhile the direct path's round trip, and their
-    /// handshakes share the return link's small capacity with that flow.
+    /// Take `new` without closing the connections when it reaches the same hub with the same
+    /// keys (false leaves the pool as it was). The new socket settings go on the open
+    /// connections at once. Where they cannot take them in full (their SYNs carried a smaller
+    /// window scale, or they opened a smaller receive window), they stay in service marked
+    /// stale: flows take fresh ones first, and `fill` replaces the stale ones one at a time. A
+    /// config apply that retunes the satellite leg (BoD tuning) thus never empties the pool:
+    /// replacing every connection at once would cost each flow that starts meanwhile the direct
+    /// path's round trip, and the burst of handshakes would share the return link's small
+    /// capacity (a DAMA terminal's CRA) with those flows.
     pub fn retune(&mut self, new: &PoolConfig, ep: &Epoll, now: Instant) -> bool {
         if (new.hub, &new.hub_pins, &new.identity)
             != (self.cfg.hub, &self.cfg.hub_pins, &self.cfg.identity)
-            || !self.cfg.sat.retunable_to(&new.sat)
-            || !self.cfg.opening.covers(&new.opening)
         {
             return false;
         }
-        for c in self.conns.values() {
+        let covered = self.cfg.sat.retunable_to(&new.sat) && self.cfg.opening.covers(&new.opening);
+        for c in self.conns.values_mut() {
             new.sat.apply_live(c.fd.as_raw_fd(), new.nodelay);
+            c.stale |= !covered;
         }
         self.cfg = new.clone();
-        // A smaller pool: drop the surplus ready connections; a larger one fills up.
-        let surplus: Vec<u64> = self
+        // A smaller pool: drop the surplus ready connections, stale ones first; a larger one
+        // fills up.
+        let mut ready: Vec<(bool, u64)> = self
             .conns
             .iter()
             .filter(|(_, c)| matches!(c.phase, Phase::Ready(_)))
-            .map(|(t, _)| *t)
-            .skip(self.cfg.size)
+            .map(|(t, c)| (!c.stale, *t))
             .collect();
-        for t in surplus {
+        ready.sort();
+        let surplus = ready.len().saturating_sub(self.cfg.size);
+        for (_, t) in ready.into_iter().take(surplus) {
             if let Some(c) = self.conns.remove(&t) {
                 ep.forget(c.fd.as_raw_fd());
             }
         }
         self.fill(ep, now);
         true
+    }
+
+    /// Connections on their way to ready (connecting or in the handshake).
+    pub fn opening(&self) -> usize {
+        self.conns.len() - self.ready()
+    }
+
+    /// Connections opened under settings the pool no longer has (see `retune`).
+    pub fn stale(&self) -> usize {
+        self.conns.values().filter(|c| c.stale).count()
     }
 
     pub fn ready(&self) -> usize {
@@ -152,7 +170,8 @@ impl Pool {
             .count()
     }
 
-    /// Open connections until `size` are ready or on their way (one probe while backing off).
+    /// Open connections until `size` are ready or on their way (one probe while backing off),
+    /// and one replacement at a time for a stale connection.
     pub fn fill(&mut self, ep: &Epoll, now: Instant) {
         if self.retry_at.is_some_and(|t| now < t) {
             return;
@@ -161,13 +180,33 @@ impl Pool {
         let want = if self.failures > 0 {
             usize::from(opening == 0)
         } else {
-            self.cfg.size.saturating_sub(self.conns.len())
+            let missing = self.cfg.size.saturating_sub(self.conns.len());
+            if missing == 0 && self.stale() > 0 && opening == 0 {
+                1
+            } else {
+                missing
+            }
         };
         for _ in 0..want {
             if let Err(e) = self.open_one(ep, now) {
                 self.note_failure(now, format!("cannot open a connection to the hub: {e}"));
                 return;
             }
+        }
+    }
+
+    /// A fresh connection became ready: one stale ready connection beyond `size` goes.
+    fn retire_stale(&mut self, ep: &Epoll) {
+        if self.ready() <= self.cfg.size {
+            return;
+        }
+        let old = self
+            .conns
+            .iter()
+            .find(|(_, c)| c.stale && matches!(c.phase, Phase::Ready(_)))
+            .map(|(t, _)| *t);
+        if let Some(c) = old.and_then(|t| self.conns.remove(&t)) {
+            ep.forget(c.fd.as_raw_fd());
         }
     }
 
@@ -209,6 +248,7 @@ impl Pool {
                 fd,
                 phase,
                 deadline: now + wait,
+                stale: false,
             },
         );
         Ok(())
@@ -271,9 +311,14 @@ impl Pool {
         };
         match self.advance(&mut c, ep, token, events, now) {
             Ok(ready) => {
+                let fresh = !c.stale;
                 self.conns.insert(token, c);
                 if ready {
                     self.became_ready();
+                    if fresh {
+                        self.retire_stale(ep);
+                        self.fill(ep, now);
+                    }
                 }
             }
             Err(why) => self.note_failure(now, why),
@@ -351,10 +396,12 @@ impl Pool {
     pub fn take(&mut self, ep: &Epoll, now: Instant) -> Option<Warm> {
         let mut got = None;
         while got.is_none() {
+            // Fresh connections first: a stale one may hold a smaller window.
             let token = self
                 .conns
                 .iter()
-                .find(|(_, c)| matches!(c.phase, Phase::Ready(_)))
+                .filter(|(_, c)| matches!(c.phase, Phase::Ready(_)))
+                .min_by_key(|(_, c)| c.stale)
                 .map(|(t, _)| *t)?;
             let c = self.conns.remove(&token)?;
             let Phase::Ready(channel) = c.phase else {
