@@ -63,7 +63,8 @@ Formulas (rates in bit/s, times in s, sizes in bytes; clamp(x, lo, hi) = min(max
   min_terminal_buffer = return_rate × superframe / 8               (one superframe of return traffic;
                      a smaller buffer drops inside a superframe: reported as a warning)
   frame_loss_pct, hybla_loss_window, the buffer factors (send 2, or 4 with a bit error in every window;
-  receive 4) and the satellite congestion control (hybla_ld, the gateway's default) from the input `ber`:
+  receive 4) and the satellite congestion control (hybla_ld, the gateway's default; hybla on a DAMA link) from the
+  input `ber`:
   loss_tuning.py
 
 Every derived value is returned with a `derivation` string showing the numbers; any value may be
@@ -444,7 +445,8 @@ def derive(inputs: BodInputs, overrides: dict[str, float] | None = None) -> Tuni
         if p_loss > 0
         else "no bit errors: Hybla's window is not bounded by loss (shown as 65,536)",
     )
-    cc = loss_tuning.choose(p_loss, hw, bdp_send / i.mss_bytes, i.ber, i.base_rtt_ms)
+    dama = i.return_rbdc_max_bps > 0 and i.allocation_delay_ms > 0
+    cc = loss_tuning.choose(p_loss, hw, bdp_send / i.mss_bytes, i.ber, i.base_rtt_ms, dama)
     return Tuning(values=out, warnings=warnings, congestion_control=cc)
 
 

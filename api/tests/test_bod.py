@@ -289,6 +289,20 @@ def test_a_short_path_names_bbr_as_the_gateway_runs_it() -> None:
     assert derive(BodInputs(**{**HTS, "base_rtt_ms": 480.0})).congestion_control.value == "hybla_ld"
 
 
+def test_a_dama_link_runs_hybla_for_both_roles_and_says_why() -> None:
+    # Capacity granted on request after a wait: hybla_ld would cut on the delay the grant's ramp adds.
+    dama = {**HTS, "return_cra_bps": 44_000, "return_rbdc_max_bps": 1_100_000, "allocation_delay_ms": 1346.0}
+    for role in ("hub", "terminal"):
+        t = derive(BodInputs(**dama, role=role)).congestion_control
+        assert t.value == "hybla", t.derivation
+        assert "DAMA" in t.derivation and "hybla_ld" in t.derivation and "BER" not in t.derivation
+    lossy = derive(BodInputs(**dama, ber=1e-6)).congestion_control
+    assert lossy.value == "hybla" and "BER 1e-06" in lossy.derivation and "halves" in lossy.derivation
+    # Capacity fixed (no RBDC), or granted at once: the default.
+    assert derive(BodInputs(**{**dama, "return_rbdc_max_bps": 0})).congestion_control.value == "hybla_ld"
+    assert derive(BodInputs(**{**dama, "allocation_delay_ms": 0.0})).congestion_control.value == "hybla_ld"
+
+
 def test_terminal_receives_into_four_forward_windows_whatever_the_ber() -> None:
     for ber in (0.0, 1e-6):
         t = derive(BodInputs(**{**HTS, "role": "terminal"}, ber=ber)).values

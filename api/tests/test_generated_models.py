@@ -90,8 +90,10 @@ def test_the_bod_choice_follows_the_gateways_short_path_switch() -> None:
     # The BoD page names what the gateway does: below the gateway's short-path RTT its default leg runs BBR.
     short = limits.extension(config.Satellite, "congestion_control", "x-short-path-rtt-ms")
     cc = limits.extension(config.Satellite, "congestion_control", "x-short-path-cc")
-    assert loss_tuning.choose(0.0, 1e9, 10, 0.0, short - 1).value == cc
-    assert loss_tuning.choose(0.0, 1e9, 10, 0.0, short).value == limits.default(config.Satellite, "congestion_control")
+    assert loss_tuning.choose(0.0, 1e9, 10, 0.0, short - 1, dama=False).value == cc
+    assert loss_tuning.choose(0.0, 1e9, 10, 0.0, short, dama=False).value == limits.default(
+        config.Satellite, "congestion_control"
+    )
     assert limits.default(config.Hybla, "rtt0_ms") == loss_tuning.RTT0_MS
 
 
