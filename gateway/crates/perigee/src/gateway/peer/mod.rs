@@ -341,17 +341,28 @@ mod tests {
         adm_cfg.opening = wider.opening;
         assert!(l.adm.same_listener(&adm_cfg));
         assert_eq!(l.pool.stale(), 0);
+        let before = (l.pool.ready(), l.pool.opening());
         assert!(l.pool.retune(&wider, &l.ep, Instant::now()));
-        assert_eq!(l.pool.stale(), 3);
-        adm_cfg.opening = tuned_rwnd.opening;
+        assert_eq!(l.pool.stale(), before.0 + before.1);
+        assert_eq!(
+            (l.pool.ready(), l.pool.opening()),
+            (before.0, before.1 + 3),
+            "a smaller opening window: all replaced at once, the stale ones served meanwhile"
+        );
+        l.drive(Duration::from_secs(5), |p| p.stale() == 0);
+        assert_eq!((l.pool.ready(), l.pool.stale()), (3, 0));
+        adm_cfg.opening = wider.opening;
 
         let mut bigger = l.pool.config().clone();
         bigger.sat = tuned(8 << 20);
         adm_cfg.sat = bigger.sat.clone();
         assert!(l.adm.same_listener(&adm_cfg));
         assert!(l.pool.retune(&bigger, &l.ep, Instant::now()));
-        let all = l.pool.ready() + l.pool.opening();
-        assert_eq!(l.pool.stale(), all, "all stale: replaced in turn");
+        assert_eq!(
+            (l.pool.stale(), l.pool.opening()),
+            (3, 1),
+            "a larger window scale: replaced in turn"
+        );
 
         // Another hub: a new pool, and the old one refuses the retune unchanged.
         let mut elsewhere = l.pool.config().clone();

@@ -52,9 +52,21 @@ struct Conn {
     fd: OwnedFd,
     phase: Phase,
     deadline: Instant,
-    /// Opened under settings a retune could not put on it in full (a smaller window scale, a
-    /// smaller opening window): still served, after the fresh ones, and replaced one at a time.
-    stale: bool,
+    /// Opened under settings a retune could not put on it in full: still served, after the
+    /// fresh ones, and replaced (`Pool::fill`).
+    stale: Option<Stale>,
+}
+
+/// Why a connection no longer matches the pool's settings, the worse last.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Stale {
+    /// Its SYN announced a smaller window scale: its window tops out below the new receive
+    /// buffer (at least half of it), otherwise it serves as a fresh one would.
+    Scale,
+    /// It opened a smaller receive window (the route's initrwnd), which an idle connection
+    /// never grew: a flow on it ramps up through that window (t90 on geo-skyplex 7.0 s against
+    /// 3.9 s on a fresh one).
+    Opening,
 }
 
 /// A ready connection handed to a flow.
@@ -115,32 +127,37 @@ impl Pool {
 
     /// Take `new` without closing the connections when it reaches the same hub with the same
     /// keys (false leaves the pool as it was). The new socket settings go on the open
-    /// connections at once. Where they cannot take them in full (their SYNs carried a smaller
-    /// window scale, or they opened a smaller receive window), they stay in service marked
-    /// stale: flows take fresh ones first, and `fill` replaces the stale ones one at a time. A
-    /// config apply that retunes the satellite leg (BoD tuning) thus never empties the pool:
-    /// replacing every connection at once would cost each flow that starts meanwhile the direct
-    /// path's round trip, and the burst of handshakes would share the return link's small
-    /// capacity (a DAMA terminal's CRA) with those flows.
+    /// connections at once. Where they cannot take them in full they stay in service marked
+    /// stale, flows take fresh ones first, and `fill` replaces them. A config apply that
+    /// retunes the satellite leg (BoD tuning) thus never empties the pool: replacing every
+    /// connection at once would send each flow that starts meanwhile on the direct path, and the
+    /// burst of handshakes would share the return link's small capacity (a DAMA terminal's CRA)
+    /// with those flows.
     pub fn retune(&mut self, new: &PoolConfig, ep: &Epoll, now: Instant) -> bool {
         if (new.hub, &new.hub_pins, &new.identity)
             != (self.cfg.hub, &self.cfg.hub_pins, &self.cfg.identity)
         {
             return false;
         }
-        let covered = self.cfg.sat.retunable_to(&new.sat) && self.cfg.opening.covers(&new.opening);
+        let why = if !self.cfg.opening.covers(&new.opening) {
+            Some(Stale::Opening)
+        } else if !self.cfg.sat.retunable_to(&new.sat) {
+            Some(Stale::Scale)
+        } else {
+            None
+        };
         for c in self.conns.values_mut() {
             new.sat.apply_live(c.fd.as_raw_fd(), new.nodelay);
-            c.stale |= !covered;
+            c.stale = c.stale.max(why);
         }
         self.cfg = new.clone();
-        // A smaller pool: drop the surplus ready connections, stale ones first; a larger one
+        // A smaller pool: drop the surplus ready connections, the stalest first; a larger one
         // fills up.
-        let mut ready: Vec<(bool, u64)> = self
+        let mut ready: Vec<(std::cmp::Reverse<Option<Stale>>, u64)> = self
             .conns
             .iter()
             .filter(|(_, c)| matches!(c.phase, Phase::Ready(_)))
-            .map(|(t, c)| (!c.stale, *t))
+            .map(|(t, c)| (std::cmp::Reverse(c.stale), *t))
             .collect();
         ready.sort();
         let surplus = ready.len().saturating_sub(self.cfg.size);
@@ -160,7 +177,7 @@ impl Pool {
 
     /// Connections opened under settings the pool no longer has (see `retune`).
     pub fn stale(&self) -> usize {
-        self.conns.values().filter(|c| c.stale).count()
+        self.conns.values().filter(|c| c.stale.is_some()).count()
     }
 
     pub fn ready(&self) -> usize {
@@ -171,21 +188,26 @@ impl Pool {
     }
 
     /// Open connections until `size` are ready or on their way (one probe while backing off),
-    /// and one replacement at a time for a stale connection.
+    /// and replacements for stale ones: all at once for a smaller opening window (a flow on one
+    /// ramps up slowly), one at a time for a smaller window scale (one serves almost as a fresh
+    /// one does, and the handshakes stay off a small return link).
     pub fn fill(&mut self, ep: &Epoll, now: Instant) {
         if self.retry_at.is_some_and(|t| now < t) {
             return;
         }
-        let opening = self.conns.len() - self.ready();
+        let opening = self.opening();
         let want = if self.failures > 0 {
             usize::from(opening == 0)
         } else {
             let missing = self.cfg.size.saturating_sub(self.conns.len());
-            if missing == 0 && self.stale() > 0 && opening == 0 {
-                1
-            } else {
-                missing
-            }
+            let fresh = self.conns.values().filter(|c| c.stale.is_none()).count();
+            let worst = self.conns.values().filter_map(|c| c.stale).max();
+            let replace = match worst {
+                Some(Stale::Opening) => self.cfg.size.saturating_sub(fresh),
+                Some(Stale::Scale) => usize::from(opening == 0),
+                None => 0,
+            };
+            missing.max(replace)
         };
         for _ in 0..want {
             if let Err(e) = self.open_one(ep, now) {
@@ -203,7 +225,8 @@ impl Pool {
         let old = self
             .conns
             .iter()
-            .find(|(_, c)| c.stale && matches!(c.phase, Phase::Ready(_)))
+            .filter(|(_, c)| c.stale.is_some() && matches!(c.phase, Phase::Ready(_)))
+            .max_by_key(|(_, c)| c.stale)
             .map(|(t, _)| *t);
         if let Some(c) = old.and_then(|t| self.conns.remove(&t)) {
             ep.forget(c.fd.as_raw_fd());
@@ -248,7 +271,7 @@ impl Pool {
                 fd,
                 phase,
                 deadline: now + wait,
-                stale: false,
+                stale: None,
             },
         );
         Ok(())
@@ -311,7 +334,7 @@ impl Pool {
         };
         match self.advance(&mut c, ep, token, events, now) {
             Ok(ready) => {
-                let fresh = !c.stale;
+                let fresh = c.stale.is_none();
                 self.conns.insert(token, c);
                 if ready {
                     self.became_ready();
