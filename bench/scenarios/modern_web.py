@@ -73,7 +73,8 @@ DESCRIPTION = (
     "QUIC on and the names' HTTPS records offering h3, so it tries QUIC first and must fall back to TCP); "
     "`no-gateway-ber1e-06` / `both-ber1e-06` (the link at BER 1e-6 both ways, 1.2% of full frames lost, "
     "as in a rain fade, every setting at its default: nobody told the gateways the BER; vs_no_gateway "
-    "divides by no gateway on the same lossy link). "
+    "divides by no gateway on the same lossy link; in the full run this pair has `lossy_reps` more "
+    "repetitions after the others, the two taking turns, as their loads vary most). "
     "A variant whose config the gateway refuses is listed as skipped with the gateway's answer; each "
     "gateway variant's note names the mechanisms' values the gateway reported. Targets: both ends ≤ 0.6× "
     "no gateway with cold DNS, ≤ 0.45× with warm terminal DNS; hub ≤ 0.85×; at BER 1e-6 both ends ≤ 0.6×."
@@ -140,6 +141,9 @@ PARAMS: dict[str, dict[str, Any]] = {
         "variants": [v.name for v in VARIANTS],
         # Two interleaved repetitions keep the full run near ten minutes (three took 16).
         "reps": 2,
+        # The lossy pair gets three more (their loads vary most: one lost segment of a small page
+        # costs a round trip, or a timeout), the pair interleaved: five in all, ~4 min more.
+        "lossy_reps": 3,
         "load_timeout_s": 90,
     },
 }
@@ -177,6 +181,16 @@ def schedule(
             for v, d in combos[k:] + combos[:k]:
                 out.append(Step(rep, page, v, d))
     return out
+
+
+def run_schedule(params: dict[str, Any], variants: list[Variant]) -> list[Step]:
+    """`reps` repetitions of every variant, then `lossy_reps` more of the lossy ones (BER > 0)."""
+    dns_states = tuple(params.get("dns_states", ("cold", "warm")))
+    reps = int(params["reps"])
+    steps = schedule(list(params["pages"]), [v.name for v in variants], reps, dns_states)
+    lossy = [v.name for v in variants if v.ber]
+    extra = schedule(list(params["pages"]), lossy, int(params.get("lossy_reps", 0)), dns_states)
+    return steps + [Step(s.rep + reps, s.page, s.variant, s.dns) for s in extra]
 
 
 # --- gateway config through the control socket -----------------------------------------------
@@ -378,12 +392,7 @@ def run(ctx: Context, params: dict[str, Any]) -> list[records.Record]:
     link = figures(PROFILE)
     variants = [VARIANT_BY_NAME[v] for v in params["variants"]]
     needed = [k for k in LAB_GATEWAY if any(v.lab == k for v in variants)]
-    steps = schedule(
-        list(params["pages"]),
-        [v.name for v in variants],
-        int(params["reps"]),
-        tuple(params.get("dns_states", ("cold", "warm"))),
-    )
+    steps = run_schedule(params, variants)
     res = Results()
     handles: dict[str, LabHandle] = {}
     unavailable: dict[str, str] = {}  # lab kind -> why it did not come up

@@ -380,3 +380,17 @@ def test_schedule_can_limit_the_dns_states():
         ("both", "cold"),
         ("no-gateway", "cold"),
     ]
+
+
+def test_the_lossy_pair_gets_its_extra_repetitions_after_the_rest_taking_turns() -> None:
+    params = {"pages": ["blog"], "reps": 2, "lossy_reps": 3, "dns_states": ("cold",)}
+    variants = [mw.VARIANT_BY_NAME[v] for v in ("no-gateway", "both", "no-gateway-ber1e-06", "both-ber1e-06")]
+    steps = mw.run_schedule(params, variants)
+    assert len(steps) == 2 * 4 + 3 * 2
+    tail = steps[8:]
+    assert {s.variant for s in tail} == {"no-gateway-ber1e-06", "both-ber1e-06"}
+    assert [s.rep for s in tail] == [2, 2, 3, 3, 4, 4]
+    assert tail[0].variant != tail[2].variant, "the pair's order rotates"
+    counts = {v.name: sum(s.variant == v.name for s in steps) for v in variants}
+    assert counts == {"no-gateway": 2, "both": 2, "no-gateway-ber1e-06": 5, "both-ber1e-06": 5}
+    assert mw.run_schedule({**params, "lossy_reps": 0}, variants) == steps[:8]
