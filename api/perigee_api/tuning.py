@@ -185,6 +185,16 @@ class BodInputs(BaseModel):
         description="bit error rate of the satellite link (both directions, after FEC); 0 = clean",
     )
 
+    @property
+    def waits_for_grants(self) -> bool:
+        """A DAMA scheduler's request → grant delay (below a microsecond counts as none)."""
+        return self.allocation_delay_ms >= 0.001
+
+    @property
+    def grants_on_request(self) -> bool:
+        """Return capacity above the CRA comes on request, after the allocation delay (DAMA)."""
+        return self.return_rbdc_max_bps > 0 and self.waits_for_grants
+
     @classmethod
     def starting(cls) -> BodInputs:
         """Where a new profile starts (the schema's example): STARTING_LINK, every other input at its default."""
@@ -279,7 +289,7 @@ def derive(inputs: BodInputs, overrides: dict[str, float] | None = None) -> Tuni
         f"return rate × RTT_eff / 8 = {_n(ret)} × {_n(rtt_s)} / 8 = {_n(bdp_r)} B",
     )
     hub = i.role == "hub"
-    if i.allocation_delay_ms >= 0.001:  # below a microsecond counts as no delay (as for the drain bound)
+    if i.waits_for_grants:
         sfs = math.ceil(i.allocation_delay_ms / i.superframe_ms - 1e-9)  # float noise must not add one
         wait_ms = (2 + sfs) * i.superframe_ms
         wait_text = (
@@ -330,7 +340,7 @@ def derive(inputs: BodInputs, overrides: dict[str, float] | None = None) -> Tuni
         f"[{_n(SOCKBUF_MIN)}, {_n(SOCKBUF_MAX)}] = {_n(rcv)} B" + loss_tuning.buffer_note(k_rcv, receive=True),
     )
     pf = put("pacing_forward_bps", i.forward_rate_bps, "bit/s", f"forward rate = {_n(i.forward_rate_bps)} bit/s")
-    if i.allocation_delay_ms >= 0.001:  # below a microsecond counts as no delay (and avoids x / 0)
+    if i.waits_for_grants:  # (and no x / 0)
         drain = i.return_cra_bps + 8 * i.terminal_buffer_bytes / (i.allocation_delay_ms / 1000.0)
         drain_text = (
             f"CRA + 8 × terminal buffer / allocation delay = {_n(i.return_cra_bps)} + 8 × "
@@ -445,8 +455,7 @@ def derive(inputs: BodInputs, overrides: dict[str, float] | None = None) -> Tuni
         if p_loss > 0
         else "no bit errors: Hybla's window is not bounded by loss (shown as 65,536)",
     )
-    dama = i.return_rbdc_max_bps > 0 and i.allocation_delay_ms > 0
-    cc = loss_tuning.choose(p_loss, hw, bdp_send / i.mss_bytes, i.ber, i.base_rtt_ms, dama)
+    cc = loss_tuning.choose(p_loss, hw, bdp_send / i.mss_bytes, i.ber, i.base_rtt_ms, i.grants_on_request)
     return Tuning(values=out, warnings=warnings, congestion_control=cc)
 
 
