@@ -204,6 +204,24 @@ An IPv4 or IPv6 prefix ("10.0.0.0/8", "fd00::/8") or a single address; the prefi
 """
 
 
+class ClusterMember(Report):
+    """
+    One gateway of the cluster.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    name: str
+    """
+    Its name in the table (the controller's), 1-32 characters.
+    """
+    peer: str
+    """
+    Its peer listener: where a terminal opens the flows of this gateway's buckets.
+    """
+
+
 ConfiguredAs = TypeAliasType("ConfiguredAs", Literal["lan", "satellite"])
 
 
@@ -380,6 +398,11 @@ class LinkInterface(Report):
     return_packets: Annotated[int, Field(ge=0)]
 
 
+class MemberShare(Report):
+    buckets: Annotated[int, Field(ge=0)]
+    name: str
+
+
 class NetInterface(Report):
     addresses: list[str]
     """
@@ -422,6 +445,23 @@ class NetnsParams(Report):
     """
     cwnd_max: Annotated[int, Field(ge=0)]
     rtt0_ms: Annotated[int, Field(ge=0)]
+
+
+class OwnerCheck(Report):
+    """
+    A flow and the gateway the routers' kernel sent it to under this table: the gateway refuses
+    a table its own hash disagrees with, instead of aiming flows at the wrong gateway.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    dst: str
+    member: str
+    """
+    The member the router chose.
+    """
+    src: str
 
 
 class PacketCounters(Report):
@@ -893,6 +933,60 @@ class BypassRuleCounters(Report):
     kind: BypassRuleKind
     name: str
     packets: Annotated[int, Field(ge=0)]
+
+
+class ClusterTable(Report):
+    """
+    `PUT /v1/cluster/table`: the whole table, every time.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    buckets: list[str | None]
+    """
+    Each bucket's gateway, by name; null for a bucket no gateway holds.
+    """
+    checks: list[OwnerCheck]
+    """
+    At least 16 TCP flows with the gateway the routers' kernel chose for each.
+    """
+    epoch: Annotated[int, Field(ge=0)]
+    """
+    The controller's generation of this table; a table older than the one held is refused.
+    """
+    fields: Annotated[int, Field(ge=0)]
+    """
+    The routers' `fib_multipath_hash_fields`: only 0x0037 (55) is reproduced.
+    """
+    member: str | None = None
+    """
+    Which member this gateway is; null at a terminal.
+    """
+    members: list[ClusterMember]
+    seed: Annotated[int, Field(ge=0)]
+    """
+    The routers' `net.ipv4.fib_multipath_hash_seed`.
+    """
+
+
+class ClusterTableStatus(Report):
+    """
+    GET /v1/cluster/table, and the answer to PUT and DELETE.
+    """
+
+    received_at: float | None
+    """
+    When it was pushed (Unix time); null without one.
+    """
+    shares: list[MemberShare]
+    """
+    Each member's number of buckets, in member order.
+    """
+    table: ClusterTable | None
+    """
+    The table in use; null when this gateway has none (not in a cluster, or withdrawn).
+    """
 
 
 class CollectResponse(Report):

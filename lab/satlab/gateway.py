@@ -76,7 +76,22 @@ PEER_POOL_SIZE = 8
 
 
 class PeerPins(dict[str, str]):
-    """Each gateway's identity fingerprint by role ("hub", "terminal") for `--gateway both`."""
+    """Each gateway's identity fingerprint by role for `--gateway both`: "terminal", and "hub" or, in a hub
+    cluster, "gw1".."gwN"."""
+
+    def hub_roles(self) -> list[str]:
+        return sorted((r for r in self if r != "terminal"), key=lambda r: (len(r), r))
+
+
+def peer_hub_address(pins: PeerPins) -> str:
+    """Where the terminal's first pool goes: the hub, or a cluster's first gateway (the controller's table
+    names the others, docs/cluster.md)."""
+    first = pins.hub_roles()[0]
+    if first == "hub":
+        return PEER_HUB
+    from .cluster.plan import member
+
+    return member(int(first[2:])).hub_side_v4
 
 
 def peer_section(role: str, pins: PeerPins | None) -> dict[str, Any]:
@@ -85,7 +100,8 @@ def peer_section(role: str, pins: PeerPins | None) -> dict[str, Any]:
         return {"enabled": False, "port": PEER_PORT, "hub": "", "hub_fingerprints": [], "listen": [],
                 "terminals": [], "pool_size": PEER_POOL_SIZE}
     if role == "terminal":
-        return {"enabled": True, "port": PEER_PORT, "hub": PEER_HUB, "hub_fingerprints": [pins["hub"]],
+        return {"enabled": True, "port": PEER_PORT, "hub": peer_hub_address(pins),
+                "hub_fingerprints": [pins[r] for r in pins.hub_roles()],
                 "listen": [], "terminals": [], "pool_size": PEER_POOL_SIZE}
     return {"enabled": True, "port": PEER_PORT, "hub": "", "hub_fingerprints": [], "listen": [],
             "terminals": [{"name": SITE_NAME, "fingerprints": [pins["terminal"]], "prefixes": CLIENT_SUBNETS}],
@@ -108,8 +124,20 @@ def identity(topo: TopologyLike, role: str) -> dict[str, Any]:
 
 
 def peer_pins(topo: TopologyLike) -> PeerPins:
-    """Both gateways' fingerprints: what each enrolls or pins of the other."""
-    return PeerPins({role: str(identity(topo, role)["fingerprint"]) for role in ("hub", "terminal")})
+    """Every gateway's fingerprint (the hub's, or each cluster gateway's, and the terminal's): what each
+    enrolls or pins of the other."""
+    n = cluster_size(topo)
+    hubs = [f"gw{k}" for k in range(1, n + 1)] if n else ["hub"]
+    return PeerPins({role: str(identity(topo, role)["fingerprint"]) for role in (*hubs, "terminal")})
+
+
+def lab_peer_pins(topo: TopologyLike) -> PeerPins | None:
+    """The pins when the lab runs the peer path (`--gateway both`, configured), for a daemon started later."""
+    try:
+        state = json.loads(Path(topo.path("state.json")).read_text())
+    except (OSError, ValueError):
+        return None
+    return peer_pins(topo) if state.get("gateway") == "both" else None
 
 
 # The cache when enabled: small memory/disk budgets (the store lives in the run dir, on tmpfs).
@@ -467,13 +495,22 @@ def _placement(topo: TopologyLike, ns_role: str) -> Placement:
         from .cluster.plan import member
 
         m = member(int(ns_role[2:]))
-        routes = [{"dst": "10.71.1.0/24", "via": m.hub_v4}]  # the cluster routes IPv4 (docs/cluster.md)
+        # The cluster routes IPv4 (docs/cluster.md). The terminal's satellite address too: its peer path's
+        # connections come from there.
+        routes = [{"dst": "10.71.1.0/24", "via": m.hub_v4}, {"dst": "10.71.2.0/24", "via": m.hub_v4}]
         # An enrolled gateway (satlab cluster enroll) also serves its control protocol over mutual TLS. Its
         # GET /v1/routing reads the FRR of its own namespace (cluster/frr.py).
         args = ("--workers", CLUSTER_WORKERS, "--frr-vty-dir", frr.frr_dir(topo, ns_role),
                 *fleet.tls_args(topo, ns_role))
         return Placement(ns_role, "hub", routes, n, args)
-    return Placement(ns_role, ns_role, SAT_ROUTES[ns_role])
+    routes = SAT_ROUTES[ns_role]
+    if ns_role == "terminal" and n:
+        from .cluster.plan import members
+
+        # Each gateway's peer listener is across the satellite: its connections get the satellite leg.
+        routes = routes + [{"dst": f"{m.hub_side_v4.rsplit('.', 1)[0]}.0/24", "via": PEER_HUB}
+                           for m in members(topo)]  # type: ignore[arg-type]
+    return Placement(ns_role, ns_role, routes)
 
 
 def placements(topo: TopologyLike, where: str) -> list[str]:
@@ -492,8 +529,8 @@ def start(topo: TopologyLike, where: str, timeout: float = 45.0, cache: bool | N
     if where not in WHERE:
         raise GatewayError(f"--gateway must be one of {', '.join(WHERE)}, not {where!r}")
     with_cache = cache_from_env() if cache is None else cache
-    # The peer path pairs one terminal with one hub address; a cluster's gateways take plain splitting.
-    peer = peer_pins(topo) if where == "both" and configured and not cluster_size(topo) else None
+    # The peer path: to the hub, or to each gateway of a hub cluster (the controller pushes its table).
+    peer = peer_pins(topo) if where == "both" and configured else None
     started: list[str] = []
     try:
         for role in placements(topo, where):
@@ -504,13 +541,16 @@ def start(topo: TopologyLike, where: str, timeout: float = 45.0, cache: bool | N
             _stop_one(topo, role)
         raise
     if peer is not None:
+        # In a cluster, the pools to the other gateways open once the controller's table arrives, which
+        # needs the gateways serving (satlab's `up` waits for those afterwards).
         wait_peer_pool(socket_path(topo, "terminal"))
 
 
-def wait_peer_pool(sock: str, timeout: float = 15.0) -> int:
+def wait_peer_pool(sock: str, timeout: float = 15.0, hubs: int = 1) -> int:
     """Wait until every worker of the terminal has its warm pool full (a few round trips after
-    start), so the lab's first flows already take the peer path; returns how many are ready
-    (fewer after `timeout`: those flows then go direct, which is correct, only slower)."""
+    start; to each of `hubs` gateways of a cluster), so the lab's first flows already take the peer
+    path; returns how many are ready (fewer after `timeout`: those flows then go direct, which is
+    correct, only slower)."""
     deadline = time.monotonic() + timeout
     ready = 0
     while time.monotonic() < deadline:
@@ -521,7 +561,7 @@ def wait_peer_pool(sock: str, timeout: float = 15.0) -> int:
         if health is not None:
             workers = len(health.workers) or 1
             ready = health.peer.ready if health.peer else 0
-            if ready >= workers * PEER_POOL_SIZE:
+            if ready >= workers * PEER_POOL_SIZE * hubs:
                 break
         time.sleep(0.2)
     return ready

@@ -226,7 +226,7 @@ def up(topo: Topology, profile: str, forward: Params, ret: Params, gateway: str 
             start_servers(topo)
             webservices.start(topo)
             if topo.hub_gateways:
-                fabric.start_routing(topo, idle_timer_s, splitters)
+                fabric.start_routing(topo, idle_timer_s, splitters, peer=gateway == "both" and configured)
                 if gateway and splitters:
                     # The gateways' BFD stays shut until their daemons serve: start them first.
                     _start_gateway(topo, gateway, state, configured)
@@ -234,6 +234,9 @@ def up(topo: Topology, profile: str, forward: Params, ret: Params, gateway: str 
                         fabric.start_announcer(topo, role)
                     fabric.wait_serving(topo, set(topo.gateway_roles))
                 cluster_state.wait_converged(topo, set(topo.gateway_roles))
+                if gateway == "both" and configured:
+                    # The peer path: the terminal's pools to every gateway (the controller's table named them).
+                    gateway_hook.wait_peer_pool(gateway_hook.socket_path(topo, "terminal"), hubs=topo.hub_gateways)
             wait_ready(topo, timeout)
             webservices.wait_ready(topo, time.monotonic() + timeout)
             if gateway and not (topo.hub_gateways and splitters):

@@ -42,6 +42,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from .tablepush import Pusher, Target
+
 BUCKETS_DEFAULT = 64
 # zebra learns every kernel next-hop object, and re-installs its own copy of one it counts as used
 # when someone else changes or deletes it. Three things keep it from counting ours as used: the
@@ -83,6 +85,8 @@ class ControllerConf:
     buckets: int
     idle_timer_s: float
     status_file: str
+    # With the peer path on: where the table goes besides the routers (tablepush.py).
+    push: dict[str, Any] | None = None
 
     @staticmethod
     def load(path: str) -> ControllerConf:
@@ -91,6 +95,19 @@ class ControllerConf:
                         for r in raw.pop("routers"))
         gws = tuple(GatewayConf(**g) for g in raw.pop("gateways"))
         return ControllerConf(routers=routers, gateways=gws, **raw)
+
+
+def pusher(conf: ControllerConf) -> Pusher | None:
+    p = conf.push
+    if not p:
+        return None
+    # The seed as the router's kernel holds it (the lab set it; this reads what it hashes with).
+    seed = subprocess.run(["ip", "netns", "exec", p["router_ns"], "sysctl", "-n", "net.ipv4.fib_multipath_hash_seed"],
+                          capture_output=True, text=True, timeout=5, check=True).stdout.split()[0]
+    return Pusher(router_ns=p["router_ns"], router_iif=p["router_iif"], seed=int(seed),
+                  fields=int(p["fields"]), peer_port=int(p["peer_port"]),
+                  members={g.name: g.via["hub"]["v4"] for g in conf.gateways},
+                  targets=[Target(t["socket"], t["member"]) for t in p["targets"]])
 
 
 def is_v6(prefix: str) -> bool:
@@ -393,6 +410,8 @@ class Controller:
         self.bgpd = {r.role: Vty(os.path.join(r.vty_socket, "bgpd.vty")) for r in conf.routers}
         self.bfdd = {r.role: Vty(os.path.join(r.vty_socket, "bfdd.vty")) for r in conf.routers}
         self.log: list[dict[str, Any]] = []
+        self.pusher = pusher(conf)
+        self.pushed_at = float("-inf")
 
     def ensure_rules(self) -> None:
         for r in self.conf.routers:
@@ -436,6 +455,14 @@ class Controller:
             for g in self.groups:
                 for v6 in g.families():
                     self.builds += g.program(v6, owner)
+            if self.pusher is not None:
+                # After the routers: a gateway told first would refuse flows the routers still send it.
+                self.pusher.new_table(list(table.owner))
+                now = time.monotonic()
+                refresh = now - self.pushed_at >= IDLE_RECHECK_S
+                self.pusher.push(refresh)
+                if refresh:
+                    self.pushed_at = now
         if moves:
             self.moves_total += len(moves)
             why: dict[str, int] = {}
@@ -461,7 +488,8 @@ class Controller:
         st = {"at": time.time(), "states": self.states, "buckets": self.conf.buckets,
               "owner": self.table.owner if self.table else None,
               "counts": self.table.counts([g.name for g in self.conf.gateways]) if self.table else {},
-              "moves_total": self.moves_total, "builds": self.builds, "recent": self.log[-10:]}
+              "moves_total": self.moves_total, "builds": self.builds, "recent": self.log[-10:],
+              "pushed": self.pusher.status() if self.pusher else None}
         tmp = self.conf.status_file + ".tmp"
         with open(tmp, "w") as f:
             json.dump(st, f)

@@ -84,7 +84,16 @@ def prepare_network(topo: Topology, seed: int) -> None:
                     "net.ipv6.conf.all.keep_addr_on_down=1"])
 
 
-def controller_config(topo: Topology, idle_timer_s: int) -> dict[str, Any]:
+def push_config(topo: Topology) -> dict[str, Any]:
+    """With the peer path on: the table also goes to every gateway and to the terminal (tablepush.py)."""
+    from ..gateway import PEER_PORT, socket_path
+
+    return {"router_ns": topo.ns("hub"), "router_iif": "sat0", "fields": int(HASH_FIELDS, 16), "peer_port": PEER_PORT,
+            "targets": [{"socket": socket_path(topo, m.role), "member": m.role} for m in members(topo)]
+            + [{"socket": socket_path(topo, "terminal"), "member": None}]}
+
+
+def controller_config(topo: Topology, idle_timer_s: int, peer: bool = False) -> dict[str, Any]:
     return {
         # The hub routes the server side over the gateways, the edge the client side.
         "routers": [{"role": "hub", "ns": topo.ns("hub"), "vty_socket": frr.frr_dir(topo, "hub"),
@@ -97,6 +106,7 @@ def controller_config(topo: Topology, idle_timer_s: int) -> dict[str, Any]:
                      for m in members(topo)],
         "table": TABLE, "rule_pref": TABLE, "id_base": ID_BASE, "buckets": BUCKETS,
         "idle_timer_s": idle_timer_s, "status_file": topo.path("controller.json"),
+        "push": push_config(topo) if peer else None,
     }
 
 
@@ -104,9 +114,10 @@ def _python_module(module: str, *args: str) -> list[str]:
     return [sys.executable, "-m", module, *args]
 
 
-def start_routing(topo: Topology, idle_timer_s: int, splitters: bool) -> None:
+def start_routing(topo: Topology, idle_timer_s: int, splitters: bool, peer: bool = False) -> None:
     """FRR everywhere, then the controller; `splitters`: gateways start not serving (sessions shut) until
-    their announcer sees the daemon serve."""
+    their announcer sees the daemon serve; `peer`: the peer path is on (the controller pushes its table
+    to the gateways and the terminal)."""
     why = frr.available()
     if why:
         raise ClusterError(why)
@@ -118,7 +129,7 @@ def start_routing(topo: Topology, idle_timer_s: int, splitters: bool) -> None:
         frr.start(topo, role)
     cfg = topo.path("controller.conf.json")
     with open(cfg, "w") as f:
-        json.dump(controller_config(topo, idle_timer_s), f, indent=2)
+        json.dump(controller_config(topo, idle_timer_s, peer), f, indent=2)
     procs.spawn(topo.ns("hub"), _python_module("satlab.cluster.controller", cfg),
                 topo.path("controller.pid"), topo.path("controller.log"))
 

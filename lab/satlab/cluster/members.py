@@ -61,7 +61,7 @@ def start(topo: Topology, role: str, wait: bool = True) -> None:
         frr.start(topo, role)
     frr.configure(topo, role, f"router bgp {GATEWAY_ASN}", "no bgp graceful-shutdown")
     if not _answers(topo, role):
-        gateway.start_one(topo, role)
+        gateway.start_one(topo, role, peer=gateway.lab_peer_pins(topo))
     if not fabric.announcer_running(topo, role):
         fabric.start_announcer(topo, role)
     if wait:

@@ -548,6 +548,9 @@ pub fn handle(shared: &Shared, req: &http::Request) -> (u16, Value) {
     if let Some(answer) = peer_control::handle(shared, req) {
         return answer;
     }
+    if let Some(answer) = super::cluster::control::handle(shared, req) {
+        return answer;
+    }
     let now = sys::now_f64();
     match (req.method.as_str(), req.path.as_str()) {
         ("GET", "/v1/health") => (200, to_json(&health(shared))),

@@ -65,6 +65,9 @@ pub struct Session {
     pub tunnel: Option<Box<Tunnel>>,
     /// Hub: the terminal that opened it (name, key), so revoking the terminal ends it.
     pub opened_by: Option<(String, String)>,
+    /// Terminal: the hub gateway whose peer connection carries it (its pool is told when the
+    /// connection fails).
+    pub peer_hub: Option<std::net::SocketAddr>,
 }
 
 impl Session {

@@ -1,4 +1,5 @@
 //! Messages between the master and its workers (JSON lines over a socketpair).
+use super::cluster::table::ClusterTable;
 use super::config::GatewayConfig;
 use super::meter::LinkBytes;
 use super::telemetry::Flow;
@@ -15,6 +16,8 @@ pub enum ToWorker {
     /// The peer identity to present from now on: the worker reads it from `path` (0600, the
     /// daemon's own state directory: the key never travels) and checks its fingerprint.
     Identity { path: String, fingerprint: String },
+    /// A hub cluster's bucket table (None: no cluster, or it was withdrawn).
+    Cluster { table: Option<Box<ClusterTable>> },
 }
 
 /// Every worker → master line: `type` "report" (once a second: counters since the last one and

@@ -266,6 +266,11 @@ fn supervise(shared: Arc<Shared>, index: usize) {
                     line.push('\n');
                     let _ = t.write_all(line.as_bytes());
                 }
+                // The cluster's table before the config, so the first flows already see it.
+                let mut line =
+                    serde_json::to_string(&shared.peer.cluster_message()).unwrap_or_default();
+                line.push('\n');
+                let _ = t.write_all(line.as_bytes());
                 let mut line = serde_json::to_string(&ipc::ToWorker::Config {
                     config: Box::new(cfg),
                 })

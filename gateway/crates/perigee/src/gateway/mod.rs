@@ -4,6 +4,7 @@ pub mod atomic_file;
 pub mod cache_flows;
 pub mod classify;
 pub mod cli;
+pub mod cluster;
 pub mod config;
 pub mod config_file;
 pub mod control;

@@ -1,6 +1,7 @@
 //! The master's peer-path state: this gateway's identity store (made on first start, rotated
 //! and committed through the control socket, handed to the workers by file name) and the hub's
 //! per-terminal totals, summed from the workers' reports. The routes are `peer_control`'s.
+use super::cluster::table::ClusterTable;
 use super::ipc::{PeerReport, ToWorker};
 use super::log;
 use super::peer::identity::{Identity, IdentityStore};
@@ -24,6 +25,8 @@ pub struct PeerShared {
     pub identity: Mutex<Result<IdentityStore, String>>,
     pub terminals: Mutex<BTreeMap<String, TerminalTotals>>,
     pub refused_unknown: Mutex<u64>,
+    /// A hub cluster's bucket table as its controller last pushed it, and when (Unix time).
+    pub cluster: Mutex<Option<(ClusterTable, f64)>>,
 }
 
 impl PeerShared {
@@ -44,6 +47,7 @@ impl PeerShared {
             identity: Mutex::new(store),
             terminals: Mutex::new(BTreeMap::new()),
             refused_unknown: Mutex::new(0),
+            cluster: Mutex::new(None),
         }
     }
 
@@ -55,6 +59,14 @@ impl PeerShared {
             path: s.current_path().display().to_string(),
             fingerprint: s.current().fingerprint.to_string(),
         })
+    }
+
+    /// What a worker is told about the cluster's table (at its start, and on every change).
+    pub fn cluster_message(&self) -> ToWorker {
+        let held = self.cluster.lock().unwrap();
+        ToWorker::Cluster {
+            table: held.as_ref().map(|(t, _)| Box::new(t.clone())),
+        }
     }
 
     /// The identity in use and a staged one's fingerprint.

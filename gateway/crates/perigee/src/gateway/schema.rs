@@ -4,6 +4,8 @@
 //! gateway/schema/ (`make -C gateway schema` writes them; a test fails while they are stale); the
 //! API's pydantic models are generated from them, and the OpenAPI carries those into the
 //! dashboard's TypeScript client (docs/ARCHITECTURE.md, *One schema*).
+use super::cluster::control::ClusterTableStatus;
+use super::cluster::table::ClusterTable;
 use super::config::GatewayConfig;
 use super::control_tls::{CrlInstalled, CrlUpdate};
 use super::interfaces::InterfaceList;
@@ -59,6 +61,7 @@ pub fn reports_schema() -> Value {
         define::<IdentityReport>(&mut g),
         define::<PeerStatus>(&mut g),
         define::<CrlInstalled>(&mut g),
+        define::<ClusterTableStatus>(&mut g),
     ];
     // The requests the daemon takes besides the config (deserialization contract, its own generator).
     let mut input = SchemaSettings::draft2020_12()
@@ -67,6 +70,7 @@ pub fn reports_schema() -> Value {
     let inputs = [
         define::<PurgeRequest>(&mut input),
         define::<CrlUpdate>(&mut input),
+        define::<ClusterTable>(&mut input),
     ];
     let mut defs = g.take_definitions(true);
     defs.extend(input.take_definitions(true));

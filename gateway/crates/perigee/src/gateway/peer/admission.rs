@@ -307,6 +307,16 @@ impl Admission {
         out
     }
 
+    /// A flow the worker refused after its OPEN (its bucket is another gateway's): counted and
+    /// logged with the terminal's other refusals.
+    pub fn refused_flow(&mut self, from: SocketAddr, terminal: &str, why: &str) {
+        self.counters
+            .entry(terminal.to_string())
+            .or_default()
+            .refused_other += 1;
+        self.log_refusal(from, Some(terminal), why);
+    }
+
     fn log_refusal(&mut self, from: SocketAddr, terminal: Option<&str>, why: &str) {
         self.refused += 1;
         if self.log_budget > 0 {

@@ -8,6 +8,7 @@ mod pin;
 #[cfg(feature = "peer-plaintext")]
 pub mod plain;
 pub mod pool;
+pub mod pools;
 pub mod tls;
 pub mod tunnel;
 pub mod wire;

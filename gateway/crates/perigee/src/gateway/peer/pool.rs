@@ -92,6 +92,9 @@ pub struct Pool {
     pub cc_fallback: u64,
 }
 
+/// How many event tokens one pool may use: pools of one worker sit `TOKEN_SPAN` apart.
+pub const TOKEN_SPAN: u64 = 1 << 44;
+
 /// 1 s, 2 s, 4 s, ... up to 15 s after the n-th failure in a row.
 pub fn backoff(failures: u32) -> Duration {
     let doubled = BACKOFF_FIRST.saturating_mul(1u32 << failures.saturating_sub(1).min(8));
@@ -99,7 +102,8 @@ pub fn backoff(failures: u32) -> Duration {
 }
 
 impl Pool {
-    /// Tokens `token_base..` are the pool's (the worker routes their events here).
+    /// Tokens `token_base..token_base + TOKEN_SPAN` are the pool's (the worker routes their
+    /// events here).
     pub fn new(cfg: PoolConfig, identity: Arc<Identity>, token_base: u64) -> Result<Pool, String> {
         debug_assert_eq!(cfg.identity, identity.fingerprint);
         let tls = tls::client_config(&identity, &cfg.hub_pins)?;
@@ -122,7 +126,7 @@ impl Pool {
     }
 
     pub fn owns(&self, token: u64) -> bool {
-        token >= self.token_base
+        (self.token_base..self.token_base + TOKEN_SPAN).contains(&token)
     }
 
     /// Take `new` without closing the connections when it reaches the same hub with the same

@@ -78,7 +78,7 @@ impl Worker {
             dscp: dscp::chosen(class.and_then(|c| c.set_dscp), client_dscp),
         };
         // A terminal with a warm connection to its hub: the client's bytes leave at once.
-        let flow = match self.take_warm() {
+        let flow = match self.take_warm_for(flow.client_addr, flow.server_addr) {
             Some(warm) => {
                 let open = Open::Flow {
                     client: flow.client_addr,
@@ -282,6 +282,7 @@ impl Worker {
             path,
             tunnel: None,
             opened_by: None,
+            peer_hub: None,
         };
         self.deltas.flows += 1;
         self.deltas

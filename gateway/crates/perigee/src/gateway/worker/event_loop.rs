@@ -180,11 +180,7 @@ impl Worker {
                 failed_connect: d.failed_connect,
                 bytes_up: d.bytes_up,
                 bytes_down: d.bytes_down,
-                cc_fallback: d.cc_fallback
-                    + self
-                        .warm
-                        .as_mut()
-                        .map_or(0, |p| std::mem::take(&mut p.cc_fallback)),
+                cc_fallback: d.cc_fallback + self.warm.take_cc_fallback(),
                 peer_flows: d.peer_flows,
                 peer_fallbacks: d.peer_fallbacks,
                 peer_refused: d.peer_refused
@@ -233,6 +229,9 @@ impl Worker {
             };
             match msg {
                 ipc::ToWorker::Config { config } => self.apply_config(*config),
+                ipc::ToWorker::Cluster { table } => {
+                    self.set_cluster(table.map(|t| std::sync::Arc::new(*t)))
+                }
                 ipc::ToWorker::Identity { path, fingerprint } => {
                     self.set_identity(&path, &fingerprint)
                 }

@@ -12,6 +12,7 @@ mod peer;
 mod relay;
 
 use super::classify::Classifier;
+use super::cluster::table::ClusterTable;
 use super::config::GatewayConfig;
 use super::epoll::Epoll;
 use super::flow::Session;
@@ -20,7 +21,7 @@ use super::log;
 use super::meter::{Crossed, LinkBytes};
 use super::peer::admission::Admission;
 use super::peer::identity::Identity;
-use super::peer::pool::Pool;
+use super::peer::pools::Pools;
 use super::session::PipePool;
 use super::sites::SiteMap;
 use super::sys;
@@ -146,7 +147,10 @@ pub struct Worker {
     flows: HashMap<u64, Session>,
     pool: PipePool,
     /// Terminal with the peer path on: the warm connections to the hub.
-    warm: Option<Pool>,
+    warm: Pools,
+    /// A hub cluster's bucket table (its controller pushes it through the master): at a hub,
+    /// which flows are this gateway's; at a terminal, which gateway each flow must start on.
+    cluster: Option<Arc<ClusterTable>>,
     /// Hub with the peer path on: the peer listener and its connections.
     admission: Option<Admission>,
     /// Hub: where the connections it opens for its terminals may go (with `cfg`).
@@ -190,7 +194,8 @@ impl Worker {
             listeners_paused: false,
             flows: HashMap::new(),
             pool: PipePool::new(max_pipes, 1 << 20),
-            warm: None,
+            warm: Pools::new(TOKEN_PEER_BASE),
+            cluster: None,
             admission: None,
             egress: Default::default(),
             identity: None,

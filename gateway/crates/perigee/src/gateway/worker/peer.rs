@@ -4,6 +4,7 @@
 //! flows of a revoked terminal, and the reports.
 use super::admit::NewFlow;
 use super::{Worker, TOKEN_PEER_BASE};
+use crate::gateway::cluster::table::{ClusterTable, Owner};
 use crate::gateway::config::{Action, GatewayConfig, Role};
 use crate::gateway::dscp;
 use crate::gateway::egress::EgressPolicy;
@@ -13,7 +14,8 @@ use crate::gateway::ipc::{PeerReport, TerminalReport};
 use crate::gateway::log;
 use crate::gateway::peer::admission::{Admission, AdmissionConfig, Admitted, TerminalEntry};
 use crate::gateway::peer::identity::{Fingerprint, Identity};
-use crate::gateway::peer::pool::{Pool, PoolConfig, Warm};
+use crate::gateway::peer::pool::{PoolConfig, Warm};
+use crate::gateway::peer::pools::Aim;
 use crate::gateway::peer::tunnel::Tunnel;
 use crate::gateway::peer::wire::{self, Open, Status};
 use crate::gateway::satleg::{Opening, SatLeg};
@@ -87,6 +89,24 @@ fn listen_addresses(cfg: &GatewayConfig) -> Vec<IpAddr> {
         .collect()
 }
 
+/// The pools a terminal keeps: to its hub, and behind a hub cluster to each of the cluster's
+/// gateways (the table names their peer listeners).
+fn pool_configs(base: Option<PoolConfig>, cluster: Option<&ClusterTable>) -> Vec<PoolConfig> {
+    let Some(base) = base else {
+        return Vec::new();
+    };
+    let mut list = vec![base.clone()];
+    for m in cluster.map_or(&[][..], |t| &t.members[..]) {
+        if !list.iter().any(|c| c.hub == m.peer) {
+            list.push(PoolConfig {
+                hub: m.peer,
+                ..base.clone()
+            });
+        }
+    }
+    list
+}
+
 /// The peer listener a hub's config asks for.
 fn admission_config(cfg: &GatewayConfig, identity: &Identity) -> Option<AdmissionConfig> {
     let p = &cfg.peer;
@@ -151,25 +171,13 @@ impl Worker {
     /// terminal the hub no longer serves.
     pub(super) fn configure_peer(&mut self, cfg: &GatewayConfig) {
         let Some(identity) = self.identity.clone() else {
-            self.warm = None;
+            self.warm.clear();
             self.admission = None;
             return;
         };
-        let want_pool = pool_config(cfg, &identity);
-        let retuned = match (self.warm.as_mut(), want_pool.as_ref()) {
-            (Some(p), Some(w)) if p.config() != w => p.retune(w, &self.ep, Instant::now()),
-            _ => false,
-        };
-        if !retuned && self.warm.as_ref().map(|p| p.config()) != want_pool.as_ref() {
-            self.warm = want_pool.and_then(|c| {
-                Pool::new(c, identity.clone(), TOKEN_PEER_BASE)
-                    .map_err(|e| log::error("peer pool failed", json!({"error": e})))
-                    .ok()
-            });
-            if let Some(p) = self.warm.as_mut() {
-                p.fill(&self.ep, Instant::now());
-            }
-        }
+        let want_pools = pool_configs(pool_config(cfg, &identity), self.cluster.as_deref());
+        self.warm
+            .configure(want_pools, &identity, &self.ep, Instant::now());
         self.configure_resolver_tunnel(cfg);
         let want_adm = admission_config(cfg, &identity);
         let mut revoked = Vec::new();
@@ -270,16 +278,15 @@ impl Worker {
             let Ok((fd, from)) = sys::accept(lfd) else {
                 return;
             };
-            let Some(warm) = self.take_warm() else {
+            let Some(warm) = self.warm.take(Aim::Any, &self.ep, Instant::now()) else {
                 sys::set_linger0(fd.as_raw_fd());
                 continue;
             };
-            let hub = self.warm.as_ref().map(|p| p.config().hub.ip());
             let flow = NewFlow {
                 client: fd,
                 client_addr: from,
                 // What the flow table shows: the resolver at the hub.
-                server_addr: SocketAddr::new(hub.unwrap_or(RESOLVER_TUNNEL.ip()), 53),
+                server_addr: SocketAddr::new(warm.0.ip(), 53),
                 class: None,
                 action: Action::Accelerate,
                 sat: SatLeg::of(&cfg, None),
@@ -291,9 +298,33 @@ impl Worker {
         }
     }
 
-    /// Terminal: a ready connection to the hub, if the peer path is on and has one.
-    pub(super) fn take_warm(&mut self) -> Option<Warm> {
-        self.warm.as_mut()?.take(&self.ep, Instant::now())
+    /// Terminal: a ready connection for the flow `client` -> `server`, if the peer path is on and
+    /// has one. Behind a hub cluster only the gateway that receives the server's answers can
+    /// carry it: with no ready connection to that one (or no gateway holding its bucket) the
+    /// flow takes the direct path, which the routers send to the right gateway.
+    pub(super) fn take_warm_for(
+        &mut self,
+        client: SocketAddr,
+        server: SocketAddr,
+    ) -> Option<(SocketAddr, Warm)> {
+        if self.warm.is_empty() {
+            return None;
+        }
+        let aim = match self.cluster.as_deref().map(|t| t.owner(client, server)) {
+            None => Aim::Any,
+            Some(Owner::Other { peer, .. }) => Aim::At(peer),
+            Some(Owner::Me | Owner::Unknown) => return None,
+        };
+        self.warm.take(aim, &self.ep, Instant::now())
+    }
+
+    /// A new cluster table (or none): a terminal opens or closes pools for the gateways it
+    /// names; a hub checks each peer flow's bucket against it.
+    pub(super) fn set_cluster(&mut self, table: Option<Arc<ClusterTable>>) {
+        self.cluster = table;
+        if let Some(cfg) = self.cfg.clone() {
+            self.configure_peer(&cfg);
+        }
     }
 
     /// Terminal: put the flow on a warm connection: OPEN and the client's first bytes leave at
@@ -304,20 +335,20 @@ impl Worker {
         &mut self,
         cfg: &GatewayConfig,
         flow: NewFlow,
-        warm: Warm,
+        (hub, warm): (SocketAddr, Warm),
         open: &Open,
     ) -> Result<(), Box<NewFlow>> {
-        let Some(pool) = self.warm.as_ref() else {
+        let Some(pool) = self.warm.to_hub(hub) else {
             return Err(Box::new(flow));
         };
         let pooled_sat = pool.config().sat.clone();
-        let hub_v6 = pool.config().hub.is_ipv6();
+        let hub_v6 = hub.is_ipv6();
         let Warm { fd, channel, .. } = warm;
         let peer_fd = fd.as_raw_fd();
         let mut tunnel = Tunnel::terminal(channel, &wire::open(open));
         if let Err(e) = tunnel.start(peer_fd) {
             let why = format!("a ready connection refused the flow's first byte: {e}");
-            if let Some(p) = self.warm.as_mut() {
+            if let Some(p) = self.warm.to_hub(hub) {
                 p.peer_lost(Instant::now(), &why);
             }
             self.deltas.peer_fallbacks += 1;
@@ -333,6 +364,7 @@ impl Worker {
         let id = self.insert_session(flow, fd, false, false, [terr_cc, sat_cc], Path::Peer);
         if let Some(s) = self.flows.get_mut(&id) {
             s.tunnel = Some(Box::new(tunnel));
+            s.peer_hub = Some(hub);
         }
         self.progress(id);
         Ok(())
@@ -341,7 +373,7 @@ impl Worker {
     /// An event on a pool connection (terminal) or the peer listener and its connections (hub).
     pub(super) fn on_peer_event(&mut self, token: u64, events: u32) {
         let now = Instant::now();
-        if let Some(pool) = self.warm.as_mut().filter(|p| p.owns(token)) {
+        if let Some(pool) = self.warm.owner_of(token) {
             pool.on_event(&self.ep, token, events, now);
             return;
         }
@@ -382,6 +414,17 @@ impl Worker {
                 }
             },
         };
+        // Behind a hub cluster the server's answers reach the gateway that holds the flow's
+        // bucket: on any other one the connection could never complete. Refused before any
+        // server is contacted, so the terminal's client sees a refused connection, not a hang.
+        let owner = self.cluster.as_deref().map(|t| t.owner(client, server));
+        if transparent && owner.as_ref().is_some_and(|o| *o != Owner::Me) {
+            tunnel.refuse(fd.as_raw_fd(), Status::Refused(libc::EXDEV));
+            if let Some(a) = self.admission.as_mut() {
+                a.refused_flow(from, &terminal, "the flow's bucket is another gateway's");
+            }
+            return;
+        }
         let class = transparent
             .then(|| self.classifier.classify(&cfg, &client, &server, mark))
             .flatten();
@@ -465,7 +508,8 @@ impl Worker {
     pub(super) fn peer_flow_failed(&mut self, id: u64, why: &str, before_status: bool) {
         self.deltas.peer_failed += 1;
         if before_status {
-            if let Some(p) = self.warm.as_mut() {
+            let hub = self.flows.get(&id).and_then(|s| s.peer_hub);
+            if let Some(p) = hub.and_then(|h| self.warm.to_hub(h)) {
                 p.peer_lost(Instant::now(), why);
             }
         }
@@ -481,9 +525,7 @@ impl Worker {
     /// Once a second: expire and refill the pool, expire unidentified peer connections.
     pub(super) fn tick_peer(&mut self) {
         let now = Instant::now();
-        if let Some(p) = self.warm.as_mut() {
-            p.tick(&self.ep, now);
-        }
+        self.warm.tick(&self.ep, now);
         if let Some(a) = self.admission.as_mut() {
             a.tick(now);
         }
@@ -491,10 +533,10 @@ impl Worker {
 
     pub(super) fn peer_report(&mut self) -> Option<PeerReport> {
         let identity = self.identity.as_ref().map(|i| i.fingerprint.to_string());
-        if let Some(p) = &self.warm {
+        if !self.warm.is_empty() {
             return Some(PeerReport {
-                ready: p.ready() as u64,
-                error: p.last_error.clone(),
+                ready: self.warm.ready() as u64,
+                error: self.warm.last_error(),
                 identity,
                 ..Default::default()
             });

@@ -1,0 +1,225 @@
+"""The peer path through a hub cluster (`satlab up --hub-gateways 3 --gateway both`, geo-hts), prefix pk-:
+the controller's table reaches every gateway and the terminal, each gateway's hash agrees with the routers'
+kernel, new flows start on a warm connection to the gateway that holds their bucket whichever it is (the
+peer path's one round trip), the server sees the client's own address, a flow aimed at the wrong gateway is
+refused before any server is contacted, and a gateway's SIGKILL costs only flows it held or that were on
+their way to it: new flows are back on the peer path at the survivors, none hangs, every byte arrives once
+and in order (sha256), and the gateway that returns gets the table and the peer path again
+(docs/cluster.md, *The peer path through the cluster*).
+
+Nothing here is a performance figure: a flow's path (`peer` in the gateway's flow table) is what says it
+started on a warm connection; how long the switch took is printed, not asserted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from conftest import satlab
+
+from satlab.cluster import fabric, members, state
+from satlab.gateway import client, socket_path
+from satlab.testing import HUNG_S, cannot_run
+from satlab.topology import Topology
+
+PREFIX = "pk-"
+TOPO = Topology(PREFIX, hub_gateways=3)
+GATEWAYS = ("gw1", "gw2", "gw3")
+CLIENT, SERVER, BULK, WHOAMI = "10.71.1.10", "10.71.3.10", 5001, 9113
+REPORT_S = 1.3  # workers report their flows to the master once a second
+IDLE_S = 5
+
+pytestmark = pytest.mark.needs_root("network namespaces")
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[None]:
+    if os.geteuid() != 0:
+        cannot_run("needs root (network namespaces)")
+    if fabric.frr.available():
+        cannot_run(f"FRR missing (scripts/apt/lab.txt): {fabric.frr.available()}")
+    satlab("down", prefix=PREFIX, check=False)
+    satlab("up", "--profile", "geo-hts", "--hub-gateways", "3", "--gateway", "both",
+           "--hub-idle-timer", str(IDLE_S), prefix=PREFIX, timeout=240)
+    try:
+        yield
+    finally:
+        satlab("down", prefix=PREFIX, check=False, timeout=120)
+
+
+def control(role: str, method: str, path: str) -> Any:
+    answer = client(socket_path(TOPO, role), timeout=10).exchange(method, path)
+    assert answer.status == 200, f"{role} {method} {path}: {answer.status} {answer.body}"
+    return answer.body
+
+
+def flowcheck(*args: str, timeout: float = 120) -> dict[str, Any]:
+    p = subprocess.run(["ip", "netns", "exec", f"{PREFIX}client", sys.executable, "-m", "satlab.cluster.flowcheck",
+                        "--server", SERVER, "--port", str(BULK), *args],
+                       capture_output=True, text=True, timeout=timeout)
+    assert p.returncode == 0, p.stderr
+    out: dict[str, Any] = json.loads(p.stdout)
+    return out
+
+
+def flowcheck_bg(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(["ip", "netns", "exec", f"{PREFIX}client", sys.executable, "-m",
+                             "satlab.cluster.flowcheck", "--server", SERVER, "--port", str(BULK), *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def hub_choice(sport: int, dport: int = BULK) -> str:
+    """The gateway the hub router sends the client's flow to: the kernel's own multipath choice."""
+    p = subprocess.run(["ip", "-n", f"{PREFIX}hub", "-j", "route", "get", SERVER, "from", CLIENT, "iif", "sat0",
+                        "ipproto", "tcp", "sport", str(sport), "dport", str(dport)],
+                       capture_output=True, text=True, timeout=10, check=True)
+    return str(json.loads(p.stdout)[0]["dev"])
+
+
+def flows_of(role: str, since: float) -> dict[int, dict[str, Any]]:
+    """client port -> the flow record at `role`, of the client's flows started after `since`."""
+    v = client(socket_path(TOPO, role), timeout=10).json.flows("all")
+    return {int(f["client"].rsplit(":", 1)[1]): f for f in v["flows"]
+            if f["client"].startswith(CLIENT + ":") and f["started_at"] >= since - 0.5}
+
+
+def refused_other(role: str) -> int:
+    return sum(int(t["refused_other"]) for t in control(role, "GET", "/v1/peer")["terminals"])
+
+
+def test_the_table_reaches_every_gateway_and_the_terminal(cluster: None) -> None:
+    routers = state.buckets(TOPO, "hub", "10.71.3.0/24")
+    for role in (*GATEWAYS, "terminal"):
+        held = control(role, "GET", "/v1/cluster/table")
+        table = held["table"]
+        assert table is not None, f"{role} holds no table"
+        # The routers' table, bucket for bucket; each gateway knows which member it is, the terminal none.
+        assert table["buckets"] == routers, role
+        assert table["member"] == (None if role == "terminal" else role)
+        assert len(table["checks"]) >= 16
+    pool = control("terminal", "GET", "/v1/peer")["pool"]
+    workers = len(control("terminal", "GET", "/v1/health")["workers"])
+    assert pool["ready"] >= workers * 8 * len(GATEWAYS), pool  # a pool to every gateway
+
+
+def test_a_table_the_routers_disagree_with_is_refused(cluster: None) -> None:
+    held = control("gw1", "GET", "/v1/cluster/table")["table"]
+    forged = dict(held, epoch=held["epoch"] + 1)
+    forged["checks"] = [dict(c, member=next(g for g in GATEWAYS if g != c["member"])) for c in held["checks"]]
+    answer = client(socket_path(TOPO, "gw1"), timeout=10).exchange("PUT", "/v1/cluster/table", forged)
+    assert answer.status == 422 and answer.body["error"]["code"] == "hash_mismatch", answer.body
+    older = dict(held, epoch=held["epoch"] - 1)
+    answer = client(socket_path(TOPO, "gw1"), timeout=10).exchange("PUT", "/v1/cluster/table", older)
+    assert answer.status == 409 and answer.body["error"]["code"] == "stale_epoch", answer.body
+    assert control("gw1", "GET", "/v1/cluster/table")["table"] == held  # nothing changed
+
+
+def test_new_flows_take_the_peer_path_to_whichever_gateway_holds_them(cluster: None) -> None:
+    before = {g: refused_other(g) for g in GATEWAYS}
+    t0 = time.time()
+    run = flowcheck("--flows", "90", "--size", "10240", "--start-interval", "0.05")
+    assert run["summary"] == {"ok": 90}, run["summary"]  # every byte once and in order (sha256)
+    time.sleep(REPORT_S)
+    held = {g: flows_of(g, t0) for g in GATEWAYS}
+    at_terminal = flows_of("terminal", t0)
+    per_gateway = {g: 0 for g in GATEWAYS}
+    for rec in run["flows"]:
+        port = rec["sport"]
+        owners = [g for g in GATEWAYS if port in held[g]]
+        # One gateway holds it, the one the routers send its packets to, and it arrived on the peer path.
+        assert owners == [hub_choice(port)], (port, owners)
+        assert held[owners[0]][port]["path"] == "peer", held[owners[0]][port]
+        assert at_terminal[port]["path"] == "peer", at_terminal[port]
+        per_gateway[owners[0]] += 1
+    assert all(n > 0 for n in per_gateway.values()), per_gateway
+    # No flow was aimed at the wrong gateway.
+    assert {g: refused_other(g) for g in GATEWAYS} == before
+    times = sorted(r["t_end"] - r["t_start"] for r in run["flows"])
+    print(f"10 KB through the cluster on the peer path: median {times[len(times) // 2]:.3f} s, "
+          f"max {times[-1]:.3f} s; per gateway {per_gateway}")
+
+
+def test_the_server_sees_the_clients_own_address(cluster: None) -> None:
+    server = subprocess.Popen(["ip", "netns", "exec", f"{PREFIX}server", sys.executable, "-m", "satlab.probes",
+                               "serve", f"--port={WHOAMI}:whoami", "--bind", SERVER],
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert server.stdout is not None and json.loads(server.stdout.readline()).get("ready")
+        seen: dict[str, int] = {}
+        for _ in range(12):
+            p = subprocess.run(["ip", "netns", "exec", f"{PREFIX}client", sys.executable, "-m", "satlab.probes",
+                                "whoami", SERVER, str(WHOAMI), "--bind", CLIENT],
+                               capture_output=True, text=True, timeout=30, check=True)
+            out = json.loads(p.stdout.strip().splitlines()[-1])
+            assert (out["seen_addr"], out["seen_port"]) == (CLIENT, out["local_port"]), out
+            g = hub_choice(out["local_port"], WHOAMI)
+            seen[g] = seen.get(g, 0) + 1
+        assert len(seen) >= 2, seen  # through more than one gateway
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def test_sigkill_of_a_gateway_costs_only_its_flows_and_new_ones_return_to_the_peer_path(cluster: None) -> None:
+    victim, survivors = "gw2", ("gw1", "gw3")
+    longs = flowcheck_bg("--flows", "24", "--size", "1500000", "--stall", "15")
+    # A new flow every 100 ms: a rate each survivor's pools refill at (a warm connection takes 3 round trips).
+    probes = flowcheck_bg("--flows", "100", "--size", "10240", "--start-interval", "0.1", "--stall", "10")
+    time.sleep(2.0)
+    t_kill = time.time()
+    members.crash(TOPO, victim)
+    long_out, probe_out = longs.communicate(timeout=180), probes.communicate(timeout=180)
+    assert longs.returncode == 0 and probes.returncode == 0, (long_out[1], probe_out[1])
+    long_run, probe_run = json.loads(long_out[0]), json.loads(probe_out[0])
+    time.sleep(REPORT_S)
+    for run in (long_run, probe_run):
+        for r in run["flows"]:
+            # Never a hang, never a wrong or duplicated byte: a flow ends complete (sha256) or reset.
+            assert r["result"] in ("ok", "reset"), r
+            assert r["t_end"] - r["t_start"] < HUNG_S + 15, r
+    # Flows the survivors held are untouched.
+    held = {g: flows_of(g, t_kill - 3) for g in survivors}
+    for r in long_run["flows"]:
+        if any(r["sport"] in held[g] for g in survivors):
+            assert r["result"] == "ok", r
+    # New flows after the kill: back on the peer path at a survivor, in the victim's buckets too.
+    after = [r for r in probe_run["flows"] if r["t_start"] > t_kill]
+    on_peer = [r for r in after if r["result"] == "ok"
+               and any(held[g].get(r["sport"], {}).get("path") == "peer" for g in survivors)]
+    timeline = [(round(r["t_start"] - t_kill, 2), r["result"]) for r in after]
+    late = [r for r in after if r["t_start"] - t_kill > 2.0]
+    assert late and all(r["result"] == "ok" for r in late), timeline
+    paths = {r["sport"]: [held[g][r["sport"]]["path"] for g in survivors if r["sport"] in held[g]] for r in late}
+    assert all(r in on_peer for r in late), f"new flows 2 s after the kill off the peer path: {paths}"
+    tables = state.buckets(TOPO, "hub", "10.71.3.0/24")
+    assert victim not in tables
+    moved = [r for r in on_peer if r["sport"] in {p for g in survivors for p in held[g]}]
+    first = min(r["t_start"] - t_kill for r in moved)
+    print(f"first new flow on the peer path after the kill: {first:.2f} s; resets among new flows: "
+          f"{sum(1 for r in after if r['result'] != 'ok')}; timeline {timeline}")
+    # It returns: it gets the table again, and new flows reach it on the peer path once buckets go idle.
+    members.start(TOPO, victim)
+    state.wait_converged(TOPO, set(GATEWAYS), timeout=60)
+    deadline = time.monotonic() + 20
+    while control(victim, "GET", "/v1/cluster/table")["table"] is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert control(victim, "GET", "/v1/cluster/table")["table"]["member"] == victim
+    # The terminal's pool to it fills again once its backoff (up to 15 s while it was down) ends.
+    workers = len(control("terminal", "GET", "/v1/health")["workers"])
+    deadline = time.monotonic() + 40
+    while control("terminal", "GET", "/v1/peer")["pool"]["ready"] < workers * 8 * len(GATEWAYS):
+        assert time.monotonic() < deadline, control("terminal", "GET", "/v1/peer")["pool"]
+        time.sleep(0.5)
+    t_new = time.time()
+    again = flowcheck("--flows", "60", "--size", "4000", "--start-interval", "0.05")
+    assert again["summary"] == {"ok": 60}, again["summary"]
+    time.sleep(REPORT_S)
+    back = flows_of(victim, t_new)
+    assert back and all(f["path"] == "peer" for f in back.values()), back
