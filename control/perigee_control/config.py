@@ -571,6 +571,13 @@ class Peer(PeerRules):
     Terminal: the hub's unicast address (an IP literal; a name would need DNS across the
     satellite at start). Empty at a hub.
     """
+    hub_cluster: StrictBool = False
+    """
+    Terminal: the hub is a cluster of gateways behind ECMP (docs/cluster.md, *The peer path
+    through the cluster*): fetch its bucket table through the peer path and keep a pool to
+    each gateway it names, so each flow starts on the gateway that receives its answers.
+    `hub` is then any one of them. Off: one hub gateway.
+    """
     hub_fingerprints: Annotated[list[HubFingerprint], Field(max_length=16)] = []
     """
     Terminal: the keys of the hub (or of each hub gateway) it accepts, by fingerprint (`GET
@@ -828,6 +835,7 @@ class GatewayConfig(GatewayConfigRules):
     peer: Annotated[Peer, Field(validate_default=True)] = {
         "enabled": False,
         "hub": "",
+        "hub_cluster": False,
         "hub_fingerprints": [],
         "listen": [],
         "pool_size": 8,

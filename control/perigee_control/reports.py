@@ -983,6 +983,11 @@ class ClusterTableStatus(Report):
     """
     Each member's number of buckets, in member order.
     """
+    source: str | None
+    """
+    Where it came from: `control` (the cluster's controller, `PUT`) or `hub` (a terminal's
+    poll to its hub, across the satellite); null without one.
+    """
     table: ClusterTable | None
     """
     The table in use; null when this gateway has none (not in a cluster, or withdrawn).

@@ -102,6 +102,7 @@ def peer_section(role: str, pins: PeerPins | None) -> dict[str, Any]:
     if role == "terminal":
         return {"enabled": True, "port": PEER_PORT, "hub": peer_hub_address(pins),
                 "hub_fingerprints": [pins[r] for r in pins.hub_roles()],
+                "hub_cluster": pins.hub_roles() != ["hub"],
                 "listen": [], "terminals": [], "pool_size": PEER_POOL_SIZE}
     return {"enabled": True, "port": PEER_PORT, "hub": "", "hub_fingerprints": [], "listen": [],
             "terminals": [{"name": SITE_NAME, "fingerprints": [pins["terminal"]], "prefixes": CLIENT_SUBNETS}],

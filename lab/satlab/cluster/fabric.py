@@ -85,12 +85,12 @@ def prepare_network(topo: Topology, seed: int) -> None:
 
 
 def push_config(topo: Topology) -> dict[str, Any]:
-    """With the peer path on: the table also goes to every gateway and to the terminal (tablepush.py)."""
+    """With the peer path on: the table also goes to every gateway (tablepush.py); the terminal fetches it
+    from them across the satellite."""
     from ..gateway import PEER_PORT, socket_path
 
     return {"router_ns": topo.ns("hub"), "router_iif": "sat0", "fields": int(HASH_FIELDS, 16), "peer_port": PEER_PORT,
-            "targets": [{"socket": socket_path(topo, m.role), "member": m.role} for m in members(topo)]
-            + [{"socket": socket_path(topo, "terminal"), "member": None}]}
+            "targets": [{"socket": socket_path(topo, m.role), "member": m.role} for m in members(topo)]}
 
 
 def controller_config(topo: Topology, idle_timer_s: int, peer: bool = False) -> dict[str, Any]:

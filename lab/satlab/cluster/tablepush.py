@@ -1,13 +1,13 @@
-"""Pushing the controller's bucket table to the gateways and the terminal (the peer path through the
-cluster, docs/cluster.md).
+"""Pushing the controller's bucket table to the hub gateways (the peer path through the cluster,
+docs/cluster.md).
 
 With the peer path on, a terminal opens each new flow on a warm connection to the gateway that will
 receive the server's answers, and each hub gateway refuses a peer flow that is not its own. Both need
-the routers' table and hash: the controller sends them the whole table (`PUT /v1/cluster/table`)
-after each change, with flows whose gateway it asked the hub router's kernel for (`ip route get`),
-so that a gateway whose hash disagrees with the routers' refuses the table instead of aiming flows at
-the wrong gateway. Here the controller writes the terminal's control socket itself; across a real
-satellite the hub would carry the table to its terminals.
+the routers' table and hash: the controller sends the gateways the whole table (`PUT
+/v1/cluster/table`) after each change, with flows whose gateway it asked the hub router's kernel for
+(`ip route get`), so that a gateway whose hash disagrees with the routers' refuses the table instead
+of aiming flows at the wrong gateway. Terminals fetch it from the gateways, across the satellite and
+inside the peer path (a long poll), as they would from a real hub.
 """
 
 from __future__ import annotations

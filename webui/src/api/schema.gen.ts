@@ -2496,6 +2496,7 @@ export interface components {
              * @default {
              *       "enabled": false,
              *       "hub": "",
+             *       "hub_cluster": false,
              *       "hub_fingerprints": [],
              *       "listen": [],
              *       "pool_size": 8,
@@ -3150,6 +3151,15 @@ export interface components {
              * @default
              */
             hub: string;
+            /**
+             * Hub Cluster
+             * @description Terminal: the hub is a cluster of gateways behind ECMP (docs/cluster.md, *The peer path
+             *     through the cluster*): fetch its bucket table through the peer path and keep a pool to
+             *     each gateway it names, so each flow starts on the gateway that receives its answers.
+             *     `hub` is then any one of them. Off: one hub gateway.
+             * @default false
+             */
+            hub_cluster: boolean;
             /**
              * Hub Fingerprints
              * @description Terminal: the keys of the hub (or of each hub gateway) it accepts, by fingerprint (`GET

@@ -548,7 +548,7 @@ pub fn handle(shared: &Shared, req: &http::Request) -> (u16, Value) {
     if let Some(answer) = peer_control::handle(shared, req) {
         return answer;
     }
-    if let Some(answer) = super::cluster::control::handle(shared, req) {
+    if let Some(answer) = super::cluster_control::handle(shared, req) {
         return answer;
     }
     let now = sys::now_f64();

@@ -582,6 +582,13 @@ pub fn run(args: RunArgs) -> i32 {
         let feed = s.squid.lock().unwrap().record_feed();
         std::thread::spawn(move || watch_cache_flows(s, feed));
     }
+    // A hub cluster's table: served to the terminals (hub), fetched from the hub (terminal).
+    {
+        let s = shared.clone();
+        std::thread::spawn(move || super::cluster_service::serve(s));
+        let s = shared.clone();
+        std::thread::spawn(move || super::cluster_service::poll(s));
+    }
     if let Some(addr) = args.metrics.clone() {
         let s = shared.clone();
         std::thread::spawn(move || metrics::serve(s, &addr));

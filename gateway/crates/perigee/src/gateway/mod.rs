@@ -5,6 +5,8 @@ pub mod cache_flows;
 pub mod classify;
 pub mod cli;
 pub mod cluster;
+pub mod cluster_control;
+pub mod cluster_service;
 pub mod config;
 pub mod config_file;
 pub mod control;

@@ -8,7 +8,7 @@ use super::peer::identity::{Identity, IdentityStore};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 
 /// Where the identity lives unless `--peer-state-dir` says otherwise.
 pub const DEFAULT_STATE_DIR: &str = "/var/lib/perigee/peer";
@@ -26,7 +26,11 @@ pub struct PeerShared {
     pub terminals: Mutex<BTreeMap<String, TerminalTotals>>,
     pub refused_unknown: Mutex<u64>,
     /// A hub cluster's bucket table as its controller last pushed it, and when (Unix time).
-    pub cluster: Mutex<Option<(ClusterTable, f64)>>,
+    /// The third part says where it came from: `control` (its controller) or `hub` (a terminal's
+    /// poll across the satellite).
+    pub cluster: Mutex<Option<(ClusterTable, f64, &'static str)>>,
+    /// Signalled when `cluster` changes: the table service answers its waiting terminals.
+    pub cluster_changed: Condvar,
 }
 
 impl PeerShared {
@@ -48,6 +52,7 @@ impl PeerShared {
             terminals: Mutex::new(BTreeMap::new()),
             refused_unknown: Mutex::new(0),
             cluster: Mutex::new(None),
+            cluster_changed: Condvar::new(),
         }
     }
 
@@ -65,7 +70,7 @@ impl PeerShared {
     pub fn cluster_message(&self) -> ToWorker {
         let held = self.cluster.lock().unwrap();
         ToWorker::Cluster {
-            table: held.as_ref().map(|(t, _)| Box::new(t.clone())),
+            table: held.as_ref().map(|(t, _, _)| Box::new(t.clone())),
         }
     }
 

@@ -4,8 +4,8 @@
 //! gateway/schema/ (`make -C gateway schema` writes them; a test fails while they are stale); the
 //! API's pydantic models are generated from them, and the OpenAPI carries those into the
 //! dashboard's TypeScript client (docs/ARCHITECTURE.md, *One schema*).
-use super::cluster::control::ClusterTableStatus;
 use super::cluster::table::ClusterTable;
+use super::cluster_control::ClusterTableStatus;
 use super::config::GatewayConfig;
 use super::control_tls::{CrlInstalled, CrlUpdate};
 use super::interfaces::InterfaceList;

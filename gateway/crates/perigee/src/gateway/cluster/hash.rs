@@ -21,7 +21,8 @@
 //!
 //! A route lookup without a packet (a local socket's route; `ip -6 route get`, which passes none)
 //! skips step 4: [`output_flow_hash`]. IPv4's `ip route get` builds a packet and so gives
-//! [`flow_hash`].
+//! [`flow_hash`]. A local connection from an ephemeral port is routed as if from a random source
+//! port (`FLOWI_FLAG_ANY_SPORT`): its next hop cannot be computed.
 //!
 //! IPv6 is supported with the same seed (the kernel uses `net.ipv4.fib_multipath_hash_seed` for
 //! both families) and `net.ipv6.fib_multipath_hash_fields`, except with the flow-label field: a
@@ -90,7 +91,8 @@ pub fn flow_hash(p: &HashParams, src: SocketAddr, dst: SocketAddr) -> Option<u32
 }
 
 /// The hash of a route lookup made without a packet (`fib_multipath_custom_hash_fl4`,
-/// `rt6_multipath_custom_hash_fl6`): a local socket's own route, or `ip -6 route get`.
+/// `rt6_multipath_custom_hash_fl6`): the route of a local socket bound to its port before it
+/// connects, or `ip -6 route get`.
 pub fn output_flow_hash(p: &HashParams, src: SocketAddr, dst: SocketAddr) -> Option<u32> {
     outer_hash(p, src, dst).map(|h| h >> 1)
 }
@@ -210,91 +212,59 @@ mod tests {
         s.parse().unwrap()
     }
 
-    /// Buckets Linux 6.18 chose (resilient group of 64, `fib_multipath_hash_fields=0x0037`): IPv4
-    /// from `ip route get ... iif` (which builds a packet) and real forwarded packets, IPv6 from real
-    /// forwarded packets, in the setup of tests/multipath_hash_netns.rs.
-    const FORWARDED: &[(u32, &str, &str, u16)] = &[
-        (0x5EED_0000, "10.96.51.231:29514", "10.97.72.185:11295", 51),
-        (0x5EED_0000, "10.96.223.61:30338", "10.97.62.169:6171", 54),
-        (0x5EED_0001, "10.96.164.92:15995", "10.97.164.49:21578", 46),
-        (0x5EED_0001, "10.96.77.44:10417", "10.97.254.181:14001", 1),
-        (0x5EED_0002, "10.98.0.1:6563", "10.97.206.52:29848", 21),
-        (0x5EED_0003, "10.96.61.122:39350", "10.97.160.64:34728", 36),
-        (
-            0x5EED_0003,
-            "10.96.108.221:17323",
-            "10.97.103.155:61957",
-            30,
-        ),
-        (0x5EED_0004, "10.96.78.239:17076", "10.97.160.190:7700", 25),
-        (0x5EED_0005, "10.96.29.61:864", "10.97.175.59:21587", 28),
-        (
-            0x5EED_0009,
-            "10.96.255.255:15921",
-            "10.97.112.193:32742",
-            18,
-        ),
-        (0xDEAD_BEEF, "10.96.61.66:7077", "10.97.68.89:26027", 0),
-        (0xDEAD_BEEF, "10.96.216.1:19920", "10.97.27.228:31365", 59),
-        (
-            0x5EED_0003,
-            "[fd96::9b58:9443]:337",
-            "[fd96:0:0:1::56f4]:8250",
-            21,
-        ),
-        (
-            0x5EED_0003,
-            "[fd96::e12d:c632]:7085",
-            "[fd96:0:0:1::1990]:46552",
-            12,
-        ),
-        (
-            0x5EED_0003,
-            "[fd96::afaa:f0e9]:53460",
-            "[fd96:0:0:1::2a2d]:44962",
-            8,
-        ),
-    ];
+    /// Buckets Linux 6.18 chose (a resilient group of 64 buckets, the cluster's fields) in the
+    /// setup of tests/multipath_hash_netns.rs: seed, source, destination, bucket. IPv4 from
+    /// `ip route get ... iif` (which builds a packet) and real forwarded packets, IPv6 from real
+    /// forwarded packets.
+    const FORWARDED: &str = "
+        5eed0000 10.96.51.231:29514 10.97.72.185:11295 51
+        5eed0000 10.96.223.61:30338 10.97.62.169:6171 54
+        5eed0001 10.96.164.92:15995 10.97.164.49:21578 46
+        5eed0001 10.96.77.44:10417 10.97.254.181:14001 1
+        5eed0002 10.98.0.1:6563 10.97.206.52:29848 21
+        5eed0003 10.96.61.122:39350 10.97.160.64:34728 36
+        5eed0003 10.96.108.221:17323 10.97.103.155:61957 30
+        5eed0004 10.96.78.239:17076 10.97.160.190:7700 25
+        5eed0005 10.96.29.61:864 10.97.175.59:21587 28
+        5eed0009 10.96.255.255:15921 10.97.112.193:32742 18
+        deadbeef 10.96.61.66:7077 10.97.68.89:26027 0
+        deadbeef 10.96.216.1:19920 10.97.27.228:31365 59
+        5eed0003 [fd96::9b58:9443]:337 [fd96:0:0:1::56f4]:8250 21
+        5eed0003 [fd96::e12d:c632]:7085 [fd96:0:0:1::1990]:46552 12
+        5eed0003 [fd96::afaa:f0e9]:53460 [fd96:0:0:1::2a2d]:44962 8";
 
-    /// Lookups without a packet, same setup: IPv6 `ip -6 route get` (with and without `iif`) and
-    /// the SYNs of local connections from a bound port.
-    const WITHOUT_PACKET: &[(u32, &str, &str, u16)] = &[
-        (0x5EED_000A, "10.98.0.1:41044", "10.97.145.165:43315", 9),
-        (0x5EED_000A, "10.98.0.1:49851", "10.97.76.12:58812", 20),
-        (
-            0x5EED_000A,
-            "[fd98::1]:61845",
-            "[fd96:0:0:1::65e0]:24051",
-            42,
-        ),
-        (
-            0x5EED_0002,
-            "[fd96::586d:1cf2]:6563",
-            "[fd96:0:0:1::562]:29848",
-            52,
-        ),
-        (
-            0x5EED_0002,
-            "[fd96::9a6:274c]:532",
-            "[fd96:0:0:1::664b]:26843",
-            50,
-        ),
-        (0x5EED_0002, "[fd98::1]:14397", "[fd96:0:0:1::62af]:4253", 6),
-    ];
+    /// The same without a packet: the SYNs of local connections from a bound port, and IPv6's
+    /// `ip -6 route get` (with and without `iif`).
+    const WITHOUT_PACKET: &str = "
+        5eed000a 10.98.0.1:41044 10.97.145.165:43315 9
+        5eed000a 10.98.0.1:49851 10.97.76.12:58812 20
+        5eed000a [fd98::1]:61845 [fd96:0:0:1::65e0]:24051 42
+        5eed0002 [fd96::586d:1cf2]:6563 [fd96:0:0:1::562]:29848 52
+        5eed0002 [fd96::9a6:274c]:532 [fd96:0:0:1::664b]:26843 50
+        5eed0002 [fd98::1]:14397 [fd96:0:0:1::62af]:4253 6";
 
-    #[test]
-    fn buckets_the_kernel_chose_for_forwarded_packets() {
-        for &(seed, src, dst, want) in FORWARDED {
-            let got = bucket(&HashParams::cluster(seed), sa(src), sa(dst), 64);
-            assert_eq!(got, Some(want), "seed {seed:#x} {src} -> {dst}");
-        }
+    fn known(table: &str) -> impl Iterator<Item = (HashParams, SocketAddr, SocketAddr, u32)> + '_ {
+        table.lines().filter(|l| !l.trim().is_empty()).map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            let seed = u32::from_str_radix(w[0], 16).unwrap();
+            (
+                HashParams::cluster(seed),
+                sa(w[1]),
+                sa(w[2]),
+                w[3].parse().unwrap(),
+            )
+        })
     }
 
     #[test]
-    fn buckets_the_kernel_chose_without_a_packet() {
-        for &(seed, src, dst, want) in WITHOUT_PACKET {
-            let h = output_flow_hash(&HashParams::cluster(seed), sa(src), sa(dst)).unwrap();
-            assert_eq!(h % 64, u32::from(want), "seed {seed:#x} {src} -> {dst}");
+    fn buckets_the_kernel_chose() {
+        for (p, src, dst, want) in known(FORWARDED) {
+            let got = bucket(&p, src, dst, 64).map(u32::from);
+            assert_eq!(got, Some(want), "seed {:#x} {src} -> {dst}", p.seed);
+        }
+        for (p, src, dst, want) in known(WITHOUT_PACKET) {
+            let got = output_flow_hash(&p, src, dst).map(|h| h % 64);
+            assert_eq!(got, Some(want), "seed {:#x} {src} -> {dst}", p.seed);
         }
     }
 

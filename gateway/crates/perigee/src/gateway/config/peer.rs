@@ -25,6 +25,11 @@ pub struct Peer {
     /// /v1/identity` at the hub). Required when enabled.
     #[schemars(length(max = MAX_HUB_FINGERPRINTS), inner(regex(pattern = FINGERPRINT_PATTERN)))]
     pub hub_fingerprints: Vec<String>,
+    /// Terminal: the hub is a cluster of gateways behind ECMP (docs/cluster.md, *The peer path
+    /// through the cluster*): fetch its bucket table through the peer path and keep a pool to
+    /// each gateway it names, so each flow starts on the gateway that receives its answers.
+    /// `hub` is then any one of them. Off: one hub gateway.
+    pub hub_cluster: bool,
     /// Hub: the addresses its peer listener binds; empty = the addresses of
     /// `interfaces.satellite` (link-local IPv6 ones aside).
     #[schemars(schema_with = "peer_listen_schema")]
@@ -58,6 +63,7 @@ impl Default for Peer {
             port: 7072,
             hub: String::new(),
             hub_fingerprints: Vec::new(),
+            hub_cluster: false,
             listen: Vec::new(),
             terminals: Vec::new(),
             pool_size: 8,

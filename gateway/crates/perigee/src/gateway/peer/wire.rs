@@ -74,10 +74,14 @@ pub enum Open {
     },
     /// The terminal resolver's upstream (DNS over TCP): the hub connects to its own resolver.
     Resolver,
+    /// The terminal's long poll for a hub cluster's bucket table: the hub connects to its own
+    /// table service (docs/cluster.md, *The peer path through the cluster*).
+    Table,
 }
 
 const KIND_FLOW: u8 = 1;
 const KIND_RESOLVER: u8 = 2;
+const KIND_TABLE: u8 = 3;
 const DSCP_PRESENT: u8 = 0x40;
 
 fn addr16(ip: IpAddr) -> [u8; 16] {
@@ -116,6 +120,7 @@ pub fn open(o: &Open) -> [u8; OPEN_LEN] {
             f[28..44].copy_from_slice(&addr16(server.ip()));
         }
         Open::Resolver => f[4] = KIND_RESOLVER,
+        Open::Table => f[4] = KIND_TABLE,
     }
     f
 }
@@ -126,11 +131,11 @@ pub fn parse_open(f: &[u8]) -> Result<Open, Refusal> {
     }
     match f[4] {
         KIND_FLOW => {}
-        KIND_RESOLVER => {
-            return if f[5..OPEN_LEN].iter().all(|b| *b == 0) {
-                Ok(Open::Resolver)
-            } else {
-                Err(Refusal::Address)
+        KIND_RESOLVER | KIND_TABLE => {
+            return match f[5..OPEN_LEN].iter().all(|b| *b == 0) {
+                false => Err(Refusal::Address),
+                true if f[4] == KIND_TABLE => Ok(Open::Table),
+                true => Ok(Open::Resolver),
             }
         }
         _ => return Err(Refusal::Kind),
@@ -231,6 +236,7 @@ mod tests {
                 dscp: Some(0),
             },
             Open::Resolver,
+            Open::Table,
         ] {
             assert_eq!(parse_open(&open(&o)), Ok(o));
         }

@@ -2,8 +2,10 @@
 //! listeners, the flows' sockets and the peer path's; accepting new connections; the tick on
 //! whole seconds (sampling, timeouts, the report to the master); the master's messages (a new
 //! config, a snapshot request).
+use super::local_tunnel::LocalTunnel;
 use super::{
     Worker, TICK, TOKEN_CONTROL, TOKEN_LISTEN4, TOKEN_LISTEN6, TOKEN_PEER_BASE, TOKEN_RESOLVER,
+    TOKEN_TABLE,
 };
 use crate::gateway::classify::Classifier;
 use crate::gateway::config::{CongestionControl, GatewayConfig, Role};
@@ -273,7 +275,8 @@ impl Worker {
                             self.accept_all(fd);
                         }
                     }
-                    TOKEN_RESOLVER => self.accept_resolver(),
+                    TOKEN_RESOLVER => self.accept_local(LocalTunnel::Resolver),
+                    TOKEN_TABLE => self.accept_local(LocalTunnel::Table),
                     t if t >= TOKEN_PEER_BASE => self.on_peer_event(token, events),
                     _ => self.on_flow_event(token, events),
                 }

@@ -8,6 +8,7 @@
 //! path's flows: a terminal's warm connections, a hub's peer listener).
 mod admit;
 mod event_loop;
+mod local_tunnel;
 mod peer;
 mod relay;
 
@@ -39,6 +40,8 @@ const TOKEN_LISTEN4: u64 = 1;
 const TOKEN_LISTEN6: u64 = 2;
 /// Terminal with the peer path on: the resolver's upstream (127.0.0.1:8853, DNS over TCP).
 const TOKEN_RESOLVER: u64 = 3;
+/// Terminal with the peer path on: the cluster table's long poll (127.0.0.1:8855).
+const TOKEN_TABLE: u64 = 4;
 const TOKEN_FLOW_BASE: u64 = 16;
 /// Sampling and reporting period.
 const TICK: Duration = Duration::from_secs(1);
@@ -157,8 +160,9 @@ pub struct Worker {
     egress: super::egress::EgressPolicy,
     /// The identity this gateway presents on the peer path (the master names its file).
     identity: Option<Arc<Identity>>,
-    /// Terminal with the peer path on: the listener its resolver forwards upstream queries to.
-    resolver_listener: Option<OwnedFd>,
+    /// Terminal with the peer path on: its loopback entries into the peer path (the resolver's
+    /// upstream, the cluster table's long poll; `local_tunnel.rs`).
+    local_tunnels: [Option<OwnedFd>; 2],
     closed: Vec<Flow>,
     deltas: Deltas,
     ctl_in: Vec<u8>,
@@ -199,7 +203,7 @@ impl Worker {
             admission: None,
             egress: Default::default(),
             identity: None,
-            resolver_listener: None,
+            local_tunnels: [None, None],
             closed: Vec::new(),
             deltas: Deltas::default(),
             ctl_in: Vec::new(),

@@ -5,6 +5,7 @@
 use super::admit::NewFlow;
 use super::{Worker, TOKEN_PEER_BASE};
 use crate::gateway::cluster::table::{ClusterTable, Owner};
+use crate::gateway::cluster_service::TABLE_SERVICE;
 use crate::gateway::config::{Action, GatewayConfig, Role};
 use crate::gateway::dscp;
 use crate::gateway::egress::EgressPolicy;
@@ -178,7 +179,7 @@ impl Worker {
         let want_pools = pool_configs(pool_config(cfg, &identity), self.cluster.as_deref());
         self.warm
             .configure(want_pools, &identity, &self.ep, Instant::now());
-        self.configure_resolver_tunnel(cfg);
+        self.configure_local_tunnels(cfg);
         let want_adm = admission_config(cfg, &identity);
         let mut revoked = Vec::new();
         if let (Some(a), Some(w)) = (self.admission.as_mut(), want_adm.as_ref()) {
@@ -232,69 +233,6 @@ impl Worker {
             .collect();
         for id in ids {
             self.finish(id, "revoked", Some(CLIENT), libc::EACCES);
-        }
-    }
-
-    /// Terminal with the peer path on: the resolver's upstream listener on 127.0.0.1:8853 (every
-    /// worker, SO_REUSEPORT); off otherwise.
-    fn configure_resolver_tunnel(&mut self, cfg: &GatewayConfig) {
-        let want = cfg.role == Role::Terminal && cfg.peer.enabled;
-        if !want {
-            if let Some(l) = self.resolver_listener.take() {
-                self.ep.forget(l.as_raw_fd());
-            }
-            return;
-        }
-        if self.resolver_listener.is_some() {
-            return;
-        }
-        let bound = sys::socket(false).and_then(|s| {
-            let fd = s.as_raw_fd();
-            sys::set_int(fd, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
-            sys::set_int(fd, libc::SOL_SOCKET, libc::SO_REUSEPORT, 1)?;
-            sys::bind(fd, &RESOLVER_TUNNEL)?;
-            perigee_netsys::listen(fd, 128)?;
-            self.ep
-                .watch(fd, super::TOKEN_RESOLVER, libc::EPOLLIN as u32)?;
-            Ok(s)
-        });
-        match bound {
-            Ok(l) => self.resolver_listener = Some(l),
-            Err(e) => log::error(
-                "resolver tunnel listener failed: the resolver's upstream queries fail",
-                json!({"listen": RESOLVER_TUNNEL.to_string(), "error": e.to_string()}),
-            ),
-        }
-    }
-
-    /// Terminal: the resolver's upstream connections, each a flow to the hub's resolver. With
-    /// no ready connection to the hub the query is refused (reset): it never crosses in clear.
-    pub(super) fn accept_resolver(&mut self) {
-        let Some(lfd) = self.resolver_listener.as_ref().map(|l| l.as_raw_fd()) else {
-            return;
-        };
-        let Some(cfg) = self.cfg.clone() else { return };
-        for _ in 0..64 {
-            let Ok((fd, from)) = sys::accept(lfd) else {
-                return;
-            };
-            let Some(warm) = self.warm.take(Aim::Any, &self.ep, Instant::now()) else {
-                sys::set_linger0(fd.as_raw_fd());
-                continue;
-            };
-            let flow = NewFlow {
-                client: fd,
-                client_addr: from,
-                // What the flow table shows: the resolver at the hub.
-                server_addr: SocketAddr::new(warm.0.ip(), 53),
-                class: None,
-                action: Action::Accelerate,
-                sat: SatLeg::of(&cfg, None),
-                dscp: None,
-            };
-            if let Err(flow) = self.start_peer_flow(&cfg, flow, warm, &Open::Resolver) {
-                sys::set_linger0(flow.client.as_raw_fd());
-            }
         }
     }
 
@@ -413,6 +351,7 @@ impl Worker {
                     return;
                 }
             },
+            Open::Table => (from, TABLE_SERVICE, None, false),
         };
         // Behind a hub cluster the server's answers reach the gateway that holds the flow's
         // bucket: on any other one the connection could never complete. Refused before any

@@ -1,7 +1,7 @@
 //! The cluster table's control routes: `GET`, `PUT` and `DELETE /v1/cluster/table`
 //! (docs/control-protocol.md). The cluster's controller is their only writer: it pushes the
 //! whole table to every hub gateway and to their terminals each time it changes.
-use super::table::{ClusterTable, Refusal};
+use super::cluster::table::{ClusterTable, Refusal};
 use crate::gateway::http;
 use crate::gateway::log;
 use crate::gateway::reports::ErrorBody;
@@ -18,6 +18,9 @@ pub struct ClusterTableStatus {
     pub table: Option<ClusterTable>,
     /// When it was pushed (Unix time); null without one.
     pub received_at: Option<f64>,
+    /// Where it came from: `control` (the cluster's controller, `PUT`) or `hub` (a terminal's
+    /// poll to its hub, across the satellite); null without one.
+    pub source: Option<String>,
     /// Each member's number of buckets, in member order.
     pub shares: Vec<MemberShare>,
 }
@@ -31,9 +34,10 @@ pub struct MemberShare {
 fn status(shared: &Shared) -> Value {
     let held = shared.peer.cluster.lock().unwrap();
     let report = ClusterTableStatus {
-        table: held.as_ref().map(|(t, _)| t.clone()),
-        received_at: held.as_ref().map(|(_, at)| *at),
-        shares: held.as_ref().map_or(Vec::new(), |(t, _)| {
+        table: held.as_ref().map(|(t, _, _)| t.clone()),
+        received_at: held.as_ref().map(|(_, at, _)| *at),
+        source: held.as_ref().map(|(_, _, from)| from.to_string()),
+        shares: held.as_ref().map_or(Vec::new(), |(t, _, _)| {
             t.shares()
                 .into_iter()
                 .map(|(name, buckets)| MemberShare { name, buckets })
@@ -48,36 +52,49 @@ fn refused(status: u16, (code, message): Refusal) -> (u16, Value) {
     (status, serde_json::to_value(body).unwrap_or(Value::Null))
 }
 
-/// Check the table, hold it, tell the workers. A refused table leaves the held one in use.
+/// Check a table, hold it, tell the workers (and the terminals waiting in the table service).
+/// A refused table leaves the held one in use; `from` says where it came from, for the log.
+pub fn hold(shared: &Shared, table: ClusterTable, from: &'static str) -> Result<(), Refusal> {
+    {
+        let mut held = shared.peer.cluster.lock().unwrap();
+        if let Err(r) = table.validate(held.as_ref().map(|(t, _, _)| t)) {
+            log::warn(
+                "cluster table refused",
+                json!({"from": from, "code": r.0, "why": r.1}),
+            );
+            return Err(r);
+        }
+        if held.as_ref().is_some_and(|(t, _, _)| *t == table) {
+            return Ok(());
+        }
+        log::info(
+            "cluster table",
+            json!({"from": from, "epoch": table.epoch, "member": table.member,
+                   "shares": table.shares()}),
+        );
+        *held = Some((table, sys::now_f64(), from));
+    }
+    shared.peer.cluster_changed.notify_all();
+    shared.broadcast(&shared.peer.cluster_message());
+    Ok(())
+}
+
 fn put(shared: &Shared, body: &[u8]) -> (u16, Value) {
     let table: ClusterTable = match serde_json::from_slice(body) {
         Ok(t) => t,
         Err(e) => return refused(422, ("invalid_cluster_table", format!("body: {e}"))),
     };
-    {
-        let mut held = shared.peer.cluster.lock().unwrap();
-        if let Err(r) = table.validate(held.as_ref().map(|(t, _)| t)) {
-            let code = if r.0 == "stale_epoch" { 409 } else { 422 };
-            log::warn("cluster table refused", json!({"code": r.0, "why": r.1}));
-            return refused(code, r);
-        }
-        if held.as_ref().is_some_and(|(t, _)| *t == table) {
-            drop(held);
-            return (200, status(shared));
-        }
-        log::info(
-            "cluster table",
-            json!({"epoch": table.epoch, "member": table.member, "shares": table.shares()}),
-        );
-        *held = Some((table, sys::now_f64()));
+    match hold(shared, table, "control") {
+        Ok(()) => (200, status(shared)),
+        Err(r) if r.0 == "stale_epoch" => refused(409, r),
+        Err(r) => refused(422, r),
     }
-    shared.broadcast(&shared.peer.cluster_message());
-    (200, status(shared))
 }
 
 fn delete(shared: &Shared) -> (u16, Value) {
     if shared.peer.cluster.lock().unwrap().take().is_some() {
         log::info("cluster table withdrawn", json!({}));
+        shared.peer.cluster_changed.notify_all();
         shared.broadcast(&shared.peer.cluster_message());
     }
     (200, status(shared))
