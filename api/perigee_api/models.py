@@ -169,6 +169,27 @@ class FleetRevocation(Base):
     not_after: Mapped[float] = mapped_column(Float)
 
 
+class EnrollmentToken(Base):
+    """A one-time enrollment token for a terminal (services/enrollment.py): the hub stores its hash, never the
+    token; the terminal that presents it is enrolled with this name and these prefixes."""
+
+    __tablename__ = "enrollment_tokens"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    # sha256 of the token: a leaked database does not leak live tokens.
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    name: Mapped[str] = mapped_column(String(64))
+    prefixes: Mapped[list[str]] = mapped_column(JSON)
+    comment: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[float] = mapped_column(Float)
+    created_by: Mapped[str] = mapped_column(String(64))
+    expires_at: Mapped[float] = mapped_column(Float)
+    used_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    used_fingerprint: Mapped[str | None] = mapped_column(String(80), nullable=True)
+    used_version_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    revoked_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    revoked_by: Mapped[str | None] = mapped_column(String(64), nullable=True)
+
+
 class Sample1m(Base):
     __tablename__ = "samples_1m"
     ts: Mapped[int] = mapped_column(Integer, primary_key=True)

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ValidationError
 from sqlalchemy.exc import OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from perigee_api.core import security
 from perigee_api.core.messages import headline, humanize
 from perigee_api.core.storage import is_storage_full
 from perigee_control.client import GatewayError
@@ -22,6 +23,10 @@ STORAGE_FULL_MESSAGE = (
     "the disk under the API's database is full: the change was not saved (nothing was half-written); "
     "free space in the data directory and retry"
 )
+
+# Every refusal of an enrollment token, and a malformed request to redeem one, says only this (core/security.py's
+# ENROLL_PATH): which of unknown, used, expired or revoked it was is the audit log's to say.
+ENROLLMENT_REFUSED = "the enrollment token is not valid: ask the hub's operator for a new one"
 
 
 class ApiError(Exception):
@@ -66,6 +71,9 @@ def error_json(
     return JSONResponse(body, status_code=status, headers=headers)
 
 
+ENROLL_FINGERPRINT = ("body", "fingerprint")
+
+
 def _loc(loc: tuple[Any, ...] | list[Any]) -> str:
     return ".".join(str(p) for p in loc)
 
@@ -86,8 +94,13 @@ def install(app: FastAPI) -> None:
         return error_json(status, exc.code, f"gateway: {exc.message}", exc.field, exc.as_dict())
 
     @app.exception_handler(RequestValidationError)
-    async def _validation(_req: Request, exc: RequestValidationError) -> JSONResponse:
+    async def _validation(req: Request, exc: RequestValidationError) -> JSONResponse:
         details = validation_details(list(exc.errors()))
+        if req.url.path == security.ENROLL_PATH and any(
+            tuple(e.get("loc", ())) != ENROLL_FINGERPRINT for e in exc.errors()
+        ):
+            # Anything but a bad fingerprint: the generic refusal (a fingerprint's format is no secret: a 422).
+            return error_json(400, "enrollment_refused", ENROLLMENT_REFUSED)
         field = details[0]["field"] if details else None
         return error_json(422, "validation_error", headline(details), field, details)
 

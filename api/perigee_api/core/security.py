@@ -17,6 +17,10 @@ SESSION_COOKIE = "perigee_session"
 CSRF_COOKIE = "perigee_csrf"
 CSRF_HEADER = "X-CSRF-Token"
 TOKEN_PREFIX = "pgt_"  # noqa: S105 - a visible prefix, not a secret
+# The one unsafe route without a session: a terminal redeems its enrollment token there (the token is the
+# credential, no cookie is read), so it has no CSRF check (perigee_api.middleware), and a malformed request gets
+# the route's generic refusal (core/errors.py).
+ENROLL_PATH = "/api/v1/peer/enroll"
 
 
 def hash_password(password: str) -> str:

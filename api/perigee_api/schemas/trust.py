@@ -3,7 +3,7 @@ identity for the peer path and the hub a terminal pins, and the fleet CA's revoc
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -125,3 +125,63 @@ class HubIn(In):
     port: int | None = Field(default=None, ge=1, le=65535)
     enabled: bool = True
     comment: Comment
+
+
+# --- enrollment tokens (a terminal enrolls itself) -------------------------------------------------------------
+
+EnrollmentState = Literal["live", "used", "expired", "revoked"]
+
+
+class EnrollmentTokenIn(In):
+    name: Name = Field(description="the terminal's name, as it will be enrolled")
+    prefixes: list[Cidr] = Field(min_length=1, max_length=64, description="the site's prefixes (clients' addresses)")
+    expires_in_s: int = Field(default=86400, ge=60, le=7 * 86400, description="how long it may be redeemed")
+    comment: Comment
+
+
+class EnrollmentTokenOut(BaseModel):
+    """An enrollment token as listed: never the token, never its hash."""
+
+    id: int
+    name: str
+    prefixes: list[str]
+    comment: str
+    created_at: float
+    created_by: str
+    expires_at: float
+    state: EnrollmentState
+    used_at: float | None
+    used_fingerprint: str | None = Field(description="the identity enrolled with it")
+    used_version_id: int | None = Field(description="the config version that enrolled it")
+    revoked_at: float | None
+    revoked_by: str | None
+
+
+class EnrollmentTokenCreated(EnrollmentTokenOut):
+    token: str = Field(description="the token itself: shown this once (the hub keeps only its hash)")
+
+
+class EnrollmentTokenList(BaseModel):
+    tokens: list[EnrollmentTokenOut]
+
+
+class EnrollIn(In):
+    token: str = Field(max_length=256, description="the enrollment token (`pgt1.`…)")
+    fingerprint: Fingerprint
+
+
+class TerminalPeerOut(BaseModel):
+    """The `peer` section a terminal needs to reach this hub."""
+
+    enabled: bool
+    port: int
+    hub: str = Field(description="one hub gateway's peer address (an IP literal)")
+    hub_fingerprints: list[str] = Field(description="the identity of every gateway of the hub's fleet")
+    hub_cluster: bool = Field(description="the hub is more than one gateway")
+
+
+class EnrollOut(BaseModel):
+    name: str = Field(description="the terminal's name at the hub")
+    prefixes: list[str]
+    version_id: int = Field(description="the hub's config version that enrolled it")
+    peer: TerminalPeerOut

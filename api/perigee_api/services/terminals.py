@@ -54,21 +54,34 @@ def _at_hub(config: dict[str, Any]) -> None:
         raise ApiError(409, "not_a_hub", "terminals are enrolled at their hub; this gateway is a terminal", "role")
 
 
+def check_overlap(prefixes: list[str], others: list[str], whose: str) -> None:
+    """No address of `prefixes` is in `others` (`whose` they are, for the message)."""
+    for mine in prefixes:
+        a = ipaddress.ip_network(mine)
+        for theirs in others:
+            b = ipaddress.ip_network(theirs)
+            if a.version == b.version and a.overlaps(b):
+                raise ApiError(
+                    422,
+                    "prefix_overlap",
+                    f"{mine} overlaps {theirs} of {whose}: one address belongs to one terminal",
+                    "prefixes",
+                )
+
+
 def _overlap(config: dict[str, Any], prefixes: list[str], skip: str | None = None) -> None:
     for t in enrolled(config):
         if t["name"] == skip:
             continue
-        for mine in prefixes:
-            a = ipaddress.ip_network(mine)
-            for theirs in t["prefixes"]:
-                b = ipaddress.ip_network(theirs)
-                if a.version == b.version and a.overlaps(b):
-                    raise ApiError(
-                        422,
-                        "prefix_overlap",
-                        f"{mine} overlaps {theirs} of terminal '{t['name']}': one address belongs to one terminal",
-                        "prefixes",
-                    )
+        check_overlap(prefixes, t["prefixes"], f"terminal '{t['name']}'")
+
+
+def check_new(config: dict[str, Any], name: str, prefixes: list[str]) -> None:
+    """What enrolling `name` with `prefixes` checks before its identity: a hub, a new name, prefixes of its own."""
+    _at_hub(config)
+    if any(t["name"] == name for t in enrolled(config)):
+        raise ApiError(409, "terminal_exists", f"a terminal named '{name}' is enrolled already", "name")
+    _overlap(config, prefixes)
 
 
 def _fingerprint_free(config: dict[str, Any], fingerprint: str) -> None:

@@ -75,11 +75,30 @@ def check(db: Session, settings: Settings, username: str, address: str, now: flo
     if wait:
         return Verdict(False, "login_throttled", wait)
     # Across user names (password spraying): only this address waits, whatever it logs in as.
-    n_addr, last_addr = _failures(db, window_start, LoginAttempt.address == address)
+    n_addr, last_addr = _failures(
+        db, window_start, LoginAttempt.address == address, LoginAttempt.username != ENROLLMENT
+    )
     wait = _wait(last_addr, n_addr, settings.login_free_failures_address, settings, now)
     if wait:
         return Verdict(False, "address_throttled", wait)
     return ALLOWED
+
+
+# Enrollment tokens (services/enrollment.py) are throttled on their own row key: no user name can be this (user
+# names start with a letter or digit), and login's count across user names leaves it out.
+ENROLLMENT = "(enrollment token)"
+
+
+def check_enrollment(db: Session, settings: Settings, address: str, now: float | None = None) -> Verdict:
+    """May `address` present an enrollment token now? Only the address is counted: there is no name to aim at,
+    and an address's failures never slow down another one. An address's redeemed token starts it afresh."""
+    now = time.time() if now is None else now
+    address = address[:64]
+    key = (LoginAttempt.username == ENROLLMENT, LoginAttempt.address == address)
+    last_ok = db.scalar(select(func.max(LoginAttempt.ts)).where(*key, LoginAttempt.success.is_(True)))
+    n, last = _failures(db, max(now - settings.login_window_s, last_ok or 0.0), *key)
+    wait = _wait(last, n, settings.login_free_failures, settings, now)
+    return Verdict(False, "enrollment_throttled", wait) if wait else ALLOWED
 
 
 def note(db: Session, username: str, address: str, success: bool, now: float | None = None) -> None:

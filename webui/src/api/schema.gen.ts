@@ -465,6 +465,58 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/peer/enroll": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** A terminal enrolls itself with an enrollment token (no session: the token is the credential) */
+        post: operations["redeem_enrollment_token_api_v1_peer_enroll_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/peer/enrollment-tokens": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Enrollment tokens and their state (never a token or its hash) */
+        get: operations["list_enrollment_tokens_api_v1_peer_enrollment_tokens_get"];
+        put?: never;
+        /** Create a one-time token a terminal enrolls itself with (the token is shown once) */
+        post: operations["create_enrollment_token_api_v1_peer_enrollment_tokens_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/peer/enrollment-tokens/{token_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Revoke an enrollment token (a used one is not revoked: revoke its terminal) */
+        delete: operations["revoke_enrollment_token_api_v1_peer_enrollment_tokens__token_id__delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/peer/hub": {
         parameters: {
             query?: never;
@@ -2086,6 +2138,145 @@ export interface components {
              * @default []
              */
             deny: string[];
+        };
+        /** EnrollIn */
+        EnrollIn: {
+            /**
+             * Fingerprint
+             * @description a gateway identity's fingerprint: `sha256:` and 64 lowercase hex digits (the SHA-256 of its certificate's SubjectPublicKeyInfo), as the gateway's own dashboard shows it
+             */
+            fingerprint: string;
+            /**
+             * Token
+             * @description the enrollment token (`pgt1.`…)
+             */
+            token: string;
+        };
+        /** EnrollmentTokenCreated */
+        EnrollmentTokenCreated: {
+            /** Comment */
+            comment: string;
+            /** Created At */
+            created_at: number;
+            /** Created By */
+            created_by: string;
+            /** Expires At */
+            expires_at: number;
+            /** Id */
+            id: number;
+            /** Name */
+            name: string;
+            /** Prefixes */
+            prefixes: string[];
+            /** Revoked At */
+            revoked_at: number | null;
+            /** Revoked By */
+            revoked_by: string | null;
+            /**
+             * State
+             * @enum {string}
+             */
+            state: "live" | "used" | "expired" | "revoked";
+            /**
+             * Token
+             * @description the token itself: shown this once (the hub keeps only its hash)
+             */
+            token: string;
+            /** Used At */
+            used_at: number | null;
+            /**
+             * Used Fingerprint
+             * @description the identity enrolled with it
+             */
+            used_fingerprint: string | null;
+            /**
+             * Used Version Id
+             * @description the config version that enrolled it
+             */
+            used_version_id: number | null;
+        };
+        /** EnrollmentTokenIn */
+        EnrollmentTokenIn: {
+            /**
+             * Comment
+             * @default
+             */
+            comment: string;
+            /**
+             * Expires In S
+             * @description how long it may be redeemed
+             * @default 86400
+             */
+            expires_in_s: number;
+            /** @description the terminal's name, as it will be enrolled */
+            name: components["schemas"]["ObjectName"];
+            /**
+             * Prefixes
+             * @description the site's prefixes (clients' addresses)
+             */
+            prefixes: string[];
+        };
+        /** EnrollmentTokenList */
+        EnrollmentTokenList: {
+            /** Tokens */
+            tokens: components["schemas"]["EnrollmentTokenOut"][];
+        };
+        /**
+         * EnrollmentTokenOut
+         * @description An enrollment token as listed: never the token, never its hash.
+         */
+        EnrollmentTokenOut: {
+            /** Comment */
+            comment: string;
+            /** Created At */
+            created_at: number;
+            /** Created By */
+            created_by: string;
+            /** Expires At */
+            expires_at: number;
+            /** Id */
+            id: number;
+            /** Name */
+            name: string;
+            /** Prefixes */
+            prefixes: string[];
+            /** Revoked At */
+            revoked_at: number | null;
+            /** Revoked By */
+            revoked_by: string | null;
+            /**
+             * State
+             * @enum {string}
+             */
+            state: "live" | "used" | "expired" | "revoked";
+            /** Used At */
+            used_at: number | null;
+            /**
+             * Used Fingerprint
+             * @description the identity enrolled with it
+             */
+            used_fingerprint: string | null;
+            /**
+             * Used Version Id
+             * @description the config version that enrolled it
+             */
+            used_version_id: number | null;
+        };
+        /** EnrollOut */
+        EnrollOut: {
+            /**
+             * Name
+             * @description the terminal's name at the hub
+             */
+            name: string;
+            peer: components["schemas"]["TerminalPeerOut"];
+            /** Prefixes */
+            prefixes: string[];
+            /**
+             * Version Id
+             * @description the hub's config version that enrolled it
+             */
+            version_id: number;
         };
         /** ErrorBody */
         ErrorBody: {
@@ -4122,6 +4313,31 @@ export interface components {
             refused_prefix: number;
         };
         /**
+         * TerminalPeerOut
+         * @description The `peer` section a terminal needs to reach this hub.
+         */
+        TerminalPeerOut: {
+            /** Enabled */
+            enabled: boolean;
+            /**
+             * Hub
+             * @description one hub gateway's peer address (an IP literal)
+             */
+            hub: string;
+            /**
+             * Hub Cluster
+             * @description the hub is more than one gateway
+             */
+            hub_cluster: boolean;
+            /**
+             * Hub Fingerprints
+             * @description the identity of every gateway of the hub's fleet
+             */
+            hub_fingerprints: string[];
+            /** Port */
+            port: number;
+        };
+        /**
          * Terrestrial
          * @description The other leg of each split flow: the client side at a terminal, the server side at a hub.
          */
@@ -6077,6 +6293,303 @@ export interface operations {
             };
             /** @description Forbidden */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    redeem_enrollment_token_api_v1_peer_enroll_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["EnrollIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EnrollOut"];
+                };
+            };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Bad Gateway */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    list_enrollment_tokens_api_v1_peer_enrollment_tokens_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EnrollmentTokenList"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    create_enrollment_token_api_v1_peer_enrollment_tokens_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["EnrollmentTokenIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EnrollmentTokenCreated"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Bad Gateway */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    revoke_enrollment_token_api_v1_peer_enrollment_tokens__token_id__delete: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                token_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EnrollmentTokenOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Bad Gateway */
+            502: {
                 headers: {
                     [name: string]: unknown;
                 };

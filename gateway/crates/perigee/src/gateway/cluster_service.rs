@@ -16,7 +16,7 @@ use crate::gateway::state::Shared;
 use serde_json::json;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -28,8 +28,10 @@ pub const TABLE_TUNNEL: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALH
 const HOLD: Duration = Duration::from_secs(50);
 /// A poll's wait at the terminal: the hub's hold, plus the satellite and a lost segment or two.
 const POLL_TIMEOUT: Duration = Duration::from_secs(65);
-/// At most this many polls wait at once (terminals times workers would be far fewer).
+/// At most this many polls wait at once (one per terminal is what they keep).
 const MAX_WAITING: usize = 16_384;
+/// At most this many new polls are being read at once.
+const MAX_READING: usize = 64;
 /// The longest table accepted (16 members, 256 buckets and 256 checks stay well under it).
 const MAX_TABLE_BYTES: u64 = 1 << 20;
 
@@ -57,29 +59,40 @@ pub fn serve(shared: Arc<Shared>) {
         let (shared, waiting) = (shared.clone(), waiting.clone());
         std::thread::spawn(move || answer(&shared, &waiting));
     }
+    let reading = Arc::new(AtomicUsize::new(0));
     for conn in listener.incoming().flatten() {
-        // The poll's epoch arrives with the flow's first bytes; a connection that sends none soon
-        // is not a poll.
-        let _ = conn.set_read_timeout(Some(Duration::from_secs(5)));
-        let mut line = String::new();
-        let read = BufReader::new(&conn).take(32).read_line(&mut line);
-        let Ok(epoch) = read
-            .map_err(|_| ())
-            .and_then(|_| line.trim().parse::<u64>().map_err(|_| ()))
-        else {
+        // Each poll's first line is read on a thread of its own, so one that sends nothing (an
+        // enrolled terminal's flow is all that reaches this port) holds up no other.
+        if reading.fetch_add(1, Ordering::AcqRel) >= MAX_READING {
+            reading.fetch_sub(1, Ordering::AcqRel);
             continue;
-        };
-        let mut w = waiting.lock().unwrap();
-        if w.len() < MAX_WAITING {
-            w.push(Waiting {
-                conn,
-                epoch,
-                since: Instant::now(),
-            });
         }
-        drop(w);
-        shared.peer.cluster_changed.notify_all();
+        let (shared, waiting, reading) = (shared.clone(), waiting.clone(), reading.clone());
+        std::thread::spawn(move || {
+            if let Some(epoch) = read_epoch(&conn) {
+                let mut w = waiting.lock().unwrap();
+                if w.len() < MAX_WAITING {
+                    w.push(Waiting {
+                        conn,
+                        epoch,
+                        since: Instant::now(),
+                    });
+                }
+                drop(w);
+                shared.peer.cluster_changed.notify_all();
+            }
+            reading.fetch_sub(1, Ordering::AcqRel);
+        });
     }
+}
+
+/// The epoch a poll names: its first line, which arrives with the flow's first bytes; a
+/// connection that sends none within seconds is not a poll.
+fn read_epoch(conn: &TcpStream) -> Option<u64> {
+    conn.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    let mut line = String::new();
+    BufReader::new(conn).take(32).read_line(&mut line).ok()?;
+    line.trim().parse().ok()
 }
 
 /// The table a terminal gets: the hub's, without naming the hub gateway it came through.

@@ -154,3 +154,167 @@ impl Pools {
             .sum()
     }
 }
+
+/// Two hub gateways on loopback, a terminal with a pool to each.
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gateway::config::parse_cidr;
+    use crate::gateway::egress::EgressPolicy;
+    use crate::gateway::peer::admission::{Admission, AdmissionConfig, TerminalEntry};
+    use crate::gateway::satleg::{Opening, SatLeg};
+    use std::time::Duration;
+
+    // Below the gateways' tokens: an admission owns every token from its base up.
+    const POOLS_BASE: u64 = 1 << 40;
+
+    fn sat() -> SatLeg {
+        SatLeg {
+            cc: "reno".into(),
+            sndbuf: 0,
+            rcvbuf: 0,
+            pacing_bps: 0,
+        }
+    }
+
+    fn gateway(ep: &Epoll, terminal: &Identity, base: u64) -> (Admission, SocketAddr, Identity) {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let key = Identity::generate().unwrap();
+        let adm = Admission::new(
+            AdmissionConfig {
+                listen: vec![[127, 0, 0, 1].into()],
+                port,
+                identity: key.fingerprint.clone(),
+                terminals: vec![TerminalEntry {
+                    name: "site-1".into(),
+                    fingerprints: vec![terminal.fingerprint.clone()],
+                    prefixes: vec![parse_cidr("10.71.1.0/24").unwrap()],
+                }],
+                egress: EgressPolicy::default(),
+                sat: sat(),
+                opening: Opening { initrwnd: 0 },
+                nodelay: true,
+            },
+            &key,
+            ep,
+            base,
+        )
+        .unwrap();
+        (adm, ([127, 0, 0, 1], port).into(), key)
+    }
+
+    fn config(hub: SocketAddr, pins: &[&Identity], terminal: &Identity, size: usize) -> PoolConfig {
+        PoolConfig {
+            hub,
+            hub_pins: pins.iter().map(|k| k.fingerprint.clone()).collect(),
+            identity: terminal.fingerprint.clone(),
+            size,
+            sat: sat(),
+            opening: Opening { initrwnd: 0 },
+            nodelay: true,
+            connect_timeout: Duration::from_secs(2),
+        }
+    }
+
+    fn drive(
+        ep: &Epoll,
+        gws: &mut [&mut Admission],
+        pools: &mut Pools,
+        done: impl Fn(&Pools) -> bool,
+    ) {
+        let mut evs = vec![libc::epoll_event { events: 0, u64: 0 }; 64];
+        let end = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < end && !done(pools) {
+            let n = ep.wait(&mut evs, 20);
+            for ev in evs.iter().take(n).copied() {
+                if let Some(a) = gws.iter_mut().find(|a| a.owns(ev.u64)) {
+                    let _ = a.on_event(ep, ev.u64, Instant::now());
+                } else if let Some(p) = pools.owner_of(ev.u64) {
+                    p.on_event(ep, ev.u64, ev.events, Instant::now());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_flow_takes_a_connection_to_its_own_gateway_and_each_gateway_has_its_own_pool() {
+        let ep = Epoll::new().unwrap();
+        let t = Arc::new(Identity::generate().unwrap());
+        let (mut a1, hub1, k1) = gateway(&ep, &t, 1 << 52);
+        let (mut a2, hub2, k2) = gateway(&ep, &t, 1 << 50);
+        let pins = [&k1, &k2];
+        let mut pools = Pools::new(POOLS_BASE);
+        let want = vec![config(hub1, &pins, &t, 2), config(hub2, &pins, &t, 3)];
+        pools.configure(want.clone(), &t, &ep, Instant::now());
+        drive(&ep, &mut [&mut a1, &mut a2], &mut pools, |p| p.ready() == 5);
+        assert_eq!(pools.ready(), 5);
+        assert_eq!(a1.idle_by_terminal().get("site-1"), Some(&2));
+        assert_eq!(a2.idle_by_terminal().get("site-1"), Some(&3));
+        // Aimed: only that gateway's connections; Any: the pool with the most ready.
+        let (hub, _) = pools.take(Aim::At(hub1), &ep, Instant::now()).unwrap();
+        assert_eq!(hub, hub1);
+        let (hub, _) = pools.take(Aim::Any, &ep, Instant::now()).unwrap();
+        assert_eq!(hub, hub2);
+        let unknown: SocketAddr = "127.0.0.1:9".parse().unwrap();
+        assert!(pools.take(Aim::At(unknown), &ep, Instant::now()).is_none());
+        // The same configs again keep every connection; dropping a gateway closes only its pool.
+        drive(&ep, &mut [&mut a1, &mut a2], &mut pools, |p| p.ready() == 5);
+        pools.configure(want.clone(), &t, &ep, Instant::now());
+        assert_eq!(pools.ready(), 5);
+        pools.configure(vec![want[0].clone()], &t, &ep, Instant::now());
+        assert_eq!(pools.ready(), 2);
+        assert!(pools.to_hub(hub2).is_none());
+        // A pool that comes back gets tokens that no other pool claims.
+        pools.configure(want, &t, &ep, Instant::now());
+        drive(&ep, &mut [&mut a1, &mut a2], &mut pools, |p| p.ready() == 5);
+        assert_eq!(pools.ready(), 5);
+        for slot in 0..2 {
+            let token = POOLS_BASE + slot * TOKEN_SPAN + 1;
+            assert_eq!(
+                pools.iter().filter(|p| p.owns(token)).count(),
+                1,
+                "slot {slot}"
+            );
+        }
+    }
+
+    #[test]
+    fn one_gateway_failing_leaves_the_others_connections_in_service() {
+        let ep = Epoll::new().unwrap();
+        let t = Arc::new(Identity::generate().unwrap());
+        let (mut a1, hub1, k1) = gateway(&ep, &t, 1 << 52);
+        let (a2, hub2, k2) = gateway(&ep, &t, 1 << 50);
+        let pins = [&k1, &k2];
+        let mut pools = Pools::new(POOLS_BASE);
+        pools.configure(
+            vec![config(hub1, &pins, &t, 2), config(hub2, &pins, &t, 2)],
+            &t,
+            &ep,
+            Instant::now(),
+        );
+        let mut a2 = Some(a2);
+        {
+            let a2r = a2.as_mut().unwrap();
+            drive(&ep, &mut [&mut a1, a2r], &mut pools, |p| p.ready() == 4);
+        }
+        assert_eq!(pools.ready(), 4);
+        // The second gateway dies: its connections close; the first's stay ready.
+        drop(a2.take());
+        drive(&ep, &mut [&mut a1], &mut pools, |p| {
+            p.iter()
+                .find(|q| q.config().hub == hub2)
+                .is_some_and(|q| q.ready() == 0)
+        });
+        assert_eq!(pools.to_hub(hub2).map(|p| p.ready()), Some(0));
+        assert_eq!(pools.to_hub(hub1).map(|p| p.ready()), Some(2));
+        assert!(pools
+            .last_error()
+            .is_some_and(|e| e.contains(&hub2.to_string())));
+        assert!(pools.take(Aim::At(hub2), &ep, Instant::now()).is_none());
+        assert!(pools.take(Aim::At(hub1), &ep, Instant::now()).is_some());
+    }
+}
