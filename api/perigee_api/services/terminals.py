@@ -76,11 +76,14 @@ def _overlap(config: dict[str, Any], prefixes: list[str], skip: str | None = Non
         check_overlap(prefixes, t["prefixes"], f"terminal '{t['name']}'")
 
 
-def check_new(config: dict[str, Any], name: str, prefixes: list[str]) -> None:
-    """What enrolling `name` with `prefixes` checks before its identity: a hub, a new name, prefixes of its own."""
+def check_new(config: dict[str, Any], name: str, prefixes: list[str], fingerprint: str | None = None) -> None:
+    """What enrolling `name` with `prefixes` checks: a hub, a new name, its identity (when known yet) enrolled by
+    no other terminal, prefixes of its own."""
     _at_hub(config)
     if any(t["name"] == name for t in enrolled(config)):
         raise ApiError(409, "terminal_exists", f"a terminal named '{name}' is enrolled already", "name")
+    if fingerprint is not None:
+        _fingerprint_free(config, fingerprint)
     _overlap(config, prefixes)
 
 
@@ -110,12 +113,7 @@ def _peer(config: dict[str, Any]) -> dict[str, Any]:
 def enroll(
     ctx: AppContext, db: Session, author: str, name: str, prefixes: list[str], fingerprint: str, comment: str
 ) -> tuple[ConfigVersion, dict[str, Any]]:
-    current = _desired_is_applied(db).config
-    _at_hub(current)
-    if any(t["name"] == name for t in enrolled(current)):
-        raise ApiError(409, "terminal_exists", f"a terminal named '{name}' is enrolled already", "name")
-    _fingerprint_free(current, fingerprint)
-    _overlap(current, prefixes)
+    check_new(_desired_is_applied(db).config, name, prefixes, fingerprint)
 
     def add(cfg: dict[str, Any]) -> None:
         peer = _peer(cfg)

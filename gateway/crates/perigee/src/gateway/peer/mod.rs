@@ -13,6 +13,27 @@ pub mod tls;
 pub mod tunnel;
 pub mod wire;
 
+/// What the peer path's tests over loopback share (here and in `pools.rs`).
+#[cfg(test)]
+pub(crate) mod testing {
+    use crate::gateway::satleg::SatLeg;
+
+    pub fn free_port() -> u16 {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    }
+
+    /// A satellite leg that sets nothing but its congestion control.
+    pub fn sat() -> SatLeg {
+        SatLeg {
+            cc: "reno".into(),
+            sndbuf: 0,
+            rcvbuf: 0,
+            pacing_bps: 0,
+        }
+    }
+}
+
 /// The pool against the admission over loopback: the handshake, and what an unknown key, a
 /// revocation or a rotation does to each side.
 #[cfg(test)]
@@ -20,6 +41,7 @@ mod tests {
     use super::admission::{Admission, AdmissionConfig, Revoked, TerminalEntry};
     use super::identity::{Fingerprint, Identity};
     use super::pool::{Pool, PoolConfig};
+    use super::testing::{free_port, sat};
     use super::tunnel::{Failure, Tunnel};
     use super::wire::{self, Open, Status};
     use crate::gateway::config::parse_cidr;
@@ -33,20 +55,6 @@ mod tests {
     const POOL_BASE: u64 = 1 << 40;
     const ADM_BASE: u64 = 1 << 50;
     const OPENING: Opening = Opening { initrwnd: 0 };
-
-    fn free_port() -> u16 {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    }
-
-    fn sat() -> SatLeg {
-        SatLeg {
-            cc: "reno".into(),
-            sndbuf: 0,
-            rcvbuf: 0,
-            pacing_bps: 0,
-        }
-    }
 
     fn site(name: &str, keys: &[&Identity]) -> TerminalEntry {
         TerminalEntry {

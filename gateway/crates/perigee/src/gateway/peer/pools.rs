@@ -162,27 +162,15 @@ mod tests {
     use crate::gateway::config::parse_cidr;
     use crate::gateway::egress::EgressPolicy;
     use crate::gateway::peer::admission::{Admission, AdmissionConfig, TerminalEntry};
-    use crate::gateway::satleg::{Opening, SatLeg};
+    use crate::gateway::peer::testing::{free_port, sat};
+    use crate::gateway::satleg::Opening;
     use std::time::Duration;
 
     // Below the gateways' tokens: an admission owns every token from its base up.
     const POOLS_BASE: u64 = 1 << 40;
 
-    fn sat() -> SatLeg {
-        SatLeg {
-            cc: "reno".into(),
-            sndbuf: 0,
-            rcvbuf: 0,
-            pacing_bps: 0,
-        }
-    }
-
     fn gateway(ep: &Epoll, terminal: &Identity, base: u64) -> (Admission, SocketAddr, Identity) {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = free_port();
         let key = Identity::generate().unwrap();
         let adm = Admission::new(
             AdmissionConfig {

@@ -356,8 +356,12 @@ impl Worker {
         // Behind a hub cluster the server's answers reach the gateway that holds the flow's
         // bucket: on any other one the connection could never complete. Refused before any
         // server is contacted, so the terminal's client sees a refused connection, not a hang.
-        let owner = self.cluster.as_deref().map(|t| t.owner(client, server));
-        if transparent && owner.as_ref().is_some_and(|o| *o != Owner::Me) {
+        let foreign = transparent
+            && self
+                .cluster
+                .as_deref()
+                .is_some_and(|t| t.owner(client, server) != Owner::Me);
+        if foreign {
             tunnel.refuse(fd.as_raw_fd(), Status::Refused(libc::EXDEV));
             if let Some(a) = self.admission.as_mut() {
                 a.refused_flow(from, &terminal, "the flow's bucket is another gateway's");
