@@ -496,9 +496,10 @@ def _placement(topo: TopologyLike, ns_role: str) -> Placement:
         from .cluster.plan import member
 
         m = member(int(ns_role[2:]))
-        # The cluster routes IPv4 (docs/cluster.md). The terminal's satellite address too: its peer path's
-        # connections come from there.
-        routes = [{"dst": "10.71.1.0/24", "via": m.hub_v4}, {"dst": "10.71.2.0/24", "via": m.hub_v4}]
+        # The clients behind the satellite, both families; the terminal's satellite address too: its peer
+        # path's connections come from there.
+        routes = [{"dst": "10.71.1.0/24", "via": m.hub_v4}, {"dst": "fd71:1::/64", "via": m.hub_v6},
+                  {"dst": "10.71.2.0/24", "via": m.hub_v4}]
         # An enrolled gateway (satlab cluster enroll) also serves its control protocol over mutual TLS. Its
         # GET /v1/routing reads the FRR of its own namespace (cluster/frr.py).
         args = ("--workers", CLUSTER_WORKERS, "--frr-vty-dir", frr.frr_dir(topo, ns_role),

@@ -1,7 +1,7 @@
 """The peer path through a hub cluster (`satlab up --hub-gateways 3 --gateway both`, geo-hts), prefix pk-:
 the controller's table reaches every gateway and, across the satellite inside the peer path, the terminal;
 each gateway's hash agrees with the routers' kernel; new flows start on a warm connection to the gateway
-that holds their bucket, whichever it is (the peer path's one round trip); the server sees the client's
+that holds their bucket, whichever it is (the peer path's one round trip), IPv4 and IPv6; the server sees the client's
 own address; a table the routers disagree with is refused; and a gateway's SIGKILL costs only flows it
 held or that were on their way to it: new flows are back on the peer path at the survivors, none hangs,
 every byte arrives once and in order (sha256), and the gateway that returns gets the table and the peer
@@ -22,9 +22,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from conftest import satlab
+from conftest import eventually, in_ns, satlab
 
+from satlab import gateway
 from satlab.cluster import fabric, members, state
+from satlab.cluster.plan import member
 from satlab.gateway import client, socket_path
 from satlab.testing import HUNG_S, cannot_run
 from satlab.topology import Topology
@@ -33,6 +35,7 @@ PREFIX = "pk-"
 TOPO = Topology(PREFIX, hub_gateways=3)
 GATEWAYS = ("gw1", "gw2", "gw3")
 CLIENT, SERVER, BULK, WHOAMI = "10.71.1.10", "10.71.3.10", 5001, 9113
+CLIENT6, SERVER6 = "fd71:1::10", "fd71:3::10"
 REPORT_S = 1.3  # workers report their flows to the master once a second
 IDLE_S = 5
 
@@ -60,9 +63,9 @@ def control(role: str, method: str, path: str) -> Any:
     return answer.body
 
 
-def flowcheck(*args: str, timeout: float = 120) -> dict[str, Any]:
+def flowcheck(*args: str, timeout: float = 120, server: str = SERVER) -> dict[str, Any]:
     p = subprocess.run(["ip", "netns", "exec", f"{PREFIX}client", sys.executable, "-m", "satlab.cluster.flowcheck",
-                        "--server", SERVER, "--port", str(BULK), *args],
+                        "--server", server, "--port", str(BULK), *args],
                        capture_output=True, text=True, timeout=timeout)
     assert p.returncode == 0, p.stderr
     out: dict[str, Any] = json.loads(p.stdout)
@@ -83,11 +86,12 @@ def hub_choice(sport: int, dport: int = BULK) -> str:
     return str(json.loads(p.stdout)[0]["dev"])
 
 
-def flows_of(role: str, since: float) -> dict[int, dict[str, Any]]:
+def flows_of(role: str, since: float, client_ip: str = CLIENT) -> dict[int, dict[str, Any]]:
     """client port -> the flow record at `role`, of the client's flows started after `since`."""
     v = client(socket_path(TOPO, role), timeout=10).json.flows("all")
+    own = f"[{client_ip}]:" if ":" in client_ip else f"{client_ip}:"
     return {int(f["client"].rsplit(":", 1)[1]): f for f in v["flows"]
-            if f["client"].startswith(CLIENT + ":") and f["started_at"] >= since - 0.5}
+            if f["client"].startswith(own) and f["started_at"] >= since - 0.5}
 
 
 def refused_other(role: str) -> int:
@@ -152,6 +156,84 @@ def test_new_flows_take_the_peer_path_to_whichever_gateway_holds_them(cluster: N
     times = sorted(r["t_end"] - r["t_start"] for r in run["flows"])
     print(f"10 KB through the cluster: median {times[len(times) // 2]:.3f} s, max {times[-1]:.3f} s; "
           f"on the peer path per gateway {per_gateway}, direct {len(direct)}")
+
+
+def test_ipv6_flows_take_the_peer_path_through_the_cluster_too(cluster: None) -> None:
+    """The routers hash IPv6 with the same seed and fields (the userspace hash is checked against this
+    kernel's forwarded IPv6 packets in multipath_hash_netns.rs). `ip -6 route get` hashes without a
+    packet, differently, so the gateway a flow belongs to is what the check reads from the gateways:
+    exactly one holds it, on the path the terminal chose, and a flow aimed at another gateway would be
+    refused there (refused_other) or never reach its server (its answers go to the router's choice)."""
+    before = {g: refused_other(g) for g in GATEWAYS}
+    t0 = time.time()
+    run = flowcheck("--flows", "60", "--size", "10240", "--start-interval", "0.05", server=SERVER6)
+    assert run["summary"] == {"ok": 60}, run["summary"]  # every byte once and in order (sha256)
+    time.sleep(REPORT_S)
+    held = {g: flows_of(g, t0, CLIENT6) for g in GATEWAYS}
+    at_terminal = flows_of("terminal", t0, CLIENT6)
+    on_peer = {g: 0 for g in GATEWAYS}
+    for rec in run["flows"]:
+        owners = [g for g in GATEWAYS if rec["sport"] in held[g]]
+        assert len(owners) == 1, (rec["sport"], owners)
+        assert held[owners[0]][rec["sport"]]["path"] == at_terminal[rec["sport"]]["path"]
+        on_peer[owners[0]] += at_terminal[rec["sport"]]["path"] == "peer"
+    assert all(n > 0 for n in on_peer.values()), on_peer
+    assert sum(on_peer.values()) >= 60 - 6, on_peer  # a pool refilling on a loaded machine may send a few direct
+    assert {g: refused_other(g) for g in GATEWAYS} == before
+
+
+SYN_TABLE = "pk_syns"
+EXDEV = 18
+
+
+def count_syns(sport: int) -> None:
+    """An nft counter in the server's namespace: SYNs from the client's port `sport` to the bulk server."""
+    rules = (f"table inet {SYN_TABLE} {{}}\ndelete table inet {SYN_TABLE}\ntable inet {SYN_TABLE} {{\n"
+             "  counter syns {}\n  chain input {\n    type filter hook input priority 0;\n"
+             f"    ip saddr {CLIENT} tcp sport {sport} tcp dport {BULK} tcp flags & (syn | ack) == syn "
+             "counter name syns\n  }\n}\n")
+    subprocess.run(in_ns("server", ["nft", "-f", "-"], PREFIX), input=rules, text=True, check=True, timeout=10)
+
+
+def syns_seen() -> int:
+    p = subprocess.run(in_ns("server", ["nft", "-j", "list", "counter", "inet", SYN_TABLE, "syns"], PREFIX),
+                       capture_output=True, text=True, check=True, timeout=10)
+    return int(next(o["counter"]["packets"] for o in json.loads(p.stdout)["nftables"] if "counter" in o))
+
+
+def open_at(gw: str, sport: int) -> tuple[int, int]:
+    """The terminal's own identity opens the client's flow CLIENT:sport -> SERVER:BULK at gateway `gw`'s
+    peer listener (lab/tests/peerclient.py, an implementation of its own): the STATUS (code, errno)."""
+    code = (f"import json\nfrom peerclient import PeerClient, open_flow\n"
+            f"c = PeerClient({str(gateway.peer_dir(TOPO, 'terminal')) + '/identity.pem'!r}, source='10.71.2.1', "
+            f"hub={member(int(gw[2:])).hub_side_v4!r}, timeout=30)\n"
+            f"assert c.ready()\nc.s.sendall(open_flow({CLIENT!r}, {sport}, {SERVER!r}, {BULK}))\n"
+            "print(json.dumps(c.status()))\nc.close()\n")
+    p = subprocess.run(in_ns("terminal", [sys.executable, "-c", code], PREFIX), capture_output=True, text=True,
+                       timeout=HUNG_S, cwd=os.path.dirname(os.path.abspath(__file__)))
+    assert p.returncode == 0, p.stderr[-2000:]
+    status, errno = json.loads(p.stdout.strip().splitlines()[-1])
+    return int(status), int(errno)
+
+
+def test_a_flow_opened_at_a_gateway_that_does_not_hold_it_is_refused_before_any_server_is_contacted(
+        cluster: None) -> None:
+    """A stale table at a terminal, or a forged OPEN: the gateway the routers would not send the server's
+    answers to refuses it (EXDEV) without connecting; the server's own namespace counts no SYN. The same
+    OPEN at the gateway that holds it connects (the counter counts), so the check can fail."""
+    sport = next(p for p in range(41000, 42000) if hub_choice(p) == "gw1")
+    count_syns(sport)
+    before = refused_other("gw2")
+    try:
+        assert open_at("gw2", sport) == (2, EXDEV)
+        # Counted as the terminal's refused_other (workers report to the master once a second).
+        assert eventually(lambda: refused_other("gw2"), lambda n: n == before + 1, HUNG_S) == before + 1
+        assert syns_seen() == 0, "the refusing gateway contacted the server"
+        assert open_at("gw1", sport) == (0, 0)
+        assert syns_seen() >= 1, "the holding gateway's connection was not counted: the counter counts nothing"
+    finally:
+        subprocess.run(in_ns("server", ["nft", "delete", "table", "inet", SYN_TABLE], PREFIX), check=False,
+                       timeout=10)
 
 
 def test_the_server_sees_the_clients_own_address(cluster: None) -> None:

@@ -203,8 +203,9 @@ def path_state(paths: list[dict[str, Any]], addr: str) -> str:
 
 def gateway_states(conf: ControllerConf, routes: dict[str, dict[str, list[dict[str, Any]]]],
                    bfd: dict[str, set[str]]) -> dict[str, str]:
-    """up when both routers have BFD up to it and BGP selected it for every cluster prefix; draining when
-    any of its paths carries the drain mark (and BFD is up); else down."""
+    """up when both routers have BFD up to it and BGP selected it for every cluster IPv4 prefix; draining
+    when any of its paths carries the drain mark (and BFD is up); else down. BGP carries IPv4 only: a
+    gateway's IPv6 prefixes are static (plan.py) and follow its IPv4 state."""
     out = {}
     for g in conf.gateways:
         seen = []
@@ -213,7 +214,7 @@ def gateway_states(conf: ControllerConf, routes: dict[str, dict[str, list[dict[s
             if addr not in bfd[r.role]:
                 seen.append("down")
                 continue
-            seen += [path_state(routes[r.role].get(prefix, []), addr) for prefix in r.prefixes]
+            seen += [path_state(routes[r.role].get(prefix, []), addr) for prefix in r.prefixes if not is_v6(prefix)]
         out[g.name] = "down" if "down" in seen else ("draining" if "draining" in seen else "up")
     return out
 

@@ -97,9 +97,9 @@ def controller_config(topo: Topology, idle_timer_s: int, peer: bool = False) -> 
     return {
         # The hub routes the server side over the gateways, the edge the client side.
         "routers": [{"role": "hub", "ns": topo.ns("hub"), "vty_socket": frr.frr_dir(topo, "hub"),
-                     "prefixes": list(frr.v4(SERVER_PREFIXES))},
+                     "prefixes": list(SERVER_PREFIXES)},
                     {"role": EDGE_ROLE, "ns": topo.ns(EDGE_ROLE), "vty_socket": frr.frr_dir(topo, EDGE_ROLE),
-                     "prefixes": list(frr.v4(CLIENT_PREFIXES))}],
+                     "prefixes": list(CLIENT_PREFIXES)}],
         "gateways": [{"name": m.role, "index": m.index,
                       "via": {"hub": {"v4": m.hub_side_v4, "v6": m.hub_side_v6, "dev": m.role},
                               EDGE_ROLE: {"v4": m.edge_side_v4, "v6": m.edge_side_v6, "dev": m.role}}}

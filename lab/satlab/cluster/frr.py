@@ -111,8 +111,9 @@ def daemons(role: str) -> tuple[str, ...]:
 
 
 def v4(prefixes: tuple[str, ...]) -> tuple[str, ...]:
-    """The cluster routes IPv4 (docs/cluster.md, limits: bgpd without zebra refuses the link-local
-    next hops that IPv6 updates between directly connected peers carry)."""
+    """What BGP carries: IPv4 (bgpd without zebra refuses the link-local next hops that IPv6 updates
+    between directly connected peers carry); the gateways' IPv6 routes are static (plan.py) and the
+    controller's IPv6 groups follow the IPv4 sessions (docs/cluster.md)."""
     return tuple(p for p in prefixes if ":" not in p)
 
 

@@ -95,8 +95,12 @@ def cluster(topo: Topology) -> NetworkPlan:
         veths.append(Veth(Iface(m.role, "lan0", (f"{m.edge_side_v4}/24",), (f"{m.edge_side_v6}/64",)),
                           Iface(EDGE_ROLE, m.role, (f"{m.edge_v4}/24",), (f"{m.edge_v6}/64",))))
     # The classic static routes (the hub's are its route to the client subnets via the terminal, which
-    # it originates toward the gateways); everything else is learned over BGP (frr.py).
-    return NetworkPlan(tuple(veths), ROUTES, ("terminal", "hub", EDGE_ROLE, *topo.gateway_roles),
+    # it originates toward the gateways); everything IPv4 else is learned over BGP (frr.py). BGP carries
+    # IPv4 only, so each gateway's IPv6 routes are static; the routers' IPv6 groups follow the gateways'
+    # IPv4 sessions (controller.py).
+    v6_routes = tuple(Route(m.role, p, m.edge_v6 if p in SERVER_PREFIXES else m.hub_v6)
+                      for m in members(topo) for p in (*SERVER_PREFIXES, *CLIENT_PREFIXES) if ":" in p)
+    return NetworkPlan(tuple(veths), ROUTES + v6_routes, ("terminal", "hub", EDGE_ROLE, *topo.gateway_roles),
                        ((term_sat_link.a, hub_sat_link.b), (edge_cross, cross_link.b)))
 
 

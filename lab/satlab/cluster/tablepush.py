@@ -23,6 +23,10 @@ from typing import Any
 from perigee_control.client import GatewayClient, GatewayError
 
 CHECKS = 24  # flows per table whose gateway the router's kernel names (the gateway needs 16 or more)
+# IPv4 only: `ip -6 route get` hashes without a packet, which for IPv6 the kernel does differently from
+# the forwarded packets the routers hash (hash.rs); the IPv6 hash of forwarded packets is checked
+# against this kernel by gateway/crates/perigee/tests/multipath_hash_netns.rs, and it shares the seed,
+# the fields and the buckets that these checks prove.
 CLIENT_NET = "10.71.1."  # the lab's client subnet (satlab addressing)
 SERVER_NET = "10.71.3."  # the server subnet
 TIMEOUT_S = 2.0
