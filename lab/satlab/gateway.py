@@ -472,17 +472,16 @@ def cluster_size(topo: TopologyLike) -> int:
 class Placement:
     """Where one daemon runs (namespace role) and what it is configured as."""
 
-    def __init__(self, ns_role: str, config_role: str, routes: list[dict[str, str]], shaping_share: int = 1,
+    def __init__(self, ns_role: str, config_role: str, routes: list[dict[str, str]],
                  extra_args: tuple[str, ...] = ()) -> None:
         self.ns_role, self.config_role, self.routes = ns_role, config_role, routes
-        self.shaping_share, self.extra_args = shaping_share, extra_args
+        self.extra_args = extra_args
 
     def config(self, cache: bool, tuning: dict[str, int] | None, peer: PeerPins | None = None) -> dict[str, Any]:
+        # A hub cluster's gateways each shape at the whole carrier's rate, like a single hub: a flow may use
+        # all of it while the others are idle; their sum is the satellite-side router's to hold (docs/cluster.md).
         cfg = default_config(self.config_role, cache, tuning, peer)
         cfg["satellite"]["routes"] = self.routes
-        if self.shaping_share > 1 and cfg.get("shaping", {}).get("enabled"):
-            # Each of N gateways shapes its share of the carrier: together they fill it, not N times it.
-            cfg["shaping"]["rate_bps"] = max(8000, cfg["shaping"]["rate_bps"] // self.shaping_share)
         return cfg
 
 
@@ -504,7 +503,7 @@ def _placement(topo: TopologyLike, ns_role: str) -> Placement:
         # GET /v1/routing reads the FRR of its own namespace (cluster/frr.py).
         args = ("--workers", CLUSTER_WORKERS, "--frr-vty-dir", frr.frr_dir(topo, ns_role),
                 *fleet.tls_args(topo, ns_role))
-        return Placement(ns_role, "hub", routes, n, args)
+        return Placement(ns_role, "hub", routes, args)
     routes = SAT_ROUTES[ns_role]
     if ns_role == "terminal" and n:
         from .cluster.plan import members

@@ -10,7 +10,6 @@ import json
 import os
 import random
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -19,7 +18,7 @@ from typing import Any
 import pytest
 from conftest import satlab
 
-from satlab.cluster import fabric, members, state
+from satlab.cluster import fabric, labcheck, members, state
 from satlab.cluster.plan import member
 from satlab.gateway import client, socket_path
 from satlab.testing import HUNG_S, cannot_run
@@ -28,7 +27,7 @@ from satlab.topology import Topology
 PREFIX = "pc-"
 TOPO = Topology(PREFIX, hub_gateways=3)
 GATEWAYS = ("gw1", "gw2", "gw3")
-CLIENT, SERVER, BULK = "10.71.1.10", "10.71.3.10", 5001
+CLIENT, SERVER, BULK, REPORT_S = labcheck.CLIENT, labcheck.SERVER, labcheck.BULK, labcheck.REPORT_S
 # The routers' bucket idle timer in this lab: short, so returns and drains finish quickly, yet longer than a
 # live GEO flow stays quiet under load (a segment dropped from a full 1-BDP buffer waits an RTO of 1 s on
 # top of an RTT up to 1.2 s; at 2 s, a drain moved two busy buckets and reset their new flows).
@@ -50,42 +49,10 @@ def cluster() -> Iterator[None]:
         satlab("down", prefix=PREFIX, check=False, timeout=120)
 
 
-def flowcheck(*args: str, timeout: float = 120) -> dict[str, Any]:
-    p = subprocess.run(["ip", "netns", "exec", f"{PREFIX}client", sys.executable, "-m", "satlab.cluster.flowcheck",
-                        "--server", SERVER, "--port", str(BULK), *args],
-                       capture_output=True, text=True, timeout=timeout)
-    assert p.returncode == 0, p.stderr
-    out: dict[str, Any] = json.loads(p.stdout)
-    return out
-
-
-def flowcheck_bg(*args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(["ip", "netns", "exec", f"{PREFIX}client", sys.executable, "-m",
-                             "satlab.cluster.flowcheck", "--server", SERVER, "--port", str(BULK), *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def finish(p: subprocess.Popen[str], timeout: float = 120) -> dict[str, Any]:
-    out, err = p.communicate(timeout=timeout)
-    assert p.returncode == 0, err
-    data: dict[str, Any] = json.loads(out)
-    return data
-
-
-def route_dev(role: str, src: str, dst: str, sport: int, dport: int, iif: str) -> str:
-    """The gateway a router sends this packet to: the kernel's own multipath choice."""
-    p = subprocess.run(["ip", "-n", f"{PREFIX}{role}", "-j", "route", "get", dst, "from", src, "iif", iif,
-                        "ipproto", "tcp", "sport", str(sport), "dport", str(dport)],
-                       capture_output=True, text=True, timeout=10, check=True)
-    return str(json.loads(p.stdout)[0]["dev"])
-
-
-def hub_choice(sport: int) -> str:
-    return route_dev("hub", CLIENT, SERVER, sport, BULK, "sat0")
-
-
-def edge_choice(sport: int) -> str:
-    return route_dev("edge", SERVER, CLIENT, BULK, sport, "lan0")
+LAB = labcheck.ClusterLab(TOPO)
+flowcheck, flowcheck_bg, finish = LAB.flowcheck, LAB.flowcheck_bg, labcheck.finish
+route_dev, hub_choice, edge_choice = LAB.route_dev, LAB.hub_choice, LAB.edge_choice
+flows_of, guard_counters = LAB.flows_of, LAB.guard_counters
 
 
 def ports_to(gateway: str, count: int, start: int) -> list[int]:
@@ -96,24 +63,6 @@ def ports_to(gateway: str, count: int, start: int) -> list[int]:
             out.append(port)
         port += 1
     return out
-
-
-REPORT_S = 1.3  # workers report their flows to the daemon's master once a second
-
-
-def flows_of(gateway: str, since: float) -> dict[int, dict[str, Any]]:
-    """client port -> the gateway's flow record, of flows it started after `since` (live and closed).
-    Call it REPORT_S after the flows of interest ended (the workers report once a second)."""
-    v = client(socket_path(TOPO, gateway), timeout=10).json.flows("all")
-    return {int(f["client"].rsplit(":", 1)[1]): f for f in v["flows"]
-            if f["client"].startswith(CLIENT + ":") and f["started_at"] >= since - 0.5}
-
-
-def guard_counters(gateway: str) -> dict[str, int]:
-    p = subprocess.run(["ip", "netns", "exec", f"{PREFIX}{gateway}", "nft", "-j", "list", "counters", "table",
-                        "inet", fabric.GUARD_TABLE], capture_output=True, text=True, timeout=10, check=True)
-    return {o["counter"]["name"]: int(o["counter"]["packets"]) for o in json.loads(p.stdout)["nftables"]
-            if "counter" in o}
 
 
 def tables() -> tuple[list[str | None], list[str | None]]:

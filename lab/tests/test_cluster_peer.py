@@ -25,7 +25,7 @@ import pytest
 from conftest import eventually, in_ns, satlab
 
 from satlab import gateway
-from satlab.cluster import fabric, members, state
+from satlab.cluster import fabric, labcheck, members, state
 from satlab.cluster.plan import member
 from satlab.gateway import client, socket_path
 from satlab.testing import HUNG_S, cannot_run
@@ -34,9 +34,9 @@ from satlab.topology import Topology
 PREFIX = "pk-"
 TOPO = Topology(PREFIX, hub_gateways=3)
 GATEWAYS = ("gw1", "gw2", "gw3")
-CLIENT, SERVER, BULK, WHOAMI = "10.71.1.10", "10.71.3.10", 5001, 9113
+CLIENT, SERVER, BULK, REPORT_S = labcheck.CLIENT, labcheck.SERVER, labcheck.BULK, labcheck.REPORT_S
+WHOAMI = 9113
 CLIENT6, SERVER6 = "fd71:1::10", "fd71:3::10"
-REPORT_S = 1.3  # workers report their flows to the master once a second
 IDLE_S = 5
 
 pytestmark = pytest.mark.needs_root("network namespaces")
@@ -63,35 +63,8 @@ def control(role: str, method: str, path: str) -> Any:
     return answer.body
 
 
-def flowcheck(*args: str, timeout: float = 120, server: str = SERVER) -> dict[str, Any]:
-    p = subprocess.run(["ip", "netns", "exec", f"{PREFIX}client", sys.executable, "-m", "satlab.cluster.flowcheck",
-                        "--server", server, "--port", str(BULK), *args],
-                       capture_output=True, text=True, timeout=timeout)
-    assert p.returncode == 0, p.stderr
-    out: dict[str, Any] = json.loads(p.stdout)
-    return out
-
-
-def flowcheck_bg(*args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(["ip", "netns", "exec", f"{PREFIX}client", sys.executable, "-m",
-                             "satlab.cluster.flowcheck", "--server", SERVER, "--port", str(BULK), *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def hub_choice(sport: int, dport: int = BULK) -> str:
-    """The gateway the hub router sends the client's flow to: the kernel's own multipath choice."""
-    p = subprocess.run(["ip", "-n", f"{PREFIX}hub", "-j", "route", "get", SERVER, "from", CLIENT, "iif", "sat0",
-                        "ipproto", "tcp", "sport", str(sport), "dport", str(dport)],
-                       capture_output=True, text=True, timeout=10, check=True)
-    return str(json.loads(p.stdout)[0]["dev"])
-
-
-def flows_of(role: str, since: float, client_ip: str = CLIENT) -> dict[int, dict[str, Any]]:
-    """client port -> the flow record at `role`, of the client's flows started after `since`."""
-    v = client(socket_path(TOPO, role), timeout=10).json.flows("all")
-    own = f"[{client_ip}]:" if ":" in client_ip else f"{client_ip}:"
-    return {int(f["client"].rsplit(":", 1)[1]): f for f in v["flows"]
-            if f["client"].startswith(own) and f["started_at"] >= since - 0.5}
+LAB = labcheck.ClusterLab(TOPO)
+flowcheck, flowcheck_bg, hub_choice, flows_of = LAB.flowcheck, LAB.flowcheck_bg, LAB.hub_choice, LAB.flows_of
 
 
 def refused_other(role: str) -> int:
