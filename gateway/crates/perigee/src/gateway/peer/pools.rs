@@ -12,6 +12,14 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
+/// Ready connections of a pool of `size` that clients' flows leave to the gateway's own flows:
+/// a burst of a page's connections taking every one made its name lookups (the resolver's
+/// upstream connections, which come after) wait for a reset and unbound's retry, a round trip
+/// more on the page's critical path. A quarter of the pool; none in a pool under 4.
+pub fn own_reserve(size: usize) -> usize {
+    size / 4
+}
+
 /// Which pool a flow must take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Aim {
@@ -114,15 +122,36 @@ impl Pools {
         self.iter().any(|p| p.owns(token))
     }
 
-    /// A ready connection for a flow aimed as `aim`, with the pool's gateway. `Any` takes the
-    /// pool with the most ready connections.
+    /// A ready connection for one of the gateway's own flows (the resolver's queries, the
+    /// cluster table's poll) aimed as `aim`, with the pool's gateway. `Any` takes the pool with
+    /// the most ready connections.
     pub fn take(&mut self, aim: Aim, ep: &Epoll, now: Instant) -> Option<(SocketAddr, Warm)> {
-        let pool = match aim {
-            Aim::At(hub) => self.to_hub(hub)?,
-            Aim::Any => self.iter_mut().max_by_key(|p| p.ready())?,
-        };
+        let pool = self.pick(aim)?;
         let hub = pool.config().hub;
         pool.take(ep, now).map(|w| (hub, w))
+    }
+
+    /// The same for a client's flow, which leaves the pool's reserve (`own_reserve`) to the
+    /// gateway's own flows: None when only the reserve is ready (the flow goes direct).
+    pub fn take_for_client(
+        &mut self,
+        aim: Aim,
+        ep: &Epoll,
+        now: Instant,
+    ) -> Option<(SocketAddr, Warm)> {
+        let pool = self.pick(aim)?;
+        if pool.ready() <= own_reserve(pool.config().size) {
+            return None;
+        }
+        let hub = pool.config().hub;
+        pool.take(ep, now).map(|w| (hub, w))
+    }
+
+    fn pick(&mut self, aim: Aim) -> Option<&mut Pool> {
+        match aim {
+            Aim::At(hub) => self.to_hub(hub),
+            Aim::Any => self.iter_mut().max_by_key(|p| p.ready()),
+        }
     }
 
     pub fn tick(&mut self, ep: &Epoll, now: Instant) {
@@ -268,6 +297,33 @@ mod tests {
                 "slot {slot}"
             );
         }
+    }
+
+    #[test]
+    fn clients_flows_leave_the_reserve_to_the_gateways_own_flows() {
+        let ep = Epoll::new().unwrap();
+        let t = Arc::new(Identity::generate().unwrap());
+        let (mut a1, hub1, k1) = gateway(&ep, &t, 1 << 52);
+        let mut pools = Pools::new(POOLS_BASE);
+        pools.configure(vec![config(hub1, &[&k1], &t, 8)], &t, &ep, Instant::now());
+        drive(&ep, &mut [&mut a1], &mut pools, |p| p.ready() == 8);
+        assert_eq!(pools.ready(), 8);
+        assert_eq!(own_reserve(8), 2);
+        let mut clients = 0;
+        while pools
+            .take_for_client(Aim::Any, &ep, Instant::now())
+            .is_some()
+        {
+            clients += 1;
+        }
+        assert_eq!(clients, 6, "clients take all but the reserve");
+        assert_eq!(pools.ready(), 2);
+        // The gateway's own flows take what is left.
+        assert!(pools.take(Aim::At(hub1), &ep, Instant::now()).is_some());
+        assert!(pools.take(Aim::Any, &ep, Instant::now()).is_some());
+        assert!(pools.take(Aim::Any, &ep, Instant::now()).is_none());
+        // A small pool keeps no reserve.
+        assert_eq!((own_reserve(1), own_reserve(3), own_reserve(4)), (0, 0, 1));
     }
 
     #[test]

@@ -253,7 +253,7 @@ impl Worker {
             Some(Owner::Other { peer, .. }) => Aim::At(peer),
             Some(Owner::Me | Owner::Unknown) => return None,
         };
-        self.warm.take(aim, &self.ep, Instant::now())
+        self.warm.take_for_client(aim, &self.ep, Instant::now())
     }
 
     /// A new cluster table (or none): a terminal opens or closes pools for the gateways it
