@@ -22,6 +22,8 @@ from perigee_api.api.routes import (
     fleet,
     flows,
     health,
+    managed,
+    managed_versions,
     peer,
     policy,
     satellite,
@@ -30,7 +32,7 @@ from perigee_api.api.routes import (
     tls,
     users,
 )
-from perigee_api.core import errors
+from perigee_api.core import errors, security
 from perigee_api.core.config import Settings, get_settings
 from perigee_api.core.context import AppContext
 from perigee_api.core.db import Database, owner_only
@@ -38,6 +40,7 @@ from perigee_api.middleware import GuardMiddleware
 from perigee_api.services import auth as auth_service
 from perigee_api.services import fleet_sd, running, versions
 from perigee_api.services.collector import Collector
+from perigee_api.services.managed_poll import ManagedPoller
 from perigee_control.client import GatewayClient
 
 log = logging.getLogger("perigee_api")
@@ -47,7 +50,21 @@ API_PREFIX = "/api/v1"
 
 def api_router() -> APIRouter:
     router = APIRouter(prefix=API_PREFIX)
-    features = (auth, users, policy, bod, config, flows, satellite, fleet, exports, sites, peer)
+    features = (
+        auth,
+        users,
+        policy,
+        bod,
+        config,
+        flows,
+        satellite,
+        fleet,
+        exports,
+        sites,
+        peer,
+        managed_versions,
+        managed,
+    )
     appliance = (health, system, cache, dns, backup, audit, tls)  # the appliance's own state and upkeep
     for module in features + appliance:
         router.include_router(module.router)
@@ -86,15 +103,20 @@ def create_app(settings: Settings | None = None, *, prepare_db: bool = True) -> 
     # The collector exists with the app (readers ask it for fresh live flows); its thread runs from startup to
     # shutdown when collector_enabled, else tests drive it by hand.
     collector = ctx.collector = Collector(ctx)
+    # A terminal's poll of its hub: its thread runs from startup to shutdown when managed_poll_enabled.
+    poller = ctx.managed_poller = ManagedPoller(ctx)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         ctx.loop = asyncio.get_running_loop()
         if settings.collector_enabled:
             collector.start()
+        if settings.managed_poll_enabled:
+            poller.start()
         try:
             yield
         finally:
+            poller.stop()
             collector.stop()
             ctx.db.dispose()
 
@@ -114,7 +136,7 @@ def create_app(settings: Settings | None = None, *, prepare_db: bool = True) -> 
         lifespan=lifespan,
     )
     app.state.ctx = ctx
-    errors.install(app)
+    errors.install(app, {path: managed.refusal for path in security.MANAGED_PATHS})
     app.include_router(api_router())
     app.add_middleware(GuardMiddleware, ctx=ctx)
     return app

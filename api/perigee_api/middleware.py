@@ -105,8 +105,9 @@ class GuardMiddleware:
 
         # 2. CSRF double submit for every unsafe method not authenticated by a Bearer token.
         bearer = headers.get("authorization", "").lower().startswith("bearer ")
-        # The enrollment route reads no cookie (its token is the credential): nothing there for a forged request.
-        if method in UNSAFE and path.startswith("/api/") and not bearer and path != security.ENROLL_PATH:
+        # The enrollment and managed-terminal routes read no cookie (a token or key is the credential): nothing
+        # there for a forged request.
+        if method in UNSAFE and path.startswith("/api/") and not bearer and path not in security.CSRF_EXEMPT:
             cookie = _cookies(headers.get("cookie", "")).get(security.CSRF_COOKIE, "")
             header = headers.get(security.CSRF_HEADER.lower(), "")
             if not cookie or not header or not security.same(cookie, header):

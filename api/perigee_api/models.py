@@ -190,6 +190,65 @@ class EnrollmentToken(Base):
     revoked_by: Mapped[str | None] = mapped_column(String(64), nullable=True)
 
 
+class ManagedTerminal(Base):
+    """At a hub: a terminal enrolled with a token, managed from here (services/managed_hub.py): the hash of its
+    management key (None once revoked) and what its latest report said."""
+
+    __tablename__ = "managed_terminals"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(64), unique=True)
+    # sha256 of the management key (256 random bits): a leaked database does not leak a live key.
+    key_hash: Mapped[str | None] = mapped_column(String(64), unique=True, nullable=True)
+    enrolled_at: Mapped[float] = mapped_column(Float)
+    last_report_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    revision: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    local_version_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    software: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    health_ok: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+    problems: Mapped[list[str] | None] = mapped_column(JSON, nullable=True)
+    rx_bytes: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    tx_bytes: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    live_flows: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    # The config the terminal last reported running: what a new version for it is validated against.
+    last_config: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+
+
+class ManagedVersion(Base):
+    """At a hub: config sections made for one managed terminal, and what the terminal reported of them."""
+
+    __tablename__ = "managed_versions"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    terminal_id: Mapped[int] = mapped_column(ForeignKey("managed_terminals.id", ondelete="CASCADE"), index=True)
+    created_at: Mapped[float] = mapped_column(Float)
+    created_by: Mapped[str] = mapped_column(String(64))
+    comment: Mapped[str] = mapped_column(Text)
+    sections: Mapped[dict[str, Any]] = mapped_column(JSON)
+    # pending | applied | rolled_back | refused
+    state: Mapped[str] = mapped_column(String(16))
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    reported_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+class ManagedLink(Base):
+    """At a terminal: the hub that manages it (one row, services/managed_terminal.py). The management key is
+    write-only: no route returns it."""
+
+    __tablename__ = "managed_link"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    hub_url: Mapped[str] = mapped_column(String(300))
+    hub_pin: Mapped[str] = mapped_column(String(80))
+    name: Mapped[str] = mapped_column(String(64))
+    management_key: Mapped[str] = mapped_column(String(128))
+    joined_at: Mapped[float] = mapped_column(Float)
+    last_contact_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    last_error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # The newest hub version seen, the outcome of applying it, and whether the hub has that outcome yet.
+    hub_version_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    outcome: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    outcome_error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    outcome_reported: Mapped[bool] = mapped_column(Boolean, default=True)
+
+
 class Sample1m(Base):
     __tablename__ = "samples_1m"
     ts: Mapped[int] = mapped_column(Integer, primary_key=True)

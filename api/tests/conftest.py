@@ -36,6 +36,7 @@ def fake_gw(sock_dir: Path) -> Iterator[FakeGateway]:
 
 def make_settings(data_dir: Path, socket: Path, **kw: Any) -> Settings:
     kw.setdefault("tls_dir", data_dir.parent / "tls")  # never the host's /etc/perigee/tls
+    kw.setdefault("managed_poll_enabled", False)  # the managed poll thread: only a test that asks for it
     return Settings(data_dir=data_dir, gateway_socket=socket, collector_enabled=False, secure_cookies=True, **kw)
 
 

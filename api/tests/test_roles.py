@@ -14,8 +14,9 @@ UNSAFE = {"POST", "PUT", "PATCH", "DELETE"}
 # Self-service routes every logged-in user may use.
 SELF_SERVICE = {"/api/v1/auth/login", "/api/v1/auth/logout", "/api/v1/auth/change-password"}
 # The route a terminal redeems its enrollment token on: no session, the token is the credential
-# (test_enrollment_tokens.py).
-NO_SESSION = {"/api/v1/peer/enroll"}
+# (test_enrollment_tokens.py); and the one a managed terminal reports to its hub on, its management key the
+# credential (test_managed_terminals.py).
+NO_SESSION = {"/api/v1/peer/enroll", "/api/v1/managed/report"}
 # POSTs that store nothing (a derivation for the BoD page): every role may read what they answer.
 READ_ONLY_POSTS = {"/api/v1/bod/derive"}
 ADMIN_ONLY_PREFIXES = ("/api/v1/users", "/api/v1/system/restore")

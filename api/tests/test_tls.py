@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import stat
+import subprocess
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -105,6 +106,21 @@ def test_get_reports_the_generated_certificate(viewer: TestClient) -> None:
     assert cert["key_type"] == "EC P-256" and cert["chain_length"] == 1
     assert cert["not_before"] < cert["not_after"]
     assert body["reload"]["state"] == "none" and body["backup_available"] is False
+
+
+def test_the_key_pin_is_what_openssl_makes_of_the_served_certificate(viewer: TestClient, tls_dir: Path) -> None:
+    """The pin a terminal gives to join (docs/operations.md), against openssl's own digest of the key."""
+    pem = (tls_dir / "cert.pem").read_bytes()
+    pub = subprocess.run(["openssl", "x509", "-noout", "-pubkey"], input=pem, capture_output=True, check=True).stdout
+    der = subprocess.run(
+        ["openssl", "pkey", "-pubin", "-outform", "DER"], input=pub, capture_output=True, check=True
+    ).stdout
+    digest = (
+        subprocess.run(["openssl", "dgst", "-sha256", "-r"], input=der, capture_output=True, check=True)
+        .stdout.split()[0]
+        .decode()
+    )
+    assert viewer.get(TLS).json()["certificate"]["spki_pin"] == f"sha256:{digest}"
 
 
 def test_valid_pair_is_written_backed_up_and_reported(admin: TestClient, tls_dir: Path) -> None:

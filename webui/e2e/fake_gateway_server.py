@@ -6,7 +6,7 @@ Every second the flows' rates and the counters change, so the dashboard has some
 PERIGEE_E2E_DIAL=sha256:... names a terminal identity that keeps dialing this hub's peer path (5 idle
 connections and a live flow once enrolled; refused otherwise). PERIGEE_E2E_BOOT=factory starts it on the packaged
 boot config (debian/conf/gateway.json: what a new box from the package, the image or the VM runs) instead of a lab
-hub's config. Stops on SIGTERM/SIGINT.
+hub's config; PERIGEE_E2E_ROLE=terminal on a lab terminal's. Stops on SIGTERM/SIGINT.
 """
 
 from __future__ import annotations
@@ -87,7 +87,9 @@ def main() -> None:
     if os.environ.get("PERIGEE_E2E_BOOT") == "factory":
         running = json.loads(BOOT_CONFIG.read_text())
     else:
-        running = lab_config("hub").to_json() | {"revision": "fake-hub"}
+        # PERIGEE_E2E_ROLE=terminal: a lab terminal's config (e2e/managed.mjs runs a hub and a terminal).
+        role = "terminal" if os.environ.get("PERIGEE_E2E_ROLE") == "terminal" else "hub"
+        running = lab_config(role).to_json() | {"revision": f"fake-{role}"}
     gw = FakeGateway(sock, running=running).start()
     if os.environ.get("PERIGEE_E2E_DIAL"):
         gw.peer.dial(os.environ["PERIGEE_E2E_DIAL"], idle=5, live=1)

@@ -27,6 +27,7 @@ const SetupWizard = lazy(() => import('./pages/SetupWizard'));
 const FleetPage = lazy(() => import('./pages/FleetPage'));
 const TokensPage = lazy(() => import('./pages/TokensPage'));
 const TerminalsPage = lazy(() => import('./pages/TerminalsPage'));
+const TerminalDetailPage = lazy(() => import('./pages/TerminalDetailPage'));
 
 export function App() {
   return (
@@ -64,6 +65,7 @@ export function App() {
           <Route path="tokens" element={<RequireRole role="operator" title="API tokens"><TokensPage /></RequireRole>} />
           <Route path="fleet" element={<FleetPage />} />
           <Route path="terminals" element={<TerminalsPage />} />
+          <Route path="terminals/:name" element={<TerminalDetailPage />} />
           <Route path="health" element={<HealthPage />} />
           <Route path="system" element={<SystemPage />} />
           <Route path="setup" element={<RequireRole role="operator" title="Setup"><SetupWizard /></RequireRole>} />

@@ -74,6 +74,15 @@ class Settings(BaseSettings):
     # Initial desired config (first start only).
     initial_role: str = Field(default="hub", pattern="^(hub|terminal)$")
 
+    # A terminal managed from its hub (services/managed_poll.py): the poll thread runs from startup to shutdown
+    # when managed_poll_enabled (it idles until the terminal joins). join_file: zero-touch, a JSON file
+    # {hub_url, hub_pin, token} joined at start when not joined yet, then renamed to <file>.used.
+    managed_poll_enabled: bool = True
+    join_file: Path | None = None
+    # A status report to the hub this often when no version arrives; the long poll's wait asked of the hub.
+    managed_report_every_s: float = Field(default=30.0, gt=0)
+    managed_wait_s: float = Field(default=25.0, ge=0, le=25)
+
     @property
     def sd_file(self) -> Path:
         return self.prometheus_sd_file or self.data_dir / "prometheus" / "fleet.json"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -83,7 +84,13 @@ def validation_details(errors: list[Any]) -> list[dict[str, Any]]:
     return humanize(errors)
 
 
-def install(app: FastAPI) -> None:
+# A path's own refusal of a malformed request (None: the request's credential is good, say what is malformed).
+Refusal = Callable[[Request], Awaitable[JSONResponse | None]]
+
+
+def install(app: FastAPI, refusals: dict[str, Refusal] | None = None) -> None:
+    refusals = refusals or {}
+
     @app.exception_handler(ApiError)
     async def _api_error(_req: Request, exc: ApiError) -> JSONResponse:
         return error_json(exc.status, exc.code, exc.message, exc.field, exc.details, exc.headers)
@@ -101,6 +108,11 @@ def install(app: FastAPI) -> None:
         ):
             # Anything but a bad fingerprint: the generic refusal (a fingerprint's format is no secret: a 422).
             return error_json(400, "enrollment_refused", ENROLLMENT_REFUSED)
+        refuse = refusals.get(req.url.path)
+        if refuse is not None and (refusal := await refuse(req)) is not None:
+            # A route whose credential is checked in the route (a managed terminal's key): a request without a
+            # valid one gets that route's one refusal, however malformed it is.
+            return refusal
         field = details[0]["field"] if details else None
         return error_json(422, "validation_error", headline(details), field, details)
 

@@ -21,6 +21,13 @@ TOKEN_PREFIX = "pgt_"  # noqa: S105 - a visible prefix, not a secret
 # credential, no cookie is read), so it has no CSRF check (perigee_api.middleware), and a malformed request gets
 # the route's generic refusal (core/errors.py).
 ENROLL_PATH = "/api/v1/peer/enroll"
+# The terminal-facing routes of a hub that manages terminals: a terminal's management key (Bearer) is the
+# credential, no cookie is read, so no CSRF check either; every refusal is one 401 (core/errors.py).
+MANAGED_DESIRED_PATH = "/api/v1/managed/desired"
+MANAGED_REPORT_PATH = "/api/v1/managed/report"
+MANAGED_PATHS = frozenset({MANAGED_DESIRED_PATH, MANAGED_REPORT_PATH})
+# Paths whose unsafe requests carry their own credential and read no cookie: no CSRF check.
+CSRF_EXEMPT = frozenset({ENROLL_PATH, MANAGED_REPORT_PATH})
 
 
 def hash_password(password: str) -> str:

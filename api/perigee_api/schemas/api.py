@@ -622,6 +622,10 @@ class TlsCertificateOut(BaseModel):
     not_before: float = Field(description="Unix seconds")
     not_after: float = Field(description="Unix seconds")
     fingerprint_sha256: str
+    spki_pin: str = Field(
+        description="sha256: and the hex of the certificate's SubjectPublicKeyInfo digest: the pin a terminal "
+        "gives to join this hub (it survives a renewal with the same key)"
+    )
     key_type: str
     chain_length: int
     self_signed: bool

@@ -185,3 +185,7 @@ class EnrollOut(BaseModel):
     prefixes: list[str]
     version_id: int = Field(description="the hub's config version that enrolled it")
     peer: TerminalPeerOut
+    management_key: str = Field(
+        description="the terminal's bearer secret to be managed from this hub (GET /managed/desired, POST "
+        "/managed/report): shown this once, the hub keeps only its hash; enrolling again or revoking ends it"
+    )

@@ -28,7 +28,7 @@ from sqlalchemy.orm import Session
 from perigee_api.core.context import AppContext
 from perigee_api.core.errors import ApiError
 from perigee_api.models import EnrollmentToken
-from perigee_api.services import fleet, terminals, versions
+from perigee_api.services import fleet, managed_hub, terminals, versions
 from perigee_control.client import GatewayError
 
 TOKEN_PREFIX = "pgt1."  # noqa: S105 - a visible version tag, not a secret
@@ -227,6 +227,7 @@ class Redeemed:
     version_id: int
     apply: dict[str, Any]
     peer: dict[str, Any]
+    management_key: str
 
 
 def _why(db: Session, digest: str | None, now: float) -> str:
@@ -295,6 +296,8 @@ def redeem(ctx: AppContext, db: Session, token: str, fingerprint: str) -> Redeem
                 )
             row.used_version_id = v.id
             port = (v.config.get("peer") or {}).get("port", DEFAULT_PEER_PORT)
+            # Its key to be managed from this hub (services/managed_hub.py), in the same transaction.
+            key = managed_hub.grant(db, row.name)
             db.commit()
         except BaseException:
             db.rollback()
@@ -306,4 +309,4 @@ def redeem(ctx: AppContext, db: Session, token: str, fingerprint: str) -> Redeem
         "hub_fingerprints": fingerprints,
         "hub_cluster": gateways > 1,
     }
-    return Redeemed(row, v.id, res, peer)
+    return Redeemed(row, v.id, res, peer, key)

@@ -76,7 +76,7 @@ def check(db: Session, settings: Settings, username: str, address: str, now: flo
         return Verdict(False, "login_throttled", wait)
     # Across user names (password spraying): only this address waits, whatever it logs in as.
     n_addr, last_addr = _failures(
-        db, window_start, LoginAttempt.address == address, LoginAttempt.username != ENROLLMENT
+        db, window_start, LoginAttempt.address == address, LoginAttempt.username.notin_(OWN_KEYS)
     )
     wait = _wait(last_addr, n_addr, settings.login_free_failures_address, settings, now)
     if wait:
@@ -87,18 +87,31 @@ def check(db: Session, settings: Settings, username: str, address: str, now: flo
 # Enrollment tokens (services/enrollment.py) are throttled on their own row key: no user name can be this (user
 # names start with a letter or digit), and login's count across user names leaves it out.
 ENROLLMENT = "(enrollment token)"
+# So are management keys of managed terminals (services/managed_hub.py).
+MANAGED = "(management key)"
+OWN_KEYS = (ENROLLMENT, MANAGED)
+
+
+def _check_address(db: Session, settings: Settings, what: str, address: str, reason: str, now: float | None) -> Verdict:
+    now = time.time() if now is None else now
+    address = address[:64]
+    key = (LoginAttempt.username == what, LoginAttempt.address == address)
+    last_ok = db.scalar(select(func.max(LoginAttempt.ts)).where(*key, LoginAttempt.success.is_(True)))
+    n, last = _failures(db, max(now - settings.login_window_s, last_ok or 0.0), *key)
+    wait = _wait(last, n, settings.login_free_failures, settings, now)
+    return Verdict(False, reason, wait) if wait else ALLOWED
 
 
 def check_enrollment(db: Session, settings: Settings, address: str, now: float | None = None) -> Verdict:
     """May `address` present an enrollment token now? Only the address is counted: there is no name to aim at,
     and an address's failures never slow down another one. An address's redeemed token starts it afresh."""
-    now = time.time() if now is None else now
-    address = address[:64]
-    key = (LoginAttempt.username == ENROLLMENT, LoginAttempt.address == address)
-    last_ok = db.scalar(select(func.max(LoginAttempt.ts)).where(*key, LoginAttempt.success.is_(True)))
-    n, last = _failures(db, max(now - settings.login_window_s, last_ok or 0.0), *key)
-    wait = _wait(last, n, settings.login_free_failures, settings, now)
-    return Verdict(False, "enrollment_throttled", wait) if wait else ALLOWED
+    return _check_address(db, settings, ENROLLMENT, address, "enrollment_throttled", now)
+
+
+def check_managed(db: Session, settings: Settings, address: str, now: float | None = None) -> Verdict:
+    """May `address` present a management key now? As for enrollment tokens: only the address is counted, and a
+    valid key is honoured even from a throttled address (the caller's to do), so nobody locks a terminal out."""
+    return _check_address(db, settings, MANAGED, address, "management_key_throttled", now)
 
 
 def note(db: Session, username: str, address: str, success: bool, now: float | None = None) -> None:

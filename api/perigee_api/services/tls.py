@@ -23,6 +23,8 @@ from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
 
+from perigee_api.services import pinned_https
+
 CERT = "cert.pem"
 KEY = "key.pem"
 CERT_BACKUP = "cert.pem.prev"
@@ -170,6 +172,7 @@ def describe(tls_dir: Path) -> dict[str, Any] | None:
         "not_before": leaf.not_valid_before_utc.timestamp(),
         "not_after": leaf.not_valid_after_utc.timestamp(),
         "fingerprint_sha256": fp,
+        "spki_pin": pinned_https.spki_pin(leaf.public_bytes(serialization.Encoding.DER)),
         "key_type": _key_description(leaf.public_key()),
         "chain_length": len(chain),
         "self_signed": _signed_by_own_key(leaf),

@@ -12,10 +12,14 @@ export type IdentityList = S['IdentityList'];
 export type Identity = S['IdentityOut'];
 export type HubIn = S['HubIn'];
 export type PeerStatus = S['PeerStatus'];
+export type EnrollmentTokenIn = S['EnrollmentTokenIn'];
+export type EnrollmentToken = S['EnrollmentTokenOut'];
+export type EnrollmentTokenCreated = S['EnrollmentTokenCreated'];
 
 export const peerKeys = {
   terminals: ['peer', 'terminals'] as const,
   identity: ['peer', 'identity'] as const,
+  enrollmentTokens: ['peer', 'enrollment-tokens'] as const,
 };
 
 /** `sha256:` and 64 lowercase hex digits: what a gateway's dashboard shows as its identity. */
@@ -38,4 +42,8 @@ export const peerEndpoints = {
   rotateIdentity: () => unwrap(api.POST('/api/v1/peer/identity/rotate')),
   commitIdentity: () => unwrap(api.POST('/api/v1/peer/identity/commit')),
   setHub: (body: HubIn) => unwrap(api.PUT('/api/v1/peer/hub', { body })),
+  enrollmentTokens: () => unwrap(api.GET('/api/v1/peer/enrollment-tokens')),
+  createEnrollmentToken: (body: EnrollmentTokenIn) => unwrap(api.POST('/api/v1/peer/enrollment-tokens', { body })),
+  revokeEnrollmentToken: (token_id: number) =>
+    unwrap(api.DELETE('/api/v1/peer/enrollment-tokens/{token_id}', { params: { path: { token_id } } })),
 };

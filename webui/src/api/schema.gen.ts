@@ -465,6 +465,74 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/managed/desired": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A managed terminal's next version (long poll; Bearer: its management key) */
+        get: operations["desired_api_v1_managed_desired_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/managed/join": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Join a hub with an enrollment token, its HTTPS certificate pinned: managed from it from then on */
+        post: operations["join_api_v1_managed_join_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/managed/report": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** A managed terminal reports a version's outcome and how it runs (Bearer: its management key) */
+        post: operations["report_api_v1_managed_report_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/managed/status": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Whether this terminal is managed from a hub, and how */
+        get: operations["managed_status_api_v1_managed_status_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/peer/enroll": {
         parameters: {
             query?: never;
@@ -610,7 +678,8 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        get?: never;
+        /** One enrolled terminal, with its last report */
+        get: operations["get_terminal_api_v1_peer_terminals__name__get"];
         put?: never;
         post?: never;
         /** Revoke a terminal: its connections are closed and its identity refused (new version, applied) */
@@ -649,6 +718,24 @@ export interface paths {
         post?: never;
         /** Rotation, last step: drop an identity (its idle connections close; live flows stay) */
         delete: operations["drop_fingerprint_api_v1_peer_terminals__name__fingerprints__fingerprint__delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/peer/terminals/{name}/versions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The config versions made for a managed terminal, newest first, with what it reported of each */
+        get: operations["list_versions_api_v1_peer_terminals__name__versions_get"];
+        put?: never;
+        /** A new version for a managed terminal: managed sections, validated before stored, sent when it asks */
+        post: operations["create_version_api_v1_peer_terminals__name__versions_post"];
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -2265,6 +2352,11 @@ export interface components {
         /** EnrollOut */
         EnrollOut: {
             /**
+             * Management Key
+             * @description the terminal's bearer secret to be managed from this hub (GET /managed/desired, POST /managed/report): shown this once, the hub keeps only its hash; enrolling again or revoking ends it
+             */
+            management_key: string;
+            /**
              * Name
              * @description the terminal's name at the hub
              */
@@ -3131,6 +3223,24 @@ export interface components {
             /** @description The interface toward the satellite modem; not one of `lan`. */
             satellite: components["schemas"]["IfName"];
         };
+        /** JoinIn */
+        JoinIn: {
+            /**
+             * Hub Pin
+             * @description a gateway identity's fingerprint: `sha256:` and 64 lowercase hex digits (the SHA-256 of its certificate's SubjectPublicKeyInfo), as the gateway's own dashboard shows it
+             */
+            hub_pin: string;
+            /**
+             * Hub Url
+             * @description the hub's API: https://host[:port]
+             */
+            hub_url: string;
+            /**
+             * Token
+             * @description the enrollment token the hub's operator made (`pgt1.`…)
+             */
+            token: string;
+        };
         /**
          * LdStatus
          * @description The `hybla_ld` registration as this build sees it.
@@ -3211,6 +3321,136 @@ export interface components {
             /** Must Change Password */
             must_change_password: boolean;
             user: components["schemas"]["UserOut"];
+        };
+        /** ManagedDesired */
+        ManagedDesired: {
+            /** Comment */
+            comment: string;
+            /** Sections */
+            sections: {
+                [key: string]: unknown;
+            };
+            /** Version Id */
+            version_id: number;
+        };
+        /** ManagedReport */
+        ManagedReport: {
+            /**
+             * Config
+             * @description the config the terminal runs: the hub validates new versions for it against this
+             */
+            config?: {
+                [key: string]: unknown;
+            } | null;
+            /** Error */
+            error?: string | null;
+            /** Health Ok */
+            health_ok: boolean;
+            /** Live Flows */
+            live_flows: number;
+            /** Local Version Id */
+            local_version_id?: number | null;
+            /**
+             * Outcome
+             * @enum {string}
+             */
+            outcome: "applied" | "rolled_back" | "refused" | "none";
+            /** Problems */
+            problems?: string[];
+            /** Revision */
+            revision?: string | null;
+            /** Rx Bytes */
+            rx_bytes: number;
+            /** Software */
+            software?: string | null;
+            /** Tx Bytes */
+            tx_bytes: number;
+            /**
+             * Version Id
+             * @description the hub version it reports on
+             */
+            version_id?: number | null;
+        };
+        /** ManagedStatus */
+        ManagedStatus: {
+            /** Hub Url */
+            hub_url: string | null;
+            /**
+             * Hub Version Id
+             * @description the newest version from the hub it has seen
+             */
+            hub_version_id: number | null;
+            /** Joined At */
+            joined_at: number | null;
+            /** Last Contact At */
+            last_contact_at: number | null;
+            /** Last Error */
+            last_error: string | null;
+            /** Managed */
+            managed: boolean;
+            /**
+             * Name
+             * @description this terminal's name at the hub
+             */
+            name: string | null;
+            /**
+             * Outcome
+             * @description of that version: applied, rolled_back or refused
+             */
+            outcome: string | null;
+        };
+        /** ManagedVersionIn */
+        ManagedVersionIn: {
+            /**
+             * Comment
+             * @default
+             */
+            comment: string;
+            /**
+             * Sections
+             * @description the managed sections to set, each whole, by name: bypass, cache, classes, dns, hybla, quic, satellite, shaping, splitter, sites
+             */
+            sections: {
+                [key: string]: unknown;
+            };
+        };
+        /** ManagedVersionList */
+        ManagedVersionList: {
+            /**
+             * Versions
+             * @description newest first
+             */
+            versions: components["schemas"]["ManagedVersionOut"][];
+        };
+        /** ManagedVersionOut */
+        ManagedVersionOut: {
+            /** Comment */
+            comment: string;
+            /** Created At */
+            created_at: number;
+            /** Created By */
+            created_by: string;
+            /**
+             * Error
+             * @description why the terminal rolled it back or refused it
+             */
+            error: string | null;
+            /** Id */
+            id: number;
+            /** Reported At */
+            reported_at: number | null;
+            /**
+             * Sections
+             * @description the names of the sections it sets
+             */
+            sections: string[];
+            /**
+             * State
+             * @enum {string}
+             */
+            state: "pending" | "applied" | "rolled_back" | "refused";
+            /** Terminal */
+            terminal: string;
         };
         /**
          * Match
@@ -4217,6 +4457,46 @@ export interface components {
              */
             version_id: number;
         };
+        /** TerminalDetail */
+        TerminalDetail: {
+            /**
+             * Applied Version Id
+             * @description the newest version it reported applied
+             */
+            applied_version_id: number | null;
+            /** @description the newest version made for it */
+            desired_version: components["schemas"]["ManagedVersionOut"] | null;
+            /** Health Ok */
+            health_ok: boolean | null;
+            /** Last Report At */
+            last_report_at: number | null;
+            /** Live Flows */
+            live_flows: number | null;
+            /**
+             * Local Version Id
+             * @description that config's version at the terminal
+             */
+            local_version_id: number | null;
+            /**
+             * Managed
+             * @description enrolled with a token: it holds a management key and polls this hub
+             */
+            managed: boolean;
+            /** Problems */
+            problems: string[];
+            /**
+             * Revision
+             * @description the config revision the terminal reports running
+             */
+            revision: string | null;
+            /** Rx Bytes */
+            rx_bytes: number | null;
+            /** Software */
+            software: string | null;
+            terminal: components["schemas"]["TerminalOut"];
+            /** Tx Bytes */
+            tx_bytes: number | null;
+        };
         /** TerminalIn */
         TerminalIn: {
             /**
@@ -4383,6 +4663,11 @@ export interface components {
              * @enum {string}
              */
             source: "uploaded" | "generated";
+            /**
+             * Spki Pin
+             * @description sha256: and the hex of the certificate's SubjectPublicKeyInfo digest: the pin a terminal gives to join this hub (it survives a renewal with the same key)
+             */
+            spki_pin: string;
             /** Subject */
             subject: string;
             /** Uploaded At */
@@ -6302,6 +6587,185 @@ export interface operations {
             };
         };
     };
+    desired_api_v1_managed_desired_get: {
+        parameters: {
+            query?: {
+                /** @description the newest version the terminal has seen */
+                after?: number;
+                /** @description seconds to wait for one */
+                wait?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ManagedDesired"];
+                };
+            };
+            /** @description nothing newer than `after` came within `wait` */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    join_api_v1_managed_join_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["JoinIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ManagedStatus"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Bad Gateway */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    report_api_v1_managed_report_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ManagedReport"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    managed_status_api_v1_managed_status_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ManagedStatus"];
+                };
+            };
+        };
+    };
     redeem_enrollment_token_api_v1_peer_enroll_post: {
         parameters: {
             query?: never;
@@ -6961,6 +7425,64 @@ export interface operations {
             };
         };
     };
+    get_terminal_api_v1_peer_terminals__name__get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TerminalDetail"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
     revoke_terminal_api_v1_peer_terminals__name__delete: {
         parameters: {
             query?: never;
@@ -7185,6 +7707,126 @@ export interface operations {
             };
             /** @description Bad Gateway */
             502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    list_versions_api_v1_peer_terminals__name__versions_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ManagedVersionList"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    create_version_api_v1_peer_terminals__name__versions_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ManagedVersionIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ManagedVersionOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };

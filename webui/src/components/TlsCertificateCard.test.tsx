@@ -17,6 +17,7 @@ function status(fingerprint: string, over: Partial<TlsStatus['certificate'] & ob
       not_before: NOW_S - 86_400,
       not_after: NOW_S + 30 * 86_400 + 3600,
       fingerprint_sha256: fingerprint,
+      spki_pin: 'sha256:' + 'ab'.repeat(32),
       key_type: 'EC P-256',
       chain_length: 1,
       self_signed: true,

@@ -23,6 +23,7 @@ function CertificateTable({ cert }: { cert: TlsCertificate }) {
     ['Key', cert.key_type],
     ['Chain', `${cert.chain_length} certificate${cert.chain_length === 1 ? '' : 's'}`],
     ['SHA-256', <code key="fp" style={{ wordBreak: 'break-all' }}>{cert.fingerprint_sha256}</code>],
+    ['Key pin', <code key="pin" style={{ wordBreak: 'break-all' }}>{cert.spki_pin}</code>],
     ['Origin', cert.source === 'uploaded' ? `uploaded by ${cert.uploaded_by ?? '?'}${cert.uploaded_at ? ` on ${formatDate(cert.uploaded_at)}` : ''}` : 'generated at first start'],
   ];
   return (

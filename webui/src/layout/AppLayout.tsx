@@ -10,6 +10,7 @@ import { LiveStatusBadge } from '../live/LiveStatusBadge';
 import { LiveFlowsProvider } from '../live/LiveFlowsProvider';
 import { NAV_ITEMS } from './nav';
 import { DriftBanner } from '../components/DriftBanner';
+import { ManagedBanner } from '../components/managed/ManagedBanner';
 import { SetupNeededBanner } from '../components/SetupNeededBanner';
 import { SetupRedirect } from '../components/SetupRedirect';
 
@@ -80,6 +81,7 @@ export function AppLayout() {
         <SetupRedirect />
         {/* The wizard says itself what the gateway runs and what applying changes. */}
         {location.pathname !== '/setup' && <SetupNeededBanner />}
+        {location.pathname !== '/setup' && <ManagedBanner />}
         {location.pathname !== '/setup' && <DriftBanner />}
         <Suspense fallback={<LoadingState />}>
           <Outlet />

@@ -6,6 +6,7 @@ import type { FieldErrors } from '../api/errors';
 import { keys } from '../api/keys';
 import { useAuth } from '../auth/useAuth';
 import { ConfigSaveReview, SavedResult, type Saved } from '../components/ConfigSaveReview';
+import { HubManagementCard } from '../components/managed/HubManagementCard';
 import { PageHeader } from '../components/PageHeader';
 import { PeerIdentityCard } from '../components/PeerIdentity';
 import { PendingVersionsNote } from '../components/RunningEdit';
@@ -124,6 +125,9 @@ export default function SystemPage() {
       <Stack mt="md">
         <Section id="sys-peer-identity" title="Peer path">
           <PeerIdentityCard canEdit={user != null && user.role !== 'viewer'} />
+        </Section>
+        <Section id="sys-hub-management" title="Hub management">
+          <HubManagementCard />
         </Section>
       </Stack>
     </>

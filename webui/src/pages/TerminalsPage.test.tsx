@@ -46,6 +46,7 @@ function api(role: 'operator' | 'viewer', terminals: unknown[], extra: Parameter
     'GET /api/v1/peer/terminals': () => jsonResponse(list(terminals)),
     'GET /api/v1/peer/identity': () =>
       jsonResponse({ role: 'hub', identities: [{ gateway: 'local', fingerprint: HUB_FP, certificate_pem: 'PEM', next_fingerprint: null, error: null }], peer: null, peer_error: null }),
+    'GET /api/v1/peer/enrollment-tokens': () => jsonResponse({ tokens: [] }),
     ...extra,
   });
 }

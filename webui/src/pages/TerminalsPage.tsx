@@ -1,11 +1,14 @@
-import { Alert, Badge, Button, Group, Modal, Stack, Table, Text, Textarea, TextInput } from '@mantine/core';
+import { Alert, Anchor, Badge, Button, Group, Modal, Stack, Table, Text, Textarea, TextInput } from '@mantine/core';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState, type FormEvent } from 'react';
+import { Link } from 'react-router-dom';
+import { endpoints } from '../api/endpoints';
 import { ApiError, errorMessage, type FieldErrors } from '../api/errors';
-import { afterConfigChange } from '../api/keys';
+import { afterConfigChange, keys } from '../api/keys';
 import { FINGERPRINT_RE, peerEndpoints, peerKeys, shortFingerprint, type Terminal, type TerminalChange } from '../api/peer';
 import { useAuth } from '../auth/useAuth';
 import { PageHeader } from '../components/PageHeader';
+import { EnrollmentTokens } from '../components/enrollment/EnrollmentTokens';
 import { ApplyFailure, Fingerprint } from '../components/PeerIdentity';
 import { ScrollTable } from '../components/ScrollTable';
 import { Section } from '../components/Section';
@@ -182,7 +185,11 @@ function TerminalRow({ t, canEdit, onRevoke, onRotate, onChanged }: { t: Termina
     window.confirm(`Drop ${shortFingerprint(fp)} from ${t.name}? Its idle connections with that identity close; live flows stay.`) && drop.mutate(fp);
   return (
     <Table.Tr data-terminal={t.name}>
-      <Table.Td fw={600}>{t.name}</Table.Td>
+      <Table.Td fw={600}>
+        <Anchor component={Link} to={`/terminals/${encodeURIComponent(t.name)}`}>
+          {t.name}
+        </Anchor>
+      </Table.Td>
       <Table.Td>
         <Stack gap={2}>
           {t.fingerprints.map((fp) => (
@@ -236,6 +243,7 @@ export default function TerminalsPage() {
   const canEdit = user != null && user.role !== 'viewer';
   const terminals = useQuery({ queryKey: peerKeys.terminals, queryFn: peerEndpoints.terminals, refetchInterval: 2000 });
   const identity = useQuery({ queryKey: peerKeys.identity, queryFn: peerEndpoints.identity });
+  const tls = useQuery({ queryKey: keys.tls, queryFn: endpoints.tls });
   const [revoking, setRevoking] = useState<Terminal | null>(null);
   const [rotating, setRotating] = useState<Terminal | null>(null);
   const [change, setChange] = useState<TerminalChange | null>(null);
@@ -274,8 +282,12 @@ export default function TerminalsPage() {
               <Text size="sm" c="dimmed" data-testid="refused-unknown">
                 Connections refused from identities nobody enrolled (or revoked): {list.refused_unknown}
               </Text>
+              <Section id="enrollment-tokens" title="Enrollment tokens">
+                {/* The pin of this hub's HTTPS key, as the terminal checks it when it joins. */}
+                <EnrollmentTokens canEdit={canEdit} hubPin={tls.data?.certificate?.spki_pin ?? null} />
+              </Section>
               {canEdit && (
-                <Section id="enroll" title="Enroll a terminal">
+                <Section id="enroll" title="Enroll a terminal by its fingerprint">
                   <EnrollForm onChanged={setChange} />
                 </Section>
               )}

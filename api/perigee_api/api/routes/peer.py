@@ -31,7 +31,7 @@ from perigee_api.schemas.trust import (
     TerminalIn,
     TerminalList,
 )
-from perigee_api.services import enrollment, terminals, throttle
+from perigee_api.services import enrollment, managed_hub, terminals, throttle
 
 router = APIRouter(
     prefix="/peer",
@@ -81,6 +81,7 @@ def enroll_terminal(body: TerminalIn, who: Operator, db: Db, ctx: Ctx, request: 
 )
 def revoke_terminal(name: TerminalName, who: Operator, db: Db, ctx: Ctx, request: Request) -> TerminalChangeOut:
     v, res = terminals.revoke(ctx, db, who.name, name, "")
+    managed_hub.revoke(db, name)  # its management key ends with it
     db.commit()
     ctx.collector.sync_running()
     return _changed(request, v, res, terminal=name)
@@ -279,5 +280,11 @@ def redeem_enrollment_token(body: EnrollIn, db: Db, ctx: Ctx, settings: Settings
         ok=done.apply.get("ok"),
     )
     return EnrollOut.model_validate(
-        {"name": done.row.name, "prefixes": list(done.row.prefixes), "version_id": done.version_id, "peer": done.peer}
+        {
+            "name": done.row.name,
+            "prefixes": list(done.row.prefixes),
+            "version_id": done.version_id,
+            "peer": done.peer,
+            "management_key": done.management_key,
+        }
     )
