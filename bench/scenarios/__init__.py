@@ -32,6 +32,7 @@ MODULES = (
     "modern_web",
     "peer_path",
     "api_flows",
+    "hub_scale",
 )
 
 
