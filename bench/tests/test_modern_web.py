@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import tempfile
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
@@ -314,6 +315,51 @@ def test_a_refused_config_skips_the_variant_with_the_gateways_error(monkeypatch)
             assert 'quic="fallback"' in h.note() and "splitter.nodelay=true" in h.note()
 
 
+def test_a_cluster_lab_configures_the_terminal_and_every_hub_gateway(monkeypatch):
+    """In a hub cluster the hub roles are gw1..gw3 (satlab's namespaces), each with its own control
+    socket: a variant's settings go to every one of them and to the terminal."""
+    roles = ("terminal", "gw1", "gw2", "gw3")
+    assert mw.LabHandle("cluster3", FakeLab("pw-c-"), driver=None).roles == list(roles)
+    assert mw.LabHandle("both", FakeLab("pw-c-"), driver=None).roles == ["terminal", "hub"]
+    assert mw.LabHandle("none", FakeLab("pw-c-"), driver=None).roles == []
+    assert mw.lab_overrides("cluster3") == ["--hub-gateways", "3"]
+    assert mw.lab_overrides("both") == [] and mw.lab_overrides("none") == []
+    assert len(set(mw.lab_prefixes().values())) == len(mw.LAB_GATEWAY)  # a prefix per lab
+    with tempfile.TemporaryDirectory() as run_root, ExitStack() as stack:
+        monkeypatch.setattr(gwconfig, "RUN_ROOT", run_root)
+        os.makedirs(f"{run_root}/pw-c-")
+        gws = {
+            r: stack.enter_context(FakeGateway(Path(f"{run_root}/pw-c-/gw-pw-c-{r}.sock"), running=HUB_CONFIG))
+            for r in roles
+        }
+        h = mw.LabHandle("cluster3", FakeLab("pw-c-"), driver=None, settle_s=0)
+        for r in roles:
+            h.base[r] = gwconfig.get_config(h.socket(r))
+        assert h.apply(mw.Variant("cluster-nodelay-off", "cluster3", "off", (("splitter.nodelay", False),))) is None
+        for r, gw in gws.items():
+            assert gw.applied[-1]["splitter"]["nodelay"] is False, r
+        assert h.apply(mw.VARIANT_BY_NAME["both-cluster3"]) is None
+        for r, gw in gws.items():
+            assert gw.applied[-1]["revision"] == "bench-modern-web-both-cluster3", r
+        assert [part.split(":")[0] for part in h.note().split("; ")] == list(roles)
+
+
+def test_the_cluster_variant_runs_beside_both_in_the_full_and_the_quick_run():
+    for mode in ("full", "quick"):
+        variants = mw.PARAMS[mode]["variants"]
+        assert "both-cluster3" in variants and "both" in variants and "no-gateway" in variants, mode
+    v = mw.VARIANT_BY_NAME["both-cluster3"]
+    assert (v.lab, v.quic, v.settings, v.ber, v.single_hub) == ("cluster3", "off", (), 0.0, "both")
+    assert v.dns_states == mw.VARIANT_BY_NAME["both"].dns_states
+    steps = mw.schedule(["news"], ["no-gateway", "both", "both-cluster3"], 2)
+    for rep in range(2):
+        got = [(s.variant, s.dns) for s in steps if s.rep == rep]
+        combos = [("no-gateway", "cold"), ("both", "cold"), ("both", "warm")]
+        combos += [("both-cluster3", "cold"), ("both-cluster3", "warm")]
+        assert sorted(got) == sorted(combos)
+    assert steps[0] != steps[5] and steps[0].variant != steps[5].variant  # rotated, never a block
+
+
 def test_set_path_creates_sections_and_refuses_non_objects():
     cfg = {"splitter": {"enabled": True}, "quic": "pass"}
     mw.set_path(cfg, "peer.enabled", False)
@@ -368,6 +414,37 @@ def test_records_compare_each_variant_with_no_gateway_and_the_floor():
     doc = mw.doc_extra(recs)
     assert "0.53×, meets ≤ 0.6×" in doc and "0.40×, meets ≤ 0.45×" in doc
     assert "- `both`: terminal: splitter.nodelay=true" in doc
+
+
+def test_the_cluster_is_compared_with_the_single_hub_of_the_same_dns_state():
+    res = mw.Results()
+    res.loads = {
+        "news/no-gateway/cold": [fake_load(15.0)],
+        "news/both/cold": [fake_load(8.0), fake_load(8.2)],
+        "news/both/warm": [fake_load(6.0)],
+        "news/both-cluster3/cold": [fake_load(8.2)],
+        "news/both-cluster3/warm": [fake_load(6.6)],
+        "shop/no-gateway/cold": [fake_load(20.0)],
+        "shop/both-cluster3/cold": [fake_load(9.0)],
+    }
+    res.skipped = {"shop/both/cold": "load failed: timeout"}
+    params = {"pages": ["news", "shop"], "variants": ["no-gateway", "both", "both-cluster3"]}
+    recs = mw.make_records(res, params, figures("geo-hts"))
+    by = {(r.variant, r.metric): r for r in recs}
+    assert by[("news/both-cluster3/cold", "vs_single_hub")].value == pytest.approx(8.2 / 8.1)
+    assert by[("news/both-cluster3/warm", "vs_single_hub")].value == pytest.approx(6.6 / 6.0)
+    assert by[("news/both-cluster3/cold", "vs_no_gateway")].value == pytest.approx(8.2 / 15)
+    assert by[("news/both-cluster3/warm", "vs_no_gateway")].value == pytest.approx(6.6 / 15)
+    missing = by[("shop/both-cluster3/cold", "vs_single_hub")]
+    assert missing.value is None and "both did not run" in missing.note
+    assert by[("shop/both-cluster3/cold", "vs_no_gateway")].value == pytest.approx(9 / 20)
+    assert ("news/both/cold", "vs_single_hub") not in by  # only a cluster variant has one
+    doc = mw.doc_extra(recs)
+    assert "both-cluster3 (cold) | both-cluster3 (warm) |" in doc
+    assert "8.20 s (1.01× of `both`, meets ≤ 1.05×)" in doc
+    assert "6.60 s (1.10× of `both`, misses ≤ 1.05×)" in doc
+    shop = next(line for line in doc.splitlines() if line.startswith("| shop |"))
+    assert shop.endswith("| not run | not run |")  # no single-hub figure: no verdict
 
 
 def test_schedule_can_limit_the_dns_states():
