@@ -25,22 +25,16 @@ from typing import Any
 import httpx
 import uvicorn
 
+from bench.api import seed
+from bench.hubstats import pct
 from perigee_api.core import security
 from perigee_api.core.config import Settings
 from perigee_api.main import create_app
-from perigee_api.models import ApiToken, User
 from perigee_api.services import fleet, fleet_pki, running
 
 TOKEN = security.TOKEN_PREFIX + "hub-scale-token-0123456789abcdef"
 PAGE = "/api/v1/peer/terminals"
 METRICS_PORT = 9464
-
-
-def pct(values: list[float], p: float) -> float | None:
-    if not values:
-        return None
-    s = sorted(values)
-    return s[min(len(s) - 1, round(p / 100 * (len(s) - 1)))]
 
 
 class HubApi:
@@ -50,20 +44,7 @@ class HubApi:
         self.app = create_app(settings)
         self.ctx = self.app.state.ctx
         with self.ctx.db.session() as db:
-            admin = db.query(User).filter(User.username == "admin").one()
-            admin.must_change_password = False
-            db.add(
-                ApiToken(
-                    user_id=admin.id,
-                    name="bench",
-                    token_hash=security.digest(TOKEN),
-                    prefix="pgt_",
-                    scope="read",
-                    created_at=time.time(),
-                    expires_at=time.time() + 86400,
-                )
-            )
-            db.commit()
+            seed.read_token(db, TOKEN)
         self.sock = self.tmp / "api.sock"
         self.server = uvicorn.Server(uvicorn.Config(self.app, uds=str(self.sock), log_level="warning", lifespan="off"))
         self.thread = threading.Thread(target=lambda: asyncio.run(self.server.serve()), daemon=True)

@@ -28,10 +28,10 @@ from pathlib import Path
 import httpx
 import uvicorn
 
+from bench.api import seed
 from perigee_api.core import security
 from perigee_api.core.config import Settings
 from perigee_api.main import create_app
-from perigee_api.models import ApiToken, User
 from perigee_fakes.fake_gateway import FakeGateway, make_flow
 
 TOKEN = security.TOKEN_PREFIX + "bench-token-0123456789abcdef"
@@ -118,21 +118,7 @@ def main() -> None:
     app = create_app(settings)
     ctx = app.state.ctx
     with ctx.db.session() as db:
-        admin = db.query(User).filter(User.username == "admin").one()
-        admin.must_change_password = False
-        # What the API's token endpoint stores (api/routes/users.py, create_token): this benchmark only reads.
-        db.add(
-            ApiToken(
-                user_id=admin.id,
-                name="bench",
-                token_hash=security.digest(TOKEN),
-                prefix="pgt_",
-                scope="read",
-                created_at=time.time(),
-                expires_at=time.time() + 86400,
-            )
-        )
-        db.commit()
+        seed.read_token(db, TOKEN)
 
     now = time.time()
     gw.live_flows = [

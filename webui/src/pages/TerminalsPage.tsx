@@ -9,19 +9,13 @@ import { FINGERPRINT_RE, peerEndpoints, peerKeys, shortFingerprint, type Termina
 import { useAuth } from '../auth/useAuth';
 import { PageHeader } from '../components/PageHeader';
 import { EnrollmentTokens } from '../components/enrollment/EnrollmentTokens';
+import { words } from '../components/enrollment/EnrollmentTokenForm';
 import { ApplyFailure, Fingerprint } from '../components/PeerIdentity';
 import { ScrollTable } from '../components/ScrollTable';
 import { Section } from '../components/Section';
 import { QueryView } from '../components/StateViews';
 import { errorFor } from '../lib/field-errors';
 import { formatTime } from '../lib/format';
-
-function words(text: string): string[] {
-  return text
-    .split(/[\s,]+/)
-    .map((s) => s.trim())
-    .filter(Boolean);
-}
 
 /** After a change: everything a new config version touches, and the terminals. */
 function useRefresh() {
