@@ -22,8 +22,9 @@ DESCRIPTION = (
     "`terminals` simulated terminals (bench/hubsim.py: asyncio + Python's TLS 1.3) in `spaces` namespaces on "
     "the hub router (terrestrial: the hub is measured, not the satellite). Each terminal has its own EC P-256 "
     "identity, enrolled at every hub gateway (`peer.terminals`, one /32 client prefix each in 10.90.0.0/16), "
-    "its own source address, and keeps `pool` ready connections to every gateway (the gateway's default "
-    "`peer.pool_size` for a one-worker terminal), one long poll for the cluster table, and aims each flow at "
+    "its own source address, and keeps `pool` ready connections to every gateway (what a packaged terminal, "
+    "2 workers with the default `peer.pool_size` 8, keeps to each gateway of a 3-gateway cluster: 2 x 6, "
+    "docs/cluster.md), one long poll for the cluster table, and aims each flow at "
     "its bucket's gateway. `setup_rate`: pool connections ready (TCP, TLS 1.3 with both keys pinned, READY) "
     "over the wall time from the start to the last one; `hub_cpu_per_connection`: the gateways' daemons' CPU "
     "time (/proc, master and workers) during that setup over the connections; `first_byte`: a `fetch_size`-byte "
@@ -44,7 +45,7 @@ PARAMS: dict[str, dict[str, Any]] = {
     "quick": {
         "terminals": 60,
         "spaces": 2,
-        "pool": 8,
+        "pool": 12,
         "fetch_flows": 200,
         "fetch_size": 1024,
         "fetch_interval_s": 0.01,
@@ -57,7 +58,7 @@ PARAMS: dict[str, dict[str, Any]] = {
     "full": {
         "terminals": 1000,
         "spaces": 4,
-        "pool": 8,
+        "pool": 12,
         "fetch_flows": 2000,
         "fetch_size": 1024,
         "fetch_interval_s": 0.004,
@@ -484,10 +485,10 @@ def doc_extra(recs: list[records.Record]) -> str:
         "Reproduce (root, FRR installed, one lab at a time): `flock /tmp/perigee-locks/netns.lock "
         ".venv/bin/python -m bench.run --full --only hub-scale` (about 3 min; `--quick` runs 60 terminals). "
         "Limits these figures sit against (`gateway/crates/perigee/src/gateway`): a hub config enrolls at most "
-        "1,024 terminals (`config/limits.rs`, MAX_TERMINALS), and each hub worker keeps at most 4,096 identified "
-        "idle connections (`peer/admission.rs`, MAX_IDLE; past it new ones are reset): 1,000 terminals with a "
-        "pool of 8 are 8,000 of the 8,192 a 2-worker gateway holds, and every terminal keeps its pool to every "
-        "gateway of the cluster, so adding gateways does not raise it. Sizing from these figures: "
+        "1,024 terminals (`config/limits.rs`, MAX_TERMINALS), and each hub worker keeps at most two fifths of its "
+        "open-files limit as identified idle connections (`peer/admission.rs`, max_idle; past it new ones are "
+        "reset): at the 20,000 this machine allows a process, 8,000 per worker, so 1,000 terminals with 12 each "
+        "are 12,000 of the 16,000 a 2-worker gateway holds. Sizing from these figures: "
         "docs/operations.md, *Sizing a hub for 10,000 terminals*. In the failover figure, fewer new flows start "
         "for a few seconds after the kill: the simulated terminals' own event loops are busy with the victim's "
         "closed connections, their reconnect attempts and their polls moving to a survivor (one Python process per "

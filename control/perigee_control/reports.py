@@ -499,6 +499,15 @@ class PeerHealth(Report):
     """
     Terminal: why the last connection attempt failed.
     """
+    full: Annotated[int, Field(ge=0)]
+    """
+    Terminal: how many are ready when every worker's pools are full (behind a hub cluster,
+    each gateway's pool is sized from its share of the flows, docs/cluster.md).
+    """
+    gateways: Annotated[int, Field(ge=0)]
+    """
+    Terminal: the gateways its pools go to (each of a hub cluster's once its table arrived).
+    """
     listening: bool
     """
     Hub: the peer listener is bound.

@@ -548,10 +548,10 @@ def start(topo: TopologyLike, where: str, timeout: float = 45.0, cache: bool | N
 
 
 def wait_peer_pool(sock: str, timeout: float = 15.0, hubs: int = 1) -> int:
-    """Wait until every worker of the terminal has its warm pool full (a few round trips after
-    start; to each of `hubs` gateways of a cluster), so the lab's first flows already take the peer
-    path; returns how many are ready (fewer after `timeout`: those flows then go direct, which is
-    correct, only slower)."""
+    """Wait until every worker of the terminal has its warm pools full (a few round trips after
+    start; a pool to each of `hubs` gateways of a cluster, each sized as the terminal says: `full`),
+    so the lab's first flows already take the peer path; returns how many are ready (fewer after
+    `timeout`: those flows then go direct, which is correct, only slower)."""
     deadline = time.monotonic() + timeout
     ready = 0
     while time.monotonic() < deadline:
@@ -560,9 +560,10 @@ def wait_peer_pool(sock: str, timeout: float = 15.0, hubs: int = 1) -> int:
         except ControlError:
             health = None
         if health is not None:
-            workers = len(health.workers) or 1
             ready = health.peer.ready if health.peer else 0
-            if ready >= workers * PEER_POOL_SIZE * hubs:
+            # `full` counts the pools the terminal holds now: until the cluster's table arrives, only
+            # the one to its first gateway.
+            if health.peer and health.peer.gateways >= hubs and ready >= health.peer.full > 0:
                 break
         time.sleep(0.2)
     return ready

@@ -84,8 +84,12 @@ def test_the_table_reaches_every_gateway_and_the_terminal(cluster: None) -> None
         # The gateways' from the controller; the terminal's from them, across the satellite.
         assert held["source"] == ("hub" if role == "terminal" else "control"), held["source"]
     pool = control("terminal", "GET", "/v1/peer")["pool"]
-    workers = len(control("terminal", "GET", "/v1/health")["workers"])
-    assert pool["ready"] >= workers * 8 * len(GATEWAYS), pool  # a pool to every gateway
+    health = control("terminal", "GET", "/v1/health")
+    workers = len(health["workers"])
+    # A pool to every gateway from every worker, each twice its gateway's share of the default 8 (8 x 2 / 3).
+    assert health["peer"]["gateways"] == len(GATEWAYS), health["peer"]
+    assert health["peer"]["full"] == workers * 6 * len(GATEWAYS), health["peer"]
+    assert pool["ready"] >= health["peer"]["full"], pool
 
 
 def test_a_table_the_routers_disagree_with_is_refused(cluster: None) -> None:
@@ -280,11 +284,12 @@ def test_sigkill_of_a_gateway_costs_only_its_flows_and_new_ones_return_to_the_pe
         time.sleep(0.2)
     assert control(victim, "GET", "/v1/cluster/table")["table"]["member"] == victim
     # The terminal's pool to it fills again once its backoff (up to 15 s while it was down) ends.
-    workers = len(control("terminal", "GET", "/v1/health")["workers"])
     deadline = time.monotonic() + 40
-    while control("terminal", "GET", "/v1/peer")["pool"]["ready"] < workers * 8 * len(GATEWAYS):
-        assert time.monotonic() < deadline, control("terminal", "GET", "/v1/peer")["pool"]
+    peer = control("terminal", "GET", "/v1/health")["peer"]
+    while peer["ready"] < peer["full"] or peer["gateways"] < len(GATEWAYS):
+        assert time.monotonic() < deadline, peer
         time.sleep(0.5)
+        peer = control("terminal", "GET", "/v1/health")["peer"]
     t_new = time.time()
     again = flowcheck("--flows", "60", "--size", "4000", "--start-interval", "0.05")
     assert again["summary"] == {"ok": 60}, again["summary"]

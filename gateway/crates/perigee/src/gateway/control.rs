@@ -209,6 +209,8 @@ fn peer_health(shared: &Shared) -> Option<PeerHealth> {
     }
     Some(PeerHealth {
         ready: reports.iter().map(|r| r.ready).sum(),
+        full: reports.iter().map(|r| r.full).sum(),
+        gateways: reports.iter().map(|r| r.gateways).max().unwrap_or(0),
         listening: reports.iter().any(|r| r.listening),
         error: reports.iter().find_map(|r| r.error.clone()),
     })

@@ -55,6 +55,12 @@ pub struct FromWorker {
 pub struct PeerReport {
     /// Terminal: warm connections ready for new flows.
     pub ready: u64,
+    /// Terminal: how many are ready when its pools are full (each pool's size, every gateway).
+    #[serde(default)]
+    pub full: u64,
+    /// Terminal: the gateways its pools go to (each of a hub cluster's once its table arrived).
+    #[serde(default)]
+    pub gateways: u64,
     /// Terminal: why the last connection attempt failed (None once one is ready again).
     pub error: Option<String>,
     /// Hub: the peer listener is bound.

@@ -252,6 +252,16 @@ pub fn send(fd: RawFd, buf: &[u8]) -> io::Result<usize> {
     })
 }
 
+/// The soft fd limit: what open(2) and accept(2) are refused beyond.
+pub fn nofile() -> u64 {
+    // SAFETY: rlimit is a plain struct filled by the kernel.
+    let mut rl: libc::rlimit = unsafe { zeroed() };
+    unsafe {
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl);
+    }
+    rl.rlim_cur
+}
+
 /// Raise the soft fd limit to the hard one (which some hosts cap as low as 20,000).
 pub fn raise_nofile() -> u64 {
     // SAFETY: rlimit is a plain struct filled by the kernel.

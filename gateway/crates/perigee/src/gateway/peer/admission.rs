@@ -28,8 +28,20 @@ use std::time::{Duration, Instant};
 
 pub const AUTH_TIMEOUT: Duration = Duration::from_secs(10);
 pub const MAX_UNAUTHENTICATED: usize = 256;
-/// Identified idle connections per worker (a terminal keeps pool_size per worker of its own).
-pub const MAX_IDLE: usize = 4096;
+/// Bounds of the identified idle connections a worker holds (`max_idle`).
+pub const MIN_IDLE: usize = 256;
+pub const MAX_IDLE: usize = 262_144;
+
+/// Identified idle connections a worker holds with `nofile` descriptors: two fifths of them, so
+/// that if every one became a flow (one more socket each) its splice pipes (at most a quarter of
+/// the budget, `worker::Worker::new`) would still fit. At the 20,000 some hosts cap a process at,
+/// 8,000: a 2-worker hub gateway holds 1,000 packaged terminals' pools behind a 3-gateway cluster
+/// (12 each, docs/cluster.md) with a quarter to spare.
+pub fn max_idle(nofile: u64) -> usize {
+    usize::try_from(nofile / 5 * 2)
+        .unwrap_or(MAX_IDLE)
+        .clamp(MIN_IDLE, MAX_IDLE)
+}
 /// Refusals logged per worker and second (the counters count them all).
 const LOG_BUDGET: u32 = 10;
 
@@ -116,6 +128,8 @@ pub struct Admission {
     /// Every refusal since the last report (the `peer.refused` counter).
     pub refused: u64,
     log_budget: u32,
+    /// Identified idle connections this worker holds at most (`max_idle` of its fd limit).
+    max_idle: usize,
 }
 
 fn fingerprint_map(terminals: &[TerminalEntry]) -> HashMap<Fingerprint, String> {
@@ -147,6 +161,7 @@ impl Admission {
             refused_unknown: 0,
             refused: 0,
             log_budget: LOG_BUDGET,
+            max_idle: max_idle(sys::nofile()),
         };
         if a.cfg.listen.is_empty() {
             return Err(io::Error::other(
@@ -444,7 +459,7 @@ impl Admission {
                 self.refuse_unknown(raw, from, "too many unidentified peer connections");
                 continue;
             }
-            if self.conns.len() >= MAX_UNAUTHENTICATED + MAX_IDLE {
+            if self.conns.len() >= MAX_UNAUTHENTICATED + self.max_idle {
                 self.refuse_unknown(raw, from, "too many idle peer connections");
                 continue;
             }

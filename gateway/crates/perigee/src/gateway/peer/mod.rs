@@ -141,6 +141,16 @@ mod tests {
     }
 
     #[test]
+    fn a_hub_worker_holds_two_fifths_of_its_descriptors_idle() {
+        use super::admission::{max_idle, MAX_IDLE, MIN_IDLE};
+        assert_eq!(max_idle(20_000), 8_000);
+        assert_eq!(max_idle(1_048_576), MAX_IDLE);
+        assert_eq!(max_idle(500), MIN_IDLE);
+        assert_eq!(max_idle(4_096), 1_638);
+        assert_eq!(max_idle(u64::MAX), MAX_IDLE);
+    }
+
+    #[test]
     fn an_enrolled_terminal_gets_ready_connections() {
         let t = Arc::new(Identity::generate().unwrap());
         let mut l = lab(vec![site("site-1", &[&t])], t, None);

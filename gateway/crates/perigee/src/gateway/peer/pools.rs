@@ -20,6 +20,18 @@ pub fn own_reserve(size: usize) -> usize {
     size / 4
 }
 
+/// Each gateway's pool behind a cluster of `members` when the config asks `size` per worker:
+/// a flow takes a connection to its own bucket's gateway, so each gateway sees about 1/members
+/// of a burst. Twice that share absorbs an uneven burst while the terminal's connections at each
+/// gateway stay within the hub's budget (`admission::max_idle`): with 3 gateways and 8, 6 each
+/// (18 per worker in all, against 8 to a single hub). Never more than `size`, never under 2.
+pub fn cluster_pool_size(size: usize, members: usize) -> usize {
+    if members <= 1 {
+        return size;
+    }
+    (2 * size).div_ceil(members).clamp(2.min(size), size)
+}
+
 /// Which pool a flow must take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Aim {
@@ -131,18 +143,20 @@ impl Pools {
         pool.take(ep, now).map(|w| (hub, w))
     }
 
-    /// The same for a client's flow, which leaves the pool's reserve (`own_reserve`) to the
-    /// gateway's own flows: None when only the reserve is ready (the flow goes direct).
+    /// The same for a client's flow, which leaves the reserve (`own_reserve`) to the gateway's
+    /// own flows: None when only the reserve is ready (the flow goes direct). Those flows take
+    /// any gateway's pool, so behind a cluster the reserve is kept across the pools: a burst aimed
+    /// at one gateway may empty its pool while the others hold the reserve.
     pub fn take_for_client(
         &mut self,
         aim: Aim,
         ep: &Epoll,
         now: Instant,
     ) -> Option<(SocketAddr, Warm)> {
-        let pool = self.pick(aim)?;
-        if pool.ready() <= own_reserve(pool.config().size) {
+        if self.ready() <= own_reserve(self.full()) {
             return None;
         }
+        let pool = self.pick(aim)?;
         let hub = pool.config().hub;
         pool.take(ep, now).map(|w| (hub, w))
     }
@@ -166,6 +180,11 @@ impl Pools {
 
     /// The first pool's last error (a gateway that cannot be reached), if any; behind a
     /// cluster it names the gateway.
+    /// How many are ready when every pool is full.
+    pub fn full(&self) -> usize {
+        self.iter().map(|p| p.config().size).sum()
+    }
+
     pub fn last_error(&self) -> Option<String> {
         let several = self.iter().nth(1).is_some();
         self.iter().find_map(|p| {
@@ -300,6 +319,29 @@ mod tests {
     }
 
     #[test]
+    fn a_cluster_splits_the_pool_at_twice_each_gateways_share() {
+        // (size asked, gateways) -> each gateway's pool.
+        for (size, members, want) in [
+            (8, 0, 8),
+            (8, 1, 8),
+            (8, 2, 8),
+            (8, 3, 6),
+            (8, 4, 4),
+            (8, 16, 2),
+            (1, 3, 1),
+            (2, 16, 2),
+            (256, 3, 171),
+        ] {
+            assert_eq!(cluster_pool_size(size, members), want, "{size} {members}");
+        }
+        // What the hub's budget is sized for: 1,000 two-worker terminals behind 3 gateways fit
+        // a 2-worker gateway at the 20,000-descriptor cap with a quarter to spare.
+        let per_gateway = 1000 * 2 * cluster_pool_size(8, 3);
+        let held = 2 * crate::gateway::peer::admission::max_idle(20_000);
+        assert!(per_gateway * 4 <= held * 3, "{per_gateway} of {held}");
+    }
+
+    #[test]
     fn clients_flows_leave_the_reserve_to_the_gateways_own_flows() {
         let ep = Epoll::new().unwrap();
         let t = Arc::new(Identity::generate().unwrap());
@@ -324,6 +366,35 @@ mod tests {
         assert!(pools.take(Aim::Any, &ep, Instant::now()).is_none());
         // A small pool keeps no reserve.
         assert_eq!((own_reserve(1), own_reserve(3), own_reserve(4)), (0, 0, 1));
+    }
+
+    #[test]
+    fn behind_a_cluster_the_reserve_is_kept_across_the_pools() {
+        let ep = Epoll::new().unwrap();
+        let t = Arc::new(Identity::generate().unwrap());
+        let (mut a1, hub1, k1) = gateway(&ep, &t, 1 << 52);
+        let (mut a2, hub2, k2) = gateway(&ep, &t, 1 << 50);
+        let pins = [&k1, &k2];
+        let mut pools = Pools::new(POOLS_BASE);
+        let want = vec![config(hub1, &pins, &t, 6), config(hub2, &pins, &t, 6)];
+        pools.configure(want, &t, &ep, Instant::now());
+        drive(&ep, &mut [&mut a1, &mut a2], &mut pools, |p| {
+            p.ready() == 12
+        });
+        assert_eq!((pools.full(), own_reserve(12)), (12, 3));
+        // A burst aimed at one gateway empties its pool: the other holds the reserve.
+        let now = Instant::now();
+        let mut at_first = 0;
+        while pools.take_for_client(Aim::At(hub1), &ep, now).is_some() {
+            at_first += 1;
+        }
+        assert_eq!(at_first, 6);
+        let mut at_second = 0;
+        while pools.take_for_client(Aim::At(hub2), &ep, now).is_some() {
+            at_second += 1;
+        }
+        assert_eq!(at_second, 3, "the last 3 stay for the gateway's own flows");
+        assert!(pools.take(Aim::Any, &ep, now).is_some());
     }
 
     #[test]
