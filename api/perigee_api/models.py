@@ -200,6 +200,8 @@ class ManagedTerminal(Base):
     # sha256 of the management key (256 random bits): a leaked database does not leak a live key.
     key_hash: Mapped[str | None] = mapped_column(String(64), unique=True, nullable=True)
     enrolled_at: Mapped[float] = mapped_column(Float)
+    # Which enrollment of this name holds the key: bumped each time a key is granted. Versions belong to one.
+    enrollment: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
     last_report_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     revision: Mapped[str | None] = mapped_column(String(64), nullable=True)
     local_version_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
@@ -211,6 +213,8 @@ class ManagedTerminal(Base):
     live_flows: Mapped[int | None] = mapped_column(Integer, nullable=True)
     # The config the terminal last reported running: what a new version for it is validated against.
     last_config: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    # Its latest per-site figures, as it reported them: [{name, rx_bytes, tx_bytes, live_flows}].
+    sites: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON, nullable=True)
 
 
 class ManagedVersion(Base):
@@ -219,14 +223,21 @@ class ManagedVersion(Base):
     __tablename__ = "managed_versions"
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     terminal_id: Mapped[int] = mapped_column(ForeignKey("managed_terminals.id", ondelete="CASCADE"), index=True)
+    # The terminal's enrollment it was made for: only that enrollment's key ever gets it.
+    enrollment: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
     created_at: Mapped[float] = mapped_column(Float)
     created_by: Mapped[str] = mapped_column(String(64))
     comment: Mapped[str] = mapped_column(Text)
     sections: Mapped[dict[str, Any]] = mapped_column(JSON)
-    # pending | applied | rolled_back | refused
+    # pending | applied | rolled_back | refused (the terminal's report) | cancelled | superseded (at the hub)
     state: Mapped[str] = mapped_column(String(16))
+    # The terminal's error, or why it was cancelled or superseded.
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
     reported_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # First sent to the terminal (a pending version once sent can no longer be cancelled).
+    delivered_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # Cancelled or superseded at.
+    ended_at: Mapped[float | None] = mapped_column(Float, nullable=True)
 
 
 class ManagedLink(Base):

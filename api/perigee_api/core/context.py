@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from perigee_api.core.config import Settings
 from perigee_api.core.db import Database
 from perigee_api.core.observed import Running
+from perigee_api.core.wakeups import KeyedWakeups
 from perigee_control.client import GatewayClient
 
 if TYPE_CHECKING:
@@ -98,43 +99,6 @@ class StreamSlots:
             return self._open.get(user_id, 0)
 
 
-class Wakeups:
-    """Long polls waiting for a change (a hub's managed terminals waiting for a new version): a thread that made
-    the change calls `wake`; a waiter takes the `generation` before it looks, then waits for a newer one (a change
-    made between its look and its wait wakes it at once), each on an event of its own event loop."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._waiting: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = set()
-        self.generation = 0
-
-    async def wait(self, seen: int, timeout_s: float) -> bool:
-        """True when a change newer than generation `seen` came (or comes within `timeout_s`)."""
-        entry = (asyncio.get_running_loop(), asyncio.Event())
-        with self._lock:
-            if self.generation != seen:
-                return True
-            self._waiting.add(entry)
-        try:
-            await asyncio.wait_for(entry[1].wait(), timeout=max(0.0, timeout_s))
-            return True
-        except TimeoutError:
-            return False
-        finally:
-            with self._lock:
-                self._waiting.discard(entry)
-
-    def wake(self) -> None:
-        with self._lock:
-            self.generation += 1
-            waiting = list(self._waiting)
-        for loop, ev in waiting:
-            try:
-                loop.call_soon_threadsafe(ev.set)
-            except RuntimeError:  # its loop closed meanwhile: nobody waits there any more
-                continue
-
-
 @dataclass
 class AppContext:
     settings: Settings
@@ -155,5 +119,6 @@ class AppContext:
     latest_at: float = 0.0
     # The gateway's counters as last read by the collector (None until the first reading).
     counters: dict[str, Any] | None = None
-    # A new version for a managed terminal was made (services/managed_hub.py): its long poll answers at once.
-    managed_versions: Wakeups = field(default_factory=Wakeups)
+    # A new version for a managed terminal was made (services/managed_hub.py): that terminal's long poll (keyed by
+    # its id) answers at once, no other.
+    managed_versions: KeyedWakeups = field(default_factory=KeyedWakeups)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from perigee_api.schemas.api import In
 from perigee_api.schemas.trust import Fingerprint, TerminalOut
@@ -25,8 +25,13 @@ MANAGED_SECTIONS = (
     "splitter",
     "sites",
 )
-ManagedState = Literal["pending", "applied", "rolled_back", "refused"]
+# pending until the terminal reports it (applied, rolled_back, refused); cancelled by an admin before it went out;
+# superseded when the enrollment it was made for ended (the terminal revoked or enrolled again).
+ManagedState = Literal["pending", "applied", "rolled_back", "refused", "cancelled", "superseded"]
 Outcome = Literal["applied", "rolled_back", "refused", "none"]
+# A terminal reports at most this many sites (its config holds up to 1,024; it sends the busiest).
+MAX_REPORTED_SITES = 256
+Total = Annotated[int, Field(ge=0, le=2**62)]
 HubUrl = Annotated[
     str,
     Field(
@@ -55,12 +60,26 @@ class ManagedVersionOut(BaseModel):
     comment: str
     sections: list[str] = Field(description="the names of the sections it sets")
     state: ManagedState
-    error: str | None = Field(description="why the terminal rolled it back or refused it")
+    error: str | None = Field(
+        description="why the terminal rolled it back or refused it, or why it was cancelled or superseded"
+    )
     reported_at: float | None
+    enrollment: int = Field(description="the terminal's enrollment it was made for (1 for its first key)")
+    delivered_at: float | None = Field(description="first sent to the terminal: from then on it cannot be cancelled")
+    ended_at: float | None = Field(description="when it was cancelled or superseded")
 
 
 class ManagedVersionList(BaseModel):
     versions: list[ManagedVersionOut] = Field(description="newest first")
+
+
+class SiteReport(In):
+    """One site's figures as the terminal counts them (its own Sites page): totals since its gateway started."""
+
+    name: str = Field(max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+    rx_bytes: Total = Field(description="received from the satellite for the site's clients")
+    tx_bytes: Total = Field(description="sent over the satellite from the site's clients")
+    live_flows: Total
 
 
 class TerminalDetail(BaseModel):
@@ -75,6 +94,8 @@ class TerminalDetail(BaseModel):
     rx_bytes: int | None
     tx_bytes: int | None
     live_flows: int | None
+    sites: list[SiteReport] = Field(description="per site, as the terminal reported them last (at last_report_at)")
+    enrollment: int | None = Field(description="its current enrollment: bumped each time it enrolls again")
     desired_version: ManagedVersionOut | None = Field(description="the newest version made for it")
     applied_version_id: int | None = Field(description="the newest version it reported applied")
 
@@ -97,10 +118,24 @@ class ManagedReport(In):
     rx_bytes: int = Field(ge=0, le=2**62)
     tx_bytes: int = Field(ge=0, le=2**62)
     live_flows: int = Field(ge=0, le=2**62)
+    sites: list[SiteReport] = Field(
+        default_factory=list, max_length=MAX_REPORTED_SITES, description="per site, each name once"
+    )
     config: dict[str, Any] | None = Field(
         default=None,
         description="the config the terminal runs: the hub validates new versions for it against this",
     )
+
+    @field_validator("sites")
+    @classmethod
+    def _once_each(cls, sites: list[SiteReport]) -> list[SiteReport]:
+        seen: set[str] = set()
+        twice: set[str] = set()
+        for s in sites:
+            (twice if s.name in seen else seen).add(s.name)
+        if twice:
+            raise ValueError(f"each site once: {', '.join(sorted(twice))} more than once")
+        return sites
 
 
 # --- at a terminal -------------------------------------------------------------------------------------------

@@ -7,7 +7,8 @@ an operator makes for it (GET /api/v1/managed/desired) and reports what it did w
 A version holds whole managed sections (schemas/managed.py MANAGED_SECTIONS). It is validated before it is
 stored: merged onto the config the terminal last reported running, as a whole config with the policy's rules; before
 any report, each section against the gateway's generated models. Versions reach the terminal in the order they were
-made, each once; its report moves a version from `pending` to `applied`, `rolled_back` or `refused`.
+made, each once; its report moves a version from `pending` to `applied`, `rolled_back` or `refused`. Versions belong
+to one enrollment, not to the name: services/managed_lifecycle.py sends, cancels and supersedes them.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from perigee_api.core.messages import headline, humanize
 from perigee_api.models import ManagedTerminal, ManagedVersion
 from perigee_api.schemas.gateway_config import GatewayConfig
 from perigee_api.schemas.managed import MANAGED_SECTIONS, ManagedReport
-from perigee_api.services import terminals, versions
+from perigee_api.services import managed_lifecycle, terminals, versions
 
 KEY_PREFIX = "pgm1."
 KEY_BYTES = 32
@@ -63,27 +64,34 @@ def _well_formed(key: str) -> bool:
 
 
 def grant(db: Session, name: str, now: float | None = None) -> str:
-    """A new management key for terminal `name` (enrolled now): any earlier key of that name ends, and so does
-    what its earlier incarnation reported. Its versions stay. Caller commits."""
+    """A new management key for terminal `name` (enrolled now), a new enrollment: any earlier key of that name
+    ends, and so does what its earlier incarnation reported; the versions still pending for it are superseded (they
+    stay in the history, and the new enrollment never gets them). Caller commits."""
+    now = time.time() if now is None else now
     key = new_key()
     row = db.scalar(select(ManagedTerminal).where(ManagedTerminal.name == name))
     if row is None:
-        row = ManagedTerminal(name=name, enrolled_at=0.0)
+        row = ManagedTerminal(name=name, enrolled_at=0.0, enrollment=1)
         db.add(row)
+    else:
+        managed_lifecycle.supersede(db, row, managed_lifecycle.SUPERSEDED_ENROLLED, now)
+        row.enrollment += 1
     row.key_hash = key_hash(key)
-    row.enrolled_at = time.time() if now is None else now
+    row.enrolled_at = now
     for f in ("last_report_at", "revision", "local_version_id", "software", "health_ok", "problems"):
         setattr(row, f, None)
-    for f in ("rx_bytes", "tx_bytes", "live_flows", "last_config"):
+    for f in ("rx_bytes", "tx_bytes", "live_flows", "last_config", "sites"):
         setattr(row, f, None)
     db.flush()
     return key
 
 
 def revoke(db: Session, name: str) -> None:
-    """The terminal's key ends (its row and versions stay, for the record). Caller commits."""
+    """The terminal's key ends and its pending versions are superseded (its row and versions stay, for the
+    record). Caller commits."""
     row = db.scalar(select(ManagedTerminal).where(ManagedTerminal.name == name))
     if row is not None:
+        managed_lifecycle.supersede(db, row, managed_lifecycle.SUPERSEDED_REVOKED)
         row.key_hash = None
 
 
@@ -171,6 +179,7 @@ def create_version(
     checked = check_sections(row, sections)
     v = ManagedVersion(
         terminal_id=row.id,
+        enrollment=row.enrollment,
         created_at=time.time(),
         created_by=author,
         comment=comment,
@@ -182,8 +191,9 @@ def create_version(
     return v
 
 
-def wake(ctx: AppContext) -> None:
-    ctx.managed_versions.wake()
+def wake(ctx: AppContext, row: ManagedTerminal) -> None:
+    """Wakes the long poll of this terminal only (keyed by its id: routes/managed.py)."""
+    ctx.managed_versions.wake(row.id)
 
 
 def version_out(v: ManagedVersion, name: str) -> dict[str, Any]:
@@ -197,6 +207,9 @@ def version_out(v: ManagedVersion, name: str) -> dict[str, Any]:
         "state": v.state,
         "error": v.error,
         "reported_at": v.reported_at,
+        "enrollment": v.enrollment,
+        "delivered_at": v.delivered_at,
+        "ended_at": v.ended_at,
     }
 
 
@@ -205,16 +218,6 @@ def listed(db: Session, row: ManagedTerminal) -> list[ManagedVersion]:
         db.scalars(
             select(ManagedVersion).where(ManagedVersion.terminal_id == row.id).order_by(ManagedVersion.id.desc())
         )
-    )
-
-
-def next_pending(db: Session, row: ManagedTerminal, after: int) -> ManagedVersion | None:
-    """The oldest version not reported yet that is newer than `after`: versions go out in the order made."""
-    return db.scalar(
-        select(ManagedVersion)
-        .where(ManagedVersion.terminal_id == row.id, ManagedVersion.state == "pending", ManagedVersion.id > after)
-        .order_by(ManagedVersion.id)
-        .limit(1)
     )
 
 
@@ -231,6 +234,7 @@ def report(db: Session, row: ManagedTerminal, body: ManagedReport, now: float | 
     row.health_ok = body.health_ok
     row.problems = list(body.problems)
     row.rx_bytes, row.tx_bytes, row.live_flows = body.rx_bytes, body.tx_bytes, body.live_flows
+    row.sites = [s.model_dump(mode="json") for s in body.sites]
     if body.config is not None:
         try:  # kept only as the gateway would take it: what new versions are checked against
             row.last_config = GatewayConfig.model_validate(body.config).to_json()
@@ -239,8 +243,8 @@ def report(db: Session, row: ManagedTerminal, body: ManagedReport, now: float | 
     if body.version_id is None or body.outcome == "none":
         return None
     v = db.get(ManagedVersion, body.version_id)
-    if v is None or v.terminal_id != row.id or v.state != "pending":
-        return None  # not its version, or reported already: nothing changes
+    if v is None or v.terminal_id != row.id or v.enrollment != row.enrollment or v.state != "pending":
+        return None  # not this enrollment's version, or reported, cancelled or superseded already: nothing changes
     v.state = body.outcome
     v.error = body.error if body.outcome != "applied" else None
     v.reported_at = now
@@ -279,6 +283,8 @@ def detail(ctx: AppContext, db: Session, name: str) -> dict[str, Any]:
         "rx_bytes": row.rx_bytes if row else None,
         "tx_bytes": row.tx_bytes if row else None,
         "live_flows": row.live_flows if row else None,
+        "sites": list(row.sites or []) if row else [],
+        "enrollment": row.enrollment if row else None,
         "desired_version": version_out(newest[0], name) if newest else None,
         "applied_version_id": applied,
     }

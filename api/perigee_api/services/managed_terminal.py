@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import json
 import logging
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,7 @@ from perigee_api import __version__
 from perigee_api.core.context import AppContext
 from perigee_api.core.errors import ApiError
 from perigee_api.models import ManagedLink
-from perigee_api.schemas.managed import JoinIn
+from perigee_api.schemas.managed import MAX_REPORTED_SITES, JoinIn
 from perigee_api.schemas.trust import EnrollOut
 from perigee_api.services import fleet, pinned_https, secret_view, versions
 from perigee_control.client import GatewayError
@@ -40,6 +41,7 @@ HUB_AUTHOR = "hub"
 JOIN_TIMEOUT_S = 60.0  # the hub applies the enrollment to its gateways before it answers
 # A stand-in for the hub's answer while checking that this box's config can take a peer section at all.
 _PLACEHOLDER_PEER = {"hub": "192.0.2.1", "hub_fingerprints": ["sha256:" + "0" * 64]}
+SITE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
 
 def link(db: Session) -> ManagedLink | None:
@@ -220,9 +222,11 @@ def report_body(ctx: AppContext, db: Session, row: ManagedLink) -> dict[str, Any
     except GatewayError as exc:
         problems = [f"gateway: {exc.message}"]
     rx = tx = live = 0
+    by_site: dict[str, Any] = {}
     try:
         c = gw.json.counters()
         rx, tx, live = int(c.get("bytes_down") or 0), int(c.get("bytes_up") or 0), int(c.get("flows_live") or 0)
+        by_site = c.get("by_site") or {}
     except GatewayError:
         pass
     active = versions.active_id(db)
@@ -240,5 +244,33 @@ def report_body(ctx: AppContext, db: Session, row: ManagedLink) -> dict[str, Any
         "rx_bytes": max(rx, 0),
         "tx_bytes": max(tx, 0),
         "live_flows": max(live, 0),
+        "sites": site_figures(by_site, ctx.latest.get("site_flows") or {}),
         "config": config,
     }
+
+
+def site_figures(by_site: dict[str, Any], live: dict[str, float]) -> list[dict[str, Any]]:
+    """Per site, what this terminal's Sites page counts: bytes from the gateway's `by_site` counters (received is
+    down, sent is up, as the report's totals), live flows from the collector's last second. The busiest
+    MAX_REPORTED_SITES, in name order."""
+    names = {str(k) for k in by_site} | {str(k) for k in live}
+    rows: list[dict[str, Any]] = []
+    for name in names:
+        if not SITE_NAME.fullmatch(name):
+            continue  # not a name the hub takes: the report would be refused whole
+        found = by_site.get(name)
+        counters: dict[str, Any] = found if isinstance(found, dict) else {}
+        rows.append(
+            {
+                "name": name,
+                "rx_bytes": _count(counters.get("bytes_down")),
+                "tx_bytes": _count(counters.get("bytes_up")),
+                "live_flows": _count(live.get(name)),
+            }
+        )
+    rows.sort(key=lambda r: r["rx_bytes"] + r["tx_bytes"], reverse=True)
+    return sorted(rows[:MAX_REPORTED_SITES], key=lambda r: r["name"])
+
+
+def _count(value: Any) -> int:
+    return min(max(int(value), 0), 2**62) if isinstance(value, int | float) and not isinstance(value, bool) else 0

@@ -9,6 +9,7 @@ export type ManagedState = ManagedVersion['state'];
 export type ManagedVersionList = S['ManagedVersionList'];
 export type ManagedVersionIn = S['ManagedVersionIn'];
 export type TerminalDetail = S['TerminalDetail'];
+export type SiteReport = S['SiteReport'];
 export type ManagedStatus = S['ManagedStatus'];
 export type JoinIn = S['JoinIn'];
 
@@ -27,6 +28,8 @@ export const managedEndpoints = {
   terminal: (name: string) => unwrap(api.GET('/api/v1/peer/terminals/{name}', byName(name))),
   versions: (name: string) => unwrap(api.GET('/api/v1/peer/terminals/{name}/versions', byName(name))),
   postVersion: (name: string, body: ManagedVersionIn) => unwrap(api.POST('/api/v1/peer/terminals/{name}/versions', { ...byName(name), body })),
+  cancelVersion: (name: string, versionId: number) =>
+    unwrap(api.POST('/api/v1/peer/terminals/{name}/versions/{version_id}/cancel', { params: { path: { name, version_id: versionId } } })),
   status: () => unwrap(api.GET('/api/v1/managed/status')),
   join: (body: JoinIn) => unwrap(api.POST('/api/v1/managed/join', { body })),
 };

@@ -741,6 +741,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/peer/terminals/{name}/versions/{version_id}/cancel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Cancel a version the terminal has not been sent yet: it never gets it (admin); kept in the history */
+        post: operations["cancel_version_api_v1_peer_terminals__name__versions__version_id__cancel_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/policy/bypass": {
         parameters: {
             query?: never;
@@ -3361,6 +3378,11 @@ export interface components {
             revision?: string | null;
             /** Rx Bytes */
             rx_bytes: number;
+            /**
+             * Sites
+             * @description per site, each name once
+             */
+            sites?: components["schemas"]["SiteReport"][];
             /** Software */
             software?: string | null;
             /** Tx Bytes */
@@ -3431,8 +3453,23 @@ export interface components {
             /** Created By */
             created_by: string;
             /**
+             * Delivered At
+             * @description first sent to the terminal: from then on it cannot be cancelled
+             */
+            delivered_at: number | null;
+            /**
+             * Ended At
+             * @description when it was cancelled or superseded
+             */
+            ended_at: number | null;
+            /**
+             * Enrollment
+             * @description the terminal's enrollment it was made for (1 for its first key)
+             */
+            enrollment: number;
+            /**
              * Error
-             * @description why the terminal rolled it back or refused it
+             * @description why the terminal rolled it back or refused it, or why it was cancelled or superseded
              */
             error: string | null;
             /** Id */
@@ -3448,7 +3485,7 @@ export interface components {
              * State
              * @enum {string}
              */
-            state: "pending" | "applied" | "rolled_back" | "refused";
+            state: "pending" | "applied" | "rolled_back" | "refused" | "cancelled" | "superseded";
             /** Terminal */
             terminal: string;
         };
@@ -3632,6 +3669,17 @@ export interface components {
              * @description Terminal: why the last connection attempt failed.
              */
             error: string | null;
+            /**
+             * Full
+             * @description Terminal: how many are ready when every worker's pools are full (behind a hub cluster,
+             *     each gateway's pool is sized from its share of the flows, docs/cluster.md).
+             */
+            full: number;
+            /**
+             * Gateways
+             * @description Terminal: the gateways its pools go to (each of a hub cluster's once its table arrived).
+             */
+            gateways: number;
             /**
              * Listening
              * @description Hub: the peer listener is bound.
@@ -4296,6 +4344,26 @@ export interface components {
             /** Up Bps */
             up_bps: number;
         };
+        /**
+         * SiteReport
+         * @description One site's figures as the terminal counts them (its own Sites page): totals since its gateway started.
+         */
+        SiteReport: {
+            /** Live Flows */
+            live_flows: number;
+            /** Name */
+            name: string;
+            /**
+             * Rx Bytes
+             * @description received from the satellite for the site's clients
+             */
+            rx_bytes: number;
+            /**
+             * Tx Bytes
+             * @description sent over the satellite from the site's clients
+             */
+            tx_bytes: number;
+        };
         /** SitesOut */
         SitesOut: {
             /** Sites */
@@ -4466,6 +4534,11 @@ export interface components {
             applied_version_id: number | null;
             /** @description the newest version made for it */
             desired_version: components["schemas"]["ManagedVersionOut"] | null;
+            /**
+             * Enrollment
+             * @description its current enrollment: bumped each time it enrolls again
+             */
+            enrollment: number | null;
             /** Health Ok */
             health_ok: boolean | null;
             /** Last Report At */
@@ -4491,6 +4564,11 @@ export interface components {
             revision: string | null;
             /** Rx Bytes */
             rx_bytes: number | null;
+            /**
+             * Sites
+             * @description per site, as the terminal reported them last (at last_report_at)
+             */
+            sites: components["schemas"]["SiteReport"][];
             /** Software */
             software: string | null;
             terminal: components["schemas"]["TerminalOut"];
@@ -7818,6 +7896,74 @@ export interface operations {
             };
             /** @description Not Found */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    cancel_version_api_v1_peer_terminals__name__versions__version_id__cancel_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+                version_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ManagedVersionOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Conflict */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };

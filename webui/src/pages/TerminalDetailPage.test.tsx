@@ -30,6 +30,9 @@ const version = (over: Record<string, unknown>) => ({
   state: 'applied',
   error: null,
   reported_at: 1_800_000_010,
+  enrollment: 1,
+  delivered_at: 1_800_000_005,
+  ended_at: null,
   ...over,
 });
 
@@ -45,6 +48,11 @@ const detail = (over: Record<string, unknown> = {}) => ({
   rx_bytes: 3 * 1024 * 1024,
   tx_bytes: 1024,
   live_flows: 7,
+  sites: [
+    { name: 'ship-a', rx_bytes: 5 * 1024 * 1024, tx_bytes: 2048, live_flows: 3 },
+    { name: 'other', rx_bytes: 700, tx_bytes: 30, live_flows: 0 },
+  ],
+  enrollment: 1,
   desired_version: null,
   applied_version_id: 3,
   ...over,
@@ -52,7 +60,7 @@ const detail = (over: Record<string, unknown> = {}) => ({
 
 const site = (name: string, prefixes: string[]) => ({ site: name, prefixes, down_bps: 2_000_000, up_bps: 100_000, flows: 4, rtt_ms: 612, retrans_ps: 0.5, cache_saved_bps: 0 });
 
-function api(role: 'operator' | 'viewer', extra: Record<string, Handler> = {}, d = detail()) {
+function api(role: 'admin' | 'operator' | 'viewer', extra: Record<string, Handler> = {}, d = detail()) {
   return mockApi({
     'GET /api/v1/auth/me': () => jsonResponse({ id: 2, username: 'otto', role, must_change_password: false }),
     'GET /api/v1/peer/terminals/alpha': () => jsonResponse(d),
@@ -97,6 +105,94 @@ describe('TerminalDetailPage', () => {
     expect(rows[0]).toHaveTextContent('shaping');
     expect(rows[1]).toHaveTextContent('applied');
     expect(screen.queryByRole('form', { name: 'New config version' })).not.toBeInTheDocument();
+  });
+
+  it("shows the terminal's own per-site figures next to the hub's, each labelled with who counted them", async () => {
+    api('viewer');
+    renderPage();
+    const reported = await screen.findByRole('table', { name: 'Its sites as it reports them' });
+    const rows = within(reported).getAllByRole('row').slice(1);
+    expect(rows).toHaveLength(2);
+    expect(rows[0]).toHaveTextContent('ship-a');
+    expect(rows[0]).toHaveTextContent('5.0 MiB');
+    expect(rows[0]).toHaveTextContent('2.0 KiB');
+    expect(rows[0]).toHaveTextContent('3');
+    expect(rows[1]).toHaveTextContent('other');
+    expect(screen.getByRole('region', { name: 'Its sites as it reports them' })).toHaveTextContent('Counted by the terminal itself');
+    const hub = await screen.findByRole('region', { name: 'Its sites at the hub' });
+    expect(hub).toHaveTextContent('Counted by this hub');
+    expect(within(hub).getByRole('table', { name: 'Its sites at the hub' })).toHaveTextContent('site-a');
+  });
+
+  it('an admin cancels a version not sent yet after a confirm naming what happens; a refusal is shown; others see no Cancel', async () => {
+    let versions: Record<string, unknown>[] = [
+      version({ id: 6, state: 'pending', delivered_at: null, reported_at: null, sections: ['quic'] }),
+      version({ id: 5, state: 'pending', delivered_at: 1_800_000_030, reported_at: null }),
+      version({}),
+    ];
+    let refuse = false;
+    const calls = api('admin', {
+      'GET /api/v1/peer/terminals/alpha/versions': () => jsonResponse({ versions }),
+      'POST /api/v1/peer/terminals/alpha/versions/6/cancel': () => {
+        if (refuse)
+          return jsonResponse({ error: { code: 'version_not_cancellable', message: 'version 6 was sent to the terminal already: it applies it and reports the outcome' } }, 409);
+        versions = [{ ...versions[0], state: 'cancelled', error: 'cancelled by otto', ended_at: 1_800_000_040 }, ...versions.slice(1)];
+        return jsonResponse(versions[0]);
+      },
+    });
+    const user = userEvent.setup();
+    renderPage();
+    const table = await screen.findByRole('table', { name: 'Its config versions' });
+    await waitFor(() => expect(within(table).getAllByRole('row')).toHaveLength(4));
+    // Only the version not sent yet offers Cancel; the one sent already says so.
+    expect(within(table).getAllByRole('button', { name: /^Cancel version/ })).toHaveLength(1);
+    const [, six, five] = within(table).getAllByRole('row');
+    expect(five).toHaveTextContent('sent');
+    expect(within(five).queryByRole('button')).not.toBeInTheDocument();
+    expect(six).toHaveTextContent('not sent yet');
+
+    // The confirm step names what happens; closing it sends nothing.
+    await user.click(within(six).getByRole('button', { name: 'Cancel version 6' }));
+    let dialog = await screen.findByRole('dialog', { name: 'Cancel version 6 for alpha?' });
+    expect(within(dialog).getByTestId('cancel-consequence')).toHaveTextContent('alpha never gets version 6 (quic)');
+    expect(within(dialog).getByTestId('cancel-consequence')).toHaveTextContent('stays in this list as cancelled');
+    await user.click(within(dialog).getByRole('button', { name: 'Keep it' }));
+    await waitFor(() => expect(screen.queryByRole('dialog')).not.toBeInTheDocument());
+    expect(calls.filter((c) => c.method === 'POST')).toHaveLength(0);
+
+    // The hub refuses (sent meanwhile): its reason is shown, the version is untouched.
+    refuse = true;
+    await user.click(within(six).getByRole('button', { name: 'Cancel version 6' }));
+    dialog = await screen.findByRole('dialog', { name: 'Cancel version 6 for alpha?' });
+    await user.click(within(dialog).getByRole('button', { name: 'Cancel version 6' }));
+    expect(await within(dialog).findByText(/was sent to the terminal already/)).toBeInTheDocument();
+    expect(versions[0].state).toBe('pending');
+    await user.click(within(dialog).getByRole('button', { name: 'Keep it' }));
+    await waitFor(() => expect(screen.queryByRole('dialog')).not.toBeInTheDocument());
+
+    refuse = false;
+    await user.click(within(table).getByRole('button', { name: 'Cancel version 6' }));
+    dialog = await screen.findByRole('dialog', { name: 'Cancel version 6 for alpha?' });
+    await user.click(within(dialog).getByRole('button', { name: 'Cancel version 6' }));
+    await waitFor(() => expect(screen.queryByRole('dialog')).not.toBeInTheDocument());
+    await waitFor(() => expect(within(table).getAllByRole('row')[1]).toHaveTextContent('cancelled by otto'));
+    expect(within(table).queryByRole('button', { name: /^Cancel version/ })).not.toBeInTheDocument();
+    expect(calls.filter((c) => c.method === 'POST').map((c) => c.path)).toEqual([
+      '/api/v1/peer/terminals/alpha/versions/6/cancel',
+      '/api/v1/peer/terminals/alpha/versions/6/cancel',
+    ]);
+  });
+
+  it('an operator makes versions but cancels none', async () => {
+    api('operator', {
+      'GET /api/v1/peer/terminals/alpha/versions': () => jsonResponse({ versions: [version({ id: 6, state: 'pending', delivered_at: null, reported_at: null })] }),
+    });
+    renderPage();
+    const table = await screen.findByRole('table', { name: 'Its config versions' });
+    await waitFor(() => expect(within(table).getAllByRole('row')).toHaveLength(2));
+    expect(within(table).getByText('not sent yet')).toBeInTheDocument();
+    expect(within(table).queryByRole('button')).not.toBeInTheDocument();
+    expect(await screen.findByRole('form', { name: 'New config version' })).toBeInTheDocument();
   });
 
   it('posts a version: bad input is caught or refused and nothing changes; the sections are named before it is sent', async () => {

@@ -7,15 +7,18 @@ import { useCan } from '../auth/roles';
 import { ManagedVersionForm } from '../components/managed/ManagedVersionForm';
 import { ManagedVersionTable } from '../components/managed/ManagedVersionTable';
 import { TerminalReport } from '../components/managed/TerminalReport';
+import { TerminalReportedSites } from '../components/managed/TerminalReportedSites';
 import { TerminalSites } from '../components/managed/TerminalSites';
 import { PageHeader } from '../components/PageHeader';
 import { Section } from '../components/Section';
 import { ErrorState, QueryView } from '../components/StateViews';
 
-/** One terminal at its hub: what it reports, its site's figures, and the config versions the hub made for it. */
+/** One terminal at its hub: what it reports, its sites' figures (its own and the hub's), and the config versions the
+ * hub made for it (an admin cancels one not sent yet). */
 export default function TerminalDetailPage() {
   const { name = '' } = useParams();
-  const canEdit = useCan()('operator');
+  const can = useCan();
+  const canEdit = can('operator');
   const detail = useQuery({ queryKey: managedKeys.detail(name), queryFn: () => managedEndpoints.terminal(name), refetchInterval: 2000 });
   // Only a managed terminal has versions (the API answers 404 for any other).
   const versions = useQuery({
@@ -51,11 +54,12 @@ export default function TerminalDetailPage() {
         {(d) => (
           <Stack>
             <TerminalReport d={d} />
+            {d.managed && <TerminalReportedSites sites={d.sites} reportedAt={d.last_report_at} />}
             <TerminalSites name={name} prefixes={d.terminal.prefixes} />
             <Section id="terminal-versions" title="Its config versions">
               {d.managed ? (
                 <Stack>
-                  <QueryView query={versions}>{(v) => <ManagedVersionTable versions={v.versions} />}</QueryView>
+                  <QueryView query={versions}>{(v) => <ManagedVersionTable terminal={name} versions={v.versions} canCancel={can('admin')} />}</QueryView>
                   {canEdit && <ManagedVersionForm terminal={name} />}
                 </Stack>
               ) : (

@@ -17,7 +17,7 @@ from perigee_api.core.context import AppContext
 from perigee_api.core.errors import ApiError, ErrorResponse, error_json
 from perigee_api.models import ManagedTerminal
 from perigee_api.schemas.managed import JoinIn, ManagedDesired, ManagedReport, ManagedStatus
-from perigee_api.services import managed_hub, managed_terminal, throttle
+from perigee_api.services import managed_hub, managed_lifecycle, managed_terminal, throttle
 
 router = APIRouter(prefix="/managed", tags=["managed"])
 
@@ -73,9 +73,10 @@ KeyHolder = Depends(_terminal)
 
 
 def _next(ctx: AppContext, terminal_id: int, after: int) -> dict[str, object] | None:
+    """The terminal's next version, marked sent (from then on it cannot be cancelled); None when there is none."""
     with ctx.db.session() as db:
         row = db.get(ManagedTerminal, terminal_id)
-        v = managed_hub.next_pending(db, row, after) if row is not None else None
+        v = managed_lifecycle.deliver(db, row, after) if row is not None else None
         if v is None:
             return None
         return {"version_id": v.id, "sections": v.sections, "comment": v.comment}
@@ -94,15 +95,24 @@ async def desired(
     wait: float = Query(default=0, ge=0, le=MAX_WAIT_S, description="seconds to wait for one"),
 ) -> Response:
     deadline = time.monotonic() + wait
-    while True:
-        seen = ctx.managed_versions.generation
-        found = await run_in_threadpool(_next, ctx, terminal_id, after)
-        if found is not None:
-            return JSONResponse(ManagedDesired.model_validate(found).model_dump(mode="json"))
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return Response(status_code=204)
-        await ctx.managed_versions.wait(seen, left)
+    if wait <= 0:
+        return _answer(await run_in_threadpool(_next, ctx, terminal_id, after))
+    # Listening before the first look: a version made between a look and the wait still wakes this poll. Only a
+    # version for this terminal wakes it (one look each), never one for another terminal.
+    with ctx.managed_versions.listen(terminal_id) as waiter:
+        while True:
+            found = await run_in_threadpool(_next, ctx, terminal_id, after)
+            left = deadline - time.monotonic()
+            if found is not None or left <= 0 or waiter.released:
+                return _answer(found)
+            if not await waiter.wait(left):
+                return _answer(None)  # not woken: nothing was made for it, no need to look again
+
+
+def _answer(found: dict[str, object] | None) -> Response:
+    if found is None:
+        return Response(status_code=204)
+    return JSONResponse(ManagedDesired.model_validate(found).model_dump(mode="json"))
 
 
 @router.post(

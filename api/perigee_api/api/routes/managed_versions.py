@@ -1,5 +1,6 @@
 """At the hub: one terminal in detail (with what it last reported) and the config versions made for it, each
-validated before it is stored and sent to the terminal when it asks (routes/managed.py)."""
+validated before it is stored and sent to the terminal when it asks (routes/managed.py); an admin may cancel one
+that was not sent yet."""
 
 from __future__ import annotations
 
@@ -8,11 +9,11 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Request
 from sqlalchemy.orm import Session
 
-from perigee_api.api.deps import Ctx, Db, Operator, Viewer, audit_info
+from perigee_api.api.deps import Admin, Ctx, Db, Operator, Viewer, audit_info
 from perigee_api.core.errors import ApiError, ErrorResponse
 from perigee_api.models import ManagedTerminal
 from perigee_api.schemas.managed import ManagedVersionIn, ManagedVersionList, ManagedVersionOut, TerminalDetail
-from perigee_api.services import managed_hub
+from perigee_api.services import managed_hub, managed_lifecycle
 
 router = APIRouter(
     prefix="/peer",
@@ -72,6 +73,26 @@ def create_version(
     row = _managed(db, name)
     v = managed_hub.create_version(db, row, who.name, body.sections, body.comment)
     db.commit()
-    managed_hub.wake(ctx)
+    managed_hub.wake(ctx, row)
     audit_info(request, terminal=name, managed_version_id=v.id, sections=sorted(v.sections))
+    return ManagedVersionOut.model_validate(managed_hub.version_out(v, name))
+
+
+@router.post(
+    "/terminals/{name}/versions/{version_id}/cancel",
+    response_model=ManagedVersionOut,
+    responses={409: {"model": ErrorResponse}},
+    summary="Cancel a version the terminal has not been sent yet: it never gets it (admin); kept in the history",
+)
+def cancel_version(
+    name: TerminalName,
+    version_id: Annotated[int, Path(ge=1, le=2**62)],
+    who: Admin,
+    db: Db,
+    request: Request,
+) -> ManagedVersionOut:
+    row = _managed(db, name)
+    audit_info(request, terminal=name, managed_version_id=version_id)
+    v = managed_lifecycle.cancel(db, row, version_id, who.name)
+    audit_info(request, state=v.state)
     return ManagedVersionOut.model_validate(managed_hub.version_out(v, name))

@@ -16,9 +16,12 @@ export function TerminalSites({ name, prefixes }: { name: string; prefixes: stri
   const mine = sitesOf(sites.data?.sites ?? [], name, prefixes);
   return (
     <Paper withBorder p="md" component="section" aria-labelledby="terminal-sites">
-      <Title order={3} size="h4" id="terminal-sites" mb="sm">
+      <Title order={3} size="h4" id="terminal-sites">
         Its sites at the hub
       </Title>
+      <Text size="xs" c="dimmed" mb="sm">
+        Counted by this hub for the sites that cover its prefixes, over the last second.
+      </Text>
       {sites.error ? (
         <Text size="sm" c="red">
           The hub's site figures could not be read.
