@@ -23,9 +23,9 @@ DESCRIPTION = (
     "the hub router (terrestrial: the hub is measured, not the satellite). Each terminal has its own EC P-256 "
     "identity, enrolled at every hub gateway (`peer.terminals`, one /32 client prefix each in 10.90.0.0/16), "
     "its own source address, and keeps `pool` ready connections to every gateway (what a packaged terminal, "
-    "2 workers with the default `peer.pool_size` 8, keeps to each gateway of a 3-gateway cluster: 2 x 6, "
-    "docs/cluster.md), one long poll for the cluster table, and aims each flow at "
-    "its bucket's gateway. `setup_rate`: pool connections ready (TCP, TLS 1.3 with both keys pinned, READY) "
+    "2 workers with the default `peer.pool_size` 8, keeps to each gateway), one long poll for the cluster "
+    "table, and aims each flow at its bucket's gateway. The hub gateways run `hub_workers` workers each. "
+    "`setup_rate`: pool connections ready (TCP, TLS 1.3 with both keys pinned, READY) "
     "over the wall time from the start to the last one; `hub_cpu_per_connection`: the gateways' daemons' CPU "
     "time (/proc, master and workers) during that setup over the connections; `first_byte`: a `fetch_size`-byte "
     "fetch from the "
@@ -45,7 +45,8 @@ PARAMS: dict[str, dict[str, Any]] = {
     "quick": {
         "terminals": 60,
         "spaces": 2,
-        "pool": 12,
+        "pool": 16,
+        "hub_workers": 3,
         "fetch_flows": 200,
         "fetch_size": 1024,
         "fetch_interval_s": 0.01,
@@ -58,7 +59,8 @@ PARAMS: dict[str, dict[str, Any]] = {
     "full": {
         "terminals": 1000,
         "spaces": 4,
-        "pool": 12,
+        "pool": 16,
+        "hub_workers": 3,
         "fetch_flows": 2000,
         "fetch_size": 1024,
         "fetch_interval_s": 0.004,
@@ -487,8 +489,10 @@ def doc_extra(recs: list[records.Record]) -> str:
         "Limits these figures sit against (`gateway/crates/perigee/src/gateway`): a hub config enrolls at most "
         "1,024 terminals (`config/limits.rs`, MAX_TERMINALS), and each hub worker keeps at most two fifths of its "
         "open-files limit as identified idle connections (`peer/admission.rs`, max_idle; past it new ones are "
-        "reset): at the 20,000 this machine allows a process, 8,000 per worker, so 1,000 terminals with 12 each "
-        "are 12,000 of the 16,000 a 2-worker gateway holds. Sizing from these figures: "
+        "reset): 26,214 under the packaged unit's LimitNOFILE of 65,536, but 8,000 on this machine, which caps "
+        "every process at 20,000 files. So the hub gateways run `hub_workers` 3 here (SATLAB_HUB_WORKERS): "
+        "24,000 idle connections (2 workers under the packaged unit hold 52,428) for the 16,000 of 1,000 packaged "
+        "terminals. Sizing from these figures: "
         "docs/operations.md, *Sizing a hub for 10,000 terminals*. In the failover figure, fewer new flows start "
         "for a few seconds after the kill: the simulated terminals' own event loops are busy with the victim's "
         "closed connections, their reconnect attempts and their polls moving to a survivor (one Python process per "
@@ -516,6 +520,8 @@ def run(ctx: Context, params: dict[str, Any]) -> list[records.Record]:
     if os.geteuid() != 0:
         return [records.skipped(NAME, "all", "needs root (network namespaces)")]
     try:
+        # The lab's gateways start in satlab's own process and in this one (the fleet's restart).
+        os.environ["SATLAB_HUB_WORKERS"] = str(params["hub_workers"])
         with lab.running("geo-hts", gateway="both", overrides=LAB_ARGS, prefix=PREFIX):
             try:
                 recs, raw = measure(ctx, params)
@@ -525,3 +531,5 @@ def run(ctx: Context, params: dict[str, Any]) -> list[records.Record]:
             return recs
     except (lab.LabUnavailable, procs.ToolError, RuntimeError, OSError) as e:
         return [records.skipped(NAME, f"T{params['terminals']}", str(e)[:300])]
+    finally:
+        os.environ.pop("SATLAB_HUB_WORKERS", None)

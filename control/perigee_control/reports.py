@@ -501,8 +501,8 @@ class PeerHealth(Report):
     """
     full: Annotated[int, Field(ge=0)]
     """
-    Terminal: how many are ready when every worker's pools are full (behind a hub cluster,
-    each gateway's pool is sized from its share of the flows, docs/cluster.md).
+    Terminal: how many are ready when every worker's pools are full (behind a hub cluster, a
+    pool to each gateway).
     """
     gateways: Annotated[int, Field(ge=0)]
     """

@@ -488,6 +488,15 @@ class Placement:
 CLUSTER_WORKERS = "2"  # N gateways share the lab's cores: 2 workers each hold thousands of flows
 
 
+def cluster_workers() -> str:
+    """Workers per cluster gateway: 2, or SATLAB_HUB_WORKERS (a benchmark that needs a worker's descriptors where
+    this machine caps a process lower than the packaged unit's LimitNOFILE)."""
+    n = os.environ.get("SATLAB_HUB_WORKERS", CLUSTER_WORKERS)
+    if not n.isdigit() or not 1 <= int(n) <= 16:
+        raise ValueError(f"SATLAB_HUB_WORKERS must be 1..16, not {n!r}")
+    return n
+
+
 def _placement(topo: TopologyLike, ns_role: str) -> Placement:
     n = cluster_size(topo)
     if ns_role.startswith("gw") and n:
@@ -501,7 +510,7 @@ def _placement(topo: TopologyLike, ns_role: str) -> Placement:
                   {"dst": "10.71.2.0/24", "via": m.hub_v4}]
         # An enrolled gateway (satlab cluster enroll) also serves its control protocol over mutual TLS. Its
         # GET /v1/routing reads the FRR of its own namespace (cluster/frr.py).
-        args = ("--workers", CLUSTER_WORKERS, "--frr-vty-dir", frr.frr_dir(topo, ns_role),
+        args = ("--workers", cluster_workers(), "--frr-vty-dir", frr.frr_dir(topo, ns_role),
                 *fleet.tls_args(topo, ns_role))
         return Placement(ns_role, "hub", routes, args)
     routes = SAT_ROUTES[ns_role]

@@ -86,9 +86,9 @@ def test_the_table_reaches_every_gateway_and_the_terminal(cluster: None) -> None
     pool = control("terminal", "GET", "/v1/peer")["pool"]
     health = control("terminal", "GET", "/v1/health")
     workers = len(health["workers"])
-    # A pool to every gateway from every worker, each twice its gateway's share of the default 8 (8 x 2 / 3).
+    # A pool of the default 8 to every gateway from every worker.
     assert health["peer"]["gateways"] == len(GATEWAYS), health["peer"]
-    assert health["peer"]["full"] == workers * 6 * len(GATEWAYS), health["peer"]
+    assert health["peer"]["full"] == workers * 8 * len(GATEWAYS), health["peer"]
     assert pool["ready"] >= health["peer"]["full"], pool
 
 

@@ -3671,8 +3671,8 @@ export interface components {
             error: string | null;
             /**
              * Full
-             * @description Terminal: how many are ready when every worker's pools are full (behind a hub cluster,
-             *     each gateway's pool is sized from its share of the flows, docs/cluster.md).
+             * @description Terminal: how many are ready when every worker's pools are full (behind a hub cluster, a
+             *     pool to each gateway).
              */
             full: number;
             /**

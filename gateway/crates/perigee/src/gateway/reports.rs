@@ -54,8 +54,8 @@ pub struct Health {
 pub struct PeerHealth {
     /// Terminal: warm connections ready for new flows.
     pub ready: u64,
-    /// Terminal: how many are ready when every worker's pools are full (behind a hub cluster,
-    /// each gateway's pool is sized from its share of the flows, docs/cluster.md).
+    /// Terminal: how many are ready when every worker's pools are full (behind a hub cluster, a
+    /// pool to each gateway).
     pub full: u64,
     /// Terminal: the gateways its pools go to (each of a hub cluster's once its table arrived).
     pub gateways: u64,

@@ -34,9 +34,8 @@ pub const MAX_IDLE: usize = 262_144;
 
 /// Identified idle connections a worker holds with `nofile` descriptors: two fifths of them, so
 /// that if every one became a flow (one more socket each) its splice pipes (at most a quarter of
-/// the budget, `worker::Worker::new`) would still fit. At the 20,000 some hosts cap a process at,
-/// 8,000: a 2-worker hub gateway holds 1,000 packaged terminals' pools behind a 3-gateway cluster
-/// (12 each, docs/cluster.md) with a quarter to spare.
+/// the budget, `worker::Worker::new`) would still fit. Under the packaged unit's LimitNOFILE of
+/// 65,536, 26,214: a 2-worker hub gateway holds the pools of 3,000 packaged terminals (16 each).
 pub fn max_idle(nofile: u64) -> usize {
     usize::try_from(nofile / 5 * 2)
         .unwrap_or(MAX_IDLE)

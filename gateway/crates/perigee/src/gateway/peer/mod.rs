@@ -144,6 +144,10 @@ mod tests {
     fn a_hub_worker_holds_two_fifths_of_its_descriptors_idle() {
         use super::admission::{max_idle, MAX_IDLE, MIN_IDLE};
         assert_eq!(max_idle(20_000), 8_000);
+        // The packaged unit's LimitNOFILE: 1,000 packaged terminals (2 workers x pool_size 8 to
+        // every gateway) are 16,000 at each gateway, under a third of what 2 workers hold.
+        assert_eq!(max_idle(65_536), 26_214);
+        assert!(1000 * 2 * 8 * 3 <= 2 * max_idle(65_536));
         assert_eq!(max_idle(1_048_576), MAX_IDLE);
         assert_eq!(max_idle(500), MIN_IDLE);
         assert_eq!(max_idle(4_096), 1_638);

@@ -20,18 +20,6 @@ pub fn own_reserve(size: usize) -> usize {
     size / 4
 }
 
-/// Each gateway's pool behind a cluster of `members` when the config asks `size` per worker:
-/// a flow takes a connection to its own bucket's gateway, so each gateway sees about 1/members
-/// of a burst. Twice that share absorbs an uneven burst while the terminal's connections at each
-/// gateway stay within the hub's budget (`admission::max_idle`): with 3 gateways and 8, 6 each
-/// (18 per worker in all, against 8 to a single hub). Never more than `size`, never under 2.
-pub fn cluster_pool_size(size: usize, members: usize) -> usize {
-    if members <= 1 {
-        return size;
-    }
-    (2 * size).div_ceil(members).clamp(2.min(size), size)
-}
-
 /// Which pool a flow must take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Aim {
@@ -316,29 +304,6 @@ mod tests {
                 "slot {slot}"
             );
         }
-    }
-
-    #[test]
-    fn a_cluster_splits_the_pool_at_twice_each_gateways_share() {
-        // (size asked, gateways) -> each gateway's pool.
-        for (size, members, want) in [
-            (8, 0, 8),
-            (8, 1, 8),
-            (8, 2, 8),
-            (8, 3, 6),
-            (8, 4, 4),
-            (8, 16, 2),
-            (1, 3, 1),
-            (2, 16, 2),
-            (256, 3, 171),
-        ] {
-            assert_eq!(cluster_pool_size(size, members), want, "{size} {members}");
-        }
-        // What the hub's budget is sized for: 1,000 two-worker terminals behind 3 gateways fit
-        // a 2-worker gateway at the 20,000-descriptor cap with a quarter to spare.
-        let per_gateway = 1000 * 2 * cluster_pool_size(8, 3);
-        let held = 2 * crate::gateway::peer::admission::max_idle(20_000);
-        assert!(per_gateway * 4 <= held * 3, "{per_gateway} of {held}");
     }
 
     #[test]

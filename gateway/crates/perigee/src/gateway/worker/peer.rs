@@ -16,7 +16,7 @@ use crate::gateway::log;
 use crate::gateway::peer::admission::{Admission, AdmissionConfig, Admitted, TerminalEntry};
 use crate::gateway::peer::identity::{Fingerprint, Identity};
 use crate::gateway::peer::pool::{PoolConfig, Warm};
-use crate::gateway::peer::pools::{cluster_pool_size, Aim};
+use crate::gateway::peer::pools::Aim;
 use crate::gateway::peer::tunnel::Tunnel;
 use crate::gateway::peer::wire::{self, Open, Status};
 use crate::gateway::satleg::{Opening, SatLeg};
@@ -96,17 +96,11 @@ fn pool_configs(base: Option<PoolConfig>, cluster: Option<&ClusterTable>) -> Vec
     let Some(base) = base else {
         return Vec::new();
     };
-    let members = cluster.map_or(&[][..], |t| &t.members[..]);
-    let size = cluster_pool_size(base.size, members.len());
-    let mut list = vec![PoolConfig {
-        size,
-        ..base.clone()
-    }];
-    for m in members {
+    let mut list = vec![base.clone()];
+    for m in cluster.map_or(&[][..], |t| &t.members[..]) {
         if !list.iter().any(|c| c.hub == m.peer) {
             list.push(PoolConfig {
                 hub: m.peer,
-                size,
                 ..base.clone()
             });
         }
