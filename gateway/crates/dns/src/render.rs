@@ -68,6 +68,20 @@ pub const LISTEN_PORT: u16 = 53;
 /// satellite links.
 pub const UNKNOWN_SERVER_TIME_LIMIT_MS: u32 = 1128;
 
+/// How long a query to the peer path's local end (DNS over TCP, `forward-tcp-upstream`) waits
+/// for its answer. unbound sends a forwarder's TCP queries down one shared stream, and a query
+/// whose timer fires closes that stream and fails every query on it, which it then sends again:
+/// one more satellite round trip for each of them. Left to itself, unbound times a TCP query by
+/// the upstream's RTO whenever the RTO is below `unknown-server-time-limit`, and 1128 ms is
+/// above a geostationary RTO (srtt + 4·rttvar: about 620 ms on a steady 600 ms link), so an
+/// answer 30 ms later than usual (a cold name at the hub's resolver, a broken domain's SERVFAIL,
+/// a burst that queues at the hub) closed the stream under the page's lookups. With the peer
+/// path the limit is 0 (nothing is sent over UDP, where it matters) and every query waits this
+/// long, unbound's `tcp-auth-query-timeout`: beyond what a resolver takes to give up on a broken
+/// domain. Nothing is lost in between: the stream is TCP inside the peer path's TLS, and a peer
+/// connection that breaks resets it at once.
+pub const PEER_PATH_QUERY_TIMEOUT_MS: u32 = 10_000;
+
 /// Special-use zones unbound would answer locally (NXDOMAIN) although the upstream may serve
 /// them: `test.` (RFC 6761; labs, satlab's web among them) and `home.arpa.` (RFC 8375, the
 /// site's own names). `localhost.`, `invalid.` and `onion.` stay answered locally.
@@ -206,10 +220,20 @@ pub fn render(
     // Allows an upstream on a loopback address (another port); port 53 there is refused by
     // validation, since that is this resolver.
     w.push_str("\tdo-not-query-localhost: no\n");
-    let _ = writeln!(
-        w,
-        "\tunknown-server-time-limit: {UNKNOWN_SERVER_TIME_LIMIT_MS}"
-    );
+    match forwarding {
+        Forwarding::Direct => {
+            let _ = writeln!(
+                w,
+                "\tunknown-server-time-limit: {UNKNOWN_SERVER_TIME_LIMIT_MS}"
+            );
+        }
+        Forwarding::PeerPath => {
+            // Over TCP a query's timer closes the shared stream under every query on it: never
+            // the RTO, one fixed wait (PEER_PATH_QUERY_TIMEOUT_MS).
+            w.push_str("\tunknown-server-time-limit: 0\n");
+            let _ = writeln!(w, "\ttcp-auth-query-timeout: {PEER_PATH_QUERY_TIMEOUT_MS}");
+        }
+    }
     // A server marked down is still probed, so the cache notices at once when it is back.
     w.push_str("\tinfra-keep-probing: yes\n");
     w.push_str(
@@ -484,6 +508,28 @@ mod tests {
             ["forward-addr: 192.0.2.53@53"]
         );
         assert!(lines(&direct, "forward-tcp-upstream:").is_empty());
+    }
+
+    #[test]
+    fn a_tcp_upstream_query_waits_a_fixed_time_never_the_rto() {
+        // unbound times a TCP upstream query by the RTO when the RTO is below
+        // unknown-server-time-limit; 0 keeps every query on tcp-auth-query-timeout.
+        let text = rendered_with(&on(), Forwarding::PeerPath, &UnboundPaths::default());
+        assert_eq!(
+            lines(&text, "unknown-server-time-limit:"),
+            ["unknown-server-time-limit: 0"]
+        );
+        assert_eq!(
+            lines(&text, "tcp-auth-query-timeout:"),
+            ["tcp-auth-query-timeout: 10000"]
+        );
+        // Over UDP the first query's wait must stay above a satellite round trip.
+        let direct = rendered(&on());
+        assert_eq!(
+            lines(&direct, "unknown-server-time-limit:"),
+            ["unknown-server-time-limit: 1128"]
+        );
+        assert!(lines(&direct, "tcp-auth-query-timeout:").is_empty());
     }
 
     /// `directive` for each built-in site zone and then corp.example.com, as rendered.

@@ -144,9 +144,7 @@ impl Pools {
         if self.ready() <= own_reserve(self.full()) {
             return None;
         }
-        let pool = self.pick(aim)?;
-        let hub = pool.config().hub;
-        pool.take(ep, now).map(|w| (hub, w))
+        self.take(aim, ep, now)
     }
 
     fn pick(&mut self, aim: Aim) -> Option<&mut Pool> {
