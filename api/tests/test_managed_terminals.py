@@ -13,16 +13,13 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 import uvicorn
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
+from cryptography.hazmat.primitives import serialization
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
@@ -31,6 +28,7 @@ from perigee_api.models import ManagedLink
 from perigee_api.services.managed_poll import ManagedPoller
 from perigee_fakes.fake_gateway import FakeGateway
 from satlab.testing import HUNG_S
+from tests.certs import certificate, make_key, write_pair
 from tests.conftest import STRONG, login, make_settings, make_user, new_client, one_time_password
 from tests.test_fleet import free_port
 from tests.test_terminals import applied_desired
@@ -44,25 +42,9 @@ HYBLA = {"rtt0_ms": 30, "base_rtt_ms": 0, "cwnd_max": 0}
 
 def self_signed(directory: Path) -> tuple[Path, Path, str]:
     """A certificate and key for the hub's HTTPS, and its pin (sha256 of its SubjectPublicKeyInfo)."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "hub")])
-    now = datetime.now(UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - timedelta(hours=1))
-        .not_valid_after(now + timedelta(days=2))
-        .sign(key, hashes.SHA256())
-    )
-    directory.mkdir(parents=True, exist_ok=True)
-    cert_file, key_file = directory / "cert.pem", directory / "key.pem"
-    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_file.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
+    key = make_key()
+    cert = certificate(key, "hub", not_before=-timedelta(hours=1), not_after=timedelta(days=2))
+    cert_file, key_file = write_pair(directory, key, cert)
     spki = key.public_key().public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
     return cert_file, key_file, "sha256:" + hashlib.sha256(spki).hexdigest()
 

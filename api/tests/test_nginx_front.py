@@ -7,7 +7,6 @@ backup as large as the API accepts gets through; TLS 1.2 offers no CBC suite; th
 
 from __future__ import annotations
 
-import datetime
 import json
 import os
 import shutil
@@ -19,16 +18,14 @@ import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 
 import httpx
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from satlab.testing import HUNG_S, cannot_run
+from tests.certs import certificate, make_key, write_pair
 from tests.running_api import log_in_as_admin, running_api
 
 IMAGES = Path(__file__).resolve().parents[2] / "images" / "nginx"
@@ -46,26 +43,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def self_signed(tls: Path) -> None:
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "perigee-test")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .sign(key, hashes.SHA256())
-    )
-    (tls / "cert.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    (tls / "key.pem").write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
 
 
 @dataclass
@@ -89,7 +66,9 @@ def front() -> Iterator[Front]:
     for d in (run, tls, webui):
         d.mkdir()
     (webui / "index.html").write_text("<!doctype html><title>perigee</title>")
-    self_signed(tls)
+    key = make_key()
+    cert = certificate(key, "perigee-test", not_before=-timedelta(minutes=5), not_after=timedelta(days=1))
+    write_pair(tls, key, cert)
     shutil.copy(IMAGES / "proxy_params.conf", run / "proxy_params.conf")
     hosts = subprocess.run(
         [str(IMAGES / "perigee-redirect-hosts"), "127.0.0.1", "localhost"], check=True, capture_output=True, text=True

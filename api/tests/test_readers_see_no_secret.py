@@ -12,21 +12,18 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from perigee_api.core.config import Settings
 from perigee_api.main import create_app
 from perigee_fakes.fake_gateway import FakeGateway
+from tests.certs import certificate, key_pem, make_key, write_pair
 from tests.conftest import STRONG, login, make_settings, make_user, new_client, one_time_password
 from tests.test_secrets import LEGACY_KEY, legacy_database
 
@@ -42,26 +39,9 @@ def key_body(pem: str | bytes) -> str:
 
 def tls_pair(tls_dir: Path) -> str:
     """nginx's certificate and key, as perigee-tls-init leaves them; the key's PEM."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "box")])
-    now = datetime.now(UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(1)
-        .not_valid_before(now)
-        .not_valid_after(now + timedelta(days=30))
-        .sign(key, hashes.SHA256())
-    )
-    pem = key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    ).decode()
-    tls_dir.mkdir(parents=True, exist_ok=True)
-    (tls_dir / "cert.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    (tls_dir / "key.pem").write_text(pem)
-    return pem
+    key = make_key()
+    write_pair(tls_dir, key, certificate(key, "box", not_after=timedelta(days=30), serial=1))
+    return key_pem(key)
 
 
 class World:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ipaddress
 import stat
 import subprocess
 from datetime import UTC, datetime, timedelta
@@ -12,24 +11,14 @@ from typing import Any
 import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec, rsa
-from cryptography.x509.oid import NameOID
 from fastapi.testclient import TestClient
 
 from perigee_api.core.config import Settings
 from perigee_fakes.fake_gateway import FakeGateway
+from tests.certs import Key, cert_pem, certificate, key_pem, make_key
 from tests.conftest import make_settings
 
 TLS = "/api/v1/system/tls"
-Key = rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey
-
-
-def make_key(kind: str = "ec256") -> Key:
-    if kind == "ec256":
-        return ec.generate_private_key(ec.SECP256R1())
-    if kind == "ec521":
-        return ec.generate_private_key(ec.SECP521R1())
-    return rsa.generate_private_key(public_exponent=65537, key_size=int(kind.removeprefix("rsa")))
 
 
 def make_cert(
@@ -39,31 +28,16 @@ def make_cert(
     issuer_key: Key | None = None,
     issuer_name: str | None = None,
 ) -> x509.Certificate:
-    now = datetime.now(UTC)
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
-    issuer = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, issuer_name or name)])
-    san = x509.SubjectAlternativeName([x509.DNSName(name), x509.IPAddress(ipaddress.ip_address("192.0.2.7"))])
-    return (
-        x509.CertificateBuilder()
-        .subject_name(subject)
-        .issuer_name(issuer)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now + timedelta(days=days[0]))
-        .not_valid_after(now + timedelta(days=days[1]))
-        .add_extension(san, critical=False)
-        .sign(issuer_key or key, hashes.SHA256())
+    """What an operator uploads: `name` and a documentation address as SANs, valid `days` around today."""
+    return certificate(
+        key,
+        name,
+        not_before=timedelta(days=days[0]),
+        not_after=timedelta(days=days[1]),
+        sans=(name, "192.0.2.7"),
+        issuer_key=issuer_key,
+        issuer_name=issuer_name,
     )
-
-
-def cert_pem(*certs: x509.Certificate) -> str:
-    return "".join(c.public_bytes(serialization.Encoding.PEM).decode() for c in certs)
-
-
-def key_pem(key: Key) -> str:
-    return key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    ).decode()
 
 
 def fp(cert: x509.Certificate) -> str:
@@ -166,24 +140,10 @@ def test_certificate_from_a_clock_slightly_ahead_accepted(admin: TestClient) -> 
     key = make_key()
     cert = make_cert(key, days=(0, 30))
     now = datetime.now(UTC)
-    soon = make_cert_at(key, now + timedelta(minutes=10), now + timedelta(days=30))
+    soon = certificate(key, "skewed", not_before=now + timedelta(minutes=10), not_after=now + timedelta(days=30))
     for c in (cert, soon):
         r = put(admin, cert_pem(c), key_pem(key))
         assert r.status_code == 200, r.text
-
-
-def make_cert_at(key: Key, not_before: datetime, not_after: datetime) -> x509.Certificate:
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "skewed")])
-    return (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(not_before)
-        .not_valid_after(not_after)
-        .sign(key, hashes.SHA256())
-    )
 
 
 def test_rsa_2048_self_signed_pair_accepted(admin: TestClient) -> None:

@@ -1,4 +1,4 @@
-import { Alert, Anchor, Badge, Button, Group, Modal, Stack, Table, Text, Textarea, TextInput } from '@mantine/core';
+import { Alert, Anchor, Badge, Button, Group, Modal, Stack, Table, Text, TextInput } from '@mantine/core';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState, type FormEvent } from 'react';
 import { Link } from 'react-router-dom';
@@ -9,7 +9,7 @@ import { FINGERPRINT_RE, peerEndpoints, peerKeys, shortFingerprint, type Termina
 import { useAuth } from '../auth/useAuth';
 import { PageHeader } from '../components/PageHeader';
 import { EnrollmentTokens } from '../components/enrollment/EnrollmentTokens';
-import { words } from '../components/enrollment/EnrollmentTokenForm';
+import { TerminalFields, terminalFieldErrors, words } from '../components/enrollment/TerminalFields';
 import { ApplyFailure, Fingerprint } from '../components/PeerIdentity';
 import { ScrollTable } from '../components/ScrollTable';
 import { Section } from '../components/Section';
@@ -43,9 +43,7 @@ function EnrollForm({ onChanged }: { onChanged: (c: TerminalChange) => void }) {
   });
   const submit = (e: FormEvent) => {
     e.preventDefault();
-    const local: FieldErrors = {};
-    if (!name.trim()) local.name = 'A name for the terminal (letters, digits, "_", ".", "-")';
-    if (!words(prefixes).length) local.prefixes = "At least one of the site's prefixes, e.g. 192.0.2.0/24";
+    const local = terminalFieldErrors(name, prefixes, 'A name for the terminal');
     if (!FINGERPRINT_RE.test(fingerprint.trim())) local.fingerprint = 'sha256: and 64 lowercase hex digits, as the terminal’s dashboard shows it (System settings → Peer path)';
     setErrors(local);
     if (!Object.keys(local).length) enroll.mutate();
@@ -54,17 +52,14 @@ function EnrollForm({ onChanged }: { onChanged: (c: TerminalChange) => void }) {
     <form onSubmit={submit} noValidate aria-label="Enroll a terminal">
       <Stack gap="xs">
         <Group align="flex-start" wrap="wrap">
-          <TextInput label="Name" required value={name} onChange={(e) => setName(e.currentTarget.value)} error={errorFor(errors, 'name')} w={220} />
-          <Textarea
-            label="Site prefixes"
-            description="The client prefixes of its site, one per line: flows from any other address are refused"
-            required
-            value={prefixes}
-            onChange={(e) => setPrefixes(e.currentTarget.value)}
-            error={errorFor(errors, 'prefixes')}
-            autosize
-            minRows={1}
-            w={320}
+          <TerminalFields
+            nameLabel="Name"
+            prefixesDescription="The client prefixes of its site, one per line: flows from any other address are refused"
+            name={name}
+            prefixes={prefixes}
+            onName={setName}
+            onPrefixes={setPrefixes}
+            errors={errors}
           />
         </Group>
         <TextInput

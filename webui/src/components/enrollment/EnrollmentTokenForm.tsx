@@ -1,22 +1,16 @@
-import { Alert, Button, Group, Select, Stack, Textarea, TextInput } from '@mantine/core';
+import { Alert, Button, Group, Select, Stack, TextInput } from '@mantine/core';
 import { useMutation, useQueryClient } from '@tanstack/react-query';
 import { useState, type FormEvent } from 'react';
 import { ApiError, errorMessage, type FieldErrors } from '../../api/errors';
 import { peerEndpoints, peerKeys, type EnrollmentTokenCreated } from '../../api/peer';
 import { errorFor } from '../../lib/field-errors';
+import { TerminalFields, terminalFieldErrors, words } from './TerminalFields';
 
 const EXPIRY = [
   { value: '3600', label: '1 hour' },
   { value: '86400', label: '1 day' },
   { value: '604800', label: '7 days' },
 ];
-
-export function words(text: string): string[] {
-  return text
-    .split(/[\s,]+/)
-    .map((s) => s.trim())
-    .filter(Boolean);
-}
 
 /** A one-time token for a terminal's name and site prefixes: the terminal enrolls itself with it. */
 export function EnrollmentTokenForm({ onCreated }: { onCreated: (t: EnrollmentTokenCreated) => void }) {
@@ -41,9 +35,7 @@ export function EnrollmentTokenForm({ onCreated }: { onCreated: (t: EnrollmentTo
   });
   const submit = (e: FormEvent) => {
     e.preventDefault();
-    const local: FieldErrors = {};
-    if (!name.trim()) local.name = 'The name the terminal is enrolled under (letters, digits, "_", ".", "-")';
-    if (!words(prefixes).length) local.prefixes = "At least one of the site's prefixes, e.g. 192.0.2.0/24";
+    const local = terminalFieldErrors(name, prefixes, 'The name the terminal is enrolled under');
     setErrors(local);
     if (!Object.keys(local).length) create.mutate();
   };
@@ -52,17 +44,14 @@ export function EnrollmentTokenForm({ onCreated }: { onCreated: (t: EnrollmentTo
     <form onSubmit={submit} noValidate aria-label="Create an enrollment token">
       <Stack gap="xs">
         <Group align="flex-start" wrap="wrap">
-          <TextInput label="Terminal name" required value={name} onChange={(e) => setName(e.currentTarget.value)} error={errorFor(errors, 'name')} w={220} />
-          <Textarea
-            label="Site prefixes"
-            description="The client prefixes of its site, one per line"
-            required
-            value={prefixes}
-            onChange={(e) => setPrefixes(e.currentTarget.value)}
-            error={errorFor(errors, 'prefixes')}
-            autosize
-            minRows={1}
-            w={320}
+          <TerminalFields
+            nameLabel="Terminal name"
+            prefixesDescription="The client prefixes of its site, one per line"
+            name={name}
+            prefixes={prefixes}
+            onName={setName}
+            onPrefixes={setPrefixes}
+            errors={errors}
           />
           <Select label="Valid for" data={EXPIRY} value={expiry} onChange={(v) => v && setExpiry(v)} allowDeselect={false} error={errorFor(errors, 'expires_in_s')} w={140} />
         </Group>
