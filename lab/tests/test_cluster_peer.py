@@ -273,9 +273,15 @@ def test_sigkill_of_a_gateway_costs_only_its_flows_and_new_ones_return_to_the_pe
     assert victim not in tables
     moved = [r for r in on_peer if r["sport"] in {p for g in survivors for p in held[g]}]
     first = min(r["t_start"] - t_kill for r in moved)
+    # Each new flow's fate by the second after the kill: reset, on the peer path at a survivor, or direct.
+    seconds: dict[int, dict[str, int]] = {}
+    for r in after:
+        fate = "reset" if r["result"] != "ok" else "peer" if r in on_peer else "direct"
+        by = seconds.setdefault(min(int(r["t_start"] - t_kill), 3), {})
+        by[fate] = by.get(fate, 0) + 1
     print(f"first new flow on the peer path after the kill: {first:.2f} s; resets among new flows: "
           f"{sum(1 for r in after if r['result'] != 'ok')}; off the peer path 2 s after it: {len(off)} of "
-          f"{len(late)}; timeline {timeline}")
+          f"{len(late)}; by second (3: 3 s on) {dict(sorted(seconds.items()))}; timeline {timeline}")
     # It returns: it gets the table again, and new flows reach it on the peer path once buckets go idle.
     members.start(TOPO, victim)
     state.wait_converged(TOPO, set(GATEWAYS), timeout=60)
