@@ -281,7 +281,9 @@ def closed_cache_flow(port: int, within: float = HUNG_S) -> dict[str, Any]:
 
 
 def test_cache_download_is_a_live_flow_with_both_legs(lab: None) -> None:
-    url = f"http://{SERVER4}/bytes/{15_000_000 + secrets.randbelow(100_000)}"
+    # 40 MB: about 7 s on geo-hts, so the gateway's half-second scans of Squid's sockets and this loop's polls
+    # meet the download many times over even on a loaded machine (15 MB, about 3 s, was missed once in CI).
+    url = f"http://{SERVER4}/bytes/{40_000_000 + secrets.randbelow(100_000)}"
     get = curl_get(url)
     seen: dict[str, Any] | None = None
     while get.poll() is None:
