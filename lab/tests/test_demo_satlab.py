@@ -80,21 +80,22 @@ def demo_cmd(env: dict[str, str], *args: str, timeout: float = UP_HUNG_S) -> sub
     return subprocess.run([DEMO, *args], env=env, capture_output=True, text=True, timeout=timeout, check=False)
 
 
-@pytest.fixture(scope="module")
-def demo() -> Iterator[Demo]:
+def demo_setup(prefix: str, tools: tuple[str, ...] = ()) -> tuple[dict[str, str], Path, dict[str, int]]:
+    """What a demo of its own needs (its tools, root, a built dashboard), or the test cannot run; then its
+    directory, free ports and environment under `prefix`, the demo's defaults otherwise."""
     if os.geteuid() != 0:
         cannot_run("needs root (network namespaces, the perigee user, nginx as www-data)")
-    for tool in ("nginx", "openssl", "jq"):
+    for tool in ("nginx", "openssl", "jq", *tools):
         if not shutil.which(tool):
             cannot_run(f"{tool} is not installed (scripts/apt lists it)")
     if not (gateway.REPO / "webui" / "dist" / "index.html").exists():
         cannot_run("the dashboard is not built (make build)")
-    root = Path(tempfile.mkdtemp(prefix="perigee-demo-test-"))
+    root = Path(tempfile.mkdtemp(prefix=f"perigee-{prefix}test-"))
     root.chmod(0o755)  # the API (user perigee) reaches its data directory through it
     ports = {"hub": free_port(), "hub_http": free_port(), "terminal": free_port(), "terminal_http": free_port()}
     env = dict(
         os.environ,
-        PERIGEE_DEMO_PREFIX=PREFIX,
+        PERIGEE_DEMO_PREFIX=prefix,
         PERIGEE_DEMO_STATE_DIR=str(root / "state"),
         PERIGEE_DEMO_RUN_DIR=str(root / "run"),
         PERIGEE_DEMO_PORT=str(ports["hub"]),
@@ -103,7 +104,13 @@ def demo() -> Iterator[Demo]:
         PERIGEE_DEMO_TERMINAL_HTTP_PORT=str(ports["terminal_http"]),
     )
     for name in ("PERIGEE_DEMO_GATEWAY", "PERIGEE_DEMO_CACHE", "PERIGEE_DEMO_PROFILE"):
-        env.pop(name, None)  # the defaults are what this test checks
+        env.pop(name, None)  # the defaults are what these tests check
+    return env, root, ports
+
+
+@pytest.fixture(scope="module")
+def demo() -> Iterator[Demo]:
+    env, root, ports = demo_setup(PREFIX)
     demo_cmd(env, "down")
     try:
         up = demo_cmd(env, "up")

@@ -35,7 +35,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
@@ -48,11 +47,11 @@ import pytest
 from conftest import in_ns
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
-from test_demo_satlab import Demo, demo_cmd, free_port, logged_in
+from test_demo_satlab import Demo, demo_cmd, demo_setup, logged_in
 
 from satlab import content, gateway, linkctl
 from satlab.cli import _dir_view
-from satlab.testing import HUNG_S, cannot_run
+from satlab.testing import HUNG_S
 
 pytestmark = pytest.mark.needs_root("network namespaces, the perigee user, nginx as www-data")
 
@@ -165,28 +164,7 @@ def stop_traffic_mix(demo: Demo) -> None:
 
 @pytest.fixture(scope="module")
 def managed() -> Iterator[Managed]:
-    if os.geteuid() != 0:
-        cannot_run("needs root (network namespaces, the perigee user, nginx as www-data)")
-    for tool in ("nginx", "openssl", "jq", "tc", "nft"):
-        if not shutil.which(tool):
-            cannot_run(f"{tool} is not installed (scripts/apt lists it)")
-    if not (gateway.REPO / "webui" / "dist" / "index.html").exists():
-        cannot_run("the dashboard is not built (make build)")
-    root = Path(tempfile.mkdtemp(prefix="perigee-managed-test-"))
-    root.chmod(0o755)  # the API (user perigee) reaches its data directory through it
-    ports = {"hub": free_port(), "hub_http": free_port(), "terminal": free_port(), "terminal_http": free_port()}
-    env = dict(
-        os.environ,
-        PERIGEE_DEMO_PREFIX=PREFIX,
-        PERIGEE_DEMO_STATE_DIR=str(root / "state"),
-        PERIGEE_DEMO_RUN_DIR=str(root / "run"),
-        PERIGEE_DEMO_PORT=str(ports["hub"]),
-        PERIGEE_DEMO_HTTP_PORT=str(ports["hub_http"]),
-        PERIGEE_DEMO_TERMINAL_PORT=str(ports["terminal"]),
-        PERIGEE_DEMO_TERMINAL_HTTP_PORT=str(ports["terminal_http"]),
-    )
-    for name in ("PERIGEE_DEMO_GATEWAY", "PERIGEE_DEMO_CACHE", "PERIGEE_DEMO_PROFILE"):
-        env.pop(name, None)
+    env, root, ports = demo_setup(PREFIX, tools=("tc", "nft"))
     demo_cmd(env, "down")
     try:
         up = demo_cmd(env, "up", timeout=UP_HUNG_S)
