@@ -21,6 +21,17 @@ reporting periods), so no byte relayed before it is reported inside it. The emul
 such bound. The terminal reports at once after each version (otherwise every 30 s): the counters test makes a
 version at each end of its window to have a report there rather than wait for the periodic one.
 
+The per-site figures (`sites`: services/managed_terminal.site_figures, the gateway's `by_site`) count another
+leg: the payload its flows' satellite sockets received (rx) and had acknowledged (tx), each byte once however often
+it was sent, under the site whose prefixes hold the client (the lab's `site-1`: the client LAN; the test checks the
+terminal runs it). The download's N bytes all cross that leg, so the site's rx rises by at least N. On the peer path
+the leg also carries the flow's OPEN and STATUS frames and TLS's record overhead (22 bytes a record of up to
+16 KiB), which never reach the client: the emulator's count of the same direction bounds the site's figure by
+construction, and only that bound is asserted. The client's eth0 would bound it by a margin only (its kernel counts
+one set of Ethernet, IP and TCP headers, 66 bytes, per segment the terminal's LAN socket hands it, up to 64 KiB
+with segmentation offload across the veth): seen here, about 7 KB of peer-path overhead in N against about 18 KB of
+headers at the client's eth0, 2.6 KB against 18 KB in M (the test prints both). Likewise tx with M.
+
 The demo runs under prefix mg- with its own state and run directories and free ports, so it never touches another
 demo or test (sl-, dm-). Nothing here is a performance figure: the only time bounds mean "hung".
 """
@@ -326,13 +337,27 @@ def test_a_version_the_terminals_gateway_refuses_is_rolled_back(managed: Managed
         ns_run("terminal", ["tc", "qdisc", "del", "dev", "sat0", "root"])
 
 
-def gateway_bytes() -> tuple[int, int]:
+def gateway_bytes() -> tuple[int, int, int, int]:
+    """The terminal gateway's relay totals (down, up), then its lab site's satellite-leg payload (down, up)."""
     c = control("terminal", "/v1/counters")
-    return int(c["bytes_down"]), int(c["bytes_up"])
+    site = (c.get("by_site") or {}).get(SITE) or {}
+    return int(c["bytes_down"]), int(c["bytes_up"]), int(site.get("bytes_down", 0)), int(site.get("bytes_up", 0))
 
 
-def quiet() -> tuple[int, int]:
-    """The terminal's relay counters once they stand still for two of its reporting periods (1 s each)."""
+def site_reported(report: dict[str, Any]) -> dict[str, int]:
+    """The lab site's figures in a report the hub shows (none yet: nothing counted for it)."""
+    found = next((s for s in report["sites"] if s["name"] == SITE), None)
+    return {"rx": int(found["rx_bytes"]), "tx": int(found["tx_bytes"])} if found else {"rx": 0, "tx": 0}
+
+
+def lab_site_covers_the_client() -> None:
+    """The terminal runs a site for the client LAN (the lab's `site-1`): otherwise its flows count under "other"."""
+    sites = {s["name"]: s["prefixes"] for s in running_config()["sites"]}
+    assert sites.get(SITE) == gateway.CLIENT_SUBNETS, f"no site {SITE} for the client LAN in {sites}"
+
+
+def quiet() -> tuple[int, int, int, int]:
+    """The terminal's relay and site counters once they stand still for two of its reporting periods (1 s each)."""
     last = gateway_bytes()
     deadline = time.monotonic() + HUNG_S
     while True:
@@ -361,14 +386,17 @@ def client_tool(argv: list[str]) -> dict[str, Any]:
 def test_the_reported_counters_match_the_traffic(managed: Managed) -> None:
     """N bytes down and M bytes up through the terminal (checked by sha256): between the reports before and after,
     the terminal's reported rx rose by at least N and tx by at least M, each by at most what the client's eth0
-    received or sent meanwhile (module docstring: payload vs frames). Then a flow held open is reported live."""
+    received or sent meanwhile (module docstring: payload vs frames); the client site's reported rx and tx (its
+    satellite leg's payload) rose by at least N and M and at most what the emulated link carried. Then a flow held
+    open is reported live."""
     assert managed.joined, "the terminal did not join the hub (the join test failed)"
+    lab_site_covers_the_client()
     # The window opens, then the gateway's counters stand still: every byte relayed before it opened was reported
     # to the master before the first report.
     eth0_before, link_before = client_eth0(), link_bytes()
     quiet()
     first = report_after_version(managed, {"quic": "fallback"}, "report: before the traffic")
-    down_before, up_before = gateway_bytes()
+    down_before, up_before, site_down_before, site_up_before = gateway_bytes()
 
     got = client_tool(["bulk", "get", str(DOWNLOAD)])
     assert (got["bytes"], got["sha256"]) == (DOWNLOAD, content.stream_sha256(DOWNLOAD)), got
@@ -378,7 +406,10 @@ def test_the_reported_counters_match_the_traffic(managed: Managed) -> None:
     until(
         "the terminal's gateway counts the traffic",
         gateway_bytes,
-        lambda b: b[0] >= down_before + DOWNLOAD and b[1] >= up_before + UPLOAD,
+        lambda b: b[0] >= down_before + DOWNLOAD
+        and b[1] >= up_before + UPLOAD
+        and b[2] >= site_down_before + DOWNLOAD
+        and b[3] >= site_up_before + UPLOAD,
     )
     second = report_after_version(managed, {"quic": "pass"}, "report: after the traffic")
     eth0_after, link_after = client_eth0(), link_bytes()
@@ -396,6 +427,16 @@ def test_the_reported_counters_match_the_traffic(managed: Managed) -> None:
     assert UPLOAD <= tx <= sent, (tx, UPLOAD, sent)
     # The same bytes crossed the satellite in frames too (the peer path's framing on top): a second bound.
     assert rx <= forward and tx <= back, (rx, forward, tx, back)
+
+    # The client's site, as the terminal reports it per site: its satellite leg's payload, the peer path's framing
+    # in it; the link bounds it by construction. The client's eth0 would bound it only by a margin (module
+    # docstring), so it is printed, not asserted.
+    before, after = site_reported(first), site_reported(second)
+    site_rx, site_tx = after["rx"] - before["rx"], after["tx"] - before["tx"]
+    print(f"site {SITE}: rx +{site_rx} (N {DOWNLOAD}, client eth0 {received}, link forward {forward}), "
+          f"tx +{site_tx} (M {UPLOAD}, client eth0 {sent}, link return {back})")
+    assert DOWNLOAD <= site_rx <= forward, (site_rx, DOWNLOAD, forward, first["sites"], second["sites"])
+    assert UPLOAD <= site_tx <= back, (site_tx, UPLOAD, back, first["sites"], second["sites"])
     assert second["health_ok"] is True, second
 
     # A flow open (idle) from the client: the next report counts it live, as the gateway does.
