@@ -2,6 +2,8 @@
 
 Protocol (one command per connection, ASCII header line):
   "GET <n>\\n"  -> the server sends n bytes of the fixed stream (content.stream_bytes) and closes.
+  "GET <n> <r>\\n" -> the same, paced at r bytes/s (a long flow that leaves the link room; the split
+      gateways' buffers would take an unpaced stream whole, whatever the client reads).
   "PUT <n>\\n" followed by n bytes -> the server replies one JSON line
       {"ok": true, "bytes": n, "sha256": "<hex>", "duration_s": <first to last byte>} and closes.
 Errors get {"ok": false, "error": "..."}. n is at most content.MAX_BYTES.
@@ -25,15 +27,14 @@ RECV = 256 * 1024
 async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     try:
         line = (await reader.readline()).decode("ascii", "replace").split()
-        if len(line) != 2 or line[0] not in ("GET", "PUT") or not line[1].isdigit() \
+        paced = len(line) == 3 and line[0] == "GET" and line[2].isdigit() and int(line[2]) > 0
+        if (len(line) != 2 and not paced) or line[0] not in ("GET", "PUT") or not line[1].isdigit() \
                 or int(line[1]) > MAX_BYTES:
-            writer.write(b'{"ok": false, "error": "expected GET <n> or PUT <n>"}\n')
+            writer.write(b'{"ok": false, "error": "expected GET <n> [<bytes/s>] or PUT <n>"}\n')
             return
         n = int(line[1])
         if line[0] == "GET":
-            for part in iter_stream(0, n):
-                writer.write(part)
-                await writer.drain()
+            await send_stream(writer, n, int(line[2]) if paced else 0)
             return
         h, got, t0 = hashlib.sha256(), 0, 0.0
         while got < n:
@@ -58,6 +59,20 @@ async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> 
             await writer.wait_closed()
         except (ConnectionError, OSError):
             pass
+
+
+async def send_stream(writer: asyncio.StreamWriter, n: int, rate: int) -> None:
+    """n bytes of the fixed stream; at `rate` bytes/s in 50 ms slices when rate > 0."""
+    chunk = 256 * 1024 if rate <= 0 else max(1024, rate // 20)
+    t0, sent = time.monotonic(), 0
+    for part in iter_stream(0, n, chunk):
+        writer.write(part)
+        await writer.drain()
+        sent += len(part)
+        if rate > 0:
+            ahead = sent / rate - (time.monotonic() - t0)
+            if ahead > 0:
+                await asyncio.sleep(ahead)
 
 
 async def serve(port: int = PORT, hosts: tuple[str, ...] = ("0.0.0.0", "::")) -> None:

@@ -236,7 +236,11 @@ def test_the_server_sees_the_clients_own_address(cluster: None) -> None:
 
 def test_sigkill_of_a_gateway_costs_only_its_flows_and_new_ones_return_to_the_peer_path(cluster: None) -> None:
     victim, survivors = "gw2", ("gw1", "gw3")
-    longs = flowcheck_bg("--flows", "24", "--size", "1500000", "--stall", "15")
+    # Long flows held across the kill, each paced by the server at 120 KB/s: 24 of them use about half the
+    # forward link, so what the new flows meet is the failover, not a queue behind a link the long flows fill
+    # (latency under a full link is docs/hybla.md's and `loaded-latency`'s).
+    longs = flowcheck_bg("--flows", "24", "--size", "2000000", "--rate", "120000", "--stall", "15")
+    time.sleep(2.0)
     # A new flow every 100 ms: a rate each survivor's pools refill at (a warm connection takes 3 round trips).
     probes = flowcheck_bg("--flows", "100", "--size", "10240", "--start-interval", "0.1", "--stall", "10")
     time.sleep(2.0)
@@ -261,14 +265,16 @@ def test_sigkill_of_a_gateway_costs_only_its_flows_and_new_ones_return_to_the_pe
     on_peer = [r for r in after if r["result"] == "ok"
                and any(held[g].get(r["sport"], {}).get("path") == "peer" for g in survivors)]
     timeline = [(round(r["t_start"] - t_kill, 2), r["result"]) for r in after]
-    late = [r for r in after if r["t_start"] - t_kill > 2.0]
+    # From 1 s after the kill (the terminal holds the new table about 0.5 s after it: the controller's move,
+    # then one satellite crossing) no new flow is reset.
+    late = [r for r in after if r["t_start"] - t_kill >= 1.0]
     assert late and all(r["result"] == "ok" for r in late), timeline
     # The peer path resumed: a flow that finds no ready connection to its gateway (a pool refilling on a
-    # loaded machine) takes the direct path, which is correct, so most rather than all are required here;
-    # how soon it resumed is measured by the test's print and docs/cluster.md, not asserted.
+    # loaded machine, or a table that reached the terminal late) takes the direct path, which is correct, so
+    # most rather than all are required here; the fates by the second are printed (docs/cluster.md).
     off = {r["sport"]: [held[g][r["sport"]]["path"] for g in survivors if r["sport"] in held[g]]
            for r in late if r not in on_peer}
-    assert len(off) <= len(late) // 4, f"new flows 2 s after the kill off the peer path: {off}"
+    assert len(off) <= len(late) // 4, f"new flows 1 s after the kill off the peer path: {off}"
     tables = state.buckets(TOPO, "hub", "10.71.3.0/24")
     assert victim not in tables
     moved = [r for r in on_peer if r["sport"] in {p for g in survivors for p in held[g]}]
@@ -280,7 +286,7 @@ def test_sigkill_of_a_gateway_costs_only_its_flows_and_new_ones_return_to_the_pe
         by = seconds.setdefault(min(int(r["t_start"] - t_kill), 3), {})
         by[fate] = by.get(fate, 0) + 1
     print(f"first new flow on the peer path after the kill: {first:.2f} s; resets among new flows: "
-          f"{sum(1 for r in after if r['result'] != 'ok')}; off the peer path 2 s after it: {len(off)} of "
+          f"{sum(1 for r in after if r['result'] != 'ok')}; off the peer path 1 s after it: {len(off)} of "
           f"{len(late)}; by second (3: 3 s on) {dict(sorted(seconds.items()))}; timeline {timeline}")
     # It returns: it gets the table again, and new flows reach it on the peer path once buckets go idle.
     members.start(TOPO, victim)

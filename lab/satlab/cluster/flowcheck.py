@@ -30,7 +30,9 @@ def expected_sha256(size: int) -> str:
 
 
 async def one_flow(server: str, port: int, size: int, sha: str, bind: tuple[str, int] | None,
-                   stall_s: float, connect_timeout_s: float) -> dict[str, Any]:
+                   stall_s: float, connect_timeout_s: float, rate: int = 0) -> dict[str, Any]:
+    """One checked download; `rate` (bytes/s, 0: as fast as it can) asks the server to pace it, so the
+    flow stays open without filling the link."""
     rec: dict[str, Any] = {"sport": bind[1] if bind else None, "t_start": time.time(), "bytes": 0}
     try:
         reader, writer = await asyncio.wait_for(
@@ -47,7 +49,7 @@ async def one_flow(server: str, port: int, size: int, sha: str, bind: tuple[str,
     rec["t_connect"] = time.time()
     h, got, result = hashlib.sha256(), 0, "ok"
     try:
-        writer.write(f"GET {size}\n".encode())
+        writer.write((f"GET {size} {rate}\n" if rate > 0 else f"GET {size}\n").encode())
         await writer.drain()
         while True:
             data = await asyncio.wait_for(reader.read(262144), stall_s)
@@ -72,13 +74,15 @@ async def one_flow(server: str, port: int, size: int, sha: str, bind: tuple[str,
 
 
 async def run_flows(server: str, port: int, size: int, flows: int, ports: list[int], bind_addr: str,
-                    start_interval_s: float, stall_s: float, connect_timeout_s: float) -> list[dict[str, Any]]:
+                    start_interval_s: float, stall_s: float, connect_timeout_s: float,
+                    rate: int = 0) -> list[dict[str, Any]]:
     sha = expected_sha256(size)
     tasks = []
     count = len(ports) if ports else flows
     for i in range(count):
         bind = (bind_addr, ports[i]) if ports else None
-        tasks.append(asyncio.create_task(one_flow(server, port, size, sha, bind, stall_s, connect_timeout_s)))
+        tasks.append(asyncio.create_task(one_flow(server, port, size, sha, bind, stall_s, connect_timeout_s,
+                                                       rate)))
         if start_interval_s > 0:
             await asyncio.sleep(start_interval_s)
     return list(await asyncio.gather(*tasks))
@@ -103,11 +107,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--start-interval", type=float, default=0.0, help="seconds between flow starts")
     ap.add_argument("--stall", type=float, default=20.0, help="seconds without a byte that count as a hang")
     ap.add_argument("--connect-timeout", type=float, default=15.0)
+    ap.add_argument("--rate", type=int, default=0,
+                    help="bytes/s the server paces each flow at (0: unpaced): long flows that leave the link room")
     a = ap.parse_args(argv)
     ports = [int(p) for p in a.ports.split(",") if p]
     t0 = time.time()
     recs = asyncio.run(run_flows(a.server, a.port, a.size, a.flows, ports, a.bind, a.start_interval,
-                                 a.stall, a.connect_timeout))
+                                 a.stall, a.connect_timeout, a.rate))
     print(json.dumps({"t_start": t0, "t_end": time.time(), "summary": summary(recs), "flows": recs}))
     return 0
 
