@@ -3,8 +3,9 @@
  * "hybla_ld": TCP Hybla's growth (hybla_core.bpf.h, as "hybla") with loss differentiation for
  * satellite links with bit errors (formulas and reasoning in hybla_math.h and docs/hybla.md):
  *
- *   rounds of one min RTT measure the rate bw the path carried (segments delivered or lost)
- *   and whether a queue stood all round
+ *   rounds of about one min RTT (rounded up to a grid the flows of a path share, aligned to
+ *   the clock) measure the rate bw the path carried (segments delivered or lost) and whether
+ *   a queue stood all round
  *   loss, no standing queue (a bit error):  ssthresh = clamp(bw x (min RTT + thr),
  *                                                            cwnd / 2, min(cwnd + rho^2, ceiling))
  *   loss with a standing queue (congestion): ssthresh = max(cwnd / 2, 2), as "hybla"

@@ -192,8 +192,9 @@ static __always_inline __u32 hybla_ssthresh(__u32 cwnd)
 /*
  * Loss differentiation (the `hybla_ld` congestion control; `hybla` does not use any of this).
  *
- * The connection is cut into rounds of about one minimum RTT of ACK arrivals, aligned to the
- * clock (hybla_ld_round_end). Each round yields
+ * The connection is cut into rounds of about one minimum RTT of ACK arrivals (the min RTT
+ * rounded up to a coarse grid, hybla_ld_round_len), aligned to the clock (hybla_ld_round_end).
+ * Each round yields
  *   bw      the rate the path carried: segments delivered (cumulatively ACKed or SACKed) or
  *           marked lost in the round, over its length, Q24 segments per microsecond (50 Mbit/s at
  *           MSS 1448 ~ 72,000). Counting the lost ones matters under heavy bit errors: a frame
@@ -280,20 +281,46 @@ static __always_inline void hybla_ld_round_start(struct hybla_ld_round *r, __u64
 }
 
 /*
- * The end of the round that started at start_us: the next multiple of min_rtt_us on the
- * clock (tp->tcp_mstamp, the same for every socket of the host), or the one after when that
- * is less than half a min RTT away. Aligned to the clock, the rounds of all flows on one path
- * cover the same intervals, so they see a standing queue in the same rounds and cut together:
- * synchronous multiplicative decreases are what make additive increase converge to equal
- * shares. (Rounds counted from each flow's own start would let the flow whose round ends first
- * take every cut.)
+ * The rounds' period: the min RTT rounded up to a multiple of the largest power of two that is
+ * at most min RTT / 8 (the queue threshold's scale), so between the min RTT and 1/8 above it
+ * (601 ms -> 655.36 ms, in steps of 65.536 ms from 524 ms to 1.05 s). Two flows on one path
+ * never measure the same min RTT to the microsecond (measured: 601 and 602 ms on one carrier),
+ * and multiples of two different periods since the clock's epoch fall at unrelated instants:
+ * their rounds would be out of phase by a random fraction of an RTT, different in every run.
+ * Rounded to this grid they get the same period unless their minima straddle one of its steps.
+ */
+static __always_inline __u64 hybla_ld_round_len(__u32 min_rtt_us)
+{
+	__u32 q = min_rtt_us >> 3;
+
+	/* The largest power of two <= q (no loops: smear the top bit down). */
+	q |= q >> 1;
+	q |= q >> 2;
+	q |= q >> 4;
+	q |= q >> 8;
+	q |= q >> 16;
+	q -= q >> 1;
+	if (q == 0)
+		q = 1;
+	return ((__u64)min_rtt_us + q - 1) & ~((__u64)q - 1);
+}
+
+/*
+ * The end of the round that started at start_us: the next multiple of the rounds' period
+ * (hybla_ld_round_len) on the clock (tp->tcp_mstamp, the same for every socket of the host), or
+ * the one after when that is less than half a period away. Aligned to the clock, the rounds of
+ * all flows on one path cover the same intervals, so they see a standing queue in the same
+ * rounds and cut together: synchronous multiplicative decreases are what make additive increase
+ * converge to equal shares. (Rounds out of phase let the flow whose round ends first stop
+ * growing first and take the deeper cuts: Jain 0.91-0.95 on two flows of one carrier.)
  */
 static __always_inline __u64 hybla_ld_round_end(__u64 start_us, __u32 min_rtt_us)
 {
-	__u64 end = (start_us / min_rtt_us + 1) * min_rtt_us;
+	__u64 len = hybla_ld_round_len(min_rtt_us);
+	__u64 end = (start_us / len + 1) * len;
 
-	if (end - start_us < min_rtt_us / 2)
-		end += min_rtt_us;
+	if (end - start_us < len / 2)
+		end += len;
 	return end;
 }
 

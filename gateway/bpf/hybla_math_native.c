@@ -73,6 +73,11 @@ __u32 perigee_hybla_ld_window(__u32 bw_q24, __u32 t_us)
 	return hybla_ld_window(bw_q24, t_us);
 }
 
+__u64 perigee_hybla_ld_round_len(__u32 min_rtt_us)
+{
+	return hybla_ld_round_len(min_rtt_us);
+}
+
 int perigee_hybla_ld_standing_queue(__u32 round_min_rtt_us, __u32 min_rtt_us)
 {
 	return hybla_ld_standing_queue(round_min_rtt_us, min_rtt_us);

@@ -81,6 +81,7 @@ mod ffi {
         pub fn perigee_hybla_ld_queue_thresh_us(min_rtt_us: u32) -> u32;
         pub fn perigee_hybla_ld_bw_q24(delivered: u32, elapsed_us: u64) -> u32;
         pub fn perigee_hybla_ld_window(bw_q24: u32, t_us: u32) -> u32;
+        pub fn perigee_hybla_ld_round_len(min_rtt_us: u32) -> u64;
         pub fn perigee_hybla_ld_standing_queue(round_min_rtt_us: u32, min_rtt_us: u32) -> i32;
         pub fn perigee_hybla_ld_round_start(r: *mut super::LdRound, now_us: u64, carried: u32);
         pub fn perigee_hybla_ld_round_update(
@@ -211,6 +212,11 @@ pub fn ld_bw_q24(delivered: u32, elapsed_us: u64) -> u32 {
 /// Segments in flight at `bw_q24` over `t_us`, rounded down.
 pub fn ld_window(bw_q24: u32, t_us: u32) -> u32 {
     unsafe { ffi::perigee_hybla_ld_window(bw_q24, t_us) }
+}
+
+/// The rounds' period (us): the min RTT rounded up to the grid every flow of a path shares.
+pub fn ld_round_len(min_rtt_us: u32) -> u64 {
+    unsafe { ffi::perigee_hybla_ld_round_len(min_rtt_us) }
 }
 
 pub fn ld_standing_queue(round_min_rtt_us: u32, min_rtt_us: u32) -> bool {

@@ -140,13 +140,27 @@ pub mod ld {
             .min(cwnd)
     }
 
-    /// The end of a round that started at `start_us`: the next multiple of the min RTT on the
-    /// clock, or the one after when that is under half a min RTT away (rounds of all flows on
-    /// one path cover the same intervals).
+    /// The rounds' period: the min RTT rounded up to a multiple of the largest power of two
+    /// that is at most min RTT / 8 (1 us at least), so flows whose minima differ by a little
+    /// share it.
+    pub fn round_len(min_rtt_us: f64) -> f64 {
+        let eighth = (min_rtt_us / 8.0).floor();
+        let q = if eighth < 1.0 {
+            1.0
+        } else {
+            2f64.powi(eighth.log2().floor() as i32)
+        };
+        (min_rtt_us / q).ceil() * q
+    }
+
+    /// The end of a round that started at `start_us`: the next multiple of the rounds' period
+    /// on the clock, or the one after when that is under half a period away (rounds of all
+    /// flows on one path cover the same intervals).
     pub fn round_end(start_us: f64, min_rtt_us: f64) -> f64 {
-        let end = ((start_us / min_rtt_us).floor() + 1.0) * min_rtt_us;
-        if end - start_us < (min_rtt_us / 2.0).floor() {
-            end + min_rtt_us
+        let len = round_len(min_rtt_us);
+        let end = ((start_us / len).floor() + 1.0) * len;
+        if end - start_us < (len / 2.0).floor() {
+            end + len
         } else {
             end
         }

@@ -185,30 +185,60 @@ fn rounds_match_model() {
     }
 }
 
+/// The rounds' period: the min RTT rounded up to a multiple of the largest power of two at most
+/// min RTT / 8, the same as the model's; never below the min RTT nor an eighth above it.
+#[test]
+fn round_period_matches_model_and_is_shared() {
+    let mut rng = Lcg(11);
+    let mut ms = min_rtts_us();
+    ms.extend([2, 7, 8, 9, 15, 16, 17, u32::MAX, u32::MAX - 1, 1 << 31]);
+    ms.extend((0..50_000).map(|_| 1 + rng.next() % 4_000_000));
+    for m in ms {
+        let len = fixed::ld_round_len(m);
+        assert_eq!(len as f64, ld::round_len(f64::from(m)), "min RTT {m}");
+        assert!(len >= u64::from(m), "min RTT {m}: period {len}");
+        assert!(
+            len - u64::from(m) <= u64::from(m / 8),
+            "min RTT {m}: period {len} more than an eighth above"
+        );
+    }
+    // A GEO path: two flows whose minima differ by a few ms (601 and 602 ms measured on one
+    // carrier; a flow that starts into the other's queue learns a larger one) share the period.
+    for m in [589_825u32, 600_000, 601_000, 602_000, 637_000, 655_360] {
+        assert_eq!(fixed::ld_round_len(m), 655_360, "min RTT {m}");
+    }
+    assert_eq!(fixed::ld_round_len(589_824), 589_824, "the step below");
+    assert_eq!(fixed::ld_round_len(655_361), 720_896, "the step above");
+    assert_eq!(fixed::ld_round_len(1), 1);
+    assert_eq!(fixed::ld_round_len(u32::MAX), 1 << 32, "no overflow");
+}
+
 #[test]
 fn rounds_end_on_the_clock() {
-    // Started 100 ms into a 600 ms interval: ends at the next boundary, 1.2 s.
+    // The period of a 600 ms path is 655.36 ms. Started at 700 ms: ends at the next boundary,
+    // 1,310.72 ms.
     let mut r = LdRound::started(700_000, 10);
     assert!(
         !r.update(500_000, 100, 600_000, 0),
         "no minimum RTT: no round"
     );
-    assert!(!r.update(1_199_999, 100, 600_000, 600_000));
-    assert!(r.update(1_200_050, 610, 600_000, 600_000));
+    assert!(!r.update(1_310_719, 100, 600_000, 600_000));
+    assert!(r.update(1_310_770, 610, 600_000, 600_000));
     assert_eq!(r.carried, 610, "the next round starts at this ACK");
-    assert_eq!(r.start_us, 1_200_050);
+    assert_eq!(r.start_us, 1_310_770);
     assert_eq!(r.min_rtt_us, 0);
     assert!(
         !r.update(100, 700, 600_000, 600_000),
         "a clock going back ends nothing"
     );
-    // The next one ends at 1.8 s: every flow with this min RTT ends its rounds there.
-    assert!(!r.update(1_799_999, 700, 600_000, 600_000));
-    assert!(r.update(1_800_000, 700, 600_000, 600_000));
-    // A start less than half a min RTT before a boundary runs on to the one after.
+    // The next one ends at 1,966.08 ms: every flow whose min RTT rounds to this period ends
+    // its rounds there.
+    assert!(!r.update(1_966_079, 700, 600_000, 600_000));
+    assert!(r.update(1_966_080, 700, 602_000, 602_000));
+    // A start less than half a period before a boundary runs on to the one after.
     let mut r = LdRound::started(1_000_000, 0);
-    assert!(!r.update(1_200_000, 5, 600_000, 600_000));
-    assert!(r.update(1_800_000, 5, 600_000, 600_000));
+    assert!(!r.update(1_310_720, 5, 600_000, 600_000));
+    assert!(r.update(1_966_080, 5, 600_000, 600_000));
     for (start, m) in [
         (0u64, 1u32),
         (1_234_567, 600_000),
@@ -222,22 +252,50 @@ fn rounds_end_on_the_clock() {
     }
 }
 
+/// Two flows on one path with minima 1 ms apart, fed interleaved ACKs from an uptime of about
+/// ten hours (where multiples of 601 and 602 ms fall at unrelated instants): after the first
+/// round of each they end every round within one ACK of each other.
+#[test]
+fn two_flows_of_one_path_end_their_rounds_together() {
+    let mut now = 36_000_000_000u64 + 123_457;
+    let (mut a, mut b) = (LdRound::started(now, 0), LdRound::started(now + 250_000, 0));
+    let (mut ends_a, mut ends_b) = (Vec::new(), Vec::new());
+    let mut rng = Lcg(5);
+    for i in 0..20_000u32 {
+        now += 500 + u64::from(rng.next() % 1_000);
+        let flow_b = i % 2 == 1;
+        let (r, m, ends) = if flow_b {
+            (&mut b, 602_000, &mut ends_b)
+        } else {
+            (&mut a, 601_000, &mut ends_a)
+        };
+        if r.update(now, i, m as i32, m) {
+            ends.push(now);
+        }
+    }
+    assert!(ends_a.len() > 10, "{} rounds", ends_a.len());
+    let n = ends_a.len().min(ends_b.len());
+    for (x, y) in ends_a[1..n].iter().zip(&ends_b[1..n]) {
+        assert!(x.abs_diff(*y) < 3_000, "round ends {x} and {y}");
+    }
+}
+
 /// A cut waits one RTT with the queue (the last round's smallest RTT) before the next.
 #[test]
 fn queue_cuts_are_one_rtt_apart() {
     let mut r = LdRound::started(0, 0);
-    // A round of 600 ms of ACKs whose RTTs all carry 1 s of queue.
+    // A round of 655 ms (a 600 ms path's period) of ACKs whose RTTs all carry 1 s of queue.
     assert!(!r.update(300_000, 10, 1_600_000, 600_000));
-    assert!(r.update(600_000, 20, 1_600_000, 600_000));
+    assert!(r.update(655_360, 20, 1_600_000, 600_000));
     assert!(r.queue != 0 && r.last_min_rtt_us == 1_600_000);
-    assert!(r.may_cut(600_000), "the first cut");
-    assert_eq!(r.hold_until_us, 2_200_000);
+    assert!(r.may_cut(655_360), "the first cut");
+    assert_eq!(r.hold_until_us, 2_255_360);
     assert!(
-        !r.may_cut(1_200_000),
+        !r.may_cut(1_310_720),
         "the next round's queue is the one just cut"
     );
-    assert!(!r.may_cut(2_199_999));
-    assert!(r.may_cut(2_200_000), "one RTT later the cut has shown");
+    assert!(!r.may_cut(2_255_359));
+    assert!(r.may_cut(2_255_360), "one RTT later the cut has shown");
 }
 
 #[test]

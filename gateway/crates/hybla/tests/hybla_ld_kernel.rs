@@ -398,8 +398,11 @@ fn hybla_ld_registration_follows_versions_and_maps() {
     );
     write_info(BPF_VERSION, params, netns);
 
-    // Gone (unregistered by hand), pins left behind: registered again.
-    run(&["bpftool", "struct_ops", "unregister", "name", LD_NAME]);
+    // Gone (unregistered by hand), pins left behind: registered again. By the pinned map's id, not
+    // by name: each registration replaced above lingers under the same name until the last socket
+    // of another lab that runs it closes, and bpftool's unregister by name fails on those.
+    let id = pinned_id(LD_OPS_PIN).to_string();
+    run(&["bpftool", "struct_ops", "unregister", "id", &id]);
     assert_eq!(registration(), "missing");
     assert!(perigee_hybla::needs_load());
     perigee_hybla::load().unwrap();
