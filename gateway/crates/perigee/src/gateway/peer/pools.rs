@@ -262,18 +262,53 @@ mod tests {
         }
     }
 
+    /// Two gateways and a terminal's pools to them (`sizes`), filled.
+    struct TwoGateways {
+        a1: Admission,
+        a2: Admission,
+        hub1: SocketAddr,
+        hub2: SocketAddr,
+        want: Vec<PoolConfig>,
+        pools: Pools,
+    }
+
+    fn two_gateways(ep: &Epoll, t: &Arc<Identity>, sizes: (usize, usize)) -> TwoGateways {
+        let (mut a1, hub1, k1) = gateway(ep, t, 1 << 52);
+        let (mut a2, hub2, k2) = gateway(ep, t, 1 << 50);
+        let pins = [&k1, &k2];
+        let want = vec![
+            config(hub1, &pins, t, sizes.0),
+            config(hub2, &pins, t, sizes.1),
+        ];
+        let mut pools = Pools::new(POOLS_BASE);
+        pools.configure(want.clone(), t, ep, Instant::now());
+        let full = sizes.0 + sizes.1;
+        drive(ep, &mut [&mut a1, &mut a2], &mut pools, |p| {
+            p.ready() == full
+        });
+        assert_eq!(pools.ready(), full);
+        TwoGateways {
+            a1,
+            a2,
+            hub1,
+            hub2,
+            want,
+            pools,
+        }
+    }
+
     #[test]
     fn a_flow_takes_a_connection_to_its_own_gateway_and_each_gateway_has_its_own_pool() {
         let ep = Epoll::new().unwrap();
         let t = Arc::new(Identity::generate().unwrap());
-        let (mut a1, hub1, k1) = gateway(&ep, &t, 1 << 52);
-        let (mut a2, hub2, k2) = gateway(&ep, &t, 1 << 50);
-        let pins = [&k1, &k2];
-        let mut pools = Pools::new(POOLS_BASE);
-        let want = vec![config(hub1, &pins, &t, 2), config(hub2, &pins, &t, 3)];
-        pools.configure(want.clone(), &t, &ep, Instant::now());
-        drive(&ep, &mut [&mut a1, &mut a2], &mut pools, |p| p.ready() == 5);
-        assert_eq!(pools.ready(), 5);
+        let TwoGateways {
+            mut a1,
+            mut a2,
+            hub1,
+            hub2,
+            want,
+            mut pools,
+        } = two_gateways(&ep, &t, (2, 3));
         assert_eq!(a1.idle_by_terminal().get("site-1"), Some(&2));
         assert_eq!(a2.idle_by_terminal().get("site-1"), Some(&3));
         // Aimed: only that gateway's connections; Any: the pool with the most ready.
@@ -335,15 +370,15 @@ mod tests {
     fn behind_a_cluster_the_reserve_is_kept_across_the_pools() {
         let ep = Epoll::new().unwrap();
         let t = Arc::new(Identity::generate().unwrap());
-        let (mut a1, hub1, k1) = gateway(&ep, &t, 1 << 52);
-        let (mut a2, hub2, k2) = gateway(&ep, &t, 1 << 50);
-        let pins = [&k1, &k2];
-        let mut pools = Pools::new(POOLS_BASE);
-        let want = vec![config(hub1, &pins, &t, 6), config(hub2, &pins, &t, 6)];
-        pools.configure(want, &t, &ep, Instant::now());
-        drive(&ep, &mut [&mut a1, &mut a2], &mut pools, |p| {
-            p.ready() == 12
-        });
+        // The gateways stay up (bound) while the pools are taken from.
+        let TwoGateways {
+            a1: _a1,
+            a2: _a2,
+            hub1,
+            hub2,
+            mut pools,
+            ..
+        } = two_gateways(&ep, &t, (6, 6));
         assert_eq!((pools.full(), own_reserve(12)), (12, 3));
         // A burst aimed at one gateway empties its pool: the other holds the reserve.
         let now = Instant::now();
@@ -364,24 +399,16 @@ mod tests {
     fn one_gateway_failing_leaves_the_others_connections_in_service() {
         let ep = Epoll::new().unwrap();
         let t = Arc::new(Identity::generate().unwrap());
-        let (mut a1, hub1, k1) = gateway(&ep, &t, 1 << 52);
-        let (a2, hub2, k2) = gateway(&ep, &t, 1 << 50);
-        let pins = [&k1, &k2];
-        let mut pools = Pools::new(POOLS_BASE);
-        pools.configure(
-            vec![config(hub1, &pins, &t, 2), config(hub2, &pins, &t, 2)],
-            &t,
-            &ep,
-            Instant::now(),
-        );
-        let mut a2 = Some(a2);
-        {
-            let a2r = a2.as_mut().unwrap();
-            drive(&ep, &mut [&mut a1, a2r], &mut pools, |p| p.ready() == 4);
-        }
-        assert_eq!(pools.ready(), 4);
+        let TwoGateways {
+            mut a1,
+            a2,
+            hub1,
+            hub2,
+            mut pools,
+            ..
+        } = two_gateways(&ep, &t, (2, 2));
         // The second gateway dies: its connections close; the first's stay ready.
-        drop(a2.take());
+        drop(a2);
         drive(&ep, &mut [&mut a1], &mut pools, |p| {
             p.iter()
                 .find(|q| q.config().hub == hub2)
