@@ -33,11 +33,16 @@ DESCRIPTION = (
     "`queue_p95`, and `standing_queue` = the largest of the minima over consecutive 3 s windows (five base "
     "RTTs): the part of the queue that did not drain for five RTTs; the BDP is 600 ms at this rate. `<cc>+e2e`: "
     "the second flow is bypassed at both gateways, end to end with the server's cubic across the same carrier "
-    "(does the gateway's default starve a flow it does not split?)."
+    "(does the gateway's default starve a flow it does not split?); `default+e2e`: the same with the first "
+    "flow's class naming no congestion control, so it runs the config's default and any automatic switch "
+    "(its satellite leg's congestion control at the hub is recorded)."
 )
 PORTS = (5201, 5202)
 # A flow both gateways bypass: end to end (the server's cubic) across the same carrier.
 E2E = "e2e"
+# The config's default congestion control with whatever the gateway switches it to by itself
+# (satleg_auto.rs): the class names none. The hub's choice is recorded in the results.
+DEFAULT = "default"
 PARAMS: dict[str, dict[str, Any]] = {
     "quick": {
         "profile": "geo-hts",
@@ -58,8 +63,10 @@ PARAMS: dict[str, dict[str, Any]] = {
             ["hybla_ld", "hybla_ld"],
             ["bbr", "bbr"],
             ["hybla_ld", "hybla"],
-            # The default beside an end-to-end flow (the server's cubic, bypassed at both gateways).
+            # The default beside an end-to-end flow (the server's cubic, bypassed at both gateways):
+            # first as the class names it, then as the appliance runs it, automatic switches included.
             ["hybla_ld", E2E],
+            [DEFAULT, E2E],
         ],
     },
 }
@@ -100,7 +107,7 @@ def configure(lb: lab.Lab, ccs: list[str]) -> None:
                 "satellite": {}
                 if cc == E2E
                 else {
-                    "congestion_control": cc if role == "hub" else None,
+                    "congestion_control": cc if role == "hub" and cc != DEFAULT else None,
                     "buffer_bytes": 0,
                     "pacing_rate_bps": 0,
                 },
@@ -169,7 +176,7 @@ def hub_cc(lb: lab.Lab) -> dict[int, str]:
 
 def one_run(ctx: Context, params: dict[str, Any], ccs: list[str], prefix: str) -> dict[str, Any]:
     for cc in ccs:
-        if cc != E2E and cc in hybla.LOADED_BY_PERIGEE:
+        if cc not in (E2E, DEFAULT) and cc in hybla.LOADED_BY_PERIGEE:
             hybla.ensure(cc)
     duration, lead = float(params["duration_s"]), float(params["lead_s"])
     rate = f"{int(params['rate_bps'])}"
@@ -223,11 +230,17 @@ def summarize(
     """The records of one run, or why it does not measure its variant."""
     seen = {int(k): v for k, v in res["hub_cc"].items()}
     for port, cc in zip(PORTS, ccs, strict=True):
-        if seen.get(port) != (None if cc == E2E else cc):
+        if cc == DEFAULT and seen.get(port) is None:
+            return [], f"flow on :{port}: no split socket at the hub"
+        if cc != DEFAULT and seen.get(port) != (None if cc == E2E else cc):
             return (
                 [],
                 f"flow on :{port}: the hub's satellite leg ran {seen.get(port) or 'no split socket'}, not {cc}",
             )
+
+    def ran(cc: str, port: int) -> str:
+        return f"default: the hub ran {seen[port]}" if cc == DEFAULT else cc
+
     first, second = res["first"], res["second"]
     t_from = second["t_start"] + float(params["warmup_s"])
     t_to = min(first["t_done"], second["t_done"])
@@ -238,8 +251,8 @@ def summarize(
     rate = float(params["rate_bps"])
     q_ms = [(t, b * 8 / rate * 1000) for t, b in res["queue"] if t_from <= t <= t_to]
     out = [
-        records.measured(NAME, variant, "first_throughput", rates[0] / 1e6, "Mbit/s", ccs[0]),
-        records.measured(NAME, variant, "second_throughput", rates[1] / 1e6, "Mbit/s", ccs[1]),
+        records.measured(NAME, variant, "first_throughput", rates[0] / 1e6, "Mbit/s", ran(ccs[0], PORTS[0])),
+        records.measured(NAME, variant, "second_throughput", rates[1] / 1e6, "Mbit/s", ran(ccs[1], PORTS[1])),
         records.measured(NAME, variant, "jain_index", metrics.jain_index(rates), ""),
         records.measured(NAME, variant, "utilization", 100 * sum(rates) / rate, "%"),
     ]
@@ -274,7 +287,7 @@ def run(ctx: Context, params: dict[str, Any]) -> list[records.Record]:
     out: list[records.Record] = []
     todo = []
     for ccs in params["variants"]:
-        _, skipped = hybla.filter_ccs([cc for cc in dict.fromkeys(ccs) if cc != E2E])
+        _, skipped = hybla.filter_ccs([cc for cc in dict.fromkeys(ccs) if cc not in (E2E, DEFAULT)])
         if skipped:
             out.append(records.skipped(NAME, variant_name(ccs), next(iter(skipped.values()))))
         else:

@@ -4,23 +4,52 @@
 //! default switches to BBR as soon as its satellite socket has measured a minimum RTT below
 //! SHORT_PATH_RTT_US (docs/hybla.md, *The default*, with the measurements). A class that names a
 //! congestion control is never switched.
+//!
+//! On a long path, a leg on the default hybla_ld switches to plain hybla once its smoothed RTT
+//! has stood more than one min RTT (plus DAMA_MARGIN_US) above the min RTT: more delay than a
+//! GEO link's buffer of one BDP can add, which is what a DAMA/BoD link's allocation delay adds
+//! while a grant is pending. hybla_ld reads that delay as a standing queue and cuts the window
+//! to what the grant carries now, which lowers the next request (docs/hybla.md, *hybla_ld*,
+//! Why it is safe, and *The default*).
 use super::config::{SHORT_PATH_CC, SHORT_PATH_RTT_US};
 use super::flow::Session;
 use super::telemetry::CcReason;
 
+/// What a leg on the default runs once its RTT shows a capacity allocation delay (DAMA/BoD).
+pub const DAMA_CC: &str = "hybla";
+/// How far above twice the min RTT the smoothed RTT must be: a GEO link whose buffer holds one
+/// BDP (geo-hts) adds at most one min RTT of queue, so its RTT stays under 2 x min RTT.
+pub const DAMA_MARGIN_US: u32 = 100_000;
+
+/// Whether a leg's RTT shows more delay than a buffer of one BDP can hold on a long (GEO) path:
+/// srtt > 2 x min RTT + DAMA_MARGIN_US, with min RTT >= SHORT_PATH_RTT_US.
+pub fn allocation_delay(min_rtt_us: u32, srtt_us: u32) -> bool {
+    min_rtt_us >= SHORT_PATH_RTT_US
+        && u64::from(srtt_us) > 2 * u64::from(min_rtt_us) + u64::from(DAMA_MARGIN_US)
+}
+
 /// The congestion control a flow's satellite leg should switch to now, if any: only a leg that
-/// runs the config's default (a hybla), once it has measured a short path, and only to a
-/// congestion control the kernel has.
+/// runs the config's default (a hybla), and only to a congestion control the kernel has. A short
+/// measured path gets BBR; a long one whose RTT shows an allocation delay, hybla_ld's leg gets
+/// hybla.
 pub fn switch_to(
     reason: CcReason,
     running: &str,
     min_rtt_us: u32,
+    srtt_us: u32,
     available: &[String],
 ) -> Option<&'static str> {
+    if reason != CcReason::Default {
+        return None;
+    }
+    let has = |cc: &str| available.iter().any(|a| a == cc);
     let short = min_rtt_us > 0 && min_rtt_us < SHORT_PATH_RTT_US;
     let hybla = running == "hybla_ld" || running == "hybla";
-    (reason == CcReason::Default && short && hybla && available.iter().any(|a| a == SHORT_PATH_CC))
-        .then_some(SHORT_PATH_CC)
+    if short && hybla && has(SHORT_PATH_CC) {
+        return Some(SHORT_PATH_CC);
+    }
+    (running == "hybla_ld" && allocation_delay(min_rtt_us, srtt_us) && has(DAMA_CC))
+        .then_some(DAMA_CC)
 }
 
 /// Switches a flow's satellite leg when `switch_to` says so; returns the new congestion control.
@@ -30,6 +59,7 @@ pub fn apply(s: &mut Session, available: &[String]) -> Option<&'static str> {
         s.sat_reason,
         &s.cc[side],
         s.info[side].min_rtt_us,
+        s.info[side].srtt_us,
         available,
     )?;
     super::sys::set_cc(s.fd(side as u64), to).ok()?;
@@ -53,28 +83,112 @@ mod tests {
         let a = avail();
         // LEO (30 ms): the default switches.
         assert_eq!(
-            switch_to(CcReason::Default, "hybla_ld", 30_000, &a),
+            switch_to(CcReason::Default, "hybla_ld", 30_000, 31_000, &a),
             Some("bbr")
         );
         assert_eq!(
-            switch_to(CcReason::Default, "hybla", 44_000, &a),
+            switch_to(CcReason::Default, "hybla", 44_000, 200_000, &a),
             Some("bbr")
         );
         // GEO (600 ms), no sample yet, a class's choice, one already switched: unchanged.
-        assert_eq!(switch_to(CcReason::Default, "hybla_ld", 600_000, &a), None);
-        assert_eq!(switch_to(CcReason::Default, "hybla_ld", 0, &a), None);
-        assert_eq!(switch_to(CcReason::Class, "hybla_ld", 30_000, &a), None);
-        assert_eq!(switch_to(CcReason::Automatic, "bbr", 30_000, &a), None);
-        assert_eq!(switch_to(CcReason::Default, "cubic", 30_000, &a), None);
+        assert_eq!(
+            switch_to(CcReason::Default, "hybla_ld", 600_000, 650_000, &a),
+            None
+        );
+        assert_eq!(switch_to(CcReason::Default, "hybla_ld", 0, 0, &a), None);
+        assert_eq!(
+            switch_to(CcReason::Class, "hybla_ld", 30_000, 31_000, &a),
+            None
+        );
+        assert_eq!(
+            switch_to(CcReason::Automatic, "bbr", 30_000, 31_000, &a),
+            None
+        );
+        assert_eq!(
+            switch_to(CcReason::Default, "cubic", 30_000, 31_000, &a),
+            None
+        );
         // No BBR in this kernel: nothing to switch to.
         let no_bbr = ["reno", "cubic", "hybla_ld"].map(String::from).to_vec();
         assert_eq!(
-            switch_to(CcReason::Default, "hybla_ld", 30_000, &no_bbr),
+            switch_to(CcReason::Default, "hybla_ld", 30_000, 31_000, &no_bbr),
             None
         );
         assert_eq!(
-            switch_to(CcReason::Default, "hybla_ld", SHORT_PATH_RTT_US, &a),
+            switch_to(
+                CcReason::Default,
+                "hybla_ld",
+                SHORT_PATH_RTT_US,
+                SHORT_PATH_RTT_US,
+                &a
+            ),
             None
         );
+    }
+
+    #[test]
+    fn a_long_path_whose_rtt_shows_an_allocation_delay_runs_hybla() {
+        let a = avail();
+        // geo-skyplex, measured on the hub's leg (ss): min RTT 665 ms, srtt 1.53 s then 2.82 s
+        // while a grant was pending, no loss.
+        assert_eq!(
+            switch_to(CcReason::Default, "hybla_ld", 665_000, 1_530_000, &a),
+            Some("hybla")
+        );
+        assert_eq!(
+            switch_to(CcReason::Default, "hybla_ld", 665_000, 2_823_000, &a),
+            Some("hybla")
+        );
+        // geo-hts, a one-BDP buffer full: the RTT at most doubles, with a margin for jitter.
+        assert_eq!(
+            switch_to(CcReason::Default, "hybla_ld", 600_000, 1_200_000, &a),
+            None
+        );
+        assert_eq!(
+            switch_to(CcReason::Default, "hybla_ld", 600_000, 1_300_000, &a),
+            None
+        );
+        assert!(!allocation_delay(600_000, 1_300_000));
+        assert!(allocation_delay(600_000, 1_300_001));
+        // Steady GEO, an RTT not measured yet: nothing.
+        assert_eq!(
+            switch_to(CcReason::Default, "hybla_ld", 600_000, 640_000, &a),
+            None
+        );
+        assert_eq!(
+            switch_to(CcReason::Default, "hybla_ld", 0, 2_000_000, &a),
+            None
+        );
+        // Only the default hybla_ld: a class's choice, plain hybla, one already switched.
+        assert_eq!(
+            switch_to(CcReason::Class, "hybla_ld", 665_000, 2_823_000, &a),
+            None
+        );
+        assert_eq!(
+            switch_to(CcReason::Default, "hybla", 665_000, 2_823_000, &a),
+            None
+        );
+        assert_eq!(
+            switch_to(CcReason::Automatic, "hybla", 665_000, 2_823_000, &a),
+            None
+        );
+        assert_eq!(
+            switch_to(CcReason::Default, "cubic", 665_000, 2_823_000, &a),
+            None
+        );
+        // A short path whose RTT swings goes to BBR, as before; no hybla registered: nothing.
+        assert_eq!(
+            switch_to(CcReason::Default, "hybla_ld", 150_000, 900_000, &a),
+            Some("bbr")
+        );
+        let no_hybla = ["reno", "cubic", "bbr", "hybla_ld"]
+            .map(String::from)
+            .to_vec();
+        assert_eq!(
+            switch_to(CcReason::Default, "hybla_ld", 665_000, 2_823_000, &no_hybla),
+            None
+        );
+        // Saturating arithmetic: a min RTT near u32::MAX does not wrap.
+        assert!(!allocation_delay(u32::MAX, u32::MAX));
     }
 }

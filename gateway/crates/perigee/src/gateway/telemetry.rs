@@ -168,8 +168,9 @@ pub enum CcReason {
     Class,
     /// The one asked for is not registered here: hybla for hybla_ld, else the system default.
     Fallback,
-    /// The default, switched to BBR once the leg measured a short (non-GEO) path
-    /// (docs/hybla.md, *The default*).
+    /// The default, switched by what the leg measured (docs/hybla.md, *The default*): to BBR on
+    /// a short (non-GEO) path, to hybla on a long one whose RTT shows a capacity allocation delay
+    /// (DAMA/BoD).
     Automatic,
 }
 
