@@ -45,6 +45,9 @@ pub struct Session {
     pub sat_reason: CcReason,
     /// What the satellite leg carried for this flow so far (every sample's Crossed added up).
     pub sat_crossed: Crossed,
+    /// The satellite leg's retransmissions when the flow was admitted (a warm peer connection's
+    /// handshake may have had some): the flow's own are those above it.
+    pub sat_retrans_at_admit: u32,
     pub info: [TcpInfo; 2],
     /// Relay bytes already reported to the master.
     pub sampled_bytes: (u64, u64),

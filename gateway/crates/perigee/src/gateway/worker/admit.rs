@@ -271,6 +271,7 @@ impl Worker {
             cc,
             sat_reason,
             sat_crossed: Default::default(),
+            sat_retrans_at_admit: 0,
             info: Default::default(),
             sampled_bytes: (0, 0),
             sampled_at: now,
@@ -297,6 +298,7 @@ impl Worker {
             self.deltas.peer_flows += 1;
         }
         s.read_info();
+        s.sat_retrans_at_admit = s.info[usize::from(!s.sat_is_client)].retrans_total;
         // A leg that already measured a short path (a warm peer connection, an accepted one).
         if satleg_auto::apply(&mut s, &self.available_cc).is_some() {
             self.deltas.count_cc_flow(&s);
