@@ -160,7 +160,8 @@ impl Session {
         }
     }
 
-    fn sat_side(&self) -> usize {
+    /// The index of the satellite-facing socket in `info`, `cc` and `meters`.
+    pub fn sat_side(&self) -> usize {
         if self.sat_is_client {
             CLIENT as usize
         } else {

@@ -7,9 +7,8 @@
 //!
 //! On a long path, a leg on the default hybla_ld that has retransmitted nothing since the flow
 //! began switches to plain hybla once its smoothed RTT has stood more than one min RTT (plus
-//! DAMA_MARGIN_US) above the min RTT: more delay than a
-//! GEO link's buffer of one BDP can add, which is what a DAMA/BoD link's allocation delay adds
-//! while a grant is pending. hybla_ld reads that delay as a standing queue and cuts the window
+//! DAMA_MARGIN_US) above the min RTT: more delay than a GEO link's buffer of one BDP can add,
+//! which is what a DAMA/BoD link's allocation delay adds while a grant is pending. hybla_ld reads that delay as a standing queue and cuts the window
 //! to what the grant carries now, which lowers the next request (docs/hybla.md, *hybla_ld*,
 //! Why it is safe, and *The default*).
 use super::config::{SHORT_PATH_CC, SHORT_PATH_RTT_US};
@@ -63,7 +62,7 @@ pub fn switch_to(
 
 /// Switches a flow's satellite leg when `switch_to` says so; returns the new congestion control.
 pub fn apply(s: &mut Session, available: &[String]) -> Option<&'static str> {
-    let side = usize::from(!s.sat_is_client);
+    let side = s.sat_side();
     let to = switch_to(
         s.sat_reason,
         &s.cc[side],
@@ -81,147 +80,116 @@ pub fn apply(s: &mut Session, available: &[String]) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use CcReason::{Automatic, Class, Default};
 
-    fn avail() -> Vec<String> {
-        ["reno", "cubic", "bbr", "hybla", "hybla_ld"]
-            .map(String::from)
-            .to_vec()
+    fn avail(names: &[&str]) -> Vec<String> {
+        names.iter().map(|n| n.to_string()).collect()
+    }
+
+    const ALL: &[&str] = &["reno", "cubic", "bbr", "hybla", "hybla_ld"];
+
+    /// (why, running, min RTT, srtt, retransmitted, what the kernel has, expected switch)
+    type Case = (
+        CcReason,
+        &'static str,
+        u32,
+        u32,
+        bool,
+        &'static [&'static str],
+        Option<&'static str>,
+    );
+
+    fn check(cases: &[Case]) {
+        for &(reason, running, min_rtt, srtt, retrans, has, want) in cases {
+            assert_eq!(
+                switch_to(reason, running, min_rtt, srtt, retrans, &avail(has)),
+                want,
+                "{reason:?} {running} min {min_rtt} srtt {srtt} retransmitted {retrans} {has:?}"
+            );
+        }
     }
 
     #[test]
     fn only_the_default_on_a_short_measured_path_switches() {
-        let a = avail();
-        // LEO (30 ms): the default switches.
-        assert_eq!(
-            switch_to(CcReason::Default, "hybla_ld", 30_000, 31_000, false, &a),
-            Some("bbr")
-        );
-        assert_eq!(
-            switch_to(CcReason::Default, "hybla", 44_000, 200_000, false, &a),
-            Some("bbr")
-        );
-        // GEO (600 ms), no sample yet, a class's choice, one already switched: unchanged.
-        assert_eq!(
-            switch_to(CcReason::Default, "hybla_ld", 600_000, 650_000, false, &a),
-            None
-        );
-        assert_eq!(
-            switch_to(CcReason::Default, "hybla_ld", 0, 0, false, &a),
-            None
-        );
-        assert_eq!(
-            switch_to(CcReason::Class, "hybla_ld", 30_000, 31_000, false, &a),
-            None
-        );
-        assert_eq!(
-            switch_to(CcReason::Automatic, "bbr", 30_000, 31_000, false, &a),
-            None
-        );
-        assert_eq!(
-            switch_to(CcReason::Default, "cubic", 30_000, 31_000, false, &a),
-            None
-        );
-        // No BBR in this kernel: nothing to switch to.
-        let no_bbr = ["reno", "cubic", "hybla_ld"].map(String::from).to_vec();
-        assert_eq!(
-            switch_to(
-                CcReason::Default,
-                "hybla_ld",
-                30_000,
-                31_000,
-                false,
-                &no_bbr
-            ),
-            None
-        );
-        assert_eq!(
-            switch_to(
-                CcReason::Default,
+        let no_bbr: &[&str] = &["reno", "cubic", "hybla_ld"];
+        check(&[
+            // LEO (30 ms): the default switches.
+            (Default, "hybla_ld", 30_000, 31_000, false, ALL, Some("bbr")),
+            (Default, "hybla", 44_000, 200_000, false, ALL, Some("bbr")),
+            // GEO (600 ms), no sample yet, a class's choice, one already switched: unchanged.
+            (Default, "hybla_ld", 600_000, 650_000, false, ALL, None),
+            (Default, "hybla_ld", 0, 0, false, ALL, None),
+            (Class, "hybla_ld", 30_000, 31_000, false, ALL, None),
+            (Automatic, "bbr", 30_000, 31_000, false, ALL, None),
+            (Default, "cubic", 30_000, 31_000, false, ALL, None),
+            // No BBR in this kernel: nothing to switch to.
+            (Default, "hybla_ld", 30_000, 31_000, false, no_bbr, None),
+            (
+                Default,
                 "hybla_ld",
                 SHORT_PATH_RTT_US,
                 SHORT_PATH_RTT_US,
                 false,
-                &a
+                ALL,
+                None,
             ),
-            None
-        );
+        ]);
     }
 
     #[test]
     fn a_long_path_whose_rtt_shows_an_allocation_delay_runs_hybla() {
-        let a = avail();
-        // geo-skyplex, measured on the hub's leg (ss): min RTT 665 ms, srtt 1.53 s then 2.82 s
-        // while a grant was pending, no loss.
-        assert_eq!(
-            switch_to(CcReason::Default, "hybla_ld", 665_000, 1_530_000, false, &a),
-            Some("hybla")
-        );
-        assert_eq!(
-            switch_to(CcReason::Default, "hybla_ld", 665_000, 2_823_000, false, &a),
-            Some("hybla")
-        );
-        // geo-hts, a one-BDP buffer full: the RTT at most doubles, with a margin for jitter.
-        assert_eq!(
-            switch_to(CcReason::Default, "hybla_ld", 600_000, 1_200_000, false, &a),
-            None
-        );
-        assert_eq!(
-            switch_to(CcReason::Default, "hybla_ld", 600_000, 1_300_000, false, &a),
-            None
-        );
-        assert!(!allocation_delay(600_000, 1_300_000));
-        assert!(allocation_delay(600_000, 1_300_001));
-        // Steady GEO, an RTT not measured yet: nothing.
-        assert_eq!(
-            switch_to(CcReason::Default, "hybla_ld", 600_000, 640_000, false, &a),
-            None
-        );
-        assert_eq!(
-            switch_to(CcReason::Default, "hybla_ld", 0, 2_000_000, false, &a),
-            None
-        );
-        // Only the default hybla_ld: a class's choice, plain hybla, one already switched.
-        assert_eq!(
-            switch_to(CcReason::Class, "hybla_ld", 665_000, 2_823_000, false, &a),
-            None
-        );
-        assert_eq!(
-            switch_to(CcReason::Default, "hybla", 665_000, 2_823_000, false, &a),
-            None
-        );
-        assert_eq!(
-            switch_to(CcReason::Automatic, "hybla", 665_000, 2_823_000, false, &a),
-            None
-        );
-        assert_eq!(
-            switch_to(CcReason::Default, "cubic", 665_000, 2_823_000, false, &a),
-            None
-        );
-        // A short path whose RTT swings goes to BBR, as before; no hybla registered: nothing.
-        assert_eq!(
-            switch_to(CcReason::Default, "hybla_ld", 150_000, 900_000, false, &a),
-            Some("bbr")
-        );
-        let no_hybla = ["reno", "cubic", "bbr", "hybla_ld"]
-            .map(String::from)
-            .to_vec();
-        assert_eq!(
-            switch_to(
-                CcReason::Default,
+        let no_hybla: &[&str] = &["reno", "cubic", "bbr", "hybla_ld"];
+        check(&[
+            // geo-skyplex, measured on the hub's leg (ss): min RTT 665 ms, srtt 1.53 s then 2.82 s
+            // while a grant was pending, no loss.
+            (
+                Default,
+                "hybla_ld",
+                665_000,
+                1_530_000,
+                false,
+                ALL,
+                Some("hybla"),
+            ),
+            (
+                Default,
                 "hybla_ld",
                 665_000,
                 2_823_000,
                 false,
-                &no_hybla
+                ALL,
+                Some("hybla"),
             ),
-            None
-        );
-        // The same RTT on a leg that retransmitted since the flow began (bit errors: a rain fade's
-        // queue with its losses): hybla_ld stays.
-        assert_eq!(
-            switch_to(CcReason::Default, "hybla_ld", 665_000, 2_823_000, true, &a),
-            None
-        );
+            // geo-hts, a one-BDP buffer full: the RTT at most doubles, with a margin for jitter.
+            (Default, "hybla_ld", 600_000, 1_200_000, false, ALL, None),
+            (Default, "hybla_ld", 600_000, 1_300_000, false, ALL, None),
+            // Steady GEO, an RTT not measured yet: nothing.
+            (Default, "hybla_ld", 600_000, 640_000, false, ALL, None),
+            (Default, "hybla_ld", 0, 2_000_000, false, ALL, None),
+            // Only the default hybla_ld: a class's choice, plain hybla, one already switched.
+            (Class, "hybla_ld", 665_000, 2_823_000, false, ALL, None),
+            (Default, "hybla", 665_000, 2_823_000, false, ALL, None),
+            (Automatic, "hybla", 665_000, 2_823_000, false, ALL, None),
+            (Default, "cubic", 665_000, 2_823_000, false, ALL, None),
+            // A short path whose RTT swings goes to BBR, as before; no hybla registered: nothing.
+            (
+                Default,
+                "hybla_ld",
+                150_000,
+                900_000,
+                false,
+                ALL,
+                Some("bbr"),
+            ),
+            (
+                Default, "hybla_ld", 665_000, 2_823_000, false, no_hybla, None,
+            ),
+            // The same RTT on a leg that retransmitted since the flow began (bit errors: a rain
+            // fade's queue with its losses): hybla_ld stays.
+            (Default, "hybla_ld", 665_000, 2_823_000, true, ALL, None),
+        ]);
+        assert!(!allocation_delay(600_000, 1_300_000));
+        assert!(allocation_delay(600_000, 1_300_001));
         // Saturating arithmetic: a min RTT near u32::MAX does not wrap.
         assert!(!allocation_delay(u32::MAX, u32::MAX));
     }

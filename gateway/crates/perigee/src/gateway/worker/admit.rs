@@ -298,7 +298,7 @@ impl Worker {
             self.deltas.peer_flows += 1;
         }
         s.read_info();
-        s.sat_retrans_at_admit = s.info[usize::from(!s.sat_is_client)].retrans_total;
+        s.sat_retrans_at_admit = s.info[s.sat_side()].retrans_total;
         // A leg that already measured a short path (a warm peer connection, an accepted one).
         if satleg_auto::apply(&mut s, &self.available_cc).is_some() {
             self.deltas.count_cc_flow(&s);

@@ -85,7 +85,7 @@ impl Deltas {
     }
 
     fn by_cc_usage(&mut self, s: &Session) -> &mut Usage {
-        let cc = &s.cc[usize::from(!s.sat_is_client)];
+        let cc = &s.cc[s.sat_side()];
         if !self.by_cc.contains_key(cc) {
             self.by_cc.insert(cc.clone(), Usage::default());
         }
