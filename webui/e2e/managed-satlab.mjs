@@ -21,6 +21,7 @@ import { join } from 'node:path';
 import { controlGet } from './control.mjs';
 import { freePort, HUNG_MS, needsRoot, until } from './harness.mjs';
 import { finishWorkDir, firstLogin, launchBrowser, makeWorkDir, python, repo, shotsDir } from './dashboard-stack.mjs';
+import { reviewQuicPass } from './managed-version.mjs';
 import { Steps } from './steps.mjs';
 
 needsRoot('the managed-terminal satlab browser suite');
@@ -227,14 +228,7 @@ try {
     const before = await control('terminal', '/v1/config');
     assert.equal(before.quic, 'fallback', 'the terminal gateway already passes QUIC');
     const { page } = hub;
-    const form = page.getByRole('form', { name: 'New config version' });
-    await form.getByRole('textbox', { name: 'QUIC (UDP 443)' }).click();
-    await page.getByRole('option', { name: /^pass/ }).click();
-    await form.getByRole('button', { name: 'Set quic' }).click();
-    await form.getByLabel(/^Comment/).fill('QUIC end to end');
-    await form.getByRole('button', { name: 'Review…' }).click();
-    const dialog = page.getByRole('dialog', { name: `Send a version to ${SITE}?` });
-    await dialog.getByTestId('version-consequence').getByText(/its section quic/).waitFor();
+    const dialog = await reviewQuicPass(page, SITE, 'QUIC end to end');
     await dialog.getByRole('button', { name: `Send to ${SITE}` }).click();
     await dialog.waitFor({ state: 'detached' });
     [made] = (await hub.get(`/peer/terminals/${SITE}/versions`)).versions;

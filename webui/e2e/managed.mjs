@@ -12,6 +12,7 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { stopAll, until } from './harness.mjs';
 import { finishWorkDir, firstLogin, launchBrowser, makeWorkDir, shotsDir, startApi, startFakeGateway, startWebServer } from './dashboard-stack.mjs';
+import { reviewQuicPass, VERSION_FORM } from './managed-version.mjs';
 import { Steps } from './steps.mjs';
 import { startTlsFront } from './tls-front.mjs';
 
@@ -155,15 +156,8 @@ try {
 
   await steps.run("the hub's operator posts a version: its sections named first, then it is sent and reported applied", async () => {
     const { page } = hub;
-    const form = page.getByRole('form', { name: 'New config version' });
-    await form.getByLabel(/^Sections/).fill('');
-    await form.getByRole('textbox', { name: 'QUIC (UDP 443)' }).click();
-    await page.getByRole('option', { name: /^pass/ }).click();
-    await form.getByRole('button', { name: 'Set quic' }).click();
-    await form.getByLabel(/^Comment/).fill('site A: QUIC passes');
-    await form.getByRole('button', { name: 'Review…' }).click();
-    const dialog = page.getByRole('dialog', { name: `Send a version to ${TERMINAL}?` });
-    await dialog.getByTestId('version-consequence').getByText(/its section quic/).waitFor();
+    await page.getByRole('form', { name: VERSION_FORM }).getByLabel(/^Sections/).fill('');
+    const dialog = await reviewQuicPass(page, TERMINAL, 'site A: QUIC passes');
     assert.equal((await dialog.getByRole('list', { name: 'Sections this version sets' }).getByRole('listitem').count()), 1);
     await dialog.getByRole('button', { name: `Send to ${TERMINAL}` }).click();
     await dialog.waitFor({ state: 'detached' });
