@@ -122,9 +122,9 @@ frame = size + 20 + 14
 interval, sent, t0 = frame * 8 / rate, 0, time.monotonic()
 with socket.socket(socket.AF_INET, socket.SOCK_RAW, 50) as s:
     while time.monotonic() - t0 < duration:
-        due = t0 + sent * interval
-        if due > time.monotonic():
-            time.sleep(due - time.monotonic())
+        wait = t0 + sent * interval - time.monotonic()  # read once: a second reading may be past it
+        if wait > 0:
+            time.sleep(wait)
         s.sendto(struct.pack(">II", 0x1000, sent + 1) + bytes(size - 8), (to, 0))
         sent += 1
 print(sent)
