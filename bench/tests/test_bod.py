@@ -200,7 +200,7 @@ def test_tuned_and_untuned_configs():
         "satellite.rcvbuf_bytes": 4194304,
         "satellite.pacing_rate_bps": 0,
         "satellite.initcwnd": 10,
-        "satellite.initrwnd": 10,
+        "satellite.initrwnd": 0,
         "hybla.base_rtt_ms": 0,
         "hybla.cwnd_max": 0,
         "shaping.rate_bps": 0,

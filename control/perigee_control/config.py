@@ -225,9 +225,12 @@ class Satellite(SatelliteRules):
     """
     Initial congestion window of the satellite routes, segments; 0 = kernel default.
     """
-    initrwnd: Annotated[StrictInt, Field(ge=0, le=1000)] = 10
+    initrwnd: Annotated[StrictInt, Field(ge=0, le=1000)] = 0
     """
-    Initial receive window advertised on the satellite routes, segments; 0 = kernel default.
+    Initial receive window advertised on the satellite routes, segments; 0 = the kernel's: as
+    much as the receive buffer holds, so the far end's first flights are not held to a few
+    segments (docs/hybla.md, *The default*: on a DAMA link they are what the first grant is
+    requested from).
     """
     pacing_rate_bps: Annotated[StrictInt, Field(ge=0, le=100000000000)] = 0
     """
@@ -855,7 +858,7 @@ class GatewayConfig(GatewayConfigRules):
         "congestion_control": "hybla_ld",
         "forward_rate_bps": 0,
         "initcwnd": 10,
-        "initrwnd": 10,
+        "initrwnd": 0,
         "pacing_rate_bps": 0,
         "rcvbuf_bytes": 4194304,
         "return_rate_bps": 0,

@@ -747,8 +747,8 @@ export const gatewayConfigSchema: JsonSchema = {
           "type": "integer"
         },
         "initrwnd": {
-          "default": 10,
-          "description": "Initial receive window advertised on the satellite routes, segments; 0 = kernel default.",
+          "default": 0,
+          "description": "Initial receive window advertised on the satellite routes, segments; 0 = the kernel's: as\nmuch as the receive buffer holds, so the far end's first flights are not held to a few\nsegments (docs/hybla.md, *The default*: on a DAMA link they are what the first grant is\nrequested from).",
           "format": "uint32",
           "maximum": 1000,
           "minimum": 0,
@@ -1192,7 +1192,7 @@ export const gatewayConfigSchema: JsonSchema = {
         "congestion_control": "hybla_ld",
         "forward_rate_bps": 0,
         "initcwnd": 10,
-        "initrwnd": 10,
+        "initrwnd": 0,
         "pacing_rate_bps": 0,
         "rcvbuf_bytes": 4194304,
         "return_rate_bps": 0,

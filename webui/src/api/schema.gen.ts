@@ -2822,7 +2822,7 @@ export interface components {
              *       "congestion_control": "hybla_ld",
              *       "forward_rate_bps": 0,
              *       "initcwnd": 10,
-             *       "initrwnd": 10,
+             *       "initrwnd": 0,
              *       "pacing_rate_bps": 0,
              *       "rcvbuf_bytes": 4194304,
              *       "return_rate_bps": 0,
@@ -4079,8 +4079,11 @@ export interface components {
             initcwnd: number;
             /**
              * Initrwnd
-             * @description Initial receive window advertised on the satellite routes, segments; 0 = kernel default.
-             * @default 10
+             * @description Initial receive window advertised on the satellite routes, segments; 0 = the kernel's: as
+             *     much as the receive buffer holds, so the far end's first flights are not held to a few
+             *     segments (docs/hybla.md, *The default*: on a DAMA link they are what the first grant is
+             *     requested from).
+             * @default 0
              */
             initrwnd: number;
             /**

@@ -13,7 +13,8 @@
 //! Why it is safe, and *The default*).
 use super::config::{SHORT_PATH_CC, SHORT_PATH_RTT_US};
 use super::flow::Session;
-use super::telemetry::CcReason;
+use super::telemetry::{parse_tcp_info, CcReason};
+use std::time::Duration;
 
 /// What a leg on the default runs once its RTT shows a capacity allocation delay (DAMA/BoD).
 pub const DAMA_CC: &str = "hybla";
@@ -60,15 +61,67 @@ pub fn switch_to(
     .then_some(DAMA_CC)
 }
 
-/// Switches a flow's satellite leg when `switch_to` says so; returns the new congestion control.
+/// Switches a flow's satellite leg when `switch_to` says so, from its last sample; returns the
+/// new congestion control.
 pub fn apply(s: &mut Session, available: &[String]) -> Option<&'static str> {
+    let info = &s.info[s.sat_side()];
+    let (min_rtt_us, srtt_us, retrans) = (info.min_rtt_us, info.srtt_us, info.retrans_total);
+    switch_leg(s, min_rtt_us, srtt_us, retrans, available)
+}
+
+/// How often a young leg on the default hybla_ld is looked at between the once-a-second samples:
+/// on a DAMA link every round hybla_ld runs before the switch cuts the window it requests with
+/// (measured on geo-skyplex: from 155 to 38 segments while the smoothed RTT rose).
+pub const WATCH_PERIOD: Duration = Duration::from_millis(100);
+/// For how long after its admission a leg is watched that closely: the allocation delay of a
+/// flow's first grant shows in its first seconds; later the once-a-second sample is enough.
+pub const WATCH_FOR: Duration = Duration::from_secs(10);
+
+/// Whether a leg is young, on the default hybla_ld and on a long path as its last sample measured
+/// it (a warm peer connection's at admission, else the first once-a-second one), so `watch` may
+/// switch it. Short paths are left out: they switch to BBR at their first sample, and a lab's or
+/// a LAN's thousands of short flows a second would cost a TCP_INFO each every WATCH_PERIOD.
+pub fn watched(s: &Session) -> bool {
+    let side = s.sat_side();
+    s.sat_reason == CcReason::Default
+        && s.cc[side] == "hybla_ld"
+        && !s.connecting
+        && s.info[side].min_rtt_us >= SHORT_PATH_RTT_US
+        && s.started.elapsed() < WATCH_FOR
+}
+
+/// Reads a watched leg's TCP_INFO (its satellite socket's only, and nothing of it is kept: the
+/// once-a-second sample owns the flow's figures) and switches it as `apply` would.
+pub fn watch(s: &mut Session, available: &[String]) -> Option<&'static str> {
+    if !watched(s) {
+        return None;
+    }
+    let side = s.sat_side();
+    let raw = super::sys::tcp_info_raw(s.fd(side as u64))?;
+    let info = parse_tcp_info(&raw, &s.cc[side]);
+    switch_leg(
+        s,
+        info.min_rtt_us,
+        info.srtt_us,
+        info.retrans_total,
+        available,
+    )
+}
+
+fn switch_leg(
+    s: &mut Session,
+    min_rtt_us: u32,
+    srtt_us: u32,
+    retrans_total: u32,
+    available: &[String],
+) -> Option<&'static str> {
     let side = s.sat_side();
     let to = switch_to(
         s.sat_reason,
         &s.cc[side],
-        s.info[side].min_rtt_us,
-        s.info[side].srtt_us,
-        s.info[side].retrans_total > s.sat_retrans_at_admit,
+        min_rtt_us,
+        srtt_us,
+        retrans_total > s.sat_retrans_at_admit,
         available,
     )?;
     super::sys::set_cc(s.fd(side as u64), to).ok()?;

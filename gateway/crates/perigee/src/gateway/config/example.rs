@@ -15,7 +15,7 @@ pub fn example_json() -> serde_json::Value {
         "splitter": {"enabled": true, "tproxy_port": 7071, "max_flows": 10000, "connect_timeout_ms": 10000,
                      "idle_timeout_s": 600, "relay_buffer_bytes": 262144},
         "satellite": {"congestion_control": "hybla", "sndbuf_bytes": 4194304, "rcvbuf_bytes": 4194304,
-                      "pacing_rate_bps": 0, "initcwnd": 10, "initrwnd": 10,
+                      "pacing_rate_bps": 0, "initcwnd": 10, "initrwnd": 0,
                       "routes": [{"dst": "198.51.100.0/24", "via": "203.0.113.2"}, {"dst": "2001:db8:3::/64", "via": "2001:db8:2::2"}]},
         "hybla": {"rtt0_ms": 25, "base_rtt_ms": 0, "cwnd_max": 0},
         "classes": [{"name": "web", "priority": 100,

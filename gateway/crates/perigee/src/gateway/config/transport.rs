@@ -125,7 +125,10 @@ pub struct Satellite {
     /// Initial congestion window of the satellite routes, segments; 0 = kernel default.
     #[schemars(range(max = MAX_INITCWND))]
     pub initcwnd: u32,
-    /// Initial receive window advertised on the satellite routes, segments; 0 = kernel default.
+    /// Initial receive window advertised on the satellite routes, segments; 0 = the kernel's: as
+    /// much as the receive buffer holds, so the far end's first flights are not held to a few
+    /// segments (docs/hybla.md, *The default*: on a DAMA link they are what the first grant is
+    /// requested from).
     #[schemars(range(max = MAX_INITCWND))]
     pub initrwnd: u32,
     /// Destinations across the satellite; no two with the same dst.
@@ -148,7 +151,7 @@ impl Default for Satellite {
             rcvbuf_bytes: 4 << 20,
             pacing_rate_bps: 0,
             initcwnd: 10,
-            initrwnd: 10,
+            initrwnd: 0,
             routes: Vec::new(),
             forward_rate_bps: 0,
             return_rate_bps: 0,

@@ -215,6 +215,8 @@ mod tests {
         let mut j = example_json();
         j["peer"] =
             serde_json::json!({"enabled": true, "hub": "203.0.113.2", "hub_fingerprints": [pin]});
+        // A set initrwnd (the BoD tuning's) is carried; the default 0 is no route value.
+        j["satellite"]["initrwnd"] = 10.into();
         let term = render_routes(&from_value(j.clone()).unwrap(), &["hybla".into()]);
         let hub_route = term.last().unwrap().describe();
         assert_eq!(
@@ -257,7 +259,7 @@ mod tests {
             .collect();
         assert_eq!(
             sat[0],
-            "ip -4 route replace 198.51.100.0/24 via 203.0.113.2 dev sat0 initcwnd 10 initrwnd 10"
+            "ip -4 route replace 198.51.100.0/24 via 203.0.113.2 dev sat0 initcwnd 10"
         );
         let r = render_routes(&c, &["hybla".into()]);
         assert!(r[5].describe().starts_with(

@@ -11,7 +11,7 @@ use crate::gateway::classify::Classifier;
 use crate::gateway::config::{CongestionControl, GatewayConfig, Role};
 use crate::gateway::sites::SiteMap;
 use crate::gateway::telemetry::Flow;
-use crate::gateway::{ipc, log, sys};
+use crate::gateway::{ipc, log, satleg_auto, sys};
 use serde::Serialize;
 use serde_json::json;
 use std::io::Write;
@@ -256,8 +256,10 @@ impl Worker {
         // cache's sampler: a reading of the master's counters shortly after a second has one
         // round of each (docs/splitter.md, *Rates*).
         let mut next_tick = Instant::now() + sys::until_next_boundary(TICK);
+        let mut next_watch = Instant::now() + satleg_auto::WATCH_PERIOD;
         loop {
             let wait = next_tick
+                .min(next_watch)
                 .saturating_duration_since(Instant::now())
                 .min(Duration::from_millis(200));
             let n = self.ep.wait(&mut evs, wait.as_millis() as i32 + 1);
@@ -280,6 +282,12 @@ impl Worker {
                     t if t >= TOKEN_PEER_BASE => self.on_peer_event(token, events),
                     _ => self.on_flow_event(token, events),
                 }
+            }
+            if Instant::now() >= next_watch {
+                if self.cfg.is_some() {
+                    self.watch_legs();
+                }
+                next_watch = Instant::now() + satleg_auto::WATCH_PERIOD;
             }
             if Instant::now() >= next_tick {
                 self.on_tick();

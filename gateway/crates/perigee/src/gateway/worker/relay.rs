@@ -191,6 +191,15 @@ impl Worker {
         self.progress(id);
     }
 
+    /// Young legs on the default hybla_ld looked at between samples (satleg_auto::watch).
+    pub(super) fn watch_legs(&mut self) {
+        for s in self.flows.values_mut() {
+            if satleg_auto::watch(s, &self.available_cc).is_some() {
+                self.deltas.count_cc_flow(s);
+            }
+        }
+    }
+
     /// The once-a-second sample of every flow (TCP_INFO, bytes since the last one, into the
     /// deltas), and the flows whose connect or idle time ran out closed.
     pub(super) fn sample_flows(&mut self) {
