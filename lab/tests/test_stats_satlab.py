@@ -286,16 +286,21 @@ def test_cache_download_is_a_live_flow_with_both_legs(lab: None) -> None:
     url = f"http://{SERVER4}/bytes/{40_000_000 + secrets.randbelow(100_000)}"
     get = curl_get(url)
     seen: dict[str, Any] | None = None
+    polls: list[dict[str, Any] | None] = []  # what each poll found, for the message if it never held
     while get.poll() is None:
         f = cache_flow_of(gw("terminal", "GET", "/v1/flows?state=live")["flows"])
         legs = (f or {}).get("legs") or {}
+        polls.append(f and {"client": f["client"], "rate_down_bps": f["rate_down_bps"],
+                            "acked": (legs.get("client") or {}).get("bytes_acked"),
+                            "received": (legs.get("server") or {}).get("bytes_received")})
         if f and legs["client"].get("bytes_acked", 0) > 0 and legs["server"].get("bytes_received", 0) > 0 \
                 and f["rate_down_bps"] > 0:
             seen = f
         time.sleep(0.3)
     code, port = get.communicate()[0].split()
     assert code == "200"
-    assert seen is not None, "the download never showed as a live cache flow with both legs"
+    assert seen is not None, (
+        f"the download (client port {port}) never showed as a live cache flow with both legs: {polls}")
     assert (seen["action"], seen["legs"]["satellite"], seen["site"]) == ("cache", "server", gateway.SITE_NAME)
     # The satellite leg (Squid -> origin) runs the satellite's congestion control.
     assert seen["legs"]["server"]["cc"] == "hybla_ld"  # the default
