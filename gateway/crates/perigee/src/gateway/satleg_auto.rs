@@ -8,9 +8,9 @@
 //! On a long path, a leg on the default hybla_ld that has retransmitted nothing since the flow
 //! began switches to plain hybla once its smoothed RTT has stood more than one min RTT (plus
 //! DAMA_MARGIN_US) above the min RTT: more delay than a GEO link's buffer of one BDP can add,
-//! which is what a DAMA/BoD link's allocation delay adds while a grant is pending. hybla_ld reads that delay as a standing queue and cuts the window
-//! to what the grant carries now, which lowers the next request (docs/hybla.md, *hybla_ld*,
-//! Why it is safe, and *The default*).
+//! which is what a DAMA/BoD link's allocation delay adds while a grant is pending. hybla_ld
+//! reads that delay as a standing queue and cuts the window to what the grant carries now,
+//! which lowers the next request (docs/hybla.md, *hybla_ld*, Why it is safe, and *The default*).
 use super::config::{SHORT_PATH_CC, SHORT_PATH_RTT_US};
 use super::flow::Session;
 use super::telemetry::{parse_tcp_info, CcReason};
