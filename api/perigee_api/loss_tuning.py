@@ -46,11 +46,12 @@ WINDOW_SHOWN_MAX = float(bound(Hybla, "cwnd_max", "le"))  # the BPF Hybla's cwnd
 LOSS_BUFFER_FACTOR = 4
 CLEAN_BUFFER_FACTOR = 2
 
-# The gateway's default satellite congestion control, and what a leg that runs it switches to below a base RTT (a
-# short, non-GEO path: gateway/crates/perigee/src/gateway/satleg_auto.rs), from its schema.
+# The gateway's default satellite congestion control; the base RTT below which a path is short (not GEO), where
+# the default's rho is its floor (gateway/bpf/hybla_math.h, gateway/crates/perigee/src/gateway/satleg_auto.rs);
+# both from its schema.
 DEFAULT_CC: CongestionControl = default(Satellite, "congestion_control")
-SHORT_PATH_CC: CongestionControl = extension(Satellite, "congestion_control", "x-short-path-cc")
 SHORT_PATH_RTT_MS = float(extension(Satellite, "congestion_control", "x-short-path-rtt-ms"))
+LD_RHO_MIN = int(extension(Satellite, "congestion_control", "x-ld-rho-min"))
 # On a link whose return capacity is granted on request (see the module's docstring).
 DAMA_CC: CongestionControl = "hybla"
 
@@ -95,15 +96,17 @@ def buffer_note(factor: int, receive: bool = False) -> str:
 
 
 def choose(p: float, hybla_window: float, bdp_segments: float, ber: float, base_rtt_ms: float, dama: bool) -> CcChoice:
-    """What the gateway runs: BBR on a short path, Hybla on a DAMA link, else hybla_ld, its default; the
-    derivation says what Hybla alone would do at this BER."""
+    """What the gateway runs: Hybla on a DAMA link, else hybla_ld, its default; the derivation says what Hybla
+    alone would do at this BER (on a short path, why its default suits it)."""
     if base_rtt_ms < SHORT_PATH_RTT_MS:
         return CcChoice(
-            value=SHORT_PATH_CC,
+            value=DEFAULT_CC,
             derivation=(
-                f"base RTT {base_rtt_ms:g} ms < {SHORT_PATH_RTT_MS:g} ms: not a GEO path, where Hybla grows like "
-                "Reno (rho near 1) and a LEO path change's loss burst halves it; the gateway switches its "
-                f"default to {SHORT_PATH_CC} on such a path by itself"
+                f"base RTT {base_rtt_ms:g} ms < {SHORT_PATH_RTT_MS:g} ms: not a GEO path, where Hybla's rho "
+                f"(RTT / {RTT0_MS:g} ms) is near 1 and it grows like Reno. {DEFAULT_CC}, the gateway's default, takes "
+                f"rho {LD_RHO_MIN} there ({LD_RHO_MIN * LD_RHO_MIN} segments per RTT) and keeps its window through "
+                "a loss without a standing queue, so a LEO path change's loss burst or a bit error neither halves it "
+                "nor leaves it slow to grow back"
             ),
         )
     if dama:

@@ -281,11 +281,11 @@ def test_bit_errors_choose_the_congestion_control_and_buffers(ber: float, cc: st
     assert t.values["frame_loss_pct"].value == pytest.approx(100 * (1 - (1 - ber) ** 12_112), rel=1e-6)
 
 
-def test_a_short_path_names_bbr_as_the_gateway_runs_it() -> None:
+def test_a_short_path_keeps_the_default_and_says_why() -> None:
     leo = {**HTS, "base_rtt_ms": 30.0}
     t = derive(BodInputs(**leo, ber=1e-6))
-    assert t.congestion_control.value == "bbr", t.congestion_control.derivation
-    assert "30 ms" in t.congestion_control.derivation
+    assert t.congestion_control.value == "hybla_ld", t.congestion_control.derivation
+    assert "30 ms" in t.congestion_control.derivation and "rho 6" in t.congestion_control.derivation
     assert derive(BodInputs(**{**HTS, "base_rtt_ms": 480.0})).congestion_control.value == "hybla_ld"
 
 

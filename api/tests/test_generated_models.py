@@ -86,14 +86,15 @@ def test_the_rules_enforce_the_schemas_numbers() -> None:
         config.Cache(store="rock", disk_mb=rock + 1)
 
 
-def test_the_bod_choice_follows_the_gateways_short_path_switch() -> None:
-    # The BoD page names what the gateway does: below the gateway's short-path RTT its default leg runs BBR.
+def test_the_bod_choice_follows_the_gateway_on_a_short_path() -> None:
+    # The BoD page names what the gateway does: below the gateway's short-path RTT its default leg keeps the
+    # default, whose rho there is the schema's floor.
     short = limits.extension(config.Satellite, "congestion_control", "x-short-path-rtt-ms")
-    cc = limits.extension(config.Satellite, "congestion_control", "x-short-path-cc")
-    assert loss_tuning.choose(0.0, 1e9, 10, 0.0, short - 1, dama=False).value == cc
-    assert loss_tuning.choose(0.0, 1e9, 10, 0.0, short, dama=False).value == limits.default(
-        config.Satellite, "congestion_control"
-    )
+    rho_min = limits.extension(config.Satellite, "congestion_control", "x-ld-rho-min")
+    default_cc = limits.default(config.Satellite, "congestion_control")
+    below = loss_tuning.choose(0.0, 1e9, 10, 0.0, short - 1, dama=False)
+    assert below.value == default_cc and f"rho {rho_min} " in below.derivation
+    assert loss_tuning.choose(0.0, 1e9, 10, 0.0, short, dama=False).value == default_cc
     assert limits.default(config.Hybla, "rtt0_ms") == loss_tuning.RTT0_MS
 
 

@@ -63,6 +63,7 @@ EXTENSIONS = [
     "x-maximum-rock",
     "x-short-path-cc",
     "x-short-path-rtt-ms",
+    "x-ld-rho-min",
     "x-builtin",
     "x-protocols",
 ]

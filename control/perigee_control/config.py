@@ -208,7 +208,13 @@ class Satellite(SatelliteRules):
     )
     congestion_control: Annotated[
         CongestionControl,
-        Field(json_schema_extra={"x-short-path-cc": "bbr", "x-short-path-rtt-ms": 200}),
+        Field(
+            json_schema_extra={
+                "x-ld-rho-min": 6,
+                "x-short-path-cc": "bbr",
+                "x-short-path-rtt-ms": 200,
+            }
+        ),
     ] = "hybla_ld"
     """
     The satellite leg's congestion control (classes may choose another). hybla_ld by default:

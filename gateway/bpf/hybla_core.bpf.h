@@ -16,6 +16,12 @@
 #include "hybla_math.h"
 #include "hybla_params.h"
 
+/* How a flow's rho follows from its RTT and RTT0: Hybla's own unless the includer (hybla_ld)
+ * names another. For an RTT not yet measured (0) Hybla's is 1, hybla_ld's its floor. */
+#ifndef HYBLA_RHO_OF
+#define HYBLA_RHO_OF hybla_rho_q16
+#endif
+
 /* Host-wide run-time parameters (RTT0, base RTT, cwnd ceiling), pinned by the loader. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -95,7 +101,7 @@ static __always_inline void hybla_refresh_params(struct hybla_state *ca, int for
 	ca->base_rtt_us = base;
 	/* A BoD allocation delay inflates measured RTTs; an operator base RTT keeps rho honest. */
 	rtt = base ? base : ca->min_rtt_us;
-	ca->rho_q16 = rtt ? hybla_rho_q16(rtt, rtt0) : HYBLA_RHO_ONE;
+	ca->rho_q16 = HYBLA_RHO_OF(rtt, rtt0);
 }
 
 /* Standard TCP only grows cwnd while the sender actually uses it. */

@@ -13,6 +13,7 @@
  *                                                            thr / 2), cwnd / 2, cwnd), at most
  *                                                            once per RTT
  *   thr = max(min RTT / 8, 5 ms)
+ *   rho = max(RTT / RTT0, HYBLA_LD_RHO_MIN): a short (LEO) path grows as a GEO one does in time
  *   a queue that outlives its cuts (HYBLA_LD_RELEARN_ROUNDS rounds), or a timeout: the path's
  *                                            minimum RTT is learned again (a delay step)
  *
@@ -31,6 +32,7 @@
  * sk_max_pacing_rate and writes snd_ssthresh and sk_pacing_rate, all allowed to BPF congestion
  * controls since Linux 6.1.
  */
+#define HYBLA_RHO_OF hybla_ld_rho_q16
 #include "hybla_core.bpf.h"
 
 char _license[] SEC("license") = "GPL";

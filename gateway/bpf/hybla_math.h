@@ -51,6 +51,23 @@ static __always_inline __u32 hybla_rho_q16(__u32 rtt_us, __u32 rtt0_us)
 	return (__u32)rho;
 }
 
+/*
+ * hybla_ld's rho is at least HYBLA_LD_RHO_MIN. Hybla's reference RTT makes a long path grow as a
+ * 25 ms Reno flow would, about one segment per 25 ms whatever the link's rate; on a short path
+ * (LEO, 20-50 ms) rho is near 1 and a window cut by a path change's loss burst regrew for
+ * seconds at 100 Mbit/s. At 6 a LEO leg grows 36 segments per RTT, as a GEO leg grows in time;
+ * its queue cuts, not its growth, hold the window at the pipe (docs/hybla.md, *The default*).
+ */
+#define HYBLA_LD_RHO_MIN 6U
+
+/* hybla_ld's rho in Q16: Hybla's, at least HYBLA_LD_RHO_MIN. */
+static __always_inline __u32 hybla_ld_rho_q16(__u32 rtt_us, __u32 rtt0_us)
+{
+	__u32 rho = hybla_rho_q16(rtt_us, rtt0_us);
+
+	return rho > (HYBLA_LD_RHO_MIN << HYBLA_RHO_SHIFT) ? rho : HYBLA_LD_RHO_MIN << HYBLA_RHO_SHIFT;
+}
+
 /* 2^f for the fractional part f (Q16), result Q30 in [2^30, 2^31). Horner in 64 bits. */
 static __always_inline __u64 hybla_exp2_frac_q30(__u32 f_q16)
 {

@@ -16,6 +16,11 @@ __u32 perigee_hybla_rho_q16(__u32 rtt_us, __u32 rtt0_us)
 	return hybla_rho_q16(rtt_us, rtt0_us);
 }
 
+__u32 perigee_hybla_ld_rho_q16(__u32 rtt_us, __u32 rtt0_us)
+{
+	return hybla_ld_rho_q16(rtt_us, rtt0_us);
+}
+
 __u64 perigee_hybla_ss_inc_q32(__u32 rho_q16)
 {
 	return hybla_ss_inc_q32(rho_q16);

@@ -30,8 +30,8 @@ struct hybla_ld_info {
 
 /* 1: host-wide parameters, 2: per-namespace parameters, 3: hybla_ld, 4: hybla_ld re-learns a
  * minimum RTT that a delay step made stale, 5: hybla_ld's rounds on a grid the flows of a path
- * share. BPF_VERSION in the loader. */
-#define HYBLA_BPF_VERSION 5
+ * share, 6: hybla_ld's rho at least HYBLA_LD_RHO_MIN. BPF_VERSION in the loader. */
+#define HYBLA_BPF_VERSION 6
 
 /* Capacity of the per-namespace map; NETNS_MAX in crates/hybla/src/bpf_loader.rs. */
 #define HYBLA_NETNS_MAX 256

@@ -43,7 +43,7 @@ from perigee_control.bypass import builtin_bypass_json
 from perigee_control.client import GatewayClient
 from perigee_control.client import GatewayError as ControlError
 from perigee_control.config import Hybla, Satellite
-from perigee_control.limits import bound, default
+from perigee_control.limits import bound, default, extension
 
 from . import gwsupervise
 
@@ -209,6 +209,7 @@ PACING_HEADROOM = 1.02  # pace a little above the link rate so the link never id
 MIN_BUF = 1 << 20
 LOSS_RCV_WINDOWS = 4  # receive buffer, in BDPs of the direction received (the BoD page's lossy-link factor)
 RTT0_MS = float(default(Hybla, "rtt0_ms"))  # Hybla's reference RTT: the gateway's default, which the lab keeps
+LD_RHO_MIN = float(extension(Satellite, "congestion_control", "x-ld-rho-min"))  # hybla_ld's (the default's) rho floor
 ROUTE_WINDOW_MAX: int = bound(Satellite, "initcwnd", "le")  # the config's bound on initcwnd (segments)
 ROUTE_WINDOW_MIN: int = default(Satellite, "initcwnd")  # never below the gateway's own initial window
 
@@ -249,8 +250,9 @@ def link_tuning(role: str, forward: dict[str, Any], ret: dict[str, Any]) -> dict
       each other (docs/hybla.md, per-namespace parameters). Measured (geo-hts-50mb --quick, two
       runs each, 0 vs 5180): completion hub 12.36/12.21 -> 12.09/12.04 s, both 9.71/10.41 ->
       9.58/9.58 s, no drops either way, peak emulator queue 14/75 -> 14/7 ms (hub).
-    - initcwnd (route): Hybla multiplies it by rho = RTT / RTT0, so BDP / rho segments start
-      the first flight at one BDP; it leaves paced at the link rate, never as a burst.
+    - initcwnd (route): hybla_ld, the default, multiplies it by rho = max(RTT / RTT0, its floor),
+      so BDP / rho segments start the first flight at one BDP; it leaves paced at the link rate,
+      never as a burst.
     - initrwnd (route): 0, no route value. Since Linux 5.4 a socket's initial receive window is
       its whole receive space (here the 2 x BDP buffer), and a route initrwnd can only lower it
       (min(space, initrwnd x MSS)); the config's bound (1000 segments, 1.45 MB) is below the
@@ -268,7 +270,7 @@ def link_tuning(role: str, forward: dict[str, Any], ret: dict[str, Any]) -> dict
     # the pipe (docs/hybla.md, *The default*). It costs nothing while frames arrive in order (the
     # relay reads them at once); the send buffer, which a bulk flow does fill, stays at two.
     rcvbuf = max(buf, int(LOSS_RCV_WINDOWS * float(recv["rate_bps"]) * rtt_s / 8))
-    rho = max(1.0, rtt_ms / RTT0_MS)
+    rho = max(LD_RHO_MIN, rtt_ms / RTT0_MS)
     send_bdp_segs = rate * rtt_s / 8 / MSS
     initcwnd = min(ROUTE_WINDOW_MAX, max(ROUTE_WINDOW_MIN, int(send_bdp_segs / rho)))
     alloc_ms = float((send.get("bod") or {}).get("allocation_delay_ms", 0))

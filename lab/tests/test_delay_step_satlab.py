@@ -1,6 +1,6 @@
 """A path change under a running download (prefix sd-, root): the path's delay steps up while Perigee at both
 ends carries a bulk flow with its defaults, and the link must stay busy (docs/hybla.md, *A delay step*): a GEO
-gateway handover (hybla_ld) and a LEO path change (BBR, the default's choice on a short path).
+gateway handover and a LEO path change, both on hybla_ld, the default (on a short path with its rho floor).
 
 hybla_ld took the smallest RTT it ever saw as the path's: after a step up every round read as a standing
 queue, each cut sized the window to the old, shorter pipe and the next cut was taken from the rate that
@@ -49,8 +49,8 @@ class Step:
 STEPS = {
     # A GEO gateway handover, RTT 600 -> 800 ms: hybla_ld, the default there, re-learns its minimum.
     "geo": Step("geo-hts", "20M", 400.0, ("hybla_ld", "default"), 6.0, 4.0, 8.0),
-    # A LEO path change, RTT 30 -> 44 ms: the default there is BBR (a short path, satleg_auto).
-    "leo": Step("leo", "20M", 22.0, ("bbr", "automatic"), 4.0, 1.0, 6.0),
+    # A LEO path change, RTT 30 -> 44 ms: hybla_ld stays on a short path (satleg_auto), with its rho floor.
+    "leo": Step("leo", "20M", 22.0, ("hybla_ld", "default"), 4.0, 1.0, 6.0),
 }
 
 

@@ -727,6 +727,7 @@ export const gatewayConfigSchema: JsonSchema = {
           "$ref": "#/$defs/CongestionControl",
           "default": "hybla_ld",
           "description": "The satellite leg's congestion control (classes may choose another). hybla_ld by default:\nHybla's growth, and a link's bit errors (a rain fade, a LEO path change) do not halve it\n(docs/hybla.md, *The default*); where it cannot be registered the leg runs hybla.",
+          "x-ld-rho-min": 6,
           "x-short-path-cc": "bbr",
           "x-short-path-rtt-ms": 200
         },

@@ -75,7 +75,7 @@ describe('FlowsTable', () => {
     };
     // Flow 3 (index 2): bbr, switched automatically; 2 of 1002 segments retransmitted.
     expect(cellOf(3)).toHaveTextContent(/^bbrauto0\.20 %$/);
-    expect(cellOf(3)).toHaveAttribute('title', expect.stringContaining('switched by the gateway: to BBR on a short (non-GEO) path'));
+    expect(cellOf(3)).toHaveAttribute('title', expect.stringContaining('switched by the gateway: to hybla on a DAMA/BoD link'));
     expect(cellOf(1)).toHaveTextContent(/^hybla_lddefault0\.00 %$/);
     // A gateway that does not report it: a dash, said so.
     expect(cellOf(7)).toHaveTextContent('—');

@@ -49,7 +49,7 @@ export const CC_REASON: Record<CcReason, { badge: string; color: string; means: 
   default: { badge: 'default', color: 'gray', means: "the config's default (satellite.congestion_control)" },
   class: { badge: 'class', color: 'indigo', means: "the flow's traffic class names it" },
   fallback: { badge: 'fallback', color: 'red', means: 'the one asked for is not registered on this gateway: hybla for hybla_ld, else the system default' },
-  automatic: { badge: 'auto', color: 'teal', means: 'the default, switched by the gateway: to BBR on a short (non-GEO) path, to hybla on a DAMA/BoD link (an RTT that shows a capacity allocation delay)' },
+  automatic: { badge: 'auto', color: 'teal', means: 'the default, switched by the gateway: to hybla on a DAMA/BoD link (an RTT that shows a capacity allocation delay), or from plain hybla to BBR on a short (non-GEO) path' },
 };
 
 /** The flow's satellite leg (congestion control, why, retransmissions); null from a gateway that does not report it. */

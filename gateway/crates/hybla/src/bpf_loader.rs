@@ -29,8 +29,8 @@ pub const LD_OPS_PIN: &str = "/sys/fs/bpf/perigee-hybla-ld/ops";
 pub const LD_INFO_PIN: &str = "/sys/fs/bpf/perigee-hybla-ld/info";
 /// This build's BPF version (HYBLA_BPF_VERSION in bpf/hybla_params.h): 1 host-wide parameters,
 /// 2 per-namespace parameters, 3 hybla_ld, 4 hybla_ld re-learns a stale minimum RTT, 5 hybla_ld's
-/// rounds on a grid the flows of a path share.
-pub const BPF_VERSION: u32 = 5;
+/// rounds on a grid the flows of a path share, 6 hybla_ld's rho at least `fixed::LD_RHO_MIN`.
+pub const BPF_VERSION: u32 = 6;
 /// Serialises loads and unloads of Perigee builds that know it (older ones do not).
 const LOAD_LOCK: &str = "/run/lock/perigee-hybla-load.lock";
 

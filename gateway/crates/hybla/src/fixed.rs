@@ -15,6 +15,8 @@ pub const ACKED_MAX: u32 = 16384;
 pub const RTT0_DEFAULT_US: u32 = 25_000;
 /// hybla_ld's delivery rate: Q24 segments per microsecond (mirrors HYBLA_LD_BW_SHIFT).
 pub const LD_BW_SHIFT: u32 = 24;
+/// hybla_ld's rho floor (mirrors HYBLA_LD_RHO_MIN): a short path grows as a GEO one does in time.
+pub const LD_RHO_MIN: u32 = 6;
 /// hybla_ld's queue threshold floor, microseconds (mirrors HYBLA_LD_QUEUE_MIN_US).
 pub const LD_QUEUE_MIN_US: u32 = 5000;
 
@@ -64,6 +66,7 @@ impl LdStreak {
 mod ffi {
     extern "C" {
         pub fn perigee_hybla_rho_q16(rtt_us: u32, rtt0_us: u32) -> u32;
+        pub fn perigee_hybla_ld_rho_q16(rtt_us: u32, rtt0_us: u32) -> u32;
         pub fn perigee_hybla_ss_inc_q32(rho_q16: u32) -> u64;
         pub fn perigee_hybla_ca_inc_q32(rho_q16: u32, cwnd: u32) -> u64;
         pub fn perigee_hybla_initial_cwnd(iw: u32, rho_q16: u32, ceiling: u32) -> u32;
@@ -154,6 +157,10 @@ impl Window {
 // The C functions are pure arithmetic on their arguments (no globals, no pointers kept).
 pub fn rho_q16(rtt_us: u32, rtt0_us: u32) -> u32 {
     unsafe { ffi::perigee_hybla_rho_q16(rtt_us, rtt0_us) }
+}
+
+pub fn ld_rho_q16(rtt_us: u32, rtt0_us: u32) -> u32 {
+    unsafe { ffi::perigee_hybla_ld_rho_q16(rtt_us, rtt0_us) }
 }
 
 /// 2^rho - 1 in Q32, or 0 meaning "saturates the cwnd ceiling".

@@ -82,6 +82,11 @@ impl ModelWindow {
 /// hybla_ld's loss differentiation in plain f64 (times in microseconds, rates in segments per
 /// microsecond), the reference `bpf/hybla_math.h`'s hybla_ld_* functions are tested against.
 pub mod ld {
+    /// hybla_ld's rho: Hybla's, at least `fixed::LD_RHO_MIN`.
+    pub fn rho(rtt_ms: f64, rtt0_ms: f64) -> f64 {
+        super::rho(rtt_ms, rtt0_ms).max(f64::from(crate::fixed::LD_RHO_MIN))
+    }
+
     /// Queueing delay above which a round shows a standing queue: max(min RTT / 8, 5 ms).
     pub fn queue_thresh_us(min_rtt_us: f64) -> f64 {
         (min_rtt_us / 8.0).max(5000.0)

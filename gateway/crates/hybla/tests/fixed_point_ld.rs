@@ -54,6 +54,28 @@ fn queue_threshold_is_an_eighth_of_min_rtt_at_least_5ms() {
 }
 
 #[test]
+fn rho_is_hyblas_with_a_floor() {
+    for rtt0 in [1u32, 5, 25, 100] {
+        for rtt in [0u32, 1, 20, 30, 44, 149, 150, 151, 600, 2_000, 100_000] {
+            let got = fixed::rho_to_f64(fixed::ld_rho_q16(rtt * 1000, rtt0 * 1000));
+            let want = if rtt == 0 {
+                f64::from(fixed::LD_RHO_MIN)
+            } else {
+                ld::rho(f64::from(rtt), f64::from(rtt0))
+            };
+            assert!(
+                (got - want).abs() <= 1.0 / 65536.0,
+                "rtt {rtt} ms, rtt0 {rtt0} ms: {got} vs {want}"
+            );
+        }
+    }
+    // LEO (30 ms) takes the floor; GEO (600 ms) keeps Hybla's 24; an unmeasured RTT the floor.
+    assert_eq!(fixed::ld_rho_q16(30_000, 0), fixed::LD_RHO_MIN << 16);
+    assert_eq!(fixed::ld_rho_q16(600_000, 0), fixed::rho_q16(600_000, 0));
+    assert_eq!(fixed::ld_rho_q16(0, 0), fixed::LD_RHO_MIN << 16);
+}
+
+#[test]
 fn delivery_rate_matches_model() {
     let mut rng = Lcg(7);
     for _ in 0..20_000 {

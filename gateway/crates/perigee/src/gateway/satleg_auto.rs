@@ -1,9 +1,12 @@
 //! The satellite leg's congestion control chosen by the path it measures: Hybla exists for long
 //! round trips (its rho = RTT / 25 ms scales growth by the RTT), and on a short one, a LEO path of
-//! 20-50 ms, it is Reno with a loss burst at every path change. A flow whose leg runs the config's
-//! default switches to BBR as soon as its satellite socket has measured a minimum RTT below
-//! SHORT_PATH_RTT_US (docs/hybla.md, *The default*, with the measurements). A class that names a
-//! congestion control is never switched.
+//! 20-50 ms, plain hybla is Reno with a loss burst at every path change. A leg on plain hybla as
+//! the config's default switches to BBR as soon as its satellite socket has measured a minimum RTT
+//! below SHORT_PATH_RTT_US. hybla_ld, the default, stays: its rho has a floor (bpf/hybla_math.h,
+//! HYBLA_LD_RHO_MIN), so it regrows in a fraction of a second, keeps its window through random
+//! loss, has no ProbeRTT, and on a LEO pass beat BBR on the leg and end-to-end cubic (docs/hybla.md,
+//! *The default*, with the measurements). A class that names a congestion control is never
+//! switched.
 //!
 //! On a long path, a leg on the default hybla_ld that has retransmitted nothing since the flow
 //! began switches to plain hybla once its smoothed RTT has stood more than one min RTT (plus
@@ -30,9 +33,9 @@ pub fn allocation_delay(min_rtt_us: u32, srtt_us: u32) -> bool {
 }
 
 /// The congestion control a flow's satellite leg should switch to now, if any: only a leg that
-/// runs the config's default (a hybla), and only to a congestion control the kernel has. A short
-/// measured path gets BBR; a long one whose RTT shows an allocation delay, hybla_ld's leg gets
-/// hybla.
+/// runs the config's default (a hybla), and only to a congestion control the kernel has. Plain
+/// hybla on a short measured path gets BBR; hybla_ld on a long one whose RTT shows an allocation
+/// delay gets hybla.
 pub fn switch_to(
     reason: CcReason,
     running: &str,
@@ -46,8 +49,7 @@ pub fn switch_to(
     }
     let has = |cc: &str| available.iter().any(|a| a == cc);
     let short = min_rtt_us > 0 && min_rtt_us < SHORT_PATH_RTT_US;
-    let hybla = running == "hybla_ld" || running == "hybla";
-    if short && hybla && has(SHORT_PATH_CC) {
+    if short && running == "hybla" && has(SHORT_PATH_CC) {
         return Some(SHORT_PATH_CC);
     }
     // Only a leg that has not retransmitted since the flow began: a rain fade's rate cut with bit
@@ -163,23 +165,25 @@ mod tests {
     }
 
     #[test]
-    fn only_the_default_on_a_short_measured_path_switches() {
+    fn only_plain_hybla_as_the_default_on_a_short_path_switches() {
         let no_bbr: &[&str] = &["reno", "cubic", "hybla_ld"];
         check(&[
-            // LEO (30 ms): the default switches.
-            (Default, "hybla_ld", 30_000, 31_000, false, ALL, Some("bbr")),
+            // LEO (30 ms): plain hybla switches; hybla_ld, whose rho has a floor, stays.
+            (Default, "hybla", 30_000, 31_000, false, ALL, Some("bbr")),
             (Default, "hybla", 44_000, 200_000, false, ALL, Some("bbr")),
+            (Default, "hybla_ld", 30_000, 31_000, false, ALL, None),
+            (Default, "hybla_ld", 30_000, 31_000, true, ALL, None),
             // GEO (600 ms), no sample yet, a class's choice, one already switched: unchanged.
             (Default, "hybla_ld", 600_000, 650_000, false, ALL, None),
-            (Default, "hybla_ld", 0, 0, false, ALL, None),
-            (Class, "hybla_ld", 30_000, 31_000, false, ALL, None),
+            (Default, "hybla", 0, 0, false, ALL, None),
+            (Class, "hybla", 30_000, 31_000, false, ALL, None),
             (Automatic, "bbr", 30_000, 31_000, false, ALL, None),
             (Default, "cubic", 30_000, 31_000, false, ALL, None),
             // No BBR in this kernel: nothing to switch to.
-            (Default, "hybla_ld", 30_000, 31_000, false, no_bbr, None),
+            (Default, "hybla", 30_000, 31_000, false, no_bbr, None),
             (
                 Default,
-                "hybla_ld",
+                "hybla",
                 SHORT_PATH_RTT_US,
                 SHORT_PATH_RTT_US,
                 false,
@@ -224,16 +228,9 @@ mod tests {
             (Default, "hybla", 665_000, 2_823_000, false, ALL, None),
             (Automatic, "hybla", 665_000, 2_823_000, false, ALL, None),
             (Default, "cubic", 665_000, 2_823_000, false, ALL, None),
-            // A short path whose RTT swings goes to BBR, as before; no hybla registered: nothing.
-            (
-                Default,
-                "hybla_ld",
-                150_000,
-                900_000,
-                false,
-                ALL,
-                Some("bbr"),
-            ),
+            // A short path whose RTT swings is no allocation delay: hybla_ld stays; no hybla
+            // registered: nothing.
+            (Default, "hybla_ld", 150_000, 900_000, false, ALL, None),
             (
                 Default, "hybla_ld", 665_000, 2_823_000, false, no_hybla, None,
             ),

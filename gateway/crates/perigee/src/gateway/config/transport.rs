@@ -110,7 +110,8 @@ pub struct Satellite {
     /// (docs/hybla.md, *The default*); where it cannot be registered the leg runs hybla.
     #[schemars(extend(
         "x-short-path-rtt-ms" = SHORT_PATH_RTT_US / 1000,
-        "x-short-path-cc" = SHORT_PATH_CC
+        "x-short-path-cc" = SHORT_PATH_CC,
+        "x-ld-rho-min" = perigee_hybla::fixed::LD_RHO_MIN
     ))]
     pub congestion_control: CongestionControl,
     /// 0 = kernel autotuning.
