@@ -10,10 +10,10 @@ BoD derivation computes (tuning.py). Formulas (p = frame loss probability):
   hybla_window     = rho × sqrt(3 / (2 p))            (Hybla's mean window under random loss p, Caini &
                                                        Firrincieli 2004, the rho-scaled Reno window;
                                                        unbounded at p = 0, shown as 65536)
-  congestion_control = bbr when the base RTT is under 200 ms (a short, non-GEO path: the gateway switches
-                     its default to BBR there by itself); hybla when the return link's capacity comes on
+  congestion_control = hybla on a GEO path (base RTT of 200 ms or more) whose return link's capacity comes on
                      request (DAMA: an RBDC above 0 granted after an allocation delay); else hybla_ld,
-                     whatever the BER: the gateway's default (docs/hybla.md, *The default*).
+                     whatever the BER: the gateway's default (docs/hybla.md, *The default*), on a short
+                     (non-GEO) path with its rho at least 6, where the gateway switches nothing.
                      On a DAMA link a queue is how the terminal asks for capacity, and the ACKs that clock
                      the sender wait for the return link's grant too: the delay rises while the grant ramps
                      up. hybla_ld reads that as a standing queue and cuts its window to what the grant carries

@@ -184,9 +184,9 @@ Why a flow's satellite leg runs the congestion control it runs.
 - default: `satellite.congestion_control`, the config's default for every flow.
 - class: The flow's class names one (`classes[].satellite.congestion_control`).
 - fallback: The one asked for is not registered here: hybla for hybla_ld, else the system default.
-- automatic: The default, switched by what the leg measured (docs/hybla.md, *The default*): to BBR on
-a short (non-GEO) path, to hybla on a long one whose RTT shows a capacity allocation delay
-(DAMA/BoD).
+- automatic: The default, switched by what the leg measured (docs/hybla.md, *The default*): from
+hybla_ld to hybla on a long path whose RTT shows a capacity allocation delay (DAMA/BoD), or
+from plain hybla to BBR on a short (non-GEO) path.
 """
 
 

@@ -37,6 +37,16 @@ def test_hub_sends_forward_paced_with_a_bdp_first_flight() -> None:
     assert t["shaping_rate_bps"] == 50_000_000
 
 
+def test_a_leo_leg_starts_at_one_bdp_with_hybla_lds_rho_floor() -> None:
+    p = PROFILES["leo"]
+    t = gateway.link_tuning("hub", dict(p.forward), dict(p.ret))
+    # 100 Mbit/s x 30 ms = 259 segments; hybla_ld's rho there is its floor, 6 (RTT / 25 ms is 1.2),
+    # so initcwnd x 6 is about one BDP (BDP / 1.2 = 216 would start a five-BDP flight).
+    bdp_segments = 100_000_000 * 0.030 / 8 / gateway.MSS
+    assert gateway.LD_RHO_MIN == 6
+    assert t["initcwnd"] == int(bdp_segments / 6) == 43
+
+
 def test_terminal_opens_the_forward_window_at_once() -> None:
     fwd, ret = _geo_hts()
     t = gateway.link_tuning("terminal", fwd, ret)
@@ -183,5 +193,6 @@ def test_the_lab_config_carries_the_gateways_builtin_bypass_entries() -> None:
 def test_the_lab_tuning_uses_the_gateways_numbers() -> None:
     defs = GATEWAY_SCHEMA["$defs"]
     assert gateway.RTT0_MS == defs["Hybla"]["properties"]["rtt0_ms"]["default"]
+    assert gateway.LD_RHO_MIN == defs["Satellite"]["properties"]["congestion_control"]["x-ld-rho-min"]
     assert gateway.ROUTE_WINDOW_MAX == defs["Satellite"]["properties"]["initcwnd"]["maximum"]
     assert gateway.ROUTE_WINDOW_MIN == defs["Satellite"]["properties"]["initcwnd"]["default"]

@@ -33,7 +33,8 @@ def flows_at(tick: int, count: int) -> list[dict]:
         action = ("accelerate", "accelerate", "cache", "bypass")[i % 4]
         cls = {"accelerate": "bulk" if i % 8 == 0 else "web", "cache": "web-cache", "bypass": "vpn"}[action]
         wave = 1 + 0.5 * math.sin((tick + i) / 5)
-        # The satellite leg: the default (hybla_ld), BBR for the bulk class, BBR switched to (a plain-hybla default on a short path).
+        # The satellite leg: the default (hybla_ld), BBR for the bulk class, BBR switched to (a plain-hybla
+        # default on a short path).
         cc, reason = ("bbr", "class") if cls == "bulk" else ("bbr", "automatic") if i % 10 == 3 else ("hybla_ld", "default")
         down = 50_000 + 10_000 * i * (tick + 1)
         f = make_flow(

@@ -217,7 +217,8 @@ fn a_standing_queue_cuts_hybla_ld_but_not_hybla() {
         return;
     };
     let nets = namespaces();
-    // rho 1 (a short path: Reno's growth), ceiling 1000 segments (1.45 MB, ~580 ms at 20 Mbit/s).
+    // A short path: hybla's rho 1 (Reno's growth), hybla_ld's its floor (6, 36 segments per RTT:
+    // its queue cuts, not its growth, must hold the queue); ceiling 1000 segments (1.45 MB).
     if ready(0, 1000).is_none() {
         return;
     }

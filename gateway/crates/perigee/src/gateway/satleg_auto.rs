@@ -4,9 +4,9 @@
 //! the config's default switches to BBR as soon as its satellite socket has measured a minimum RTT
 //! below SHORT_PATH_RTT_US. hybla_ld, the default, stays: its rho has a floor (bpf/hybla_math.h,
 //! HYBLA_LD_RHO_MIN), so it regrows in a fraction of a second, keeps its window through random
-//! loss, has no ProbeRTT, and on a LEO pass beat BBR on the leg and end-to-end cubic (docs/hybla.md,
-//! *The default*, with the measurements). A class that names a congestion control is never
-//! switched.
+//! loss, has no ProbeRTT, and on a LEO pass beat BBR on the leg and end-to-end cubic
+//! (docs/hybla.md, *The default*, with the measurements). A class that names a congestion
+//! control is never switched.
 //!
 //! On a long path, a leg on the default hybla_ld that has retransmitted nothing since the flow
 //! began switches to plain hybla once its smoothed RTT has stood more than one min RTT (plus
@@ -81,7 +81,7 @@ pub const WATCH_FOR: Duration = Duration::from_secs(10);
 
 /// Whether a leg is young, on the default hybla_ld and on a long path as its last sample measured
 /// it (a warm peer connection's at admission, else the first once-a-second one), so `watch` may
-/// switch it. Short paths are left out: they switch to BBR at their first sample, and a lab's or
+/// switch it. Short paths are left out: no RTT there counts as an allocation delay, and a lab's or
 /// a LAN's thousands of short flows a second would cost a TCP_INFO each every WATCH_PERIOD.
 pub fn watched(s: &Session) -> bool {
     let side = s.sat_side();

@@ -168,9 +168,9 @@ pub enum CcReason {
     Class,
     /// The one asked for is not registered here: hybla for hybla_ld, else the system default.
     Fallback,
-    /// The default, switched by what the leg measured (docs/hybla.md, *The default*): to BBR on
-    /// a short (non-GEO) path, to hybla on a long one whose RTT shows a capacity allocation delay
-    /// (DAMA/BoD).
+    /// The default, switched by what the leg measured (docs/hybla.md, *The default*): from
+    /// hybla_ld to hybla on a long path whose RTT shows a capacity allocation delay (DAMA/BoD), or
+    /// from plain hybla to BBR on a short (non-GEO) path.
     Automatic,
 }
 

@@ -74,8 +74,8 @@ pub const SYSCTL_ALLOW: &[&str] = &[
 pub const SYSCTL_VALUE_PATTERN: &str = "^[A-Za-z0-9 \\t._-]{1,64}$";
 
 /// Below this minimum RTT a path is not geostationary (the shortest GEO round trip is about
-/// 480 ms; LEO is 20-60 ms, MEO 120-150 ms): a leg on plain hybla as the default switches, and
-/// no leg is taken for a DAMA link's (satleg_auto.rs).
+/// 480 ms; LEO is 20-60 ms, MEO 120-150 ms): a leg on plain hybla as the default switches to
+/// SHORT_PATH_CC, and below it no RTT is read as an allocation delay (satleg_auto.rs).
 pub const SHORT_PATH_RTT_US: u32 = 200_000;
 /// What plain hybla as the default switches to on a short path (hybla_ld, whose rho has a floor,
 /// stays: perigee_hybla::fixed::LD_RHO_MIN).

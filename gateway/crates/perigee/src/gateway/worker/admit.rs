@@ -299,7 +299,7 @@ impl Worker {
         }
         s.read_info();
         s.sat_retrans_at_admit = s.info[s.sat_side()].retrans_total;
-        // A leg that already measured a short path (a warm peer connection, an accepted one).
+        // A leg that already measured its path (a warm peer connection, an accepted one).
         if satleg_auto::apply(&mut s, &self.available_cc).is_some() {
             self.deltas.count_cc_flow(&s);
         }
