@@ -400,7 +400,7 @@ while True:
     d = s.recv(1 << 16)
     if not d: break
     got += len(d)
-print(got)
+print(got, s.getsockname()[1])
 """
 
 
@@ -411,10 +411,12 @@ def test_flows_and_bytes_by_site_at_the_hub(lab: None) -> None:
         start = gw("hub", "GET", "/v1/counters")["by_site"]
         sizes = {("10.71.1.10", SERVER4): 2_000_000, ("fd71:1::10", SERVER6): 1_000_000,
                  ("10.71.1.11", SERVER4): 1_500_000}
+        ports = {}  # each download's client port: earlier tests' flows from the same addresses are closed too
         for (src, dst), n in sizes.items():
             p = subprocess.run(in_ns("client", [sys.executable, "-c", DOWNLOAD_FROM, src, dst, str(n)], PREFIX),
                                capture_output=True, text=True, timeout=60)
-            assert p.returncode == 0 and int(p.stdout) == n, p.stderr
+            assert p.returncode == 0 and p.stdout.split() and int(p.stdout.split()[0]) == n, p.stderr
+            ports[src] = int(p.stdout.split()[1])
         def down(site: str) -> int:
             return int(now.get(site, {}).get("bytes_down", 0)) - int(start.get(site, {}).get("bytes_down", 0))
 
@@ -426,10 +428,13 @@ def test_flows_and_bytes_by_site_at_the_hub(lab: None) -> None:
             assert time.monotonic() < deadline, now
             time.sleep(0.25)
         closed = gw("hub", "GET", "/v1/flows?state=closed")["flows"]
-        by_client = {f["client"].rsplit(":", 1)[0].strip("[]"): f["site"] for f in closed
-                     if f["server"].endswith(":5001")}
-        assert by_client.get("10.71.1.10") == "ship-a" and by_client.get("fd71:1::10") == "ship-b"
-        assert by_client.get("10.71.1.11") == "other"
+        by_client = {}
+        for f in closed:
+            addr, port = f["client"].rsplit(":", 1)
+            if f["server"].endswith(":5001") and ports.get(addr.strip("[]")) == int(port):
+                by_client[addr.strip("[]")] = f["site"]
+        assert by_client.get("10.71.1.10") == "ship-a" and by_client.get("fd71:1::10") == "ship-b", by_client
+        assert by_client.get("10.71.1.11") == "other", by_client
     finally:
         gw("hub", "PUT", "/v1/config", before)
 
