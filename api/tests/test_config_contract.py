@@ -419,6 +419,15 @@ CASES: list[tuple[str, bool, Mutate]] = [
         (name, ok, both(at("peer", {}), m))
         for name, ok, m in [*bounds("peer.port", 1, 65535), *bounds("peer.pool_size", 1, 256)]
     ],
+    *[
+        (name, ok, both(at("peer", {"redundancy": {}}), m))
+        for name, ok, m in [
+            *bounds("peer.redundancy.forward_bytes", 0, 16 << 20),
+            *bounds("peer.redundancy.return_bytes", 0, 16 << 20),
+            *bounds("peer.redundancy.link_ms", 0, 600),
+        ]
+    ],
+    ("peer redundancy unknown field", BAD, at("peer", {"redundancy": {"bytes": 1}})),
     # egress
     ("egress missing", OK, at("egress", MISSING)),
     ("egress lists", OK, at("egress", {"allow": ["10.9.9.9/32", "fd00::/8"], "deny": ["192.168.0.0/16"]})),

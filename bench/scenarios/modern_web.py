@@ -74,8 +74,10 @@ DESCRIPTION = (
     "QUIC on and the names' HTTPS records offering h3, so it tries QUIC first and must fall back to TCP); "
     "`no-gateway-ber1e-06` / `both-ber1e-06` (the link at BER 1e-6 both ways, 1.2% of full frames lost, "
     "as in a rain fade, every setting at its default: nobody told the gateways the BER; vs_no_gateway "
-    "divides by no gateway on the same lossy link; in the full run this pair has `lossy_reps` more "
-    "repetitions after the others, the two taking turns, as their loads vary most); `both-cluster3` "
+    "divides by no gateway on the same lossy link; `both-ber1e-06-redundancy-off`: the same with the peer "
+    "path's redundancy off at both ends (`peer.redundancy` 0 both ways, docs/splitter.md: its gain alone); in "
+    "the full run the lossy variants have `lossy_reps` more repetitions after the others, taking turns, as "
+    "their loads vary most); `both-cluster3` "
     "(`--hub-gateways 3 --gateway both`, docs/cluster.md: the hub is 3 gateways behind ECMP routers, "
     "the terminal keeps a warm pool to each and starts each flow on the gateway that holds its bucket; "
     "satlab's defaults otherwise: each hub gateway shapes at the carrier's rate, as the single hub; the "
@@ -97,7 +99,7 @@ TARGETS = {
     ("both-cluster3", "cold"): 1.05,
     ("both-cluster3", "warm"): 1.05,
 }
-MECHANISMS = ("splitter.nodelay", "peer.enabled", "dns.enabled", "quic")
+MECHANISMS = ("splitter.nodelay", "peer.enabled", "peer.redundancy", "dns.enabled", "quic")
 
 
 @dataclass(frozen=True)
@@ -139,6 +141,13 @@ VARIANTS: tuple[Variant, ...] = (
     # the gateways the BER.
     Variant("no-gateway-ber1e-06", "none", "off", ber=1e-6),
     Variant("both-ber1e-06", "both", "off", ber=1e-6),
+    Variant(
+        "both-ber1e-06-redundancy-off",
+        "both",
+        "off",
+        (("peer.redundancy.forward_bytes", 0), ("peer.redundancy.return_bytes", 0)),
+        ber=1e-6,
+    ),
 )
 VARIANT_BY_NAME = {v.name: v for v in VARIANTS}
 LAB_GATEWAY = {"none": None, "hub": "hub", "both": "both", "cluster3": "both"}

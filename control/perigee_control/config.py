@@ -143,6 +143,35 @@ ListenItem = TypeAliasType(
 )
 
 
+class PeerRedundancy(Strict):
+    """
+    How much of each peer connection crosses twice (docs/splitter.md, *Redundancy*). Each
+    gateway duplicates what it sends: a hub on the forward link, a terminal on the return link.
+    The budget is the smaller of the direction's byte cap and `link_ms` of the direction's rate
+    (`satellite.forward_rate_bps` / `return_rate_bps`), so a slow link spends as little time on
+    copies as a fast one; with that rate unknown (0) nothing is duplicated. The count starts at
+    the connection's first byte (its TLS handshake included, which itself is sent once, before a
+    flow takes the connection); a cap of 0 turns that direction off.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    forward_bytes: Annotated[StrictInt, Field(ge=0, le=16777216)] = 262144
+    """
+    Hub: at most this many bytes toward the terminal on each connection sent twice.
+    """
+    link_ms: Annotated[StrictInt, Field(ge=0, le=600)] = 40
+    """
+    The copies of one connection take at most this long at the direction's rate, ms.
+    """
+    return_bytes: Annotated[StrictInt, Field(ge=0, le=16777216)] = 16384
+    """
+    Terminal: at most this many bytes toward the hub on each connection sent twice (the
+    return link is often narrow or assigned on demand: requests and handshakes, not uploads).
+    """
+
+
 Fingerprint = TypeAliasType("Fingerprint", Annotated[StrictStr, Field(pattern="^sha256:[0-9a-f]{64}$")])
 
 
@@ -605,6 +634,16 @@ class Peer(PeerRules):
     """
     Hub: the TCP port its peer listener binds. Terminal: the hub's peer port.
     """
+    redundancy: Annotated[PeerRedundancy, Field(validate_default=True)] = {
+        "forward_bytes": 262144,
+        "link_ms": 40,
+        "return_bytes": 16384,
+    }
+    """
+    The first bytes of each flow's peer connection sent twice over the satellite link, so a
+    frame lost to bit errors costs no round trip while a short exchange (a page's objects,
+    a TLS handshake, a request) crosses.
+    """
     terminals: Annotated[list[PeerTerminal], Field(max_length=1024, validate_default=True)] = []
     """
     Hub: the terminals it serves the peer path to, each with its own key(s) and the client
@@ -849,6 +888,7 @@ class GatewayConfig(GatewayConfigRules):
         "listen": [],
         "pool_size": 8,
         "port": 7072,
+        "redundancy": {"forward_bytes": 262144, "link_ms": 40, "return_bytes": 16384},
         "terminals": [],
     }
     quic: QuicPolicy = "fallback"

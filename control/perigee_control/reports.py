@@ -489,6 +489,14 @@ class PeerCounters(Report):
     """
     Flows started on the peer path.
     """
+    redundant: Annotated[PacketCounters, Field(validate_default=True)] = {
+        "bytes": 0,
+        "packets": 0,
+    }
+    """
+    What this gateway sent twice of its peer connections' first bytes (`peer.redundancy`),
+    by the duplicate rule's nft counter: the copies, since the last apply.
+    """
     refused: Annotated[int, Field(ge=0)]
     """
     Peer connections and peer flows the hub refused.

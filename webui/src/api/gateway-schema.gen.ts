@@ -580,6 +580,15 @@ export const gatewayConfigSchema: JsonSchema = {
           "minimum": 1,
           "type": "integer"
         },
+        "redundancy": {
+          "$ref": "#/$defs/PeerRedundancy",
+          "default": {
+            "forward_bytes": 262144,
+            "link_ms": 40,
+            "return_bytes": 16384
+          },
+          "description": "The first bytes of each flow's peer connection sent twice over the satellite link, so a\nframe lost to bit errors costs no round trip while a short exchange (a page's objects,\na TLS handshake, a request) crosses."
+        },
         "terminals": {
           "default": [],
           "description": "Hub: the terminals it serves the peer path to, each with its own key(s) and the client\nprefixes it may open flows for (no two terminals' prefixes overlap).",
@@ -588,6 +597,37 @@ export const gatewayConfigSchema: JsonSchema = {
           },
           "maxItems": 1024,
           "type": "array"
+        }
+      },
+      "type": "object"
+    },
+    "PeerRedundancy": {
+      "additionalProperties": false,
+      "description": "How much of each peer connection crosses twice (docs/splitter.md, *Redundancy*). Each\ngateway duplicates what it sends: a hub on the forward link, a terminal on the return link.\nThe budget is the smaller of the direction's byte cap and `link_ms` of the direction's rate\n(`satellite.forward_rate_bps` / `return_rate_bps`), so a slow link spends as little time on\ncopies as a fast one; with that rate unknown (0) nothing is duplicated. The count starts at\nthe connection's first byte (its TLS handshake included, which itself is sent once, before a\nflow takes the connection); a cap of 0 turns that direction off.",
+      "properties": {
+        "forward_bytes": {
+          "default": 262144,
+          "description": "Hub: at most this many bytes toward the terminal on each connection sent twice.",
+          "format": "uint32",
+          "maximum": 16777216,
+          "minimum": 0,
+          "type": "integer"
+        },
+        "link_ms": {
+          "default": 40,
+          "description": "The copies of one connection take at most this long at the direction's rate, ms.",
+          "format": "uint32",
+          "maximum": 600,
+          "minimum": 0,
+          "type": "integer"
+        },
+        "return_bytes": {
+          "default": 16384,
+          "description": "Terminal: at most this many bytes toward the hub on each connection sent twice (the\nreturn link is often narrow or assigned on demand: requests and handshakes, not uploads).",
+          "format": "uint32",
+          "maximum": 16777216,
+          "minimum": 0,
+          "type": "integer"
         }
       },
       "type": "object"
@@ -1169,6 +1209,11 @@ export const gatewayConfigSchema: JsonSchema = {
         "listen": [],
         "pool_size": 8,
         "port": 7072,
+        "redundancy": {
+          "forward_bytes": 262144,
+          "link_ms": 40,
+          "return_bytes": 16384
+        },
         "terminals": []
       }
     },

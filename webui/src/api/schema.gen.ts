@@ -2801,6 +2801,11 @@ export interface components {
              *       "listen": [],
              *       "pool_size": 8,
              *       "port": 7072,
+             *       "redundancy": {
+             *         "forward_bytes": 262144,
+             *         "link_ms": 40,
+             *         "return_bytes": 16384
+             *       },
              *       "terminals": []
              *     }
              */
@@ -3655,6 +3660,17 @@ export interface components {
              */
             port: number;
             /**
+             * @description The first bytes of each flow's peer connection sent twice over the satellite link, so a
+             *     frame lost to bit errors costs no round trip while a short exchange (a page's objects,
+             *     a TLS handshake, a request) crosses.
+             * @default {
+             *       "forward_bytes": 262144,
+             *       "link_ms": 40,
+             *       "return_bytes": 16384
+             *     }
+             */
+            redundancy: components["schemas"]["PeerRedundancy"];
+            /**
              * Terminals
              * @description Hub: the terminals it serves the peer path to, each with its own key(s) and the client
              *     prefixes it may open flows for (no two terminals' prefixes overlap).
@@ -3720,6 +3736,37 @@ export interface components {
             ready: number;
         } & {
             [key: string]: unknown;
+        };
+        /**
+         * PeerRedundancy
+         * @description How much of each peer connection crosses twice (docs/splitter.md, *Redundancy*). Each
+         *     gateway duplicates what it sends: a hub on the forward link, a terminal on the return link.
+         *     The budget is the smaller of the direction's byte cap and `link_ms` of the direction's rate
+         *     (`satellite.forward_rate_bps` / `return_rate_bps`), so a slow link spends as little time on
+         *     copies as a fast one; with that rate unknown (0) nothing is duplicated. The count starts at
+         *     the connection's first byte (its TLS handshake included, which itself is sent once, before a
+         *     flow takes the connection); a cap of 0 turns that direction off.
+         */
+        PeerRedundancy: {
+            /**
+             * Forward Bytes
+             * @description Hub: at most this many bytes toward the terminal on each connection sent twice.
+             * @default 262144
+             */
+            forward_bytes: number;
+            /**
+             * Link Ms
+             * @description The copies of one connection take at most this long at the direction's rate, ms.
+             * @default 40
+             */
+            link_ms: number;
+            /**
+             * Return Bytes
+             * @description Terminal: at most this many bytes toward the hub on each connection sent twice (the
+             *     return link is often narrow or assigned on demand: requests and handshakes, not uploads).
+             * @default 16384
+             */
+            return_bytes: number;
         };
         /**
          * PeerStatus

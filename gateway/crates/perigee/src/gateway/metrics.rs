@@ -357,6 +357,12 @@ fn peer_and_fallback_families(e: &mut Exposition, c: &Counters) {
         n(peer.refused),
     );
     e.one(
+        "perigee_peer_redundant_bytes_total",
+        "counter",
+        "Bytes this gateway sent a second time over the satellite: the first bytes of each peer connection's flow (peer.redundancy), since the last config apply.",
+        n(peer.redundant.bytes),
+    );
+    e.one(
         "perigee_quic_rejected_packets_total",
         "counter",
         "QUIC packets answered with port-unreachable (quic: fallback).",
@@ -730,6 +736,7 @@ mod tests {
         c.peer.fallbacks = 62;
         c.peer.failed = 64;
         c.peer.refused = 63;
+        c.peer.redundant.bytes = 65;
         c.quic_rejected.packets = 71;
         c
     }
@@ -767,6 +774,7 @@ mod tests {
             "perigee_peer_flows_total{outcome=\"fallback\"} 62",
             "perigee_peer_flows_total{outcome=\"failed\"} 64",
             "perigee_peer_refused_total 63",
+            "perigee_peer_redundant_bytes_total 65",
             "perigee_quic_rejected_packets_total 71",
             "perigee_cc_fallback_total 13",
             "perigee_satellite_cc_flows_total{cc=\"hybla_ld\"} 503",

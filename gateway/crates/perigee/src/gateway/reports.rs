@@ -256,6 +256,10 @@ pub struct PeerCounters {
     /// never replayed on another path).
     #[serde(default)]
     pub failed: u64,
+    /// What this gateway sent twice of its peer connections' first bytes (`peer.redundancy`),
+    /// by the duplicate rule's nft counter: the copies, since the last apply.
+    #[serde(default)]
+    pub redundant: PacketCounters,
 }
 
 /// GET /v1/counters: totals since the daemon started (the nft ones since the last apply).

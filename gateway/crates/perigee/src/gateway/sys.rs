@@ -89,6 +89,18 @@ pub fn get_nodelay(fd: RawFd) -> bool {
         .is_some_and(|_| i32::from_ne_bytes(buf) != 0)
 }
 
+/// SO_MARK: the packets this socket sends from now on (retransmissions included) carry `mark`.
+pub fn set_mark(fd: RawFd, mark: u32) -> io::Result<()> {
+    setsockopt(fd, libc::SOL_SOCKET, libc::SO_MARK, &mark)
+}
+
+/// Only tests read it back.
+#[cfg(test)]
+pub fn get_mark(fd: RawFd) -> Option<u32> {
+    let mut buf = [0u8; 4];
+    getsockopt_bytes(fd, libc::SOL_SOCKET, libc::SO_MARK, &mut buf).map(|_| u32::from_ne_bytes(buf))
+}
+
 pub fn set_pacing(fd: RawFd, bps: u64) -> io::Result<()> {
     let bytes_per_s: u64 = bps / 8;
     setsockopt(fd, libc::SOL_SOCKET, libc::SO_MAX_PACING_RATE, &bytes_per_s)

@@ -21,7 +21,7 @@ pub use hybla::{
     hybla_snapshot, restore_hybla, HyblaControl, HyblaPlan, HyblaRestore, SystemHybla,
 };
 pub use nft::delete_table;
-pub use nft_counters::{read_counter, read_counters};
+pub use nft_counters::{read_counter, read_counters, DUP_KEY};
 pub use nft_sets::{set_cache_up, set_dns_up, set_overflow};
 pub use services::{DnsStep, SquidStep};
 pub use sysctl::read_sysctl;

@@ -1,6 +1,6 @@
 //! The `nft` step: the whole ruleset as one `nft -f -` transaction, which applies whole or not
 //! at all (so a failed one leaves nothing to undo).
-use super::super::render::TABLE;
+use super::super::render::{delete_dup_tables, TABLE};
 use super::command::nft;
 use super::{ApplyError, ApplyStep};
 
@@ -33,9 +33,10 @@ impl ApplyStep for NftStep<'_> {
     }
 }
 
-/// Remove our table (no error when it is not there).
+/// Remove our tables (no error when they are not there).
 pub fn delete_table() -> Result<(), String> {
     nft(&format!(
-        "table inet {TABLE} {{}}\ndelete table inet {TABLE}\n"
+        "table inet {TABLE} {{}}\ndelete table inet {TABLE}\n{}",
+        delete_dup_tables()
     ))
 }

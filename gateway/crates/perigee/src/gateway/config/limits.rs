@@ -42,6 +42,10 @@ pub const MAX_TERMINAL_FINGERPRINTS: usize = 2;
 pub const MAX_TERMINALS: usize = 1024;
 pub const MAX_PEER_LISTEN: usize = 16;
 pub const PEER_POOL_SIZE: std::ops::RangeInclusive<u32> = 1..=256;
+/// `peer.redundancy.*_bytes` at most (16 MiB: a GEO forward link's whole BDP several times over).
+pub const PEER_REDUNDANT_BYTES_MAX: u32 = 16 << 20;
+/// `peer.redundancy.link_ms` at most (a GEO round trip).
+pub const PEER_REDUNDANT_MS_MAX: u32 = 600;
 
 /// `shaping` bounds.
 pub const MIN_SHAPING_BPS: u64 = 8_000;

@@ -41,6 +41,42 @@ pub struct Peer {
     /// Terminal: warm connections each worker keeps ready (refilled as flows take them).
     #[schemars(range(min = *PEER_POOL_SIZE.start(), max = *PEER_POOL_SIZE.end()))]
     pub pool_size: u32,
+    /// The first bytes of each flow's peer connection sent twice over the satellite link, so a
+    /// frame lost to bit errors costs no round trip while a short exchange (a page's objects,
+    /// a TLS handshake, a request) crosses.
+    pub redundancy: PeerRedundancy,
+}
+
+/// How much of each peer connection crosses twice (docs/splitter.md, *Redundancy*). Each
+/// gateway duplicates what it sends: a hub on the forward link, a terminal on the return link.
+/// The budget is the smaller of the direction's byte cap and `link_ms` of the direction's rate
+/// (`satellite.forward_rate_bps` / `return_rate_bps`), so a slow link spends as little time on
+/// copies as a fast one; with that rate unknown (0) nothing is duplicated. The count starts at
+/// the connection's first byte (its TLS handshake included, which itself is sent once, before a
+/// flow takes the connection); a cap of 0 turns that direction off.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct PeerRedundancy {
+    /// Hub: at most this many bytes toward the terminal on each connection sent twice.
+    #[schemars(range(min = 0, max = PEER_REDUNDANT_BYTES_MAX))]
+    pub forward_bytes: u32,
+    /// Terminal: at most this many bytes toward the hub on each connection sent twice (the
+    /// return link is often narrow or assigned on demand: requests and handshakes, not uploads).
+    #[schemars(range(min = 0, max = PEER_REDUNDANT_BYTES_MAX))]
+    pub return_bytes: u32,
+    /// The copies of one connection take at most this long at the direction's rate, ms.
+    #[schemars(range(min = 0, max = PEER_REDUNDANT_MS_MAX))]
+    pub link_ms: u32,
+}
+
+impl Default for PeerRedundancy {
+    fn default() -> Self {
+        PeerRedundancy {
+            forward_bytes: 262_144,
+            return_bytes: 16_384,
+            link_ms: 40,
+        }
+    }
 }
 
 /// A terminal enrolled at the hub.
@@ -67,6 +103,7 @@ impl Default for Peer {
             listen: Vec::new(),
             terminals: Vec::new(),
             pool_size: 8,
+            redundancy: PeerRedundancy::default(),
         }
     }
 }

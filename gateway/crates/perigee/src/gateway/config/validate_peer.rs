@@ -59,6 +59,20 @@ impl GatewayConfig {
                 ),
             ));
         }
+        for (bytes, field) in [
+            (p.redundancy.forward_bytes, "peer.redundancy.forward_bytes"),
+            (p.redundancy.return_bytes, "peer.redundancy.return_bytes"),
+        ] {
+            if bytes > PEER_REDUNDANT_BYTES_MAX {
+                return Err(err(field, format!("must be 0..{PEER_REDUNDANT_BYTES_MAX}")));
+            }
+        }
+        if p.redundancy.link_ms > PEER_REDUNDANT_MS_MAX {
+            return Err(err(
+                "peer.redundancy.link_ms",
+                format!("must be 0..{PEER_REDUNDANT_MS_MAX}"),
+            ));
+        }
         // The hub binds the port: it must not be one of our own listeners.
         if self.role == Role::Hub {
             let taken = [

@@ -12,6 +12,7 @@
 use super::super::config::Cidr;
 use super::super::egress::EgressPolicy;
 use super::super::epoll::Epoll;
+use super::super::render::DUP_MARK;
 use super::super::satleg::{Opening, SatLeg};
 use super::super::{log, sys};
 use super::channel::{Channel, ChannelError};
@@ -401,6 +402,8 @@ impl Admission {
                     self.log_refusal(c.from, Some(&terminal), why);
                     return None;
                 }
+                // From STATUS on, what it sends may leave twice (render::redundancy).
+                let _ = sys::set_mark(c.fd.as_raw_fd(), DUP_MARK);
                 Some(Admitted {
                     fd: c.fd,
                     tunnel,

@@ -47,7 +47,9 @@ mod tests {
     use crate::gateway::config::parse_cidr;
     use crate::gateway::egress::EgressPolicy;
     use crate::gateway::epoll::Epoll;
+    use crate::gateway::render::DUP_MARK;
     use crate::gateway::satleg::{Opening, SatLeg};
+    use crate::gateway::sys;
     use std::os::fd::AsRawFd;
     use std::sync::Arc;
     use std::time::{Duration, Instant};
@@ -114,7 +116,39 @@ mod tests {
         Lab { ep, adm, pool, hub }
     }
 
+    /// A flow opened on a warm connection (`Lab::open_flow`).
+    struct OpenedFlow {
+        tun: Tunnel,
+        fd: std::os::fd::OwnedFd,
+        plain: std::os::unix::net::UnixStream,
+        _app: std::os::unix::net::UnixStream,
+        admitted: Vec<super::admission::Admitted>,
+    }
+
     impl Lab {
+        /// A flow from `client` to `server` on a warm connection, its OPEN sent; what the hub
+        /// admitted within 500 ms.
+        fn open_flow(&mut self, client: &str, server: &str) -> OpenedFlow {
+            let warm = self.pool.take(&self.ep, Instant::now()).unwrap();
+            let open = wire::open(&Open::Flow {
+                client: client.parse().unwrap(),
+                server: server.parse().unwrap(),
+                dscp: None,
+            });
+            let mut tun = Tunnel::terminal(warm.channel, &open);
+            let (_app, plain) = std::os::unix::net::UnixStream::pair().unwrap();
+            plain.set_nonblocking(true).unwrap();
+            tun.pump(plain.as_raw_fd(), warm.fd.as_raw_fd()).unwrap();
+            let admitted = self.drive(Duration::from_millis(500), |_| false);
+            OpenedFlow {
+                tun,
+                fd: warm.fd,
+                plain,
+                _app,
+                admitted,
+            }
+        }
+
         /// Run the two sides' events until `done` or `limit`; flows the hub admits are returned.
         fn drive(
             &mut self,
@@ -172,6 +206,18 @@ mod tests {
     }
 
     #[test]
+    fn a_connection_is_marked_for_redundancy_once_it_carries_a_flow_on_both_sides() {
+        let t = Arc::new(Identity::generate().unwrap());
+        let mut l = lab(vec![site("site-1", &[&t])], t, None);
+        l.drive(Duration::from_secs(5), |p| p.ready() == 3);
+        let f = l.open_flow("10.71.1.10:40000", "192.0.2.10:80");
+        assert_eq!(f.admitted.len(), 1, "the flow is admitted");
+        // SO_MARK needs CAP_NET_ADMIN, which the gateway (and this suite, as root) has.
+        assert_eq!(sys::get_mark(f.fd.as_raw_fd()), Some(DUP_MARK));
+        assert_eq!(sys::get_mark(f.admitted[0].fd.as_raw_fd()), Some(DUP_MARK));
+    }
+
+    #[test]
     fn an_unknown_terminal_or_an_unpinned_hub_makes_none_and_backs_off() {
         // The hub does not know this terminal's key.
         let t = Arc::new(Identity::generate().unwrap());
@@ -207,23 +253,13 @@ mod tests {
         let t = Arc::new(Identity::generate().unwrap());
         let mut l = lab(vec![site("site-1", &[&t])], t, None);
         l.drive(Duration::from_secs(5), |p| p.ready() == 3);
-        let warm = l.pool.take(&l.ep, Instant::now()).unwrap();
-        let open = wire::open(&Open::Flow {
-            client: "10.72.1.10:40000".parse().unwrap(),
-            server: "10.71.3.10:80".parse().unwrap(),
-            dscp: None,
-        });
-        let mut tun = Tunnel::terminal(warm.channel, &open);
-        let (_app, plain) = std::os::unix::net::UnixStream::pair().unwrap();
-        plain.set_nonblocking(true).unwrap();
-        tun.pump(plain.as_raw_fd(), warm.fd.as_raw_fd()).unwrap();
-        let admitted = l.drive(Duration::from_millis(500), |_| false);
-        assert!(admitted.is_empty(), "no flow for a foreign client");
+        let mut f = l.open_flow("10.72.1.10:40000", "10.71.3.10:80");
+        assert!(f.admitted.is_empty(), "no flow for a foreign client");
         assert_eq!(l.adm.counters["site-1"].refused_prefix, 1);
         std::thread::sleep(Duration::from_millis(50));
         let end = Instant::now() + Duration::from_secs(2);
         let answer = loop {
-            match tun.pump(plain.as_raw_fd(), warm.fd.as_raw_fd()) {
+            match f.tun.pump(f.plain.as_raw_fd(), f.fd.as_raw_fd()) {
                 Err(f) => break f,
                 Ok(_) if Instant::now() > end => panic!("no answer"),
                 Ok(_) => std::thread::sleep(Duration::from_millis(10)),

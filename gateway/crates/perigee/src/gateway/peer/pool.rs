@@ -11,6 +11,7 @@
 //! and then sends one probe; only when a probe is ready does the pool fill again. With no ready
 //! connection, flows take the direct path, so a missing hub costs nothing but the probes.
 use super::super::epoll::Epoll;
+use super::super::render::DUP_MARK;
 use super::super::satleg::{Opening, SatLeg};
 use super::super::{log, sys};
 use super::channel::{Channel, ChannelError};
@@ -453,6 +454,9 @@ impl Pool {
                 self.note_failure(now, "the hub closed an idle connection".into());
                 continue;
             }
+            // From OPEN on, what it sends may leave twice (render::redundancy); the handshake
+            // before it did not.
+            let _ = sys::set_mark(fd.as_raw_fd(), DUP_MARK);
             let rtt =
                 Duration::from_micros(u64::from(sys::tcp_srtt_us(fd.as_raw_fd()).unwrap_or(0)));
             got = Some(Warm {

@@ -2,14 +2,17 @@
 //! `inet perigee`), the policy-routing and satellite routes (as `ip` argument vectors), the
 //! satellite interface's shaper (as `tc` argument vectors) and sysctls. One module per step,
 //! as `apply/` installs them: `nft` (with the hub's `egress` policy), `routes` (with the peer
-//! path's host routes and the congestion-control fallback), `shaper`.
+//! path's host routes and the congestion-control fallback), `shaper`; `redundancy` renders the
+//! peer path's duplicate tables into the nft transaction.
 mod egress;
 mod nft;
+mod redundancy;
 mod routes;
 mod shaper;
 
 pub use egress::EGRESS_DENIED;
 pub use nft::*;
+pub use redundancy::*;
 pub use routes::*;
 pub use shaper::*;
 

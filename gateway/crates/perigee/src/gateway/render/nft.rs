@@ -1,4 +1,5 @@
-//! The nftables ruleset: one table, `inet perigee`, replaced whole in one transaction.
+//! The nftables ruleset: one table, `inet perigee`, replaced whole in one transaction (with the
+//! peer path's duplicate tables, `redundancy`).
 use super::super::config::{
     Action, Bypass, BypassProtocol, Cidr, Class, GatewayConfig, IfName, MatchProtocol, PortRange,
     QuicPolicy, Role,
@@ -251,6 +252,7 @@ pub fn render_nft(cfg: &GatewayConfig) -> String {
     }
     super::egress::render_egress(&mut t, cfg);
     let _ = writeln!(t, "}}");
+    super::redundancy::render_redundancy(&mut t, cfg);
     t
 }
 
