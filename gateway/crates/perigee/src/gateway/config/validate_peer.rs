@@ -59,19 +59,23 @@ impl GatewayConfig {
                 ),
             ));
         }
-        for (bytes, field) in [
-            (p.redundancy.forward_bytes, "peer.redundancy.forward_bytes"),
-            (p.redundancy.return_bytes, "peer.redundancy.return_bytes"),
+        let r = &p.redundancy;
+        for (value, max, field) in [
+            (
+                r.forward_bytes,
+                PEER_REDUNDANT_BYTES_MAX,
+                "peer.redundancy.forward_bytes",
+            ),
+            (
+                r.return_bytes,
+                PEER_REDUNDANT_BYTES_MAX,
+                "peer.redundancy.return_bytes",
+            ),
+            (r.link_ms, PEER_REDUNDANT_MS_MAX, "peer.redundancy.link_ms"),
         ] {
-            if bytes > PEER_REDUNDANT_BYTES_MAX {
-                return Err(err(field, format!("must be 0..{PEER_REDUNDANT_BYTES_MAX}")));
+            if value > max {
+                return Err(err(field, format!("must be 0..{max}")));
             }
-        }
-        if p.redundancy.link_ms > PEER_REDUNDANT_MS_MAX {
-            return Err(err(
-                "peer.redundancy.link_ms",
-                format!("must be 0..{PEER_REDUNDANT_MS_MAX}"),
-            ));
         }
         // The hub binds the port: it must not be one of our own listeners.
         if self.role == Role::Hub {
