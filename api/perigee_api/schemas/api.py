@@ -34,6 +34,7 @@ from perigee_control.reports import (
     FlowPath,
     Health,
     InterfaceList,
+    PeerCounters,
     PurgeResponse,
     Relay,
     RoutingReport,
@@ -505,6 +506,11 @@ class SatelliteStatsOut(BaseModel):
     live: list[LiveCcSplit]
     by_congestion_control: list[SatelliteCcCount]
     by_cc_reason: list[SatelliteCcCount]
+    peer: PeerCounters | None = Field(
+        default=None,
+        description="The peer path since the gateway started: flows, fallbacks, refusals, failures and the first "
+        "bytes it sent twice (peer.redundancy); null before the collector's first reading",
+    )
     updated_at: float | None
 
 

@@ -904,7 +904,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The satellite leg per congestion control and per reason it runs it: live flows now, and flows, segments and retransmissions since the gateway started (the collector's last reading) */
+        /** The satellite leg per congestion control and per reason it runs it: live flows now, and flows, segments and retransmissions since the gateway started, and the peer path's counters (the collector's last reading) */
         get: operations["satellite_stats_api_v1_stats_satellite_get"];
         put?: never;
         post?: never;
@@ -3605,6 +3605,18 @@ export interface components {
         };
         Option: string;
         /**
+         * PacketCounters
+         * @description An nft counter.
+         */
+        PacketCounters: {
+            /** Bytes */
+            bytes: number;
+            /** Packets */
+            packets: number;
+        } & {
+            [key: string]: unknown;
+        };
+        /**
          * Peer
          * @description The peer path (docs/splitter.md, *The peer path*): a terminal keeps warm, authenticated
          *     TCP connections to its hub's peer listener and hands each new flow to one of them, so the
@@ -3677,6 +3689,43 @@ export interface components {
              * @default []
              */
             terminals: components["schemas"]["PeerTerminal"][];
+        };
+        /** PeerCounters */
+        PeerCounters: {
+            /**
+             * Failed
+             * @description Terminal: peer flows reset because their connection to the hub failed (a flow is
+             *     never replayed on another path).
+             * @default 0
+             */
+            failed: number;
+            /**
+             * Fallbacks
+             * @description Flows that took the direct path after all: their warm connection refused OPEN's first
+             *     byte (provably nothing reached the hub).
+             */
+            fallbacks: number;
+            /**
+             * Flows
+             * @description Flows started on the peer path.
+             */
+            flows: number;
+            /**
+             * @description What this gateway sent twice of its peer connections' first bytes (`peer.redundancy`),
+             *     by the duplicate rule's nft counter: the copies, since the last apply.
+             * @default {
+             *       "bytes": 0,
+             *       "packets": 0
+             *     }
+             */
+            redundant: components["schemas"]["PacketCounters"];
+            /**
+             * Refused
+             * @description Peer connections and peer flows the hub refused.
+             */
+            refused: number;
+        } & {
+            [key: string]: unknown;
         };
         /** PeerHealth */
         PeerHealth: {
@@ -4225,6 +4274,8 @@ export interface components {
             by_congestion_control: components["schemas"]["SatelliteCcCount"][];
             /** Live */
             live: components["schemas"]["LiveCcSplit"][];
+            /** @description The peer path since the gateway started: flows, fallbacks, refusals, failures and the first bytes it sent twice (peer.redundancy); null before the collector's first reading */
+            peer?: components["schemas"]["PeerCounters"] | null;
             /** Updated At */
             updated_at: number | null;
         };

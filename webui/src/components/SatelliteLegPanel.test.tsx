@@ -28,6 +28,7 @@ describe('SatelliteLegPanel', () => {
           ],
           by_congestion_control: [count('bbr', 9, 2000, 10), count('hybla_ld', 40, 10_000, 250)],
           by_cc_reason: [count('default', 40, 10_000, 250), count('automatic', 6, 1500, 10), count('fallback', 0, 0, 0)],
+          peer: { flows: 1234, fallbacks: 2, refused: 3, failed: 4, redundant: { packets: 180, bytes: 245_530 } },
           updated_at: 1,
         }),
     });
@@ -40,6 +41,13 @@ describe('SatelliteLegPanel', () => {
     expect(row('hybla_ld')).toHaveTextContent('2.50 %');
     expect(table).toHaveTextContent('auto 6 flows, 0.67 % retransmitted');
     expect(table).toHaveTextContent('fallback 0 flows, — retransmitted');
+    const peer = screen.getByRole('table', { name: 'Peer path' });
+    const value = (label: string) => within(within(peer).getByRole('rowheader', { name: label }).closest('tr') as HTMLElement).getByRole('cell').textContent;
+    expect(value('Flows on the peer path')).toBe('1,234');
+    expect(value('Fell back to the direct path')).toBe('2');
+    expect(value('Refused by the hub')).toBe('3');
+    expect(value('Reset on a failed connection')).toBe('4');
+    expect(value('First bytes sent twice')).toBe('240 KiB in 180 packets');
     // The history is the API's derived series over the page's range.
     expect(calls.some((c) => c.path === '/api/v1/stats/series')).toBe(true);
   });
@@ -47,10 +55,11 @@ describe('SatelliteLegPanel', () => {
   it('says so when no flow reported its satellite leg', async () => {
     mockApi({
       'GET /api/v1/stats/series': () => jsonResponse({ metric: 'sat_retrans_pct', resolution_s: 1, step_s: 5, start: 0, end: 10, series: [] }),
-      'GET /api/v1/stats/satellite': () => jsonResponse({ live: [], by_congestion_control: [], by_cc_reason: [], updated_at: null }),
+      'GET /api/v1/stats/satellite': () => jsonResponse({ live: [], by_congestion_control: [], by_cc_reason: [], peer: null, updated_at: null }),
     });
     renderWithProviders(<SatelliteLegPanel range={DEFAULT_RANGE} />);
     expect(await screen.findByText(/No split flow has reported its satellite leg yet/)).toBeInTheDocument();
+    expect(screen.getByText(/The peer path's counters arrive with the collector's first reading/)).toBeInTheDocument();
   });
 
   it('draws every split flow first, then each congestion control', () => {

@@ -7,6 +7,7 @@ import { LazyTimeSeriesChart } from '../charts/LazyChart';
 import { CC_REASON, formatRetransmit } from '../lib/flows';
 import { describeRange, type TimeRange } from '../lib/ranges';
 import { seriesToRows } from '../lib/series';
+import { PeerPathCounters } from './PeerPathCounters';
 
 /** The API's key for the retransmission rate of every split flow together (stats.ALL_KEY). */
 export const ALL_FLOWS = 'all';
@@ -68,8 +69,9 @@ function SplitTable({ stats }: { stats: SatelliteStats }) {
   );
 }
 
-/** The satellite leg on the Overview: its retransmission rate over the range (the API's rollups), and which
- * congestion control the flows run and why (the gateway's counters and the live flows). */
+/** The satellite leg on the Overview: its retransmission rate over the range (the API's rollups), which
+ * congestion control the flows run and why (the gateway's counters and the live flows), and the peer path's
+ * counters. */
 export function SatelliteLegPanel({ range }: { range: TimeRange }) {
   const series = useQuery({
     queryKey: keys.series({ metric: 'sat_retrans_pct', range: range.value }),
@@ -105,6 +107,14 @@ export function SatelliteLegPanel({ range }: { range: TimeRange }) {
           <SplitTable stats={split.data} />
         ) : null}
       </Paper>
+      {split.data ? (
+        <Paper withBorder p="sm" component="section" aria-label="Peer path counters">
+          <Title order={3} size="h5" mb="xs">
+            Peer path
+          </Title>
+          <PeerPathCounters peer={split.data.peer ?? null} />
+        </Paper>
+      ) : null}
     </SimpleGrid>
   );
 }
