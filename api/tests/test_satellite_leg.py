@@ -108,16 +108,24 @@ def test_the_split_by_congestion_control_and_reason(app: FastAPI, fake_gw: FakeG
 
 
 def test_the_peer_paths_counters_pass_through(app: FastAPI, fake_gw: FakeGateway, viewer: TestClient) -> None:
-    peer = {"flows": 41, "fallbacks": 2, "refused": 1, "failed": 3, "redundant": {"packets": 180, "bytes": 245_530}}
+    copies = {"packets": 180, "bytes": 245_530}
+    peer = {"flows": 41, "fallbacks": 2, "refused": 1, "failed": 3, "pool_empty": 6, "redundant": copies}
     fake_gw.counters["peer"] = peer
     assert viewer.get("/api/v1/stats/satellite").json()["peer"] is None  # no reading yet
     app.state.ctx.collector.tick()
     assert viewer.get("/api/v1/stats/satellite").json()["peer"] == peer
-    # A gateway from before redundancy: its copies read as none.
+    # A gateway from before redundancy and the empty-pool count: both read as none.
     fake_gw.counters["peer"] = {"flows": 5, "fallbacks": 0, "refused": 0}
     app.state.ctx.collector.tick()
     got = viewer.get("/api/v1/stats/satellite").json()["peer"]
-    assert got == {"flows": 5, "fallbacks": 0, "refused": 0, "failed": 0, "redundant": {"packets": 0, "bytes": 0}}
+    assert got == {
+        "flows": 5,
+        "fallbacks": 0,
+        "refused": 0,
+        "failed": 0,
+        "pool_empty": 0,
+        "redundant": {"packets": 0, "bytes": 0},
+    }
 
 
 def test_an_older_gateway_reports_no_split(app: FastAPI, fake_gw: FakeGateway, viewer: TestClient) -> None:

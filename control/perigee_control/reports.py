@@ -489,6 +489,12 @@ class PeerCounters(Report):
     """
     Flows started on the peer path.
     """
+    pool_empty: Annotated[int, Field(ge=0)] = 0
+    """
+    Terminal: flows that found no ready connection to their hub and took the direct path
+    (a burst of new flows beyond what `peer.pool_size` keeps ready, or the hub out of
+    reach): each paid the satellite handshake the peer path saves.
+    """
     redundant: Annotated[PacketCounters, Field(validate_default=True)] = {
         "bytes": 0,
         "packets": 0,

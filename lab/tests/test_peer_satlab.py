@@ -27,7 +27,7 @@ import pytest
 from conftest import PrefixTopo, eventually, in_ns, satlab
 
 from satlab import gateway, linkctl
-from satlab.capture import ipv4_in, sniff
+from satlab.capture import ipv4_in, sniff, syn_sources
 from satlab.cli import _dir_view, _emu_dir
 
 PREFIX = "pp-"
@@ -585,6 +585,31 @@ def test_a_forged_reset_or_garbage_resets_the_client_and_never_replays(lab: None
                        lambda a: a["failed"] > before["failed"])
     assert after["failed"] == before["failed"] + 1
     assert after["fallbacks"] == before["fallbacks"], "nothing went to the direct path"
+    wait_pool()
+
+
+def test_a_burst_beyond_the_pool_goes_direct_and_is_counted(lab: None) -> None:
+    """30 POSTs at once find fewer ready connections (each worker's pool of 8, less the quarter it
+    keeps for the gateway's own flows): the others open their own connection across the satellite
+    (their SYNs to the server, in a capture of the link), the terminal's `peer.pool_empty` counts
+    exactly those, and every body reaches the server once."""
+    first, n = 7000, 30
+    ready = wait_pool()
+    before = control("terminal", "GET", "/v1/counters")["peer"]
+    data, result = sniff(lambda role, argv: in_ns(role, argv, PREFIX), TOPO.path("sat-burst.pcap"),
+                         lambda: posts(n, n, first))
+    assert len(result["answered"]) == n, result
+    assert_at_most_once(range(first, first + n), result)
+    direct = len(syn_sources(data, SERVER4, COUNT_PORT))
+    after = eventually(lambda: control("terminal", "GET", "/v1/counters")["peer"],
+                       lambda a: a["pool_empty"] - before["pool_empty"] >= direct)
+    on_peer = after["flows"] - before["flows"]
+    print(json.dumps({"ready": ready, "syns": direct, "pool_empty": after["pool_empty"] - before["pool_empty"],
+                      "peer_flows": on_peer}))
+    assert direct >= n - ready, (direct, on_peer, ready)
+    assert after["pool_empty"] - before["pool_empty"] == direct, (after, before, direct)
+    # The rest took the peer path (one more peer flow: the resolver's health check may have run).
+    assert n <= direct + on_peer <= n + 1, (direct, on_peer)
     wait_pool()
 
 

@@ -1,13 +1,15 @@
-"""Pure unit tests: rate/size parsing, profiles and overrides, content generators."""
+"""Pure unit tests: rate/size parsing, profiles and overrides, content generators, reading a capture."""
 
 from __future__ import annotations
 
+import socket
 import struct
 import zlib
 
 import pytest
 
 from satlab import content, units
+from satlab.capture import syn_sources
 from satlab.httpserver import HttpError, parse_range
 from satlab.profiles import PROFILES, Overrides, build_link
 
@@ -111,3 +113,26 @@ def test_parse_range() -> None:
     assert parse_range("bytes=0-1,5-6", 100) is None
     with pytest.raises(HttpError):
         parse_range("bytes=100-", 100)
+
+
+def _frame(src: str, sport: int, dst: str, dport: int, flags: int) -> bytes:
+    tcp = struct.pack("!HHIIBBHHH", sport, dport, 1, 0, 5 << 4, flags, 65535, 0, 0)
+    addrs = socket.inet_aton(src), socket.inet_aton(dst)
+    iph = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(tcp), 0, 0, 64, 6, 0, *addrs)
+    return b"\x00" * 12 + b"\x08\x00" + iph + tcp
+
+
+def test_syn_sources_counts_each_opened_connection_once() -> None:
+    frames = [
+        _frame("10.71.1.10", 40000, "10.71.3.10", 8081, 0x02),  # a SYN
+        _frame("10.71.1.10", 40000, "10.71.3.10", 8081, 0x02),  # its retransmission
+        _frame("10.71.1.10", 40001, "10.71.3.10", 8081, 0x02),  # another connection
+        _frame("10.71.3.10", 8081, "10.71.1.10", 40000, 0x12),  # the SYN-ACK
+        _frame("10.71.1.10", 40000, "10.71.3.10", 8081, 0x10),  # an ACK
+        _frame("10.71.1.10", 40002, "10.71.3.10", 80, 0x02),  # another port
+        _frame("10.71.1.10", 40003, "10.71.3.11", 8081, 0x02),  # another server
+    ]
+    pcap = struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1)
+    for f in frames:
+        pcap += struct.pack("<IIII", 0, 0, len(f), len(f)) + f
+    assert syn_sources(pcap, "10.71.3.10", 8081) == {(bytes([10, 71, 1, 10]), 40000), (bytes([10, 71, 1, 10]), 40001)}

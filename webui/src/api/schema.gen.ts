@@ -3711,6 +3711,14 @@ export interface components {
              */
             flows: number;
             /**
+             * Pool Empty
+             * @description Terminal: flows that found no ready connection to their hub and took the direct path
+             *     (a burst of new flows beyond what `peer.pool_size` keeps ready, or the hub out of
+             *     reach): each paid the satellite handshake the peer path saves.
+             * @default 0
+             */
+            pool_empty: number;
+            /**
              * @description What this gateway sent twice of its peer connections' first bytes (`peer.redundancy`),
              *     by the duplicate rule's nft counter: the copies, since the last apply.
              * @default {

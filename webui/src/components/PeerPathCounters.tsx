@@ -12,6 +12,11 @@ const LINES: { label: string; value: (p: Peer) => string; means: string }[] = [
     value: (p) => p.fallbacks.toLocaleString(),
     means: "A warm connection refused OPEN's first byte; nothing of the flow had reached the hub",
   },
+  {
+    label: 'Went direct, no ready connection',
+    value: (p) => p.pool_empty.toLocaleString(),
+    means: 'New flows that found every warm connection taken (a burst beyond peer.pool_size, or the hub out of reach): each paid the satellite handshake',
+  },
   { label: 'Refused by the hub', value: (p) => p.refused.toLocaleString(), means: 'Peer connections and flows the hub refused (identity, prefixes, policy)' },
   {
     label: 'Reset on a failed connection',

@@ -28,7 +28,7 @@ describe('SatelliteLegPanel', () => {
           ],
           by_congestion_control: [count('bbr', 9, 2000, 10), count('hybla_ld', 40, 10_000, 250)],
           by_cc_reason: [count('default', 40, 10_000, 250), count('automatic', 6, 1500, 10), count('fallback', 0, 0, 0)],
-          peer: { flows: 1234, fallbacks: 2, refused: 3, failed: 4, redundant: { packets: 180, bytes: 245_530 } },
+          peer: { flows: 1234, fallbacks: 2, refused: 3, failed: 4, pool_empty: 5, redundant: { packets: 180, bytes: 245_530 } },
           updated_at: 1,
         }),
     });
@@ -45,6 +45,7 @@ describe('SatelliteLegPanel', () => {
     const value = (label: string) => within(within(peer).getByRole('rowheader', { name: label }).closest('tr') as HTMLElement).getByRole('cell').textContent;
     expect(value('Flows on the peer path')).toBe('1,234');
     expect(value('Fell back to the direct path')).toBe('2');
+    expect(value('Went direct, no ready connection')).toBe('5');
     expect(value('Refused by the hub')).toBe('3');
     expect(value('Reset on a failed connection')).toBe('4');
     expect(value('First bytes sent twice')).toBe('240 KiB in 180 packets');

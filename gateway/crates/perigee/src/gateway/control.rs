@@ -532,6 +532,7 @@ pub fn counters_report(shared: &Shared) -> Counters {
             fallbacks: t.peer_fallbacks,
             refused: t.peer_refused,
             failed: t.peer_failed,
+            pool_empty: t.peer_pool_empty,
             redundant: read(apply::DUP_KEY),
         },
         quic_rejected: read("quic_rejected"),

@@ -105,6 +105,9 @@ pub struct Deltas {
     /// Terminal: peer flows reset because their connection to the hub failed (never replayed).
     #[serde(default)]
     pub peer_failed: u64,
+    /// Terminal: clients' flows that found no ready peer connection and went direct.
+    #[serde(default)]
+    pub peer_pool_empty: u64,
     /// Hub: direct splits the egress policy refused (peer flows count per terminal).
     #[serde(default)]
     pub egress_refused: u64,

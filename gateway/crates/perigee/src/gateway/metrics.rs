@@ -343,11 +343,12 @@ fn peer_and_fallback_families(e: &mut Exposition, c: &Counters) {
     e.family(
         "perigee_peer_flows_total",
         "counter",
-        "Flows by way of the peer path, by outcome (fallback: the ready connection refused OPEN's first byte and the flow went direct; failed: the peer connection broke and the client was reset, never replayed).",
+        "Flows by way of the peer path, by outcome (fallback: the ready connection refused OPEN's first byte and the flow went direct; failed: the peer connection broke and the client was reset, never replayed; pool_empty: a terminal had no ready connection for the flow, which went direct).",
         vec![
             (labels(&[("outcome", "started")]), n(peer.flows)),
             (labels(&[("outcome", "fallback")]), n(peer.fallbacks)),
             (labels(&[("outcome", "failed")]), n(peer.failed)),
+            (labels(&[("outcome", "pool_empty")]), n(peer.pool_empty)),
         ],
     );
     e.one(
@@ -737,6 +738,7 @@ mod tests {
         c.peer.failed = 64;
         c.peer.refused = 63;
         c.peer.redundant.bytes = 65;
+        c.peer.pool_empty = 66;
         c.quic_rejected.packets = 71;
         c
     }
@@ -773,6 +775,7 @@ mod tests {
             "perigee_cache_origin_bytes_total 35",
             "perigee_peer_flows_total{outcome=\"fallback\"} 62",
             "perigee_peer_flows_total{outcome=\"failed\"} 64",
+            "perigee_peer_flows_total{outcome=\"pool_empty\"} 66",
             "perigee_peer_refused_total 63",
             "perigee_peer_redundant_bytes_total 65",
             "perigee_quic_rejected_packets_total 71",

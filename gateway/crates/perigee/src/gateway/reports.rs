@@ -256,6 +256,11 @@ pub struct PeerCounters {
     /// never replayed on another path).
     #[serde(default)]
     pub failed: u64,
+    /// Terminal: flows that found no ready connection to their hub and took the direct path
+    /// (a burst of new flows beyond what `peer.pool_size` keeps ready, or the hub out of
+    /// reach): each paid the satellite handshake the peer path saves.
+    #[serde(default)]
+    pub pool_empty: u64,
     /// What this gateway sent twice of its peer connections' first bytes (`peer.redundancy`),
     /// by the duplicate rule's nft counter: the copies, since the last apply.
     #[serde(default)]

@@ -58,6 +58,7 @@ pub struct Totals {
     pub peer_fallbacks: u64,
     pub peer_refused: u64,
     pub peer_failed: u64,
+    pub peer_pool_empty: u64,
     pub egress_refused: u64,
 }
 
@@ -375,6 +376,7 @@ impl Shared {
                     t.peer_fallbacks += d.peer_fallbacks;
                     t.peer_refused += d.peer_refused;
                     t.peer_failed += d.peer_failed;
+                    t.peer_pool_empty += d.peer_pool_empty;
                     t.egress_refused += d.egress_refused;
                     merge(&mut t.by_action, &d.by_action);
                     merge(&mut t.by_class, &d.by_class);

@@ -33,6 +33,9 @@ pub enum Aim {
 pub struct Pools {
     slots: Vec<Option<Pool>>,
     token_base: u64,
+    /// Clients' flows that found no ready connection for them and went direct, since the
+    /// last `take_pool_empty`.
+    empty: u64,
 }
 
 impl Pools {
@@ -40,6 +43,7 @@ impl Pools {
         Pools {
             slots: Vec::new(),
             token_base,
+            empty: 0,
         }
     }
 
@@ -141,10 +145,18 @@ impl Pools {
         ep: &Epoll,
         now: Instant,
     ) -> Option<(SocketAddr, Warm)> {
-        if self.ready() <= own_reserve(self.full()) {
-            return None;
-        }
-        self.take(aim, ep, now)
+        let got = match self.ready() <= own_reserve(self.full()) {
+            true => None,
+            false => self.take(aim, ep, now),
+        };
+        // A burst beyond the pool (or a hub out of reach): the operator's cue for peer.pool_size.
+        self.empty += u64::from(got.is_none());
+        got
+    }
+
+    /// Clients' flows that found the pools empty since the last call.
+    pub fn take_pool_empty(&mut self) -> u64 {
+        std::mem::take(&mut self.empty)
     }
 
     fn pick(&mut self, aim: Aim) -> Option<&mut Pool> {
@@ -358,6 +370,12 @@ mod tests {
         }
         assert_eq!(clients, 6, "clients take all but the reserve");
         assert_eq!(pools.ready(), 2);
+        assert_eq!(
+            pools.take_pool_empty(),
+            1,
+            "the client's flow that found none"
+        );
+        assert_eq!(pools.take_pool_empty(), 0);
         // The gateway's own flows take what is left.
         assert!(pools.take(Aim::At(hub1), &ep, Instant::now()).is_some());
         assert!(pools.take(Aim::Any, &ep, Instant::now()).is_some());
