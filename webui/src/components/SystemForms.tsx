@@ -197,6 +197,38 @@ export function CongestionForm({ config, onChange }: FormProps) {
   );
 }
 
+/** The carrier's rates, as the modem reports them: what the peer path may send twice of each flow's start
+ * (docs/splitter.md, *Redundancy*) and the link's utilisation figures depend on them; 0 = unknown. */
+export function LinkRatesForm({ config, errors, onChange }: FormProps) {
+  const set = (k: 'forward_rate_bps' | 'return_rate_bps') => (v: number) => onChange({ ...config, satellite: { ...config.satellite, [k]: v } });
+  const s = config.satellite;
+  const shown = (bps: number) => (bps > 0 ? formatBps(bps) : 'unknown: the peer path sends nothing twice');
+  return (
+    <Grid>
+      <Grid.Col span={{ base: 12, sm: 6 }}>
+        <IntField
+          label="Forward rate (bit/s)"
+          path="satellite.forward_rate_bps"
+          value={s.forward_rate_bps}
+          onChange={set('forward_rate_bps')}
+          errors={errors}
+          description={`hub → terminal, the carrier's rate: ${shown(s.forward_rate_bps)}`}
+        />
+      </Grid.Col>
+      <Grid.Col span={{ base: 12, sm: 6 }}>
+        <IntField
+          label="Return rate (bit/s)"
+          path="satellite.return_rate_bps"
+          value={s.return_rate_bps}
+          onChange={set('return_rate_bps')}
+          errors={errors}
+          description={`terminal → hub, the carrier's rate: ${shown(s.return_rate_bps)}`}
+        />
+      </Grid.Col>
+    </Grid>
+  );
+}
+
 export function SplitterForm({ config, errors, onChange }: FormProps) {
   const set = (k: keyof GatewayConfig['splitter']) => (v: number) => onChange({ ...config, splitter: { ...config.splitter, [k]: v } });
   const s = config.splitter;

@@ -105,6 +105,6 @@ export const WIZARD_STEPS = [
   { label: 'Role', fields: ['role'] },
   { label: 'Interfaces', fields: ['interfaces'] },
   { label: 'Networks', fields: ['served_subnets', 'satellite.routes'] },
-  { label: 'Satellite leg and cache', fields: ['satellite.congestion_control', 'terrestrial', 'cache', 'dns.upstream'] },
+  { label: 'Satellite leg and cache', fields: ['satellite.congestion_control', 'satellite.forward_rate_bps', 'satellite.return_rate_bps', 'terrestrial', 'cache', 'dns.upstream'] },
   { label: 'Review and apply', fields: [] },
 ] as const;

@@ -52,6 +52,13 @@ describe('SetupWizard', () => {
     await waitFor(() => expect(next).toBeEnabled());
     await user.click(next);
     expect(await screen.findByRole('textbox', { name: /Satellite leg/ })).toHaveValue('hybla_ld');
+    // The link's rates: unknown until entered (then the peer path sends nothing twice).
+    expect(screen.getAllByText(/unknown: the peer path sends nothing twice/)).toHaveLength(2);
+    await user.clear(screen.getByRole('textbox', { name: 'Forward rate (bit/s)' }));
+    await user.type(screen.getByRole('textbox', { name: 'Forward rate (bit/s)' }), '50000000');
+    await user.clear(screen.getByRole('textbox', { name: 'Return rate (bit/s)' }));
+    await user.type(screen.getByRole('textbox', { name: 'Return rate (bit/s)' }), '5000000');
+    expect(await screen.findByText(/the carrier's rate: 50(\.0)? Mbit\/s/)).toBeInTheDocument();
     await user.click(screen.getByRole('button', { name: 'Next' }));
 
     await user.click(screen.getByRole('button', { name: 'Review changes' }));
@@ -66,7 +73,7 @@ describe('SetupWizard', () => {
         role: 'terminal',
         interfaces: { lan: ['lan0'], satellite: 'sat0' },
         served_subnets: ['10.71.1.0/24'],
-        satellite: { congestion_control: 'hybla_ld', routes: [{ dst: '10.71.3.0/24', via: '10.71.2.2' }] },
+        satellite: { congestion_control: 'hybla_ld', routes: [{ dst: '10.71.3.0/24', via: '10.71.2.2' }], forward_rate_bps: 50_000_000, return_rate_bps: 5_000_000 },
       },
     });
     expect(calls.some((c) => c.method === 'POST' && c.path === '/api/v1/versions/2/apply')).toBe(true);

@@ -8,7 +8,7 @@ import { keys } from '../api/keys';
 import { ConfigSaveReview } from '../components/ConfigSaveReview';
 import { PageHeader } from '../components/PageHeader';
 import { QueryView } from '../components/StateViews';
-import { CongestionForm, InterfacesForm, NetworksForm, ResolversForm, RoleForm } from '../components/SystemForms';
+import { CongestionForm, InterfacesForm, LinkRatesForm, NetworksForm, ResolversForm, RoleForm } from '../components/SystemForms';
 import { cacheResolverError, checkConfig, errorsUnder, setupNeeded, WIZARD_STEPS, wizardStart } from '../lib/system-config';
 
 function Wizard({ base, interfaces }: { base: GatewayConfig; interfaces: NetInterface[] }) {
@@ -82,6 +82,11 @@ function Wizard({ base, interfaces }: { base: GatewayConfig; interfaces: NetInte
         <Stepper.Step label={WIZARD_STEPS[3].label}>
           <Stack mt="md">
             <CongestionForm {...props} />
+            <LinkRatesForm {...props} />
+            <Text size="sm" c="dimmed">
+              The link's rates, as your modem or service contract gives them, let the peer path send the first bytes of each flow twice (a frame lost to rain
+              then costs no round trip) and the Overview show how full the link is. Leave 0 if you do not know them.
+            </Text>
             <Switch
               label="Cache web objects (HTTP through Squid; sizes in System settings)"
               checked={draft.cache.enabled}
