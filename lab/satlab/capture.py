@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Callable
@@ -35,13 +36,13 @@ def sniff(exec_argv: Callable[[str, list[str]], list[str]], pcap: str, during: C
 
 def ipv4_in(data: bytes, ip: str) -> bool:
     """Whether the IPv4 address appears anywhere in the capture, as the 4 bytes a header holds."""
-    return bytes(int(x) for x in ip.split(".")) in data
+    return socket.inet_aton(ip) in data
 
 
 def syn_sources(data: bytes, dst_ip: str, dst_port: int) -> set[tuple[bytes, int]]:
     """The (source address, port) of each connection opened to `dst_ip:dst_port` in a pcap of
     Ethernet frames (IPv4): a SYN without ACK, its retransmissions counted once."""
-    dst = bytes(int(x) for x in dst_ip.split("."))
+    dst = socket.inet_aton(dst_ip)
     order: Literal["little", "big"] = "little" if data[:4] == b"\xd4\xc3\xb2\xa1" else "big"
     found: set[tuple[bytes, int]] = set()
     at = 24  # the global header

@@ -474,8 +474,8 @@ def test_a_flows_first_bytes_cross_twice_and_arrive_once(lab: None) -> None:
     (geo-hts: 40 ms at 50 Mbit/s, 250 kB) more on the forward link than with redundancy off, by the
     emulator's counters, and the hub's counters report the same; the client gets every byte once and
     in order (sha256). Requests (20 POSTs of 4 kB, each under return_bytes, two at a time so that
-    each finds a warm connection): every byte of them twice
-    on the return link, each reaches the server once."""
+    each finds a warm connection): every byte of them twice on the return link, each reaches the
+    server once."""
     down, n_posts, body = 1_000_000, 20, 4000
     cfgs = {r: control(r, "GET", "/v1/config") for r in ("hub", "terminal")}
     forward_dup, return_dup = redundancy_budget("hub", cfgs["hub"]), redundancy_budget("terminal", cfgs["terminal"])

@@ -197,34 +197,30 @@ export function CongestionForm({ config, onChange }: FormProps) {
   );
 }
 
+/** Each direction's rate field: the config key and which way the carrier runs. */
+const LINK_RATES = [
+  { key: 'forward_rate_bps', label: 'Forward rate (bit/s)', way: 'hub → terminal' },
+  { key: 'return_rate_bps', label: 'Return rate (bit/s)', way: 'terminal → hub' },
+] as const;
+
 /** The carrier's rates, as the modem reports them: what the peer path may send twice of each flow's start
  * (docs/splitter.md, *Redundancy*) and the link's utilisation figures depend on them; 0 = unknown. */
 export function LinkRatesForm({ config, errors, onChange }: FormProps) {
-  const set = (k: 'forward_rate_bps' | 'return_rate_bps') => (v: number) => onChange({ ...config, satellite: { ...config.satellite, [k]: v } });
-  const s = config.satellite;
   const shown = (bps: number) => (bps > 0 ? formatBps(bps) : 'unknown: the peer path sends nothing twice');
   return (
     <Grid>
-      <Grid.Col span={{ base: 12, sm: 6 }}>
-        <IntField
-          label="Forward rate (bit/s)"
-          path="satellite.forward_rate_bps"
-          value={s.forward_rate_bps}
-          onChange={set('forward_rate_bps')}
-          errors={errors}
-          description={`hub → terminal, the carrier's rate: ${shown(s.forward_rate_bps)}`}
-        />
-      </Grid.Col>
-      <Grid.Col span={{ base: 12, sm: 6 }}>
-        <IntField
-          label="Return rate (bit/s)"
-          path="satellite.return_rate_bps"
-          value={s.return_rate_bps}
-          onChange={set('return_rate_bps')}
-          errors={errors}
-          description={`terminal → hub, the carrier's rate: ${shown(s.return_rate_bps)}`}
-        />
-      </Grid.Col>
+      {LINK_RATES.map(({ key, label, way }) => (
+        <Grid.Col key={key} span={{ base: 12, sm: 6 }}>
+          <IntField
+            label={label}
+            path={`satellite.${key}`}
+            value={config.satellite[key]}
+            onChange={(v) => onChange({ ...config, satellite: { ...config.satellite, [key]: v } })}
+            errors={errors}
+            description={`${way}, the carrier's rate: ${shown(config.satellite[key])}`}
+          />
+        </Grid.Col>
+      ))}
     </Grid>
   );
 }

@@ -145,9 +145,10 @@ impl Pools {
         ep: &Epoll,
         now: Instant,
     ) -> Option<(SocketAddr, Warm)> {
-        let got = match self.ready() <= own_reserve(self.full()) {
-            true => None,
-            false => self.take(aim, ep, now),
+        let got = if self.ready() > own_reserve(self.full()) {
+            self.take(aim, ep, now)
+        } else {
+            None
         };
         // A burst beyond the pool (or a hub out of reach): the operator's cue for peer.pool_size.
         self.empty += u64::from(got.is_none());

@@ -191,7 +191,7 @@ impl Worker {
                         .as_mut()
                         .map_or(0, |a| std::mem::take(&mut a.refused)),
                 peer_failed: d.peer_failed,
-                peer_pool_empty: d.peer_pool_empty + self.warm.take_pool_empty(),
+                peer_pool_empty: self.warm.take_pool_empty(),
                 egress_refused: d.egress_refused,
                 by_action: d
                     .by_action

@@ -70,8 +70,6 @@ struct Deltas {
     peer_fallbacks: u64,
     peer_refused: u64,
     peer_failed: u64,
-    /// Terminal: clients' flows that found no ready peer connection and went direct.
-    peer_pool_empty: u64,
     /// Hub: direct splits the egress policy refused.
     egress_refused: u64,
 }
