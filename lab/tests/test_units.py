@@ -10,6 +10,7 @@ import pytest
 
 from satlab import content, units
 from satlab.capture import syn_sources
+from satlab.cluster.announcer import RECOVER_POLLS, SLOW, UNANSWERED_S, Verdict
 from satlab.httpserver import HttpError, parse_range
 from satlab.profiles import PROFILES, Overrides, build_link
 
@@ -136,3 +137,25 @@ def test_syn_sources_counts_each_opened_connection_once() -> None:
     for f in frames:
         pcap += struct.pack("<IIII", 0, 0, len(f), len(f)) + f
     assert syn_sources(pcap, "10.71.3.10", 8081) == {(bytes([10, 71, 1, 10]), 40000), (bytes([10, 71, 1, 10]), 40001)}
+
+
+SERVES = {"config_revision": 3, "fail_open": False}
+
+
+def test_the_announcer_shuts_a_gone_daemon_at_once_and_a_slow_one_only_when_it_stays_silent() -> None:
+    v = Verdict()
+    assert [v.want(SERVES, 9.0 + 0.1 * i) for i in range(RECOVER_POLLS)][-1] is True  # good polls announce it
+    v.announced = True
+    v.want(SERVES, 10.0)
+    # Slow answers while the daemon still splits: kept, up to UNANSWERED_S after its last answer.
+    assert v.want(SLOW, 10.6) is True
+    assert v.want(SLOW, 10.0 + UNANSWERED_S - 0.1) is True
+    assert v.want(SLOW, 10.0 + UNANSWERED_S + 0.1) is False  # hung: shut
+    v = Verdict(announced=True, good=5, answered_at=20.0)
+    assert v.want("connection refused", 20.1) is False  # gone (SIGKILL): shut at the first poll
+    v = Verdict(announced=True, good=5, answered_at=20.0)
+    assert v.want({"config_revision": 3, "fail_open": True}, 20.1) is False  # it says it does not serve
+    # Back: a slow poll between good ones restarts the count of good polls in a row.
+    v = Verdict(announced=False)
+    assert [v.want(SERVES, 30.0), v.want(SLOW, 30.1), v.want(SERVES, 30.2)] == [False, False, False]
+    assert v.want(SERVES, 30.3) is True

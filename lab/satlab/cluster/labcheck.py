@@ -20,6 +20,7 @@ from . import fabric
 
 CLIENT, SERVER, BULK = "10.71.1.10", "10.71.3.10", 5001
 REPORT_S = 1.3  # workers report their flows to the daemon's master once a second
+MATCH_S = 1.5  # a flow's record starts when its gateway accepts it: within a round trip of the client's connect
 
 
 def own_prefix(ip: str) -> str:
@@ -65,12 +66,21 @@ class ClusterLab:
         return self.route_dev("edge", SERVER, CLIENT, BULK, sport, "lan0")
 
     def flows_of(self, role: str, since: float, client_ip: str = CLIENT) -> dict[int, dict[str, Any]]:
-        """client port -> the flow record at `role` (live and closed) of `client_ip`'s flows started after
-        `since`. Call it REPORT_S after the flows of interest ended."""
+        """client port -> the flow record at `role` (live and closed) of `client_ip`'s flows to the bulk server
+        (flowcheck's) started after `since`. Call it REPORT_S after the flows of interest ended."""
         v = client(socket_path(self.topo, role), timeout=10).json.flows("all")
         own = own_prefix(client_ip)
         return {int(f["client"].rsplit(":", 1)[1]): f for f in v["flows"]
-                if f["client"].startswith(own) and f["started_at"] >= since - 0.5}
+                if f["client"].startswith(own) and f["server"].endswith(f":{BULK}")
+                and f["started_at"] >= since - 0.5}
+
+    @staticmethod
+    def record_of(held: dict[int, dict[str, Any]], flow: dict[str, Any]) -> dict[str, Any] | None:
+        """The record in `held` (flows_of) of flowcheck's `flow`: the same client port and a start within
+        MATCH_S of it. A port alone is not enough: a flow reset by a gateway's death frees its port at once,
+        and a later flow to the same server may take it through another gateway."""
+        rec = held.get(flow["sport"])
+        return rec if rec is not None and abs(rec["started_at"] - flow["t_start"]) < MATCH_S else None
 
     def guard_counters(self, gateway: str) -> dict[str, int]:
         p = subprocess.run(["ip", "netns", "exec", self.ns(gateway), "nft", "-j", "list", "counters", "table",
