@@ -329,6 +329,11 @@ def _files(topo: TopologyLike, role: str) -> tuple[str, str, str]:
     return topo.path(f"gw-{ns}.json"), topo.path(f"gw-{ns}.pid"), topo.path(f"gw-{ns}.log")
 
 
+def pidfile(topo: TopologyLike, role: str) -> str:
+    """Where the daemon's (master's) pid is written at each start."""
+    return _files(topo, role)[1]
+
+
 def client(sock_path: str, timeout: float = 5.0) -> GatewayClient:
     """The control protocol of the daemon listening on `sock_path` (perigee_control.client)."""
     return GatewayClient(sock_path, timeout_s=timeout)

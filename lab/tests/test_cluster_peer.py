@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -26,6 +27,7 @@ from conftest import eventually, in_ns, satlab
 
 from satlab import gateway
 from satlab.cluster import fabric, labcheck, members, state
+from satlab.cluster.announcer import UNANSWERED_S
 from satlab.cluster.plan import member
 from satlab.gateway import client, socket_path
 from satlab.testing import HUNG_S, cannot_run
@@ -235,13 +237,21 @@ def test_the_server_sees_the_clients_own_address(cluster: None) -> None:
         server.wait(timeout=10)
 
 
+def announcer_log(g: str, since: float) -> list[dict[str, Any]]:
+    """Gateway `g`'s announcer's lines since `since`: each change of what it announces, and each slow poll."""
+    with open(fabric.announcer_files(TOPO, g)[2]) as f:
+        lines = [json.loads(line) for line in f if line.startswith("{")]
+    return [e for e in lines if e["at"] >= since]
+
+
+def controller_moves(since: float) -> list[dict[str, Any]]:
+    return [m for m in (fabric.controller_status(TOPO) or {}).get("recent", []) if m["at"] >= since]
+
+
 def cluster_record(since: float) -> dict[str, Any]:
     """What explains a broken flow: each announcer's changes (a gateway it shut) and the controller's moves
     since `since`."""
-    logs = {g: [json.loads(line) for line in open(fabric.announcer_files(TOPO, g)[2])
-                if line.startswith("{") and json.loads(line)["at"] >= since - 1] for g in GATEWAYS}
-    moves = [m for m in (fabric.controller_status(TOPO) or {}).get("recent", []) if m["at"] >= since - 1]
-    return {"announcers": logs, "controller": moves}
+    return {"announcers": {g: announcer_log(g, since - 1) for g in GATEWAYS}, "controller": controller_moves(since - 1)}
 
 
 def test_sigkill_of_a_gateway_costs_only_its_flows_and_new_ones_return_to_the_peer_path(cluster: None) -> None:
@@ -327,3 +337,37 @@ def test_sigkill_of_a_gateway_costs_only_its_flows_and_new_ones_return_to_the_pe
     direct = sorted(p for p, f in back.items() if f["path"] != "peer")
     print(f"back at {victim}: {len(back)} new flows, {len(direct)} of them direct")
     assert back and len(direct) <= len(back) // 4, {p: back[p]["path"] for p in direct}
+
+
+def test_a_daemon_that_stalls_keeps_its_flows_and_one_that_hangs_is_taken_out(cluster: None) -> None:
+    """The announcer tells a slow daemon from a gone one. The daemon's master stopped for 0.8 s (its workers
+    split on; a loaded host) leaves the polls unanswered for less than UNANSWERED_S: the gateway stays in, no
+    bucket moves and every flow completes. (Shutting it at its first unanswered poll, as a timeout of 0.5 s
+    would, resets every flow it holds.) Stopped until the announcer acts (hung), it is taken out no sooner
+    than UNANSWERED_S after its last answer, and is back once it answers again."""
+    g = "gw3"
+    pid = int(open(gateway.pidfile(TOPO, g)).read().strip())
+    longs = flowcheck_bg("--flows", "12", "--size", "600000", "--rate", "120000", "--stall", "15")
+    time.sleep(1.5)
+    t_stall = time.time()
+    os.kill(pid, signal.SIGSTOP)
+    time.sleep(0.8)
+    os.kill(pid, signal.SIGCONT)
+    run = labcheck.finish(longs)
+    stalled = [e for e in announcer_log(g, t_stall) if "serving" in e]
+    assert not stalled and not [m for m in controller_moves(t_stall) if m["states"].get(g) != "up"], \
+        cluster_record(t_stall)
+    assert run["summary"] == {"ok": 12}, (run["summary"], cluster_record(t_stall))
+    slow = sum(1 for e in announcer_log(g, t_stall) if e.get("slow"))
+    t_hang = time.time()
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        shut = eventually(lambda: [e for e in announcer_log(g, t_hang) if "serving" in e], bool, HUNG_S)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert shut and shut[0]["serving"] is False, cluster_record(t_hang)
+    after = shut[0]["at"] - t_hang
+    print(f"stalled 0.8 s: {slow} slow polls, nothing moved; hung: taken out {after:.2f} s after it stopped")
+    assert after >= UNANSWERED_S - 0.15, shut  # its last answer came at most one poll before it stopped
+    state.wait_converged(TOPO, set(GATEWAYS), timeout=60)
+    assert eventually(lambda: [e for e in announcer_log(g, t_hang) if "serving" in e][-1]["serving"], bool, 10)
