@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 from conftest import eventually, in_ns, satlab
 
-from satlab import gateway
+from satlab import gateway, procs
 from satlab.cluster import fabric, labcheck, members, state
 from satlab.cluster.announcer import UNANSWERED_S
 from satlab.cluster.plan import member
@@ -244,6 +244,11 @@ def announcer_log(g: str, since: float) -> list[dict[str, Any]]:
     return [e for e in lines if e["at"] >= since]
 
 
+def announcer_changes(g: str, since: float) -> list[dict[str, Any]]:
+    """Each time gateway `g`'s announcer opened or shut its BGP sessions since `since`."""
+    return [e for e in announcer_log(g, since) if "serving" in e]
+
+
 def controller_moves(since: float) -> list[dict[str, Any]]:
     return [m for m in (fabric.controller_status(TOPO) or {}).get("recent", []) if m["at"] >= since]
 
@@ -283,10 +288,9 @@ def test_sigkill_of_a_gateway_costs_only_its_flows_and_new_ones_return_to_the_pe
     def survivor_record(r: dict[str, Any]) -> dict[str, Any] | None:
         return next((rec for g in survivors if (rec := record_of(held[g], r)) is not None), None)
 
-    broken = [(r, survivor_record(r)) for r in long_run["flows"]
-              if survivor_record(r) is not None and r["result"] != "ok"]
+    at_survivors = [(r, rec) for r in long_run["flows"] if (rec := survivor_record(r)) is not None]
+    broken = [(r, rec) for r, rec in at_survivors if r["result"] != "ok"]
     assert not broken, (broken, cluster_record(t_kill))
-    kept = sum(1 for r in long_run["flows"] if survivor_record(r) is not None)
     # New flows after the kill: back on the peer path at a survivor, in the victim's buckets too.
     after = [r for r in probe_run["flows"] if r["t_start"] > t_kill]
     on_peer = [r for r in after if r["result"] == "ok" and (survivor_record(r) or {}).get("path") == "peer"]
@@ -309,7 +313,7 @@ def test_sigkill_of_a_gateway_costs_only_its_flows_and_new_ones_return_to_the_pe
         fate = "reset" if r["result"] != "ok" else "peer" if r in on_peer else "direct"
         by = seconds.setdefault(min(int(r["t_start"] - t_kill), 3), {})
         by[fate] = by.get(fate, 0) + 1
-    print(f"long flows the survivors held, all complete: {kept} of {len(long_run['flows'])}; "
+    print(f"long flows the survivors held, all complete: {len(at_survivors)} of {len(long_run['flows'])}; "
           f"first new flow on the peer path after the kill: {first:.2f} s; resets among new flows: "
           f"{sum(1 for r in after if r['result'] != 'ok')}; off the peer path 1 s after it: {len(off)} of "
           f"{len(late)}; by second (3: 3 s on) {dict(sorted(seconds.items()))}; timeline {timeline}")
@@ -346,7 +350,8 @@ def test_a_daemon_that_stalls_keeps_its_flows_and_one_that_hangs_is_taken_out(cl
     would, resets every flow it holds.) Stopped until the announcer acts (hung), it is taken out no sooner
     than UNANSWERED_S after its last answer, and is back once it answers again."""
     g = "gw3"
-    pid = int(open(gateway.pidfile(TOPO, g)).read().strip())
+    pid = procs.read_pid(gateway.pidfile(TOPO, g))
+    assert pid is not None
     longs = flowcheck_bg("--flows", "12", "--size", "600000", "--rate", "120000", "--stall", "15")
     time.sleep(1.5)
     t_stall = time.time()
@@ -354,15 +359,14 @@ def test_a_daemon_that_stalls_keeps_its_flows_and_one_that_hangs_is_taken_out(cl
     time.sleep(0.8)
     os.kill(pid, signal.SIGCONT)
     run = labcheck.finish(longs)
-    stalled = [e for e in announcer_log(g, t_stall) if "serving" in e]
-    assert not stalled and not [m for m in controller_moves(t_stall) if m["states"].get(g) != "up"], \
-        cluster_record(t_stall)
+    taken_out = [m for m in controller_moves(t_stall) if m["states"].get(g) != "up"]
+    assert not announcer_changes(g, t_stall) and not taken_out, cluster_record(t_stall)
     assert run["summary"] == {"ok": 12}, (run["summary"], cluster_record(t_stall))
     slow = sum(1 for e in announcer_log(g, t_stall) if e.get("slow"))
     t_hang = time.time()
     os.kill(pid, signal.SIGSTOP)
     try:
-        shut = eventually(lambda: [e for e in announcer_log(g, t_hang) if "serving" in e], bool, HUNG_S)
+        shut = eventually(lambda: announcer_changes(g, t_hang), bool, HUNG_S)
     finally:
         os.kill(pid, signal.SIGCONT)
     assert shut and shut[0]["serving"] is False, cluster_record(t_hang)
@@ -370,4 +374,4 @@ def test_a_daemon_that_stalls_keeps_its_flows_and_one_that_hangs_is_taken_out(cl
     print(f"stalled 0.8 s: {slow} slow polls, nothing moved; hung: taken out {after:.2f} s after it stopped")
     assert after >= UNANSWERED_S - 0.15, shut  # its last answer came at most one poll before it stopped
     state.wait_converged(TOPO, set(GATEWAYS), timeout=60)
-    assert eventually(lambda: [e for e in announcer_log(g, t_hang) if "serving" in e][-1]["serving"], bool, 10)
+    assert eventually(lambda: announcer_changes(g, t_hang)[-1]["serving"], bool, 10)

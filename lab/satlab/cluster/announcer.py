@@ -33,7 +33,7 @@ POLL_S = 0.1
 RECOVER_POLLS = 2
 HEALTH_TIMEOUT_S = 0.5
 # How long a daemon may leave the polls unanswered (each waits HEALTH_TIMEOUT_S) before it counts as hung:
-# longer than a loaded host's stall, shorter than the 2 s after which the tests expect new flows served.
+# longer than a loaded host's stall, short enough that a hung daemon's new flows go elsewhere within 2 s.
 UNANSWERED_S = 1.5
 
 
@@ -76,14 +76,15 @@ class Verdict:
     answered_at: float = float("-inf")  # monotonic time of the last poll the daemon answered
 
     def want(self, h: dict[str, Any] | str, now: float) -> bool:
+        ok = serving(h)
         if h != SLOW:
             self.answered_at = now
-        self.good = self.good + 1 if serving(h) else 0
+        self.good = self.good + 1 if ok else 0
         if self.announced is not True:
             return self.good >= RECOVER_POLLS
         if h == SLOW:
             return now - self.answered_at < UNANSWERED_S
-        return serving(h)
+        return ok
 
 
 def set_announced(conf: AnnouncerConf, serve: bool) -> None:
